@@ -1,0 +1,81 @@
+// Runs Plans on a Backend.
+//
+// For each job the executor allocates the graph's buffers on the devices the
+// plan chose, uploads initial contents, maps the plan's logical streams onto
+// backend streams, issues every node in plan order with the plan's event
+// waits and signals, reports each node as it starts and finishes, copies
+// output buffers back to the host and reports the job's outcome exactly
+// once. A buffer used on several devices is kept coherent by device-to-device
+// copies the executor inserts. Device work never blocks an executor thread:
+// completions arrive as host callbacks. Many jobs run at once on shared
+// devices.
+//
+// Thread-safe.
+#ifndef WEFT_RUNTIME_EXECUTOR_H_
+#define WEFT_RUNTIME_EXECUTOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/backend.h"
+#include "scheduler/graph.h"
+#include "scheduler/plan.h"
+
+namespace weft::runtime {
+
+enum class NodeEventKind { kStarted, kFinished, kFailed };
+
+// Output buffers of a finished job, by buffer name.
+using HostBuffers = absl::flat_hash_map<std::string, std::string>;
+
+struct JobCallbacks {
+  // Per-node progress, called from executor threads, in order per node.
+  std::function<void(scheduler::NodeId node, NodeEventKind kind,
+                      const absl::Status& status)>
+      on_node;
+  // Called exactly once. On success `outputs` holds every output buffer.
+  // On failure `failed_node` is the node that failed, or -1.
+  std::function<void(absl::Status status, scheduler::NodeId failed_node,
+                     HostBuffers outputs)>
+      on_done;
+};
+
+// Per-device counters for metrics and ListDevices.
+struct DeviceLoad {
+  int streams_busy = 0;
+  int streams_total = 0;
+};
+
+class Executor {
+ public:
+  struct Options {
+    Backend* backend = nullptr;  // not owned; outlives the executor
+    int max_streams_per_device = 32;
+    int host_threads = 2;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);
+  virtual ~Executor() = default;
+
+  // Starts a job. The graph and plan stay alive until on_done returns.
+  // Returns a handle for Cancel.
+  virtual absl::StatusOr<uint64_t> Start(
+      std::shared_ptr<const scheduler::Graph> graph,
+      std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks) = 0;
+
+  // Stops issuing work for the run; on_done reports CANCELLED once work in
+  // flight has drained. No-op for unknown or finished runs.
+  virtual void Cancel(uint64_t run) = 0;
+
+  virtual std::vector<DeviceLoad> Load() const = 0;
+};
+
+}  // namespace weft::runtime
+
+#endif  // WEFT_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,106 @@
+// The validated, immutable graph model the planner works on.
+//
+// A Graph holds buffers and nodes with dense ids (their index in the
+// submitted order). It is built only by GraphBuilder (graph_builder.h), which
+// validates everything a client can get wrong, so code downstream may assume:
+// names are unique and non-empty, every reference resolves, every op is
+// known and its arguments match the op's signature, explicit `after` edges
+// form no cycle, and device pins are within the machine. A Graph never
+// changes after construction and is safe to share between threads.
+#ifndef WEFT_SCHEDULER_GRAPH_H_
+#define WEFT_SCHEDULER_GRAPH_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+
+namespace weft::scheduler {
+
+using NodeId = int32_t;
+using BufferId = int32_t;
+
+enum class DType { kBytes, kFloat32, kFloat64, kInt32, kInt64 };
+enum class Access { kRead, kWrite, kReadWrite };
+enum class Engine { kCompute, kCopy, kCollective, kHost };
+
+// Size in bytes of one element of `dtype` (1 for kBytes).
+int DTypeSize(DType dtype);
+absl::string_view DTypeName(DType dtype);
+absl::string_view AccessName(Access access);
+absl::string_view EngineName(Engine engine);
+inline bool Reads(Access a) { return a != Access::kWrite; }
+inline bool Writes(Access a) { return a != Access::kRead; }
+
+struct BufferSpec {
+  enum class Init { kZero, kData, kFill };
+
+  std::string name;
+  uint64_t size_bytes = 0;
+  DType dtype = DType::kBytes;
+  Init init = Init::kZero;
+  std::string data;  // kData: initial bytes (at most size_bytes, zero padded)
+  double fill = 0;   // kFill: every element set to this value
+  bool output = false;
+};
+
+struct BufferUse {
+  BufferId buffer = -1;
+  Access access = Access::kRead;
+};
+
+// One node argument: a buffer use or a typed scalar.
+using Arg = std::variant<BufferUse, float, double, int32_t, int64_t>;
+
+struct NodeSpec {
+  std::string name;
+  std::string op;
+  std::vector<Arg> args;
+  std::vector<NodeId> after;  // explicit control predecessors
+  std::string stream_label;
+  Engine engine = Engine::kCompute;
+  double cost_us = 0;
+  std::optional<int> device;  // pinned device
+};
+
+// Not copyable (graphs can be large); movable. Thread-compatible and, once
+// built, only read.
+class Graph {
+ public:
+  Graph(std::string name, std::vector<BufferSpec> buffers,
+        std::vector<NodeSpec> nodes);
+  Graph(Graph&&) = default;
+  Graph& operator=(Graph&&) = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::vector<BufferSpec>& buffers() const { return buffers_; }
+  const std::vector<NodeSpec>& nodes() const { return nodes_; }
+  const BufferSpec& buffer(BufferId id) const { return buffers_[id]; }
+  const NodeSpec& node(NodeId id) const { return nodes_[id]; }
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  int num_buffers() const { return static_cast<int>(buffers_.size()); }
+
+  // -1 when absent.
+  NodeId FindNode(absl::string_view name) const;
+  BufferId FindBuffer(absl::string_view name) const;
+
+  // Buffer uses of node `id`, in argument order.
+  std::vector<BufferUse> BufferUses(NodeId id) const;
+
+ private:
+  std::string name_;
+  std::vector<BufferSpec> buffers_;
+  std::vector<NodeSpec> nodes_;
+  absl::flat_hash_map<std::string, NodeId> node_index_;
+  absl::flat_hash_map<std::string, BufferId> buffer_index_;
+};
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_GRAPH_H_

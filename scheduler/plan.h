@@ -1,0 +1,50 @@
+// A Plan: the planner's complete answer for one graph.
+//
+// For every node: its device, its logical stream, its direct predecessors
+// (after transitive reduction), the events its stream waits on before it
+// runs and the event it signals. Nodes are listed in issue order, a
+// topological order: an executor that issues them in this order, honouring
+// stream FIFO order and event waits, respects every dependency of the graph.
+// Logical streams and events have dense ids from 0. Plans are plain values.
+#ifndef WEFT_SCHEDULER_PLAN_H_
+#define WEFT_SCHEDULER_PLAN_H_
+
+#include <string>
+#include <vector>
+
+#include "scheduler/graph.h"
+
+namespace weft::scheduler {
+
+struct PlannedStream {
+  int id = 0;
+  int device = 0;
+  std::string label;
+  Engine engine = Engine::kCompute;
+};
+
+struct PlannedNode {
+  NodeId node = -1;
+  int device = 0;
+  int stream = 0;
+  std::vector<NodeId> deps;      // direct predecessors, transitively reduced
+  std::vector<int> wait_events;  // waited on by `stream` before the node
+  int signal_event = -1;         // recorded after the node; -1 if unused
+  std::string reason;            // why this device and this stream
+  double estimated_start_us = 0;
+  double estimated_end_us = 0;
+};
+
+struct Plan {
+  std::vector<PlannedNode> nodes;  // issue order
+  std::vector<PlannedStream> streams;
+  int num_events = 0;
+  int num_devices = 0;
+  double estimated_makespan_us = 0;
+  double critical_path_us = 0;
+  double lower_bound_us = 0;  // max(critical path, total work / devices)
+};
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_PLAN_H_

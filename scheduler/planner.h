@@ -1,0 +1,54 @@
+// The planner: Graph -> Plan.
+//
+// Pipeline: dependency inference (dependency_inference.h) -> device
+// selection (device_policy.h) -> stream assignment and event planning
+// (stream_assignment.h) -> cost estimate (cost_model.h). Pure computation:
+// no threads, no devices, no I/O.
+#ifndef WEFT_SCHEDULER_PLANNER_H_
+#define WEFT_SCHEDULER_PLANNER_H_
+
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "scheduler/graph.h"
+#include "scheduler/plan.h"
+#include "weft/v1/weft.pb.h"
+
+namespace weft::scheduler {
+
+enum class DevicePolicyKind {
+  kRoundRobin,
+  kStreamAware,
+  kMinTransferSize,
+  kMinMinTransferTime,
+  kMinMaxTransferTime,
+  kMinFinishTime,
+};
+
+enum class StreamMode { kMulti, kSingle };
+
+struct PlannerOptions {
+  int num_devices = 1;
+  DevicePolicyKind device_policy = DevicePolicyKind::kRoundRobin;
+  StreamMode stream_mode = StreamMode::kMulti;
+  int max_streams_per_device = 8;  // soft cap
+  // Busy streams per device from other running jobs (STREAM_AWARE); empty
+  // means all idle.
+  std::vector<int> busy_streams;
+};
+
+// Thread-safe (stateless). Errors: INVALID_ARGUMENT for options a graph
+// cannot satisfy (e.g. a stream label in SINGLE mode), UNIMPLEMENTED for
+// policies not built yet.
+absl::StatusOr<Plan> PlanGraph(const Graph& graph,
+                               const PlannerOptions& options);
+
+// Wire conversions.
+absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
+    const weft::v1::ScheduleOptions& proto, int num_devices,
+    int default_max_streams_per_device);
+weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan);
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_PLANNER_H_
