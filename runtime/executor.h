@@ -58,6 +58,9 @@ class Executor {
     Backend* backend = nullptr;  // not owned; outlives the executor
     int max_streams_per_device = 32;
     int host_threads = 2;
+    // Most nodes of one job issued and not yet finished. Cancelling or a
+    // failure stops issuing; what is in flight still drains first.
+    int max_in_flight_per_job = 4096;
   };
 
   static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);

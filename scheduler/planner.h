@@ -12,30 +12,10 @@
 #include "absl/status/statusor.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
+#include "scheduler/planner_options.h"  // IWYU pragma: export
 #include "weft/v1/weft.pb.h"
 
 namespace weft::scheduler {
-
-enum class DevicePolicyKind {
-  kRoundRobin,
-  kStreamAware,
-  kMinTransferSize,
-  kMinMinTransferTime,
-  kMinMaxTransferTime,
-  kMinFinishTime,
-};
-
-enum class StreamMode { kMulti, kSingle };
-
-struct PlannerOptions {
-  int num_devices = 1;
-  DevicePolicyKind device_policy = DevicePolicyKind::kRoundRobin;
-  StreamMode stream_mode = StreamMode::kMulti;
-  int max_streams_per_device = 8;  // soft cap
-  // Busy streams per device from other running jobs (STREAM_AWARE); empty
-  // means all idle.
-  std::vector<int> busy_streams;
-};
 
 // Thread-safe (stateless). Errors: INVALID_ARGUMENT for options a graph
 // cannot satisfy (e.g. a stream label in SINGLE mode), UNIMPLEMENTED for

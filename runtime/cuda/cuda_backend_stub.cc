@@ -1,0 +1,18 @@
+// CudaBackend for builds without the CUDA toolkit: there is never a device.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace weft::runtime {
+
+int VisibleCudaDevices() { return 0; }
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
+  return absl::UnavailableError(
+      "CUDA backend unavailable: Weft was built without CUDA");
+}
+
+}  // namespace weft::runtime

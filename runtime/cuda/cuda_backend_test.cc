@@ -1,0 +1,486 @@
+// Tests of CudaBackend on a real GPU. Without a visible device (or in a
+// build without CUDA) every test skips itself, so `bazel test //...` passes
+// on machines without GPUs and really checks the backend on machines with.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/backend.h"
+#include "scheduler/graph.h"
+
+namespace weft::runtime {
+namespace {
+
+using scheduler::Access;
+using scheduler::DType;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+#define WEFT_TEST_CONCAT_INNER(a, b) a##b
+#define WEFT_TEST_CONCAT(a, b) WEFT_TEST_CONCAT_INNER(a, b)
+
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    const absl::Status assert_ok_ = (expr);      \
+    ASSERT_TRUE(assert_ok_.ok()) << assert_ok_;  \
+  } while (false)
+
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                              \
+  auto WEFT_TEST_CONCAT(statusor_, __LINE__) = (rexpr);               \
+  ASSERT_TRUE(WEFT_TEST_CONCAT(statusor_, __LINE__).ok())             \
+      << WEFT_TEST_CONCAT(statusor_, __LINE__).status();              \
+  lhs = std::move(WEFT_TEST_CONCAT(statusor_, __LINE__)).value()
+
+DeviceBufferArg Buffer(DevicePtr ptr, uint64_t bytes, DType dtype,
+                       Access access = Access::kReadWrite) {
+  DeviceBufferArg arg;
+  arg.ptr = ptr;
+  arg.size_bytes = bytes;
+  arg.dtype = dtype;
+  arg.access = access;
+  return arg;
+}
+
+DevicePtr Offset(DevicePtr ptr, uint64_t bytes) {
+  return DevicePtr{ptr.device, ptr.address + bytes};
+}
+
+template <typename T>
+std::vector<T> FromBytes(const std::string& bytes) {
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+template <typename T>
+std::string ToBytes(const std::vector<T>& values) {
+  std::string out(values.size() * sizeof(T), '\0');
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<CudaBackend>> backend =
+        CudaBackend::Create();
+    if (!backend.ok()) {
+      ASSERT_EQ(backend.status().code(), absl::StatusCode::kUnavailable)
+          << backend.status();
+      EXPECT_EQ(VisibleCudaDevices(), 0);
+      GTEST_SKIP() << backend.status().message();
+    }
+    backend_ = std::move(backend).value();
+    ASSERT_GT(backend_->device_count(), 0);
+    absl::StatusOr<StreamHandle> stream = backend_->CreateStream(0);
+    ASSERT_TRUE(stream.ok()) << stream.status();
+    stream_ = *stream;
+  }
+
+  void TearDown() override {
+    if (backend_ == nullptr) return;
+    for (DevicePtr ptr : allocations_) EXPECT_TRUE(backend_->Free(ptr).ok());
+    EXPECT_TRUE(backend_->DestroyStream(stream_).ok());
+  }
+
+  // Allocates `bytes` on `device`, freed at tear-down.
+  absl::StatusOr<DevicePtr> Alloc(uint64_t bytes, int device = 0) {
+    absl::StatusOr<DevicePtr> ptr = backend_->Allocate(device, bytes);
+    if (ptr.ok()) allocations_.push_back(*ptr);
+    return ptr;
+  }
+
+  // A device buffer holding `contents`, uploaded synchronously.
+  absl::StatusOr<DevicePtr> Upload(const std::string& contents,
+                                   int device = 0) {
+    absl::StatusOr<DevicePtr> ptr = Alloc(contents.size(), device);
+    if (!ptr.ok()) return ptr;
+    absl::StatusOr<StreamHandle> stream = backend_->CreateStream(device);
+    if (!stream.ok()) return stream.status();
+    absl::Status s = backend_->CopyHostToDevice(*ptr, contents.data(),
+                                                contents.size(), *stream);
+    if (s.ok()) s = backend_->SynchronizeStream(*stream);
+    if (absl::Status d = backend_->DestroyStream(*stream); s.ok()) s = d;
+    if (!s.ok()) return s;
+    return ptr;
+  }
+
+  // `bytes` bytes read back after the work on `stream_` has finished.
+  absl::StatusOr<std::string> Download(DevicePtr ptr, uint64_t bytes) {
+    std::string out(bytes, '\0');
+    absl::Status s = backend_->SynchronizeStream(stream_);
+    if (s.ok()) s = backend_->CopyDeviceToHost(out.data(), ptr, bytes, stream_);
+    if (s.ok()) s = backend_->SynchronizeStream(stream_);
+    if (!s.ok()) return s;
+    return out;
+  }
+
+  absl::Status Run(std::string op, std::vector<KernelArg> args,
+                   double cost_us = 0) {
+    KernelLaunch launch;
+    launch.op = std::move(op);
+    launch.args = std::move(args);
+    launch.cost_us = cost_us;
+    return backend_->Launch(launch, stream_);
+  }
+
+  std::unique_ptr<CudaBackend> backend_;
+  StreamHandle stream_;
+  std::vector<DevicePtr> allocations_;
+};
+
+TEST_F(CudaBackendTest, DescribesEveryDevice) {
+  EXPECT_EQ(VisibleCudaDevices(), backend_->device_count());
+  for (int d = 0; d < backend_->device_count(); ++d) {
+    const DeviceInfo info = backend_->device_info(d);
+    EXPECT_EQ(info.index, d);
+    EXPECT_FALSE(info.name.empty());
+    EXPECT_FALSE(info.simulated);
+    EXPECT_GT(info.memory_total_bytes, 0u);
+    EXPECT_THAT(info.uuid,
+                MatchesRegex("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                             "[0-9a-f]{4}-[0-9a-f]{12}"));
+  }
+  EXPECT_TRUE(backend_->device_info(backend_->device_count()).name.empty());
+}
+
+TEST_F(CudaBackendTest, MemoryUsedCountsAllocations) {
+  constexpr uint64_t kBytes = 256ull << 20;
+  ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Alloc(kBytes));
+  EXPECT_NE(ptr.address, 0u);
+  EXPECT_EQ(ptr.device, 0);
+  EXPECT_GE(backend_->memory_used_bytes(0), kBytes);
+  EXPECT_LE(backend_->memory_used_bytes(0),
+            backend_->device_info(0).memory_total_bytes);
+}
+
+TEST_F(CudaBackendTest, HostDeviceRoundTrip) {
+  std::mt19937 rng(7);
+  std::string data(1000003, '\0');  // odd size on purpose
+  for (char& c : data) c = static_cast<char>(rng());
+  ASSERT_OK_AND_ASSIGN(DevicePtr a, Upload(data));
+  ASSERT_OK_AND_ASSIGN(DevicePtr b, Alloc(data.size()));
+  ASSERT_OK(backend_->CopyDeviceToDevice(b, a, data.size(), stream_));
+  ASSERT_OK_AND_ASSIGN(std::string back, Download(b, data.size()));
+  EXPECT_TRUE(back == data);
+}
+
+TEST_F(CudaBackendTest, CopiesOutsideAllocationsAreRejected) {
+  ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Alloc(1024));
+  std::string host(2048, 'x');
+  absl::Status s =
+      backend_->CopyHostToDevice(Offset(ptr, 512), host.data(), 1024, stream_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not inside an allocation"));
+}
+
+TEST_F(CudaBackendTest, OutOfMemoryIsResourceExhausted) {
+  const uint64_t too_much = backend_->device_info(0).memory_total_bytes * 4;
+  absl::StatusOr<DevicePtr> ptr = Alloc(too_much);
+  ASSERT_FALSE(ptr.ok());
+  EXPECT_EQ(ptr.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(ptr.status().message(), HasSubstr("cudaErrorMemoryAllocation"));
+  EXPECT_THAT(ptr.status().message(), HasSubstr("on device 0"));
+  // The failure leaves the device usable.
+  ASSERT_OK_AND_ASSIGN(DevicePtr small, Alloc(4096));
+  EXPECT_NE(small.address, 0u);
+}
+
+TEST_F(CudaBackendTest, BadHandlesAndDevices) {
+  EXPECT_EQ(backend_->CreateStream(-1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::Status s = backend_->CreateStream(backend_->device_count()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("out of range"));
+  s = backend_->SynchronizeStream(StreamHandle{987654});
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("unknown stream handle 987654"));
+  s = backend_->QueryEvent(EventHandle{987654}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  s = backend_->Free(DevicePtr{0, 0x1234});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not the start of an allocation"));
+  s = backend_->AddHostCallback(stream_, HostCallback());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("empty host callback"));
+}
+
+TEST_F(CudaBackendTest, FillWritesEveryDtype) {
+  constexpr uint64_t kBytes = 40000;  // several blocks, all dtypes divide it
+  ASSERT_OK_AND_ASSIGN(DevicePtr f32, Alloc(kBytes));
+  ASSERT_OK_AND_ASSIGN(DevicePtr f64, Alloc(kBytes));
+  ASSERT_OK_AND_ASSIGN(DevicePtr i32, Alloc(kBytes));
+  ASSERT_OK_AND_ASSIGN(DevicePtr i64, Alloc(kBytes));
+  ASSERT_OK_AND_ASSIGN(DevicePtr raw, Alloc(kBytes - 3));
+  ASSERT_OK(Run("fill", {Buffer(f32, kBytes, DType::kFloat32), 2.5}));
+  ASSERT_OK(Run("fill", {Buffer(f64, kBytes, DType::kFloat64), int64_t{-3}}));
+  ASSERT_OK(Run("fill", {Buffer(i32, kBytes, DType::kInt32), 1e12}));
+  ASSERT_OK(Run("fill", {Buffer(i64, kBytes, DType::kInt64), -7.9f}));
+  ASSERT_OK(Run("fill", {Buffer(raw, kBytes - 3, DType::kBytes), int32_t{511}}));
+
+  ASSERT_OK_AND_ASSIGN(std::string b, Download(f32, kBytes));
+  EXPECT_EQ(FromBytes<float>(b), std::vector<float>(kBytes / 4, 2.5f));
+  ASSERT_OK_AND_ASSIGN(b, Download(f64, kBytes));
+  EXPECT_EQ(FromBytes<double>(b), std::vector<double>(kBytes / 8, -3.0));
+  ASSERT_OK_AND_ASSIGN(b, Download(i32, kBytes));
+  EXPECT_EQ(FromBytes<int32_t>(b),
+            std::vector<int32_t>(kBytes / 4,
+                                 std::numeric_limits<int32_t>::max()));
+  ASSERT_OK_AND_ASSIGN(b, Download(i64, kBytes));
+  EXPECT_EQ(FromBytes<int64_t>(b), std::vector<int64_t>(kBytes / 8, -7));
+  ASSERT_OK_AND_ASSIGN(b, Download(raw, kBytes - 3));
+  EXPECT_EQ(b, std::string(kBytes - 3, '\xff'));
+}
+
+TEST_F(CudaBackendTest, AxpyMatchesHostArithmetic) {
+  constexpr int kN = (1 << 20) + 3;
+  std::vector<float> x(kN), y(kN + 100);
+  for (int i = 0; i < kN; ++i) x[i] = 0.5f * i - 17.25f;
+  for (int i = 0; i < kN + 100; ++i) y[i] = 1.0f - 0.125f * i;
+  ASSERT_OK_AND_ASSIGN(DevicePtr dx, Upload(ToBytes(x)));
+  ASSERT_OK_AND_ASSIGN(DevicePtr dy, Upload(ToBytes(y)));
+  const float a = 1.7f;
+  ASSERT_OK(Run("axpy", {a, Buffer(dx, kN * 4, DType::kFloat32, Access::kRead),
+                         Buffer(dy, (kN + 100) * 4, DType::kFloat32)}));
+  ASSERT_OK_AND_ASSIGN(std::string b, Download(dy, (kN + 100) * 4));
+  const std::vector<float> got = FromBytes<float>(b);
+  for (int i = 0; i < kN + 100; ++i) {
+    // Elements past len(x) are untouched.
+    const float want = i < kN ? a * x[i] + y[i] : y[i];
+    ASSERT_EQ(got[i], want) << "at " << i;
+  }
+}
+
+TEST_F(CudaBackendTest, ScaleMatchesHostArithmetic) {
+  constexpr int kN = 300001;
+  std::vector<float> x(kN);
+  for (int i = 0; i < kN; ++i) x[i] = std::sin(0.001f * i) * 100.0f;
+  ASSERT_OK_AND_ASSIGN(DevicePtr dx, Upload(ToBytes(x)));
+  ASSERT_OK(Run("scale", {int32_t{-3}, Buffer(dx, kN * 4, DType::kFloat32)}));
+  ASSERT_OK_AND_ASSIGN(std::string b, Download(dx, kN * 4));
+  const std::vector<float> got = FromBytes<float>(b);
+  for (int i = 0; i < kN; ++i) ASSERT_EQ(got[i], -3.0f * x[i]) << "at " << i;
+}
+
+TEST_F(CudaBackendTest, AddUsesTheShortestOperand) {
+  constexpr int kN = 70000;
+  std::vector<float> a(kN - 10), b(kN), out(kN, -1.0f);
+  for (int i = 0; i < kN - 10; ++i) a[i] = 0.25f * i;
+  for (int i = 0; i < kN; ++i) b[i] = 3.0f - i;
+  ASSERT_OK_AND_ASSIGN(DevicePtr da, Upload(ToBytes(a)));
+  ASSERT_OK_AND_ASSIGN(DevicePtr db, Upload(ToBytes(b)));
+  ASSERT_OK_AND_ASSIGN(DevicePtr dout, Upload(ToBytes(out)));
+  ASSERT_OK(Run("add", {Buffer(da, (kN - 10) * 4, DType::kFloat32),
+                        Buffer(db, kN * 4, DType::kFloat32),
+                        Buffer(dout, kN * 4, DType::kFloat32)}));
+  ASSERT_OK_AND_ASSIGN(std::string bytes, Download(dout, kN * 4));
+  const std::vector<float> got = FromBytes<float>(bytes);
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_EQ(got[i], i < kN - 10 ? a[i] + b[i] : -1.0f) << "at " << i;
+  }
+}
+
+TEST_F(CudaBackendTest, ReduceSumSmallLargeAndEmpty) {
+  for (int n : {0, 1, 1000, 3 * 1000 * 1000 + 5}) {
+    SCOPED_TRACE(n);
+    std::vector<float> x(n);
+    double want = 0;
+    for (int i = 0; i < n; ++i) {
+      x[i] = static_cast<float>((i % 1000) * 0.001 - 0.3);
+      want += x[i];
+    }
+    // Upload needs at least one byte; the argument says how many count.
+    std::string bytes = ToBytes(x);
+    if (bytes.empty()) bytes.assign(4, '\0');
+    ASSERT_OK_AND_ASSIGN(DevicePtr dx, Upload(bytes));
+    ASSERT_OK_AND_ASSIGN(DevicePtr dout,
+                         Upload(ToBytes(std::vector<float>{5.0f, 9.0f})));
+    ASSERT_OK(Run("reduce_sum",
+                  {Buffer(dx, uint64_t{4} * n, DType::kFloat32, Access::kRead),
+                   Buffer(dout, 8, DType::kFloat32, Access::kWrite)}));
+    ASSERT_OK_AND_ASSIGN(std::string out, Download(dout, 8));
+    const std::vector<float> got = FromBytes<float>(out);
+    EXPECT_FLOAT_EQ(got[0], static_cast<float>(want));
+    EXPECT_EQ(got[1], 9.0f);  // only element 0 is written
+  }
+}
+
+TEST_F(CudaBackendTest, CopyOpHonoursSizesAndOverlap) {
+  std::string src(1000, '\0');
+  for (int i = 0; i < 1000; ++i) src[i] = static_cast<char>(i * 7);
+  ASSERT_OK_AND_ASSIGN(DevicePtr dsrc, Upload(src));
+  ASSERT_OK_AND_ASSIGN(DevicePtr ddst, Upload(std::string(2000, '\x11')));
+  ASSERT_OK(Run("copy", {Buffer(dsrc, 1000, DType::kBytes, Access::kRead),
+                         Buffer(ddst, 2000, DType::kBytes, Access::kWrite)}));
+  ASSERT_OK_AND_ASSIGN(std::string got, Download(ddst, 2000));
+  EXPECT_EQ(got, src + std::string(1000, '\x11'));
+
+  absl::Status s = Run("copy", {Buffer(ddst, 2000, DType::kBytes),
+                                Buffer(dsrc, 1000, DType::kBytes)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("smaller than source"));
+
+  // Overlapping views of one allocation behave like memmove.
+  std::string expected = got;
+  std::memmove(expected.data() + 100, expected.data(), 1500);
+  ASSERT_OK(Run("copy", {Buffer(ddst, 1500, DType::kBytes),
+                         Buffer(Offset(ddst, 100), 1500, DType::kBytes)}));
+  ASSERT_OK_AND_ASSIGN(got, Download(ddst, 2000));
+  EXPECT_EQ(got, expected);
+}
+
+TEST_F(CudaBackendTest, RejectsBadLaunches) {
+  ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Alloc(64));
+  absl::Status s = Run("no_such_op", {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s.message(), HasSubstr("no_such_op"));
+  s = Run("scale", {2.0f, Buffer(ptr, 64, DType::kInt32)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("must be float32"));
+  s = Run("axpy", {2.0f, Buffer(ptr, 64, DType::kFloat32)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("expected 3 arguments"));
+  s = Run("fill", {Buffer(ptr, 128, DType::kFloat32), 1.0});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("not inside an allocation"));
+  s = Run("spin", {Buffer(ptr, 64, DType::kBytes), 1.0f});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("must be a buffer"));
+}
+
+TEST_F(CudaBackendTest, SpinOccupiesTheStreamForItsCost) {
+  ASSERT_OK_AND_ASSIGN(EventHandle done, backend_->CreateEvent(0));
+  const absl::Time start = absl::Now();
+  ASSERT_OK(Run("spin", {}, /*cost_us=*/50000));
+  ASSERT_OK(backend_->RecordEvent(done, stream_));
+  ASSERT_OK_AND_ASSIGN(bool finished_early, backend_->QueryEvent(done));
+  EXPECT_FALSE(finished_early);
+  ASSERT_OK(backend_->SynchronizeStream(stream_));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(49));
+  ASSERT_OK_AND_ASSIGN(bool finished, backend_->QueryEvent(done));
+  EXPECT_TRUE(finished);
+  ASSERT_OK(backend_->DestroyEvent(done));
+}
+
+TEST_F(CudaBackendTest, EventsOrderWorkAcrossStreams) {
+  constexpr uint64_t kBytes = 1 << 20;
+  ASSERT_OK_AND_ASSIGN(DevicePtr x, Upload(std::string(kBytes, '\0')));
+  ASSERT_OK_AND_ASSIGN(DevicePtr y, Upload(std::string(kBytes, '\0')));
+  ASSERT_OK_AND_ASSIGN(StreamHandle other, backend_->CreateStream(0));
+  ASSERT_OK_AND_ASSIGN(EventHandle written, backend_->CreateEvent(0));
+
+  // Producer: a long spin delays the write of 7s into x.
+  ASSERT_OK(Run("spin", {Buffer(x, kBytes, DType::kFloat32)}, 100000));
+  ASSERT_OK(Run("fill", {Buffer(x, kBytes, DType::kFloat32), 7.0f}));
+  ASSERT_OK(backend_->RecordEvent(written, stream_));
+  // Consumer on another stream: without the wait it would copy zeros.
+  ASSERT_OK(backend_->StreamWaitEvent(other, written));
+  KernelLaunch copy;
+  copy.op = "copy";
+  copy.args = {Buffer(x, kBytes, DType::kFloat32, Access::kRead),
+               Buffer(y, kBytes, DType::kFloat32, Access::kWrite)};
+  ASSERT_OK(backend_->Launch(copy, other));
+  std::string host(kBytes, '\0');
+  ASSERT_OK(backend_->CopyDeviceToHost(host.data(), y, kBytes, other));
+  ASSERT_OK(backend_->SynchronizeStream(other));
+  EXPECT_EQ(FromBytes<float>(host), std::vector<float>(kBytes / 4, 7.0f));
+  ASSERT_OK_AND_ASSIGN(bool recorded_done, backend_->QueryEvent(written));
+  EXPECT_TRUE(recorded_done);
+  ASSERT_OK(backend_->DestroyEvent(written));
+  ASSERT_OK(backend_->DestroyStream(other));
+}
+
+TEST_F(CudaBackendTest, HostCallbacksRunInStreamOrderAfterTheWork) {
+  constexpr uint64_t kBytes = 4096;
+  ASSERT_OK_AND_ASSIGN(DevicePtr x, Alloc(kBytes));
+  std::vector<float> host(kBytes / 4, 0.0f);
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  std::vector<float> seen;
+  absl::Notification done;
+
+  ASSERT_OK(Run("spin", {}, 20000));
+  ASSERT_OK(Run("fill", {Buffer(x, kBytes, DType::kFloat32), 4.5}));
+  ASSERT_OK(backend_->CopyDeviceToHost(host.data(), x, kBytes, stream_));
+  ASSERT_OK(backend_->AddHostCallback(stream_, [&](absl::Status status) {
+    absl::MutexLock lock(&mu);
+    order.push_back(status.ok() ? "first" : std::string(status.message()));
+    seen = host;  // the copy before the callback has landed
+  }));
+  ASSERT_OK(backend_->AddHostCallback(stream_, [&](absl::Status status) {
+    {
+      absl::MutexLock lock(&mu);
+      order.push_back(status.ok() ? "second" : std::string(status.message()));
+    }
+    // Callbacks run on a backend thread that may enqueue more work.
+    const absl::Status enqueued =
+        backend_->AddHostCallback(stream_, [&](absl::Status inner) {
+          {
+            absl::MutexLock lock(&mu);
+            order.push_back(inner.ok() ? "nested"
+                                       : std::string(inner.message()));
+          }
+          done.Notify();
+        });
+    if (!enqueued.ok()) {
+      absl::MutexLock lock(&mu);
+      order.push_back(std::string(enqueued.message()));
+      done.Notify();
+    }
+  }));
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  absl::MutexLock lock(&mu);
+  EXPECT_THAT(order, ElementsAre("first", "second", "nested"));
+  EXPECT_EQ(seen, std::vector<float>(kBytes / 4, 4.5f));
+}
+
+TEST_F(CudaBackendTest, PeerCopyBetweenDevices) {
+  if (backend_->device_count() < 2) GTEST_SKIP() << "needs two devices";
+  constexpr uint64_t kBytes = (8 << 20) + 12;
+  std::string data(kBytes, '\0');
+  std::mt19937 rng(11);
+  for (char& c : data) c = static_cast<char>(rng());
+  ASSERT_OK_AND_ASSIGN(DevicePtr on0, Upload(data, 0));
+  ASSERT_OK_AND_ASSIGN(DevicePtr on1, Alloc(kBytes, 1));
+  ASSERT_OK_AND_ASSIGN(DevicePtr back_on0, Alloc(kBytes, 0));
+  ASSERT_OK_AND_ASSIGN(StreamHandle stream1, backend_->CreateStream(1));
+  ASSERT_OK_AND_ASSIGN(EventHandle copied, backend_->CreateEvent(1));
+
+  // Device 0 -> device 1 through the backend's copy, issued on device 1.
+  ASSERT_OK(backend_->CopyDeviceToDevice(on1, on0, kBytes, stream1));
+  ASSERT_OK(backend_->RecordEvent(copied, stream1));
+  // Device 1 -> device 0 through the copy op, on device 0 after the event.
+  ASSERT_OK(backend_->StreamWaitEvent(stream_, copied));
+  ASSERT_OK(Run("copy", {Buffer(on1, kBytes, DType::kBytes, Access::kRead),
+                         Buffer(back_on0, kBytes, DType::kBytes)}));
+  ASSERT_OK_AND_ASSIGN(std::string got, Download(back_on0, kBytes));
+  EXPECT_TRUE(got == data);
+
+  // An event of device 1 cannot be recorded on a stream of device 0.
+  absl::Status s = backend_->RecordEvent(copied, stream_);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("belongs to device 1"));
+  ASSERT_OK(backend_->DestroyEvent(copied));
+  ASSERT_OK(backend_->DestroyStream(stream1));
+}
+
+}  // namespace
+}  // namespace weft::runtime

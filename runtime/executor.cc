@@ -1,0 +1,213 @@
+// The executor: one scheduling thread driving every job (see job.h).
+//
+// Start validates the plan on the caller's thread and hands the job to the
+// scheduling thread. Everything a job does afterwards runs as a task on that
+// thread: issuing, and the continuations that backend host callbacks post
+// when device work completes. No thread ever blocks on a device.
+#include "runtime/executor.h"
+
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/event_pool.h"
+#include "runtime/job.h"
+#include "runtime/stream_pool.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::runtime {
+namespace {
+
+class StreamExecutorImpl final : public Executor {
+ public:
+  explicit StreamExecutorImpl(Options options);
+  // Cancels the jobs still running, waits for their on_done, then stops the
+  // scheduling thread. Must not be called from a job callback.
+  ~StreamExecutorImpl() override;
+
+  absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
+                                 std::shared_ptr<const scheduler::Plan> plan,
+                                 JobCallbacks callbacks) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Cancel(uint64_t run) override ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<DeviceLoad> Load() const override;
+
+ private:
+  // A unit of work for the scheduling thread: start `job`, or run `fn` on
+  // the job `id` if it still exists.
+  struct Task {
+    uint64_t id = 0;
+    std::unique_ptr<Job> job;
+    std::function<void(Job&)> fn;
+  };
+
+  void Post(Task task) ABSL_LOCKS_EXCLUDED(mu_);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  void RunTask(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Constant after construction.
+  const Options options_;
+  std::vector<std::unique_ptr<StreamPool>> stream_pools_;
+  std::vector<std::unique_ptr<EventPool>> event_pools_;
+  JobEnv env_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  // Jobs started whose on_done has not returned yet.
+  absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool quit_ ABSL_GUARDED_BY(mu_) = false;
+
+  // Touched only by the scheduling thread.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Job>> jobs_;
+
+  // Started last, joined in the destructor.
+  std::thread thread_;
+};
+
+StreamExecutorImpl::StreamExecutorImpl(Options options)
+    : options_(std::move(options)) {
+  Backend* backend = options_.backend;
+  env_.backend = backend;
+  env_.window = options_.max_in_flight_per_job;
+  for (int d = 0; d < backend->device_count(); ++d) {
+    stream_pools_.push_back(std::make_unique<StreamPool>(
+        backend, d, options_.max_streams_per_device));
+    event_pools_.push_back(std::make_unique<EventPool>(backend, d));
+    env_.stream_pools.push_back(stream_pools_.back().get());
+    env_.event_pools.push_back(event_pools_.back().get());
+  }
+  env_.post = [this](uint64_t id, std::function<void(Job&)> fn) {
+    Post(Task{id, nullptr, std::move(fn)});
+  };
+  thread_ = std::thread([this] { Loop(); });
+}
+
+StreamExecutorImpl::~StreamExecutorImpl() {
+  std::vector<uint64_t> running;
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    running.assign(live_.begin(), live_.end());
+  }
+  for (uint64_t id : running) Cancel(id);
+  {
+    absl::MutexLock lock(&mu_);
+    auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return live_.empty();
+    };
+    mu_.Await(absl::Condition(&drained));
+    quit_ = true;
+  }
+  thread_.join();
+}
+
+absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
+    std::shared_ptr<const scheduler::Graph> graph,
+    std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks) {
+  if (graph == nullptr || plan == nullptr) {
+    return absl::InvalidArgumentError("graph and plan are required");
+  }
+  if (!callbacks.on_done) {
+    return absl::InvalidArgumentError("callbacks.on_done is required");
+  }
+  WEFT_RETURN_IF_ERROR(
+      ValidatePlan(*graph, *plan, options_.backend->device_count()));
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (closing_) {
+      return absl::FailedPreconditionError("executor is shutting down");
+    }
+    id = next_id_++;
+    live_.insert(id);
+  }
+  auto job = std::make_unique<Job>(id, &env_, std::move(graph),
+                                   std::move(plan), std::move(callbacks));
+  Post(Task{id, std::move(job), nullptr});
+  return id;
+}
+
+void StreamExecutorImpl::Cancel(uint64_t run) {
+  Post(Task{run, nullptr, [](Job& job) { job.Cancel(); }});
+}
+
+std::vector<DeviceLoad> StreamExecutorImpl::Load() const {
+  std::vector<DeviceLoad> load;
+  load.reserve(stream_pools_.size());
+  for (const auto& pool : stream_pools_) {
+    load.push_back(DeviceLoad{pool->busy(), pool->total()});
+  }
+  return load;
+}
+
+void StreamExecutorImpl::Post(Task task) {
+  absl::MutexLock lock(&mu_);
+  tasks_.push_back(std::move(task));
+}
+
+void StreamExecutorImpl::Loop() {
+  while (true) {
+    std::deque<Task> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !tasks_.empty() || quit_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (tasks_.empty()) return;  // quit_ and nothing left
+      batch.swap(tasks_);
+    }
+    for (Task& task : batch) RunTask(task);
+  }
+}
+
+void StreamExecutorImpl::RunTask(Task& task) {
+  Job* job = nullptr;
+  if (task.job != nullptr) {
+    job = task.job.get();
+    jobs_.emplace(task.id, std::move(task.job));
+    job->Begin();
+  } else {
+    auto it = jobs_.find(task.id);
+    if (it == jobs_.end()) return;  // finished, or never existed
+    job = it->second.get();
+    task.fn(*job);
+  }
+  if (job->done()) {
+    jobs_.erase(task.id);
+    absl::MutexLock lock(&mu_);
+    live_.erase(task.id);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(Options options) {
+  if (options.backend == nullptr) {
+    return absl::InvalidArgumentError("Executor::Options.backend is required");
+  }
+  if (options.max_streams_per_device < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_streams_per_device must be >= 1, got ",
+                     options.max_streams_per_device));
+  }
+  if (options.max_in_flight_per_job < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_in_flight_per_job must be >= 1, got ",
+                     options.max_in_flight_per_job));
+  }
+  if (options.host_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host_threads must be >= 0, got ", options.host_threads));
+  }
+  return std::unique_ptr<Executor>(
+      new StreamExecutorImpl(std::move(options)));
+}
+
+}  // namespace weft::runtime

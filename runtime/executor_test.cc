@@ -1,0 +1,536 @@
+#include "runtime/executor.h"
+
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/ops/cpu_kernels.h"
+#include "runtime/sim/sim_backend.h"
+
+namespace weft::runtime {
+namespace {
+
+using scheduler::Access;
+using scheduler::BufferSpec;
+using scheduler::BufferUse;
+using scheduler::DType;
+using scheduler::Graph;
+using scheduler::NodeId;
+using scheduler::NodeSpec;
+using scheduler::Plan;
+using scheduler::PlannedNode;
+using scheduler::PlannedStream;
+using ::testing::HasSubstr;
+
+// Builds a graph and a hand-made plan side by side: nodes are planned in
+// the order they are added.
+class TestJob {
+ public:
+  explicit TestJob(int num_streams, std::vector<int> stream_devices = {}) {
+    for (int s = 0; s < num_streams; ++s) {
+      const int device = s < static_cast<int>(stream_devices.size())
+                             ? stream_devices[s]
+                             : 0;
+      plan_.streams.push_back(
+          PlannedStream{s, device, "", scheduler::Engine::kCompute});
+    }
+  }
+
+  int Buffer(std::string name, uint64_t bytes, DType dtype,
+             BufferSpec::Init init = BufferSpec::Init::kZero,
+             double fill = 0, std::string data = "", bool output = false) {
+    BufferSpec b;
+    b.name = std::move(name);
+    b.size_bytes = bytes;
+    b.dtype = dtype;
+    b.init = init;
+    b.fill = fill;
+    b.data = std::move(data);
+    b.output = output;
+    buffers_.push_back(std::move(b));
+    return static_cast<int>(buffers_.size()) - 1;
+  }
+
+  // Adds a node on `stream` (its device is the stream's) that waits on
+  // `waits` and signals `signal`.
+  NodeId Node(std::string name, std::string op, std::vector<scheduler::Arg> args,
+              int stream, std::vector<int> waits = {}, int signal = -1,
+              double cost_us = 0) {
+    NodeSpec n;
+    n.name = std::move(name);
+    n.op = std::move(op);
+    n.args = std::move(args);
+    n.cost_us = cost_us;
+    nodes_.push_back(std::move(n));
+    const NodeId id = static_cast<NodeId>(nodes_.size()) - 1;
+    PlannedNode pn;
+    pn.node = id;
+    pn.stream = stream;
+    pn.device = plan_.streams[stream].device;
+    pn.wait_events = std::move(waits);
+    pn.signal_event = signal;
+    if (signal >= plan_.num_events) plan_.num_events = signal + 1;
+    plan_.nodes.push_back(std::move(pn));
+    return id;
+  }
+
+  std::shared_ptr<const Graph> graph() const {
+    return std::make_shared<const Graph>("test", buffers_, nodes_);
+  }
+  std::shared_ptr<const Plan> plan() const {
+    return std::make_shared<const Plan>(plan_);
+  }
+
+ private:
+  std::vector<BufferSpec> buffers_;
+  std::vector<NodeSpec> nodes_;
+  Plan plan_;
+};
+
+BufferUse Use(int buffer, Access access) { return BufferUse{buffer, access}; }
+
+std::string FloatBytes(const std::vector<float>& v) {
+  std::string s(v.size() * sizeof(float), '\0');
+  std::memcpy(s.data(), v.data(), s.size());
+  return s;
+}
+
+std::vector<float> Floats(const std::string& s) {
+  std::vector<float> v(s.size() / sizeof(float));
+  std::memcpy(v.data(), s.data(), v.size() * sizeof(float));
+  return v;
+}
+
+// Collects one job's callbacks.
+struct Outcome {
+  absl::Notification done;
+  absl::Status status;
+  NodeId failed_node = -2;
+  HostBuffers outputs;
+  int on_done_calls = 0;
+  absl::Mutex mu;
+  std::vector<std::pair<NodeId, NodeEventKind>> events ABSL_GUARDED_BY(mu);
+
+  JobCallbacks Callbacks() {
+    JobCallbacks callbacks;
+    callbacks.on_node = [this](NodeId node, NodeEventKind kind,
+                               const absl::Status&) {
+      absl::MutexLock lock(&mu);
+      events.emplace_back(node, kind);
+    };
+    callbacks.on_done = [this](absl::Status s, NodeId node, HostBuffers out) {
+      status = std::move(s);
+      failed_node = node;
+      outputs = std::move(out);
+      ++on_done_calls;
+      done.Notify();
+    };
+    return callbacks;
+  }
+
+  bool Wait() { return done.WaitForNotificationWithTimeout(absl::Seconds(20)); }
+
+  int CountOf(NodeEventKind kind) {
+    absl::MutexLock lock(&mu);
+    int n = 0;
+    for (const auto& [node, k] : events) n += k == kind;
+    return n;
+  }
+  // Position of (node, kind) in the event sequence, or -1.
+  int IndexOf(NodeId node, NodeEventKind kind) {
+    absl::MutexLock lock(&mu);
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (events[i] == std::make_pair(node, kind)) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+class ExecutorTest : public ::testing::Test {
+ protected:
+  void SetUpBackend(const CpuKernelTable* kernels = nullptr,
+                    uint64_t memory_bytes = uint64_t{64} << 20) {
+    SimBackend::Options options;
+    options.num_devices = 2;
+    options.memory_bytes = memory_bytes;
+    options.host_to_device_gbps = std::numeric_limits<double>::infinity();
+    options.device_to_host_gbps = std::numeric_limits<double>::infinity();
+    options.device_to_device_gbps = std::numeric_limits<double>::infinity();
+    options.kernels = kernels;
+    executor_.reset();  // it uses the backend
+    backend_ = SimBackend::Create(options).value();
+    Executor::Options exec_options;
+    exec_options.backend = backend_.get();
+    exec_options.max_streams_per_device = 8;
+    exec_options.max_in_flight_per_job = window_;
+    executor_ = Executor::Create(exec_options).value();
+  }
+
+  void SetUp() override { SetUpBackend(); }
+
+  void TearDown() override {
+    executor_.reset();
+    backend_.reset();
+  }
+
+  uint64_t Run(const TestJob& job, Outcome& outcome) {
+    absl::StatusOr<uint64_t> id =
+        executor_->Start(job.graph(), job.plan(), outcome.Callbacks());
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or(0);
+  }
+
+  void ExpectNoMemoryInUse() {
+    for (int d = 0; d < backend_->device_count(); ++d) {
+      EXPECT_EQ(backend_->memory_used_bytes(d), 0u) << "device " << d;
+    }
+  }
+
+  int window_ = 4096;
+  std::unique_ptr<SimBackend> backend_;
+  std::unique_ptr<Executor> executor_;
+};
+
+// fill(x) on device 0 -> axpy(x, y) on device 1 -> reduce_sum(y) on
+// device 0, so x and y each cross devices once.
+TestJob VectorPipeline(float fill_value, int n = 1024) {
+  TestJob job(2, {0, 1});
+  std::vector<float> y0(n);
+  for (int i = 0; i < n; ++i) y0[i] = static_cast<float>(i);
+  const int x = job.Buffer("x", n * 4, DType::kFloat32);
+  const int y = job.Buffer("y", n * 4, DType::kFloat32,
+                           BufferSpec::Init::kData, 0, FloatBytes(y0), true);
+  const int sum = job.Buffer("sum", 4, DType::kFloat32,
+                             BufferSpec::Init::kFill, -1, "", true);
+  job.Node("fill", "fill", {Use(x, Access::kWrite), fill_value}, 0, {}, 0);
+  job.Node("axpy", "axpy",
+           {3.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1, {0},
+           1);
+  job.Node("reduce", "reduce_sum",
+           {Use(y, Access::kRead), Use(sum, Access::kWrite)}, 0, {1});
+  return job;
+}
+
+void ExpectPipelineResult(Outcome& outcome, float fill_value, int n = 1024) {
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.failed_node, -1);
+  ASSERT_EQ(outcome.outputs.size(), 2u);
+  std::vector<float> y = Floats(outcome.outputs.at("y"));
+  ASSERT_EQ(y.size(), static_cast<size_t>(n));
+  double expected_sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const float want = 3.0f * fill_value + static_cast<float>(i);
+    EXPECT_EQ(y[i], want) << "y[" << i << "]";
+    expected_sum += want;
+  }
+  std::vector<float> sum = Floats(outcome.outputs.at("sum"));
+  ASSERT_EQ(sum.size(), 1u);
+  EXPECT_EQ(sum[0], static_cast<float>(expected_sum));
+}
+
+TEST_F(ExecutorTest, RunsVectorPipelineAcrossTwoDevices) {
+  Outcome outcome;
+  Run(VectorPipeline(2.0f), outcome);
+  ASSERT_TRUE(outcome.Wait());
+  ExpectPipelineResult(outcome, 2.0f);
+  EXPECT_EQ(outcome.on_done_calls, 1);
+  EXPECT_EQ(outcome.CountOf(NodeEventKind::kStarted), 3);
+  EXPECT_EQ(outcome.CountOf(NodeEventKind::kFinished), 3);
+  for (NodeId node = 0; node < 3; ++node) {
+    EXPECT_LT(outcome.IndexOf(node, NodeEventKind::kStarted),
+              outcome.IndexOf(node, NodeEventKind::kFinished));
+  }
+  ExpectNoMemoryInUse();
+  std::vector<DeviceLoad> load = executor_->Load();
+  ASSERT_EQ(load.size(), 2u);
+  EXPECT_EQ(load[0].streams_busy, 0);
+  EXPECT_EQ(load[0].streams_total, 1);
+  EXPECT_EQ(load[1].streams_total, 1);
+}
+
+TEST_F(ExecutorTest, ReadersOnOtherStreamsWaitForTheTransfer) {
+  // Two readers of `src` on different streams of device 1 (readers do not
+  // depend on each other); the first one triggers the upload, the second
+  // must still see the data. Each copies it into its own output.
+  TestJob job(2, {1, 1});
+  const int src = job.Buffer("src", 4096, DType::kBytes,
+                             BufferSpec::Init::kFill, 7);
+  const int a = job.Buffer("a", 4096, DType::kBytes, BufferSpec::Init::kZero,
+                           0, "", true);
+  const int b = job.Buffer("b", 4096, DType::kBytes, BufferSpec::Init::kZero,
+                           0, "", true);
+  job.Node("slow", "spin", {}, 0, {}, -1, 20000);
+  job.Node("copy_a", "copy", {Use(src, Access::kRead), Use(a, Access::kWrite)},
+           0);
+  job.Node("copy_b", "copy", {Use(src, Access::kRead), Use(b, Access::kWrite)},
+           1);
+  Outcome outcome;
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.outputs.at("a"), std::string(4096, '\x07'));
+  EXPECT_EQ(outcome.outputs.at("b"), std::string(4096, '\x07'));
+}
+
+TEST_F(ExecutorTest, ForkJoinOfSpinsRunsBranchesConcurrently) {
+  // root -> four 40 ms branches on four streams over two devices -> join.
+  TestJob job(4, {0, 0, 1, 1});
+  const int shared = job.Buffer("shared", 256, DType::kBytes);
+  const NodeId root =
+      job.Node("root", "spin", {Use(shared, Access::kWrite)}, 0, {}, 0);
+  std::vector<NodeId> branches;
+  for (int s = 0; s < 4; ++s) {
+    branches.push_back(job.Node("branch" + std::to_string(s), "spin",
+                                {Use(shared, Access::kRead)}, s,
+                                s == 0 ? std::vector<int>{}
+                                       : std::vector<int>{0},
+                                s == 0 ? -1 : s, 40000));
+  }
+  const NodeId join = job.Node("join", "spin", {Use(shared, Access::kWrite)},
+                               0, {1, 2, 3});
+  Outcome outcome;
+  const absl::Time start = absl::Now();
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  const absl::Duration took = absl::Now() - start;
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_GE(took, absl::Milliseconds(40));
+  EXPECT_LT(took, absl::Milliseconds(150));  // serial would be 160 ms
+  for (NodeId branch : branches) {
+    EXPECT_LT(outcome.IndexOf(root, NodeEventKind::kFinished),
+              outcome.IndexOf(branch, NodeEventKind::kFinished));
+    EXPECT_LT(outcome.IndexOf(branch, NodeEventKind::kFinished),
+              outcome.IndexOf(join, NodeEventKind::kFinished));
+  }
+  ExpectNoMemoryInUse();
+}
+
+TEST_F(ExecutorTest, UnknownOpFailsItsJobOnly) {
+  TestJob bad(1, {0});
+  const int buf = bad.Buffer("buf", 64, DType::kFloat32);
+  bad.Node("first", "spin", {Use(buf, Access::kWrite)}, 0, {}, -1, 5000);
+  const NodeId broken =
+      bad.Node("broken", "no_such_op", {Use(buf, Access::kReadWrite)}, 0);
+  bad.Node("never", "spin", {Use(buf, Access::kRead)}, 0);
+
+  Outcome bad_outcome, good_outcome;
+  Run(bad, bad_outcome);
+  Run(VectorPipeline(1.0f), good_outcome);
+  ASSERT_TRUE(bad_outcome.Wait());
+  ASSERT_TRUE(good_outcome.Wait());
+  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(bad_outcome.status.message(), HasSubstr("'no_such_op'"));
+  EXPECT_EQ(bad_outcome.failed_node, broken);
+  EXPECT_TRUE(bad_outcome.outputs.empty());
+  EXPECT_EQ(bad_outcome.IndexOf(2, NodeEventKind::kStarted), -1);
+  EXPECT_GE(bad_outcome.IndexOf(broken, NodeEventKind::kFailed), 0);
+  ExpectPipelineResult(good_outcome, 1.0f);
+  ExpectNoMemoryInUse();
+}
+
+TEST(ExecutorFailureTest, KernelErrorFailsTheNodeAndRetiresItsStream) {
+  CpuKernelTable kernels = CpuKernelTable::WithBuiltins();
+  ASSERT_TRUE(kernels
+                  .Register("boom",
+                            [](absl::Span<const HostArg>) {
+                              return absl::DataLossError("bits fell out");
+                            })
+                  .ok());
+  SimBackend::Options options;
+  options.num_devices = 2;
+  options.kernels = &kernels;
+  auto backend = SimBackend::Create(options).value();
+  Executor::Options exec_options;
+  exec_options.backend = backend.get();
+  auto executor = Executor::Create(exec_options).value();
+
+  TestJob bad(1, {1});
+  const int buf = bad.Buffer("buf", 64, DType::kFloat32,
+                             BufferSpec::Init::kZero, 0, "", true);
+  bad.Node("warmup", "spin", {Use(buf, Access::kWrite)}, 0, {}, -1, 10000);
+  const NodeId boom = bad.Node("boom", "boom", {Use(buf, Access::kWrite)}, 0);
+  const NodeId after = bad.Node("after", "spin", {Use(buf, Access::kRead)}, 0);
+  Outcome bad_outcome, good_outcome;
+  ASSERT_TRUE(
+      executor->Start(bad.graph(), bad.plan(), bad_outcome.Callbacks()).ok());
+  TestJob good = VectorPipeline(4.0f);
+  ASSERT_TRUE(
+      executor->Start(good.graph(), good.plan(), good_outcome.Callbacks())
+          .ok());
+  ASSERT_TRUE(bad_outcome.Wait());
+  ASSERT_TRUE(good_outcome.Wait());
+  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad_outcome.status.message(), HasSubstr("bits fell out"));
+  EXPECT_EQ(bad_outcome.failed_node, boom);
+  EXPECT_GE(bad_outcome.IndexOf(boom, NodeEventKind::kFailed), 0);
+  // Work queued behind the failure on the same stream is reported failed.
+  EXPECT_GE(bad_outcome.IndexOf(after, NodeEventKind::kFailed), 0);
+  ExpectPipelineResult(good_outcome, 4.0f);
+  for (int d = 0; d < 2; ++d) EXPECT_EQ(backend->memory_used_bytes(d), 0u);
+  // The failed stream was destroyed instead of going back to the pool.
+  std::vector<DeviceLoad> load = executor->Load();
+  EXPECT_EQ(load[0].streams_busy + load[1].streams_busy, 0);
+  EXPECT_EQ(load[1].streams_total, 1);  // the good job's device-1 stream
+  EXPECT_EQ(backend->stream_count(), 2);
+}
+
+TEST_F(ExecutorTest, CancelMidRunReportsCancelledAndFreesEverything) {
+  window_ = 2;
+  SetUpBackend();
+  TestJob job(1, {0});
+  const int buf = job.Buffer("buf", 1 << 16, DType::kFloat32,
+                             BufferSpec::Init::kFill, 1, "", true);
+  for (int i = 0; i < 20; ++i) {
+    job.Node("step" + std::to_string(i), "spin",
+             {Use(buf, Access::kReadWrite)}, 0, {}, -1, 20000);
+  }
+  absl::Notification first_finished;
+  Outcome outcome;
+  JobCallbacks callbacks = outcome.Callbacks();
+  auto record = callbacks.on_node;
+  callbacks.on_node = [&, record](NodeId node, NodeEventKind kind,
+                                  const absl::Status& s) {
+    record(node, kind, s);
+    if (node == 0 && kind == NodeEventKind::kFinished) first_finished.Notify();
+  };
+  const absl::Time start = absl::Now();
+  uint64_t id = executor_->Start(job.graph(), job.plan(), callbacks).value();
+  first_finished.WaitForNotification();
+  EXPECT_GT(backend_->memory_used_bytes(0), 0u);
+  executor_->Cancel(id);
+  ASSERT_TRUE(outcome.Wait());
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(300));  // 400 ms of work
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status.message(), HasSubstr("cancelled"));
+  EXPECT_EQ(outcome.failed_node, -1);
+  EXPECT_TRUE(outcome.outputs.empty());
+  EXPECT_LT(outcome.CountOf(NodeEventKind::kFinished), 20);
+  ExpectNoMemoryInUse();
+  EXPECT_EQ(executor_->Load()[0].streams_busy, 0);
+  executor_->Cancel(id);  // finished: no-op
+  executor_->Cancel(12345);
+  EXPECT_EQ(outcome.on_done_calls, 1);
+}
+
+TEST_F(ExecutorTest, ManyConcurrentJobsAllFinish) {
+  constexpr int kJobs = 50;
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  for (int j = 0; j < kJobs; ++j) {
+    outcomes.push_back(std::make_unique<Outcome>());
+    Run(VectorPipeline(static_cast<float>(j), 256), *outcomes.back());
+  }
+  for (int j = 0; j < kJobs; ++j) {
+    ASSERT_TRUE(outcomes[j]->Wait()) << "job " << j;
+    ExpectPipelineResult(*outcomes[j], static_cast<float>(j), 256);
+    EXPECT_EQ(outcomes[j]->on_done_calls, 1);
+  }
+  ExpectNoMemoryInUse();
+  for (const DeviceLoad& load : executor_->Load()) {
+    EXPECT_EQ(load.streams_busy, 0);
+    EXPECT_LE(load.streams_total, 8);  // the cap
+  }
+}
+
+TEST_F(ExecutorTest, LongChainBeyondTheWindow) {
+  // More nodes than the in-flight window, alternating devices, each adding
+  // one to a counter.
+  TestJob job(2, {0, 1});
+  const int counter = job.Buffer("counter", 4, DType::kFloat32,
+                                 BufferSpec::Init::kZero, 0, "", true);
+  const int one = job.Buffer("one", 4, DType::kFloat32,
+                             BufferSpec::Init::kFill, 1);
+  constexpr int kNodes = 5000;
+  for (int i = 0; i < kNodes; ++i) {
+    const int stream = (i / 1000) % 2;  // switch device every 1000 nodes
+    const bool switches = i > 0 && i % 1000 == 0;
+    const bool next_switches = (i + 1) % 1000 == 0;
+    job.Node("add" + std::to_string(i), "axpy",
+             {1.0f, Use(one, Access::kRead), Use(counter, Access::kReadWrite)},
+             stream, switches ? std::vector<int>{0} : std::vector<int>{},
+             next_switches ? 0 : -1);
+  }
+  Outcome outcome;
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(Floats(outcome.outputs.at("counter"))[0],
+            static_cast<float>(kNodes));
+  EXPECT_EQ(outcome.CountOf(NodeEventKind::kFinished), kNodes);
+}
+
+TEST_F(ExecutorTest, UntouchedOutputKeepsItsInitialContents) {
+  TestJob job(1, {0});
+  job.Buffer("ints", 12, DType::kInt32, BufferSpec::Init::kFill, 42, "", true);
+  job.Buffer("raw", 6, DType::kBytes, BufferSpec::Init::kData, 0, "abc", true);
+  Outcome outcome;
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  std::vector<int32_t> ints(3);
+  std::memcpy(ints.data(), outcome.outputs.at("ints").data(), 12);
+  EXPECT_THAT(ints, ::testing::ElementsAre(42, 42, 42));
+  EXPECT_EQ(outcome.outputs.at("raw"), std::string("abc\0\0\0", 6));
+}
+
+TEST_F(ExecutorTest, OutOfMemoryFailsTheJob) {
+  SetUpBackend(nullptr, /*memory_bytes=*/1 << 20);
+  TestJob job(1, {0});
+  const int big = job.Buffer("big", 2 << 20, DType::kBytes);
+  job.Node("touch", "spin", {Use(big, Access::kWrite)}, 0);
+  Outcome outcome;
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(outcome.status.message(), HasSubstr("buffer 'big'"));
+  EXPECT_THAT(outcome.status.message(), HasSubstr("requested 2097152 bytes"));
+  EXPECT_EQ(outcome.failed_node, -1);
+  ExpectNoMemoryInUse();
+}
+
+TEST_F(ExecutorTest, StartRejectsBadPlans) {
+  TestJob job(1, {0});
+  job.Node("a", "spin", {}, 0);
+  auto plan = std::make_shared<Plan>(*job.plan());
+  plan->nodes[0].device = 1;  // stream 0 is on device 0
+  Outcome outcome;
+  absl::StatusOr<uint64_t> id =
+      executor_->Start(job.graph(), plan, outcome.Callbacks());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(id.status().message(), HasSubstr("its stream 0 is on device 0"));
+  JobCallbacks no_done;
+  EXPECT_EQ(executor_->Start(job.graph(), job.plan(), no_done).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ExecutorTest, DestroyingTheExecutorCancelsRunningJobs) {
+  window_ = 2;
+  SetUpBackend();
+  TestJob job(1, {0});
+  for (int i = 0; i < 50; ++i) {
+    job.Node("n" + std::to_string(i), "spin", {}, 0, {}, -1, 20000);
+  }
+  Outcome outcome;
+  Run(job, outcome);
+  executor_.reset();
+  ASSERT_TRUE(outcome.done.HasBeenNotified());
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(outcome.on_done_calls, 1);
+}
+
+TEST(ExecutorCreateTest, RejectsBadOptions) {
+  Executor::Options options;
+  auto executor = Executor::Create(options);
+  EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(executor.status().message(), HasSubstr("backend"));
+}
+
+}  // namespace
+}  // namespace weft::runtime

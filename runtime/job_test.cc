@@ -1,0 +1,104 @@
+#include "runtime/job.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace weft::runtime {
+namespace {
+
+using scheduler::Graph;
+using scheduler::NodeSpec;
+using scheduler::Plan;
+using scheduler::PlannedNode;
+using scheduler::PlannedStream;
+using ::testing::HasSubstr;
+
+Graph TwoNodes() {
+  std::vector<NodeSpec> nodes(2);
+  nodes[0].name = "a";
+  nodes[0].op = "spin";
+  nodes[1].name = "b";
+  nodes[1].op = "spin";
+  return Graph("g", {}, std::move(nodes));
+}
+
+// a on device 0 stream 0 signals event 0; b on device 1 stream 1 waits.
+Plan GoodPlan() {
+  Plan plan;
+  plan.streams = {PlannedStream{0, 0, "", scheduler::Engine::kCompute},
+                  PlannedStream{1, 1, "", scheduler::Engine::kCompute}};
+  PlannedNode a;
+  a.node = 0;
+  a.device = 0;
+  a.stream = 0;
+  a.signal_event = 0;
+  PlannedNode b;
+  b.node = 1;
+  b.device = 1;
+  b.stream = 1;
+  b.deps = {0};
+  b.wait_events = {0};
+  plan.nodes = {a, b};
+  plan.num_events = 1;
+  plan.num_devices = 2;
+  return plan;
+}
+
+void ExpectInvalid(const Plan& plan, const char* message, int devices = 2) {
+  absl::Status s = ValidatePlan(TwoNodes(), plan, devices);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), HasSubstr(message));
+}
+
+TEST(ValidatePlanTest, AcceptsGoodPlan) {
+  EXPECT_TRUE(ValidatePlan(TwoNodes(), GoodPlan(), 2).ok());
+}
+
+TEST(ValidatePlanTest, RejectsWrongNodeCount) {
+  Plan plan = GoodPlan();
+  plan.nodes.pop_back();
+  ExpectInvalid(plan, "plan lists 1 nodes but graph 'g' has 2");
+}
+
+TEST(ValidatePlanTest, RejectsDuplicateNode) {
+  Plan plan = GoodPlan();
+  plan.nodes[1].node = 0;
+  ExpectInvalid(plan, "plan.nodes[1]: node 'a' is listed twice");
+}
+
+TEST(ValidatePlanTest, RejectsDeviceOutsideMachine) {
+  ExpectInvalid(GoodPlan(), "device 1 is outside the machine (1 devices)",
+                /*devices=*/1);
+}
+
+TEST(ValidatePlanTest, RejectsStreamOnOtherDevice) {
+  Plan plan = GoodPlan();
+  plan.nodes[1].stream = 0;
+  ExpectInvalid(plan, "runs on device 1 but its stream 0 is on device 0");
+}
+
+TEST(ValidatePlanTest, RejectsUnknownStream) {
+  Plan plan = GoodPlan();
+  plan.nodes[0].stream = 5;
+  ExpectInvalid(plan, "stream 5 does not exist");
+}
+
+TEST(ValidatePlanTest, RejectsEventsOutOfRange) {
+  Plan plan = GoodPlan();
+  plan.nodes[1].wait_events = {3};
+  ExpectInvalid(plan, "waits on event 3 of 1");
+  plan = GoodPlan();
+  plan.nodes[0].signal_event = 1;
+  ExpectInvalid(plan, "signals event 1 of 1");
+}
+
+TEST(ValidatePlanTest, RejectsDependencyIssuedLater) {
+  Plan plan = GoodPlan();
+  plan.nodes[0].deps = {1};
+  ExpectInvalid(plan, "dependency 1 is not issued before it");
+}
+
+}  // namespace
+}  // namespace weft::runtime

@@ -1,0 +1,96 @@
+#include "runtime/stream_pool.h"
+
+#include <limits>
+#include <memory>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/sim/sim_backend.h"
+
+namespace weft::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<SimBackend> MakeBackend() {
+  SimBackend::Options options;
+  options.num_devices = 2;
+  return SimBackend::Create(options).value();
+}
+
+TEST(StreamPoolTest, ReusesFreeStreamsFirstInFirstOut) {
+  auto backend = MakeBackend();
+  StreamPool pool(backend.get(), 1, 8);
+  StreamHandle a = pool.Acquire().value();
+  StreamHandle b = pool.Acquire().value();
+  StreamHandle c = pool.Acquire().value();
+  EXPECT_EQ(pool.total(), 3);
+  EXPECT_EQ(pool.busy(), 3);
+  pool.Release(b);
+  pool.Release(a);
+  EXPECT_EQ(pool.busy(), 1);
+  EXPECT_EQ(pool.Acquire().value(), b);
+  EXPECT_EQ(pool.Acquire().value(), a);
+  EXPECT_EQ(pool.total(), 3);
+  EXPECT_EQ(backend->stream_count(), 3);
+  pool.Release(c);
+  EXPECT_EQ(pool.busy(), 2);
+}
+
+TEST(StreamPoolTest, SharesLeastHeldStreamAtTheCap) {
+  auto backend = MakeBackend();
+  StreamPool pool(backend.get(), 0, 2);
+  StreamHandle a = pool.Acquire().value();
+  StreamHandle b = pool.Acquire().value();
+  EXPECT_EQ(pool.Acquire().value(), a);  // tie: oldest
+  EXPECT_EQ(pool.Acquire().value(), b);  // a now has two holders
+  EXPECT_EQ(pool.total(), 2);
+  EXPECT_EQ(pool.busy(), 2);
+  pool.Release(a);
+  EXPECT_EQ(pool.busy(), 2);  // still one holder
+  pool.Release(a);
+  EXPECT_EQ(pool.busy(), 1);
+  EXPECT_EQ(pool.Acquire().value(), a);  // free again, preferred to sharing
+  EXPECT_EQ(backend->stream_count(), 2);
+}
+
+TEST(StreamPoolTest, RetiresUnhealthyStreamsAfterLastHolder) {
+  auto backend = MakeBackend();
+  StreamPool pool(backend.get(), 0, 1);
+  StreamHandle a = pool.Acquire().value();
+  EXPECT_EQ(pool.Acquire().value(), a);  // shared at the cap of one
+  pool.Release(a, /*healthy=*/false);
+  EXPECT_EQ(backend->stream_count(), 1);  // other holder still uses it
+  StreamHandle b = pool.Acquire().value();
+  EXPECT_NE(b.value, a.value);  // never handed out again
+  EXPECT_EQ(pool.total(), 2);
+  pool.Release(a);
+  EXPECT_EQ(pool.total(), 1);
+  EXPECT_EQ(backend->stream_count(), 1);
+  pool.Release(a);  // already gone: ignored
+  EXPECT_EQ(pool.busy(), 1);
+}
+
+TEST(StreamPoolTest, ReportsBackendFailure) {
+  auto backend = MakeBackend();
+  StreamPool pool(backend.get(), 7, 4);
+  auto s = pool.Acquire();
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.status().message(), HasSubstr("device 7 does not exist"));
+  EXPECT_EQ(pool.total(), 0);
+}
+
+TEST(StreamPoolTest, DestroysItsStreams) {
+  auto backend = MakeBackend();
+  {
+    StreamPool pool(backend.get(), 0, 4);
+    StreamHandle a = pool.Acquire().value();
+    pool.Acquire().value();
+    pool.Release(a);
+    EXPECT_EQ(backend->stream_count(), 2);
+  }
+  EXPECT_EQ(backend->stream_count(), 0);
+}
+
+}  // namespace
+}  // namespace weft::runtime

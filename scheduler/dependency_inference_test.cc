@@ -1,0 +1,288 @@
+#include "scheduler/dependency_inference.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+using testing::DepNames;
+using testing::GraphMaker;
+using testing::Names;
+
+Dag Infer(const Graph& g) {
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  EXPECT_TRUE(dag.ok()) << dag.status();
+  return std::move(dag).value();
+}
+
+TEST(DependencyInferenceTest, ReadAfterWrite) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "a"), IsEmpty());
+  EXPECT_THAT(DepNames(g, dag, "b"), ElementsAre("a"));
+}
+
+TEST(DependencyInferenceTest, WriteAfterRead) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:r").Node("b", "x:w");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "b"), ElementsAre("a"));
+}
+
+TEST(DependencyInferenceTest, WriteAfterWrite) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:w");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "b"), ElementsAre("a"));
+}
+
+TEST(DependencyInferenceTest, ReadersNeverDependOnEachOther) {
+  GraphMaker m;
+  m.Buffer("x").Node("w", "x:w").Node("r1", "x:r").Node("r2", "x:r");
+  m.Node("r3", "x:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "r1"), ElementsAre("w"));
+  EXPECT_THAT(DepNames(g, dag, "r2"), ElementsAre("w"));
+  EXPECT_THAT(DepNames(g, dag, "r3"), ElementsAre("w"));
+  EXPECT_THAT(Names(g, dag.Succs(g.FindNode("w"))),
+              ElementsAre("r1", "r2", "r3"));
+}
+
+TEST(DependencyInferenceTest, WriterWaitsForEveryReaderSinceTheLastWrite) {
+  GraphMaker m;
+  m.Buffer("x").Node("w1", "x:w").Node("r1", "x:r").Node("r2", "x:r");
+  m.Node("w2", "x:rw").Node("r3", "x:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  // w1 -> w2 is implied by w1 -> r1 -> w2: reduced away.
+  EXPECT_THAT(DepNames(g, dag, "w2"), ElementsAre("r1", "r2"));
+  EXPECT_THAT(DepNames(g, dag, "r3"), ElementsAre("w2"));
+}
+
+TEST(DependencyInferenceTest, ReadersBeforeAnEarlierWriteAreNotRepeated) {
+  GraphMaker m;
+  m.Buffer("x").Node("r0", "x:r").Node("w1", "x:w").Node("w2", "x:w");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "w1"), ElementsAre("r0"));
+  EXPECT_THAT(DepNames(g, dag, "w2"), ElementsAre("w1"));
+  // No raw edge r0 -> w2 either: r0 was covered by w1.
+  EXPECT_THAT(Names(g, dag.raw_preds.Row(g.FindNode("w2"))),
+              ElementsAre("w1"));
+}
+
+TEST(DependencyInferenceTest, UnrelatedBuffersGiveNoEdges) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Node("a", "x:w").Node("b", "y:w");
+  m.Node("c", "x:r").Node("d", "y:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "b"), IsEmpty());
+  EXPECT_THAT(DepNames(g, dag, "c"), ElementsAre("a"));
+  EXPECT_THAT(DepNames(g, dag, "d"), ElementsAre("b"));
+}
+
+TEST(DependencyInferenceTest, SameBufferTwiceInOneNode) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("o").Node("a", "x:w").Node("b", "x:r x:r o:w");
+  m.Node("c", "x:r o:rw");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "b"), ElementsAre("a"));
+  // c reads x (after a) and updates o (after b); a -> c is implied.
+  EXPECT_THAT(DepNames(g, dag, "c"), ElementsAre("b"));
+}
+
+TEST(DependencyInferenceTest, ExplicitAfterEdges) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Node("a", "x:w").Node("b", "y:w", {.after = {"a"}});
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "b"), ElementsAre("a"));
+}
+
+TEST(DependencyInferenceTest, AfterPointingToALaterNodeReorders) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Node("a", "x:w", {.after = {"b"}});
+  m.Node("b", "y:w").Node("c", "x:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "a"), ElementsAre("b"));
+  EXPECT_THAT(Names(g, dag.order), ElementsAre("b", "a", "c"));
+  EXPECT_EQ(dag.pos(g.FindNode("b")), 0);
+}
+
+TEST(DependencyInferenceTest, TransitiveReductionRemovesImpliedEdge) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("a", "x:w").Node("b", "x:r y:w").Node("c", "x:r y:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(Names(g, dag.raw_preds.Row(2)), ElementsAre("a", "b"));
+  EXPECT_THAT(DepNames(g, dag, "c"), ElementsAre("b"));
+}
+
+TEST(DependencyInferenceTest, ReductionRemovesRedundantAfterEdge) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw").Node("c", "x:r",
+                                                        {.after = {"a"}});
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "c"), ElementsAre("b"));
+}
+
+TEST(DependencyInferenceTest, CycleIsInvalidArgument) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w", {.after = {"b"}}).Node("b", "x:r");
+  Graph g = m.Build();
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  ASSERT_FALSE(dag.ok());
+  EXPECT_EQ(dag.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(dag.status().message()),
+              StartsWith("graph.nodes[0].after[0]: 'b' closes a dependency "
+                         "cycle"));
+  EXPECT_THAT(std::string(dag.status().message()), HasSubstr("'a' -> 'b' -> 'a'"));
+  EXPECT_EQ(CheckAcyclic(g).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Edges that span more than the 64-node window take the search path.
+TEST(DependencyInferenceTest, LongRangeEdgeImpliedThroughAChain) {
+  GraphMaker m;
+  m.Buffer("w").Buffer("s");
+  m.Node("fill", "w:w");
+  const int n = 300;
+  for (int i = 0; i < n; ++i) m.Node(absl::StrCat("k", i), "w:r s:rw");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "k0"), ElementsAre("fill"));
+  for (int i = 1; i < n; ++i) {
+    EXPECT_THAT(DepNames(g, dag, absl::StrCat("k", i)),
+                ElementsAre(absl::StrCat("k", i - 1)));
+  }
+}
+
+TEST(DependencyInferenceTest, LongRangeEdgeKeptWhenNotImplied) {
+  GraphMaker m;
+  m.Buffer("w").Buffer("s");
+  m.Node("fill", "w:w");
+  const int n = 200;
+  for (int i = 0; i < n; ++i) m.Node(absl::StrCat("k", i), "s:rw");
+  m.Node("last", "w:r s:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "last"), ElementsAre("fill", "k199"));
+}
+
+// Brute-force transitive reduction of the pairwise conflict relation: i < j
+// in node order conflict when they share a buffer and one of them writes
+// it; plus `after`. Its closure equals the GrCUDA rule's.
+std::vector<std::vector<NodeId>> ExpectedDeps(const Graph& g) {
+  const int n = g.num_nodes();
+  std::vector<std::vector<bool>> edge(n, std::vector<bool>(n, false));
+  for (NodeId j = 0; j < n; ++j) {
+    for (NodeId i = 0; i < j; ++i) {
+      for (const BufferUse& a : g.BufferUses(i)) {
+        for (const BufferUse& b : g.BufferUses(j)) {
+          if (a.buffer == b.buffer &&
+              (Writes(a.access) || Writes(b.access))) {
+            edge[i][j] = true;
+          }
+        }
+      }
+    }
+    for (NodeId a : g.node(j).after) edge[a][j] = true;
+  }
+  // Closure (Floyd-Warshall style; graphs are small).
+  std::vector<std::vector<bool>> reach = edge;
+  for (int k = 0; k < n; ++k) {
+    for (int i = 0; i < n; ++i) {
+      if (!reach[i][k]) continue;
+      for (int j = 0; j < n; ++j) {
+        if (reach[k][j]) reach[i][j] = true;
+      }
+    }
+  }
+  std::vector<std::vector<NodeId>> deps(n);
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < n; ++i) {
+      if (!reach[i][j]) continue;
+      bool implied = false;
+      for (int k = 0; k < n && !implied; ++k) {
+        implied = k != i && k != j && reach[i][k] && reach[k][j];
+      }
+      if (!implied) deps[j].push_back(i);
+    }
+  }
+  return deps;
+}
+
+Graph RandomGraph(std::mt19937& rng, int n, int num_buffers,
+                  double after_prob) {
+  GraphMaker m;
+  for (int b = 0; b < num_buffers; ++b) m.Buffer(absl::StrCat("b", b));
+  std::uniform_int_distribution<int> buf(0, num_buffers - 1);
+  std::uniform_int_distribution<int> nargs(0, 3);
+  std::uniform_int_distribution<int> access(0, 5);
+  std::uniform_real_distribution<double> coin(0, 1);
+  for (int i = 0; i < n; ++i) {
+    std::string uses;
+    const int k = nargs(rng);
+    for (int a = 0; a < k; ++a) {
+      const int acc = access(rng);
+      absl::StrAppend(&uses, "b", buf(rng),
+                      acc < 4 ? ":r " : (acc == 4 ? ":w " : ":rw "));
+    }
+    testing::NodeOptions options;
+    if (i > 0 && coin(rng) < after_prob) {
+      options.after.push_back(absl::StrCat(
+          "n", std::uniform_int_distribution<int>(0, i - 1)(rng)));
+    }
+    m.Node(absl::StrCat("n", i), uses, options);
+  }
+  return m.Build();
+}
+
+TEST(DependencyInferenceTest, MatchesBruteForceOnRandomGraphs) {
+  std::mt19937 rng(20240611);
+  for (int trial = 0; trial < 300; ++trial) {
+    // Some graphs are long and sparse so that edges leave the window.
+    const bool long_graph = trial % 10 == 0;
+    const int n = long_graph ? 200 : 1 + trial % 40;
+    const int buffers = long_graph ? 30 : 1 + trial % 7;
+    Graph g = RandomGraph(rng, n, buffers, 0.1);
+    Dag dag = Infer(g);
+    std::vector<std::vector<NodeId>> expected = ExpectedDeps(g);
+    for (NodeId v = 0; v < n; ++v) {
+      auto got = dag.Preds(v);
+      ASSERT_EQ(std::vector<NodeId>(got.begin(), got.end()), expected[v])
+          << "trial " << trial << " node " << v;
+    }
+    // The order is topological and succs mirrors preds.
+    for (NodeId v = 0; v < n; ++v) {
+      for (NodeId p : dag.Preds(v)) {
+        EXPECT_LT(dag.pos(p), dag.pos(v));
+        auto succs = dag.Succs(p);
+        EXPECT_NE(std::find(succs.begin(), succs.end(), v), succs.end());
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::scheduler

@@ -1,0 +1,97 @@
+#include "scheduler/graph.h"
+
+#include <utility>
+
+namespace weft::scheduler {
+
+int DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kBytes:
+      return 1;
+    case DType::kFloat32:
+    case DType::kInt32:
+      return 4;
+    case DType::kFloat64:
+    case DType::kInt64:
+      return 8;
+  }
+  return 1;
+}
+
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kBytes:
+      return "BYTES";
+    case DType::kFloat32:
+      return "FLOAT32";
+    case DType::kFloat64:
+      return "FLOAT64";
+    case DType::kInt32:
+      return "INT32";
+    case DType::kInt64:
+      return "INT64";
+  }
+  return "UNKNOWN";
+}
+
+absl::string_view AccessName(Access access) {
+  switch (access) {
+    case Access::kRead:
+      return "READ";
+    case Access::kWrite:
+      return "WRITE";
+    case Access::kReadWrite:
+      return "READ_WRITE";
+  }
+  return "UNKNOWN";
+}
+
+absl::string_view EngineName(Engine engine) {
+  switch (engine) {
+    case Engine::kCompute:
+      return "COMPUTE";
+    case Engine::kCopy:
+      return "COPY";
+    case Engine::kCollective:
+      return "COLLECTIVE";
+    case Engine::kHost:
+      return "HOST";
+  }
+  return "UNKNOWN";
+}
+
+Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
+             std::vector<NodeSpec> nodes)
+    : name_(std::move(name)),
+      buffers_(std::move(buffers)),
+      nodes_(std::move(nodes)) {
+  node_index_.reserve(nodes_.size());
+  for (NodeId i = 0; i < static_cast<NodeId>(nodes_.size()); ++i) {
+    // First occurrence wins; GraphBuilder rejects duplicates anyway.
+    node_index_.emplace(nodes_[i].name, i);
+  }
+  buffer_index_.reserve(buffers_.size());
+  for (BufferId i = 0; i < static_cast<BufferId>(buffers_.size()); ++i) {
+    buffer_index_.emplace(buffers_[i].name, i);
+  }
+}
+
+NodeId Graph::FindNode(absl::string_view name) const {
+  auto it = node_index_.find(name);
+  return it == node_index_.end() ? -1 : it->second;
+}
+
+BufferId Graph::FindBuffer(absl::string_view name) const {
+  auto it = buffer_index_.find(name);
+  return it == buffer_index_.end() ? -1 : it->second;
+}
+
+std::vector<BufferUse> Graph::BufferUses(NodeId id) const {
+  std::vector<BufferUse> uses;
+  for (const Arg& arg : nodes_[id].args) {
+    if (const auto* use = std::get_if<BufferUse>(&arg)) uses.push_back(*use);
+  }
+  return uses;
+}
+
+}  // namespace weft::scheduler

@@ -1,0 +1,292 @@
+#include "scheduler/graph_builder.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "scheduler/dependency_inference.h"
+#include "scheduler/op_signatures.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::scheduler {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+absl::StatusOr<DType> ConvertDType(int value, absl::string_view field) {
+  switch (value) {
+    case weft::v1::BYTES:
+      return DType::kBytes;
+    case weft::v1::FLOAT32:
+      return DType::kFloat32;
+    case weft::v1::FLOAT64:
+      return DType::kFloat64;
+    case weft::v1::INT32:
+      return DType::kInt32;
+    case weft::v1::INT64:
+      return DType::kInt64;
+  }
+  return Invalid(field, absl::StrCat("unknown dtype ", value));
+}
+
+absl::StatusOr<Access> ConvertAccess(int value, absl::string_view field) {
+  switch (value) {
+    case weft::v1::READ:
+      return Access::kRead;
+    case weft::v1::WRITE:
+      return Access::kWrite;
+    case weft::v1::READ_WRITE:
+      return Access::kReadWrite;
+    case weft::v1::ACCESS_UNSPECIFIED:
+      return Invalid(field, "missing access mode (READ, WRITE or READ_WRITE)");
+  }
+  return Invalid(field, absl::StrCat("unknown access mode ", value));
+}
+
+absl::StatusOr<Engine> ConvertEngine(int value, absl::string_view field) {
+  switch (value) {
+    case weft::v1::COMPUTE:
+      return Engine::kCompute;
+    case weft::v1::COPY:
+      return Engine::kCopy;
+    case weft::v1::COLLECTIVE:
+      return Engine::kCollective;
+    case weft::v1::HOST:
+      return Engine::kHost;
+  }
+  return Invalid(field, absl::StrCat("unknown engine ", value));
+}
+
+absl::StatusOr<std::vector<BufferSpec>> BuildBuffers(
+    const weft::v1::Graph& proto, const GraphLimits& limits,
+    absl::flat_hash_map<absl::string_view, BufferId>& ids) {
+  std::vector<BufferSpec> buffers;
+  buffers.reserve(proto.buffers_size());
+  ids.reserve(proto.buffers_size());
+  uint64_t total_bytes = 0;
+  for (int i = 0; i < proto.buffers_size(); ++i) {
+    const weft::v1::Buffer& b = proto.buffers(i);
+    const std::string field = absl::StrCat("graph.buffers[", i, "]");
+    if (b.name().empty()) return Invalid(field + ".name", "empty buffer name");
+    auto [it, inserted] = ids.emplace(b.name(), i);
+    if (!inserted) {
+      return Invalid(field + ".name",
+                     absl::StrCat("duplicate buffer name '", b.name(),
+                                  "' (first used by graph.buffers[",
+                                  it->second, "])"));
+    }
+    BufferSpec spec;
+    spec.name = b.name();
+    WEFT_ASSIGN_OR_RETURN(spec.dtype, ConvertDType(b.dtype(), field + ".dtype"));
+    spec.size_bytes = b.size_bytes();
+    if (spec.size_bytes == 0) {
+      return Invalid(field + ".size_bytes", "size must be positive");
+    }
+    if (spec.size_bytes > limits.max_buffer_bytes) {
+      return Invalid(field + ".size_bytes",
+                     absl::StrCat(spec.size_bytes,
+                                  " bytes exceed the per-buffer limit of ",
+                                  limits.max_buffer_bytes, " bytes"));
+    }
+    const int element = DTypeSize(spec.dtype);
+    if (spec.size_bytes % element != 0) {
+      return Invalid(field + ".size_bytes",
+                     absl::StrCat(spec.size_bytes,
+                                  " is not a multiple of the ",
+                                  DTypeName(spec.dtype), " element size (",
+                                  element, " bytes)"));
+    }
+    total_bytes += spec.size_bytes;  // no overflow: each is bounded above
+    if (total_bytes > limits.max_total_bytes) {
+      return Invalid(field + ".size_bytes",
+                     absl::StrCat("buffers up to this one total ", total_bytes,
+                                  " bytes, over the per-graph limit of ",
+                                  limits.max_total_bytes, " bytes"));
+    }
+    switch (b.init_case()) {
+      case weft::v1::Buffer::kData:
+        if (b.data().size() > spec.size_bytes) {
+          return Invalid(field + ".data",
+                         absl::StrCat(b.data().size(),
+                                      " bytes of initial data do not fit in ",
+                                      "the buffer's ", spec.size_bytes,
+                                      " bytes"));
+        }
+        spec.init = BufferSpec::Init::kData;
+        spec.data = b.data();
+        break;
+      case weft::v1::Buffer::kFill:
+        if (!std::isfinite(b.fill()) && spec.dtype != DType::kFloat32 &&
+            spec.dtype != DType::kFloat64) {
+          return Invalid(field + ".fill",
+                         absl::StrCat("non-finite fill value for a ",
+                                      DTypeName(spec.dtype), " buffer"));
+        }
+        spec.init = BufferSpec::Init::kFill;
+        spec.fill = b.fill();
+        break;
+      case weft::v1::Buffer::INIT_NOT_SET:
+        spec.init = BufferSpec::Init::kZero;
+        break;
+    }
+    spec.output = b.output();
+    buffers.push_back(std::move(spec));
+  }
+  return buffers;
+}
+
+absl::StatusOr<Arg> BuildArg(
+    const weft::v1::Arg& arg, const std::string& field,
+    const absl::flat_hash_map<absl::string_view, BufferId>& buffer_ids) {
+  switch (arg.value_case()) {
+    case weft::v1::Arg::kBuffer: {
+      const weft::v1::BufferArg& b = arg.buffer();
+      if (b.name().empty()) {
+        return Invalid(field + ".buffer.name", "empty buffer name");
+      }
+      auto it = buffer_ids.find(b.name());
+      if (it == buffer_ids.end()) {
+        return Invalid(field + ".buffer.name",
+                       absl::StrCat("unknown buffer '", b.name(), "'"));
+      }
+      BufferUse use;
+      use.buffer = it->second;
+      WEFT_ASSIGN_OR_RETURN(use.access,
+                            ConvertAccess(b.access(), field + ".buffer.access"));
+      return Arg(use);
+    }
+    case weft::v1::Arg::kF32:
+      return Arg(arg.f32());
+    case weft::v1::Arg::kF64:
+      return Arg(arg.f64());
+    case weft::v1::Arg::kI32:
+      return Arg(arg.i32());
+    case weft::v1::Arg::kI64:
+      return Arg(arg.i64());
+    case weft::v1::Arg::VALUE_NOT_SET:
+      break;
+  }
+  return Invalid(field, "no value set (expected buffer, f32, f64, i32 or i64)");
+}
+
+}  // namespace
+
+absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
+                                 const GraphLimits& limits) {
+  if (proto.nodes_size() > limits.max_nodes) {
+    return Invalid("graph.nodes",
+                   absl::StrCat(proto.nodes_size(), " nodes exceed the limit of ",
+                                limits.max_nodes));
+  }
+  if (proto.buffers_size() > limits.max_buffers) {
+    return Invalid("graph.buffers",
+                   absl::StrCat(proto.buffers_size(),
+                                " buffers exceed the limit of ",
+                                limits.max_buffers));
+  }
+  absl::flat_hash_map<absl::string_view, BufferId> buffer_ids;
+  WEFT_ASSIGN_OR_RETURN(std::vector<BufferSpec> buffers,
+                        BuildBuffers(proto, limits, buffer_ids));
+
+  // Names first: `after` may refer to a later node.
+  absl::flat_hash_map<absl::string_view, NodeId> node_ids;
+  node_ids.reserve(proto.nodes_size());
+  for (int i = 0; i < proto.nodes_size(); ++i) {
+    const std::string& name = proto.nodes(i).name();
+    const std::string field = absl::StrCat("graph.nodes[", i, "].name");
+    if (name.empty()) return Invalid(field, "empty node name");
+    auto [it, inserted] = node_ids.emplace(name, i);
+    if (!inserted) {
+      return Invalid(field, absl::StrCat("duplicate node name '", name,
+                                         "' (first used by graph.nodes[",
+                                         it->second, "])"));
+    }
+  }
+
+  std::vector<NodeSpec> nodes;
+  nodes.reserve(proto.nodes_size());
+  for (int i = 0; i < proto.nodes_size(); ++i) {
+    const weft::v1::Node& n = proto.nodes(i);
+    const std::string field = absl::StrCat("graph.nodes[", i, "]");
+    NodeSpec spec;
+    spec.name = n.name();
+    if (n.op().empty()) {
+      return Invalid(field + ".op",
+                     absl::StrCat("empty op (built-in ops: ",
+                                  absl::StrJoin(BuiltinOpNames(), ", "), ")"));
+    }
+    if (!IsBuiltinOp(n.op())) {
+      return Invalid(field + ".op",
+                     absl::StrCat("unknown op '", n.op(), "' (built-in ops: ",
+                                  absl::StrJoin(BuiltinOpNames(), ", "), ")"));
+    }
+    spec.op = n.op();
+    if (n.args_size() > limits.max_args_per_node) {
+      return Invalid(field + ".args",
+                     absl::StrCat(n.args_size(),
+                                  " arguments exceed the limit of ",
+                                  limits.max_args_per_node));
+    }
+    spec.args.reserve(n.args_size());
+    for (int j = 0; j < n.args_size(); ++j) {
+      WEFT_ASSIGN_OR_RETURN(
+          Arg arg,
+          BuildArg(n.args(j), absl::StrCat(field, ".args[", j, "]"),
+                   buffer_ids));
+      spec.args.push_back(std::move(arg));
+    }
+    // Kept in request order, duplicates included, so that error messages
+    // can name after[k] exactly.
+    spec.after.reserve(n.after_size());
+    for (int k = 0; k < n.after_size(); ++k) {
+      const std::string after_field = absl::StrCat(field, ".after[", k, "]");
+      const std::string& name = n.after(k);
+      if (name.empty()) return Invalid(after_field, "empty node name");
+      auto it = node_ids.find(name);
+      if (it == node_ids.end()) {
+        return Invalid(after_field, absl::StrCat("unknown node '", name, "'"));
+      }
+      if (it->second == i) {
+        return Invalid(after_field, absl::StrCat("node '", name,
+                                                 "' cannot run after itself"));
+      }
+      spec.after.push_back(it->second);
+    }
+    spec.stream_label = n.stream_label();
+    WEFT_ASSIGN_OR_RETURN(spec.engine,
+                          ConvertEngine(n.engine(), field + ".engine"));
+    const double cost = n.cost().estimated_us();
+    if (!std::isfinite(cost)) {
+      return Invalid(field + ".cost.estimated_us",
+                     absl::StrCat("cost must be finite, got ", cost));
+    }
+    if (cost < 0) {
+      return Invalid(field + ".cost.estimated_us",
+                     absl::StrCat("cost must not be negative, got ", cost));
+    }
+    spec.cost_us = cost;
+    if (n.has_device()) {
+      if (n.device() < 0 || n.device() >= limits.num_devices) {
+        return Invalid(field + ".device",
+                       absl::StrCat("device ", n.device(), " is outside [0, ",
+                                    limits.num_devices, ") (",
+                                    limits.num_devices, " devices)"));
+      }
+      spec.device = n.device();
+    }
+    WEFT_RETURN_IF_ERROR(CheckOpSignature(spec, buffers, field));
+    nodes.push_back(std::move(spec));
+  }
+
+  Graph graph(proto.name(), std::move(buffers), std::move(nodes));
+  WEFT_RETURN_IF_ERROR(CheckAcyclic(graph));
+  return graph;
+}
+
+}  // namespace weft::scheduler

@@ -1,0 +1,85 @@
+#include "scheduler/test_util.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_split.h"
+
+namespace weft::scheduler::testing {
+
+GraphMaker& GraphMaker::Buffer(std::string name, uint64_t size_bytes,
+                               DType dtype) {
+  BufferSpec spec;
+  spec.name = std::move(name);
+  spec.size_bytes = size_bytes;
+  spec.dtype = dtype;
+  buffers_.push_back(std::move(spec));
+  return *this;
+}
+
+GraphMaker& GraphMaker::Node(std::string name, absl::string_view uses,
+                             NodeOptions options) {
+  nodes_.push_back({std::move(name), std::string(uses), std::move(options)});
+  return *this;
+}
+
+Graph GraphMaker::Build() const {
+  std::vector<BufferSpec> buffers = buffers_;
+  auto buffer_id = [&](absl::string_view name) {
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      if (buffers[i].name == name) return static_cast<BufferId>(i);
+    }
+    std::abort();  // a typo in a test
+  };
+  auto node_id = [&](absl::string_view name) {
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].name == name) return static_cast<NodeId>(i);
+    }
+    std::abort();
+  };
+  std::vector<NodeSpec> nodes;
+  for (const PendingNode& p : nodes_) {
+    NodeSpec spec;
+    spec.name = p.name;
+    spec.op = p.options.op;
+    for (absl::string_view use :
+         absl::StrSplit(p.uses, ' ', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> parts = absl::StrSplit(use, ':');
+      BufferUse u;
+      u.buffer = buffer_id(parts.first);
+      if (parts.second == "r") {
+        u.access = Access::kRead;
+      } else if (parts.second == "w") {
+        u.access = Access::kWrite;
+      } else if (parts.second == "rw") {
+        u.access = Access::kReadWrite;
+      } else {
+        std::abort();
+      }
+      spec.args.push_back(u);
+    }
+    for (const std::string& a : p.options.after) {
+      spec.after.push_back(node_id(a));
+    }
+    spec.stream_label = p.options.label;
+    spec.engine = p.options.engine;
+    spec.cost_us = p.options.cost;
+    spec.device = p.options.device;
+    nodes.push_back(std::move(spec));
+  }
+  return Graph("test", std::move(buffers), std::move(nodes));
+}
+
+std::vector<std::string> Names(const Graph& graph,
+                               absl::Span<const NodeId> ids) {
+  std::vector<std::string> names;
+  for (NodeId v : ids) names.push_back(graph.node(v).name);
+  return names;
+}
+
+std::vector<std::string> DepNames(const Graph& graph, const Dag& dag,
+                                  absl::string_view name) {
+  return Names(graph, dag.Preds(graph.FindNode(name)));
+}
+
+}  // namespace weft::scheduler::testing

@@ -1,0 +1,91 @@
+#include "server/backend_factory.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/sim/sim_backend.h"
+#include "scheduler/status_macros.h"
+
+#if defined(WEFT_WITH_CUDA_BACKEND)
+#include "runtime/cuda/cuda_backend.h"
+#endif
+
+namespace weft::server {
+namespace {
+
+absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
+  if (options.sim_devices < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sim_devices must be at least 1, got ", options.sim_devices));
+  }
+  if (options.sim_memory_bytes == 0) {
+    return absl::InvalidArgumentError("--sim_memory_bytes must be positive");
+  }
+  runtime::SimBackend::Options sim;
+  sim.num_devices = options.sim_devices;
+  sim.memory_bytes = options.sim_memory_bytes;
+  sim.host_to_device_gbps = options.sim_bandwidth_gbps;
+  sim.device_to_host_gbps = options.sim_bandwidth_gbps;
+  sim.device_to_device_gbps = options.sim_bandwidth_gbps;
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::SimBackend> backend,
+                        runtime::SimBackend::Create(std::move(sim)));
+  CreatedBackend created;
+  created.simulated = true;
+  created.description =
+      absl::StrCat(options.sim_devices, " simulated device",
+                   options.sim_devices == 1 ? "" : "s");
+  created.backend = std::move(backend);
+  return created;
+}
+
+absl::StatusOr<CreatedBackend> CreateCuda() {
+#if defined(WEFT_WITH_CUDA_BACKEND)
+  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaBackend> backend,
+                        runtime::CudaBackend::Create());
+  CreatedBackend created;
+  const int n = backend->device_count();
+  created.description = absl::StrCat(n, " CUDA device", n == 1 ? "" : "s");
+  for (int i = 0; i < n; ++i) {
+    runtime::DeviceInfo info = backend->device_info(i);
+    absl::StrAppend(&created.description, i == 0 ? ": " : ", ", info.name,
+                    " (", info.uuid, ")");
+  }
+  created.backend = std::move(backend);
+  return created;
+#else
+  return absl::UnavailableError(
+      "--backend=cuda: this weftd was built without the CUDA backend");
+#endif
+}
+
+bool CudaVisible() {
+#if defined(WEFT_WITH_CUDA_BACKEND)
+  return runtime::VisibleCudaDevices() > 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+bool CudaBackendLinked() {
+#if defined(WEFT_WITH_CUDA_BACKEND)
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<CreatedBackend> CreateBackend(const BackendOptions& options) {
+  if (options.kind == "sim") return CreateSim(options);
+  if (options.kind == "cuda") return CreateCuda();
+  if (options.kind == "auto") {
+    if (CudaVisible()) return CreateCuda();
+    return CreateSim(options);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--backend must be auto, sim or cuda, got '", options.kind, "'"));
+}
+
+}  // namespace weft::server

@@ -1,0 +1,116 @@
+// The weftd daemon: every component wired together.
+//
+// BuildAndStart creates, in order, the device backend (backend_factory.h),
+// the executor, the metrics registry, the job manager and the Scheduler
+// service, then serves it over gRPC on a TCP address and/or a unix socket
+// (with the standard health service and server reflection) and exposes
+// /metrics over HTTP. Stop drains:
+//
+//   health NOT_SERVING -> submissions answer UNAVAILABLE -> queued jobs are
+//   cancelled -> running jobs get drain_timeout to finish, then are
+//   cancelled -> the gRPC server and the metrics endpoint shut down.
+//
+// Components are destroyed in the reverse order of creation by the
+// destructor. main.cc only turns flags into Options.
+#ifndef WEFT_SERVER_DAEMON_H_
+#define WEFT_SERVER_DAEMON_H_
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+#include "runtime/backend.h"
+#include "runtime/executor.h"
+#include "server/backend_factory.h"
+#include "server/job_manager.h"
+#include "server/metrics.h"
+#include "server/scheduler_service.h"
+
+namespace weft::server {
+
+// Thread-safe.
+class Daemon {
+ public:
+  struct Options {
+    std::string listen = "127.0.0.1:50051";    // "" disables; port 0 picks
+    std::string unix_socket = "/tmp/weftd.sock";  // "" disables
+    std::string metrics_listen = "127.0.0.1:9464";  // "" disables
+    BackendOptions backend;
+    int max_message_bytes = 64 << 20;
+    int max_streams_per_device = 8;
+    int max_queued_jobs = 1024;
+    int max_running_jobs = 16;
+    absl::Duration drain_timeout = absl::Seconds(30);
+    int retain_jobs = 1000;
+    // Start-up and shutdown lines go here; null keeps quiet. Not owned.
+    std::ostream* log = nullptr;
+  };
+
+  // Starts serving. Errors name the flag at fault (bad values, addresses
+  // that cannot be bound, no gRPC endpoint at all).
+  static absl::StatusOr<std::unique_ptr<Daemon>> BuildAndStart(
+      Options options);
+
+  // Stops (if not stopped) and releases everything.
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Blocks SIGTERM and SIGINT in the calling thread and in every thread it
+  // starts later, so that WaitForTermination can receive them. Call first
+  // thing in main(), before any thread exists.
+  static void BlockTerminationSignals();
+
+  // Waits for SIGTERM or SIGINT, then drains and stops (Stop).
+  // REQUIRES: BlockTerminationSignals() was called before threads started.
+  void WaitForTermination() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Drains as described above and stops serving. Idempotent; concurrent
+  // callers wait for the first one.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The bound TCP port (0 when TCP is disabled).
+  int tcp_port() const { return tcp_port_; }
+  // The bound metrics port (0 when disabled).
+  int metrics_port() const { return metrics_port_; }
+  // The gRPC target for clients, e.g. "127.0.0.1:50051" or "unix:/path".
+  std::string target() const;
+  // For tests and embedding; valid until destruction.
+  JobManager* job_manager() const { return jobs_.get(); }
+
+ private:
+  explicit Daemon(Options options);
+  absl::Status Start();
+  void Log(absl::string_view line) const;
+
+  const Options options_;
+
+  // Created by Start, in this order; destroyed in reverse.
+  std::unique_ptr<runtime::Backend> backend_;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<SchedulerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<RefreshingCollectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int tcp_port_ = 0;
+  int metrics_port_ = 0;
+  std::string tcp_address_;
+
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace weft::server
+
+#endif  // WEFT_SERVER_DAEMON_H_

@@ -1,0 +1,279 @@
+#include "server/daemon.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "weft/v1/weft.grpc.pb.h"
+
+namespace weft::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+// grpc.health.v1.Health/Check by hand: HealthCheckRequest{service = 1} and
+// HealthCheckResponse{status = 1} are single-field messages. Returns the
+// status number (1 SERVING, 2 NOT_SERVING) or -1 on RPC failure.
+int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
+                const std::string& service) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::string request;
+  if (!service.empty()) {
+    request.push_back(0x0a);
+    request.push_back(static_cast<char>(service.size()));
+    request += service;
+  }
+  grpc::Slice slice(request);
+  grpc::ByteBuffer buffer(&slice, 1);
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check",
+                                    buffer, &cq);
+  call->StartCall();
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag;
+  bool ok;
+  cq.Next(&tag, &ok);
+  if (!status.ok()) return -1;
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return -1;
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  if (bytes.size() == 2 && bytes[0] == 0x08) return bytes[1];
+  return bytes.empty() ? 0 : -1;
+}
+
+// A plain HTTP/1.0 GET on 127.0.0.1:port; returns the whole response.
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string req = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
+  if (write(fd, req.data(), req.size()) < 0) {
+    close(fd);
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, n);
+  close(fd);
+  return out;
+}
+
+weft::v1::Graph Spins(int n, double us) {
+  weft::v1::Graph g;
+  g.set_name("spins");
+  weft::v1::Buffer* b = g.add_buffers();
+  b->set_name("b");
+  b->set_size_bytes(8);
+  for (int i = 0; i < n; ++i) {
+    weft::v1::Node* node = g.add_nodes();
+    node->set_name(absl::StrCat("s", i));
+    node->set_op("spin");
+    weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
+    arg->set_name("b");
+    arg->set_access(weft::v1::READ_WRITE);
+    node->mutable_cost()->set_estimated_us(us);
+  }
+  return g;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  // Stop cancels queued jobs; the drain tests need theirs running.
+  static void WaitRunning(JobManager* jobs, const std::string& id) {
+    auto watch = jobs->Watch(id);
+    ASSERT_TRUE(watch.ok()) << watch.status();
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      WatchUpdate u = (*watch)->Next(deadline);
+      if (u.job.state() == weft::v1::RUNNING) return;
+      ASSERT_FALSE(u.done);
+    }
+    FAIL() << "job never ran";
+  }
+
+  Daemon::Options TestOptions() {
+    Daemon::Options o;
+    o.listen = "127.0.0.1:0";
+    // Socket paths are limited to 107 bytes; the test sandbox is deeper.
+    static int counter = 0;
+    o.unix_socket =
+        absl::StrCat("/tmp/weftd-test-", getpid(), "-", ++counter, ".sock");
+    o.metrics_listen = "127.0.0.1:0";
+    o.backend.kind = "sim";
+    o.backend.sim_devices = 2;
+    o.backend.sim_memory_bytes = 1 << 20;
+    return o;
+  }
+
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+    return grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  }
+
+  static grpc::Status Submit(weft::v1::Scheduler::Stub* stub,
+                             const weft::v1::Graph& graph,
+                             weft::v1::Job* job) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(10));
+    weft::v1::SubmitGraphRequest req;
+    *req.mutable_graph() = graph;
+    weft::v1::SubmitGraphResponse resp;
+    grpc::Status s = stub->SubmitGraph(&ctx, req, &resp);
+    *job = resp.job();
+    return s;
+  }
+};
+
+TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
+  Daemon::Options options = TestOptions();
+  std::ostringstream log;
+  options.log = &log;
+  auto daemon = Daemon::BuildAndStart(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  ASSERT_GT((*daemon)->tcp_port(), 0);
+  ASSERT_GT((*daemon)->metrics_port(), 0);
+  EXPECT_THAT(log.str(),
+              HasSubstr(absl::StrCat("weftd: serving weft.v1.Scheduler on "
+                                     "127.0.0.1:",
+                                     (*daemon)->tcp_port(), "\n")));
+  EXPECT_THAT(log.str(), HasSubstr(absl::StrCat(
+                             "weftd: serving weft.v1.Scheduler on unix:",
+                             options.unix_socket)));
+  EXPECT_THAT(log.str(), HasSubstr("weftd: 2 simulated devices\n"));
+  EXPECT_THAT(log.str(), ::testing::EndsWith("weftd: ready\n"));
+
+  auto tcp = Channel((*daemon)->target());
+  EXPECT_EQ(HealthCheck(tcp, ""), 1);
+  EXPECT_EQ(HealthCheck(tcp, "weft.v1.Scheduler"), 1);
+
+  auto unix_channel = Channel(absl::StrCat("unix:", options.unix_socket));
+  auto stub = weft::v1::Scheduler::NewStub(unix_channel);
+  weft::v1::Job job;
+  ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
+  absl::StatusOr<weft::v1::Job> done = (*daemon)->job_manager()->WaitUntilTerminal(
+      job.id(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state(), weft::v1::SUCCEEDED);
+
+  std::string metrics = HttpGet((*daemon)->metrics_port(), "/metrics");
+  EXPECT_THAT(metrics, HasSubstr("200 OK"));
+  EXPECT_THAT(metrics, HasSubstr("weft_jobs_total{outcome=\"succeeded\"} 1"));
+  EXPECT_THAT(metrics, HasSubstr("weft_device_streams{device=\"1\""));
+  EXPECT_THAT(metrics, HasSubstr("weft_device_memory_capacity_bytes{device="
+                                 "\"0\""));
+  EXPECT_THAT(metrics, HasSubstr("weft_node_executions_total{device="));
+  EXPECT_THAT(metrics, HasSubstr("weft_device_busy_streams{device=\"0\",uuid=\"GPU-"));
+
+  (*daemon)->Stop();
+  EXPECT_THAT(log.str(), HasSubstr("weftd: stopped"));
+  EXPECT_NE(access(options.unix_socket.c_str(), F_OK), 0)
+      << "socket file left behind";
+}
+
+TEST_F(DaemonTest, StopDrainsRunningJobsAndRejectsNewOnes) {
+  auto daemon = Daemon::BuildAndStart(TestOptions());
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto channel = Channel((*daemon)->target());
+  auto stub = weft::v1::Scheduler::NewStub(channel);
+  weft::v1::Job job;
+  ASSERT_TRUE(Submit(stub.get(), Spins(1, 1'500'000), &job).ok());
+  WaitRunning((*daemon)->job_manager(), job.id());
+
+  std::thread stopper([&] { (*daemon)->Stop(); });
+  int health = 1;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (health == 1 && absl::Now() < deadline) {
+    health = HealthCheck(channel, "weft.v1.Scheduler");
+  }
+  EXPECT_EQ(health, 2) << "health never went NOT_SERVING while draining";
+  weft::v1::Job rejected;
+  grpc::Status s = Submit(stub.get(), Spins(1, 1), &rejected);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("shutting down"));
+  stopper.join();
+  absl::StatusOr<weft::v1::Job> after =
+      (*daemon)->job_manager()->Get(job.id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), weft::v1::SUCCEEDED);
+}
+
+TEST_F(DaemonTest, DrainTimeoutCancelsRunningJobs) {
+  Daemon::Options options = TestOptions();
+  options.drain_timeout = absl::Milliseconds(50);
+  auto daemon = Daemon::BuildAndStart(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = weft::v1::Scheduler::NewStub(Channel((*daemon)->target()));
+  weft::v1::Job job;
+  // Work already issued to streams drains before the job ends CANCELLED.
+  ASSERT_TRUE(Submit(stub.get(), Spins(20, 20'000), &job).ok());
+  WaitRunning((*daemon)->job_manager(), job.id());
+  const absl::Time start = absl::Now();
+  (*daemon)->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  absl::StatusOr<weft::v1::Job> after =
+      (*daemon)->job_manager()->Get(job.id());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state(), weft::v1::CANCELLED);
+  EXPECT_THAT(after->error().message(), HasSubstr("shutting down"));
+}
+
+TEST_F(DaemonTest, RejectsBadOptions) {
+  Daemon::Options options = TestOptions();
+  options.listen = "";
+  options.unix_socket = "";
+  auto daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(), HasSubstr("--listen"));
+
+  options = TestOptions();
+  options.backend.kind = "abacus";
+  daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(), HasSubstr("--backend"));
+}
+
+TEST_F(DaemonTest, AddressInUseIsAnError) {
+  auto first = Daemon::BuildAndStart(TestOptions());
+  ASSERT_TRUE(first.ok()) << first.status();
+  Daemon::Options options = TestOptions();
+  options.listen = absl::StrCat("127.0.0.1:", (*first)->tcp_port());
+  options.unix_socket = "";
+  options.metrics_listen = "";
+  auto second = Daemon::BuildAndStart(options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(), HasSubstr(options.listen));
+}
+
+}  // namespace
+}  // namespace weft::server

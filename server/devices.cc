@@ -1,0 +1,43 @@
+#include "server/devices.h"
+
+namespace weft::server {
+
+std::vector<weft::v1::Device> DescribeDevices(
+    const runtime::Backend& backend, const runtime::Executor& executor) {
+  const std::vector<runtime::DeviceLoad> load = executor.Load();
+  std::vector<weft::v1::Device> devices;
+  for (int i = 0; i < backend.device_count(); ++i) {
+    const runtime::DeviceInfo info = backend.device_info(i);
+    weft::v1::Device d;
+    d.set_index(info.index);
+    d.set_name(info.name);
+    d.set_uuid(info.uuid);
+    d.set_simulated(info.simulated);
+    d.set_memory_total_bytes(info.memory_total_bytes);
+    d.set_memory_used_bytes(backend.memory_used_bytes(i));
+    if (i < static_cast<int>(load.size())) {
+      d.set_streams_busy(load[i].streams_busy);
+      d.set_streams_total(load[i].streams_total);
+    }
+    devices.push_back(std::move(d));
+  }
+  return devices;
+}
+
+std::vector<DeviceSample> ToDeviceSamples(
+    const std::vector<weft::v1::Device>& devices) {
+  std::vector<DeviceSample> samples;
+  for (const weft::v1::Device& d : devices) {
+    DeviceSample s;
+    s.index = d.index();
+    s.uuid = d.uuid();
+    s.streams_busy = d.streams_busy();
+    s.streams_total = d.streams_total();
+    s.memory_used_bytes = d.memory_used_bytes();
+    s.memory_total_bytes = d.memory_total_bytes();
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+}  // namespace weft::server

@@ -1,0 +1,528 @@
+#include "server/job_manager.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "runtime/executor.h"
+#include "runtime/sim/sim_backend.h"
+#include "scheduler/graph_builder.h"
+#include "server/metrics.h"
+
+namespace weft::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Launches of `spin` with this cost block until the fixture opens the gate;
+// launches with kFailUs fail.
+constexpr double kGateUs = 12345;
+constexpr double kFailUs = 54321;
+
+weft::v1::Graph ParseGraph(const std::string& text) {
+  weft::v1::Graph graph;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &graph))
+      << text;
+  return graph;
+}
+
+// x = 2; y = 3 * x + 1 (y starts as 1); y is the output.
+weft::v1::Graph AxpyGraph() {
+  return ParseGraph(R"pb(
+    name: "axpy"
+    buffers { name: "x" size_bytes: 64 dtype: FLOAT32 }
+    buffers { name: "y" size_bytes: 64 dtype: FLOAT32 fill: 1 output: true }
+    nodes {
+      name: "fill_x"
+      op: "fill"
+      args { buffer { name: "x" access: WRITE } }
+      args { f32: 2 }
+    }
+    nodes {
+      name: "axpy"
+      op: "axpy"
+      args { f32: 3 }
+      args { buffer { name: "x" access: READ } }
+      args { buffer { name: "y" access: READ_WRITE } }
+    }
+  )pb");
+}
+
+// A chain of `n` spin nodes of `us` microseconds each over one buffer.
+weft::v1::Graph SpinChain(const std::string& name, int n, double us) {
+  weft::v1::Graph g;
+  g.set_name(name);
+  weft::v1::Buffer* b = g.add_buffers();
+  b->set_name("b");
+  b->set_size_bytes(16);
+  b->set_output(true);
+  for (int i = 0; i < n; ++i) {
+    weft::v1::Node* node = g.add_nodes();
+    node->set_name(absl::StrCat("s", i));
+    node->set_op("spin");
+    weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
+    arg->set_name("b");
+    arg->set_access(weft::v1::READ_WRITE);
+    node->mutable_cost()->set_estimated_us(us);
+  }
+  return g;
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Start({}); }
+
+  void TearDown() override {
+    if (!gate_.HasBeenNotified()) gate_.Notify();
+    jobs_.reset();
+    executor_.reset();
+    backend_.reset();
+  }
+
+  // (Re)creates the manager with `options`; executor and metrics are filled.
+  void Start(JobManager::Options options) {
+    if (backend_ == nullptr) {
+      runtime::SimBackend::Options sim;
+      sim.num_devices = 2;
+      sim.memory_bytes = 1 << 20;
+      sim.launch_fault = [this](int, const runtime::KernelLaunch& launch) {
+        if (launch.cost_us == kGateUs) gate_.WaitForNotification();
+        if (launch.cost_us == kFailUs) {
+          return absl::DataLossError("injected fault");
+        }
+        return absl::OkStatus();
+      };
+      backend_ = *runtime::SimBackend::Create(sim);
+      runtime::Executor::Options exec;
+      exec.backend = backend_.get();
+      auto executor = runtime::Executor::Create(exec);
+      ASSERT_TRUE(executor.ok()) << executor.status();
+      executor_ = *std::move(executor);
+    }
+    jobs_.reset();
+    options.executor = executor_.get();
+    options.metrics = &metrics_;
+    auto jobs = JobManager::Create(std::move(options));
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    jobs_ = *std::move(jobs);
+  }
+
+  JobSpec Spec(const weft::v1::Graph& proto, int priority = 0,
+               const std::string& request_id = "") {
+    scheduler::GraphLimits limits;
+    limits.num_devices = 2;
+    absl::StatusOr<scheduler::Graph> graph = scheduler::BuildGraph(proto, limits);
+    EXPECT_TRUE(graph.ok()) << graph.status();
+    JobSpec spec;
+    spec.graph = std::make_shared<const scheduler::Graph>(*std::move(graph));
+    spec.planner_options.num_devices = 2;
+    spec.priority = priority;
+    spec.request_id = request_id;
+    return spec;
+  }
+
+  std::string SubmitOk(const weft::v1::Graph& proto, int priority = 0) {
+    absl::StatusOr<weft::v1::Job> job = jobs_->Submit(Spec(proto, priority));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : "";
+  }
+
+  weft::v1::Job WaitTerminal(const std::string& id) {
+    absl::StatusOr<weft::v1::Job> job =
+        jobs_->WaitUntilTerminal(id, absl::Now() + absl::Seconds(20));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? *job : weft::v1::Job();
+  }
+
+  // Follows the job's watch until it reaches `state`.
+  void WaitForState(const std::string& id, weft::v1::JobState state) {
+    auto watch = jobs_->Watch(id);
+    ASSERT_TRUE(watch.ok()) << watch.status();
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (absl::Now() < deadline) {
+      WatchUpdate u = (*watch)->Next(deadline);
+      if (u.job.state() == state) return;
+      ASSERT_FALSE(u.done) << "job ended " << u.job.ShortDebugString();
+    }
+    FAIL() << "job " << id << " never reached " << state;
+  }
+
+  std::string Scrape() {
+    return prometheus::TextSerializer().Serialize(registry_.Collect());
+  }
+
+  absl::Notification gate_;
+  prometheus::Registry registry_;
+  Metrics metrics_{&registry_};
+  std::unique_ptr<runtime::SimBackend> backend_;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<JobManager> jobs_;
+};
+
+TEST(JobStateTest, LegalTransitions) {
+  EXPECT_TRUE(CheckTransition(JobState::kQueued, JobState::kRunning).ok());
+  EXPECT_TRUE(CheckTransition(JobState::kQueued, JobState::kCancelled).ok());
+  EXPECT_TRUE(CheckTransition(JobState::kRunning, JobState::kSucceeded).ok());
+  EXPECT_TRUE(CheckTransition(JobState::kRunning, JobState::kFailed).ok());
+  EXPECT_TRUE(CheckTransition(JobState::kRunning, JobState::kCancelled).ok());
+}
+
+TEST(JobStateTest, IllegalTransitionsAreFailedPrecondition) {
+  const std::pair<JobState, JobState> illegal[] = {
+      {JobState::kQueued, JobState::kSucceeded},
+      {JobState::kRunning, JobState::kQueued},
+      {JobState::kSucceeded, JobState::kRunning},
+      {JobState::kSucceeded, JobState::kCancelled},
+      {JobState::kFailed, JobState::kSucceeded},
+      {JobState::kCancelled, JobState::kQueued},
+  };
+  for (const auto& [from, to] : illegal) {
+    absl::Status s = CheckTransition(from, to);
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(JobStateName(from), " -> ",
+                                                    JobStateName(to))));
+  }
+}
+
+TEST_F(JobManagerTest, CreateRejectsBadOptions) {
+  JobManager::Options options;
+  options.executor = executor_.get();
+  options.max_queued_jobs = 0;
+  auto jobs = JobManager::Create(options);
+  EXPECT_EQ(jobs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(jobs.status().message(), HasSubstr("max_queued_jobs"));
+  JobManager::Options no_executor;
+  EXPECT_EQ(JobManager::Create(no_executor).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
+  absl::StatusOr<weft::v1::Job> submitted = jobs_->Submit(Spec(AxpyGraph()));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_THAT(submitted->id(), ::testing::MatchesRegex("j-[0-9a-f]{16}"));
+  EXPECT_EQ(submitted->state(), weft::v1::QUEUED);
+  EXPECT_EQ(submitted->nodes_total(), 2);
+  EXPECT_EQ(submitted->graph_name(), "axpy");
+  EXPECT_THAT(submitted->output_buffers(), ElementsAre("y"));
+
+  weft::v1::Job done = WaitTerminal(submitted->id());
+  EXPECT_EQ(done.state(), weft::v1::SUCCEEDED) << done.ShortDebugString();
+  EXPECT_EQ(done.nodes_done(), 2);
+  EXPECT_FALSE(done.has_error());
+  EXPECT_GT(done.create_time().seconds(), 0);
+  EXPECT_TRUE(done.has_start_time());
+  EXPECT_TRUE(done.has_end_time());
+
+  absl::StatusOr<OutputBuffer> y = jobs_->ReadOutput(done.id(), "y");
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(y->dtype, scheduler::DType::kFloat32);
+  ASSERT_EQ(y->data->size(), 64u);
+  std::vector<float> values(16);
+  std::memcpy(values.data(), y->data->data(), 64);
+  for (float v : values) EXPECT_EQ(v, 7.0f);
+
+  std::string text = Scrape();
+  EXPECT_THAT(text, HasSubstr("weft_jobs_total{outcome=\"succeeded\"} 1"));
+  EXPECT_THAT(text, HasSubstr("op=\"axpy\"} 1"));
+}
+
+TEST_F(JobManagerTest, ReadOutputErrors) {
+  std::string id = SubmitOk(AxpyGraph());
+  WaitTerminal(id);
+  absl::StatusOr<OutputBuffer> x = jobs_->ReadOutput(id, "x");
+  EXPECT_EQ(x.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(x.status().message(), HasSubstr("no output buffer 'x'"));
+  absl::StatusOr<OutputBuffer> unknown = jobs_->ReadOutput("j-nope", "y");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status().message(), HasSubstr("j-nope"));
+
+  std::string gated = SubmitOk(SpinChain("gated", 1, kGateUs));
+  absl::StatusOr<OutputBuffer> early = jobs_->ReadOutput(gated, "b");
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(early.status().message(), HasSubstr("SUCCEEDED"));
+  gate_.Notify();
+  EXPECT_EQ(WaitTerminal(gated).state(), weft::v1::SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, GetUnknownJobIsNotFoundNamingTheId) {
+  absl::StatusOr<weft::v1::Job> job = jobs_->Get("j-0000000000000000");
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(job.status().message(), HasSubstr("j-0000000000000000"));
+  EXPECT_EQ(jobs_->Cancel("j-x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->Watch("j-x").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobManagerTest, HigherPriorityRunsFirstThenFifo) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
+  WaitForState(blocker, weft::v1::RUNNING);
+  std::string low = SubmitOk(SpinChain("low", 1, 1), 0);
+  std::string high1 = SubmitOk(SpinChain("high1", 1, 1), 5);
+  std::string mid = SubmitOk(SpinChain("mid", 1, 1), 1);
+  std::string high2 = SubmitOk(SpinChain("high2", 1, 1), 5);
+  EXPECT_EQ(jobs_->queued(), 4);
+  EXPECT_EQ(jobs_->running(), 1);
+  gate_.Notify();
+
+  std::vector<std::pair<int64_t, std::string>> starts;
+  for (const std::string& id : {low, high1, mid, high2}) {
+    weft::v1::Job job = WaitTerminal(id);
+    EXPECT_EQ(job.state(), weft::v1::SUCCEEDED);
+    starts.emplace_back(job.start_time().seconds() * 1'000'000'000LL +
+                            job.start_time().nanos(),
+                        job.graph_name());
+  }
+  std::sort(starts.begin(), starts.end());
+  std::vector<std::string> order;
+  for (const auto& s : starts) order.push_back(s.second);
+  EXPECT_THAT(order, ElementsAre("high1", "high2", "mid", "low"));
+}
+
+TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  options.max_queued_jobs = 2;
+  Start(options);
+  std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
+  WaitForState(blocker, weft::v1::RUNNING);
+  SubmitOk(SpinChain("a", 1, 1));
+  SubmitOk(SpinChain("b", 1, 1));
+  absl::StatusOr<weft::v1::Job> rejected =
+      jobs_->Submit(Spec(SpinChain("c", 1, 1)));
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(rejected.status().message(), HasSubstr("queue is full"));
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_rejected_total{code="
+                                  "\"RESOURCE_EXHAUSTED\"} 1"));
+  EXPECT_THAT(Scrape(), HasSubstr("weft_queue_depth 2"));
+  gate_.Notify();
+  EXPECT_TRUE(jobs_->WaitIdle(absl::Now() + absl::Seconds(20)));
+}
+
+TEST_F(JobManagerTest, RepeatedRequestIdReturnsTheOriginalJob) {
+  absl::StatusOr<weft::v1::Job> first =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<weft::v1::Job> again =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id(), first->id());
+  EXPECT_EQ(again->request_id(), "req-1");
+
+  JobSpec other_tenant = Spec(AxpyGraph(), 0, "req-1");
+  other_tenant.tenant = "team-b";
+  absl::StatusOr<weft::v1::Job> other = jobs_->Submit(std::move(other_tenant));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->id(), first->id());
+
+  WaitTerminal(first->id());
+  absl::StatusOr<weft::v1::Job> after_done =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
+  ASSERT_TRUE(after_done.ok());
+  EXPECT_EQ(after_done->id(), first->id());
+  EXPECT_EQ(after_done->state(), weft::v1::SUCCEEDED);
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_submitted_total 2"));
+}
+
+TEST_F(JobManagerTest, CancelQueuedJob) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
+  std::string queued = SubmitOk(AxpyGraph());
+  WaitForState(blocker, weft::v1::RUNNING);
+  absl::StatusOr<weft::v1::Job> cancelled = jobs_->Cancel(queued);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_EQ(cancelled->state(), weft::v1::CANCELLED);
+  EXPECT_EQ(cancelled->error().code(),
+            static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_THAT(cancelled->error().message(), HasSubstr("cancelled"));
+  EXPECT_FALSE(cancelled->has_start_time());
+  EXPECT_EQ(jobs_->queued(), 0);
+
+  // Cancelling again is a no-op.
+  absl::StatusOr<weft::v1::Job> again = jobs_->Cancel(queued);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->state(), weft::v1::CANCELLED);
+
+  gate_.Notify();
+  EXPECT_EQ(WaitTerminal(blocker).state(), weft::v1::SUCCEEDED);
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_total{outcome=\"cancelled\"} 1"));
+}
+
+TEST_F(JobManagerTest, CancelRunningJob) {
+  std::string id = SubmitOk(SpinChain("long", 200, 5000));
+  WaitForState(id, weft::v1::RUNNING);
+  absl::StatusOr<weft::v1::Job> requested = jobs_->Cancel(id);
+  ASSERT_TRUE(requested.ok()) << requested.status();
+  weft::v1::Job done = WaitTerminal(id);
+  EXPECT_EQ(done.state(), weft::v1::CANCELLED) << done.ShortDebugString();
+  EXPECT_EQ(done.error().code(), static_cast<int>(absl::StatusCode::kCancelled));
+  EXPECT_EQ(jobs_->running(), 0);
+}
+
+TEST_F(JobManagerTest, CancelFinishedJobIsFailedPrecondition) {
+  std::string id = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  absl::StatusOr<weft::v1::Job> cancelled = jobs_->Cancel(id);
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(cancelled.status().message(), HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(cancelled.status().message(), HasSubstr(id));
+}
+
+TEST_F(JobManagerTest, FailingNodeFailsTheJobAndIsNamed) {
+  weft::v1::Graph g = SpinChain("failing", 3, 1);
+  g.mutable_nodes(1)->mutable_cost()->set_estimated_us(kFailUs);
+  std::string id = SubmitOk(g);
+  weft::v1::Job done = WaitTerminal(id);
+  EXPECT_EQ(done.state(), weft::v1::FAILED);
+  EXPECT_EQ(done.error().node(), "s1");
+  EXPECT_THAT(done.error().message(), HasSubstr("injected fault"));
+  EXPECT_NE(done.error().code(), 0);
+  absl::StatusOr<OutputBuffer> out = jobs_->ReadOutput(id, "b");
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(out.status().message(), HasSubstr("FAILED"));
+}
+
+TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
+  std::string id = SubmitOk(SpinChain("watched", 3, 100));
+  auto watch = jobs_->Watch(id);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  WatchUpdate first = (*watch)->Next(absl::Now());
+  EXPECT_TRUE(first.changed);
+  EXPECT_EQ(first.job.state(), weft::v1::QUEUED);
+  EXPECT_TRUE(first.events.empty());
+  EXPECT_FALSE(first.done);
+  // Nothing happens while the blocker holds the only slot.
+  WatchUpdate idle = (*watch)->Next(absl::Now() + absl::Milliseconds(20));
+  EXPECT_FALSE(idle.changed);
+  gate_.Notify();
+
+  std::vector<std::string> events;
+  std::vector<weft::v1::JobState> states;
+  WatchUpdate u;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  do {
+    u = (*watch)->Next(deadline);
+    ASSERT_TRUE(u.changed) << "watch timed out";
+    states.push_back(u.job.state());
+    for (const weft::v1::NodeEvent& e : u.events) {
+      events.push_back(
+          absl::StrCat(e.node(), ":", weft::v1::NodeEventKind_Name(e.kind())));
+      EXPECT_GE(e.device(), 0);
+      EXPECT_GE(e.stream(), 0);
+    }
+  } while (!u.done);
+  EXPECT_EQ(u.job.state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(u.job.nodes_done(), 3);
+  // STARTED means issued to a stream, so issue can run ahead of completion;
+  // per node STARTED comes first, and the chain finishes in order.
+  ASSERT_EQ(events.size(), 6u);
+  std::vector<std::string> finished;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const std::string node = events[i].substr(0, 2);
+    if (absl::EndsWith(events[i], "NODE_FINISHED")) {
+      finished.push_back(node);
+      auto started = std::find(events.begin(), events.end(),
+                               absl::StrCat(node, ":NODE_STARTED"));
+      EXPECT_LT(started - events.begin(), static_cast<long>(i)) << node;
+    }
+  }
+  EXPECT_THAT(finished, ElementsAre("s0", "s1", "s2"));
+  EXPECT_THAT(states, ::testing::Contains(weft::v1::RUNNING));
+}
+
+TEST_F(JobManagerTest, WatchOfFinishedJobReturnsOnlyTheJob) {
+  std::string id = SubmitOk(AxpyGraph());
+  WaitTerminal(id);
+  auto watch = jobs_->Watch(id);
+  ASSERT_TRUE(watch.ok());
+  WatchUpdate u = (*watch)->Next(absl::Now());
+  EXPECT_TRUE(u.done);
+  EXPECT_TRUE(u.events.empty());
+  EXPECT_EQ(u.job.state(), weft::v1::SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, RetainsOnlyTheLastFinishedJobs) {
+  JobManager::Options options;
+  options.retain_jobs = 1;
+  Start(options);
+  absl::StatusOr<weft::v1::Job> first =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "req-a"));
+  ASSERT_TRUE(first.ok());
+  WaitTerminal(first->id());
+  std::string second = SubmitOk(AxpyGraph());
+  WaitTerminal(second);
+  EXPECT_EQ(jobs_->Get(first->id()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(jobs_->Get(second).ok());
+  // The request id was released with the job.
+  absl::StatusOr<weft::v1::Job> resubmitted =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "req-a"));
+  ASSERT_TRUE(resubmitted.ok());
+  EXPECT_NE(resubmitted->id(), first->id());
+}
+
+TEST_F(JobManagerTest, ListFiltersByStateInSubmissionOrder) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  std::string a = SubmitOk(AxpyGraph());
+  WaitTerminal(a);
+  std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
+  WaitForState(blocker, weft::v1::RUNNING);
+  std::string q1 = SubmitOk(SpinChain("q1", 1, 1));
+  std::string q2 = SubmitOk(SpinChain("q2", 1, 1));
+
+  std::vector<std::string> all;
+  for (const auto& j : jobs_->List(std::nullopt, 0)) all.push_back(j.id());
+  EXPECT_THAT(all, ElementsAre(a, blocker, q1, q2));
+  std::vector<std::string> queued;
+  for (const auto& j : jobs_->List(JobState::kQueued, 0)) {
+    queued.push_back(j.id());
+  }
+  EXPECT_THAT(queued, ElementsAre(q1, q2));
+  std::vector<std::string> last;
+  for (const auto& j : jobs_->List(std::nullopt, 2)) last.push_back(j.id());
+  EXPECT_THAT(last, ElementsAre(q1, q2));
+  gate_.Notify();
+}
+
+TEST_F(JobManagerTest, StopAcceptingAnswersUnavailable) {
+  jobs_->StopAccepting();
+  absl::StatusOr<weft::v1::Job> job = jobs_->Submit(Spec(AxpyGraph()));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(job.status().message(), HasSubstr("shutting down"));
+}
+
+TEST_F(JobManagerTest, InjectedClockStampsJobs) {
+  JobManager::Options options;
+  options.clock = [] { return absl::FromUnixSeconds(1'700'000'000); };
+  Start(options);
+  std::string id = SubmitOk(AxpyGraph());
+  weft::v1::Job done = WaitTerminal(id);
+  EXPECT_EQ(done.create_time().seconds(), 1'700'000'000);
+  EXPECT_EQ(done.end_time().seconds(), 1'700'000'000);
+}
+
+}  // namespace
+}  // namespace weft::server

@@ -1,0 +1,85 @@
+// weftd: the Weft daemon. Flags only; everything else lives in Daemon.
+#include <cstdint>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/time.h"
+#include "server/daemon.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "TCP address for the gRPC API (host:port; port 0 picks a free "
+          "one); empty disables TCP.");
+ABSL_FLAG(std::string, unix_socket, "/tmp/weftd.sock",
+          "Unix socket path for the gRPC API; empty disables it.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "host:port of the Prometheus /metrics endpoint; empty disables it.");
+ABSL_FLAG(std::string, backend, "auto",
+          "Device backend: auto (CUDA when a GPU is visible, else sim), sim "
+          "or cuda.");
+ABSL_FLAG(int32_t, sim_devices, 2, "Number of simulated GPUs.");
+ABSL_FLAG(uint64_t, sim_memory_bytes, uint64_t{17179869184},
+          "Memory per simulated GPU in bytes (default 16 GiB).");
+ABSL_FLAG(double, sim_bandwidth_gbps, 25,
+          "Simulated copy bandwidth in GB/s, host<->device and peer.");
+ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
+          "Largest gRPC message received or sent, in bytes (large graphs "
+          "must fit).");
+ABSL_FLAG(int32_t, max_streams_per_device, 8,
+          "Planner default soft cap on streams per device (a request's "
+          "options.max_streams_per_device overrides it).");
+ABSL_FLAG(int32_t, max_queued_jobs, 1024,
+          "Admission queue bound; a submission beyond it gets "
+          "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, max_running_jobs, 16,
+          "Jobs running on the devices at once.");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
+          "On SIGTERM/SIGINT, how long running jobs may take to finish "
+          "before they are cancelled.");
+ABSL_FLAG(int32_t, retain_jobs, 1000,
+          "Finished jobs kept, with their output buffers, for get/watch/read.");
+
+int main(int argc, char** argv) {
+  // Before any thread exists, so that every thread inherits the mask.
+  weft::server::Daemon::BlockTerminationSignals();
+  absl::SetProgramUsageMessage(
+      "the Weft GPU graph-scheduling daemon.\n\n"
+      "Serves weft.v1.Scheduler over gRPC (TCP and a unix socket), with the\n"
+      "grpc.health.v1 health service and server reflection, and Prometheus\n"
+      "metrics over HTTP. SIGTERM or SIGINT drains running jobs and exits 0.\n\n"
+      "Usage: weftd [--flag=value ...]");
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) {
+    std::cerr << "weftd: unexpected argument '" << rest[1]
+              << "' (weftd takes only flags; see --help)" << std::endl;
+    return 2;
+  }
+
+  weft::server::Daemon::Options options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.backend.kind = absl::GetFlag(FLAGS_backend);
+  options.backend.sim_devices = absl::GetFlag(FLAGS_sim_devices);
+  options.backend.sim_memory_bytes = absl::GetFlag(FLAGS_sim_memory_bytes);
+  options.backend.sim_bandwidth_gbps = absl::GetFlag(FLAGS_sim_bandwidth_gbps);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.max_streams_per_device = absl::GetFlag(FLAGS_max_streams_per_device);
+  options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+  options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+  options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.retain_jobs = absl::GetFlag(FLAGS_retain_jobs);
+  options.log = &std::cerr;
+
+  auto daemon = weft::server::Daemon::BuildAndStart(options);
+  if (!daemon.ok()) {
+    std::cerr << "weftd: " << daemon.status() << std::endl;
+    return 1;
+  }
+  (*daemon)->WaitForTermination();
+  daemon->reset();
+  return 0;
+}

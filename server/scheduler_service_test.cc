@@ -1,0 +1,409 @@
+#include "server/scheduler_service.h"
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "grpcpp/channel.h"
+#include "grpcpp/client_context.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "runtime/executor.h"
+#include "runtime/sim/sim_backend.h"
+#include "server/job_manager.h"
+#include "weft/v1/weft.grpc.pb.h"
+
+namespace weft::server {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr double kGateUs = 12345;
+
+weft::v1::Graph ParseGraph(const std::string& text) {
+  weft::v1::Graph graph;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &graph));
+  return graph;
+}
+
+// y = 3 * 2 + 1 = 7 everywhere; total[0] = 16 * 7 = 112.
+weft::v1::Graph AxpyGraph() {
+  return ParseGraph(R"pb(
+    name: "axpy"
+    buffers { name: "x" size_bytes: 64 dtype: FLOAT32 }
+    buffers { name: "y" size_bytes: 64 dtype: FLOAT32 fill: 1 output: true }
+    buffers { name: "total" size_bytes: 4 dtype: FLOAT32 output: true }
+    nodes {
+      name: "fill_x"
+      op: "fill"
+      args { buffer { name: "x" access: WRITE } }
+      args { f32: 2 }
+    }
+    nodes {
+      name: "axpy"
+      op: "axpy"
+      args { f32: 3 }
+      args { buffer { name: "x" access: READ } }
+      args { buffer { name: "y" access: READ_WRITE } }
+    }
+    nodes {
+      name: "sum"
+      op: "reduce_sum"
+      args { buffer { name: "y" access: READ } }
+      args { buffer { name: "total" access: WRITE } }
+    }
+  )pb");
+}
+
+weft::v1::Graph SpinGraph(int n, double us) {
+  weft::v1::Graph g;
+  g.set_name("spins");
+  weft::v1::Buffer* b = g.add_buffers();
+  b->set_name("b");
+  b->set_size_bytes(8);
+  b->set_output(true);
+  for (int i = 0; i < n; ++i) {
+    weft::v1::Node* node = g.add_nodes();
+    node->set_name(absl::StrCat("s", i));
+    node->set_op("spin");
+    weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
+    arg->set_name("b");
+    arg->set_access(weft::v1::READ_WRITE);
+    node->mutable_cost()->set_estimated_us(us);
+  }
+  return g;
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
+
+class SchedulerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    runtime::SimBackend::Options sim;
+    sim.num_devices = 2;
+    sim.memory_bytes = 1 << 20;
+    sim.launch_fault = [this](int, const runtime::KernelLaunch& launch) {
+      if (launch.cost_us == kGateUs) gate_.WaitForNotification();
+      return absl::OkStatus();
+    };
+    backend_ = *runtime::SimBackend::Create(sim);
+    runtime::Executor::Options exec;
+    exec.backend = backend_.get();
+    executor_ = *runtime::Executor::Create(exec);
+    JobManager::Options jobs;
+    jobs.executor = executor_.get();
+    jobs_ = *JobManager::Create(jobs);
+    SchedulerService::Options service;
+    service.jobs = jobs_.get();
+    service.backend = backend_.get();
+    service.executor = executor_.get();
+    service.watch_poll_interval = absl::Milliseconds(10);
+    service_ = std::make_unique<SchedulerService>(service);
+
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = weft::v1::Scheduler::NewStub(
+        server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+
+  void TearDown() override {
+    if (!gate_.HasBeenNotified()) gate_.Notify();
+    server_->Shutdown(std::chrono::system_clock::now() +
+                      std::chrono::seconds(5));
+    server_.reset();
+    jobs_.reset();
+    executor_.reset();
+    backend_.reset();
+  }
+
+  weft::v1::Job Submit(const weft::v1::Graph& graph) {
+    grpc::ClientContext ctx;
+    weft::v1::SubmitGraphRequest req;
+    *req.mutable_graph() = graph;
+    weft::v1::SubmitGraphResponse resp;
+    grpc::Status s = stub_->SubmitGraph(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.job();
+  }
+
+  // Watches to the end; returns every message.
+  std::vector<weft::v1::WatchJobResponse> WatchAll(const std::string& id,
+                                                   grpc::Status* status) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() +
+                     std::chrono::seconds(20));
+    weft::v1::WatchJobRequest req;
+    req.set_job_id(id);
+    auto reader = stub_->WatchJob(&ctx, req);
+    std::vector<weft::v1::WatchJobResponse> messages;
+    weft::v1::WatchJobResponse msg;
+    while (reader->Read(&msg)) messages.push_back(msg);
+    *status = reader->Finish();
+    return messages;
+  }
+
+  grpc::Status ReadAll(const std::string& id, const std::string& buffer,
+                       uint32_t chunk,
+                       std::vector<weft::v1::ReadBufferResponse>* chunks) {
+    grpc::ClientContext ctx;
+    weft::v1::ReadBufferRequest req;
+    req.set_job_id(id);
+    req.set_buffer(buffer);
+    req.set_chunk_bytes(chunk);
+    auto reader = stub_->ReadBuffer(&ctx, req);
+    weft::v1::ReadBufferResponse msg;
+    while (reader->Read(&msg)) chunks->push_back(msg);
+    return reader->Finish();
+  }
+
+  absl::Notification gate_;
+  std::unique_ptr<runtime::SimBackend> backend_;
+  std::unique_ptr<runtime::Executor> executor_;
+  std::unique_ptr<JobManager> jobs_;
+  std::unique_ptr<SchedulerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<weft::v1::Scheduler::Stub> stub_;
+};
+
+TEST_F(SchedulerServiceTest, SubmitWatchAndReadOutputs) {
+  weft::v1::Job job = Submit(AxpyGraph());
+  EXPECT_EQ(job.state(), weft::v1::QUEUED);
+  ASSERT_FALSE(job.id().empty());
+
+  grpc::Status status;
+  std::vector<weft::v1::WatchJobResponse> messages = WatchAll(job.id(), &status);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_GE(messages.size(), 2u);
+  EXPECT_EQ(messages.front().job().id(), job.id());
+  EXPECT_EQ(messages.front().node_events_size(), 0);
+  EXPECT_EQ(messages.back().job().state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(messages.back().job().nodes_done(), 3);
+  int finished = 0;
+  for (const auto& m : messages) {
+    for (const auto& e : m.node_events()) {
+      if (e.kind() == weft::v1::NODE_FINISHED) ++finished;
+    }
+  }
+  EXPECT_EQ(finished, 3);
+
+  std::vector<weft::v1::ReadBufferResponse> chunks;
+  ASSERT_TRUE(ReadAll(job.id(), "y", 0, &chunks).ok());
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].total_bytes(), 64u);
+  EXPECT_EQ(chunks[0].dtype(), weft::v1::FLOAT32);
+  for (float v : Floats(chunks[0].data())) EXPECT_EQ(v, 7.0f);
+
+  chunks.clear();
+  ASSERT_TRUE(ReadAll(job.id(), "total", 0, &chunks).ok());
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_THAT(Floats(chunks[0].data()), ElementsAre(112.0f));
+}
+
+TEST_F(SchedulerServiceTest, ReadBufferStreamsChunks) {
+  weft::v1::Job job = Submit(AxpyGraph());
+  ASSERT_TRUE(jobs_->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20))
+                  .ok());
+  std::vector<weft::v1::ReadBufferResponse> chunks;
+  ASSERT_TRUE(ReadAll(job.id(), "y", 24, &chunks).ok());
+  ASSERT_EQ(chunks.size(), 3u);
+  std::string all;
+  std::vector<uint64_t> offsets;
+  for (const auto& c : chunks) {
+    offsets.push_back(c.offset());
+    EXPECT_EQ(c.total_bytes(), 64u);
+    all += c.data();
+  }
+  EXPECT_THAT(offsets, ElementsAre(0, 24, 48));
+  ASSERT_EQ(all.size(), 64u);
+  for (float v : Floats(all)) EXPECT_EQ(v, 7.0f);
+}
+
+TEST_F(SchedulerServiceTest, ReadBufferErrors) {
+  weft::v1::Job gated = Submit(SpinGraph(1, kGateUs));
+  std::vector<weft::v1::ReadBufferResponse> chunks;
+  grpc::Status early = ReadAll(gated.id(), "b", 0, &chunks);
+  EXPECT_EQ(early.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(early.error_message(), HasSubstr(gated.id()));
+  gate_.Notify();
+  ASSERT_TRUE(
+      jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20)).ok());
+
+  grpc::Status missing = ReadAll(gated.id(), "nope", 0, &chunks);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(missing.error_message(), HasSubstr("'nope'"));
+  grpc::Status unknown_job = ReadAll("j-feedfeedfeedfeed", "b", 0, &chunks);
+  EXPECT_EQ(unknown_job.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown_job.error_message(), HasSubstr("j-feedfeedfeedfeed"));
+  EXPECT_TRUE(chunks.empty());
+}
+
+TEST_F(SchedulerServiceTest, RejectsBadGraphsWithFieldPath) {
+  weft::v1::Graph unknown_op = AxpyGraph();
+  unknown_op.mutable_nodes(1)->set_op("foo");
+  grpc::ClientContext ctx;
+  weft::v1::SubmitGraphRequest req;
+  *req.mutable_graph() = unknown_op;
+  weft::v1::SubmitGraphResponse resp;
+  grpc::Status s = stub_->SubmitGraph(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("graph.nodes[1]"));
+  EXPECT_THAT(s.error_message(), HasSubstr("foo"));
+
+  weft::v1::Graph pinned = AxpyGraph();
+  pinned.mutable_nodes(0)->set_device(7);
+  grpc::ClientContext ctx2;
+  *req.mutable_graph() = pinned;
+  s = stub_->SubmitGraph(&ctx2, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("graph.nodes[0].device"));
+
+  grpc::ClientContext ctx3;
+  req.set_request_id(std::string(300, 'r'));
+  *req.mutable_graph() = AxpyGraph();
+  s = stub_->SubmitGraph(&ctx3, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("request_id"));
+  EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+}
+
+TEST_F(SchedulerServiceTest, UnknownJobsAreNotFoundWithTheirId) {
+  grpc::ClientContext c1;
+  weft::v1::GetJobRequest get;
+  get.set_job_id("j-0123456789abcdef");
+  weft::v1::Job job;
+  grpc::Status s = stub_->GetJob(&c1, get, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("j-0123456789abcdef"));
+
+  grpc::ClientContext c2;
+  weft::v1::CancelJobRequest cancel;
+  cancel.set_job_id("j-missing");
+  s = stub_->CancelJob(&c2, cancel, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("j-missing"));
+
+  grpc::Status watch_status;
+  WatchAll("j-missing", &watch_status);
+  EXPECT_EQ(watch_status.error_code(), grpc::StatusCode::NOT_FOUND);
+
+  grpc::ClientContext c3;
+  get.set_job_id("");
+  s = stub_->GetJob(&c3, get, &job);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("job_id"));
+}
+
+TEST_F(SchedulerServiceTest, CancelRunningJobAnswersCancelled) {
+  weft::v1::Job job = Submit(SpinGraph(60, 5000));
+  {
+    // Wait until it runs: the first node event.
+    grpc::ClientContext ctx;
+    weft::v1::WatchJobRequest req;
+    req.set_job_id(job.id());
+    auto reader = stub_->WatchJob(&ctx, req);
+    weft::v1::WatchJobResponse msg;
+    while (reader->Read(&msg) && msg.node_events_size() == 0) {
+    }
+    ctx.TryCancel();
+    reader->Finish();
+  }
+  grpc::ClientContext ctx;
+  weft::v1::CancelJobRequest req;
+  req.set_job_id(job.id());
+  weft::v1::Job cancelled;
+  grpc::Status s = stub_->CancelJob(&ctx, req, &cancelled);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(cancelled.state(), weft::v1::CANCELLED);
+  EXPECT_EQ(cancelled.error().code(), grpc::StatusCode::CANCELLED);
+
+  grpc::ClientContext again;
+  s = stub_->CancelJob(&again, req, &cancelled);
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(cancelled.state(), weft::v1::CANCELLED);
+}
+
+TEST_F(SchedulerServiceTest, WatchHonoursClientDeadline) {
+  weft::v1::Job job = Submit(SpinGraph(1, kGateUs));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(200));
+  weft::v1::WatchJobRequest req;
+  req.set_job_id(job.id());
+  auto reader = stub_->WatchJob(&ctx, req);
+  weft::v1::WatchJobResponse msg;
+  int n = 0;
+  while (reader->Read(&msg)) ++n;
+  grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_GE(n, 1);
+}
+
+TEST_F(SchedulerServiceTest, PlanDevicesAndList) {
+  grpc::ClientContext c1;
+  weft::v1::PlanGraphRequest plan_req;
+  *plan_req.mutable_graph() = AxpyGraph();
+  weft::v1::PlanGraphResponse plan;
+  grpc::Status s = stub_->PlanGraph(&c1, plan_req, &plan);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(plan.plan().nodes_size(), 3);
+  EXPECT_EQ(plan.plan().num_devices(), 2);
+  EXPECT_GE(plan.plan().streams_size(), 1);
+  EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty()) << "plan ran a job";
+
+  grpc::ClientContext c2;
+  weft::v1::ListDevicesResponse devices;
+  s = stub_->ListDevices(&c2, weft::v1::ListDevicesRequest(), &devices);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(devices.devices_size(), 2);
+  EXPECT_EQ(devices.devices(1).index(), 1);
+  EXPECT_EQ(devices.devices(1).memory_total_bytes(), 1u << 20);
+  EXPECT_TRUE(devices.devices(0).simulated());
+  EXPECT_FALSE(devices.devices(0).uuid().empty());
+
+  weft::v1::Job a = Submit(AxpyGraph());
+  ASSERT_TRUE(
+      jobs_->WaitUntilTerminal(a.id(), absl::Now() + absl::Seconds(20)).ok());
+  weft::v1::Job b = Submit(SpinGraph(1, kGateUs));
+  grpc::ClientContext c3;
+  weft::v1::ListJobsRequest list_req;
+  weft::v1::ListJobsResponse list;
+  s = stub_->ListJobs(&c3, list_req, &list);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(list.jobs_size(), 2);
+  EXPECT_EQ(list.jobs(0).id(), a.id());
+  grpc::ClientContext c4;
+  list_req.set_state(weft::v1::SUCCEEDED);
+  s = stub_->ListJobs(&c4, list_req, &list);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(list.jobs_size(), 1);
+  EXPECT_EQ(list.jobs(0).id(), a.id());
+  gate_.Notify();
+}
+
+TEST_F(SchedulerServiceTest, RepeatedRequestIdReturnsSameJob) {
+  weft::v1::SubmitGraphRequest req;
+  *req.mutable_graph() = AxpyGraph();
+  req.set_request_id("once");
+  weft::v1::SubmitGraphResponse first, second;
+  grpc::ClientContext c1, c2;
+  ASSERT_TRUE(stub_->SubmitGraph(&c1, req, &first).ok());
+  ASSERT_TRUE(stub_->SubmitGraph(&c2, req, &second).ok());
+  EXPECT_EQ(first.job().id(), second.job().id());
+}
+
+}  // namespace
+}  // namespace weft::server
