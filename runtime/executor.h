@@ -57,6 +57,8 @@ class Executor {
   struct Options {
     Backend* backend = nullptr;  // not owned; outlives the executor
     int max_streams_per_device = 32;
+    // Host worker pool size, reserved for host-engine nodes; for now they
+    // run on their device's stream like every other node.
     int host_threads = 2;
     // Most nodes of one job issued and not yet finished. Cancelling or a
     // failure stops issuing; what is in flight still drains first.

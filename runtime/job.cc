@@ -215,12 +215,6 @@ absl::Status Job::IssueNode(int index) {
     state.copies[device].writer = stream;
   }
 
-  if (pn.signal_event >= 0) {
-    WEFT_ASSIGN_OR_RETURN(EventHandle event,
-                          PlanEventFor(pn.signal_event, device));
-    WEFT_RETURN_IF_ERROR(backend->RecordEvent(event, stream));
-  }
-
   const uint64_t id = id_;
   auto post = env_->post;
   WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
@@ -232,6 +226,17 @@ absl::Status Job::IssueNode(int index) {
   ++in_flight_;
   if (callbacks_.on_node) {
     callbacks_.on_node(pn.node, NodeEventKind::kStarted, absl::OkStatus());
+  }
+  // Recorded after the callback, so a node's completion is reported before
+  // anything waiting on it can complete: progress follows dependencies.
+  // The node is in flight now, so a failure here fails the job but leaves
+  // the node's own report to its callback.
+  if (pn.signal_event >= 0) {
+    absl::StatusOr<EventHandle> event = PlanEventFor(pn.signal_event, device);
+    absl::Status recorded = event.ok()
+                                ? backend->RecordEvent(*event, stream)
+                                : event.status();
+    if (!recorded.ok()) Fail(std::move(recorded), pn.node);
   }
   return absl::OkStatus();
 }

@@ -5,8 +5,8 @@
 //     flight (issued, completion not yet reported), so a cancelled or failed
 //     job stops promptly. Issuing a node means, on its pooled stream: wait
 //     for the plan's events, make its buffers current on its device, launch,
-//     record its signal event, and add a host callback that reports it
-//     finished.
+//     add a host callback that reports it finished, and record its signal
+//     event (after the callback, so progress reports follow dependencies).
 //   kDraining: entered when every node is issued (outputs are then copied
 //     back, each on the stream that last wrote it), or at the first error or
 //     a cancel. A fence (host callback) goes onto every stream the job used;

@@ -91,13 +91,14 @@ std::string StreamReason(const Graph& graph, const Plan& plan,
                           " (no recyclable stream on device ", pn.device,
                           ")");
     case StreamChoice::Why::kSoftCap:
-      return absl::StrCat(kind, " ", pn.stream, " shared at the cap of ",
-                          max_streams, " streams (after ",
-                          Quoted(graph, choice.related),
-                          ", expected to finish first)");
-    case StreamChoice::Why::kOverCap:
-      return absl::StrCat("new ", kind, " ", pn.stream, " beyond the cap of ",
-                          max_streams, " (no stream frees up before it)");
+      return absl::StrCat(
+          kind, " ", pn.stream, " shared at the cap of ", max_streams,
+          " streams per device (",
+          choice.related < 0
+              ? std::string("idle until then")
+              : absl::StrCat("after ", Quoted(graph, choice.related),
+                             ", expected to finish first"),
+          ")");
   }
   return absl::StrCat(kind, " ", pn.stream);
 }

@@ -18,7 +18,8 @@ struct LogicalStream {
   int device = 0;
   Engine engine = Engine::kCompute;
   std::string label;
-  NodeId last = -1;  // last node placed on it
+  NodeId last = -1;     // its node issued last so far
+  NodeId current = -1;  // its node issued last before the walk's position
   uint64_t ops = 0;  // bit per op id (ids below 64) that ran on it
 };
 
@@ -33,7 +34,16 @@ class Assigner {
         options_(options),
         plan_(plan),
         stream_of_(graph.num_nodes(), -1),
-        choice_(graph.num_nodes()) {}
+        choice_(graph.num_nodes()),
+        op_bit_(graph.num_nodes(), 0) {
+    // Ops numbered by first appearance; the first 64 get a bit each.
+    absl::flat_hash_map<absl::string_view, int> op_ids;
+    for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      auto [it, inserted] = op_ids.emplace(graph.node(v).op,
+                                           static_cast<int>(op_ids.size()));
+      if (it->second < 64) op_bit_[v] = uint64_t{1} << it->second;
+    }
+  }
 
   absl::Status Run() {
     if (options_.mode == StreamMode::kSingle) return AssignSingle();
@@ -60,15 +70,14 @@ class Assigner {
   void Place(NodeId v, int s, StreamChoice::Why why, NodeId related) {
     stream_of_[v] = s;
     choice_[v] = {why, related};
-    streams_[s].last = v;
-    streams_[s].ops |= OpBit(v);
+    LogicalStream& stream = streams_[s];
+    if (stream.last < 0 || dag_.pos(stream.last) < dag_.pos(v)) {
+      stream.last = v;
+    }
+    stream.ops |= OpBit(v);
   }
 
-  uint64_t OpBit(NodeId v) {
-    auto [it, inserted] = op_ids_.emplace(graph_.node(v).op,
-                                          static_cast<int>(op_ids_.size()));
-    return it->second < 64 ? uint64_t{1} << it->second : 0;
-  }
+  uint64_t OpBit(NodeId v) const { return op_bit_[v]; }
 
   absl::Status AssignSingle() {
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
@@ -97,70 +106,72 @@ class Assigner {
     // Unlabelled streams per (device, engine), in creation order.
     absl::flat_hash_map<int, std::vector<int>> groups;
     for (NodeId v : dag_.order) {
-      if (stream_of_[v] >= 0) continue;
-      const NodeSpec& node = graph_.node(v);
-      const int dev = device(v);
-      if (!node.stream_label.empty()) {
-        auto key = std::make_tuple(absl::string_view(node.stream_label), dev,
-                                   static_cast<int>(node.engine));
-        auto it = labels.find(key);
-        if (it == labels.end()) {
-          it = labels.emplace(key, NewStream(v, node.stream_label)).first;
-        }
-        Place(v, it->second, StreamChoice::Why::kLabel, -1);
-        continue;
-      }
-      std::vector<int>& group =
-          groups[dev * kNumEngines + static_cast<int>(node.engine)];
-      const int32_t pv = dag_.pos(v);
-      const uint64_t op = OpBit(v);
-
-      int chosen = -1;
-      StreamChoice::Why why = StreamChoice::Why::kNew;
-      // Recyclable: the stream's last node is an ancestor of v.
-      bool chosen_has_op = false;
-      for (int s : group) {
-        const NodeId last = streams_[s].last;
-        if (dag_.pos(last) >= pv || !query.Reaches(last, v)) continue;
-        const bool has_op = (streams_[s].ops & op) != 0;
-        if (chosen < 0 || (has_op && !chosen_has_op)) {
-          chosen = s;
-          chosen_has_op = has_op;
-          if (has_op) break;
-        }
-      }
-      if (chosen >= 0) {
-        why = StreamChoice::Why::kRecycled;
-      } else if (static_cast<int>(group.size()) <
-                 options_.max_streams_per_device) {
-        why = StreamChoice::Why::kNew;
-      } else {
-        // Soft cap: the stream expected to free up first, among those whose
-        // last node is issued before v.
-        double best_finish = 0;
-        for (int s : group) {
-          const NodeId last = streams_[s].last;
-          if (dag_.pos(last) >= pv) continue;
-          const double finish =
-              levels_.top_us[last] + graph_.node(last).cost_us;
-          if (chosen < 0 || finish < best_finish) {
-            chosen = s;
-            best_finish = finish;
-          }
-        }
-        why = chosen >= 0 ? StreamChoice::Why::kSoftCap
-                          : StreamChoice::Why::kOverCap;
-      }
-      NodeId related = -1;
-      if (chosen < 0) {
-        chosen = NewStream(v, "");
-        group.push_back(chosen);
-      } else {
-        related = streams_[chosen].last;
-      }
-      Place(v, chosen, why, related);
-      FollowChain(v, chosen);
+      if (stream_of_[v] < 0) AssignOne(v, query, labels, groups);
+      streams_[stream_of_[v]].current = v;
     }
+  }
+
+  void AssignOne(
+      NodeId v, ReachabilityQuery& query,
+      absl::flat_hash_map<std::tuple<absl::string_view, int, int>, int>&
+          labels,
+      absl::flat_hash_map<int, std::vector<int>>& groups) {
+    const NodeSpec& node = graph_.node(v);
+    const int dev = device(v);
+    if (!node.stream_label.empty()) {
+      auto key = std::make_tuple(absl::string_view(node.stream_label), dev,
+                                 static_cast<int>(node.engine));
+      auto it = labels.find(key);
+      if (it == labels.end()) {
+        it = labels.emplace(key, NewStream(v, node.stream_label)).first;
+      }
+      Place(v, it->second, StreamChoice::Why::kLabel, -1);
+      return;
+    }
+    std::vector<int>& group =
+        groups[dev * kNumEngines + static_cast<int>(node.engine)];
+    const int32_t pv = dag_.pos(v);
+    const uint64_t op = OpBit(v);
+
+    // Recyclable: the stream's last node is an ancestor of v (so nothing
+    // is reserved on it beyond v either).
+    int chosen = -1;
+    bool chosen_has_op = false;
+    for (int s : group) {
+      const NodeId last = streams_[s].last;
+      if (dag_.pos(last) >= pv || !query.Reaches(last, v)) continue;
+      const bool has_op = (streams_[s].ops & op) != 0;
+      if (chosen < 0 || (has_op && !chosen_has_op)) {
+        chosen = s;
+        chosen_has_op = has_op;
+        if (has_op) break;
+      }
+    }
+    if (chosen >= 0) {
+      Place(v, chosen, StreamChoice::Why::kRecycled, streams_[chosen].last);
+    } else if (static_cast<int>(group.size()) <
+               options_.max_streams_per_device) {
+      chosen = NewStream(v, "");
+      group.push_back(chosen);
+      Place(v, chosen, StreamChoice::Why::kNew, -1);
+    } else {
+      // Soft cap: v joins the stream whose node just before it in issue
+      // order is expected to finish first. Streams run in issue order, so
+      // sharing only adds ordering, never a cycle.
+      double best_finish = 0;
+      for (int s : group) {
+        const NodeId before = streams_[s].current;
+        const double finish =
+            before < 0 ? 0
+                       : levels_.top_us[before] + graph_.node(before).cost_us;
+        if (chosen < 0 || finish < best_finish) {
+          chosen = s;
+          best_finish = finish;
+        }
+      }
+      Place(v, chosen, StreamChoice::Why::kSoftCap, streams_[chosen].current);
+    }
+    FollowChain(v, chosen);
   }
 
   // Extends stream `s` from `v` down its highest-ranked unassigned
@@ -209,7 +220,7 @@ class Assigner {
   std::vector<LogicalStream> streams_;
   std::vector<int32_t> stream_of_;
   std::vector<StreamChoice> choice_;
-  absl::flat_hash_map<absl::string_view, int> op_ids_;
+  std::vector<uint64_t> op_bit_;  // by NodeId
 };
 
 // A vector clock: (stream, last node known finished, as its 1-based
@@ -222,22 +233,22 @@ bool Covers(const Clock& clock, int32_t stream, int32_t seq) {
   return it != clock.end() && it->first == stream && it->second >= seq;
 }
 
-Clock Merge(const Clock& a, const Clock& b) {
-  Clock out;
-  out.reserve(a.size() + b.size());
+// into = max(into, b), entry by entry; `scratch` is reused storage.
+void MergeInto(Clock& into, const Clock& b, Clock& scratch) {
+  scratch.clear();
   size_t i = 0, j = 0;
-  while (i < a.size() || j < b.size()) {
-    if (j == b.size() || (i < a.size() && a[i].first < b[j].first)) {
-      out.push_back(a[i++]);
-    } else if (i == a.size() || b[j].first < a[i].first) {
-      out.push_back(b[j++]);
+  while (i < into.size() || j < b.size()) {
+    if (j == b.size() || (i < into.size() && into[i].first < b[j].first)) {
+      scratch.push_back(into[i++]);
+    } else if (i == into.size() || b[j].first < into[i].first) {
+      scratch.push_back(b[j++]);
     } else {
-      out.emplace_back(a[i].first, std::max(a[i].second, b[j].second));
+      scratch.emplace_back(into[i].first, std::max(into[i].second, b[j].second));
       ++i;
       ++j;
     }
   }
-  return out;
+  into.swap(scratch);
 }
 
 // Plans the events of `plan`, whose nodes already have dense streams.
@@ -249,6 +260,7 @@ void PlanEvents(const Dag& dag, Plan* plan) {
   std::vector<Clock> versions(1);  // version 0: knows nothing
   std::vector<int32_t> current(num_streams, 0);
   std::vector<NodeId> candidates, chosen;
+  Clock merged, scratch, single(1);
   int num_events = 0;
   for (int i = 0; i < n; ++i) {
     PlannedNode& pn = plan->nodes[i];
@@ -265,15 +277,17 @@ void PlanEvents(const Dag& dag, Plan* plan) {
     if (!candidates.empty()) {
       std::sort(candidates.begin(), candidates.end(),
                 [&](NodeId a, NodeId b) { return dag.pos(a) > dag.pos(b); });
-      Clock merged;
+      merged.clear();
       chosen.clear();
       for (NodeId c : candidates) {
         if (Covers(merged, stream[c], seq[c])) continue;
         chosen.push_back(c);
-        merged = Merge(merged, versions[version_at[c]]);
-        merged = Merge(merged, Clock{{stream[c], seq[c]}});
+        MergeInto(merged, versions[version_at[c]], scratch);
+        single[0] = {stream[c], seq[c]};
+        MergeInto(merged, single, scratch);
       }
-      Clock next = Merge(versions[current[s]], merged);
+      Clock next = versions[current[s]];
+      MergeInto(next, merged, scratch);
       versions.push_back(std::move(next));
       current[s] = static_cast<int32_t>(versions.size()) - 1;
       for (NodeId c : chosen) {

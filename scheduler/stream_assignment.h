@@ -16,15 +16,15 @@
 //      reuse adds no ordering; a stream that already ran the node's op is
 //      preferred, then the lowest id), else a new stream while the device
 //      has fewer than max_streams_per_device of them, else (soft cap) the
-//      stream whose last node, issued earlier, is expected to finish first.
-//      If no stream qualifies the cap is exceeded. The stream then follows
+//      stream whose node just before it in issue order is expected to
+//      finish first (the sharing adds ordering). The stream then follows
 //      the node's highest-ranked unassigned successor on the same device and
 //      engine, and so on down the chain. Rank: the longest cost-weighted
 //      path to a sink, then the longest path in edges; ties prefer an op the
 //      stream already ran, then the lower node id.
 //
-// A stream's nodes always appear in issue order, so issue order, stream
-// FIFO order and the dependencies agree. Stream ids are dense from 0, in
+// A stream runs its nodes in issue order, a topological order, and events
+// only point from earlier to later nodes, so no assignment can deadlock. Stream ids are dense from 0, in
 // order of first use in issue order.
 //
 // Events: a dependency p -> v between different streams needs v's stream to
@@ -68,8 +68,8 @@ struct StreamChoice {
     kChain,     // the highest-ranked successor of `related`
     kRecycled,  // the stream's last node `related` is an ancestor
     kNew,       // no recyclable stream, below the cap
-    kSoftCap,   // at the cap: after `related`, expected to finish first
-    kOverCap,   // at the cap, but no stream was free before this node
+    kSoftCap,   // at the cap: after `related` (-1: an idle stream), the
+                // stream expected to free up first
   };
   Why why = Why::kNew;
   NodeId related = -1;

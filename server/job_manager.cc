@@ -239,7 +239,7 @@ WatchUpdate JobWatch::Next(absl::Time deadline, int max_events) {
     return update;
   }
   auto ready = [this, &job]() {
-    job.mu.AssertReaderHeld();
+    job.mu.AssertHeld();
     return job.version > seen_version_ || next_event_ < EventsEnd(job);
   };
   job.mu.AwaitWithDeadline(absl::Condition(&ready), deadline);
@@ -316,7 +316,7 @@ JobManager::~JobManager() {
   // this object, so wait for all of them.
   absl::MutexLock lock(&mu_);
   auto drained = [this]() {
-    mu_.AssertReaderHeld();
+    mu_.AssertHeld();
     return running_.empty();
   };
   mu_.Await(absl::Condition(&drained));
@@ -475,7 +475,7 @@ absl::StatusOr<weft::v1::Job> JobManager::WaitUntilTerminal(
   JobRecord& r = *job;
   absl::MutexLock lock(&r.mu);
   auto terminal = [&r]() {
-    r.mu.AssertReaderHeld();
+    r.mu.AssertHeld();
     return IsTerminal(r.state);
   };
   r.mu.AwaitWithDeadline(absl::Condition(&terminal), deadline);
@@ -589,7 +589,7 @@ int JobManager::CancelRunning(absl::string_view reason) {
 bool JobManager::WaitIdle(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() {
-    mu_.AssertReaderHeld();
+    mu_.AssertHeld();
     return queue_.empty() && running_.empty();
   };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);

@@ -152,7 +152,8 @@ class PythonClientTest(harness.WeftdTestCase):
             self.assertTrue(d.simulated)
             self.assertTrue(d.name)
             self.assertEqual(d.memory_total_bytes, 16 << 30)
-            self.assertGreater(d.streams_total, 0)
+            self.assertLessEqual(d.streams_busy, d.streams_total)
+            self.assertEqual(d.streams_busy, 0, "idle daemon has busy streams")
         self.assertNotEqual(devices[0].uuid, devices[1].uuid)
 
     def test_bad_input_is_invalid_argument_with_field(self):

@@ -4,7 +4,8 @@ Works in two places:
   * under `bazel test`, where everything is in the runfiles tree
     ($TEST_SRCDIR/$TEST_WORKSPACE, also the working directory), and
   * from a source checkout after `bazel build //server:weftd //client:weftctl
-    //proto:weft_py_gen //tests:health_py_gen`, reading bazel-bin.
+    //proto:weft_py_gen //tests:health_py_gen`, reading bazel-bin (or
+    $WEFT_BAZEL_BIN).
 
 Every wait has a deadline; a test that fails prints weftd's stderr.
 """
@@ -23,7 +24,8 @@ if os.environ.get("TEST_SRCDIR"):
     GEN = ROOT
 else:
     ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    GEN = os.path.join(ROOT, "bazel-bin")
+    # $WEFT_BAZEL_BIN overrides the bazel-bin symlink (e.g. `bazel info bazel-bin`).
+    GEN = os.environ.get("WEFT_BAZEL_BIN") or os.path.join(ROOT, "bazel-bin")
 
 for _path in (os.path.join(GEN, "proto"), os.path.join(GEN, "tests"),
               os.path.join(ROOT, "client", "python")):
@@ -129,11 +131,20 @@ class Weftd:
     def _wait_serving(self, timeout):
         deadline = time.monotonic() + timeout
         status = "no answer"
+        # weftd prints "weftd: ready" once it serves; the health check below
+        # is what counts, this only avoids probing a port nobody listens on.
+        early = min(deadline, time.monotonic() + 5)
+        while (time.monotonic() < early and self.proc.poll() is None
+               and "weftd: ready" not in self.stderr()):
+            time.sleep(0.02)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("weftd exited with status %d" % self.proc.returncode)
+            # A fresh channel per attempt: a channel that saw "connection
+            # refused" keeps failing fast for a while.
+            self._close_channel()
             try:
-                status = self.health(timeout=1)
+                status = self.health(timeout=0.5, wait_for_ready=True)
                 if status == "SERVING":
                     return
             except grpc.RpcError as e:
@@ -146,10 +157,16 @@ class Weftd:
             self._channel = grpc.insecure_channel(self.addr)
         return self._channel
 
-    def health(self, service="", timeout=5):
+    def _close_channel(self):
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def health(self, service="", timeout=5, wait_for_ready=None):
         """grpc.health.v1 Check over TCP; returns the status name."""
         stub = health_pb2_grpc.HealthStub(self.channel())
-        response = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout)
+        response = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout,
+                              wait_for_ready=wait_for_ready)
         return health_status_name(response.status)
 
     def stderr(self):
@@ -171,9 +188,7 @@ class Weftd:
             return None
 
     def kill(self):
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
+        self._close_channel()
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
@@ -195,8 +210,16 @@ class WeftdTestCase(unittest.TestCase):
         self.weftd.kill()
 
     def _failed(self):
+        """True once this test (or one of its subtests) has failed or errored."""
         outcome = getattr(self, "_outcome", None)
-        return outcome is not None and not getattr(outcome, "success", True)
+        if outcome is None:
+            return False
+        pending = getattr(outcome, "errors", None)  # Python <= 3.10 reports late
+        if pending is not None:
+            return any(exc_info for _, exc_info in pending)
+        result = outcome.result
+        return any(getattr(test, "test_case", test) is self
+                   for test, _ in list(result.failures) + list(result.errors))
 
     def _dump_log(self):
         log = self.weftd.stderr()

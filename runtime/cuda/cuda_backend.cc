@@ -709,7 +709,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
     (void)cudaGetLastError();
     return absl::UnavailableError(
         absl::StrCat("no CUDA device visible: ",
-                     WEFT_CUDA_STATUS(result).message()));
+                     cuda::CudaStatus(result, "cudaGetDeviceCount", __FILE__,
+                                      __LINE__)
+                         .message()));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device visible");
   std::vector<DeviceInfo> devices;

@@ -1,0 +1,68 @@
+// Output formatting for weftctl: aligned tables, one-line job summaries,
+// proto3 JSON, and the elements of output buffers as text.
+//
+// Pure functions of their inputs (no I/O, no clock unless passed), so that
+// they are testable and the CLI stays thin.
+#ifndef WEFT_CLIENT_FORMAT_H_
+#define WEFT_CLIENT_FORMAT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
+#include "weft/v1/weft.pb.h"
+
+namespace weft::client {
+
+// Proto3 JSON on one line, every field present (defaults included), enums
+// by name, field names in lowerCamelCase.
+std::string ToJson(const google::protobuf::Message& message);
+
+// Rows of cells as a table: columns padded to their widest cell, two spaces
+// apart, the first row being the header. Trailing spaces are trimmed.
+std::string Table(const std::vector<std::vector<std::string>>& rows);
+
+// "job <id> <STATE>".
+std::string JobLine(const weft::v1::Job& job);
+// JobLine, then indented "key: value" lines (graph, priority, times, error).
+std::string JobDetails(const weft::v1::Job& job);
+// JOB STATE PRIORITY PROGRESS GRAPH CREATED.
+std::string JobsTable(const std::vector<weft::v1::Job>& jobs);
+// "node <name> <STARTED|FINISHED|FAILED> device <d> stream <s>[: message]".
+std::string NodeEventLine(const weft::v1::NodeEvent& event);
+// The error of a failed or cancelled job as "<CODE>: <message> (node n)".
+std::string JobErrorText(const weft::v1::Job& job);
+// Nodes (issue order), then streams, then totals.
+std::string PlanText(const weft::v1::Plan& plan);
+std::string DevicesTable(const std::vector<weft::v1::Device>& devices);
+
+// "RESOURCE_EXHAUSTED" for google.rpc.Code 8, etc.
+std::string CodeName(int code);
+// RFC 3339 in UTC with millisecond precision, or "-" when unset.
+std::string FormatTimestamp(const google::protobuf::Timestamp& t);
+// "512 B", "4.0 KiB", "16.0 GiB".
+std::string FormatBytes(uint64_t bytes);
+
+// Bytes per element: 4 for FLOAT32 and INT32, 8 for FLOAT64 and INT64, 1
+// for BYTES.
+int ElementSize(weft::v1::DType dtype);
+
+// The elements of `data` as `dtype`, one string each: float32 and float64
+// with %.9g, integers in decimal, bytes as two hex digits. INVALID_ARGUMENT
+// when the size is not a multiple of the element size.
+absl::StatusOr<std::vector<std::string>> FormatElements(
+    absl::string_view data, weft::v1::DType dtype);
+// {"jobId":..,"buffer":..,"dtype":..,"totalBytes":..,"values":[..]} with
+// numbers as JSON numbers ("NaN"/"Infinity" as strings, as proto3 JSON
+// does) and bytes as hex strings.
+absl::StatusOr<std::string> ElementsJson(absl::string_view job_id,
+                                         absl::string_view buffer,
+                                         absl::string_view data,
+                                         weft::v1::DType dtype);
+
+}  // namespace weft::client
+
+#endif  // WEFT_CLIENT_FORMAT_H_

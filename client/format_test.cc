@@ -1,0 +1,189 @@
+#include "client/format.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+
+namespace weft::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+template <typename T>
+std::string Bytes(const std::vector<T>& values) {
+  std::string out(values.size() * sizeof(T), '\0');
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+weft::v1::Job FailedJob() {
+  weft::v1::Job job;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        id: "j-00000000000000ab"
+        graph_name: "pipe"
+        state: FAILED
+        nodes_done: 2
+        nodes_total: 5
+        priority: 3
+        error { code: 8 message: "out of memory" node: "axpy" }
+        create_time { seconds: 1700000000 nanos: 250000000 }
+        start_time { seconds: 1700000001 }
+        end_time { seconds: 1700000001 nanos: 500000000 }
+        output_buffers: "y"
+        output_buffers: "z"
+      )pb",
+      &job));
+  return job;
+}
+
+TEST(FormatTest, TableAlignsColumns) {
+  EXPECT_EQ(Table({{"A", "BBB", "C"}, {"long", "x", ""}}),
+            "A     BBB  C\n"
+            "long  x\n");
+}
+
+TEST(FormatTest, JobLineAndDetails) {
+  weft::v1::Job job = FailedJob();
+  EXPECT_EQ(JobLine(job), "job j-00000000000000ab FAILED");
+  std::string details = JobDetails(job);
+  EXPECT_THAT(details, StartsWith("job j-00000000000000ab FAILED\n"));
+  EXPECT_THAT(details, HasSubstr("progress:  2/5 nodes"));
+  EXPECT_THAT(details, HasSubstr("graph:     pipe"));
+  EXPECT_THAT(details, HasSubstr("created:   2023-11-14T22:13:20.250Z"));
+  EXPECT_THAT(details, HasSubstr("duration:  500ms"));
+  EXPECT_THAT(details, HasSubstr("outputs:   y, z"));
+  EXPECT_THAT(details,
+              HasSubstr("error:     RESOURCE_EXHAUSTED: out of memory (node axpy)"));
+}
+
+TEST(FormatTest, JobsTable) {
+  weft::v1::Job queued;
+  queued.set_id("j-1");
+  queued.set_state(weft::v1::QUEUED);
+  queued.set_nodes_total(4);
+  std::string table = JobsTable({FailedJob(), queued});
+  std::vector<std::string> lines = absl::StrSplit(table, '\n');
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[0], StartsWith("JOB "));
+  EXPECT_THAT(lines[1], StartsWith("j-00000000000000ab  FAILED"));
+  EXPECT_THAT(lines[2], HasSubstr("QUEUED"));
+  EXPECT_THAT(lines[2], HasSubstr("0/4"));
+  EXPECT_THAT(lines[2], ::testing::EndsWith("-"));
+}
+
+TEST(FormatTest, NodeEventLine) {
+  weft::v1::NodeEvent e;
+  e.set_node("axpy");
+  e.set_kind(weft::v1::NODE_FAILED);
+  e.set_device(1);
+  e.set_stream(3);
+  e.set_message("boom");
+  EXPECT_EQ(NodeEventLine(e), "node axpy FAILED device 1 stream 3: boom");
+}
+
+TEST(FormatTest, JsonHasAllFieldsOnOneLine) {
+  weft::v1::Job job;
+  job.set_id("j-1");
+  job.set_state(weft::v1::QUEUED);
+  std::string json = ToJson(job);
+  EXPECT_EQ(json.find('\n'), std::string::npos);
+  EXPECT_THAT(json, HasSubstr("\"id\":\"j-1\""));
+  EXPECT_THAT(json, HasSubstr("\"state\":\"QUEUED\""));
+  EXPECT_THAT(json, HasSubstr("\"nodesDone\":\"0\""));
+  EXPECT_THAT(json, HasSubstr("\"priority\":0"));
+}
+
+TEST(FormatTest, PlanText) {
+  weft::v1::Plan plan;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        nodes { name: "a" device: 0 stream: 0 signal_event: 0
+                estimated_end_us: 5 }
+        nodes { name: "b" device: 1 stream: 1 deps: "a" wait_events: 0
+                signal_event: -1 estimated_start_us: 5 estimated_end_us: 9 }
+        streams { id: 0 device: 0 }
+        streams { id: 1 device: 1 label: "side" engine: COPY }
+        num_events: 1
+        num_devices: 2
+        estimated_makespan_us: 9
+        critical_path_us: 9
+        lower_bound_us: 9
+      )pb",
+      &plan));
+  std::string text = PlanText(plan);
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  EXPECT_EQ(lines[0],
+            "NODE  DEVICE  STREAM  DEPS  WAITS  SIGNAL  START_US  END_US");
+  EXPECT_EQ(lines[1], "a     0       0       -     -      0       0.0       5.0");
+  EXPECT_EQ(lines[2], "b     1       1       a     0      -       5.0       9.0");
+  EXPECT_THAT(text, HasSubstr("1       1       COPY     side"));
+  EXPECT_THAT(text, HasSubstr("devices 2  streams 2  events 1  makespan 9.0 us"));
+}
+
+TEST(FormatTest, DevicesTable) {
+  weft::v1::Device d;
+  d.set_index(0);
+  d.set_name("Sim GPU");
+  d.set_uuid("GPU-1");
+  d.set_simulated(true);
+  d.set_memory_total_bytes(uint64_t{16} << 30);
+  d.set_memory_used_bytes(4096);
+  d.set_streams_busy(1);
+  d.set_streams_total(4);
+  std::string table = DevicesTable({d});
+  EXPECT_THAT(table, HasSubstr("0      Sim GPU  GPU-1  simulated  4.0 KiB"));
+  EXPECT_THAT(table, HasSubstr("16.0 GiB"));
+}
+
+TEST(FormatTest, BytesAndCodes) {
+  EXPECT_EQ(FormatBytes(0), "0 B");
+  EXPECT_EQ(FormatBytes(1023), "1023 B");
+  EXPECT_EQ(FormatBytes(1536), "1.5 KiB");
+  EXPECT_EQ(CodeName(3), "INVALID_ARGUMENT");
+  EXPECT_EQ(CodeName(1), "CANCELLED");
+}
+
+TEST(FormatElementsTest, EachDtype) {
+  EXPECT_THAT(*FormatElements(Bytes<float>({7, 4.5f, 0.1f}), weft::v1::FLOAT32),
+              ElementsAre("7", "4.5", "0.100000001"));
+  EXPECT_THAT(*FormatElements(Bytes<double>({1.0 / 3}), weft::v1::FLOAT64),
+              ElementsAre("0.333333333"));
+  EXPECT_THAT(*FormatElements(Bytes<int32_t>({-5, 2147483647}), weft::v1::INT32),
+              ElementsAre("-5", "2147483647"));
+  EXPECT_THAT(*FormatElements(Bytes<int64_t>({int64_t{1} << 40}),
+                              weft::v1::INT64),
+              ElementsAre("1099511627776"));
+  EXPECT_THAT(*FormatElements(std::string("\x00\xff\x10", 3), weft::v1::BYTES),
+              ElementsAre("00", "ff", "10"));
+}
+
+TEST(FormatElementsTest, RejectsPartialElements) {
+  absl::StatusOr<std::vector<std::string>> out =
+      FormatElements("abcdef", weft::v1::FLOAT32);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status().message(), HasSubstr("6 bytes"));
+}
+
+TEST(FormatElementsTest, Json) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(*ElementsJson("j-1", "y", Bytes<float>({1.5f, inf, std::nanf("")}),
+                          weft::v1::FLOAT32),
+            "{\"jobId\":\"j-1\",\"buffer\":\"y\",\"dtype\":\"FLOAT32\","
+            "\"totalBytes\":12,\"values\":[1.5,\"Infinity\",\"NaN\"]}");
+  EXPECT_EQ(*ElementsJson("j-1", "b", std::string("\x01", 1), weft::v1::BYTES),
+            "{\"jobId\":\"j-1\",\"buffer\":\"b\",\"dtype\":\"BYTES\","
+            "\"totalBytes\":1,\"values\":[\"01\"]}");
+}
+
+}  // namespace
+}  // namespace weft::client

@@ -1,0 +1,455 @@
+// weftctl: the command-line client of weftd.
+//
+// Exit status: 0 on success (for submit --watch and watch: only when the
+// job SUCCEEDED), 1 when the daemon or the job reports an error (printed as
+// "weftctl: CODE: message"), 2 for usage errors.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "client/cli_args.h"
+#include "client/client.h"
+#include "client/format.h"
+#include "client/graph_file.h"
+#include "weft/v1/weft.pb.h"
+
+namespace weft::client {
+namespace {
+
+constexpr char kUsage[] =
+    R"(weftctl: command-line client for weftd, the Weft GPU graph scheduler.
+
+Usage: weftctl [global flags] COMMAND [arguments] [flags]
+
+Commands:
+  submit FILE      Submit a graph (.json: proto3 JSON; .textproto, .txtpb,
+                   .pbtxt: text format). Prints "job <id> <STATE>".
+                     --watch                     then watch it; exit 0 only
+                                                 if it SUCCEEDED
+                     --priority=N                higher runs first
+                     --request_id=ID             idempotency key: a repeat
+                                                 returns the original job
+                     --policy=round_robin|stream_aware|min_transfer_size|
+                              minmin_transfer_time|minmax_transfer_time|
+                              min_finish_time
+                     --stream_mode=multi|single
+                     --max_streams_per_device=N
+  get JOB          Show a job.
+  watch JOB        Follow a job: one line per node event and state change;
+                   exit 0 only if it SUCCEEDED.
+  cancel JOB       Cancel a queued or running job; prints its state after.
+  list             List jobs as a table.
+                     --state=queued|running|succeeded|failed|cancelled|all
+                     --limit=N                   only the N most recent
+  plan FILE        Plan a graph without running it: per node its device,
+                   stream, dependencies, event waits and signal; then the
+                   streams and the estimated totals.
+                     --policy=...  --stream_mode=...  --max_streams_per_device=N
+  devices          List the devices with memory and stream load.
+  read JOB BUFFER  Print an output buffer of a SUCCEEDED job, one element per
+                   line (float32/float64 as %.9g, integers in decimal, bytes
+                   as two hex digits).
+                     --raw                       the bytes as they are
+                     --out=FILE                  write to FILE, not stdout
+                     --chunk_bytes=N             transfer chunk size
+  health           Ask the grpc.health.v1 service; exit 0 only if SERVING.
+                     --service=NAME              default: the whole server
+
+Global flags (anywhere on the line):
+  --addr=ADDR      daemon address, host:port or unix:/path
+                   (default 127.0.0.1:50051)
+  --json           machine-readable output: one proto3 JSON object per line
+  --timeout=DUR    deadline of each call (default 30s); watching has no
+                   deadline unless --timeout is given
+  --tenant=NAME    submit on behalf of this tenant (sent as metadata)
+  --help           this text
+)";
+
+std::vector<FlagSpec> AllFlags() {
+  return {
+      {"addr"},          {"json", false},
+      {"timeout"},       {"tenant"},
+      {"help", false},   {"watch", false},
+      {"priority"},      {"request_id"},
+      {"policy"},        {"stream_mode"},
+      {"max_streams_per_device"},
+      {"state"},         {"limit"},
+      {"raw", false},    {"out"},
+      {"chunk_bytes"},   {"service"},
+  };
+}
+
+int ReportUsage(const std::string& message) {
+  std::cerr << "weftctl: " << message << "\n"
+            << "Run 'weftctl --help' for usage." << std::endl;
+  return 2;
+}
+
+int ReportError(const absl::Status& status) {
+  std::cerr << "weftctl: " << absl::StatusCodeToString(status.code()) << ": "
+            << status.message() << std::endl;
+  return 1;
+}
+
+class Weftctl {
+ public:
+  explicit Weftctl(CliArgs args) : args_(std::move(args)) {}
+
+  int Run() {
+    const std::string& command = args_.command();
+    if (command == "help" || args_.Bool("help")) {
+      std::cout << kUsage;
+      return 0;
+    }
+    if (command.empty()) {
+      std::cerr << kUsage;
+      return 2;
+    }
+    json_ = args_.Bool("json");
+    absl::flat_hash_set<std::string> allowed = {"addr", "json", "timeout",
+                                                "tenant", "help"};
+    int (Weftctl::*handler)() = nullptr;
+    int positional = 0;
+    if (command == "submit") {
+      allowed.insert({"watch", "priority", "request_id", "policy",
+                      "stream_mode", "max_streams_per_device"});
+      handler = &Weftctl::Submit;
+      positional = 1;
+    } else if (command == "get") {
+      handler = &Weftctl::Get;
+      positional = 1;
+    } else if (command == "watch") {
+      handler = &Weftctl::WatchCommand;
+      positional = 1;
+    } else if (command == "cancel") {
+      handler = &Weftctl::Cancel;
+      positional = 1;
+    } else if (command == "list") {
+      allowed.insert({"state", "limit"});
+      handler = &Weftctl::List;
+    } else if (command == "plan") {
+      allowed.insert({"policy", "stream_mode", "max_streams_per_device"});
+      handler = &Weftctl::Plan;
+      positional = 1;
+    } else if (command == "devices") {
+      handler = &Weftctl::Devices;
+    } else if (command == "read") {
+      allowed.insert({"raw", "out", "chunk_bytes"});
+      handler = &Weftctl::Read;
+      positional = 2;
+    } else if (command == "health") {
+      allowed.insert({"service"});
+      handler = &Weftctl::Health;
+    } else {
+      return ReportUsage(absl::StrCat("unknown command '", command, "'"));
+    }
+    absl::Status flags_ok = args_.CheckAllowed(allowed, command);
+    if (!flags_ok.ok()) return ReportUsage(std::string(flags_ok.message()));
+    if (static_cast<int>(args_.positional().size()) != positional) {
+      return ReportUsage(absl::StrCat(
+          "'", command, "' takes ", positional, " argument",
+          positional == 1 ? "" : "s", ", got ", args_.positional().size()));
+    }
+    absl::StatusOr<std::optional<absl::Duration>> timeout =
+        args_.Duration("timeout");
+    if (!timeout.ok()) return ReportUsage(std::string(timeout.status().message()));
+    explicit_timeout_ = *timeout;
+    Client::Options options;
+    if (explicit_timeout_) options.timeout = *explicit_timeout_;
+    options.tenant = args_.String("tenant").value_or("");
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(
+        args_.String("addr").value_or("127.0.0.1:50051"), options);
+    if (!client.ok()) return ReportError(client.status());
+    client_ = *std::move(client);
+    return (this->*handler)();
+  }
+
+ private:
+  const std::string& Arg(int i) const { return args_.positional()[i]; }
+
+  absl::StatusOr<weft::v1::ScheduleOptions> ScheduleOptionsFromFlags() const {
+    weft::v1::ScheduleOptions options;
+    if (std::optional<std::string> policy = args_.String("policy")) {
+      weft::v1::DevicePolicy value;
+      if (!weft::v1::DevicePolicy_Parse(absl::AsciiStrToUpper(*policy),
+                                        &value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--policy: unknown policy '", *policy,
+            "' (round_robin, stream_aware, min_transfer_size, "
+            "minmin_transfer_time, minmax_transfer_time, min_finish_time)"));
+      }
+      options.set_device_policy(value);
+    }
+    if (std::optional<std::string> mode = args_.String("stream_mode")) {
+      weft::v1::StreamMode value;
+      if (!weft::v1::StreamMode_Parse(absl::AsciiStrToUpper(*mode), &value)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--stream_mode: '", *mode, "' is not multi or single"));
+      }
+      options.set_stream_mode(value);
+    }
+    absl::StatusOr<std::optional<int>> max_streams =
+        args_.Int("max_streams_per_device");
+    if (!max_streams.ok()) return max_streams.status();
+    if (*max_streams) {
+      if (**max_streams < 0) {
+        return absl::InvalidArgumentError(
+            "--max_streams_per_device must not be negative");
+      }
+      options.set_max_streams_per_device(**max_streams);
+    }
+    return options;
+  }
+
+  // Prints the job's stream until it ends; the exit status follows the
+  // outcome.
+  int WatchJob(const std::string& id) {
+    bool first = true;
+    weft::v1::JobState last = weft::v1::JOB_STATE_UNSPECIFIED;
+    auto on_message = [&](const weft::v1::WatchJobResponse& message) {
+      if (json_) {
+        std::cout << ToJson(message) << std::endl;
+        return true;
+      }
+      for (const weft::v1::NodeEvent& event : message.node_events()) {
+        std::cout << NodeEventLine(event) << "\n";
+      }
+      const weft::v1::Job& job = message.job();
+      if (first || job.state() != last) {
+        std::cout << JobLine(job) << "  " << job.nodes_done() << "/"
+                  << job.nodes_total() << " nodes\n";
+      }
+      std::cout.flush();
+      first = false;
+      last = job.state();
+      return true;
+    };
+    const absl::Time deadline = explicit_timeout_
+                                    ? absl::Now() + *explicit_timeout_
+                                    : absl::InfiniteFuture();
+    absl::StatusOr<weft::v1::Job> job = client_->Watch(id, on_message, deadline);
+    if (!job.ok()) return ReportError(job.status());
+    return Outcome(*job);
+  }
+
+  static int Outcome(const weft::v1::Job& job) {
+    switch (job.state()) {
+      case weft::v1::SUCCEEDED:
+        return 0;
+      case weft::v1::FAILED:
+      case weft::v1::CANCELLED: {
+        absl::StatusCode code =
+            static_cast<absl::StatusCode>(job.error().code());
+        if (code == absl::StatusCode::kOk) {
+          code = job.state() == weft::v1::CANCELLED
+                     ? absl::StatusCode::kCancelled
+                     : absl::StatusCode::kUnknown;
+        }
+        std::string message =
+            absl::StrCat("job ", job.id(), " ",
+                         weft::v1::JobState_Name(job.state()), ": ",
+                         job.error().message());
+        if (!job.error().node().empty()) {
+          absl::StrAppend(&message, " (node ", job.error().node(), ")");
+        }
+        return ReportError(absl::Status(code, message));
+      }
+      default:
+        return ReportError(absl::UnknownError(absl::StrCat(
+            "the watch of job ", job.id(), " ended while it was ",
+            weft::v1::JobState_Name(job.state()))));
+    }
+  }
+
+  int Submit() {
+    absl::StatusOr<weft::v1::ScheduleOptions> options =
+        ScheduleOptionsFromFlags();
+    if (!options.ok()) return ReportUsage(std::string(options.status().message()));
+    absl::StatusOr<std::optional<int>> priority = args_.Int("priority");
+    if (!priority.ok()) return ReportUsage(std::string(priority.status().message()));
+    absl::StatusOr<weft::v1::Graph> graph = LoadGraphFile(Arg(0));
+    if (!graph.ok()) return ReportError(graph.status());
+
+    weft::v1::SubmitGraphRequest request;
+    *request.mutable_graph() = *std::move(graph);
+    *request.mutable_options() = *options;
+    request.set_priority(priority->value_or(0));
+    request.set_request_id(args_.String("request_id").value_or(""));
+    absl::StatusOr<weft::v1::Job> job = client_->Submit(request);
+    if (!job.ok()) return ReportError(job.status());
+    std::cout << (json_ ? ToJson(*job) : JobLine(*job)) << std::endl;
+    if (!args_.Bool("watch")) return 0;
+    return WatchJob(job->id());
+  }
+
+  int Get() {
+    absl::StatusOr<weft::v1::Job> job = client_->Get(Arg(0));
+    if (!job.ok()) return ReportError(job.status());
+    if (json_) {
+      std::cout << ToJson(*job) << std::endl;
+    } else {
+      std::cout << JobDetails(*job) << std::flush;
+    }
+    return 0;
+  }
+
+  int WatchCommand() { return WatchJob(Arg(0)); }
+
+  int Cancel() {
+    absl::StatusOr<weft::v1::Job> job = client_->Cancel(Arg(0));
+    if (!job.ok()) return ReportError(job.status());
+    std::cout << (json_ ? ToJson(*job) : JobLine(*job)) << std::endl;
+    return 0;
+  }
+
+  int List() {
+    weft::v1::JobState state = weft::v1::JOB_STATE_UNSPECIFIED;
+    if (std::optional<std::string> name = args_.String("state")) {
+      std::string upper = absl::AsciiStrToUpper(*name);
+      if (upper == "CANCELED") upper = "CANCELLED";
+      if (upper != "ALL" &&
+          (!weft::v1::JobState_Parse(upper, &state) ||
+           state == weft::v1::JOB_STATE_UNSPECIFIED)) {
+        return ReportUsage(absl::StrCat(
+            "--state: '", *name,
+            "' is not queued, running, succeeded, failed, cancelled or all"));
+      }
+    }
+    absl::StatusOr<std::optional<int>> limit = args_.Int("limit");
+    if (!limit.ok()) return ReportUsage(std::string(limit.status().message()));
+    if (limit->value_or(0) < 0) return ReportUsage("--limit must not be negative");
+    absl::StatusOr<std::vector<weft::v1::Job>> jobs =
+        client_->List(state, limit->value_or(0));
+    if (!jobs.ok()) return ReportError(jobs.status());
+    if (json_) {
+      weft::v1::ListJobsResponse response;
+      for (const weft::v1::Job& job : *jobs) *response.add_jobs() = job;
+      std::cout << ToJson(response) << std::endl;
+    } else {
+      std::cout << JobsTable(*jobs) << std::flush;
+    }
+    return 0;
+  }
+
+  int Plan() {
+    absl::StatusOr<weft::v1::ScheduleOptions> options =
+        ScheduleOptionsFromFlags();
+    if (!options.ok()) return ReportUsage(std::string(options.status().message()));
+    absl::StatusOr<weft::v1::Graph> graph = LoadGraphFile(Arg(0));
+    if (!graph.ok()) return ReportError(graph.status());
+    absl::StatusOr<weft::v1::Plan> plan = client_->Plan(*graph, *options);
+    if (!plan.ok()) return ReportError(plan.status());
+    if (json_) {
+      std::cout << ToJson(*plan) << std::endl;
+    } else {
+      std::cout << PlanText(*plan) << std::flush;
+    }
+    return 0;
+  }
+
+  int Devices() {
+    absl::StatusOr<std::vector<weft::v1::Device>> devices = client_->Devices();
+    if (!devices.ok()) return ReportError(devices.status());
+    if (json_) {
+      weft::v1::ListDevicesResponse response;
+      for (const weft::v1::Device& d : *devices) *response.add_devices() = d;
+      std::cout << ToJson(response) << std::endl;
+    } else {
+      std::cout << DevicesTable(*devices) << std::flush;
+    }
+    return 0;
+  }
+
+  int Read() {
+    absl::StatusOr<std::optional<int>> chunk = args_.Int("chunk_bytes");
+    if (!chunk.ok()) return ReportUsage(std::string(chunk.status().message()));
+    if (chunk->value_or(0) < 0) {
+      return ReportUsage("--chunk_bytes must not be negative");
+    }
+    absl::StatusOr<BufferData> buffer =
+        client_->ReadBuffer(Arg(0), Arg(1), chunk->value_or(0));
+    if (!buffer.ok()) return ReportError(buffer.status());
+
+    std::string out;
+    if (args_.Bool("raw")) {
+      out = std::move(buffer->data);
+    } else {
+      const size_t size = ElementSize(buffer->dtype);
+      const size_t whole = buffer->data.size() - buffer->data.size() % size;
+      if (whole != buffer->data.size()) {
+        std::cerr << "weftctl: warning: " << buffer->data.size() - whole
+                  << " trailing bytes do not form a whole "
+                  << weft::v1::DType_Name(buffer->dtype)
+                  << " element; use --raw to see them" << std::endl;
+      }
+      absl::string_view data(buffer->data.data(), whole);
+      if (json_) {
+        absl::StatusOr<std::string> text =
+            ElementsJson(Arg(0), Arg(1), data, buffer->dtype);
+        if (!text.ok()) return ReportError(text.status());
+        out = *text + "\n";
+      } else {
+        absl::StatusOr<std::vector<std::string>> lines =
+            FormatElements(data, buffer->dtype);
+        if (!lines.ok()) return ReportError(lines.status());
+        for (const std::string& line : *lines) absl::StrAppend(&out, line, "\n");
+      }
+    }
+    if (std::optional<std::string> path = args_.String("out")) {
+      std::ofstream file(*path, std::ios::binary | std::ios::trunc);
+      if (file) file.write(out.data(), out.size());
+      if (!file) {
+        return ReportError(absl::PermissionDeniedError(
+            absl::StrCat("cannot write ", *path, ": ", std::strerror(errno))));
+      }
+      return 0;
+    }
+    std::cout.write(out.data(), out.size());
+    std::cout.flush();
+    return std::cout ? 0 : 1;
+  }
+
+  int Health() {
+    const std::string service = args_.String("service").value_or("");
+    absl::StatusOr<std::string> status = client_->Health(service);
+    if (!status.ok()) return ReportError(status.status());
+    if (json_) {
+      std::cout << "{\"status\":\"" << *status << "\"}" << std::endl;
+    } else {
+      std::cout << *status << std::endl;
+    }
+    return *status == "SERVING" ? 0 : 1;
+  }
+
+  const CliArgs args_;
+  bool json_ = false;
+  std::optional<absl::Duration> explicit_timeout_;
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace
+}  // namespace weft::client
+
+int main(int argc, char** argv) {
+  std::vector<std::string> argv_strings(argv, argv + argc);
+  absl::StatusOr<weft::client::CliArgs> args =
+      weft::client::CliArgs::Parse(argv_strings, weft::client::AllFlags());
+  if (!args.ok()) {
+    return weft::client::ReportUsage(std::string(args.status().message()));
+  }
+  return weft::client::Weftctl(*std::move(args)).Run();
+}

@@ -1,0 +1,35 @@
+// Brute-force checks of the invariants every Plan must hold. For tests:
+// O(V^2) time and bits, independent of the planner's own algorithms.
+//
+//   - the plan lists every node once, in a topological order of its deps;
+//   - deps are exactly the transitive reduction of the graph's dependencies
+//     (pairwise buffer conflicts in node order, plus `after`);
+//   - stream ids and event ids are dense from 0; every stream is used and
+//     lies on its nodes' device; every event is signalled once, by a node
+//     issued before its waiters, on another stream, and waited on;
+//   - every dependency is implied by stream order or an event wait
+//     (happens-before), and no wait is implied by the stream's history and
+//     the node's other waits;
+//   - estimated times honour every dependency and stream order, and the
+//     makespan, critical path and lower bound are consistent.
+#ifndef WEFT_SCHEDULER_PLAN_VERIFIER_H_
+#define WEFT_SCHEDULER_PLAN_VERIFIER_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "scheduler/graph.h"
+#include "scheduler/plan.h"
+
+namespace weft::scheduler {
+
+// Transitively reduced dependencies of every node, by brute force; each
+// list sorted by NodeId.
+std::vector<std::vector<NodeId>> ReferenceDependencies(const Graph& graph);
+
+// OK, or FAILED_PRECONDITION describing the first broken invariant.
+absl::Status VerifyPlan(const Graph& graph, const Plan& plan);
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_PLAN_VERIFIER_H_
