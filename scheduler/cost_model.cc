@@ -86,8 +86,8 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan) {
           absl::StrCat("plan node ", i, " refers to unknown node ", pn.node));
     }
     if (pn.stream < 0 || pn.stream >= num_streams) {
-      return absl::InternalError(absl::StrCat(
-          "plan node ", i, " is on unknown stream ", pn.stream));
+      return absl::InternalError(
+          absl::StrCat("plan node ", i, " is on unknown stream ", pn.stream));
     }
     if (pn.device < 0) {
       return absl::InternalError(
@@ -208,9 +208,9 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan) {
     dispatch();
   }
   if (finished != n) {
-    return absl::InternalError(absl::StrCat(
-        "the plan deadlocks: ", n - finished,
-        " nodes never start (waits out of stream order)"));
+    return absl::InternalError(
+        absl::StrCat("the plan deadlocks: ", n - finished,
+                     " nodes never start (waits out of stream order)"));
   }
   plan->estimated_makespan_us = makespan;
   return absl::OkStatus();

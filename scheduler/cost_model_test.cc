@@ -11,8 +11,8 @@ namespace weft::scheduler {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::GraphMaker;
+using ::testing::HasSubstr;
 
 TEST(CostLevelsTest, Chain) {
   GraphMaker m;
@@ -58,8 +58,8 @@ struct Step {
   int device = 0;
 };
 
-Plan MakePlan(const std::vector<Step>& steps, int num_streams,
-              int num_events, std::vector<int> stream_devices = {}) {
+Plan MakePlan(const std::vector<Step>& steps, int num_streams, int num_events,
+              std::vector<int> stream_devices = {}) {
   Plan plan;
   plan.num_devices = 1;
   for (int s = 0; s < num_streams; ++s) {
@@ -92,8 +92,8 @@ Graph ThreeIndependent(Engine e1, Engine e2, Engine e3) {
 }
 
 TEST(SimulatePlanTest, OneStreamRunsInOrder) {
-  Graph g = ThreeIndependent(Engine::kCompute, Engine::kCompute,
-                             Engine::kCompute);
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 0}, {2, 0}}, 1, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_EQ(plan.nodes[1].estimated_start_us, 3);
@@ -102,8 +102,8 @@ TEST(SimulatePlanTest, OneStreamRunsInOrder) {
 }
 
 TEST(SimulatePlanTest, ComputeOnOneDeviceIsSerialAcrossStreams) {
-  Graph g = ThreeIndependent(Engine::kCompute, Engine::kCompute,
-                             Engine::kCompute);
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 2}}, 3, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_EQ(plan.estimated_makespan_us, 10);
@@ -113,10 +113,10 @@ TEST(SimulatePlanTest, ComputeOnOneDeviceIsSerialAcrossStreams) {
 }
 
 TEST(SimulatePlanTest, DevicesRunInParallel) {
-  Graph g = ThreeIndependent(Engine::kCompute, Engine::kCompute,
-                             Engine::kCompute);
-  Plan plan = MakePlan({{0, 0, {}, -1, 0}, {1, 1, {}, -1, 1}, {2, 0, {}, -1, 0}},
-                       2, 0, {0, 1});
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
+  Plan plan = MakePlan(
+      {{0, 0, {}, -1, 0}, {1, 1, {}, -1, 1}, {2, 0, {}, -1, 0}}, 2, 0, {0, 1});
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_EQ(plan.estimated_makespan_us, 5);
 }
@@ -132,8 +132,7 @@ TEST(SimulatePlanTest, CopyAndHostOverlapCompute) {
 TEST(SimulatePlanTest, WaitsHoldAStreamBack) {
   Graph g = ThreeIndependent(Engine::kCopy, Engine::kCompute, Engine::kHost);
   // b (stream 1) waits for a (stream 0, copy, 3 us); c waits for b.
-  Plan plan =
-      MakePlan({{0, 0, {}, 0}, {1, 1, {0}, 1}, {2, 2, {1}}}, 3, 2);
+  Plan plan = MakePlan({{0, 0, {}, 0}, {1, 1, {0}, 1}, {2, 2, {1}}}, 3, 2);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_EQ(plan.nodes[1].estimated_start_us, 3);
   EXPECT_EQ(plan.nodes[2].estimated_start_us, 8);
@@ -141,8 +140,8 @@ TEST(SimulatePlanTest, WaitsHoldAStreamBack) {
 }
 
 TEST(SimulatePlanTest, RejectsAnEventNobodySignals) {
-  Graph g = ThreeIndependent(Engine::kCompute, Engine::kCompute,
-                             Engine::kCompute);
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 1, {0}}, {2, 0}}, 2, 1);
   absl::Status s = SimulatePlan(g, &plan);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
@@ -150,8 +149,8 @@ TEST(SimulatePlanTest, RejectsAnEventNobodySignals) {
 }
 
 TEST(SimulatePlanTest, DetectsADeadlock) {
-  Graph g = ThreeIndependent(Engine::kCompute, Engine::kCompute,
-                             Engine::kCompute);
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   // Stream 0 runs a, then b; a waits for an event b signals.
   Plan plan = MakePlan({{0, 0, {0}}, {1, 0, {}, 0}, {2, 1}}, 2, 1);
   absl::Status s = SimulatePlan(g, &plan);

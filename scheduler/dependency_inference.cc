@@ -193,7 +193,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph) {
   ReachabilityQuery query(reach, dag.raw_preds);
 
   constexpr int kWindow = ReachabilityIndex::kWindow;
-  std::vector<NodeId> far;             // predecessors beyond the window
+  std::vector<NodeId> far;  // predecessors beyond the window
   std::vector<std::pair<int32_t, NodeId>> by_post;  // (post(0, p), p)
   std::vector<NodeId> candidates;
   std::vector<uint8_t> redundant;

@@ -12,13 +12,13 @@
 namespace weft::scheduler {
 namespace {
 
+using testing::DepNames;
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using ::testing::StartsWith;
-using testing::DepNames;
-using testing::GraphMaker;
 using testing::Names;
+using ::testing::StartsWith;
 
 Dag Infer(const Graph& g) {
   absl::StatusOr<Dag> dag = InferDependencies(g);
@@ -83,8 +83,7 @@ TEST(DependencyInferenceTest, ReadersBeforeAnEarlierWriteAreNotRepeated) {
   EXPECT_THAT(DepNames(g, dag, "w1"), ElementsAre("r0"));
   EXPECT_THAT(DepNames(g, dag, "w2"), ElementsAre("w1"));
   // No raw edge r0 -> w2 either: r0 was covered by w1.
-  EXPECT_THAT(Names(g, dag.raw_preds.Row(g.FindNode("w2"))),
-              ElementsAre("w1"));
+  EXPECT_THAT(Names(g, dag.raw_preds.Row(g.FindNode("w2"))), ElementsAre("w1"));
 }
 
 TEST(DependencyInferenceTest, UnrelatedBuffersGiveNoEdges) {
@@ -140,8 +139,10 @@ TEST(DependencyInferenceTest, TransitiveReductionRemovesImpliedEdge) {
 
 TEST(DependencyInferenceTest, ReductionRemovesRedundantAfterEdge) {
   GraphMaker m;
-  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw").Node("c", "x:r",
-                                                        {.after = {"a"}});
+  m.Buffer("x")
+      .Node("a", "x:w")
+      .Node("b", "x:rw")
+      .Node("c", "x:r", {.after = {"a"}});
   Graph g = m.Build();
   Dag dag = Infer(g);
   EXPECT_THAT(DepNames(g, dag, "c"), ElementsAre("b"));
@@ -157,7 +158,8 @@ TEST(DependencyInferenceTest, CycleIsInvalidArgument) {
   EXPECT_THAT(std::string(dag.status().message()),
               StartsWith("graph.nodes[0].after[0]: 'b' closes a dependency "
                          "cycle"));
-  EXPECT_THAT(std::string(dag.status().message()), HasSubstr("'a' -> 'b' -> 'a'"));
+  EXPECT_THAT(std::string(dag.status().message()),
+              HasSubstr("'a' -> 'b' -> 'a'"));
   EXPECT_EQ(CheckAcyclic(g).code(), absl::StatusCode::kInvalidArgument);
 }
 
@@ -199,8 +201,7 @@ std::vector<std::vector<NodeId>> ExpectedDeps(const Graph& g) {
     for (NodeId i = 0; i < j; ++i) {
       for (const BufferUse& a : g.BufferUses(i)) {
         for (const BufferUse& b : g.BufferUses(j)) {
-          if (a.buffer == b.buffer &&
-              (Writes(a.access) || Writes(b.access))) {
+          if (a.buffer == b.buffer && (Writes(a.access) || Writes(b.access))) {
             edge[i][j] = true;
           }
         }
@@ -250,8 +251,8 @@ Graph RandomGraph(std::mt19937& rng, int n, int num_buffers,
     }
     testing::NodeOptions options;
     if (i > 0 && coin(rng) < after_prob) {
-      options.after.push_back(absl::StrCat(
-          "n", std::uniform_int_distribution<int>(0, i - 1)(rng)));
+      options.after.push_back(
+          absl::StrCat("n", std::uniform_int_distribution<int>(0, i - 1)(rng)));
     }
     m.Node(absl::StrCat("n", i), uses, options);
   }

@@ -10,9 +10,9 @@ namespace weft::scheduler {
 absl::StatusOr<DeviceAssignment> RoundRobinPolicy::Assign(
     const Graph& graph, const Dag& dag, const DeviceContext& context) const {
   if (context.num_devices < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.num_devices: need at least one device, got ",
-        context.num_devices));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.num_devices: need at least one device, got ",
+                     context.num_devices));
   }
   DeviceAssignment out;
   out.device.assign(graph.num_nodes(), 0);
@@ -77,9 +77,9 @@ absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
     case DevicePolicyKind::kMinFinishTime:
       break;
   }
-  return absl::UnimplementedError(absl::StrCat(
-      "options.device_policy: ", DevicePolicyName(kind),
-      " is not implemented yet; use ROUND_ROBIN"));
+  return absl::UnimplementedError(
+      absl::StrCat("options.device_policy: ", DevicePolicyName(kind),
+                   " is not implemented yet; use ROUND_ROBIN"));
 }
 
 }  // namespace weft::scheduler

@@ -11,8 +11,8 @@ namespace weft::scheduler {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using testing::GraphMaker;
+using ::testing::HasSubstr;
 using Why = DeviceChoice::Why;
 
 DeviceAssignment RoundRobin(const Graph& g, int num_devices) {

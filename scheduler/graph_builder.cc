@@ -76,14 +76,15 @@ absl::StatusOr<std::vector<BufferSpec>> BuildBuffers(
     if (b.name().empty()) return Invalid(field + ".name", "empty buffer name");
     auto [it, inserted] = ids.emplace(b.name(), i);
     if (!inserted) {
-      return Invalid(field + ".name",
-                     absl::StrCat("duplicate buffer name '", b.name(),
-                                  "' (first used by graph.buffers[",
-                                  it->second, "])"));
+      return Invalid(
+          field + ".name",
+          absl::StrCat("duplicate buffer name '", b.name(),
+                       "' (first used by graph.buffers[", it->second, "])"));
     }
     BufferSpec spec;
     spec.name = b.name();
-    WEFT_ASSIGN_OR_RETURN(spec.dtype, ConvertDType(b.dtype(), field + ".dtype"));
+    WEFT_ASSIGN_OR_RETURN(spec.dtype,
+                          ConvertDType(b.dtype(), field + ".dtype"));
     spec.size_bytes = b.size_bytes();
     if (spec.size_bytes == 0) {
       return Invalid(field + ".size_bytes", "size must be positive");
@@ -97,8 +98,7 @@ absl::StatusOr<std::vector<BufferSpec>> BuildBuffers(
     const int element = DTypeSize(spec.dtype);
     if (spec.size_bytes % element != 0) {
       return Invalid(field + ".size_bytes",
-                     absl::StrCat(spec.size_bytes,
-                                  " is not a multiple of the ",
+                     absl::StrCat(spec.size_bytes, " is not a multiple of the ",
                                   DTypeName(spec.dtype), " element size (",
                                   element, " bytes)"));
     }
@@ -112,11 +112,11 @@ absl::StatusOr<std::vector<BufferSpec>> BuildBuffers(
     switch (b.init_case()) {
       case weft::v1::Buffer::kData:
         if (b.data().size() > spec.size_bytes) {
-          return Invalid(field + ".data",
-                         absl::StrCat(b.data().size(),
-                                      " bytes of initial data do not fit in ",
-                                      "the buffer's ", spec.size_bytes,
-                                      " bytes"));
+          return Invalid(
+              field + ".data",
+              absl::StrCat(b.data().size(),
+                           " bytes of initial data do not fit in ",
+                           "the buffer's ", spec.size_bytes, " bytes"));
         }
         spec.init = BufferSpec::Init::kData;
         spec.data = b.data();
@@ -157,8 +157,8 @@ absl::StatusOr<Arg> BuildArg(
       }
       BufferUse use;
       use.buffer = it->second;
-      WEFT_ASSIGN_OR_RETURN(use.access,
-                            ConvertAccess(b.access(), field + ".buffer.access"));
+      WEFT_ASSIGN_OR_RETURN(
+          use.access, ConvertAccess(b.access(), field + ".buffer.access"));
       return Arg(use);
     }
     case weft::v1::Arg::kF32:
@@ -180,15 +180,15 @@ absl::StatusOr<Arg> BuildArg(
 absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
                                  const GraphLimits& limits) {
   if (proto.nodes_size() > limits.max_nodes) {
-    return Invalid("graph.nodes",
-                   absl::StrCat(proto.nodes_size(), " nodes exceed the limit of ",
-                                limits.max_nodes));
+    return Invalid("graph.nodes", absl::StrCat(proto.nodes_size(),
+                                               " nodes exceed the limit of ",
+                                               limits.max_nodes));
   }
   if (proto.buffers_size() > limits.max_buffers) {
-    return Invalid("graph.buffers",
-                   absl::StrCat(proto.buffers_size(),
-                                " buffers exceed the limit of ",
-                                limits.max_buffers));
+    return Invalid(
+        "graph.buffers",
+        absl::StrCat(proto.buffers_size(), " buffers exceed the limit of ",
+                     limits.max_buffers));
   }
   absl::flat_hash_map<absl::string_view, BufferId> buffer_ids;
   WEFT_ASSIGN_OR_RETURN(std::vector<BufferSpec> buffers,
@@ -228,17 +228,16 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     }
     spec.op = n.op();
     if (n.args_size() > limits.max_args_per_node) {
-      return Invalid(field + ".args",
-                     absl::StrCat(n.args_size(),
-                                  " arguments exceed the limit of ",
-                                  limits.max_args_per_node));
+      return Invalid(
+          field + ".args",
+          absl::StrCat(n.args_size(), " arguments exceed the limit of ",
+                       limits.max_args_per_node));
     }
     spec.args.reserve(n.args_size());
     for (int j = 0; j < n.args_size(); ++j) {
       WEFT_ASSIGN_OR_RETURN(
-          Arg arg,
-          BuildArg(n.args(j), absl::StrCat(field, ".args[", j, "]"),
-                   buffer_ids));
+          Arg arg, BuildArg(n.args(j), absl::StrCat(field, ".args[", j, "]"),
+                            buffer_ids));
       spec.args.push_back(std::move(arg));
     }
     // Kept in request order, duplicates included, so that error messages

@@ -26,7 +26,13 @@ weft::v1::Graph ValidGraph() {
   return Parse(R"pb(
     name: "pipeline"
     buffers { name: "x" size_bytes: 16 dtype: FLOAT32 fill: 1.5 }
-    buffers { name: "y" size_bytes: 16 dtype: FLOAT32 data: "abcd" output: true }
+    buffers {
+      name: "y"
+      size_bytes: 16
+      dtype: FLOAT32
+      data: "abcd"
+      output: true
+    }
     nodes {
       name: "scale_x"
       op: "scale"

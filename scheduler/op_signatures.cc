@@ -109,24 +109,24 @@ absl::Status CheckOpSignature(const NodeSpec& node,
   const OpSignature* sig = FindSignature(node.op);
   if (sig == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field_prefix, ".op: unknown op '", node.op, "' (built-in ops: ",
-        absl::StrJoin(BuiltinOpNames(), ", "), ")"));
+        field_prefix, ".op: unknown op '", node.op,
+        "' (built-in ops: ", absl::StrJoin(BuiltinOpNames(), ", "), ")"));
   }
   if (sig->variadic_buffers) {
     for (size_t i = 0; i < node.args.size(); ++i) {
       if (!std::holds_alternative<BufferUse>(node.args[i])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field_prefix, ".args[", i, "]: op '", sig->op,
-            "' takes only buffer arguments, got a scalar"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field_prefix, ".args[", i, "]: op '", sig->op,
+                         "' takes only buffer arguments, got a scalar"));
       }
     }
     return absl::OkStatus();
   }
   if (node.args.size() != sig->params.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field_prefix, ".args: op '", sig->op, "' takes ", sig->params.size(),
-        " arguments, got ", node.args.size(), "; signature ",
-        DescribeSignature(*sig)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field_prefix, ".args: op '", sig->op, "' takes ",
+                     sig->params.size(), " arguments, got ", node.args.size(),
+                     "; signature ", DescribeSignature(*sig)));
   }
   for (size_t i = 0; i < node.args.size(); ++i) {
     const Param& p = sig->params[i];
@@ -135,25 +135,25 @@ absl::Status CheckOpSignature(const NodeSpec& node,
     const auto* use = std::get_if<BufferUse>(&arg);
     if (p.kind != ParamKind::kBuffer) {
       if (use != nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ": op '", sig->op, "' argument '", p.name,
-            "' must be a scalar, got a buffer; signature ",
-            DescribeSignature(*sig)));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": op '", sig->op, "' argument '", p.name,
+                         "' must be a scalar, got a buffer; signature ",
+                         DescribeSignature(*sig)));
       }
       continue;  // every scalar type converts to f32 and to `scalar`
     }
     if (use == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": op '", sig->op, "' argument '", p.name,
-          "' must be a buffer, got a scalar; signature ",
-          DescribeSignature(*sig)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": op '", sig->op, "' argument '", p.name,
+                       "' must be a buffer, got a scalar; signature ",
+                       DescribeSignature(*sig)));
     }
     const BufferSpec& buffer = buffers[use->buffer];
     if (p.float32_only && buffer.dtype != DType::kFloat32) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".buffer.name: op '", sig->op, "' argument '", p.name,
-          "' must be a FLOAT32 buffer, but buffer '", buffer.name, "' is ",
-          DTypeName(buffer.dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".buffer.name: op '", sig->op, "' argument '",
+                       p.name, "' must be a FLOAT32 buffer, but buffer '",
+                       buffer.name, "' is ", DTypeName(buffer.dtype)));
     }
     if ((p.access_mask & (1 << static_cast<int>(use->access))) == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -163,16 +163,13 @@ absl::Status CheckOpSignature(const NodeSpec& node,
     }
   }
   if (absl::string_view(sig->op) == "copy") {
-    const BufferSpec& src =
-        buffers[std::get<BufferUse>(node.args[0]).buffer];
-    const BufferSpec& dst =
-        buffers[std::get<BufferUse>(node.args[1]).buffer];
+    const BufferSpec& src = buffers[std::get<BufferUse>(node.args[0]).buffer];
+    const BufferSpec& dst = buffers[std::get<BufferUse>(node.args[1]).buffer];
     if (dst.size_bytes < src.size_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
           field_prefix, ".args[1].buffer.name: op 'copy' destination '",
-          dst.name, "' (", dst.size_bytes,
-          " bytes) is smaller than source '", src.name, "' (",
-          src.size_bytes, " bytes)"));
+          dst.name, "' (", dst.size_bytes, " bytes) is smaller than source '",
+          src.name, "' (", src.size_bytes, " bytes)"));
     }
   }
   return absl::OkStatus();

@@ -68,30 +68,34 @@ TEST_F(OpSignaturesTest, AcceptsValidCalls) {
 TEST_F(OpSignaturesTest, RejectsUnknownOp) {
   absl::Status s = Check("gemm", {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), StartsWith("graph.nodes[7].op: unknown op 'gemm'"));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].op: unknown op 'gemm'"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("axpy"));
 }
 
 TEST_F(OpSignaturesTest, RejectsWrongArgumentCount) {
   absl::Status s = Check("axpy", {2.0f, R(0)});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), StartsWith("graph.nodes[7].args: op 'axpy' takes 3"
-                                      " arguments, got 2"));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args: op 'axpy' takes 3"
+                         " arguments, got 2"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("x: FLOAT32 buffer READ"));
 }
 
 TEST_F(OpSignaturesTest, RejectsScalarWhereBufferExpected) {
   absl::Status s = Check("copy", {R(0), 1.0f});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), StartsWith("graph.nodes[7].args[1]: op 'copy' "
-                                      "argument 'dst' must be a buffer"));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[1]: op 'copy' "
+                         "argument 'dst' must be a buffer"));
 }
 
 TEST_F(OpSignaturesTest, RejectsBufferWhereScalarExpected) {
   absl::Status s = Check("scale", {R(1), RW(0)});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), StartsWith("graph.nodes[7].args[0]: op 'scale' "
-                                      "argument 'a' must be a scalar"));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[0]: op 'scale' "
+                         "argument 'a' must be a scalar"));
 }
 
 TEST_F(OpSignaturesTest, RejectsWrongDType) {
@@ -113,7 +117,8 @@ TEST_F(OpSignaturesTest, RejectsWrongAccess) {
   s = Check("fill", {R(0), 1.0f});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("args[0].buffer.access"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("WRITE or READ_WRITE, got READ"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("WRITE or READ_WRITE, got READ"));
   s = Check("add", {R(0), RW(1), W(3)});
   EXPECT_THAT(std::string(s.message()), HasSubstr("args[1].buffer.access"));
 }
@@ -130,8 +135,9 @@ TEST_F(OpSignaturesTest, RejectsCopyIntoSmallerBuffer) {
 TEST_F(OpSignaturesTest, SpinTakesOnlyBuffers) {
   absl::Status s = Check("spin", {R(0), 3.0f});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), StartsWith("graph.nodes[7].args[1]: op 'spin' "
-                                      "takes only buffer arguments"));
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[1]: op 'spin' "
+                         "takes only buffer arguments"));
 }
 
 }  // namespace

@@ -49,8 +49,7 @@ Graph LayeredGraph(int n, int width, std::mt19937& rng) {
 }
 
 double Seconds(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -77,8 +76,8 @@ int Run(int argc, char** argv) {
   std::vector<int> sizes;
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {1000, 10000, 100000, 1000000};
-  std::printf("%10s %8s %12s %12s %8s %8s %8s\n", "nodes", "edges",
-              "topo_s", "plan_s", "ratio", "streams", "events");
+  std::printf("%10s %8s %12s %12s %8s %8s %8s\n", "nodes", "edges", "topo_s",
+              "plan_s", "ratio", "streams", "events");
   for (int n : sizes) {
     std::mt19937 rng(42);
     Graph graph = LayeredGraph(n, /*width=*/64, rng);
@@ -97,9 +96,9 @@ int Run(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
       return 1;
     }
-    std::printf("%10d %8zu %12.4f %12.4f %8.1f %8zu %8d\n", n,
-                raw.items.size(), topo, planning, planning / topo,
-                plan->streams.size(), plan->num_events);
+    std::printf("%10d %8zu %12.4f %12.4f %8.1f %8zu %8d\n", n, raw.items.size(),
+                topo, planning, planning / topo, plan->streams.size(),
+                plan->num_events);
   }
   return 0;
 }

@@ -50,9 +50,9 @@ Case RandomCase(std::mt19937& rng, int max_nodes) {
       weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
       arg->set_name(absl::StrCat("b", uniform(0, num_buffers - 1)));
       const int access = uniform(0, 5);
-      arg->set_access(access < 3 ? weft::v1::READ
-                                 : (access < 5 ? weft::v1::READ_WRITE
-                                               : weft::v1::WRITE));
+      arg->set_access(
+          access < 3 ? weft::v1::READ
+                     : (access < 5 ? weft::v1::READ_WRITE : weft::v1::WRITE));
     }
     if (n > 1 && coin(0.15)) {
       int other = uniform(0, n - 2);
@@ -94,8 +94,8 @@ void CheckCase(Case& c, int trial) {
   absl::StatusOr<Plan> plan = PlanGraph(*g, c.options);
   ASSERT_TRUE(plan.ok()) << "trial " << trial << ": " << plan.status();
   absl::Status verified = VerifyPlan(*g, *plan);
-  ASSERT_TRUE(verified.ok()) << "trial " << trial << ": " << verified
-                             << "\n" << c.graph.DebugString();
+  ASSERT_TRUE(verified.ok()) << "trial " << trial << ": " << verified << "\n"
+                             << c.graph.DebugString();
 
   // Mode-specific stream rules.
   std::set<int> devices_used;

@@ -83,19 +83,21 @@ std::vector<std::vector<NodeId>> ReferenceDependencies(const Graph& graph) {
 absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
   const int n = graph.num_nodes();
   if (static_cast<int>(plan.nodes.size()) != n) {
-    return Fail(absl::StrCat("plan has ", plan.nodes.size(), " nodes, graph ",
-                             n));
+    return Fail(
+        absl::StrCat("plan has ", plan.nodes.size(), " nodes, graph ", n));
   }
   std::vector<int> pos(n, -1);
   for (int i = 0; i < n; ++i) {
     const NodeId v = plan.nodes[i].node;
     if (v < 0 || v >= n || pos[v] >= 0) {
-      return Fail(absl::StrCat("plan node ", i, " is ", v, ": not a permutation"));
+      return Fail(
+          absl::StrCat("plan node ", i, " is ", v, ": not a permutation"));
     }
     pos[v] = i;
   }
   // Dependencies: exact, and in issue order.
-  const std::vector<std::vector<NodeId>> expected = ReferenceDependencies(graph);
+  const std::vector<std::vector<NodeId>> expected =
+      ReferenceDependencies(graph);
   for (const PlannedNode& pn : plan.nodes) {
     std::vector<NodeId> deps = pn.deps;
     std::sort(deps.begin(), deps.end());
@@ -147,8 +149,8 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
     }
     if (pn.signal_event >= 0) {
       if (signaller[pn.signal_event] >= 0) {
-        return Fail(absl::StrCat("event ", pn.signal_event,
-                                 " signalled twice"));
+        return Fail(
+            absl::StrCat("event ", pn.signal_event, " signalled twice"));
       }
       signaller[pn.signal_event] = i;
     }
@@ -171,8 +173,7 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
       const int s = signaller[e];
       if (s >= i) {
         return Fail(absl::StrCat("'", graph.node(pn.node).name,
-                                 "' waits on event ", e,
-                                 " signalled later"));
+                                 "' waits on event ", e, " signalled later"));
       }
       if (plan.nodes[s].stream == pn.stream) {
         return Fail(absl::StrCat("'", graph.node(pn.node).name,
@@ -259,8 +260,8 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
   const double lower_bound =
       std::max(critical_path, device_work / std::max(plan.num_devices, 1));
   if (!Near(plan.lower_bound_us, lower_bound)) {
-    return Fail(absl::StrCat("lower bound ", plan.lower_bound_us,
-                             ", expected ", lower_bound));
+    return Fail(absl::StrCat("lower bound ", plan.lower_bound_us, ", expected ",
+                             lower_bound));
   }
   if (plan.estimated_makespan_us < plan.lower_bound_us - 1e-6) {
     return Fail(absl::StrCat("makespan ", plan.estimated_makespan_us,

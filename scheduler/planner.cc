@@ -22,15 +22,15 @@ absl::Status ValidateOptions(const Graph& graph,
                      options.num_devices));
   }
   if (options.max_streams_per_device < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.max_streams_per_device: must be at least 1, got ",
-        options.max_streams_per_device));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.max_streams_per_device: must be at least 1, got ",
+                     options.max_streams_per_device));
   }
   if (!options.busy_streams.empty() &&
       static_cast<int>(options.busy_streams.size()) != options.num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.busy_streams: has ", options.busy_streams.size(),
-        " entries for ", options.num_devices, " devices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.busy_streams: has ", options.busy_streams.size(),
+                     " entries for ", options.num_devices, " devices"));
   }
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     const auto& pin = graph.node(v).device;
@@ -53,10 +53,9 @@ std::string DeviceReason(const Graph& graph, const PlannedNode& pn,
     case DeviceChoice::Why::kPinned:
       return absl::StrCat("device ", pn.device, " (pinned)");
     case DeviceChoice::Why::kLabel:
-      return absl::StrCat("device ", pn.device, " (label '",
-                          graph.node(pn.node).stream_label,
-                          "' is on the device of ",
-                          Quoted(graph, choice.related), ")");
+      return absl::StrCat(
+          "device ", pn.device, " (label '", graph.node(pn.node).stream_label,
+          "' is on the device of ", Quoted(graph, choice.related), ")");
     case DeviceChoice::Why::kRoundRobin:
       return absl::StrCat("device ", pn.device, " (round robin)");
   }
@@ -84,12 +83,10 @@ std::string StreamReason(const Graph& graph, const Plan& plan,
                           " (its highest-ranked successor)");
     case StreamChoice::Why::kRecycled:
       return absl::StrCat(kind, " ", pn.stream, " recycled (its last node ",
-                          Quoted(graph, choice.related),
-                          " is an ancestor)");
+                          Quoted(graph, choice.related), " is an ancestor)");
     case StreamChoice::Why::kNew:
       return absl::StrCat("new ", kind, " ", pn.stream,
-                          " (no recyclable stream on device ", pn.device,
-                          ")");
+                          " (no recyclable stream on device ", pn.device, ")");
     case StreamChoice::Why::kSoftCap:
       return absl::StrCat(
           kind, " ", pn.stream, " shared at the cap of ", max_streams,
@@ -140,10 +137,10 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   plan.lower_bound_us = LowerBound(levels, options.num_devices);
 
   for (PlannedNode& pn : plan.nodes) {
-    pn.reason = absl::StrCat(
-        DeviceReason(graph, pn, devices.choice[pn.node]), "; ",
-        StreamReason(graph, plan, pn, streams[pn.node],
-                     options.max_streams_per_device));
+    pn.reason =
+        absl::StrCat(DeviceReason(graph, pn, devices.choice[pn.node]), "; ",
+                     StreamReason(graph, plan, pn, streams[pn.node],
+                                  options.max_streams_per_device));
   }
   return plan;
 }

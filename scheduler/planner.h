@@ -18,8 +18,11 @@
 namespace weft::scheduler {
 
 // Thread-safe (stateless). Errors: INVALID_ARGUMENT for options a graph
-// cannot satisfy (e.g. a stream label in SINGLE mode), UNIMPLEMENTED for
-// policies not built yet.
+// cannot satisfy (e.g. a stream label in SINGLE mode, a pin at or beyond
+// num_devices) or that are invalid themselves (fewer than one device or one
+// stream per device, busy_streams not one entry per device), naming the
+// field; UNIMPLEMENTED for policies not built yet. Plans list nodes in
+// issue order; each node's `reason` says why its device and its stream.
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options);
 

@@ -13,9 +13,9 @@ namespace weft::scheduler {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::GraphMaker;
 
 Graph FromText(const std::string& text, int num_devices = 1) {
   weft::v1::Graph proto;
@@ -216,8 +216,7 @@ TEST(PlannerOptionsTest, MapsTheWireEnums) {
 TEST(PlannerOptionsTest, RejectsNegativeStreamCap) {
   weft::v1::ScheduleOptions proto;
   proto.set_max_streams_per_device(-1);
-  absl::StatusOr<PlannerOptions> options =
-      PlannerOptionsFromProto(proto, 1, 8);
+  absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
   ASSERT_FALSE(options.ok());
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(options.status().message()),
@@ -228,8 +227,7 @@ TEST(PlannerOptionsTest, RejectsNegativeStreamCap) {
 TEST(PlannerOptionsTest, RejectsUnknownEnumValues) {
   weft::v1::ScheduleOptions proto;
   proto.set_device_policy(static_cast<weft::v1::DevicePolicy>(77));
-  absl::StatusOr<PlannerOptions> options =
-      PlannerOptionsFromProto(proto, 1, 8);
+  absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(options.status().message()),
               HasSubstr("options.device_policy: unknown device policy 77"));

@@ -20,7 +20,7 @@ struct LogicalStream {
   std::string label;
   NodeId last = -1;     // its node issued last so far
   NodeId current = -1;  // its node issued last before the walk's position
-  uint64_t ops = 0;  // bit per op id (ids below 64) that ran on it
+  uint64_t ops = 0;     // bit per op id (ids below 64) that ran on it
 };
 
 // Pass state shared by the assignment rules. Not thread-safe.
@@ -39,8 +39,8 @@ class Assigner {
     // Ops numbered by first appearance; the first 64 get a bit each.
     absl::flat_hash_map<absl::string_view, int> op_ids;
     for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-      auto [it, inserted] = op_ids.emplace(graph.node(v).op,
-                                           static_cast<int>(op_ids.size()));
+      auto [it, inserted] =
+          op_ids.emplace(graph.node(v).op, static_cast<int>(op_ids.size()));
       if (it->second < 64) op_bit_[v] = uint64_t{1} << it->second;
     }
   }
@@ -82,10 +82,10 @@ class Assigner {
   absl::Status AssignSingle() {
     for (NodeId v = 0; v < graph_.num_nodes(); ++v) {
       if (!graph_.node(v).stream_label.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "graph.nodes[", v, "].stream_label: stream label '",
-            graph_.node(v).stream_label,
-            "' is not allowed in SINGLE stream mode"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("graph.nodes[", v, "].stream_label: stream label '",
+                         graph_.node(v).stream_label,
+                         "' is not allowed in SINGLE stream mode"));
       }
     }
     absl::flat_hash_map<int, int> by_device;
@@ -102,34 +102,28 @@ class Assigner {
 
   void AssignMulti() {
     ReachabilityQuery query(dag_.reach, dag_.raw_preds);
-    absl::flat_hash_map<std::tuple<absl::string_view, int, int>, int> labels;
-    // Unlabelled streams per (device, engine), in creation order.
-    absl::flat_hash_map<int, std::vector<int>> groups;
     for (NodeId v : dag_.order) {
-      if (stream_of_[v] < 0) AssignOne(v, query, labels, groups);
+      if (stream_of_[v] < 0) AssignOne(v, query);
       streams_[stream_of_[v]].current = v;
     }
   }
 
-  void AssignOne(
-      NodeId v, ReachabilityQuery& query,
-      absl::flat_hash_map<std::tuple<absl::string_view, int, int>, int>&
-          labels,
-      absl::flat_hash_map<int, std::vector<int>>& groups) {
+  // Places v, not yet assigned, and the chain that follows it.
+  void AssignOne(NodeId v, ReachabilityQuery& query) {
     const NodeSpec& node = graph_.node(v);
     const int dev = device(v);
     if (!node.stream_label.empty()) {
       auto key = std::make_tuple(absl::string_view(node.stream_label), dev,
                                  static_cast<int>(node.engine));
-      auto it = labels.find(key);
-      if (it == labels.end()) {
-        it = labels.emplace(key, NewStream(v, node.stream_label)).first;
+      auto it = labels_.find(key);
+      if (it == labels_.end()) {
+        it = labels_.emplace(key, NewStream(v, node.stream_label)).first;
       }
       Place(v, it->second, StreamChoice::Why::kLabel, -1);
       return;
     }
     std::vector<int>& group =
-        groups[dev * kNumEngines + static_cast<int>(node.engine)];
+        groups_[dev * kNumEngines + static_cast<int>(node.engine)];
     const int32_t pv = dag_.pos(v);
     const uint64_t op = OpBit(v);
 
@@ -221,6 +215,10 @@ class Assigner {
   std::vector<int32_t> stream_of_;
   std::vector<StreamChoice> choice_;
   std::vector<uint64_t> op_bit_;  // by NodeId
+  // (label, device, engine) -> stream.
+  absl::flat_hash_map<std::tuple<absl::string_view, int, int>, int> labels_;
+  // device * kNumEngines + engine -> unlabelled streams, oldest first.
+  absl::flat_hash_map<int, std::vector<int>> groups_;
 };
 
 // A vector clock: (stream, last node known finished, as its 1-based
@@ -243,7 +241,8 @@ void MergeInto(Clock& into, const Clock& b, Clock& scratch) {
     } else if (i == into.size() || b[j].first < into[i].first) {
       scratch.push_back(b[j++]);
     } else {
-      scratch.emplace_back(into[i].first, std::max(into[i].second, b[j].second));
+      scratch.emplace_back(into[i].first,
+                           std::max(into[i].second, b[j].second));
       ++i;
       ++j;
     }

@@ -4,8 +4,9 @@
 // logical stream and plans the events that order work across streams.
 // Stream rules, strongest first:
 //
-//   1. SINGLE mode: one stream per device, nothing else (a stream label is
-//      INVALID_ARGUMENT naming graph.nodes[i].stream_label).
+//   1. SINGLE mode: one stream per device, whatever the engines, nothing
+//      else (a stream label is INVALID_ARGUMENT naming
+//      graph.nodes[i].stream_label).
 //   2. Stream labels: nodes with the same label, device and engine share one
 //      stream, used by nothing else.
 //   3. Engines stay apart: COPY, COLLECTIVE and HOST nodes never share a
@@ -24,8 +25,8 @@
 //      stream already ran, then the lower node id.
 //
 // A stream runs its nodes in issue order, a topological order, and events
-// only point from earlier to later nodes, so no assignment can deadlock. Stream ids are dense from 0, in
-// order of first use in issue order.
+// only point from earlier to later nodes, so no assignment can deadlock. Stream
+// ids are dense from 0, in order of first use in issue order.
 //
 // Events: a dependency p -> v between different streams needs v's stream to
 // wait for p unless that stream already knows p is done. Each stream keeps

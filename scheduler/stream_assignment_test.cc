@@ -13,9 +13,9 @@ namespace weft::scheduler {
 namespace {
 
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-using testing::GraphMaker;
 using Why = StreamChoice::Why;
 
 // Runs inference and stream assignment; devices come from pins (default 0).
@@ -273,8 +273,7 @@ TEST(StreamAssignmentTest, SingleModeRejectsLabels) {
 }
 
 TEST(StreamAssignmentTest, SoftCapSharesTheEarliestStream) {
-  Assigned a = Assign(ForkJoin(1, 1, 1).Build(),
-                      {.max_streams_per_device = 1});
+  Assigned a = Assign(ForkJoin(1, 1, 1).Build(), {.max_streams_per_device = 1});
   ASSERT_EQ(a.plan.streams.size(), 1u);
   EXPECT_EQ(a.plan.num_events, 0);
   EXPECT_EQ(a.why("b2"), Why::kSoftCap);

@@ -4,12 +4,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/status_macros.h"
-
-#if defined(WEFT_WITH_CUDA_BACKEND)
-#include "runtime/cuda/cuda_backend.h"
-#endif
 
 namespace weft::server {
 namespace {
@@ -40,9 +37,13 @@ absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
 }
 
 absl::StatusOr<CreatedBackend> CreateCuda() {
-#if defined(WEFT_WITH_CUDA_BACKEND)
-  WEFT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::CudaBackend> backend,
-                        runtime::CudaBackend::Create());
+  absl::StatusOr<std::unique_ptr<runtime::CudaBackend>> cuda =
+      runtime::CudaBackend::Create();
+  if (!cuda.ok()) {
+    return absl::Status(cuda.status().code(),
+                        absl::StrCat("--backend=cuda: ", cuda.status().message()));
+  }
+  std::unique_ptr<runtime::CudaBackend> backend = *std::move(cuda);
   CreatedBackend created;
   const int n = backend->device_count();
   created.description = absl::StrCat(n, " CUDA device", n == 1 ? "" : "s");
@@ -53,35 +54,17 @@ absl::StatusOr<CreatedBackend> CreateCuda() {
   }
   created.backend = std::move(backend);
   return created;
-#else
-  return absl::UnavailableError(
-      "--backend=cuda: this weftd was built without the CUDA backend");
-#endif
-}
-
-bool CudaVisible() {
-#if defined(WEFT_WITH_CUDA_BACKEND)
-  return runtime::VisibleCudaDevices() > 0;
-#else
-  return false;
-#endif
 }
 
 }  // namespace
 
-bool CudaBackendLinked() {
-#if defined(WEFT_WITH_CUDA_BACKEND)
-  return true;
-#else
-  return false;
-#endif
-}
+int VisibleGpus() { return runtime::VisibleCudaDevices(); }
 
 absl::StatusOr<CreatedBackend> CreateBackend(const BackendOptions& options) {
   if (options.kind == "sim") return CreateSim(options);
   if (options.kind == "cuda") return CreateCuda();
   if (options.kind == "auto") {
-    if (CudaVisible()) return CreateCuda();
+    if (VisibleGpus() > 0) return CreateCuda();
     return CreateSim(options);
   }
   return absl::InvalidArgumentError(absl::StrCat(

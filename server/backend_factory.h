@@ -2,7 +2,8 @@
 //
 // "sim" creates a SimBackend with the configured number of simulated GPUs;
 // "cuda" creates a CudaBackend over the visible GPUs; "auto" uses CUDA when
-// this build has it and a GPU is visible, and the simulator otherwise.
+// a GPU is visible (and the build has the CUDA toolkit), and the simulator
+// otherwise.
 #ifndef WEFT_SERVER_BACKEND_FACTORY_H_
 #define WEFT_SERVER_BACKEND_FACTORY_H_
 
@@ -29,8 +30,9 @@ struct CreatedBackend {
   std::string description;
 };
 
-// True when this binary was built with the CUDA backend.
-bool CudaBackendLinked();
+// CUDA devices this process can use: 0 without a GPU, without a driver or
+// in builds without the CUDA toolkit.
+int VisibleGpus();
 
 // INVALID_ARGUMENT for an unknown kind or bad simulator sizes; UNAVAILABLE
 // for "cuda" without a usable GPU. Thread-safe.

@@ -129,7 +129,9 @@ class DaemonTest : public ::testing::Test {
     static int counter = 0;
     o.unix_socket =
         absl::StrCat("/tmp/weftd-test-", getpid(), "-", ++counter, ".sock");
-    o.metrics_listen = "127.0.0.1:0";
+    // The metrics endpoint takes a second or two to stop; only the test that
+    // scrapes turns it on.
+    o.metrics_listen = "";
     o.backend.kind = "sim";
     o.backend.sim_devices = 2;
     o.backend.sim_memory_bytes = 1 << 20;
@@ -157,6 +159,7 @@ class DaemonTest : public ::testing::Test {
 
 TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
   Daemon::Options options = TestOptions();
+  options.metrics_listen = "127.0.0.1:0";
   std::ostringstream log;
   options.log = &log;
   auto daemon = Daemon::BuildAndStart(options);

@@ -7,6 +7,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/time/time.h"
 #include "server/daemon.h"
 
@@ -51,6 +53,14 @@ int main(int argc, char** argv) {
       "grpc.health.v1 health service and server reflection, and Prometheus\n"
       "metrics over HTTP. SIGTERM or SIGINT drains running jobs and exits 0.\n\n"
       "Usage: weftd [--flag=value ...]");
+  // --help lists the flags of this file (absl's default looks for a file
+  // named after the program).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "server/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
   if (rest.size() > 1) {
     std::cerr << "weftd: unexpected argument '" << rest[1]

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import sys
+import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -199,9 +200,22 @@ class PythonClientTest(harness.WeftdTestCase):
         job = self.client.submit(spin_chain("long", 100, 200000))
         wait_until(lambda: self.client.get(job.id).state == weft_pb2.RUNNING, 15,
                    what="job to run")
+        cancelled_at = time.monotonic()
         self.client.cancel(job.id)
-        final = self.client.wait(job.id, timeout=10)
+
+        def finished():
+            current = self.client.get(job.id)
+            return current if current.state in weft_client.TERMINAL_STATES else None
+        try:
+            final = wait_until(finished, 10, interval=0.1, what="the cancelled job to end")
+        except AssertionError:
+            current = self.client.get(job.id)
+            self.fail("job still %s %.1fs after CancelJob, %d of 100 nodes done"
+                      % (weft_pb2.JobState.Name(current.state),
+                         time.monotonic() - cancelled_at, current.nodes_done))
         self.assertEqual(final.state, weft_pb2.CANCELLED)
+        self.assertLess(final.nodes_done, 100, "cancel did not stop the job's work")
+        self.assertEqual(self.client.wait(job.id, timeout=10).state, weft_pb2.CANCELLED)
         with self.assertRaises(weft_client.JobFailedError):
             self.client.wait(job.id, timeout=10, check=True)
 

@@ -37,19 +37,19 @@ demo() {
   echo
   echo "== weftctl submit examples/vector_pipeline.json --watch"
   local out job
-  out=$("${weftctl}" --addr="${addr}" --json submit examples/vector_pipeline.json)
-  job=$(printf '%s\n' "${out}" | sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' | head -n 1)
+  out=$("${weftctl}" --addr="${addr}" submit examples/vector_pipeline.json --watch 2>&1) || true
+  printf '%s\n' "${out}"
+  job=$(printf '%s\n' "${out}" | sed -n 's/^job \([^ ]*\).*/\1/p' | head -n 1)
   if [[ -z "${job}" ]]; then
-    echo "demo: could not submit: ${out}" >&2
+    echo "demo: no job id in the output above; skipping read" >&2
     return 0
   fi
-  "${weftctl}" --addr="${addr}" watch "${job}" || true
   echo
   echo "== weftctl read ${job} total   (expected: 4608)"
   "${weftctl}" --addr="${addr}" read "${job}" total || true
   echo
   echo "Try it yourself in another terminal:"
-  echo "  ${weftctl} submit examples/fork_join.json --watch"
+  echo "  bazel-bin/client/weftctl submit examples/fork_join.json --watch"
   echo "weftd keeps running; Ctrl-C stops it."
 }
 
