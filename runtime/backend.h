@@ -41,6 +41,10 @@ struct EventHandle {
   uint64_t value = 0;
   bool operator==(const EventHandle& o) const { return value == o.value; }
 };
+struct GateHandle {
+  uint64_t value = 0;
+  bool operator==(const GateHandle& o) const { return value == o.value; }
+};
 
 // An address in one device's memory.
 struct DevicePtr {
@@ -119,6 +123,53 @@ class Backend {
 
   virtual absl::Status AddHostCallback(StreamHandle stream,
                                        HostCallback callback) = 0;
+
+  // ---- Optional capabilities. The defaults describe a backend without
+  // them; callers check the capability and fall back.
+
+  // Error scopes. Where errors of enqueued work stick to a stream (the
+  // simulator), they stick to the stream's current error scope only: work
+  // enqueued after SetErrorScope(stream, s) belongs to scope s; a failure
+  // skips the later work of its own scope and reaches that scope's host
+  // callbacks, while other scopes on the same stream carry on. Lets work of
+  // independent jobs share a stream without sharing each other's faults.
+  // Scope 0 is every stream's initial scope. On CUDA an asynchronous fault
+  // is sticky for the whole context, every stream and scope alike, and
+  // enqueue-time errors are returned by the enqueueing call, so there this
+  // is a no-op (the default).
+  virtual absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) {
+    return absl::OkStatus();
+  }
+
+  // Host gates: make a stream's later work wait for something the host does.
+  // EnqueueHostGate puts a gate on `stream`; work enqueued after it starts
+  // only once OpenHostGate has been called for it. `status` non-OK fails the
+  // gate like failed work (in its error scope). `busy_us` is how long the
+  // host work behind the gate took, in device time, for backends that model
+  // time (the simulator); others ignore it. Every gate must be opened
+  // exactly once, also when the work behind it is abandoned, or the stream
+  // never drains. CUDA can implement gates with a stream memory operation
+  // (cuStreamWaitValue32 on a flag in pinned host memory that OpenHostGate
+  // sets); the default reports UNIMPLEMENTED and supports_host_gates() false.
+  virtual bool supports_host_gates() const { return false; }
+  virtual absl::StatusOr<GateHandle> EnqueueHostGate(StreamHandle stream) {
+    return absl::UnimplementedError("this backend has no host gates");
+  }
+  virtual absl::Status OpenHostGate(GateHandle gate, absl::Status status,
+                                    double busy_us) {
+    return absl::UnimplementedError("this backend has no host gates");
+  }
+
+  // Device clock, for traces: once `event` has completed, the time in
+  // microseconds at which its stream reached its last recording, on one
+  // clock shared by all of the backend's devices. FAILED_PRECONDITION while
+  // the event has not completed or was never recorded. CUDA can answer with
+  // cudaEventElapsedTime against a reference event (timing-enabled events);
+  // the default reports UNIMPLEMENTED and has_device_clock() false.
+  virtual bool has_device_clock() const { return false; }
+  virtual absl::StatusOr<double> EventTimeUs(EventHandle event) {
+    return absl::UnimplementedError("this backend has no device clock");
+  }
 };
 
 }  // namespace weft::runtime

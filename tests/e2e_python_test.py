@@ -7,6 +7,7 @@ ports and kills it afterwards.
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -86,7 +87,7 @@ class PythonClientTest(harness.WeftdTestCase):
                          self.client.read_buffer(job.id, "z"))
 
     def test_watch_reports_every_node(self):
-        graph = spin_chain("chain", 5, 100000)
+        graph = spin_chain("chain", 5, 200000)
         job = self.client.submit(graph)
         finished = set()
         last = None
@@ -210,9 +211,10 @@ class PythonClientTest(harness.WeftdTestCase):
             final = wait_until(finished, 10, interval=0.1, what="the cancelled job to end")
         except AssertionError:
             current = self.client.get(job.id)
-            self.fail("job still %s %.1fs after CancelJob, %d of 100 nodes done"
-                      % (weft_pb2.JobState.Name(current.state),
-                         time.monotonic() - cancelled_at, current.nodes_done))
+            self.fail("cancelled job did not end within 10s; %.1fs after CancelJob it is "
+                      "%s with %d of 100 nodes done"
+                      % (time.monotonic() - cancelled_at,
+                         weft_pb2.JobState.Name(current.state), current.nodes_done))
         self.assertEqual(final.state, weft_pb2.CANCELLED)
         self.assertLess(final.nodes_done, 100, "cancel did not stop the job's work")
         self.assertEqual(self.client.wait(job.id, timeout=10).state, weft_pb2.CANCELLED)
@@ -259,6 +261,28 @@ class PythonClientTest(harness.WeftdTestCase):
         self.assertEqual(final.state, weft_pb2.SUCCEEDED, final.error.message)
         self.assertEqual(final.nodes_done, count)
 
+    def test_server_reflection(self):
+        # grpc.reflection.v1alpha ServerReflectionRequest{list_services: ""}
+        # (field 7); the reply lists service names as plain strings.
+        call = self.weftd.channel().stream_stream(
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+        replies = list(call(iter([b"\x3a\x00"]), timeout=10))
+        self.assertEqual(len(replies), 1)
+        self.assertIn(b"weft.v1.Scheduler", replies[0])
+        self.assertIn(b"grpc.health.v1.Health", replies[0])
+
+    def test_example_script(self):
+        script = os.path.join(harness.ROOT, "client", "python", "examples", "submit_and_read.py")
+        env = dict(os.environ, WEFT_PROTO_PYTHONPATH=os.path.join(harness.GEN, "proto"))
+        result = subprocess.run(
+            ["/usr/bin/python3", script, "--addr=" + self.weftd.addr,
+             example("vector_pipeline.json")],
+            capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(result.returncode, 0, harness.describe(result))
+        self.assertRegex(result.stdout, r"job \S+ SUCCEEDED", result.stdout)
+        self.assertIn("total: [4608.0]", result.stdout)
+        self.assertIn("z: [4.5, 4.5", result.stdout)
+
     def test_sigterm_drains_and_exits_zero(self):
         job = self.client.submit(spin_chain("drain", 4, 250000))
         wait_until(lambda: self.client.get(job.id).state == weft_pb2.RUNNING, 15,
@@ -277,6 +301,28 @@ class PythonClientTest(harness.WeftdTestCase):
         status = self.weftd.wait(timeout=30)
         self.assertIsNotNone(status, "weftd still running 30s after SIGTERM")
         self.assertEqual(status, 0)
+
+
+class MessageLimitTest(harness.WeftdTestCase):
+    """--max_message_bytes bounds what a client may send."""
+
+    EXTRA_FLAGS = ("--max_message_bytes=65536",)
+
+    def test_large_graph_over_limit_is_rejected(self):
+        client = weft_client.Client(self.weftd.addr, timeout=30)
+        self.addCleanup(client.close)
+        graph = weft_pb2.Graph(name="large")
+        for i in range(20000):
+            graph.nodes.add(name="n%05d" % i, op="spin")
+        self.assertGreater(graph.ByteSize(), 65536)
+        with self.assertRaises(grpc.RpcError) as cm:
+            client.submit(graph)
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED,
+                         cm.exception.details())
+        self.assertEqual(client.list(), [])
+        # Graphs under the limit are fine.
+        self.assertEqual(client.run(example("vector_pipeline.json"), timeout=60).state,
+                         weft_pb2.SUCCEEDED)
 
 
 if __name__ == "__main__":

@@ -339,6 +339,30 @@ class WeftctlTest(harness.WeftdTestCase):
         for job in (first, second):
             self.assertIn(job["id"], table.stdout, describe(table))
 
+    def test_priority_request_id_and_state_filter(self):
+        first = self.submit_json(example("vector_pipeline.json"), "--priority=5",
+                                 "--request_id=req-1")
+        self.assertEqual(first.get("priority"), 5, first)
+        self.assertEqual(first.get("requestId"), "req-1", first)
+        # The same request id names the same job; no second job is created.
+        again = self.submit_json(example("vector_pipeline.json"), "--request_id=req-1")
+        self.assertEqual(again["id"], first["id"])
+        self.wait_terminal(first["id"])
+        slow = self.write_file("slow.json", json.dumps(spin_chain("slow", 1, 2000000)))
+        cancelled = self.submit_json(slow)
+        self.weftctl_ok("cancel", cancelled["id"])
+        self.assertEqual(self.wait_terminal(cancelled["id"])["state"], "CANCELLED")
+
+        def ids(state):
+            jobs = job_list(parse_json(self, self.weftctl_ok("list", "--json",
+                                                             "--state=" + state)))
+            return sorted(j["id"] for j in jobs)
+        self.assertEqual(ids("succeeded"), [first["id"]])
+        self.assertEqual(ids("running"), [])
+        self.assertEqual(ids("all"), sorted([first["id"], cancelled["id"]]))
+        bad = self.weftctl("list", "--state=bogus")
+        self.assertEqual(bad.returncode, 2, describe(bad))
+
     def test_unix_socket(self):
         addr = self.weftd.unix_addr
         devices = self.weftctl("devices", "--json", addr=addr)
@@ -395,6 +419,33 @@ class WeftctlTest(harness.WeftdTestCase):
         self.weftctl_ok("submit", path, "--watch", timeout=60)
         job_id = self.only_job_id()
         self.assertEqual(read_numbers(self, self.weftctl_ok("read", job_id, "b")), [2.0] * 16)
+
+
+class WeftctlSmallMemoryTest(harness.WeftdTestCase):
+    """A daemon whose simulated GPUs hold 1 MiB each, to make jobs fail."""
+
+    EXTRA_FLAGS = ("--sim_memory_bytes=1048576",)
+
+    def test_failed_job_reports_error(self):
+        graph = {
+            "name": "too_big",
+            "buffers": [{"name": "a", "sizeBytes": str(2 << 20), "dtype": "FLOAT32",
+                         "output": True}],
+            "nodes": [{"name": "f", "op": "fill",
+                       "args": [{"buffer": {"name": "a", "access": "WRITE"}}, {"f32": 1}]}],
+        }
+        path = self.write_file("too_big.json", json.dumps(graph))
+        result = self.weftctl("submit", path, "--watch", timeout=60)
+        self.assertEqual(result.returncode, 1, describe(result))
+        self.assertIn("FAILED", result.stdout + result.stderr, describe(result))
+        self.assertRegex(result.stderr, r"^weftctl: [A-Z_]+: ", describe(result))
+        job_id = job_list(parse_json(self, self.weftctl_ok("list", "--json")))[0]["id"]
+        job = parse_json(self, self.weftctl_ok("get", job_id, "--json"))
+        self.assertEqual(job["state"], "FAILED", job)
+        self.assertEqual(job["error"]["code"], 8, job)  # RESOURCE_EXHAUSTED
+        self.assertIn("memory", job["error"]["message"], job)
+        # The daemon is fine afterwards, and small jobs still run.
+        self.weftctl_ok("submit", example("vector_pipeline.json"), "--watch", timeout=60)
 
 
 def _make_rejection_test(mutate, pattern):
