@@ -15,7 +15,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/event_pool.h"
+#include "runtime/host_pool.h"
 #include "runtime/job.h"
+#include "runtime/ops/cpu_kernels.h"
 #include "runtime/stream_pool.h"
 #include "scheduler/status_macros.h"
 
@@ -51,8 +53,11 @@ class StreamExecutorImpl final : public Executor {
 
   // Constant after construction.
   const Options options_;
+  std::unique_ptr<CpuKernelTable> owned_host_kernels_;
   std::vector<std::unique_ptr<StreamPool>> stream_pools_;
   std::vector<std::unique_ptr<EventPool>> event_pools_;
+  // Outlives the jobs: destroyed after the scheduling thread is joined.
+  std::unique_ptr<HostPool> host_pool_;
   JobEnv env_;
 
   mutable absl::Mutex mu_;
@@ -65,6 +70,7 @@ class StreamExecutorImpl final : public Executor {
 
   // Touched only by the scheduling thread.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Job>> jobs_;
+  absl::flat_hash_map<uint64_t, uint64_t> stream_scopes_;
 
   // Started last, joined in the destructor.
   std::thread thread_;
@@ -75,6 +81,18 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
   Backend* backend = options_.backend;
   env_.backend = backend;
   env_.window = options_.max_in_flight_per_job;
+  if (options_.host_kernels == nullptr) {
+    owned_host_kernels_ =
+        std::make_unique<CpuKernelTable>(CpuKernelTable::WithBuiltins());
+    env_.host_kernels = owned_host_kernels_.get();
+  } else {
+    env_.host_kernels = options_.host_kernels;
+  }
+  host_pool_ = std::make_unique<HostPool>(options_.host_threads);
+  env_.host_pool = host_pool_.get();
+  env_.host_gates = backend->supports_host_gates();
+  env_.device_clock = backend->has_device_clock();
+  env_.stream_scopes = &stream_scopes_;
   for (int d = 0; d < backend->device_count(); ++d) {
     stream_pools_.push_back(std::make_unique<StreamPool>(
         backend, d, options_.max_streams_per_device));

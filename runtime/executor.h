@@ -7,8 +7,11 @@
 // output buffers back to the host and reports the job's outcome exactly
 // once. A buffer used on several devices is kept coherent by device-to-device
 // copies the executor inserts. Device work never blocks an executor thread:
-// completions arrive as host callbacks. Many jobs run at once on shared
-// devices.
+// completions arrive as host callbacks. Host-engine nodes run on a small
+// host worker pool, gated into their streams (see job.h). Many jobs run at
+// once on shared devices; a fault of one job's work fails that job only.
+// On request a job records a trace of where and when its work ran
+// (trace.h).
 //
 // Thread-safe.
 #ifndef WEFT_RUNTIME_EXECUTOR_H_
@@ -24,10 +27,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/trace.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
 
 namespace weft::runtime {
+
+class CpuKernelTable;
 
 enum class NodeEventKind { kStarted, kFinished, kFailed };
 
@@ -44,6 +50,10 @@ struct JobCallbacks {
   std::function<void(absl::Status status, scheduler::NodeId failed_node,
                      HostBuffers outputs)>
       on_done;
+  // Optional. When set, the job records a trace (a few events per node; no
+  // cost when unset) and delivers it here once, just before on_done, for
+  // failed and cancelled jobs too.
+  std::function<void(JobTrace trace)> on_trace;
 };
 
 // Per-device counters for metrics and ListDevices.
@@ -57,11 +67,16 @@ class Executor {
   struct Options {
     Backend* backend = nullptr;  // not owned; outlives the executor
     int max_streams_per_device = 32;
-    // Host worker pool size, reserved for host-engine nodes; for now they
-    // run on their device's stream like every other node.
+    // Threads of the host worker pool that runs host-engine nodes; 0 runs
+    // them on the scheduling thread.
     int host_threads = 2;
+    // Kernels of host-engine nodes; not owned, must outlive the executor.
+    // Null: the built-in ops.
+    const CpuKernelTable* host_kernels = nullptr;
     // Most nodes of one job issued and not yet finished. Cancelling or a
-    // failure stops issuing; what is in flight still drains first.
+    // failure stops issuing; what is in flight still drains first (work
+    // queued on a device cannot be recalled; on the simulator, work of a
+    // failed job behind its failure is skipped).
     int max_in_flight_per_job = 4096;
   };
 

@@ -13,146 +13,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ops/cpu_kernels.h"
+#include "runtime/executor_test_util.h"
 #include "runtime/sim/sim_backend.h"
 
 namespace weft::runtime {
 namespace {
 
-using scheduler::Access;
-using scheduler::BufferSpec;
-using scheduler::BufferUse;
-using scheduler::DType;
-using scheduler::Graph;
-using scheduler::NodeId;
-using scheduler::NodeSpec;
-using scheduler::Plan;
-using scheduler::PlannedNode;
-using scheduler::PlannedStream;
 using ::testing::HasSubstr;
-
-// Builds a graph and a hand-made plan side by side: nodes are planned in
-// the order they are added.
-class TestJob {
- public:
-  explicit TestJob(int num_streams, std::vector<int> stream_devices = {}) {
-    for (int s = 0; s < num_streams; ++s) {
-      const int device = s < static_cast<int>(stream_devices.size())
-                             ? stream_devices[s]
-                             : 0;
-      plan_.streams.push_back(
-          PlannedStream{s, device, "", scheduler::Engine::kCompute});
-    }
-  }
-
-  int Buffer(std::string name, uint64_t bytes, DType dtype,
-             BufferSpec::Init init = BufferSpec::Init::kZero,
-             double fill = 0, std::string data = "", bool output = false) {
-    BufferSpec b;
-    b.name = std::move(name);
-    b.size_bytes = bytes;
-    b.dtype = dtype;
-    b.init = init;
-    b.fill = fill;
-    b.data = std::move(data);
-    b.output = output;
-    buffers_.push_back(std::move(b));
-    return static_cast<int>(buffers_.size()) - 1;
-  }
-
-  // Adds a node on `stream` (its device is the stream's) that waits on
-  // `waits` and signals `signal`.
-  NodeId Node(std::string name, std::string op, std::vector<scheduler::Arg> args,
-              int stream, std::vector<int> waits = {}, int signal = -1,
-              double cost_us = 0) {
-    NodeSpec n;
-    n.name = std::move(name);
-    n.op = std::move(op);
-    n.args = std::move(args);
-    n.cost_us = cost_us;
-    nodes_.push_back(std::move(n));
-    const NodeId id = static_cast<NodeId>(nodes_.size()) - 1;
-    PlannedNode pn;
-    pn.node = id;
-    pn.stream = stream;
-    pn.device = plan_.streams[stream].device;
-    pn.wait_events = std::move(waits);
-    pn.signal_event = signal;
-    if (signal >= plan_.num_events) plan_.num_events = signal + 1;
-    plan_.nodes.push_back(std::move(pn));
-    return id;
-  }
-
-  std::shared_ptr<const Graph> graph() const {
-    return std::make_shared<const Graph>("test", buffers_, nodes_);
-  }
-  std::shared_ptr<const Plan> plan() const {
-    return std::make_shared<const Plan>(plan_);
-  }
-
- private:
-  std::vector<BufferSpec> buffers_;
-  std::vector<NodeSpec> nodes_;
-  Plan plan_;
-};
-
-BufferUse Use(int buffer, Access access) { return BufferUse{buffer, access}; }
-
-std::string FloatBytes(const std::vector<float>& v) {
-  std::string s(v.size() * sizeof(float), '\0');
-  std::memcpy(s.data(), v.data(), s.size());
-  return s;
-}
-
-std::vector<float> Floats(const std::string& s) {
-  std::vector<float> v(s.size() / sizeof(float));
-  std::memcpy(v.data(), s.data(), v.size() * sizeof(float));
-  return v;
-}
-
-// Collects one job's callbacks.
-struct Outcome {
-  absl::Notification done;
-  absl::Status status;
-  NodeId failed_node = -2;
-  HostBuffers outputs;
-  int on_done_calls = 0;
-  absl::Mutex mu;
-  std::vector<std::pair<NodeId, NodeEventKind>> events ABSL_GUARDED_BY(mu);
-
-  JobCallbacks Callbacks() {
-    JobCallbacks callbacks;
-    callbacks.on_node = [this](NodeId node, NodeEventKind kind,
-                               const absl::Status&) {
-      absl::MutexLock lock(&mu);
-      events.emplace_back(node, kind);
-    };
-    callbacks.on_done = [this](absl::Status s, NodeId node, HostBuffers out) {
-      status = std::move(s);
-      failed_node = node;
-      outputs = std::move(out);
-      ++on_done_calls;
-      done.Notify();
-    };
-    return callbacks;
-  }
-
-  bool Wait() { return done.WaitForNotificationWithTimeout(absl::Seconds(20)); }
-
-  int CountOf(NodeEventKind kind) {
-    absl::MutexLock lock(&mu);
-    int n = 0;
-    for (const auto& [node, k] : events) n += k == kind;
-    return n;
-  }
-  // Position of (node, kind) in the event sequence, or -1.
-  int IndexOf(NodeId node, NodeEventKind kind) {
-    absl::MutexLock lock(&mu);
-    for (size_t i = 0; i < events.size(); ++i) {
-      if (events[i] == std::make_pair(node, kind)) return static_cast<int>(i);
-    }
-    return -1;
-  }
-};
+using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
 
 class ExecutorTest : public ::testing::Test {
  protected:
@@ -199,42 +67,6 @@ class ExecutorTest : public ::testing::Test {
   std::unique_ptr<Executor> executor_;
 };
 
-// fill(x) on device 0 -> axpy(x, y) on device 1 -> reduce_sum(y) on
-// device 0, so x and y each cross devices once.
-TestJob VectorPipeline(float fill_value, int n = 1024) {
-  TestJob job(2, {0, 1});
-  std::vector<float> y0(n);
-  for (int i = 0; i < n; ++i) y0[i] = static_cast<float>(i);
-  const int x = job.Buffer("x", n * 4, DType::kFloat32);
-  const int y = job.Buffer("y", n * 4, DType::kFloat32,
-                           BufferSpec::Init::kData, 0, FloatBytes(y0), true);
-  const int sum = job.Buffer("sum", 4, DType::kFloat32,
-                             BufferSpec::Init::kFill, -1, "", true);
-  job.Node("fill", "fill", {Use(x, Access::kWrite), fill_value}, 0, {}, 0);
-  job.Node("axpy", "axpy",
-           {3.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1, {0},
-           1);
-  job.Node("reduce", "reduce_sum",
-           {Use(y, Access::kRead), Use(sum, Access::kWrite)}, 0, {1});
-  return job;
-}
-
-void ExpectPipelineResult(Outcome& outcome, float fill_value, int n = 1024) {
-  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
-  EXPECT_EQ(outcome.failed_node, -1);
-  ASSERT_EQ(outcome.outputs.size(), 2u);
-  std::vector<float> y = Floats(outcome.outputs.at("y"));
-  ASSERT_EQ(y.size(), static_cast<size_t>(n));
-  double expected_sum = 0;
-  for (int i = 0; i < n; ++i) {
-    const float want = 3.0f * fill_value + static_cast<float>(i);
-    EXPECT_EQ(y[i], want) << "y[" << i << "]";
-    expected_sum += want;
-  }
-  std::vector<float> sum = Floats(outcome.outputs.at("sum"));
-  ASSERT_EQ(sum.size(), 1u);
-  EXPECT_EQ(sum[0], static_cast<float>(expected_sum));
-}
 
 TEST_F(ExecutorTest, RunsVectorPipelineAcrossTwoDevices) {
   Outcome outcome;

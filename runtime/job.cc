@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "scheduler/status_macros.h"
 
@@ -15,6 +18,22 @@ using scheduler::BufferSpec;
 using scheduler::BufferUse;
 using scheduler::NodeId;
 using scheduler::PlannedNode;
+
+namespace {
+
+const char* TrackName(int kind) {
+  switch (kind) {
+    case 1:
+      return "H2D";
+    case 2:
+      return "D2H";
+    case 3:
+      return "D2D";
+  }
+  return "stream";
+}
+
+}  // namespace
 
 absl::Status ValidatePlan(const scheduler::Graph& graph,
                           const scheduler::Plan& plan, int num_devices) {
@@ -95,12 +114,20 @@ Job::Job(uint64_t id, const JobEnv* env,
       graph_(std::move(graph)),
       plan_(std::move(plan)),
       callbacks_(std::move(callbacks)),
-      num_devices_(env_->backend->device_count()) {
+      num_devices_(env_->backend->device_count()),
+      host_(num_devices_) {
   buffers_.resize(graph_->num_buffers());
-  for (BufferState& b : buffers_) b.copies.resize(num_devices_);
+  for (BufferState& b : buffers_) b.copies.resize(num_devices_ + 1);
   streams_.resize(plan_->streams.size());
+  own_streams_.resize(num_devices_);
+  fold_next_.assign(num_devices_, 0);
   events_.resize(plan_->num_events);
   event_devices_.assign(plan_->num_events, -1);
+  if (callbacks_.on_trace) {
+    trace_ = std::make_unique<TraceState>();
+    trace_->node_op.assign(plan_->nodes.size(), -1);
+    trace_->event_signaller.assign(plan_->num_events, -1);
+  }
 }
 
 Job::~Job() = default;
@@ -168,69 +195,84 @@ absl::Status Job::IssueNode(int index) {
   const scheduler::NodeSpec& node = graph_->node(pn.node);
   const int device = pn.device;
   WEFT_ASSIGN_OR_RETURN(StreamHandle stream, StreamFor(pn.stream));
+  WEFT_RETURN_IF_ERROR(Enter(stream));
 
+  bool waited = false;
   for (int e : pn.wait_events) {
     // An event nobody recorded yet is a no-op wait, as in CUDA.
     if (events_[e].value != 0) {
       WEFT_RETURN_IF_ERROR(backend->StreamWaitEvent(stream, events_[e]));
+      waited = true;
     }
   }
-  const std::vector<BufferUse> uses = graph_->BufferUses(pn.node);
+  if (waited) TraceDirty(stream);
+  const bool on_host =
+      node.engine == scheduler::Engine::kHost && env_->host_gates;
+  const int where = on_host ? host_ : device;
+  std::vector<BufferUse> uses;
+  if (!node.args.empty()) uses = graph_->BufferUses(pn.node);
   for (const BufferUse& use : uses) {
-    WEFT_RETURN_IF_ERROR(MakeCurrent(use.buffer, device, stream));
+    WEFT_RETURN_IF_ERROR(MakeCurrent(use.buffer, where, device, stream));
   }
 
-  KernelLaunch launch;
-  launch.op = node.op;
-  launch.cost_us = node.cost_us;
-  launch.args.reserve(node.args.size());
-  for (const scheduler::Arg& arg : node.args) {
-    if (const auto* use = std::get_if<BufferUse>(&arg)) {
-      const BufferSpec& spec = graph_->buffer(use->buffer);
-      launch.args.push_back(DeviceBufferArg{
-          buffers_[use->buffer].copies[device].ptr, spec.size_bytes,
-          spec.dtype, use->access});
-    } else if (const auto* f = std::get_if<float>(&arg)) {
-      launch.args.push_back(*f);
-    } else if (const auto* d = std::get_if<double>(&arg)) {
-      launch.args.push_back(*d);
-    } else if (const auto* i = std::get_if<int32_t>(&arg)) {
-      launch.args.push_back(*i);
-    } else if (const auto* l = std::get_if<int64_t>(&arg)) {
-      launch.args.push_back(*l);
+  int op = -1;
+  if (on_host) {
+    op = TraceBegin(SpanKind::kHost, TraceTrackFor(TrackKind::kStream, -1, {}),
+                    node.name, node.op, pn.node, 0, stream, device);
+    WEFT_RETURN_IF_ERROR(EnqueueHostOp(index, stream, uses));
+    // In flight from here: its report comes from FinishHostOp.
+  } else {
+    KernelLaunch launch;
+    launch.op = node.op;
+    launch.cost_us = node.cost_us;
+    launch.args.reserve(node.args.size());
+    for (const scheduler::Arg& arg : node.args) {
+      if (const auto* use = std::get_if<BufferUse>(&arg)) {
+        const BufferSpec& spec = graph_->buffer(use->buffer);
+        launch.args.push_back(DeviceBufferArg{
+            buffers_[use->buffer].copies[device].ptr, spec.size_bytes,
+            spec.dtype, use->access});
+      } else if (const auto* f = std::get_if<float>(&arg)) {
+        launch.args.push_back(*f);
+      } else if (const auto* d = std::get_if<double>(&arg)) {
+        launch.args.push_back(*d);
+      } else if (const auto* i = std::get_if<int32_t>(&arg)) {
+        launch.args.push_back(*i);
+      } else if (const auto* l = std::get_if<int64_t>(&arg)) {
+        launch.args.push_back(*l);
+      }
     }
+    op = TraceBegin(SpanKind::kKernel,
+                    TraceTrackFor(TrackKind::kStream, device, stream),
+                    node.name, node.op, pn.node, 0, stream, device);
+    WEFT_RETURN_IF_ERROR(backend->Launch(launch, stream));
+    MarkWritten(uses, where, stream);
+    const uint64_t id = id_;
+    const auto* post = &env_->post;
+    WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
+        stream, [post, id, index](absl::Status status) {
+          (*post)(id, [index, status = std::move(status)](Job& job) {
+            job.OnNodeDone(index, status);
+          });
+        }));
+    ++in_flight_;
   }
-  WEFT_RETURN_IF_ERROR(backend->Launch(launch, stream));
-
-  for (const BufferUse& use : uses) {
-    if (!scheduler::Writes(use.access)) continue;
-    BufferState& state = buffers_[use.buffer];
-    state.latest = device;
-    for (int d = 0; d < num_devices_; ++d) {
-      Copy& copy = state.copies[d];
-      copy.current = d == device;
-      // From here on the plan orders every later use of this buffer.
-      copy.ready_pending = false;
+  TraceEnd(op, stream, device);
+  if (trace_ != nullptr && op >= 0) {
+    trace_->node_op[index] = op;
+    for (int e : pn.wait_events) {
+      const int from = trace_->event_signaller[e];
+      if (from >= 0) trace_->flows.emplace_back(from, op);
     }
-    state.copies[device].writer = stream;
+    if (pn.signal_event >= 0) trace_->event_signaller[pn.signal_event] = op;
   }
-
-  const uint64_t id = id_;
-  auto post = env_->post;
-  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
-      stream, [post, id, index](absl::Status status) {
-        post(id, [index, status = std::move(status)](Job& job) {
-          job.OnNodeDone(index, status);
-        });
-      }));
-  ++in_flight_;
   if (callbacks_.on_node) {
     callbacks_.on_node(pn.node, NodeEventKind::kStarted, absl::OkStatus());
   }
-  // Recorded after the callback, so a node's completion is reported before
-  // anything waiting on it can complete: progress follows dependencies.
-  // The node is in flight now, so a failure here fails the job but leaves
-  // the node's own report to its callback.
+  // Recorded after the callback (or the gate), so a node's completion is
+  // reported before anything waiting on it can complete: progress follows
+  // dependencies. The node is in flight now, so a failure here fails the
+  // job but leaves the node's own report to its completion.
   if (pn.signal_event >= 0) {
     absl::StatusOr<EventHandle> event = PlanEventFor(pn.signal_event, device);
     absl::Status recorded = event.ok()
@@ -241,9 +283,115 @@ absl::Status Job::IssueNode(int index) {
   return absl::OkStatus();
 }
 
+absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
+                                const std::vector<BufferUse>& uses) {
+  Backend* backend = env_->backend;
+  const PlannedNode& pn = plan_->nodes[index];
+  const scheduler::NodeSpec& node = graph_->node(pn.node);
+  HostOp host_op;
+  host_op.kernel = env_->host_kernels->Find(node.op);
+  if (host_op.kernel == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("op '", node.op, "' has no host implementation"));
+  }
+  host_op.args.reserve(node.args.size());
+  for (const scheduler::Arg& arg : node.args) {
+    if (const auto* use = std::get_if<BufferUse>(&arg)) {
+      const BufferSpec& spec = graph_->buffer(use->buffer);
+      host_op.args.push_back(HostBufferArg{HostData(use->buffer),
+                                           spec.size_bytes, spec.dtype,
+                                           use->access});
+    } else if (const auto* f = std::get_if<float>(&arg)) {
+      host_op.args.push_back(*f);
+    } else if (const auto* d = std::get_if<double>(&arg)) {
+      host_op.args.push_back(*d);
+    } else if (const auto* i = std::get_if<int32_t>(&arg)) {
+      host_op.args.push_back(*i);
+    } else if (const auto* l = std::get_if<int64_t>(&arg)) {
+      host_op.args.push_back(*l);
+    }
+  }
+  // The callback fires once the inputs are in host memory; the gate holds
+  // the stream (and the signal event after it) until the op has run.
+  const uint64_t id = id_;
+  const auto* post = &env_->post;
+  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
+      stream, [post, id, index](absl::Status status) {
+        (*post)(id, [index, status = std::move(status)](Job& job) {
+          job.OnHostInputsReady(index, status);
+        });
+      }));
+  ++in_flight_;
+  absl::StatusOr<GateHandle> gate = backend->EnqueueHostGate(stream);
+  if (gate.ok()) {
+    host_op.gate = *gate;
+  } else {
+    host_op.issue_error = gate.status();
+    Fail(gate.status(), pn.node);
+  }
+  host_ops_.emplace(index, std::move(host_op));
+  MarkWritten(uses, host_, stream);
+  return absl::OkStatus();
+}
+
+void Job::OnHostInputsReady(int index, absl::Status status) {
+  auto it = host_ops_.find(index);
+  if (it == host_ops_.end()) return;
+  HostOp& host_op = it->second;
+  if (!status.ok()) {
+    FinishHostOp(index, std::move(status));
+    return;
+  }
+  if (host_op.gate.value == 0) {
+    FinishHostOp(index, host_op.issue_error);
+    return;
+  }
+  if (!status_.ok()) {
+    FinishHostOp(index, absl::CancelledError(absl::StrCat(
+                            "not run: the job had stopped (",
+                            status_.message(), ")")));
+    return;
+  }
+  const NodeId node = plan_->nodes[index].node;
+  if (trace_ != nullptr && !env_->device_clock && trace_->node_op[index] >= 0) {
+    trace_->ops[trace_->node_op[index]].host_start = absl::Now();
+  }
+  const uint64_t id = id_;
+  auto post = env_->post;
+  env_->host_pool->Submit([post = std::move(post), id, index,
+                           kernel = host_op.kernel, args = host_op.args,
+                           op = graph_->node(node).op]() {
+    absl::Status status = (*kernel)(args);
+    if (!status.ok()) {
+      status = absl::Status(status.code(), absl::StrCat(op, " on the host: ",
+                                                        status.message()));
+    }
+    post(id, [index, status = std::move(status)](Job& job) {
+      job.FinishHostOp(index, status);
+    });
+  });
+}
+
+void Job::FinishHostOp(int index, absl::Status status) {
+  auto it = host_ops_.find(index);
+  if (it == host_ops_.end()) return;
+  const GateHandle gate = it->second.gate;
+  host_ops_.erase(it);
+  if (gate.value != 0) {
+    const double busy_us = graph_->node(plan_->nodes[index].node).cost_us;
+    absl::Status opened =
+        env_->backend->OpenHostGate(gate, status, std::max(0.0, busy_us));
+    if (!opened.ok()) Fail(std::move(opened), plan_->nodes[index].node);
+  }
+  OnNodeDone(index, std::move(status));
+}
+
 void Job::OnNodeDone(int index, absl::Status status) {
   --in_flight_;
   const PlannedNode& pn = plan_->nodes[index];
+  if (trace_ != nullptr && !env_->device_clock && trace_->node_op[index] >= 0) {
+    trace_->ops[trace_->node_op[index]].host_end = absl::Now();
+  }
   if (status.ok()) {
     if (callbacks_.on_node) {
       callbacks_.on_node(pn.node, NodeEventKind::kFinished, status);
@@ -269,6 +417,9 @@ void Job::OnFence(StreamHandle stream, absl::Status status) {
 
 absl::Status Job::AllocateBuffers() {
   for (const PlannedNode& pn : plan_->nodes) {
+    const scheduler::NodeSpec& node = graph_->node(pn.node);
+    if (node.args.empty()) continue;
+    if (node.engine == scheduler::Engine::kHost && env_->host_gates) continue;
     for (const BufferUse& use : graph_->BufferUses(pn.node)) {
       Copy& copy = buffers_[use.buffer].copies[pn.device];
       if (copy.allocated) continue;
@@ -287,24 +438,73 @@ absl::Status Job::AllocateBuffers() {
   return absl::OkStatus();
 }
 
-absl::Status Job::MakeCurrent(BufferId b, int device, StreamHandle stream) {
+char* Job::HostData(BufferId b) {
+  std::string& data = buffers_[b].host_data;
+  const uint64_t size = graph_->buffer(b).size_bytes;
+  if (data.size() != size) data.assign(size, '\0');
+  return data.data();
+}
+
+absl::Status Job::MakeCurrent(BufferId b, int where, int stream_device,
+                              StreamHandle stream) {
   BufferState& state = buffers_[b];
-  Copy& dst = state.copies[device];
-  if (state.latest < 0) return Materialize(b, device, stream);
+  Copy& dst = state.copies[where];
+  if (state.latest < 0) return Materialize(b, where, stream_device, stream);
   if (dst.current) return WaitReady(dst, stream);
   Copy& src = state.copies[state.latest];
   WEFT_RETURN_IF_ERROR(WaitReady(src, stream));
-  WEFT_RETURN_IF_ERROR(env_->backend->CopyDeviceToDevice(
-      dst.ptr, src.ptr, graph_->buffer(b).size_bytes, stream));
-  return MarkTransferred(dst, device, stream);
+  const BufferSpec& spec = graph_->buffer(b);
+  const uint64_t bytes = spec.size_bytes;
+  Backend* backend = env_->backend;
+  int op = -1;
+  if (where == host_) {
+    op = TraceBegin(
+        SpanKind::kCopy,
+        TraceTrackFor(TrackKind::kDeviceToHost, state.latest, stream),
+        absl::StrCat(spec.name, " d", state.latest, "->host"), "", -1, bytes,
+        stream, stream_device);
+    WEFT_RETURN_IF_ERROR(
+        backend->CopyDeviceToHost(HostData(b), src.ptr, bytes, stream));
+  } else if (state.latest == host_) {
+    op = TraceBegin(SpanKind::kCopy,
+                    TraceTrackFor(TrackKind::kHostToDevice, where, stream),
+                    absl::StrCat(spec.name, " host->d", where), "", -1, bytes,
+                    stream, stream_device);
+    WEFT_RETURN_IF_ERROR(
+        backend->CopyHostToDevice(dst.ptr, HostData(b), bytes, stream));
+  } else {
+    op = TraceBegin(
+        SpanKind::kCopy,
+        TraceTrackFor(TrackKind::kPeer, stream_device, stream),
+        absl::StrCat(spec.name, " d", state.latest, "->d", where), "", -1,
+        bytes, stream, stream_device);
+    WEFT_RETURN_IF_ERROR(
+        backend->CopyDeviceToDevice(dst.ptr, src.ptr, bytes, stream));
+  }
+  TraceEnd(op, stream, stream_device);
+  return MarkTransferred(dst, stream_device, stream);
 }
 
-absl::Status Job::Materialize(BufferId b, int device, StreamHandle stream) {
+absl::Status Job::Materialize(BufferId b, int where, int stream_device,
+                              StreamHandle stream) {
   const BufferSpec& spec = graph_->buffer(b);
-  Copy& copy = buffers_[b].copies[device];
+  Copy& copy = buffers_[b].copies[where];
+  buffers_[b].latest = where;
+  if (where == host_) {
+    const std::string initial = InitialContents(b);
+    std::memcpy(HostData(b), initial.data(), initial.size());
+    copy.current = true;
+    copy.ready_pending = false;
+    return absl::OkStatus();
+  }
   Backend* backend = env_->backend;
+  int op = -1;
   if (spec.init == BufferSpec::Init::kData) {
     staging_.push_back(InitialContents(b));
+    op = TraceBegin(SpanKind::kCopy,
+                    TraceTrackFor(TrackKind::kHostToDevice, where, stream),
+                    absl::StrCat(spec.name, " upload"), "", -1,
+                    spec.size_bytes, stream, stream_device);
     WEFT_RETURN_IF_ERROR(backend->CopyHostToDevice(
         copy.ptr, staging_.back().data(), spec.size_bytes, stream));
   } else {
@@ -317,24 +517,31 @@ absl::Status Job::Materialize(BufferId b, int device, StreamHandle stream) {
                                  zero ? scheduler::DType::kBytes : spec.dtype,
                                  scheduler::Access::kWrite},
                  zero ? 0.0 : spec.fill};
+    op = TraceBegin(SpanKind::kKernel,
+                    TraceTrackFor(TrackKind::kStream, where, stream),
+                    absl::StrCat(spec.name, " init"), "fill", -1, 0, stream,
+                    stream_device);
     WEFT_RETURN_IF_ERROR(backend->Launch(fill, stream));
   }
-  buffers_[b].latest = device;
-  return MarkTransferred(copy, device, stream);
+  TraceEnd(op, stream, stream_device);
+  return MarkTransferred(copy, stream_device, stream);
 }
 
 absl::Status Job::WaitReady(Copy& copy, StreamHandle stream) {
   if (!copy.ready_pending || copy.ready_stream == stream) {
     return absl::OkStatus();
   }
+  TraceDirty(stream);
   return env_->backend->StreamWaitEvent(stream, copy.ready);
 }
 
-absl::Status Job::MarkTransferred(Copy& copy, int device,
+absl::Status Job::MarkTransferred(Copy& copy, int stream_device,
                                   StreamHandle stream) {
-  if (copy.ready.value == 0) {
-    WEFT_ASSIGN_OR_RETURN(copy.ready, env_->event_pools[device]->Acquire());
-    held_events_.emplace_back(copy.ready, device);
+  if (copy.ready.value == 0 || copy.ready_device != stream_device) {
+    WEFT_ASSIGN_OR_RETURN(copy.ready,
+                          env_->event_pools[stream_device]->Acquire());
+    copy.ready_device = stream_device;
+    held_events_.emplace_back(copy.ready, stream_device);
   }
   WEFT_RETURN_IF_ERROR(env_->backend->RecordEvent(copy.ready, stream));
   copy.ready_pending = true;
@@ -344,17 +551,61 @@ absl::Status Job::MarkTransferred(Copy& copy, int device,
   return absl::OkStatus();
 }
 
+void Job::MarkWritten(const std::vector<BufferUse>& uses, int where,
+                      StreamHandle stream) {
+  for (const BufferUse& use : uses) {
+    if (!scheduler::Writes(use.access)) continue;
+    BufferState& state = buffers_[use.buffer];
+    state.latest = where;
+    for (Copy& copy : state.copies) {
+      copy.current = false;
+      // From here on the plan orders every later use of this buffer.
+      copy.ready_pending = false;
+    }
+    state.copies[where].current = true;
+    state.copies[where].writer = stream;
+  }
+}
+
 absl::StatusOr<StreamHandle> Job::StreamFor(int logical) {
   if (streams_[logical].value != 0) return streams_[logical];
   const int device = plan_->streams[logical].device;
-  WEFT_ASSIGN_OR_RETURN(StreamHandle stream,
-                        env_->stream_pools[device]->Acquire());
-  acquired_streams_.emplace_back(stream, device);
+  StreamPool* pool = env_->stream_pools[device];
+  std::vector<StreamHandle>& own = own_streams_[device];
+  StreamHandle stream;
+  if (!own.empty()) {
+    WEFT_ASSIGN_OR_RETURN(std::optional<StreamHandle> fresh,
+                          pool->AcquireUnshared());
+    if (fresh.has_value()) {
+      stream = *fresh;
+      acquired_streams_.emplace_back(stream, device);
+      own.push_back(stream);
+    } else {
+      // The pool is at its cap: serialize with this job's own work rather
+      // than with other jobs'.
+      stream = own[fold_next_[device]++ % own.size()];
+    }
+  } else {
+    WEFT_ASSIGN_OR_RETURN(stream, pool->Acquire());
+    acquired_streams_.emplace_back(stream, device);
+    own.push_back(stream);
+  }
   if (stream_failed_.emplace(stream.value, false).second) {
     used_streams_.push_back(stream);
+    stream_devices_[stream.value] = device;
   }
   streams_[logical] = stream;
   return stream;
+}
+
+absl::Status Job::Enter(StreamHandle stream) {
+  uint64_t& scope = (*env_->stream_scopes)[stream.value];
+  if (scope == id_) return absl::OkStatus();
+  WEFT_RETURN_IF_ERROR(env_->backend->SetErrorScope(stream, id_));
+  scope = id_;
+  // Another job's work went onto the stream since this job's last marker.
+  TraceDirty(stream);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EventHandle> Job::PlanEventFor(int event, int device) {
@@ -383,11 +634,24 @@ absl::Status Job::DownloadOutputs() {
                             std::make_unique<std::string>(InitialContents(b)));
       continue;
     }
+    if (state.latest == host_) {
+      // Written by a host node: read once everything has drained.
+      host_outputs_.emplace_back(spec.name, b);
+      continue;
+    }
     auto host = std::make_unique<std::string>(spec.size_bytes, '\0');
     const Copy& copy = state.copies[state.latest];
+    const StreamHandle stream = copy.writer;
+    WEFT_RETURN_IF_ERROR(Enter(stream));
+    const int op = TraceBegin(
+        SpanKind::kCopy,
+        TraceTrackFor(TrackKind::kDeviceToHost, state.latest, stream),
+        absl::StrCat(spec.name, " download"), "", -1, spec.size_bytes, stream,
+        state.latest);
     // FIFO after the last write of the latest version.
     WEFT_RETURN_IF_ERROR(env_->backend->CopyDeviceToHost(
-        host->data(), copy.ptr, spec.size_bytes, copy.writer));
+        host->data(), copy.ptr, spec.size_bytes, stream));
+    TraceEnd(op, stream, state.latest);
     outputs_.emplace_back(spec.name, std::move(host));
   }
   return absl::OkStatus();
@@ -396,14 +660,17 @@ absl::Status Job::DownloadOutputs() {
 void Job::StartDraining() {
   phase_ = Phase::kDraining;
   const uint64_t id = id_;
-  auto post = env_->post;
+  const auto* post = &env_->post;
   for (StreamHandle stream : used_streams_) {
-    absl::Status s = env_->backend->AddHostCallback(
-        stream, [post, id, stream](absl::Status status) {
-          post(id, [stream, status = std::move(status)](Job& job) {
-            job.OnFence(stream, status);
+    absl::Status s = Enter(stream);
+    if (s.ok()) {
+      s = env_->backend->AddHostCallback(
+          stream, [post, id, stream](absl::Status status) {
+            (*post)(id, [stream, status = std::move(status)](Job& job) {
+              job.OnFence(stream, status);
+            });
           });
-        });
+    }
     if (s.ok()) {
       ++fences_pending_;
     } else {
@@ -416,6 +683,8 @@ void Job::StartDraining() {
 void Job::Finish() {
   phase_ = Phase::kDone;
   Backend* backend = env_->backend;
+  std::optional<JobTrace> trace;
+  if (trace_ != nullptr) trace = BuildTrace();
   for (BufferState& state : buffers_) {
     for (Copy& copy : state.copies) {
       if (copy.allocated) backend->Free(copy.ptr).IgnoreError();
@@ -435,8 +704,13 @@ void Job::Finish() {
   HostBuffers outputs;
   if (status_.ok()) {
     for (auto& [name, data] : outputs_) outputs[name] = std::move(*data);
+    for (const auto& [name, b] : host_outputs_) {
+      outputs[name] = std::move(buffers_[b].host_data);
+    }
   }
   outputs_.clear();
+  host_outputs_.clear();
+  if (trace.has_value()) callbacks_.on_trace(*std::move(trace));
   callbacks_.on_done(status_, status_.ok() ? -1 : failed_node_,
                      std::move(outputs));
 }
@@ -461,6 +735,140 @@ std::string Job::InitialContents(BufferId b) const {
     }
   }
   return bytes;
+}
+
+// ---- Tracing.
+
+int Job::TraceTrackFor(TrackKind kind, int device, StreamHandle stream) {
+  if (trace_ == nullptr) return -1;
+  const int k = static_cast<int>(kind);
+  // Copy engines are per device; stream tracks per pooled stream.
+  const uint64_t which = kind == TrackKind::kStream ? stream.value : 0;
+  const std::pair<int, uint64_t> key((device + 1) * 4 + k, which);
+  auto it = trace_->track_index.find(key);
+  if (it != trace_->track_index.end()) return it->second;
+  const int track = static_cast<int>(trace_->tracks.size());
+  std::string name;
+  if (device < 0) {
+    name = "host";
+  } else if (kind == TrackKind::kStream) {
+    name = absl::StrCat("stream ", stream.value);
+  } else {
+    name = TrackName(k);
+  }
+  trace_->tracks.push_back(TraceTrack{device, std::move(name)});
+  trace_->track_index.emplace(key, track);
+  return track;
+}
+
+absl::StatusOr<EventHandle> Job::TraceMarker(StreamHandle stream, int device) {
+  WEFT_ASSIGN_OR_RETURN(EventHandle event,
+                        env_->event_pools[device]->Acquire());
+  held_events_.emplace_back(event, device);
+  WEFT_RETURN_IF_ERROR(env_->backend->RecordEvent(event, stream));
+  return event;
+}
+
+int Job::TraceBegin(SpanKind kind, int track, std::string name,
+                    std::string op, NodeId node, uint64_t bytes,
+                    StreamHandle stream, int device) {
+  if (trace_ == nullptr) return -1;
+  TracedOp traced;
+  traced.kind = kind;
+  traced.track = track;
+  traced.name = std::move(name);
+  traced.op = std::move(op);
+  traced.node = node;
+  traced.bytes = bytes;
+  if (env_->device_clock) {
+    auto clean = trace_->clean_end.find(stream.value);
+    if (clean != trace_->clean_end.end()) {
+      traced.start = clean->second;
+    } else {
+      absl::StatusOr<EventHandle> marker = TraceMarker(stream, device);
+      if (!marker.ok()) return -1;  // traces are best effort
+      traced.start = *marker;
+    }
+  } else {
+    traced.host_start = absl::Now();
+  }
+  trace_->ops.push_back(std::move(traced));
+  return static_cast<int>(trace_->ops.size()) - 1;
+}
+
+void Job::TraceEnd(int op, StreamHandle stream, int device) {
+  if (trace_ == nullptr || op < 0) return;
+  if (!env_->device_clock) return;  // the host clock ends at completion
+  absl::StatusOr<EventHandle> marker = TraceMarker(stream, device);
+  if (!marker.ok()) {
+    trace_->clean_end.erase(stream.value);
+    return;
+  }
+  trace_->ops[op].end = *marker;
+  trace_->clean_end[stream.value] = *marker;
+}
+
+void Job::TraceDirty(StreamHandle stream) {
+  if (trace_ != nullptr) trace_->clean_end.erase(stream.value);
+}
+
+JobTrace Job::BuildTrace() {
+  JobTrace trace;
+  trace.name = graph_->name();
+  trace.device_clock = env_->device_clock;
+  trace.tracks = trace_->tracks;
+  struct Times {
+    bool ok = false;
+    double start = 0;
+    double end = 0;
+  };
+  std::vector<Times> times(trace_->ops.size());
+  double origin = std::numeric_limits<double>::infinity();
+  absl::Time host_origin = absl::InfiniteFuture();
+  for (size_t i = 0; i < trace_->ops.size(); ++i) {
+    const TracedOp& op = trace_->ops[i];
+    Times& t = times[i];
+    if (env_->device_clock) {
+      if (op.start.value == 0 || op.end.value == 0) continue;
+      absl::StatusOr<double> start = env_->backend->EventTimeUs(op.start);
+      absl::StatusOr<double> end = env_->backend->EventTimeUs(op.end);
+      if (!start.ok() || !end.ok()) continue;
+      t = Times{true, *start, std::max(*start, *end)};
+      origin = std::min(origin, t.start);
+    } else {
+      if (op.host_end == absl::Time()) continue;
+      host_origin = std::min(host_origin, op.host_start);
+      t.ok = true;
+    }
+  }
+  std::vector<int> span_of(trace_->ops.size(), -1);
+  for (size_t i = 0; i < trace_->ops.size(); ++i) {
+    if (!times[i].ok) continue;
+    const TracedOp& op = trace_->ops[i];
+    TraceSpan span;
+    span.track = op.track;
+    span.kind = op.kind;
+    span.name = op.name;
+    span.op = op.op;
+    span.node = op.node;
+    span.bytes = op.bytes;
+    if (env_->device_clock) {
+      span.start_us = times[i].start - origin;
+      span.end_us = times[i].end - origin;
+    } else {
+      span.start_us = absl::ToDoubleMicroseconds(op.host_start - host_origin);
+      span.end_us = std::max(
+          span.start_us, absl::ToDoubleMicroseconds(op.host_end - host_origin));
+    }
+    span_of[i] = static_cast<int>(trace.spans.size());
+    trace.spans.push_back(std::move(span));
+  }
+  for (const auto& [from, to] : trace_->flows) {
+    if (span_of[from] >= 0 && span_of[to] >= 0) {
+      trace.flows.push_back(TraceFlow{span_of[from], span_of[to]});
+    }
+  }
+  return trace;
 }
 
 }  // namespace weft::runtime

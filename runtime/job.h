@@ -3,35 +3,51 @@
 // Lifecycle: kIssuing -> kDraining -> kDone.
 //   kIssuing: nodes are issued in plan order, at most a window of them in
 //     flight (issued, completion not yet reported), so a cancelled or failed
-//     job stops promptly. Issuing a node means, on its pooled stream: wait
-//     for the plan's events, make its buffers current on its device, launch,
-//     add a host callback that reports it finished, and record its signal
-//     event (after the callback, so progress reports follow dependencies).
+//     job stops promptly. Issuing a device node means, on its pooled stream:
+//     wait for the plan's events, make its buffers current on its device,
+//     launch, add a host callback that reports it finished, and record its
+//     signal event (after the callback, so progress reports follow
+//     dependencies).
 //   kDraining: entered when every node is issued (outputs are then copied
 //     back, each on the stream that last wrote it), or at the first error or
 //     a cancel. A fence (host callback) goes onto every stream the job used;
 //     since streams are FIFO, when all fences have fired, all of the job's
 //     work has completed and every node callback has been handled.
-//   kDone: memory freed, events and streams back in their pools, on_done
-//     called, exactly once.
+//   kDone: memory freed, events and streams back in their pools, the trace
+//     (if asked for) and on_done delivered, exactly once.
 //
-// Buffers live on every device whose nodes use them, each copy allocated at
-// the start. Coherence follows plan order: the job tracks which device holds
-// the latest version of each buffer and which copies are current. Before a
-// node runs on device d, a stale or missing copy there is refreshed (initial
-// contents uploaded, or a device-to-device copy from the latest version) on
-// the node's stream after its waits. Such a transfer is not part of the
-// plan, so it records an event that any other stream using that copy waits
-// for before touching it. Plan dependencies order everything else: a node
-// that writes a buffer depends on every earlier reader and writer.
+// Host-engine nodes run on the host worker pool, not on a device. Their
+// stream still orders them: on it go the plan's waits, downloads of their
+// inputs into host memory, a host callback and a host gate
+// (Backend::EnqueueHostGate). The callback hands the op to the scheduling
+// thread, which runs it on the pool; when it finishes, the gate opens, and
+// the node's signal event, recorded after the gate, releases the streams
+// that depend on it. No thread blocks: the device stream waits on the gate,
+// not a host thread on the device. A backend without gates runs host nodes
+// on their stream like device nodes.
 //
-// Host-engine nodes run like device nodes, on their device's stream (the
-// built-in ops run wherever their buffers are); a host worker pool is a
-// later refinement.
+// Buffers live on every device whose nodes use them (and in host memory for
+// host nodes), each device copy allocated at the start. Coherence follows
+// plan order: the job tracks which location holds the latest version of
+// each buffer and which copies are current. Before a node runs, a stale or
+// missing copy where it runs is refreshed (initial contents uploaded, or a
+// copy from the latest version) on the node's stream after its waits. Such
+// a transfer is not part of the plan, so it records an event that any other
+// stream using that copy waits for before touching it. Plan dependencies
+// order everything else: a node that writes a buffer depends on every
+// earlier reader and writer.
+//
+// Streams: a job keeps its logical streams to itself where it can. It takes
+// pooled streams of its own while the pool has free ones (or room to create
+// one); beyond that it folds further logical streams onto the streams it
+// already holds on that device, and only a job holding none there shares
+// one with other jobs. Every stream it enqueues on is switched to the job's
+// error scope first (Backend::SetErrorScope), so a failure of this job
+// never fails another job's work on a shared stream.
 //
 // Not thread-safe: every method runs on the executor's scheduling thread.
-// Work completes on backend threads, which hand continuations back through
-// JobEnv::post.
+// Work completes on backend and pool threads, which hand continuations back
+// through JobEnv::post.
 #ifndef WEFT_RUNTIME_JOB_H_
 #define WEFT_RUNTIME_JOB_H_
 
@@ -45,10 +61,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "runtime/backend.h"
 #include "runtime/event_pool.h"
 #include "runtime/executor.h"
+#include "runtime/host_pool.h"
+#include "runtime/ops/cpu_kernels.h"
 #include "runtime/stream_pool.h"
+#include "runtime/trace.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
 
@@ -56,15 +76,24 @@ namespace weft::runtime {
 
 class Job;
 
-// What jobs share: the backend, the per-device pools and a way back onto
-// the scheduling thread. Not owned by jobs; outlives them.
+// What jobs share: the backend, the per-device pools, the host pool and a
+// way back onto the scheduling thread. Not owned by jobs; outlives them.
 struct JobEnv {
   Backend* backend = nullptr;
   std::vector<StreamPool*> stream_pools;  // by device
   std::vector<EventPool*> event_pools;    // by device
+  // Runs host-engine nodes.
+  HostPool* host_pool = nullptr;
+  const CpuKernelTable* host_kernels = nullptr;
+  // Backend capabilities, read once.
+  bool host_gates = false;
+  bool device_clock = false;
   // Runs `fn` on the scheduling thread with the job `id`, if that job still
   // exists. Callable from any thread.
   std::function<void(uint64_t id, std::function<void(Job&)> fn)> post;
+  // Pooled stream -> the error scope (job id) last set on it. Touched only
+  // on the scheduling thread.
+  absl::flat_hash_map<uint64_t, uint64_t>* stream_scopes = nullptr;
   // Most nodes a job keeps in flight, and most it issues per turn before
   // letting other jobs run.
   int window = 4096;
@@ -100,7 +129,7 @@ class Job {
  private:
   enum class Phase { kIssuing, kDraining, kDone };
 
-  // A buffer's copy on one device.
+  // A buffer's copy in one location (a device, or the host).
   struct Copy {
     DevicePtr ptr;
     bool allocated = false;
@@ -108,6 +137,7 @@ class Job {
     // Set while the copy's contents come from a transfer the plan does not
     // know about: streams other than `ready_stream` wait on `ready` first.
     EventHandle ready;
+    int ready_device = -1;
     bool ready_pending = false;
     StreamHandle ready_stream;
     // The stream that last wrote this copy (for the final download).
@@ -115,26 +145,77 @@ class Job {
   };
 
   struct BufferState {
-    std::vector<Copy> copies;  // by device
-    int latest = -1;           // device of the latest version; -1: none yet
+    std::vector<Copy> copies;  // by location: devices, then the host
+    int latest = -1;           // location of the latest version; -1: none
+    std::string host_data;     // the host copy's memory, once used
   };
+
+  // A host-engine node between issue and completion.
+  struct HostOp {
+    GateHandle gate;           // 0 when the gate could not be enqueued
+    absl::Status issue_error;  // why, then
+    const CpuKernel* kernel = nullptr;
+    std::vector<HostArg> args;
+  };
+
+  // Trace recording (only when on_trace is set).
+  struct TracedOp {
+    SpanKind kind = SpanKind::kKernel;
+    int track = 0;
+    std::string name;
+    std::string op;
+    scheduler::NodeId node = -1;
+    uint64_t bytes = 0;
+    // Device clock: markers recorded before and after the work.
+    EventHandle start;
+    EventHandle end;
+    // Host clock: issue and completion as the host saw them.
+    absl::Time host_start;
+    absl::Time host_end;
+  };
+  struct TraceState {
+    std::vector<TracedOp> ops;
+    std::vector<std::pair<int, int>> flows;  // op indices
+    std::vector<TraceTrack> tracks;
+    // (device * 4 + kind of track, pooled stream) -> track index.
+    absl::flat_hash_map<std::pair<int, uint64_t>, int> track_index;
+    std::vector<int> node_op;          // by plan index, -1 if none
+    std::vector<int> event_signaller;  // by plan event: op index, -1
+    // Pooled stream -> its last end marker, while nothing that takes time
+    // was enqueued after it (so it can serve as the next start marker).
+    absl::flat_hash_map<uint64_t, EventHandle> clean_end;
+  };
+  enum class TrackKind { kStream, kHostToDevice, kDeviceToHost, kPeer };
 
   // Continuations.
   void Pump();
   void OnNodeDone(int index, absl::Status status);
   void OnFence(StreamHandle stream, absl::Status status);
+  void OnHostInputsReady(int index, absl::Status status);
+  void FinishHostOp(int index, absl::Status status);
 
   void IssueSome();
   absl::Status IssueNode(int index);
+  // The host part of IssueNode, after the waits and transfers.
+  absl::Status EnqueueHostOp(int index, StreamHandle stream,
+                             const std::vector<scheduler::BufferUse>& uses);
   absl::Status AllocateBuffers();
-  // Makes buffer `b` current on `device` for work about to go on `stream`.
-  absl::Status MakeCurrent(scheduler::BufferId b, int device,
-                           StreamHandle stream);
-  absl::Status Materialize(scheduler::BufferId b, int device,
-                           StreamHandle stream);
+  // Makes buffer `b` current at location `where` (a device, or host_) for
+  // work about to go on `stream`, a stream of `stream_device`.
+  absl::Status MakeCurrent(scheduler::BufferId b, int where,
+                           int stream_device, StreamHandle stream);
+  absl::Status Materialize(scheduler::BufferId b, int where,
+                           int stream_device, StreamHandle stream);
   absl::Status WaitReady(Copy& copy, StreamHandle stream);
-  absl::Status MarkTransferred(Copy& copy, int device, StreamHandle stream);
+  absl::Status MarkTransferred(Copy& copy, int stream_device,
+                               StreamHandle stream);
+  void MarkWritten(const std::vector<scheduler::BufferUse>& uses, int where,
+                   StreamHandle stream);
+  // The host copy's memory, sized on first use (never reallocated after).
+  char* HostData(scheduler::BufferId b);
   absl::StatusOr<StreamHandle> StreamFor(int logical);
+  // Puts `stream` in this job's error scope.
+  absl::Status Enter(StreamHandle stream);
   absl::StatusOr<EventHandle> PlanEventFor(int event, int device);
   absl::Status DownloadOutputs();
   void StartDraining();
@@ -143,6 +224,17 @@ class Job {
   // The initial contents of buffer `b`, computed on the host.
   std::string InitialContents(scheduler::BufferId b) const;
 
+  // Tracing. TraceBegin returns the op index, or -1 when not tracing.
+  int TraceBegin(SpanKind kind, int track, std::string name, std::string op,
+                 scheduler::NodeId node, uint64_t bytes, StreamHandle stream,
+                 int device);
+  void TraceEnd(int op, StreamHandle stream, int device);
+  // Something that takes time was enqueued on `stream` outside an op.
+  void TraceDirty(StreamHandle stream);
+  int TraceTrackFor(TrackKind kind, int device, StreamHandle stream);
+  absl::StatusOr<EventHandle> TraceMarker(StreamHandle stream, int device);
+  JobTrace BuildTrace();
+
   // Constant after construction.
   const uint64_t id_;
   const JobEnv* const env_;
@@ -150,6 +242,7 @@ class Job {
   const std::shared_ptr<const scheduler::Plan> plan_;
   const JobCallbacks callbacks_;
   const int num_devices_;
+  const int host_;  // the host's location index: num_devices_
 
   Phase phase_ = Phase::kIssuing;
   absl::Status status_;
@@ -167,20 +260,30 @@ class Job {
   // Every Acquire from a stream pool, with the device, to release at the
   // end (a pooled stream may back several logical streams).
   std::vector<std::pair<StreamHandle, int>> acquired_streams_;
+  // By device: the pooled streams this job holds, and where to fold next.
+  std::vector<std::vector<StreamHandle>> own_streams_;
+  std::vector<size_t> fold_next_;
   // Distinct pooled streams used, in first-use order: the fences go here.
   std::vector<StreamHandle> used_streams_;
   // Pooled stream -> whether work on it failed.
   absl::flat_hash_map<uint64_t, bool> stream_failed_;
+  // Pooled stream -> its device.
+  absl::flat_hash_map<uint64_t, int> stream_devices_;
   // Plan event -> pooled event and its device.
   std::vector<EventHandle> events_;
   std::vector<int> event_devices_;
   // Every pooled event acquired, with its device, to give back at the end.
   std::vector<std::pair<EventHandle, int>> held_events_;
+  // Host-engine nodes in flight, by plan index.
+  absl::flat_hash_map<int, HostOp> host_ops_;
   // Host memory that pending uploads read from (a deque: elements never
   // move while uploads read them).
   std::deque<std::string> staging_;
   // Output buffers being downloaded: name and destination.
   std::vector<std::pair<std::string, std::unique_ptr<std::string>>> outputs_;
+  // Output buffers whose latest version is the host copy.
+  std::vector<std::pair<std::string, scheduler::BufferId>> host_outputs_;
+  std::unique_ptr<TraceState> trace_;
 };
 
 }  // namespace weft::runtime

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "scheduler/status_macros.h"
+
 namespace weft::runtime {
 
 StreamPool::StreamPool(Backend* backend, int device, int max_streams)
@@ -51,6 +53,29 @@ absl::StatusOr<StreamHandle> StreamPool::Acquire() {
     }
     ++creating_;
   }
+  return CreateCounted();
+}
+
+absl::StatusOr<std::optional<StreamHandle>> StreamPool::AcquireUnshared() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_.empty()) {
+      const uint64_t handle = free_.front();
+      free_.pop_front();
+      entries_[handle].holders = 1;
+      ++busy_;
+      return std::optional<StreamHandle>(StreamHandle{handle});
+    }
+    if (static_cast<int>(order_.size()) + creating_ >= max_streams_) {
+      return std::optional<StreamHandle>();
+    }
+    ++creating_;
+  }
+  WEFT_ASSIGN_OR_RETURN(StreamHandle created, CreateCounted());
+  return std::optional<StreamHandle>(created);
+}
+
+absl::StatusOr<StreamHandle> StreamPool::CreateCounted() {
   absl::StatusOr<StreamHandle> created = backend_->CreateStream(device_);
   absl::MutexLock lock(&mu_);
   --creating_;

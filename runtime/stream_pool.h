@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -43,6 +44,10 @@ class StreamPool {
   // A stream for the caller to enqueue work on until it calls Release.
   // Fails only when the backend cannot create a stream.
   absl::StatusOr<StreamHandle> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
+  // Like Acquire, but never shares: a free stream, or a new one while below
+  // the cap, else nullopt.
+  absl::StatusOr<std::optional<StreamHandle>> AcquireUnshared()
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Gives back one reference from Acquire. `healthy` false retires the
   // stream. Unknown handles are ignored.
   void Release(StreamHandle stream, bool healthy = true)
@@ -54,6 +59,9 @@ class StreamPool {
   int total() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Creates a stream outside the lock. REQUIRES: creating_ was counted.
+  absl::StatusOr<StreamHandle> CreateCounted() ABSL_LOCKS_EXCLUDED(mu_);
+
   struct Entry {
     int holders = 0;
     bool healthy = true;

@@ -1,25 +1,347 @@
 #include "scheduler/device_policy.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
 #include <utility>
+#include <variant>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace weft::scheduler {
+namespace {
 
-absl::StatusOr<DeviceAssignment> RoundRobinPolicy::Assign(
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// The memory a mask bit stands for: a device, or the host.
+int MemoryOfBit(int bit) { return bit == 63 ? Topology::kHost : bit; }
+
+// Calls f(memory) for each place in `mask`.
+template <typename F>
+void ForEachPlace(DataLocations::Mask mask, F f) {
+  while (mask != 0) {
+    const int bit = __builtin_ctzll(mask);
+    mask &= mask - 1;
+    f(MemoryOfBit(bit));
+  }
+}
+
+bool NoWorse(const DeviceDecision& restricted, const DeviceDecision& overall) {
+  if (!overall.decisive) return true;  // the policy had no preference
+  if (!restricted.decisive) return false;
+  const double slack =
+      1e-9 * std::max(1.0, std::fabs(overall.score));
+  return restricted.score <= overall.score + slack;
+}
+
+DeviceDecision RoundRobinDecision(absl::Span<const int> candidates,
+                                  const PlacementState& state,
+                                  bool fallback) {
+  DeviceDecision d;
+  d.device = state.PeekRoundRobin(candidates);
+  d.choice.why = DeviceChoice::Why::kRoundRobin;
+  d.choice.fallback = fallback;
+  return d;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// PlacementState
+
+PlacementState::PlacementState(const Graph& graph, const Dag& dag,
+                               const DeviceContext& context,
+                               const Topology& topology,
+                               bool track_finish_times)
+    : graph_(graph),
+      dag_(dag),
+      context_(context),
+      topology_(topology),
+      locations_(graph.num_buffers()),
+      device_(graph.num_nodes(), -1),
+      opened_(context.num_devices, 0),
+      handed_(graph.num_nodes(), 0),
+      track_finish_(track_finish_times),
+      finish_(graph.num_nodes(), 0),
+      kernel_free_(static_cast<size_t>(context.num_devices) *
+                       std::max(context.max_concurrent_kernels, 1),
+                   0),
+      copy_free_(static_cast<size_t>(context.num_devices) *
+                     std::max(context.copy_engines_per_device, 1),
+                 0) {}
+
+int PlacementState::PeekRoundRobin(absl::Span<const int> candidates) const {
+  return candidates[next_ % candidates.size()];
+}
+
+int PlacementState::BusyStreams(int device) const {
+  const int others = context_.busy_streams.empty()
+                         ? 0
+                         : context_.busy_streams[device];
+  return others + opened_[device];
+}
+
+int PlacementState::NumSlots(NodeId v) const {
+  switch (graph_.node(v).engine) {
+    case Engine::kCompute:
+    case Engine::kCollective:
+      return std::max(context_.max_concurrent_kernels, 1);
+    case Engine::kCopy:
+      return std::max(context_.copy_engines_per_device, 1);
+    case Engine::kHost:
+      return 0;
+  }
+  return 0;
+}
+
+const double* PlacementState::UnitSlots(NodeId v, int device) const {
+  const int n = NumSlots(v);
+  if (n == 0) return nullptr;
+  return graph_.node(v).engine == Engine::kCopy
+             ? copy_free_.data() + static_cast<size_t>(device) * n
+             : kernel_free_.data() + static_cast<size_t>(device) * n;
+}
+
+double* PlacementState::UnitSlots(NodeId v, int device) {
+  return const_cast<double*>(
+      static_cast<const PlacementState*>(this)->UnitSlots(v, device));
+}
+
+double PlacementState::EstimateFinish(NodeId v, int device) const {
+  const NodeSpec& node = graph_.node(v);
+  double ready = 0;
+  for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+  double transfer = 0;
+  for (const Arg& arg : node.args) {
+    const auto* use = std::get_if<BufferUse>(&arg);
+    if (use == nullptr || !Reads(use->access)) continue;
+    if (locations_.OnDevice(use->buffer, device)) continue;
+    const uint64_t bytes = graph_.buffer(use->buffer).size_bytes;
+    double best = kInfinity;
+    ForEachPlace(locations_.mask(use->buffer), [&](int from) {
+      best = std::min(best, topology_.TransferUs(bytes, from, device));
+    });
+    transfer += best;
+  }
+  double start = ready + transfer;
+  if (const double* slots = UnitSlots(v, device); slots != nullptr) {
+    start = std::max(start, *std::min_element(slots, slots + NumSlots(v)));
+  }
+  return start + node.cost_us;
+}
+
+void PlacementState::Place(NodeId v, int device) {
+  if (track_finish_) {
+    const double finish = EstimateFinish(v, device);
+    finish_[v] = finish;
+    if (double* slots = UnitSlots(v, device); slots != nullptr) {
+      *std::min_element(slots, slots + NumSlots(v)) = finish;
+    }
+  }
+  device_[v] = device;
+  locations_.Apply(graph_.node(v), device);
+  // GrCUDA's disjoint stream rule: inherit the stream of the first
+  // predecessor on this device that has not handed it on yet.
+  bool inherited = false;
+  for (NodeId p : dag_.Preds(v)) {
+    if (device_[p] == device && !handed_[p]) {
+      handed_[p] = 1;
+      inherited = true;
+      break;
+    }
+  }
+  if (!inherited) ++opened_[device];
+}
+
+// ---------------------------------------------------------------------------
+// Presence and bandwidth
+
+DataPresence MeasurePresence(const NodeSpec& node,
+                             absl::Span<const int> candidates,
+                             const PlacementState& state) {
+  DataPresence out;
+  out.present.assign(candidates.size(), 0);
+  const DataLocations& loc = state.locations();
+  for (const Arg& arg : node.args) {
+    const auto* use = std::get_if<BufferUse>(&arg);
+    if (use == nullptr) continue;
+    const double bytes =
+        static_cast<double>(state.graph().buffer(use->buffer).size_bytes);
+    out.total += bytes;
+    if (loc.OnSomeDevice(use->buffer)) out.on_some_device = true;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (loc.OnDevice(use->buffer, candidates[i])) out.present[i] += bytes;
+    }
+  }
+  return out;
+}
+
+double LinkBandwidth(const Topology& topology, DataLocations::Mask where,
+                     int target, bool best) {
+  if ((where >> target) & 1) return kInfinity;
+  double bw = best ? 0 : kInfinity;
+  ForEachPlace(where, [&](int from) {
+    const double link = topology.gbps(from, target);
+    bw = best ? std::max(bw, link) : std::min(bw, link);
+  });
+  return bw;
+}
+
+// ---------------------------------------------------------------------------
+// Policies
+
+DeviceDecision RoundRobinPolicy::Decide(NodeId v,
+                                        absl::Span<const int> candidates,
+                                        const PlacementState& state) const {
+  return RoundRobinDecision(candidates, state, /*fallback=*/false);
+}
+
+DeviceDecision StreamAwarePolicy::Decide(NodeId v,
+                                         absl::Span<const int> candidates,
+                                         const PlacementState& state) const {
+  DeviceDecision d;
+  int best = -1;
+  for (int c : candidates) {
+    const int busy = state.BusyStreams(c);
+    if (best < 0 || busy < best) {
+      best = busy;
+      d.device = c;
+    }
+  }
+  d.decisive = true;
+  d.score = best;
+  d.choice.why = DeviceChoice::Why::kFewestBusyStreams;
+  d.choice.value = best;
+  return d;
+}
+
+DeviceDecision MinTransferSizePolicy::Decide(
+    NodeId v, absl::Span<const int> candidates,
+    const PlacementState& state) const {
+  const DataPresence presence =
+      MeasurePresence(state.graph().node(v), candidates, state);
+  const double threshold = state.context().data_threshold;
+  bool above = false;
+  for (double p : presence.present) {
+    if (presence.total > 0 && p / presence.total > threshold) above = true;
+  }
+  if (!above) return RoundRobinDecision(candidates, state, true);
+  DeviceDecision d;
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (presence.present[i] > presence.present[best]) best = i;
+  }
+  d.device = candidates[best];
+  d.decisive = true;
+  d.score = -presence.present[best];
+  d.choice.why = DeviceChoice::Why::kMostDataPresent;
+  d.choice.value = presence.present[best];
+  d.choice.total = presence.total;
+  return d;
+}
+
+DeviceDecision TransferTimePolicy::Decide(NodeId v,
+                                          absl::Span<const int> candidates,
+                                          const PlacementState& state) const {
+  const NodeSpec& node = state.graph().node(v);
+  const DataPresence presence = MeasurePresence(node, candidates, state);
+  if (!presence.on_some_device || presence.total <= 0) {
+    return RoundRobinDecision(candidates, state, true);
+  }
+  const double threshold = state.context().data_threshold;
+  DeviceDecision d;
+  bool found = false;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (presence.present[i] / presence.total <= threshold) continue;
+    const int target = candidates[i];
+    double time = 0;
+    for (const Arg& arg : node.args) {
+      const auto* use = std::get_if<BufferUse>(&arg);
+      if (use == nullptr) continue;
+      const double bw = LinkBandwidth(
+          state.topology(), state.locations().mask(use->buffer), target,
+          best_link_);
+      if (std::isinf(bw)) continue;
+      const double bytes =
+          static_cast<double>(state.graph().buffer(use->buffer).size_bytes);
+      time += bw > 0 ? bytes / (bw * 1e3) : kInfinity;
+    }
+    if (!found || time < d.score) {
+      found = true;
+      d.device = target;
+      d.score = time;
+    }
+  }
+  if (!found) return RoundRobinDecision(candidates, state, true);
+  d.decisive = true;
+  d.choice.why = DeviceChoice::Why::kMinTransferTime;
+  d.choice.value = d.score;
+  return d;
+}
+
+DeviceDecision MinFinishTimePolicy::Decide(
+    NodeId v, absl::Span<const int> candidates,
+    const PlacementState& state) const {
+  DeviceDecision d;
+  bool found = false;
+  for (int c : candidates) {
+    const double finish = state.EstimateFinish(v, c);
+    if (!found || finish < d.score) {
+      found = true;
+      d.device = c;
+      d.score = finish;
+    }
+  }
+  d.decisive = true;
+  d.choice.why = DeviceChoice::Why::kMinFinishTime;
+  d.choice.value = d.score;
+  return d;
+}
+
+// ---------------------------------------------------------------------------
+// The walk
+
+absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
     const Graph& graph, const Dag& dag, const DeviceContext& context) const {
   if (context.num_devices < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("options.num_devices: need at least one device, got ",
                      context.num_devices));
   }
+  if (context.num_devices > DataLocations::kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.num_devices: at most ", DataLocations::kMaxDevices,
+        " devices, got ", context.num_devices));
+  }
+  if (!context.busy_streams.empty() &&
+      static_cast<int>(context.busy_streams.size()) != context.num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.busy_streams: has ", context.busy_streams.size(),
+        " entries for ", context.num_devices, " devices"));
+  }
+  std::unique_ptr<Topology> default_topology;
+  const Topology* topology = context.topology;
+  if (topology == nullptr) {
+    default_topology =
+        std::make_unique<Topology>(Topology::Default(context.num_devices));
+    topology = default_topology.get();
+  } else if (topology->num_devices() < context.num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.topology: describes ", topology->num_devices(),
+        " devices, the plan has ", context.num_devices));
+  }
+
+  PlacementState state(graph, dag, context, *topology,
+                       kind() == DevicePolicyKind::kMinFinishTime);
   DeviceAssignment out;
   out.device.assign(graph.num_nodes(), 0);
   out.choice.resize(graph.num_nodes());
+  std::vector<int> all(context.num_devices);
+  for (int d = 0; d < context.num_devices; ++d) all[d] = d;
+  std::vector<int> parents;
   // Label -> (device, the first node with the label).
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
-  int next = 0;
   for (NodeId v : dag.order) {
     const NodeSpec& node = graph.node(v);
     DeviceChoice& choice = out.choice[v];
@@ -35,14 +357,31 @@ absl::StatusOr<DeviceAssignment> RoundRobinPolicy::Assign(
       choice.why = DeviceChoice::Why::kLabel;
       choice.related = it->second.second;
     } else {
-      device = next;
-      next = (next + 1) % context.num_devices;
-      choice.why = DeviceChoice::Why::kRoundRobin;
+      DeviceDecision decision = Decide(v, all, state);
+      if (context.restrict_to_parent_devices && !dag.Preds(v).empty()) {
+        parents.clear();
+        for (NodeId p : dag.Preds(v)) parents.push_back(state.device(p));
+        std::sort(parents.begin(), parents.end());
+        parents.erase(std::unique(parents.begin(), parents.end()),
+                      parents.end());
+        if (!std::binary_search(parents.begin(), parents.end(),
+                                decision.device)) {
+          DeviceDecision restricted = Decide(v, parents, state);
+          if (NoWorse(restricted, decision)) {
+            decision = restricted;
+            decision.choice.parents_only = true;
+          }
+        }
+      }
+      if (!decision.decisive) state.AdvanceRoundRobin();
+      device = decision.device;
+      choice = decision.choice;
     }
     if (!node.stream_label.empty()) {
       labels.emplace(node.stream_label, std::make_pair(device, v));
     }
     out.device[v] = device;
+    state.Place(v, device);
   }
   return out;
 }
@@ -71,15 +410,19 @@ absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
     case DevicePolicyKind::kRoundRobin:
       return std::make_unique<RoundRobinPolicy>();
     case DevicePolicyKind::kStreamAware:
+      return std::make_unique<StreamAwarePolicy>();
     case DevicePolicyKind::kMinTransferSize:
+      return std::make_unique<MinTransferSizePolicy>();
     case DevicePolicyKind::kMinMinTransferTime:
+      return std::make_unique<TransferTimePolicy>(/*best_link=*/true);
     case DevicePolicyKind::kMinMaxTransferTime:
+      return std::make_unique<TransferTimePolicy>(/*best_link=*/false);
     case DevicePolicyKind::kMinFinishTime:
-      break;
+      return std::make_unique<MinFinishTimePolicy>();
   }
-  return absl::UnimplementedError(
-      absl::StrCat("options.device_policy: ", DevicePolicyName(kind),
-                   " is not implemented yet; use ROUND_ROBIN"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("options.device_policy: unknown device policy ",
+                   static_cast<int>(kind)));
 }
 
 }  // namespace weft::scheduler

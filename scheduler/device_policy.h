@@ -1,16 +1,59 @@
 // Device selection: which device runs each node.
 //
-// One DevicePolicy class per policy; CreateDevicePolicy picks one. Rules
-// common to every policy: a pinned node (NodeSpec::device) keeps its pin;
-// an unpinned node with a stream label goes to the device of the first node
-// (in issue order) carrying that label, so that a label names one stream.
-// Policies see nodes in issue order (Dag::order), the order in which an
-// online scheduler such as GrCUDA would meet them.
+// DevicePolicy::Assign walks the nodes in issue order (Dag::order, the order
+// in which an online scheduler such as GrCUDA would meet them) and places
+// each one:
 //
-// Implemented: ROUND_ROBIN (GrCUDA): each node that is neither pinned nor
-// bound by its label goes to the next device in turn; pinned and
-// label-bound nodes do not advance the turn. The other policies answer
-// UNIMPLEMENTED for now.
+//   1. a pinned node (NodeSpec::device) keeps its pin;
+//   2. an unpinned node with a stream label goes to the device of the first
+//      node (in issue order) carrying that label, so a label names one
+//      stream;
+//   3. any other node goes where the policy says, among all devices. With
+//      DeviceContext::restrict_to_parent_devices (GrCUDA's
+//      "multigpu-disjoint", made safe), a node with predecessors stays on
+//      one of its predecessors' devices when the policy rates the best of
+//      them no worse than its overall choice.
+//
+// After each placement the walk updates a plan-time model of the machine
+// (PlacementState): where each buffer is up to date (data_location.h), the
+// streams this job has opened per device, and when each device's kernel
+// slots and copy engines free up.
+//
+// The policies follow GrCUDA's DeviceSelectionPolicy rules. Candidates are
+// sorted by device id and every "first wins" tie goes to the lowest id.
+//
+//   ROUND_ROBIN: one counter, starting at 0: take candidates[counter %
+//     |candidates|], then counter = (counter + 1) % num_devices (modulo the
+//     machine, even for a subset). Pinned and label-bound nodes do not take
+//     a turn. Each data-aware policy falls back on its own counter.
+//   STREAM_AWARE: fewest busy streams: DeviceContext::busy_streams (other
+//     running jobs) plus the streams this job has opened on the device so
+//     far. As in GrCUDA a stream stays busy until the host synchronizes
+//     with it, which a plan never does, and a node opens a stream unless it
+//     inherits one from a predecessor on the same device that has not
+//     handed its stream to another node yet (GrCUDA's "disjoint" rule).
+//   MIN_TRANSFER_SIZE: present[d] = bytes of the node's buffer arguments
+//     (each argument counts, repeats too) already up to date on device d;
+//     if some candidate holds more than data_threshold of the total
+//     (strictly), the candidate with the most bytes present; else round
+//     robin.
+//   MINMIN_TRANSFER_TIME / MINMAX_TRANSFER_TIME: time[d] = sum over the
+//     arguments of bytes / bandwidth, where an argument up to date on d is
+//     free and otherwise the bandwidth is that of the best (MINMIN) or the
+//     worst (MINMAX) link from a place holding it (no direct link: no
+//     bandwidth, an infinite time). If some argument is up to date on a
+//     device, the candidates holding more than data_threshold of the bytes
+//     compete on time; if there is none, or no argument is on a device,
+//     round robin.
+//   MIN_FINISH_TIME (beyond GrCUDA; HEFT's earliest finish time): the
+//     device where the node would finish first: after its predecessors'
+//     estimated finish, the transfers of the inputs not up to date there
+//     (from their fastest source), and the first free kernel slot (copy
+//     engine for COPY nodes; HOST nodes wait for nothing) on that device,
+//     plus its cost.
+//
+// Cost per node: O(arguments x devices) for the data-aware policies, plus
+// O(in-degree) for the model.
 #ifndef WEFT_SCHEDULER_DEVICE_POLICY_H_
 #define WEFT_SCHEDULER_DEVICE_POLICY_H_
 
@@ -20,18 +63,32 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "scheduler/data_location.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner_options.h"
+#include "scheduler/topology.h"
 
 namespace weft::scheduler {
 
 // Why a node went to its device.
 struct DeviceChoice {
-  enum class Why : uint8_t { kPinned, kLabel, kRoundRobin };
+  enum class Why : uint8_t {
+    kPinned,
+    kLabel,              // the device of `related`, the label's first node
+    kRoundRobin,         // its turn (`fallback`: a data-aware policy's)
+    kFewestBusyStreams,  // STREAM_AWARE; `value` busy streams
+    kMostDataPresent,    // MIN_TRANSFER_SIZE; `value` of `total` bytes
+    kMinTransferTime,    // MINMIN/MINMAX; `value` us of transfers
+    kMinFinishTime,      // MIN_FINISH_TIME; finishes at `value` us
+  };
   Why why = Why::kRoundRobin;
-  // kLabel: the first node carrying the label, which chose the device.
+  bool fallback = false;      // kRoundRobin for lack of data on a device
+  bool parents_only = false;  // kept on a predecessor's device
   NodeId related = -1;
+  double value = 0;
+  double total = 0;
 };
 
 struct DeviceAssignment {
@@ -44,35 +101,170 @@ struct DeviceContext {
   int num_devices = 1;
   // Busy streams per device from other running jobs; empty: all idle.
   std::vector<int> busy_streams;
+  // Not owned; null: Topology::Default(num_devices).
+  const Topology* topology = nullptr;
+  // MIN_TRANSFER_SIZE and the transfer-time policies: a device must hold
+  // more than this fraction of a node's argument bytes to be preferred.
+  double data_threshold = 0.1;
+  bool restrict_to_parent_devices = false;
+  // MIN_FINISH_TIME's model of a device.
+  int max_concurrent_kernels = 1;
+  int copy_engines_per_device = 2;
 };
 
-// One device-selection policy. Implementations are stateless between calls
-// and thread-safe.
+class PlacementState;
+
+// A policy's verdict for one node over a set of candidates.
+struct DeviceDecision {
+  int device = 0;
+  DeviceChoice choice;
+  // False when the policy had no preference (round robin): any candidate
+  // is as good. Otherwise `score` ranks the choice, lower being better.
+  bool decisive = false;
+  double score = 0;
+};
+
+// One device-selection policy. Implementations keep no state between calls
+// (the walk's state lives in a PlacementState) and are thread-safe.
 class DevicePolicy {
  public:
   virtual ~DevicePolicy() = default;
   virtual DevicePolicyKind kind() const = 0;
-  // REQUIRES: every pin in `graph` is below context.num_devices.
-  virtual absl::StatusOr<DeviceAssignment> Assign(
-      const Graph& graph, const Dag& dag,
-      const DeviceContext& context) const = 0;
+
+  // Places every node (see the file comment). REQUIRES: every pin in
+  // `graph` is below context.num_devices, and context.num_devices <=
+  // DataLocations::kMaxDevices.
+  absl::StatusOr<DeviceAssignment> Assign(const Graph& graph, const Dag& dag,
+                                          const DeviceContext& context) const;
+
+  // The policy's verdict for node `v` among `candidates` (sorted, not
+  // empty). Has no side effects: the walk commits it.
+  virtual DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                                const PlacementState& state) const = 0;
 };
 
-// GrCUDA's ROUND_ROBIN (see the file comment).
+// The walk's model of the machine as nodes are placed. Not thread-safe.
+class PlacementState {
+ public:
+  // `track_finish_times`: keep MIN_FINISH_TIME's estimates up to date
+  // (EstimateFinish needs them; other policies can skip the work).
+  PlacementState(const Graph& graph, const Dag& dag,
+                 const DeviceContext& context, const Topology& topology,
+                 bool track_finish_times);
+
+  const Graph& graph() const { return graph_; }
+  const Dag& dag() const { return dag_; }
+  const DeviceContext& context() const { return context_; }
+  const Topology& topology() const { return topology_; }
+  const DataLocations& locations() const { return locations_; }
+  int device(NodeId v) const { return device_[v]; }
+
+  // ROUND_ROBIN: the candidate whose turn it is; Advance takes the turn.
+  int PeekRoundRobin(absl::Span<const int> candidates) const;
+  void AdvanceRoundRobin() { next_ = (next_ + 1) % context_.num_devices; }
+
+  // STREAM_AWARE: busy streams on `device` (other jobs and this one).
+  int BusyStreams(int device) const;
+  // MIN_FINISH_TIME: when `v` would finish on `device`.
+  double EstimateFinish(NodeId v, int device) const;
+
+  // Commits node `v` to `device` and updates the model.
+  void Place(NodeId v, int device);
+
+ private:
+  double* UnitSlots(NodeId v, int device);
+  const double* UnitSlots(NodeId v, int device) const;
+  int NumSlots(NodeId v) const;
+
+  const Graph& graph_;
+  const Dag& dag_;
+  const DeviceContext& context_;
+  const Topology& topology_;
+  DataLocations locations_;
+  std::vector<int> device_;  // by NodeId; -1 until placed
+  int next_ = 0;             // round-robin counter
+  // STREAM_AWARE model.
+  std::vector<int> opened_;       // by device
+  std::vector<uint8_t> handed_;   // by NodeId: its stream was inherited
+  // MIN_FINISH_TIME model.
+  bool track_finish_;
+  std::vector<double> finish_;        // by NodeId
+  std::vector<double> kernel_free_;   // device * kernels + slot
+  std::vector<double> copy_free_;     // device * engines + engine
+};
+
+// Per-argument bytes present on a device, and the total (each buffer
+// argument counts, repeats too): what MIN_TRANSFER_SIZE and the
+// transfer-time policies weigh.
+struct DataPresence {
+  double total = 0;
+  std::vector<double> present;  // by candidate index
+  bool on_some_device = false;  // some argument is up to date on a device
+};
+DataPresence MeasurePresence(const NodeSpec& node,
+                             absl::Span<const int> candidates,
+                             const PlacementState& state);
+
+// GrCUDA's per-argument link bandwidth to `target` (GB/s): infinite if the
+// buffer is up to date there, else the best (`best` = true, MINMIN) or
+// worst (MINMAX) link from a place holding it; 0 if there is no link.
+double LinkBandwidth(const Topology& topology, DataLocations::Mask where,
+                     int target, bool best);
+
 class RoundRobinPolicy final : public DevicePolicy {
  public:
   DevicePolicyKind kind() const override {
     return DevicePolicyKind::kRoundRobin;
   }
-  absl::StatusOr<DeviceAssignment> Assign(
-      const Graph& graph, const Dag& dag,
-      const DeviceContext& context) const override;
+  DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                        const PlacementState& state) const override;
+};
+
+class StreamAwarePolicy final : public DevicePolicy {
+ public:
+  DevicePolicyKind kind() const override {
+    return DevicePolicyKind::kStreamAware;
+  }
+  DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                        const PlacementState& state) const override;
+};
+
+class MinTransferSizePolicy final : public DevicePolicy {
+ public:
+  DevicePolicyKind kind() const override {
+    return DevicePolicyKind::kMinTransferSize;
+  }
+  DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                        const PlacementState& state) const override;
+};
+
+// MINMIN_TRANSFER_TIME (best source link) or MINMAX_TRANSFER_TIME (worst).
+class TransferTimePolicy final : public DevicePolicy {
+ public:
+  explicit TransferTimePolicy(bool best_link) : best_link_(best_link) {}
+  DevicePolicyKind kind() const override {
+    return best_link_ ? DevicePolicyKind::kMinMinTransferTime
+                      : DevicePolicyKind::kMinMaxTransferTime;
+  }
+  DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                        const PlacementState& state) const override;
+
+ private:
+  bool best_link_;
+};
+
+class MinFinishTimePolicy final : public DevicePolicy {
+ public:
+  DevicePolicyKind kind() const override {
+    return DevicePolicyKind::kMinFinishTime;
+  }
+  DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                        const PlacementState& state) const override;
 };
 
 // The wire name of a policy, e.g. "ROUND_ROBIN".
 absl::string_view DevicePolicyName(DevicePolicyKind kind);
 
-// UNIMPLEMENTED for policies not built yet.
 absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
     DevicePolicyKind kind);
 

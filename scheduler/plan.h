@@ -31,8 +31,10 @@ struct PlannedNode {
   std::vector<int> wait_events;  // waited on by `stream` before the node
   int signal_event = -1;         // recorded after the node; -1 if unused
   std::string reason;            // why this device and this stream
-  double estimated_start_us = 0;
+  double estimated_start_us = 0;  // the op itself, after any transfers
   double estimated_end_us = 0;
+  // Time spent before the start bringing inputs up to date on the device.
+  double estimated_transfer_us = 0;
 };
 
 struct Plan {
@@ -42,7 +44,8 @@ struct Plan {
   int num_devices = 0;
   double estimated_makespan_us = 0;
   double critical_path_us = 0;
-  double lower_bound_us = 0;  // max(critical path, total work / devices)
+  // max(critical path, device work / (devices * kernels per device)).
+  double lower_bound_us = 0;
 };
 
 }  // namespace weft::scheduler

@@ -1,12 +1,15 @@
 #include "server/daemon.h"
 
+#include <netdb.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -14,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -21,6 +25,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "scheduler/status_macros.h"
+#include "server/counting_backend.h"
 #include "server/devices.h"
 
 namespace weft::server {
@@ -79,6 +84,32 @@ std::string WithPort(const std::string& address, int port) {
   return absl::StrCat(host, ":", port);
 }
 
+// Opens and at once closes a TCP connection to `port` on the host of
+// `listen` (wildcard hosts mean loopback). Best effort.
+void Knock(const std::string& listen, int port) {
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "::") host = "::1";
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &found) !=
+      0) {
+    return;
+  }
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const bool connected = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+    if (connected) break;
+  }
+  freeaddrinfo(found);
+}
+
 absl::Status CheckOptions(const Daemon::Options& o) {
   if (o.listen.empty() && o.unix_socket.empty()) {
     return absl::InvalidArgumentError(
@@ -105,6 +136,14 @@ absl::Status CheckOptions(const Daemon::Options& o) {
   if (o.retain_jobs < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--retain_jobs must not be negative, got ", o.retain_jobs));
+  }
+  if (o.max_queued_jobs_per_tenant < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_queued_jobs_per_tenant must not be negative, got ",
+        o.max_queued_jobs_per_tenant));
+  }
+  if (o.retain_for <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--retain_seconds must be positive");
   }
   if (o.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must not be negative");
@@ -138,22 +177,29 @@ absl::Status Daemon::Start() {
                         CreateBackend(options_.backend));
   backend_ = std::move(created.backend);
 
+  registry_ = std::make_shared<prometheus::Registry>();
+  Metrics::Options metrics_options;
+  for (int d = 0; d < backend_->device_count(); ++d) {
+    metrics_options.device_uuids.push_back(backend_->device_info(d).uuid);
+  }
+  metrics_ = std::make_unique<Metrics>(registry_.get(), metrics_options);
+  counting_ = std::make_unique<CountingBackend>(backend_.get(), metrics_.get());
+
   runtime::Executor::Options executor_options;
-  executor_options.backend = backend_.get();
+  executor_options.backend = counting_.get();
   executor_options.max_streams_per_device =
       std::max(32, options_.max_streams_per_device);
   WEFT_ASSIGN_OR_RETURN(executor_,
                         runtime::Executor::Create(executor_options));
 
-  registry_ = std::make_shared<prometheus::Registry>();
-  metrics_ = std::make_unique<Metrics>(registry_.get());
-
   JobManager::Options job_options;
   job_options.executor = executor_.get();
   job_options.metrics = metrics_.get();
   job_options.max_queued_jobs = options_.max_queued_jobs;
+  job_options.max_queued_per_tenant = options_.max_queued_jobs_per_tenant;
   job_options.max_running_jobs = options_.max_running_jobs;
   job_options.retain_jobs = options_.retain_jobs;
+  job_options.retain_for = options_.retain_for;
   WEFT_ASSIGN_OR_RETURN(jobs_, JobManager::Create(std::move(job_options)));
 
   SchedulerService::Options service_options;
@@ -262,34 +308,71 @@ void Daemon::Stop() {
   Log(absl::StrFormat(
       "draining: %d running jobs get up to %s; %d queued jobs cancelled",
       running, absl::FormatDuration(options_.drain_timeout), queued));
-  if (!jobs_->WaitIdle(absl::Now() + options_.drain_timeout)) {
-    const int cancelled = jobs_->CancelRunning(
+  const absl::Time drain_start = absl::Now();
+  if (jobs_->WaitIdle(drain_start + options_.drain_timeout)) {
+    if (running > 0) {
+      Log(absl::StrCat("drained in ",
+                       absl::FormatDuration(absl::Trunc(
+                           absl::Now() - drain_start, absl::Milliseconds(1)))));
+    }
+  } else {
+    const std::vector<std::string> cancelled = jobs_->CancelRunning(
         "weftd is shutting down: the drain timeout expired");
-    Log(absl::StrFormat("drain timeout expired: cancelling %d jobs",
-                        cancelled));
+    Log(absl::StrFormat("drain timeout expired: cancelling %d jobs: %s",
+                        cancelled.size(), absl::StrJoin(cancelled, " ")));
     // The executor reports a cancelled run once its work in flight drained.
     jobs_->WaitIdle(absl::InfiniteFuture());
+    for (const std::string& id : cancelled) {
+      absl::StatusOr<weft::v1::Job> job = jobs_->Get(id);
+      if (job.ok()) {
+        Log(absl::StrCat("job ", id, " ",
+                         weft::v1::JobState_Name(job->state()), " (",
+                         job->nodes_done(), "/", job->nodes_total(),
+                         " nodes done)"));
+      }
+    }
   }
   // Lets watchers receive the final state, then ends whatever is left.
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::seconds(2));
-  exposer_.reset();
+  StopExposer();
   if (!options_.unix_socket.empty()) {
     unlink(UnixPath(options_.unix_socket).c_str());
   }
   Log("stopped");
 }
 
+void Daemon::StopExposer() {
+  if (exposer_ == nullptr) return;
+  // civetweb's listener notices the stop request only when its poll returns,
+  // which it does on a connection or after its poll interval (about a
+  // second). Knock until it has gone.
+  std::atomic<bool> stopped{false};
+  std::thread knocker;
+  if (metrics_port_ > 0) {
+    knocker = std::thread([this, &stopped] {
+      while (!stopped.load()) {
+        Knock(options_.metrics_listen, metrics_port_);
+        absl::SleepFor(absl::Milliseconds(20));
+      }
+    });
+  }
+  exposer_.reset();
+  stopped.store(true);
+  if (knocker.joinable()) knocker.join();
+}
+
 Daemon::~Daemon() {
   Stop();
-  exposer_.reset();
+  StopExposer();
   collectable_.reset();
   server_.reset();
   service_.reset();
   jobs_.reset();
+  executor_.reset();
+  counting_.reset();
   metrics_.reset();
   registry_.reset();
-  executor_.reset();
   backend_.reset();
 }
 

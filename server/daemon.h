@@ -1,14 +1,20 @@
 // The weftd daemon: every component wired together.
 //
 // BuildAndStart creates, in order, the device backend (backend_factory.h),
-// the executor, the metrics registry, the job manager and the Scheduler
-// service, then serves it over gRPC on a TCP address and/or a unix socket
-// (with the standard health service and server reflection) and exposes
-// /metrics over HTTP. Stop drains:
+// the metrics registry, a CountingBackend over the backend (copy bytes),
+// the executor, the job manager and the Scheduler service, then serves it
+// over gRPC on a TCP address and/or a unix socket (with the standard health
+// service, Check and Watch, and server reflection) and exposes /metrics over
+// HTTP. Stop drains:
 //
-//   health NOT_SERVING -> submissions answer UNAVAILABLE -> queued jobs are
-//   cancelled -> running jobs get drain_timeout to finish, then are
-//   cancelled -> the gRPC server and the metrics endpoint shut down.
+//   health NOT_SERVING (every service; Watch streams see the change) ->
+//   submissions answer UNAVAILABLE -> queued jobs are cancelled -> running
+//   jobs get drain_timeout to finish, then are cancelled (logged by id;
+//   watchers see them CANCELLED with the reason) -> the gRPC server and the
+//   metrics endpoint shut down.
+//
+// The gRPC API keeps answering during the drain (Get, Watch, ReadBuffer),
+// so clients can follow their jobs to the end.
 //
 // Components are destroyed in the reverse order of creation by the
 // destructor. main.cc only turns flags into Options.
@@ -47,9 +53,12 @@ class Daemon {
     int max_message_bytes = 64 << 20;
     int max_streams_per_device = 8;
     int max_queued_jobs = 1024;
+    // 0: no bound per tenant beyond max_queued_jobs.
+    int max_queued_jobs_per_tenant = 0;
     int max_running_jobs = 16;
     absl::Duration drain_timeout = absl::Seconds(30);
     int retain_jobs = 1000;
+    absl::Duration retain_for = absl::InfiniteDuration();
     // Start-up and shutdown lines go here; null keeps quiet. Not owned.
     std::ostream* log = nullptr;
   };
@@ -90,14 +99,17 @@ class Daemon {
   explicit Daemon(Options options);
   absl::Status Start();
   void Log(absl::string_view line) const;
+  // Shuts the /metrics endpoint down without waiting out its poll interval.
+  void StopExposer();
 
   const Options options_;
 
   // Created by Start, in this order; destroyed in reverse.
   std::unique_ptr<runtime::Backend> backend_;
-  std::unique_ptr<runtime::Executor> executor_;
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<runtime::Backend> counting_;  // wraps backend_
+  std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<JobManager> jobs_;
   std::unique_ptr<SchedulerService> service_;
   std::unique_ptr<grpc::Server> server_;

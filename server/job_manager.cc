@@ -9,6 +9,7 @@
 #include "google/protobuf/timestamp.pb.h"
 #include "scheduler/plan.h"
 #include "scheduler/status_macros.h"
+#include "server/retry_hint.h"
 
 namespace weft::server {
 
@@ -31,6 +32,8 @@ struct JobRecord {
   mutable absl::Mutex mu;
   // Released once the job is terminal.
   std::shared_ptr<const scheduler::Graph> graph ABSL_GUARDED_BY(mu);
+  // Made at admission; released once the job is terminal.
+  std::shared_ptr<const scheduler::Plan> plan ABSL_GUARDED_BY(mu);
   JobState state ABSL_GUARDED_BY(mu) = JobState::kQueued;
   absl::Status error ABSL_GUARDED_BY(mu);
   std::string failed_node ABSL_GUARDED_BY(mu);
@@ -282,8 +285,18 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "retain_jobs must be >= 0, got ", options.retain_jobs));
   }
-  if (options.retain_for < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("retain_for must not be negative");
+  if (options.max_queued_per_tenant < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_queued_per_tenant must be >= 0, got ",
+        options.max_queued_per_tenant));
+  }
+  if (options.retain_for <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("retain_for must be positive");
+  }
+  if (options.min_retry_delay < absl::ZeroDuration() ||
+      options.max_retry_delay < options.min_retry_delay) {
+    return absl::InvalidArgumentError(
+        "retry delays must satisfy 0 <= min_retry_delay <= max_retry_delay");
   }
   if (!options.clock) options.clock = [] { return absl::Now(); };
   std::unique_ptr<JobManager> manager(new JobManager(std::move(options)));
@@ -295,9 +308,14 @@ JobManager::JobManager(Options options)
     : executor_(options.executor),
       metrics_(options.metrics),
       max_queued_jobs_(options.max_queued_jobs),
+      max_queued_per_tenant_(options.max_queued_per_tenant == 0
+                                 ? options.max_queued_jobs
+                                 : options.max_queued_per_tenant),
       max_running_jobs_(options.max_running_jobs),
       retain_jobs_(options.retain_jobs),
       retain_for_(options.retain_for),
+      min_retry_delay_(options.min_retry_delay),
+      max_retry_delay_(options.max_retry_delay),
       clock_(std::move(options.clock)) {
   absl::MutexLock lock(&mu_);
   UpdateGaugesLocked();
@@ -336,8 +354,9 @@ std::shared_ptr<JobRecord> JobManager::FindLocked(absl::string_view id) const {
 }
 
 absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
-    absl::string_view id) const {
+    absl::string_view id) {
   absl::MutexLock lock(&mu_);
+  EvictLocked(Now());
   std::shared_ptr<JobRecord> job = FindLocked(id);
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
@@ -347,7 +366,7 @@ absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
 
 void JobManager::UpdateGaugesLocked() {
   if (metrics_ == nullptr) return;
-  metrics_->SetQueueDepth(static_cast<int64_t>(queue_.size()));
+  metrics_->SetQueueDepth(queued_);
   metrics_->SetJobsRunning(static_cast<int64_t>(running_.size()));
 }
 
@@ -370,33 +389,114 @@ void JobManager::EvictLocked(absl::Time now) {
   }
 }
 
+std::optional<weft::v1::Job> JobManager::DuplicateLocked(
+    const JobSpec& spec) const {
+  if (spec.request_id.empty()) return std::nullopt;
+  auto it = request_ids_.find(RequestKey(spec.tenant, spec.request_id));
+  if (it == request_ids_.end()) return std::nullopt;
+  std::shared_ptr<JobRecord> original = FindLocked(it->second);
+  if (original == nullptr) return std::nullopt;
+  absl::MutexLock job_lock(&original->mu);
+  return Snapshot(*original);
+}
+
+absl::Duration JobManager::RetryDelayLocked(int turns) const {
+  // A queue slot frees when a running job ends: with R jobs running for T
+  // each on average, about every T / R.
+  absl::Duration delay = absl::Milliseconds(100);
+  if (mean_run_time_ > absl::ZeroDuration()) {
+    delay = mean_run_time_ /
+            std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
+  }
+  delay *= std::max(1, turns);
+  return std::clamp(delay, min_retry_delay_, max_retry_delay_);
+}
+
+absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
+  absl::Status rejection;
+  if (!accepting_) {
+    rejection =
+        absl::UnavailableError("weftd is shutting down and accepts no new jobs");
+  } else if (queued_ >= max_queued_jobs_) {
+    rejection = WithRetryDelay(
+        absl::ResourceExhaustedError(absl::StrFormat(
+            "admission queue is full (%d jobs queued, %d running); retry "
+            "later",
+            queued_, running_.size())),
+        RetryDelayLocked(1));
+  } else {
+    auto it = queued_by_tenant_.find(spec.tenant);
+    const int64_t mine = it == queued_by_tenant_.end() ? 0 : it->second;
+    if (mine >= max_queued_per_tenant_) {
+      rejection = WithRetryDelay(
+          absl::ResourceExhaustedError(absl::StrFormat(
+              "tenant '%s' has %d jobs queued, the most one tenant may "
+              "queue; retry later",
+              spec.tenant, mine)),
+          RetryDelayLocked(static_cast<int>(queued_by_tenant_.size())));
+    }
+  }
+  if (!rejection.ok() && metrics_ != nullptr) {
+    metrics_->JobRejected(absl::StatusCodeToString(rejection.code()),
+                          spec.tenant);
+  }
+  return rejection;
+}
+
+std::vector<int> JobManager::BusyStreams(int num_devices) const {
+  std::vector<int> busy;
+  for (const runtime::DeviceLoad& load : executor_->Load()) {
+    busy.push_back(load.streams_busy);
+  }
+  if (static_cast<int>(busy.size()) != num_devices) busy.clear();
+  return busy;
+}
+
 absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
   if (spec.graph == nullptr) {
     return absl::InvalidArgumentError("graph: missing");
   }
+  {
+    // Cheap answers first, so that an overloaded daemon does not plan
+    // graphs it will turn away.
+    absl::MutexLock lock(&mu_);
+    EvictLocked(Now());
+    if (std::optional<weft::v1::Job> original = DuplicateLocked(spec)) {
+      return *std::move(original);
+    }
+    WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
+  }
+
+  // Plan outside the lock, on the caller's thread: bad options are the
+  // caller's error, reported before anything is created.
+  spec.planner_options.busy_streams =
+      BusyStreams(spec.planner_options.num_devices);
+  const absl::Time plan_start = absl::Now();
+  absl::StatusOr<scheduler::Plan> plan =
+      scheduler::PlanGraph(*spec.graph, spec.planner_options);
+  if (metrics_ != nullptr) metrics_->ObservePlanning(absl::Now() - plan_start);
+  if (!plan.ok()) return plan.status();
+
   const absl::Time now = Now();
   absl::MutexLock lock(&mu_);
-  EvictLocked(now);
-  if (!spec.request_id.empty()) {
-    auto it = request_ids_.find(RequestKey(spec.tenant, spec.request_id));
-    if (it != request_ids_.end()) {
-      std::shared_ptr<JobRecord> original = FindLocked(it->second);
-      if (original != nullptr) {
-        absl::MutexLock job_lock(&original->mu);
-        return Snapshot(*original);
-      }
+  // Everything may have changed while planning.
+  if (std::optional<weft::v1::Job> original = DuplicateLocked(spec)) {
+    return *std::move(original);
+  }
+  WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
+  if (absl::Now() >= spec.deadline) {
+    if (metrics_ != nullptr) {
+      metrics_->JobRejected("DEADLINE_EXCEEDED", spec.tenant);
     }
+    return absl::DeadlineExceededError(
+        "the submission's deadline passed before it was admitted; no job was "
+        "created");
   }
-  if (!accepting_) {
-    if (metrics_ != nullptr) metrics_->JobRejected("UNAVAILABLE");
-    return absl::UnavailableError(
-        "weftd is shutting down and accepts no new jobs");
-  }
-  if (static_cast<int64_t>(queue_.size()) >= max_queued_jobs_) {
-    if (metrics_ != nullptr) metrics_->JobRejected("RESOURCE_EXHAUSTED");
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "admission queue is full (%d jobs queued, %d running); retry later",
-        queue_.size(), running_.size()));
+  if (spec.cancelled && spec.cancelled()) {
+    if (metrics_ != nullptr) metrics_->JobRejected("CANCELLED", spec.tenant);
+    return absl::CancelledError(
+        "the submission was cancelled before it was admitted; no job was "
+        "created");
   }
 
   auto job = std::make_shared<JobRecord>();
@@ -416,19 +516,61 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
   {
     absl::MutexLock job_lock(&job->mu);
     job->graph = std::move(spec.graph);
+    job->plan = std::make_shared<const scheduler::Plan>(*std::move(plan));
     snapshot = Snapshot(*job);
   }
   jobs_[job->id] = job;
   if (!job->request_id.empty()) {
     request_ids_[RequestKey(job->tenant, job->request_id)] = job->id;
   }
-  queue_.emplace(QueueKey{job->priority, job->seq}, job);
-  if (metrics_ != nullptr) metrics_->JobSubmitted();
+  EnqueueLocked(job);
+  if (metrics_ != nullptr) metrics_->JobSubmitted(job->tenant);
   UpdateGaugesLocked();
   return snapshot;
 }
 
-absl::StatusOr<weft::v1::Job> JobManager::Get(absl::string_view id) const {
+// ----------------------------------------------------------------- queue --
+
+void JobManager::EnqueueLocked(const std::shared_ptr<JobRecord>& job) {
+  Level& level = levels_[job->priority];
+  auto& fifo = level.tenants[job->tenant];
+  if (fifo.empty()) level.turns.push_back(job->tenant);
+  fifo.emplace(job->seq, job);
+  ++queued_;
+  ++queued_by_tenant_[job->tenant];
+}
+
+bool JobManager::DequeueLocked(const JobRecord& job) {
+  auto level_it = levels_.find(job.priority);
+  if (level_it == levels_.end()) return false;
+  Level& level = level_it->second;
+  auto tenant_it = level.tenants.find(job.tenant);
+  if (tenant_it == level.tenants.end()) return false;
+  if (tenant_it->second.erase(job.seq) == 0) return false;
+  if (tenant_it->second.empty()) {
+    level.turns.remove(job.tenant);
+    level.tenants.erase(tenant_it);
+    if (level.tenants.empty()) levels_.erase(level_it);
+  }
+  --queued_;
+  auto count = queued_by_tenant_.find(job.tenant);
+  if (--count->second == 0) queued_by_tenant_.erase(count);
+  return true;
+}
+
+std::shared_ptr<JobRecord> JobManager::PopNextLocked() {
+  Level& level = levels_.begin()->second;
+  // The tenant whose turn it is; it goes to the back of the line.
+  const std::string tenant = level.turns.front();
+  level.turns.pop_front();
+  auto& fifo = level.tenants[tenant];
+  std::shared_ptr<JobRecord> job = fifo.begin()->second;
+  if (fifo.size() > 1) level.turns.push_back(tenant);
+  DequeueLocked(*job);
+  return job;
+}
+
+absl::StatusOr<weft::v1::Job> JobManager::Get(absl::string_view id) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   absl::MutexLock lock(&job->mu);
   return Snapshot(*job);
@@ -439,6 +581,7 @@ absl::StatusOr<weft::v1::Job> JobManager::Cancel(absl::string_view id) {
   weft::v1::Job snapshot;
   {
     absl::MutexLock lock(&mu_);
+    EvictLocked(Now());
     std::shared_ptr<JobRecord> job = FindLocked(id);
     if (job == nullptr) {
       return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
@@ -470,7 +613,7 @@ absl::StatusOr<weft::v1::Job> JobManager::Cancel(absl::string_view id) {
 }
 
 absl::StatusOr<weft::v1::Job> JobManager::WaitUntilTerminal(
-    absl::string_view id, absl::Time deadline) const {
+    absl::string_view id, absl::Time deadline) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   JobRecord& r = *job;
   absl::MutexLock lock(&r.mu);
@@ -483,10 +626,11 @@ absl::StatusOr<weft::v1::Job> JobManager::WaitUntilTerminal(
 }
 
 std::vector<weft::v1::Job> JobManager::List(std::optional<JobState> state,
-                                            int limit) const {
+                                            int limit) {
   std::vector<std::pair<uint64_t, weft::v1::Job>> found;
   {
     absl::MutexLock lock(&mu_);
+    EvictLocked(Now());
     for (const auto& [id, job] : jobs_) {
       absl::MutexLock job_lock(&job->mu);
       if (state && job->state != *state) continue;
@@ -508,13 +652,13 @@ std::vector<weft::v1::Job> JobManager::List(std::optional<JobState> state,
 }
 
 absl::StatusOr<std::unique_ptr<JobWatch>> JobManager::Watch(
-    absl::string_view id) const {
+    absl::string_view id) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   return std::unique_ptr<JobWatch>(new JobWatch(std::move(job)));
 }
 
 absl::StatusOr<OutputBuffer> JobManager::ReadOutput(
-    absl::string_view id, absl::string_view buffer) const {
+    absl::string_view id, absl::string_view buffer) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   if (std::find(job->output_names.begin(), job->output_names.end(), buffer) ==
       job->output_names.end()) {
@@ -545,9 +689,7 @@ void JobManager::StopAccepting() {
 
 bool JobManager::CancelQueuedLocked(const std::shared_ptr<JobRecord>& job,
                                     absl::string_view reason) {
-  auto it = queue_.find(QueueKey{job->priority, job->seq});
-  if (it == queue_.end()) return false;
-  queue_.erase(it);
+  if (!DequeueLocked(*job)) return false;
   {
     absl::MutexLock job_lock(&job->mu);
     job->cancel_requested = true;
@@ -560,16 +702,22 @@ bool JobManager::CancelQueuedLocked(const std::shared_ptr<JobRecord>& job,
 int JobManager::CancelQueued(absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   int n = 0;
-  while (!queue_.empty()) {
-    std::shared_ptr<JobRecord> job = queue_.begin()->second;
-    if (CancelQueuedLocked(job, reason)) ++n;
+  while (queued_ > 0) {
+    std::shared_ptr<JobRecord> job = PopNextLocked();
+    {
+      absl::MutexLock job_lock(&job->mu);
+      job->cancel_requested = true;
+      job->cancel_reason = std::string(reason);
+    }
+    FinishLocked(job, absl::CancelledError(reason), "", {});
+    ++n;
   }
   return n;
 }
 
-int JobManager::CancelRunning(absl::string_view reason) {
+std::vector<std::string> JobManager::CancelRunning(absl::string_view reason) {
   std::vector<uint64_t> runs;
-  int n = 0;
+  std::vector<std::string> ids;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, job] : running_) {
@@ -579,25 +727,31 @@ int JobManager::CancelRunning(absl::string_view reason) {
         job->cancel_reason = std::string(reason);
       }
       if (job->run) runs.push_back(*job->run);
-      ++n;
+      ids.push_back(id);
     }
   }
   for (uint64_t run : runs) executor_->Cancel(run);
-  return n;
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 bool JobManager::WaitIdle(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() {
     mu_.AssertHeld();
-    return queue_.empty() && running_.empty();
+    return queued_ == 0 && running_.empty();
   };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 int64_t JobManager::queued() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(queue_.size());
+  return queued_;
+}
+
+int64_t JobManager::retained() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(jobs_.size());
 }
 
 int64_t JobManager::running() const {
@@ -619,6 +773,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
   const absl::Time now = Now();
   JobState to;
   absl::Duration run_time;
+  bool started = false;
   {
     absl::MutexLock job_lock(&job->mu);
     if (IsTerminal(job->state)) return;
@@ -665,21 +820,38 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->failed_node = std::move(failed_node);
     job->end_time = now;
     job->graph.reset();
+    job->plan.reset();
     ++job->version;
-    run_time = job->start_time ? now - *job->start_time : absl::ZeroDuration();
+    started = job->start_time.has_value();
+    run_time = started ? now - *job->start_time : absl::ZeroDuration();
     MaybeDropEvents(*job);
+  }
+  if (started) {
+    mean_run_time_ = mean_run_time_ == absl::ZeroDuration()
+                         ? run_time
+                         : (mean_run_time_ * 7 + run_time) / 8;
   }
   running_.erase(job->id);
   finished_.emplace_back(now, job->id);
   EvictLocked(now);
   UpdateGaugesLocked();
-  if (metrics_ != nullptr) metrics_->JobFinished(OutcomeLabel(to), run_time);
+  if (metrics_ != nullptr) {
+    metrics_->JobFinished(OutcomeLabel(to), job->tenant, run_time);
+  }
 }
 
 bool JobManager::CanDispatchLocked() const {
   return shutdown_ ||
-         (!queue_.empty() &&
+         (queued_ > 0 &&
           static_cast<int64_t>(running_.size()) < max_running_jobs_);
+}
+
+absl::Duration JobManager::UntilNextEvictionLocked(absl::Time now) const {
+  if (finished_.empty() || retain_for_ == absl::InfiniteDuration()) {
+    return absl::InfiniteDuration();
+  }
+  return std::max(absl::ZeroDuration(),
+                  finished_.front().first + retain_for_ - now);
 }
 
 void JobManager::DispatchLoop() {
@@ -687,11 +859,21 @@ void JobManager::DispatchLoop() {
     std::shared_ptr<JobRecord> job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &JobManager::CanDispatchLocked));
+      while (!CanDispatchLocked()) {
+        // Finished jobs expire even when nobody calls in. The wait is capped
+        // because the clock may not be the real one.
+        const absl::Duration until =
+            std::min(UntilNextEvictionLocked(Now()), absl::Seconds(1));
+        if (finished_.empty() || retain_for_ == absl::InfiniteDuration()) {
+          mu_.Await(absl::Condition(this, &JobManager::CanDispatchLocked));
+        } else if (!mu_.AwaitWithTimeout(
+                       absl::Condition(this, &JobManager::CanDispatchLocked),
+                       until + absl::Milliseconds(1))) {
+          EvictLocked(Now());
+        }
+      }
       if (shutdown_) return;
-      auto it = queue_.begin();
-      job = it->second;
-      queue_.erase(it);
+      job = PopNextLocked();
       running_[job->id] = job;
       const absl::Time now = Now();
       {
@@ -709,31 +891,37 @@ void JobManager::DispatchLoop() {
 
 void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
   std::shared_ptr<const scheduler::Graph> graph;
+  std::shared_ptr<const scheduler::Plan> plan;
   {
     absl::MutexLock lock(&job->mu);
     graph = job->graph;
+    plan = job->plan;
   }
-  if (graph == nullptr) return;  // finished already
+  if (graph == nullptr || plan == nullptr) return;  // finished already
 
-  scheduler::PlannerOptions options = job->planner_options;
-  options.busy_streams.clear();
-  for (const runtime::DeviceLoad& load : executor_->Load()) {
-    options.busy_streams.push_back(load.streams_busy);
-  }
-  if (static_cast<int>(options.busy_streams.size()) != options.num_devices) {
-    options.busy_streams.clear();
-  }
-  const absl::Time plan_start = absl::Now();
-  absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, options);
-  if (metrics_ != nullptr) metrics_->ObservePlanning(absl::Now() - plan_start);
-  if (!plan.ok()) {
-    Finish(job, plan.status(), "", {});
-    return;
+  if (job->planner_options.device_policy ==
+      scheduler::DevicePolicyKind::kStreamAware) {
+    // The one load-aware policy: plan again against the load of now.
+    scheduler::PlannerOptions options = job->planner_options;
+    options.busy_streams = BusyStreams(options.num_devices);
+    if (options.busy_streams != job->planner_options.busy_streams) {
+      const absl::Time plan_start = absl::Now();
+      absl::StatusOr<scheduler::Plan> replanned =
+          scheduler::PlanGraph(*graph, options);
+      if (metrics_ != nullptr) {
+        metrics_->ObservePlanning(absl::Now() - plan_start);
+      }
+      if (!replanned.ok()) {
+        Finish(job, replanned.status(), "", {});
+        return;
+      }
+      plan = std::make_shared<const scheduler::Plan>(*std::move(replanned));
+    }
   }
 
   auto ctx = std::make_shared<RunContext>();
   ctx->graph = graph;
-  ctx->plan = std::make_shared<const scheduler::Plan>(*std::move(plan));
+  ctx->plan = std::move(plan);
   ctx->device.assign(graph->num_nodes(), -1);
   ctx->stream.assign(graph->num_nodes(), -1);
   for (const scheduler::PlannedNode& n : ctx->plan->nodes) {

@@ -3,34 +3,48 @@
 //
 // A job is one submitted graph. Its lifecycle:
 //
-//   QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
-//   QUEUED -> CANCELLED            (cancelled, or the daemon shut down)
-//   QUEUED -> FAILED               (reserved: admission-time failures)
+//   (admission) -> QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
+//                  QUEUED -> CANCELLED   (cancelled, or the daemon shut down)
+//                  QUEUED -> FAILED      (reserved: dispatch-time failures
+//                                         before any device work)
 //
 // No other move is legal (CheckTransition answers FAILED_PRECONDITION), and
-// every accepted job reaches exactly one terminal state.
+// every accepted job reaches exactly one terminal state. A submission that
+// is rejected never becomes a job.
 //
-// Admission: Submit validates nothing about the graph (the caller hands in a
-// built, validated scheduler::Graph) but enforces the bounded queue
-// (RESOURCE_EXHAUSTED when max_queued_jobs jobs are waiting), idempotency
-// (a repeated non-empty request_id of the same tenant returns the original
-// job while it is retained) and draining (UNAVAILABLE after StopAccepting).
+// Admission (Submit): the caller hands in a built, validated
+// scheduler::Graph. Submit plans it right away (scheduler::PlanGraph, on the
+// caller's thread, against the executor's current stream load), so options
+// the graph cannot satisfy (e.g. a stream label in SINGLE mode) are
+// INVALID_ARGUMENT at submission and never make a FAILED job. Then, in this
+// order: a repeated non-empty request_id of the same tenant returns the
+// original job while it is retained (AIP-155; concurrent duplicates create
+// exactly one job); UNAVAILABLE after StopAccepting; RESOURCE_EXHAUSTED
+// when max_queued_jobs jobs are queued, or when the tenant already has
+// max_queued_per_tenant queued, with a google.rpc.RetryInfo payload
+// (retry_hint.h) estimating when a slot frees; DEADLINE_EXCEEDED or
+// CANCELLED, creating no job, when the submission's deadline has passed or
+// its caller has gone away by the time it would be admitted.
 //
-// Dispatch: one dispatcher thread takes the queued job with the highest
-// priority (FIFO among equal priorities) whenever fewer than
-// max_running_jobs are running, plans it with scheduler::PlanGraph (using the
-// executor's current stream load) and starts it on the runtime::Executor.
-// Planning failures fail the job with the planner's status. Device work
-// never runs on the dispatcher thread.
+// Dispatch: one dispatcher thread starts queued jobs whenever fewer than
+// max_running_jobs are running. Order: higher priority first; within a
+// priority, tenants take turns (round robin over the tenants with queued
+// jobs, one job per turn), so a tenant with many queued jobs cannot starve
+// one with few; within a tenant, FIFO. The plan made at admission is used,
+// except that the load-aware STREAM_AWARE policy is planned again against
+// the load at dispatch. Device work never runs on the dispatcher thread.
 //
 // Cancellation: a queued job is cancelled at once; a running job is asked to
-// stop (runtime::Executor::Cancel) and becomes CANCELLED when the executor
-// reports that its work in flight has drained. Cancelling a CANCELLED job is
-// a no-op; cancelling a SUCCEEDED or FAILED job is FAILED_PRECONDITION.
+// stop (runtime::Executor::Cancel: no more work is issued, its streams and
+// memory are released once the work in flight has drained) and becomes
+// CANCELLED when the executor reports the run over (or SUCCEEDED/FAILED if it
+// ended first). Cancelling a CANCELLED job is a no-op that returns it;
+// cancelling a SUCCEEDED or FAILED job is FAILED_PRECONDITION (AIP-151).
 //
 // Retention: finished jobs keep their output buffers and stay visible (Get,
 // List, ReadBuffer, idempotency) until more than retain_jobs jobs have
-// finished after them or retain_for has passed, whichever comes first.
+// finished after them or retain_for has passed since they finished,
+// whichever comes first; then they and their outputs are released.
 //
 // Watching: Watch returns a JobWatch that yields the job, then its node
 // events and state changes, until the job is terminal.
@@ -40,6 +54,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,11 +93,17 @@ absl::Status CheckTransition(JobState from, JobState to);
 // A job as submitted: a validated graph and how to plan it.
 struct JobSpec {
   std::shared_ptr<const scheduler::Graph> graph;  // required
-  // num_devices must be set; busy_streams is filled in at dispatch.
+  // num_devices must be set; busy_streams is filled in by Submit.
   scheduler::PlannerOptions planner_options;
   std::string request_id;  // idempotency key; empty: none
   int32_t priority = 0;    // higher runs first
   std::string tenant;      // who submitted; scopes request_id
+  // The submitter's deadline (real time, as gRPC deadlines are): a
+  // submission not admitted by then creates no job.
+  absl::Time deadline = absl::InfiniteFuture();
+  // Asked right before admission; true (the caller went away) creates no
+  // job. Optional.
+  std::function<bool()> cancelled;
 };
 
 // An output buffer of a finished job. `data` is shared, never copied.
@@ -133,9 +154,14 @@ class JobManager {
     runtime::Executor* executor = nullptr;  // not owned; outlives this
     Metrics* metrics = nullptr;             // not owned; optional
     int max_queued_jobs = 1024;
+    // Queued jobs of one tenant; 0 means max_queued_jobs (no separate bound).
+    int max_queued_per_tenant = 0;
     int max_running_jobs = 16;
     int retain_jobs = 1000;
     absl::Duration retain_for = absl::InfiniteDuration();
+    // Bounds of the retry delay suggested with RESOURCE_EXHAUSTED.
+    absl::Duration min_retry_delay = absl::Milliseconds(10);
+    absl::Duration max_retry_delay = absl::Seconds(30);
     // The time source for timestamps and retention. Default absl::Now.
     std::function<absl::Time()> clock;
   };
@@ -155,7 +181,7 @@ class JobManager {
   absl::StatusOr<weft::v1::Job> Submit(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND (naming the id) for unknown or no longer retained jobs.
-  absl::StatusOr<weft::v1::Job> Get(absl::string_view id) const
+  absl::StatusOr<weft::v1::Job> Get(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Requests cancellation (see the header comment) and returns the job
@@ -166,23 +192,23 @@ class JobManager {
   // Blocks until the job is terminal or `deadline`; returns the job as it
   // is then.
   absl::StatusOr<weft::v1::Job> WaitUntilTerminal(absl::string_view id,
-                                                  absl::Time deadline) const
+                                                  absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Jobs in submission order, only those in `state` when given. With
   // `limit` > 0, only the `limit` most recently submitted of them.
-  std::vector<weft::v1::Job> List(std::optional<JobState> state,
-                                  int limit) const ABSL_LOCKS_EXCLUDED(mu_);
+  std::vector<weft::v1::Job> List(std::optional<JobState> state, int limit)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND for unknown jobs.
-  absl::StatusOr<std::unique_ptr<JobWatch>> Watch(absl::string_view id) const
+  absl::StatusOr<std::unique_ptr<JobWatch>> Watch(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // An output buffer of a SUCCEEDED job. NOT_FOUND for unknown jobs and for
   // names that are not output buffers of the job; FAILED_PRECONDITION when
   // the job has not succeeded.
   absl::StatusOr<OutputBuffer> ReadOutput(absl::string_view id,
-                                          absl::string_view buffer) const
+                                          absl::string_view buffer)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // From now on Submit answers UNAVAILABLE. Irreversible.
@@ -191,8 +217,9 @@ class JobManager {
   // Cancels every queued job. Returns how many.
   int CancelQueued(absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Requests cancellation of every running job. Returns how many.
-  int CancelRunning(absl::string_view reason) ABSL_LOCKS_EXCLUDED(mu_);
+  // Requests cancellation of every running job. Returns their ids.
+  std::vector<std::string> CancelRunning(absl::string_view reason)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until no job is queued or running, or until `deadline`. Returns
   // true when idle. New jobs can only be excluded with StopAccepting.
@@ -200,16 +227,17 @@ class JobManager {
 
   int64_t queued() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t running() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Jobs known, in any state (finished ones until retention releases them).
+  int64_t retained() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // Queue order: higher priority first, then submission order.
-  struct QueueKey {
-    int32_t priority;
-    uint64_t seq;
-    bool operator<(const QueueKey& o) const {
-      if (priority != o.priority) return priority > o.priority;
-      return seq < o.seq;
-    }
+  // The queued jobs of one priority level: per tenant a FIFO (by submission
+  // sequence), and the tenants with queued jobs in their round-robin order.
+  struct Level {
+    std::list<std::string> turns;
+    absl::flat_hash_map<std::string,
+                        std::map<uint64_t, std::shared_ptr<JobRecord>>>
+        tenants;
   };
 
   explicit JobManager(Options options);
@@ -218,10 +246,32 @@ class JobManager {
   std::string NewJobIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<JobRecord> FindLocked(absl::string_view id) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<std::shared_ptr<JobRecord>> Find(absl::string_view id) const
+  absl::StatusOr<std::shared_ptr<JobRecord>> Find(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The original job of a retained (tenant, request_id), if any.
+  std::optional<weft::v1::Job> DuplicateLocked(const JobSpec& spec) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK when a job of `spec` may be queued now; otherwise the rejection
+  // (UNAVAILABLE, RESOURCE_EXHAUSTED with a retry hint), counted in metrics.
+  absl::Status CheckAdmissionLocked(const JobSpec& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration RetryDelayLocked(int turns) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long until the oldest finished job expires (infinite: never).
+  absl::Duration UntilNextEvictionLocked(absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The queue.
+  void EnqueueLocked(const std::shared_ptr<JobRecord>& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes `job` from the queue; false when it is not queued.
+  bool DequeueLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes and returns the next job in dispatch order.
+  // REQUIRES: queued_ > 0.
+  std::shared_ptr<JobRecord> PopNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // Moves a job that is not in the queue to its terminal state; a no-op if
   // it is terminal already.
   void FinishLocked(const std::shared_ptr<JobRecord>& job, absl::Status status,
@@ -234,18 +284,24 @@ class JobManager {
                           absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The executor's busy streams per device, or empty when the executor
+  // reports another device count.
+  std::vector<int> BusyStreams(int num_devices) const;
   void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
   bool CanDispatchLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Plans and starts a job that the dispatcher moved to RUNNING.
+  // Starts a job that the dispatcher moved to RUNNING.
   void StartJob(const std::shared_ptr<JobRecord>& job) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   runtime::Executor* const executor_;
   Metrics* const metrics_;
   const int max_queued_jobs_;
+  const int max_queued_per_tenant_;
   const int max_running_jobs_;
   const int retain_jobs_;
   const absl::Duration retain_for_;
+  const absl::Duration min_retry_delay_;
+  const absl::Duration max_retry_delay_;
   const std::function<absl::Time()> clock_;
 
   mutable absl::Mutex mu_;
@@ -259,13 +315,20 @@ class JobManager {
   // (tenant, request_id) -> job id.
   absl::flat_hash_map<std::string, std::string> request_ids_
       ABSL_GUARDED_BY(mu_);
-  std::map<QueueKey, std::shared_ptr<JobRecord>> queue_ ABSL_GUARDED_BY(mu_);
+  // Queued jobs by priority, highest first.
+  std::map<int32_t, Level, std::greater<int32_t>> levels_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, int64_t> queued_by_tenant_
+      ABSL_GUARDED_BY(mu_);
   // Jobs the dispatcher took off the queue that have not finished.
   absl::flat_hash_map<std::string, std::shared_ptr<JobRecord>> running_
       ABSL_GUARDED_BY(mu_);
   // Finished jobs in finishing order, with their end times.
   std::deque<std::pair<absl::Time, std::string>> finished_
       ABSL_GUARDED_BY(mu_);
+  // Moving average of run times (start to end) of jobs that ran; zero
+  // before the first.
+  absl::Duration mean_run_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
 
   std::thread dispatcher_;
 };

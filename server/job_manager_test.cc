@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -21,6 +24,7 @@
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/graph_builder.h"
 #include "server/metrics.h"
+#include "server/retry_hint.h"
 
 namespace weft::server {
 namespace {
@@ -161,6 +165,31 @@ class JobManagerTest : public ::testing::Test {
     FAIL() << "job " << id << " never reached " << state;
   }
 
+  // Graph names of `ids` in the order the jobs started; all must succeed.
+  std::vector<std::string> StartOrder(const std::vector<std::string>& ids) {
+    std::vector<std::pair<int64_t, std::string>> starts;
+    for (const std::string& id : ids) {
+      weft::v1::Job job = WaitTerminal(id);
+      EXPECT_EQ(job.state(), weft::v1::SUCCEEDED) << job.ShortDebugString();
+      starts.emplace_back(job.start_time().seconds() * 1'000'000'000LL +
+                              job.start_time().nanos(),
+                          job.graph_name());
+    }
+    std::sort(starts.begin(), starts.end());
+    std::vector<std::string> order;
+    for (const auto& s : starts) order.push_back(s.second);
+    return order;
+  }
+
+  std::string SubmitAs(const std::string& tenant, const weft::v1::Graph& proto,
+                       int priority = 0) {
+    JobSpec spec = Spec(proto, priority);
+    spec.tenant = tenant;
+    absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(spec));
+    EXPECT_TRUE(job.ok()) << job.status();
+    return job.ok() ? job->id() : "";
+  }
+
   std::string Scrape() {
     return prometheus::TextSerializer().Serialize(registry_.Collect());
   }
@@ -236,8 +265,11 @@ TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
   for (float v : values) EXPECT_EQ(v, 7.0f);
 
   std::string text = Scrape();
-  EXPECT_THAT(text, HasSubstr("weft_jobs_total{outcome=\"succeeded\"} 1"));
+  EXPECT_THAT(text, HasSubstr(
+                        "weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
   EXPECT_THAT(text, HasSubstr("op=\"axpy\"} 1"));
+  EXPECT_THAT(text, HasSubstr("weft_planning_seconds_count 1"));
+  EXPECT_THAT(text, HasSubstr("weft_queue_wait_seconds_count 1"));
 }
 
 TEST_F(JobManagerTest, ReadOutputErrors) {
@@ -307,8 +339,14 @@ TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
       jobs_->Submit(Spec(SpinChain("c", 1, 1)));
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rejected.status().message(), HasSubstr("queue is full"));
+  // The rejection says when to come back.
+  std::optional<absl::Duration> delay = RetryDelayOf(rejected.status());
+  ASSERT_TRUE(delay.has_value());
+  EXPECT_GE(*delay, absl::Milliseconds(10));
+  EXPECT_LE(*delay, absl::Seconds(30));
   EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_rejected_total{code="
-                                  "\"RESOURCE_EXHAUSTED\"} 1"));
+                                  "\"RESOURCE_EXHAUSTED\",tenant=\"\"} 1"));
+  EXPECT_EQ(jobs_->List(std::nullopt, 0).size(), 3u);
   EXPECT_THAT(Scrape(), HasSubstr("weft_queue_depth 2"));
   gate_.Notify();
   EXPECT_TRUE(jobs_->WaitIdle(absl::Now() + absl::Seconds(20)));
@@ -336,7 +374,9 @@ TEST_F(JobManagerTest, RepeatedRequestIdReturnsTheOriginalJob) {
   ASSERT_TRUE(after_done.ok());
   EXPECT_EQ(after_done->id(), first->id());
   EXPECT_EQ(after_done->state(), weft::v1::SUCCEEDED);
-  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_submitted_total 2"));
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 1"));
+  EXPECT_THAT(Scrape(),
+              HasSubstr("weft_jobs_submitted_total{tenant=\"team-b\"} 1"));
 }
 
 TEST_F(JobManagerTest, CancelQueuedJob) {
@@ -362,7 +402,8 @@ TEST_F(JobManagerTest, CancelQueuedJob) {
 
   gate_.Notify();
   EXPECT_EQ(WaitTerminal(blocker).state(), weft::v1::SUCCEEDED);
-  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_total{outcome=\"cancelled\"} 1"));
+  EXPECT_THAT(Scrape(), HasSubstr(
+                            "weft_jobs_total{outcome=\"cancelled\",tenant=\"\"} 1"));
 }
 
 TEST_F(JobManagerTest, CancelRunningJob) {
@@ -522,6 +563,200 @@ TEST_F(JobManagerTest, InjectedClockStampsJobs) {
   weft::v1::Job done = WaitTerminal(id);
   EXPECT_EQ(done.create_time().seconds(), 1'700'000'000);
   EXPECT_EQ(done.end_time().seconds(), 1'700'000'000);
+}
+
+TEST_F(JobManagerTest, TenantsTakeTurnsWithinAPriority) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  std::string blocker = SubmitAs("a", SpinChain("blocker", 1, kGateUs));
+  WaitForState(blocker, weft::v1::RUNNING);
+  // Tenant a floods the queue first; b and c arrive later with fewer jobs.
+  std::vector<std::string> ids;
+  for (int i = 1; i <= 4; ++i) {
+    ids.push_back(SubmitAs("a", SpinChain(absl::StrCat("a", i), 1, 1)));
+  }
+  ids.push_back(SubmitAs("b", SpinChain("b1", 1, 1)));
+  ids.push_back(SubmitAs("b", SpinChain("b2", 1, 1)));
+  ids.push_back(SubmitAs("c", SpinChain("c1", 1, 1)));
+  // Priority still comes first: c's urgent job overtakes everyone.
+  ids.push_back(SubmitAs("c", SpinChain("c-urgent", 1, 1), 9));
+  gate_.Notify();
+  EXPECT_THAT(StartOrder(ids), ElementsAre("c-urgent", "a1", "b1", "c1", "a2",
+                                           "b2", "a3", "a4"));
+}
+
+TEST_F(JobManagerTest, ALateTenantIsNotStarvedByABacklog) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  std::string blocker = SubmitAs("bulk", SpinChain("blocker", 1, kGateUs));
+  WaitForState(blocker, weft::v1::RUNNING);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 30; ++i) {
+    ids.push_back(SubmitAs("bulk", SpinChain(absl::StrCat("bulk", i), 1, 1)));
+  }
+  ids.push_back(SubmitAs("interactive", SpinChain("mine", 1, 1)));
+  gate_.Notify();
+  std::vector<std::string> order = StartOrder(ids);
+  ASSERT_EQ(order.size(), 31u);
+  // One bulk job was first in line; the newcomer runs right after it.
+  EXPECT_EQ(order[0], "bulk0");
+  EXPECT_EQ(order[1], "mine");
+}
+
+TEST_F(JobManagerTest, PerTenantQueueBound) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  options.max_queued_jobs = 10;
+  options.max_queued_per_tenant = 2;
+  Start(options);
+  std::string blocker = SubmitAs("a", SpinChain("blocker", 1, kGateUs));
+  WaitForState(blocker, weft::v1::RUNNING);
+  SubmitAs("a", SpinChain("a1", 1, 1));
+  SubmitAs("a", SpinChain("a2", 1, 1));
+  JobSpec third = Spec(SpinChain("a3", 1, 1));
+  third.tenant = "a";
+  absl::StatusOr<weft::v1::Job> rejected = jobs_->Submit(std::move(third));
+  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(rejected.status().message(),
+              HasSubstr("tenant 'a' has 2 jobs queued"));
+  EXPECT_TRUE(RetryDelayOf(rejected.status()).has_value());
+  // Another tenant still gets in.
+  SubmitAs("b", SpinChain("b1", 1, 1));
+  EXPECT_EQ(jobs_->queued(), 3);
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_rejected_total{code="
+                                  "\"RESOURCE_EXHAUSTED\",tenant=\"a\"} 1"));
+  gate_.Notify();
+  EXPECT_TRUE(jobs_->WaitIdle(absl::Now() + absl::Seconds(20)));
+}
+
+TEST_F(JobManagerTest, PlanningErrorsRejectTheSubmission) {
+  weft::v1::Graph g = AxpyGraph();
+  g.mutable_nodes(1)->set_stream_label("io");
+  JobSpec spec = Spec(g);
+  spec.planner_options.stream_mode = scheduler::StreamMode::kSingle;
+  absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(spec));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status().message(), HasSubstr("graph.nodes[1].stream_label"));
+  EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+  const std::string text = Scrape();
+  // Planning was timed; no job was counted anywhere.
+  EXPECT_THAT(text, HasSubstr("weft_planning_seconds_count 1"));
+  EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 0"));
+  EXPECT_THAT(text, HasSubstr(
+                        "weft_jobs_total{outcome=\"failed\",tenant=\"\"} 0"));
+}
+
+TEST_F(JobManagerTest, SubmissionPastItsDeadlineOrCancelledCreatesNoJob) {
+  JobSpec late = Spec(AxpyGraph(), 0, "late");
+  late.deadline = absl::Now() - absl::Milliseconds(1);
+  absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(late));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(job.status().message(), HasSubstr("no job was created"));
+
+  JobSpec gone = Spec(AxpyGraph(), 0, "gone");
+  int asked = 0;
+  gone.cancelled = [&asked] {
+    ++asked;
+    return true;
+  };
+  job = jobs_->Submit(std::move(gone));
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(job.status().message(), HasSubstr("no job was created"));
+  EXPECT_EQ(asked, 1);
+  EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_rejected_total{code=\"DEADLINE_"
+                                  "EXCEEDED\",tenant=\"\"} 1"));
+
+  // The request ids were not consumed.
+  absl::StatusOr<weft::v1::Job> retry = jobs_->Submit(Spec(AxpyGraph(), 0, "late"));
+  ASSERT_TRUE(retry.ok()) << retry.status();
+  EXPECT_EQ(WaitTerminal(retry->id()).state(), weft::v1::SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, ConcurrentDuplicatesCreateExactlyOneJob) {
+  constexpr int kThreads = 16;
+  absl::Notification go;
+  std::vector<std::string> ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      JobSpec spec = Spec(AxpyGraph(), 0, "same-request");
+      go.WaitForNotification();
+      absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(spec));
+      if (job.ok()) ids[i] = job->id();
+    });
+  }
+  go.Notify();
+  for (std::thread& t : threads) t.join();
+  for (const std::string& id : ids) {
+    EXPECT_FALSE(id.empty());
+    EXPECT_EQ(id, ids[0]);
+  }
+  EXPECT_EQ(jobs_->List(std::nullopt, 0).size(), 1u);
+  EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 1"));
+  EXPECT_EQ(WaitTerminal(ids[0]).state(), weft::v1::SUCCEEDED);
+}
+
+TEST_F(JobManagerTest, RetentionByTimeReleasesJobsAndRequestIds) {
+  auto now = std::make_shared<std::atomic<int64_t>>(1'000);
+  JobManager::Options options;
+  options.retain_for = absl::Seconds(10);
+  options.clock = [now] { return absl::FromUnixSeconds(now->load()); };
+  Start(options);
+  absl::StatusOr<weft::v1::Job> job =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "kept-for-a-while"));
+  ASSERT_TRUE(job.ok()) << job.status();
+  ASSERT_EQ(WaitTerminal(job->id()).state(), weft::v1::SUCCEEDED);
+
+  now->store(1'009);
+  EXPECT_TRUE(jobs_->Get(job->id()).ok());
+  EXPECT_TRUE(jobs_->ReadOutput(job->id(), "y").ok());
+  now->store(1'010);
+  absl::StatusOr<weft::v1::Job> gone = jobs_->Get(job->id());
+  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(gone.status().message(), HasSubstr(job->id()));
+  EXPECT_EQ(jobs_->ReadOutput(job->id(), "y").status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<weft::v1::Job> again =
+      jobs_->Submit(Spec(AxpyGraph(), 0, "kept-for-a-while"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(again->id(), job->id());
+  WaitTerminal(again->id());
+}
+
+TEST_F(JobManagerTest, ExpiredJobsAreReleasedWithoutFurtherCalls) {
+  auto now = std::make_shared<std::atomic<int64_t>>(1'000);
+  JobManager::Options options;
+  options.retain_for = absl::Seconds(10);
+  options.clock = [now] { return absl::FromUnixSeconds(now->load()); };
+  Start(options);
+  std::string id = SubmitOk(AxpyGraph());
+  WaitTerminal(id);
+  EXPECT_EQ(jobs_->retained(), 1);
+  now->store(2'000);
+  // Nobody calls in; the dispatcher notices the expiry on its own.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (jobs_->retained() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(jobs_->retained(), 0);
+}
+
+TEST_F(JobManagerTest, CancelRunningReportsTheJobs) {
+  std::string id = SubmitOk(SpinChain("gated", 1, kGateUs));
+  WaitForState(id, weft::v1::RUNNING);
+  std::vector<std::string> cancelled = jobs_->CancelRunning("drain over");
+  EXPECT_THAT(cancelled, ElementsAre(id));
+  gate_.Notify();
+  weft::v1::Job done = WaitTerminal(id);
+  // The only node may have finished before the cancellation took hold.
+  if (done.state() == weft::v1::CANCELLED) {
+    EXPECT_THAT(done.error().message(), HasSubstr("drain over"));
+  } else {
+    EXPECT_EQ(done.state(), weft::v1::SUCCEEDED);
+  }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // weftd: the Weft daemon. Flags only; everything else lives in Daemon.
+#include <algorithm>
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -6,9 +7,11 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/daemon.h"
 
@@ -36,6 +39,10 @@ ABSL_FLAG(int32_t, max_streams_per_device, 8,
 ABSL_FLAG(int32_t, max_queued_jobs, 1024,
           "Admission queue bound; a submission beyond it gets "
           "RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int32_t, max_queued_jobs_per_tenant, 0,
+          "Queued jobs one tenant (weft-tenant metadata) may have; beyond it "
+          "its submissions get RESOURCE_EXHAUSTED. 0: no bound beyond "
+          "--max_queued_jobs.");
 ABSL_FLAG(int32_t, max_running_jobs, 16,
           "Jobs running on the devices at once.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
@@ -43,16 +50,61 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "before they are cancelled.");
 ABSL_FLAG(int32_t, retain_jobs, 1000,
           "Finished jobs kept, with their output buffers, for get/watch/read.");
+ABSL_FLAG(int64_t, retain_seconds, 0,
+          "Seconds a finished job and its output buffers are kept at most "
+          "(whichever of this and --retain_jobs releases it first); 0 keeps "
+          "them until --retain_jobs pushes them out.");
+
+namespace {
+
+constexpr char kUsage[] =
+    "the Weft GPU graph-scheduling daemon.\n\n"
+    "Serves weft.v1.Scheduler over gRPC (TCP and a unix socket), with the\n"
+    "grpc.health.v1 health service and server reflection, and Prometheus\n"
+    "metrics over HTTP. SIGTERM or SIGINT drains running jobs and exits 0.\n\n"
+    "Usage: weftd [--flag=value ...]";
+
+bool IsHelpFlag(absl::string_view arg) {
+  for (absl::string_view help :
+       {"--help", "-help", "--helpfull", "-helpfull", "--helpshort",
+        "-helpshort", "-h"}) {
+    if (arg == help) return true;
+  }
+  return false;
+}
+
+// The usage text and the flags defined in this file, sorted by name.
+std::string HelpText() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::EndsWith(flag->Filename(), "server/main.cc")) {
+      flags.push_back(flag);
+    }
+  }
+  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
+    return a->Name() < b->Name();
+  });
+  std::string text = absl::StrCat("weftd: ", kUsage, "\n\nFlags:\n");
+  for (const absl::CommandLineFlag* flag : flags) {
+    absl::StrAppend(&text, "  --", flag->Name(), "=", flag->DefaultValue(),
+                    "\n      ", flag->Help(), "\n");
+  }
+  return text;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask.
   weft::server::Daemon::BlockTerminationSignals();
-  absl::SetProgramUsageMessage(
-      "the Weft GPU graph-scheduling daemon.\n\n"
-      "Serves weft.v1.Scheduler over gRPC (TCP and a unix socket), with the\n"
-      "grpc.health.v1 health service and server reflection, and Prometheus\n"
-      "metrics over HTTP. SIGTERM or SIGINT drains running jobs and exits 0.\n\n"
-      "Usage: weftd [--flag=value ...]");
+  absl::SetProgramUsageMessage(kUsage);
+  // absl's own --help exits 1; asking for help is not an error.
+  for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {
+    if (IsHelpFlag(argv[i])) {
+      std::cout << HelpText() << std::flush;
+      return 0;
+    }
+  }
   // --help lists the flags of this file (absl's default looks for a file
   // named after the program).
   absl::FlagsUsageConfig usage;
@@ -82,6 +134,14 @@ int main(int argc, char** argv) {
   options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.retain_jobs = absl::GetFlag(FLAGS_retain_jobs);
+  options.max_queued_jobs_per_tenant =
+      absl::GetFlag(FLAGS_max_queued_jobs_per_tenant);
+  const int64_t retain_seconds = absl::GetFlag(FLAGS_retain_seconds);
+  if (retain_seconds < 0) {
+    std::cerr << "weftd: --retain_seconds must not be negative" << std::endl;
+    return 2;
+  }
+  if (retain_seconds > 0) options.retain_for = absl::Seconds(retain_seconds);
   options.log = &std::cerr;
 
   auto daemon = weft::server::Daemon::BuildAndStart(options);

@@ -26,24 +26,43 @@ Histogram::BucketBoundaries Exponential(double start, double factor,
 }
 
 prometheus::Labels DeviceLabels(const DeviceSample& d) {
-  return {{"device", absl::StrCat(d.index)}, {"uuid", d.uuid}};
+  return {{"device", absl::StrCat(d.index)}, {"UUID", d.uuid}};
 }
+
+constexpr const char* kOutcomes[] = {"succeeded", "failed", "cancelled"};
 
 }  // namespace
 
-Metrics::Metrics(prometheus::Registry* registry)
-    : jobs_submitted_(BuildCounter()
+absl::string_view CopyDirectionName(CopyDirection direction) {
+  switch (direction) {
+    case CopyDirection::kHostToDevice:
+      return "host_to_device";
+    case CopyDirection::kDeviceToHost:
+      return "device_to_host";
+    case CopyDirection::kDeviceToDevice:
+      return "device_to_device";
+  }
+  return "unknown";
+}
+
+Metrics::Metrics(prometheus::Registry* registry, Options options)
+    : device_uuids_(std::move(options.device_uuids)),
+      max_tenant_labels_(options.max_tenant_labels),
+      duration_buckets_(Exponential(1e-3, 4, 12)),
+      jobs_submitted_(BuildCounter()
                           .Name("weft_jobs_submitted_total")
-                          .Help("Jobs accepted by SubmitGraph.")
-                          .Register(*registry)
-                          .Add({})),
-      jobs_rejected_(BuildCounter()
-                         .Name("weft_jobs_rejected_total")
-                         .Help("Submissions rejected, by status code.")
-                         .Register(*registry)),
+                          .Help("Jobs accepted by SubmitGraph, by tenant.")
+                          .Register(*registry)),
+      jobs_rejected_(
+          BuildCounter()
+              .Name("weft_jobs_rejected_total")
+              .Help("Submissions rejected at admission, by status code and "
+                    "tenant.")
+              .Register(*registry)),
       jobs_total_(BuildCounter()
                       .Name("weft_jobs_total")
-                      .Help("Jobs that reached a terminal state, by outcome.")
+                      .Help("Jobs that reached a terminal state, by outcome "
+                            "and tenant.")
                       .Register(*registry)),
       queue_depth_(BuildGauge()
                        .Name("weft_queue_depth")
@@ -52,13 +71,29 @@ Metrics::Metrics(prometheus::Registry* registry)
                        .Add({})),
       jobs_running_(BuildGauge()
                         .Name("weft_jobs_running")
-                        .Help("Jobs being planned or running on devices.")
+                        .Help("Jobs dispatched to the devices and not "
+                              "finished.")
                         .Register(*registry)
                         .Add({})),
       node_executions_(BuildCounter()
                            .Name("weft_node_executions_total")
                            .Help("Nodes that finished, by op and device.")
                            .Register(*registry)),
+      copy_bytes_(BuildCounter()
+                      .Name("weft_copy_bytes_total")
+                      .Help("Bytes of copies issued to the devices, by "
+                            "direction.")
+                      .Register(*registry)),
+      copy_host_to_device_(copy_bytes_.Add(
+          {{"direction",
+            std::string(CopyDirectionName(CopyDirection::kHostToDevice))}})),
+      copy_device_to_host_(copy_bytes_.Add(
+          {{"direction",
+            std::string(CopyDirectionName(CopyDirection::kDeviceToHost))}})),
+      copy_device_to_device_(copy_bytes_.Add(
+          {{"direction",
+            std::string(
+                CopyDirectionName(CopyDirection::kDeviceToDevice))}})),
       device_busy_streams_(BuildGauge()
                                .Name("weft_device_busy_streams")
                                .Help("Streams with work in flight.")
@@ -87,25 +122,52 @@ Metrics::Metrics(prometheus::Registry* registry)
                               .Add({}, Exponential(1e-4, 4, 12))),
       job_duration_seconds_(BuildHistogram()
                                 .Name("weft_job_duration_seconds")
-                                .Help("Time from job start to job end.")
-                                .Register(*registry)
-                                .Add({}, Exponential(1e-3, 4, 12))) {
-  // Outcomes exist from the start so that rates work from the first scrape.
-  for (const char* outcome : {"succeeded", "failed", "cancelled"}) {
-    jobs_total_.Add({{"outcome", outcome}});
+                                .Help("Time from job start to job end, by "
+                                      "outcome.")
+                                .Register(*registry)) {
+  // The untenanted series exist from the start so that rates work from the
+  // first scrape.
+  for (const char* outcome : kOutcomes) {
+    jobs_total_.Add({{"outcome", outcome}, {"tenant", ""}});
+    job_duration_seconds_.Add({{"outcome", outcome}}, duration_buckets_);
   }
+  jobs_submitted_.Add({{"tenant", ""}});
 }
 
-void Metrics::JobSubmitted() { jobs_submitted_.Increment(); }
-
-void Metrics::JobRejected(absl::string_view code) {
-  jobs_rejected_.Add({{"code", std::string(code)}}).Increment();
+std::string Metrics::TenantLabel(absl::string_view tenant) {
+  absl::MutexLock lock(&mu_);
+  if (tenant.empty() || tenants_.contains(tenant)) return std::string(tenant);
+  if (static_cast<int>(tenants_.size()) >= max_tenant_labels_) {
+    return kOtherTenant;
+  }
+  tenants_.insert(std::string(tenant));
+  return std::string(tenant);
 }
 
-void Metrics::JobFinished(absl::string_view outcome,
+std::string Metrics::UuidOf(int device) const {
+  if (device >= 0 && device < static_cast<int>(device_uuids_.size())) {
+    return device_uuids_[device];
+  }
+  return "";
+}
+
+void Metrics::JobSubmitted(absl::string_view tenant) {
+  jobs_submitted_.Add({{"tenant", TenantLabel(tenant)}}).Increment();
+}
+
+void Metrics::JobRejected(absl::string_view code, absl::string_view tenant) {
+  jobs_rejected_
+      .Add({{"code", std::string(code)}, {"tenant", TenantLabel(tenant)}})
+      .Increment();
+}
+
+void Metrics::JobFinished(absl::string_view outcome, absl::string_view tenant,
                           absl::Duration run_time) {
-  jobs_total_.Add({{"outcome", std::string(outcome)}}).Increment();
-  job_duration_seconds_.Observe(absl::ToDoubleSeconds(run_time));
+  const std::string label(outcome);
+  jobs_total_.Add({{"outcome", label}, {"tenant", TenantLabel(tenant)}})
+      .Increment();
+  job_duration_seconds_.Add({{"outcome", label}}, duration_buckets_)
+      .Observe(absl::ToDoubleSeconds(run_time));
 }
 
 void Metrics::SetQueueDepth(int64_t depth) {
@@ -117,8 +179,24 @@ void Metrics::SetJobsRunning(int64_t running) {
 }
 
 void Metrics::NodeExecuted(const std::string& op, int device) {
-  node_executions_.Add({{"op", op}, {"device", absl::StrCat(device)}})
+  node_executions_
+      .Add({{"op", op}, {"device", absl::StrCat(device)}, {"UUID", UuidOf(device)}})
       .Increment();
+}
+
+void Metrics::BytesCopied(CopyDirection direction, uint64_t bytes) {
+  const double v = static_cast<double>(bytes);
+  switch (direction) {
+    case CopyDirection::kHostToDevice:
+      copy_host_to_device_.Increment(v);
+      return;
+    case CopyDirection::kDeviceToHost:
+      copy_device_to_host_.Increment(v);
+      return;
+    case CopyDirection::kDeviceToDevice:
+      copy_device_to_device_.Increment(v);
+      return;
+  }
 }
 
 void Metrics::ObservePlanning(absl::Duration d) {

@@ -8,19 +8,30 @@
 // devices.
 //
 // Catalogue (all names prefixed weft_):
-//   weft_jobs_submitted_total                   counter
-//   weft_jobs_rejected_total{code}              counter
-//   weft_jobs_total{outcome}                    counter (succeeded|failed|cancelled)
-//   weft_queue_depth                            gauge
-//   weft_jobs_running                           gauge
-//   weft_node_executions_total{op,device}       counter
-//   weft_device_busy_streams{device,uuid}       gauge
-//   weft_device_streams{device,uuid}            gauge
-//   weft_device_memory_used_bytes{device,uuid}  gauge
-//   weft_device_memory_capacity_bytes{device,uuid} gauge
-//   weft_planning_seconds                       histogram
-//   weft_queue_wait_seconds                     histogram
-//   weft_job_duration_seconds                   histogram (start to end)
+//   weft_jobs_submitted_total{tenant}                  counter
+//   weft_jobs_rejected_total{code,tenant}              counter
+//   weft_jobs_total{outcome,tenant}                    counter
+//       outcome: succeeded|failed|cancelled (jobs that reached that state)
+//   weft_queue_depth                                   gauge
+//   weft_jobs_running                                  gauge
+//   weft_node_executions_total{op,device,UUID}         counter
+//   weft_copy_bytes_total{direction}                   counter
+//       direction: host_to_device|device_to_host|device_to_device; bytes of
+//       the copies issued to the backend (uploads, read-backs, coherence
+//       copies between devices)
+//   weft_device_busy_streams{device,UUID}              gauge
+//   weft_device_streams{device,UUID}                   gauge
+//   weft_device_memory_used_bytes{device,UUID}         gauge
+//   weft_device_memory_capacity_bytes{device,UUID}     gauge
+//   weft_planning_seconds                              histogram
+//   weft_queue_wait_seconds                            histogram
+//   weft_job_duration_seconds{outcome}                 histogram (start to end)
+//
+// `UUID` is the GPU UUID ("GPU-..."), spelled as dcgm-exporter spells its
+// label so that `* on(UUID) group_left ...` joins the two exporters; `device`
+// is weftd's device index. Tenant ids come from clients, so at most
+// `max_tenant_labels` distinct tenants get series of their own; later ones
+// are counted under tenant="_other".
 #ifndef WEFT_SERVER_METRICS_H_
 #define WEFT_SERVER_METRICS_H_
 
@@ -30,7 +41,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
@@ -52,41 +66,75 @@ struct DeviceSample {
   uint64_t memory_total_bytes = 0;
 };
 
+enum class CopyDirection { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+// The label value of a direction, e.g. "host_to_device".
+absl::string_view CopyDirectionName(CopyDirection direction);
+
 // Thread-safe (prometheus-cpp metrics are; families lock internally).
 class Metrics {
  public:
+  struct Options {
+    // UUIDs by device index, for the UUID label of per-device series.
+    std::vector<std::string> device_uuids;
+    int max_tenant_labels = 64;
+  };
+
+  // The tenant label value beyond max_tenant_labels.
+  static constexpr char kOtherTenant[] = "_other";
+
   // `registry` is not owned and must outlive this object.
-  explicit Metrics(prometheus::Registry* registry);
+  explicit Metrics(prometheus::Registry* registry)
+      : Metrics(registry, Options()) {}
+  Metrics(prometheus::Registry* registry, Options options);
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  void JobSubmitted();
+  void JobSubmitted(absl::string_view tenant) ABSL_LOCKS_EXCLUDED(mu_);
   // `code` is the canonical code name, e.g. "RESOURCE_EXHAUSTED".
-  void JobRejected(absl::string_view code);
+  void JobRejected(absl::string_view code, absl::string_view tenant)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // `outcome` is "succeeded", "failed" or "cancelled". `run_time` is the
   // time from start to end (zero for jobs that never started).
-  void JobFinished(absl::string_view outcome, absl::Duration run_time);
+  void JobFinished(absl::string_view outcome, absl::string_view tenant,
+                   absl::Duration run_time) ABSL_LOCKS_EXCLUDED(mu_);
   void SetQueueDepth(int64_t depth);
   void SetJobsRunning(int64_t running);
   void NodeExecuted(const std::string& op, int device);
+  void BytesCopied(CopyDirection direction, uint64_t bytes);
   void ObservePlanning(absl::Duration d);
   void ObserveQueueWait(absl::Duration d);
   void SetDevices(const std::vector<DeviceSample>& devices);
 
  private:
-  prometheus::Counter& jobs_submitted_;
+  // The label value for `tenant`, capped as described in the header.
+  std::string TenantLabel(absl::string_view tenant) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string UuidOf(int device) const;
+
+  // Constant after construction.
+  const std::vector<std::string> device_uuids_;
+  const int max_tenant_labels_;
+  const prometheus::Histogram::BucketBoundaries duration_buckets_;
+  prometheus::Family<prometheus::Counter>& jobs_submitted_;
   prometheus::Family<prometheus::Counter>& jobs_rejected_;
   prometheus::Family<prometheus::Counter>& jobs_total_;
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& jobs_running_;
   prometheus::Family<prometheus::Counter>& node_executions_;
+  prometheus::Family<prometheus::Counter>& copy_bytes_;
+  prometheus::Counter& copy_host_to_device_;
+  prometheus::Counter& copy_device_to_host_;
+  prometheus::Counter& copy_device_to_device_;
   prometheus::Family<prometheus::Gauge>& device_busy_streams_;
   prometheus::Family<prometheus::Gauge>& device_streams_;
   prometheus::Family<prometheus::Gauge>& device_memory_used_;
   prometheus::Family<prometheus::Gauge>& device_memory_capacity_;
   prometheus::Histogram& planning_seconds_;
   prometheus::Histogram& queue_wait_seconds_;
-  prometheus::Histogram& job_duration_seconds_;
+  prometheus::Family<prometheus::Histogram>& job_duration_seconds_;
+
+  absl::Mutex mu_;
+  absl::flat_hash_set<std::string> tenants_ ABSL_GUARDED_BY(mu_);
 };
 
 // A Collectable that runs `refresh` before collecting `registry`, so that

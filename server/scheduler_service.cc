@@ -2,16 +2,19 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "scheduler/planner.h"
 #include "scheduler/status_macros.h"
 #include "server/devices.h"
 #include "server/grpc_status.h"
+#include "server/retry_hint.h"
 
 namespace weft::server {
 namespace {
@@ -37,10 +40,35 @@ weft::v1::DType DTypeToProto(scheduler::DType dtype) {
   return weft::v1::BYTES;
 }
 
-std::string TenantOf(const grpc::ServerContext& context) {
+absl::StatusOr<std::string> TenantOf(const grpc::ServerContext& context,
+                                     int max_bytes) {
   auto it = context.client_metadata().find(kTenantMetadataKey);
-  if (it == context.client_metadata().end()) return "";
-  return std::string(it->second.data(), it->second.size());
+  if (it == context.client_metadata().end()) return std::string();
+  std::string tenant(it->second.data(), it->second.size());
+  if (static_cast<int>(tenant.size()) > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kTenantMetadataKey, " metadata: longer than ", max_bytes, " bytes"));
+  }
+  for (char c : tenant) {
+    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kTenantMetadataKey, " metadata: '", tenant,
+          "' has characters other than letters, digits, '-', '_' and '.'"));
+    }
+  }
+  return tenant;
+}
+
+// The status of a rejected submission, with the retry hint also as
+// `grpc-retry-pushback-ms` for clients using gRPC's built-in retries.
+grpc::Status Rejected(grpc::ServerContext* context,
+                      const absl::Status& status) {
+  if (std::optional<absl::Duration> delay = RetryDelayOf(status)) {
+    context->AddTrailingMetadata(
+        "grpc-retry-pushback-ms",
+        absl::StrCat(absl::ToInt64Milliseconds(*delay)));
+  }
+  return ToGrpcStatus(status);
 }
 
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
@@ -77,12 +105,16 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
 grpc::Status SchedulerService::SubmitGraph(
     grpc::ServerContext* context, const weft::v1::SubmitGraphRequest* request,
     weft::v1::SubmitGraphResponse* response) {
+  if (context->IsCancelled()) return ClientGone();
   if (static_cast<int>(request->request_id().size()) >
       options_.max_request_id_bytes) {
     return ToGrpcStatus(absl::InvalidArgumentError(
         absl::StrCat("request_id: longer than ", options_.max_request_id_bytes,
                      " bytes")));
   }
+  absl::StatusOr<std::string> tenant =
+      TenantOf(*context, options_.max_tenant_bytes);
+  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
   absl::StatusOr<scheduler::Graph> graph =
       scheduler::BuildGraph(request->graph(), options_.limits);
   if (!graph.ok()) return ToGrpcStatus(graph.status());
@@ -95,9 +127,11 @@ grpc::Status SchedulerService::SubmitGraph(
   spec.planner_options = *std::move(planner);
   spec.request_id = request->request_id();
   spec.priority = request->priority();
-  spec.tenant = TenantOf(*context);
+  spec.tenant = *std::move(tenant);
+  spec.deadline = DeadlineOf(*context);
+  spec.cancelled = [context] { return context->IsCancelled(); };
   absl::StatusOr<weft::v1::Job> job = options_.jobs->Submit(std::move(spec));
-  if (!job.ok()) return ToGrpcStatus(job.status());
+  if (!job.ok()) return Rejected(context, job.status());
   *response->mutable_job() = *std::move(job);
   return grpc::Status::OK;
 }

@@ -11,10 +11,16 @@
 // field, e.g. "graph.nodes[1].op: unknown op 'foo'"), NOT_FOUND for unknown
 // job ids and buffers (naming them), FAILED_PRECONDITION for reading a job
 // that has not succeeded or cancelling a finished one, RESOURCE_EXHAUSTED
-// when the admission queue is full, UNAVAILABLE while draining.
+// when the admission queue is full (with a google.rpc.RetryInfo detail and
+// the same delay as `grpc-retry-pushback-ms` trailing metadata),
+// UNAVAILABLE while draining, DEADLINE_EXCEEDED or CANCELLED (no job
+// created) when the caller's deadline passes or the caller goes away before
+// the job is admitted.
 //
-// Submissions may carry the tenant in the `weft-tenant` request metadata;
-// request ids are scoped by tenant.
+// Submissions may carry the tenant in the `weft-tenant` request metadata
+// (at most max_tenant_bytes of letters, digits, '-', '_', '.'; absent
+// means the anonymous tenant ""); request ids are scoped by tenant, and the
+// job manager shares the devices fairly between tenants.
 #ifndef WEFT_SERVER_SCHEDULER_SERVICE_H_
 #define WEFT_SERVER_SCHEDULER_SERVICE_H_
 
@@ -50,9 +56,12 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
     uint32_t default_chunk_bytes = 1 << 20;
     uint32_t max_chunk_bytes = 4 << 20;
     absl::Duration watch_poll_interval = absl::Milliseconds(100);
-    // How long CancelJob waits for a running job to drain before answering.
-    absl::Duration cancel_wait = absl::Seconds(10);
+    // How long CancelJob waits for a running job to drain before answering
+    // (bounded by the call's deadline). A job still RUNNING in the answer
+    // has its cancellation under way; watch it to see it end.
+    absl::Duration cancel_wait = absl::Seconds(2);
     int max_request_id_bytes = 256;
+    int max_tenant_bytes = 64;
   };
 
   // All pointers must be set and outlive the service.

@@ -11,6 +11,8 @@ Every wait has a deadline; a test that fails prints weftd's stderr.
 """
 
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -123,7 +125,7 @@ class Weftd:
                 last_error = e
                 self.kill()
                 # Only a lost race for a port is worth another try.
-                if "address already in use" not in self.stderr().lower():
+                if not re.search(r"address (already )?in use|bind", self.stderr(), re.I):
                     break
         raise RuntimeError("weftd did not start: %s\n--- weftd stderr ---\n%s"
                            % (last_error, self.stderr()))
@@ -229,6 +231,7 @@ class WeftdTestCase(unittest.TestCase):
                 f.write(log)
         if self._failed():
             sys.stderr.write("\n--- weftd stderr (%s) ---\n%s--- end ---\n" % (self.id(), log))
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def write_file(self, name, text):
         path = os.path.join(self.workdir, name)

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <utility>
 
@@ -24,10 +25,10 @@ std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
 absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
     Options options) {
-  if (options.num_devices < 1 || options.num_devices > kMaxDevices) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_devices must be in [1, ", kMaxDevices, "], got ",
-                     options.num_devices));
+  const int n = options.num_devices;
+  if (n < 1 || n > kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_devices must be in [1, ", kMaxDevices, "], got ", n));
   }
   if (options.memory_bytes == 0) {
     return absl::InvalidArgumentError("memory_bytes must be positive");
@@ -38,16 +39,51 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
       return absl::InvalidArgumentError("copy bandwidth must not be NaN");
     }
   }
+  if (!options.bandwidth_gbps.empty()) {
+    if (static_cast<int>(options.bandwidth_gbps.size()) != n + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bandwidth_gbps must have num_devices + 1 = ", n + 1,
+          " rows (the host last), got ", options.bandwidth_gbps.size()));
+    }
+    for (int r = 0; r <= n; ++r) {
+      const std::vector<double>& row = options.bandwidth_gbps[r];
+      if (static_cast<int>(row.size()) != n + 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("bandwidth_gbps[", r, "] must have ", n + 1,
+                         " entries, got ", row.size()));
+      }
+      for (int c = 0; c <= n; ++c) {
+        if (std::isnan(row[c])) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "bandwidth_gbps[", r, "][", c, "] must not be NaN"));
+        }
+      }
+    }
+  }
+  if (options.max_concurrent_kernels < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_concurrent_kernels must be >= 1, got ",
+                     options.max_concurrent_kernels));
+  }
   if (!(options.time_scale >= 0) || std::isinf(options.time_scale)) {
     return absl::InvalidArgumentError(
         absl::StrCat("time_scale must be finite and >= 0, got ",
                      options.time_scale));
   }
-  return std::unique_ptr<SimBackend>(new SimBackend(std::move(options)));
+  std::vector<LaunchFault> faults = std::move(options.launch_faults);
+  options.launch_faults.clear();
+  auto backend =
+      std::unique_ptr<SimBackend>(new SimBackend(std::move(options)));
+  for (LaunchFault& fault : faults) {
+    WEFT_RETURN_IF_ERROR(backend->InjectLaunchFault(std::move(fault)));
+  }
+  return backend;
 }
 
 SimBackend::SimBackend(Options options)
-    : options_(std::move(options)), num_devices_(options_.num_devices) {
+    : options_(std::move(options)),
+      num_devices_(options_.num_devices),
+      clock_(options_.time_scale) {
   if (options_.kernels == nullptr) {
     owned_kernels_ =
         std::make_unique<CpuKernelTable>(CpuKernelTable::WithBuiltins());
@@ -55,8 +91,29 @@ SimBackend::SimBackend(Options options)
   } else {
     kernels_ = options_.kernels;
   }
+  const int n = num_devices_;
+  bandwidth_gbps_.assign((n + 1) * (n + 1), 0);
+  for (int from = 0; from <= n; ++from) {
+    for (int to = 0; to <= n; ++to) {
+      double gbps = 0;
+      if (!options_.bandwidth_gbps.empty()) {
+        gbps = options_.bandwidth_gbps[from][to];
+      } else if (from == n) {
+        gbps = options_.host_to_device_gbps;
+      } else if (to == n) {
+        gbps = options_.device_to_host_gbps;
+      } else {
+        gbps = options_.device_to_device_gbps;
+      }
+      bandwidth_gbps_[from * (n + 1) + to] = gbps;
+    }
+  }
+  for (int d = 0; d < n; ++d) {
+    models_.push_back(
+        std::make_unique<DeviceModel>(options_.max_concurrent_kernels));
+  }
   absl::MutexLock lock(&mu_);
-  for (int d = 0; d < num_devices_; ++d) {
+  for (int d = 0; d < n; ++d) {
     DeviceInfo info;
     info.index = d;
     info.name = options_.device_name;
@@ -74,10 +131,12 @@ SimBackend::SimBackend(Options options)
 SimBackend::~SimBackend() {
   absl::flat_hash_map<uint64_t, Stream> streams;
   absl::flat_hash_map<uint64_t, Event> events;
+  absl::flat_hash_map<uint64_t, PendingGate> gates;
   {
     absl::MutexLock lock(&mu_);
     streams.swap(streams_);
     events.swap(events_);
+    gates.swap(gates_);
   }
   // Stop all first so no worker stays blocked on another stream, then join.
   for (auto& [handle, stream] : streams) stream.queue->Stop();
@@ -115,6 +174,73 @@ absl::Status SimBackend::CheckDevice(int device) const {
   return absl::OkStatus();
 }
 
+absl::Status SimBackend::CheckHealthy(int device) const {
+  WEFT_RETURN_IF_ERROR(CheckDevice(device));
+  const SimDeviceHealth& health = models_[device]->health;
+  if (health.lost()) return health.error();
+  return absl::OkStatus();
+}
+
+bool SimBackend::device_lost(int device) const {
+  return device >= 0 && device < num_devices_ &&
+         models_[device]->health.lost();
+}
+
+absl::Status SimBackend::LoseDevice(int device, absl::string_view reason) {
+  WEFT_RETURN_IF_ERROR(CheckDevice(device));
+  models_[device]->health.Lose(absl::UnavailableError(
+      absl::StrCat("device ", device, " (", device_infos_[device].name,
+                   ") was lost: ", reason)));
+  return absl::OkStatus();
+}
+
+absl::Status SimBackend::InjectLaunchFault(LaunchFault fault) {
+  if (fault.device < -1 || fault.device >= num_devices_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch fault on device ", fault.device, ": there are ",
+                     num_devices_, " devices (-1 is any)"));
+  }
+  if (fault.nth == 0) {
+    return absl::InvalidArgumentError("launch fault: nth counts from 1");
+  }
+  if (fault.status.ok()) {
+    return absl::InvalidArgumentError("launch fault: the status must be an "
+                                      "error");
+  }
+  absl::MutexLock lock(&fault_mu_);
+  const uint64_t base = fault.device < 0
+                            ? total_launches_.load()
+                            : models_[fault.device]->launches.load();
+  faults_.push_back(
+      ArmedFault{fault.device, base + fault.nth, std::move(fault.status)});
+  has_faults_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status SimBackend::NextLaunchFault(int device,
+                                         const KernelLaunch& launch) {
+  const uint64_t on_device = ++models_[device]->launches;
+  const uint64_t total = ++total_launches_;
+  if (!has_faults_.load(std::memory_order_acquire)) return absl::OkStatus();
+  absl::MutexLock lock(&fault_mu_);
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const ArmedFault& f = faults_[i];
+    const bool hit = f.device < 0 ? f.at == total
+                                  : f.device == device && f.at == on_device;
+    if (!hit) continue;
+    absl::Status status(
+        f.status.code(),
+        absl::StrCat(f.status.message(), " (launch ",
+                     f.device < 0 ? total : on_device,
+                     f.device < 0 ? " overall" : "", " on device ", device,
+                     ", op '", launch.op, "')"));
+    faults_.erase(faults_.begin() + i);
+    has_faults_.store(!faults_.empty(), std::memory_order_release);
+    return status;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SimBackend::Stream> SimBackend::FindStream(
     StreamHandle handle) const {
   absl::MutexLock lock(&mu_);
@@ -126,13 +252,14 @@ absl::StatusOr<SimBackend::Stream> SimBackend::FindStream(
 }
 
 absl::StatusOr<StreamHandle> SimBackend::CreateStream(int device) {
-  WEFT_RETURN_IF_ERROR(CheckDevice(device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(device));
   absl::MutexLock lock(&mu_);
   const uint64_t handle = next_handle_++;
   Stream stream;
   stream.device = device;
   stream.queue = std::make_shared<SimStream>(
-      absl::StrCat("device ", device, " stream ", handle));
+      absl::StrCat("device ", device, " stream ", handle), &clock_,
+      &models_[device]->health);
   streams_.emplace(handle, std::move(stream));
   return StreamHandle{handle};
 }
@@ -186,6 +313,7 @@ absl::Status SimBackend::DestroyEvent(EventHandle handle) {
 
 absl::Status SimBackend::RecordEvent(EventHandle event_handle,
                                      StreamHandle stream_handle) {
+  std::shared_ptr<SimStream> previous;
   absl::MutexLock lock(&mu_);
   auto event = events_.find(event_handle.value);
   if (event == events_.end()) {
@@ -203,8 +331,13 @@ absl::Status SimBackend::RecordEvent(EventHandle event_handle,
         event->second.device, " but stream ", stream_handle.value,
         " to device ", stream->second.device));
   }
-  event->second.stream = stream->second.queue;
-  event->second.seq = stream->second.queue->enqueued();
+  // The mark is taken under the stream's own lock: SimStream never calls
+  // back into the backend, so this nests safely.
+  event->second.mark = stream->second.queue->Record();
+  if (event->second.stream != stream->second.queue) {
+    previous = std::move(event->second.stream);
+    event->second.stream = stream->second.queue;
+  }
   return absl::OkStatus();
 }
 
@@ -212,7 +345,7 @@ absl::Status SimBackend::StreamWaitEvent(StreamHandle stream_handle,
                                          EventHandle event_handle) {
   std::shared_ptr<SimStream> waiter;
   std::shared_ptr<SimStream> target;
-  uint64_t seq = 0;
+  std::shared_ptr<const SimStream::Mark> mark;
   {
     absl::MutexLock lock(&mu_);
     auto stream = streams_.find(stream_handle.value);
@@ -227,26 +360,19 @@ absl::Status SimBackend::StreamWaitEvent(StreamHandle stream_handle,
     }
     waiter = stream->second.queue;
     target = event->second.stream;
-    seq = event->second.seq;
+    mark = event->second.mark;
   }
-  // Never recorded, recorded on this very stream (FIFO order suffices), or
-  // complete already: nothing to wait for.
-  if (target == nullptr || target == waiter || target->IsComplete(seq)) {
-    return absl::OkStatus();
-  }
-  waiter->Enqueue([target, seq]() -> absl::Status {
-    if (!target->AwaitComplete(seq)) {
-      return absl::AbortedError(
-          absl::StrCat(target->name(), " stopped before the awaited work"));
-    }
-    return absl::OkStatus();
-  });
+  // Never recorded (a no-op, as in CUDA) or recorded on this very stream
+  // (FIFO order suffices). Otherwise a wait item, even when the work has
+  // completed already: it still moves the stream's virtual time.
+  if (target == nullptr || target == waiter) return absl::OkStatus();
+  waiter->EnqueueWait(std::move(target), std::move(mark));
   return absl::OkStatus();
 }
 
 absl::StatusOr<bool> SimBackend::QueryEvent(EventHandle event_handle) {
   std::shared_ptr<SimStream> target;
-  uint64_t seq = 0;
+  std::shared_ptr<const SimStream::Mark> mark;
   {
     absl::MutexLock lock(&mu_);
     auto event = events_.find(event_handle.value);
@@ -255,9 +381,34 @@ absl::StatusOr<bool> SimBackend::QueryEvent(EventHandle event_handle) {
           absl::StrCat("unknown event ", event_handle.value));
     }
     target = event->second.stream;
-    seq = event->second.seq;
+    mark = event->second.mark;
   }
-  return target == nullptr || target->IsComplete(seq);
+  return target == nullptr || target->MarkTime(*mark).has_value();
+}
+
+absl::StatusOr<double> SimBackend::EventTimeUs(EventHandle event_handle) {
+  std::shared_ptr<SimStream> target;
+  std::shared_ptr<const SimStream::Mark> mark;
+  {
+    absl::MutexLock lock(&mu_);
+    auto event = events_.find(event_handle.value);
+    if (event == events_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown event ", event_handle.value));
+    }
+    target = event->second.stream;
+    mark = event->second.mark;
+  }
+  if (target == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("event ", event_handle.value, " was never recorded"));
+  }
+  std::optional<double> time = target->MarkTime(*mark);
+  if (!time.has_value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("event ", event_handle.value, " has not completed"));
+  }
+  return *time;
 }
 
 absl::Status SimBackend::SynchronizeStream(StreamHandle stream_handle) {
@@ -271,7 +422,7 @@ absl::Status SimBackend::SynchronizeStream(StreamHandle stream_handle) {
 }
 
 absl::StatusOr<DevicePtr> SimBackend::Allocate(int device, uint64_t bytes) {
-  WEFT_RETURN_IF_ERROR(CheckDevice(device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(device));
   absl::MutexLock lock(&mu_);
   Device& dev = devices_[device];
   const uint64_t free_bytes = options_.memory_bytes - dev.used;
@@ -342,26 +493,49 @@ absl::StatusOr<SimBackend::Resolved> SimBackend::ResolveUnlocked(
   return Resolve(ptr, bytes);
 }
 
-absl::Duration SimBackend::CopyTime(uint64_t bytes, double gbps) const {
-  if (!(gbps > 0) || std::isinf(gbps) || options_.time_scale == 0) {
-    return absl::ZeroDuration();
+double SimBackend::CopyUs(uint64_t bytes, int from, int to) const {
+  const double gbps = bandwidth_gbps_[from * (num_devices_ + 1) + to];
+  if (!(gbps > 0) || std::isinf(gbps)) return 0;
+  // 1 GB/s moves 1e3 bytes per microsecond.
+  return static_cast<double>(bytes) / (gbps * 1e3);
+}
+
+double SimBackend::Book(int device, Engine engine, double ready,
+                        double duration) const {
+  if (!(duration > 0)) return ready;
+  DeviceModel& model = *models_[device];
+  // Paced, nothing can start before now: older bookings are history.
+  const double horizon = clock_.NowUs();
+  absl::MutexLock lock(&model.mu);
+  switch (engine) {
+    case Engine::kKernels:
+      return model.kernels.Book(ready, duration, horizon);
+    case Engine::kHostToDevice:
+      return model.host_to_device.Book(ready, duration, horizon);
+    case Engine::kDeviceToHost:
+      return model.device_to_host.Book(ready, duration, horizon);
+    case Engine::kDeviceToDevice:
+      return model.device_to_device.Book(ready, duration, horizon);
   }
-  return absl::Seconds(static_cast<double>(bytes) / (gbps * 1e9) *
-                       options_.time_scale);
+  return ready;
 }
 
 absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
                                           uint64_t bytes,
                                           StreamHandle stream_handle) {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
-  const absl::Duration time = CopyTime(bytes, options_.host_to_device_gbps);
-  SimStream* queue = stream.queue.get();
-  queue->Enqueue([this, dst, src, bytes, time, queue]() -> absl::Status {
-    const absl::Time start = absl::Now();
+  const double duration = CopyUs(bytes, num_devices_, dst.device);
+  stream.queue->Enqueue([this, dst, src, bytes, duration](
+                            SimStream::Timing& timing) -> absl::Status {
+    WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
     WEFT_ASSIGN_OR_RETURN(Resolved to, ResolveUnlocked(dst, bytes));
     if (bytes > 0) std::memcpy(to.data, src, bytes);
-    queue->Occupy(time - (absl::Now() - start));
+    timing.end_us = Book(dst.device, Engine::kHostToDevice, timing.ready_us,
+                         duration) +
+                    duration;
     return absl::OkStatus();
   });
   return absl::OkStatus();
@@ -371,14 +545,18 @@ absl::Status SimBackend::CopyDeviceToHost(void* dst, DevicePtr src,
                                           uint64_t bytes,
                                           StreamHandle stream_handle) {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
-  const absl::Duration time = CopyTime(bytes, options_.device_to_host_gbps);
-  SimStream* queue = stream.queue.get();
-  queue->Enqueue([this, dst, src, bytes, time, queue]() -> absl::Status {
-    const absl::Time start = absl::Now();
+  const double duration = CopyUs(bytes, src.device, num_devices_);
+  stream.queue->Enqueue([this, dst, src, bytes, duration](
+                            SimStream::Timing& timing) -> absl::Status {
+    WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
     WEFT_ASSIGN_OR_RETURN(Resolved from, ResolveUnlocked(src, bytes));
     if (bytes > 0) std::memcpy(dst, from.data, bytes);
-    queue->Occupy(time - (absl::Now() - start));
+    timing.end_us = Book(src.device, Engine::kDeviceToHost, timing.ready_us,
+                         duration) +
+                    duration;
     return absl::OkStatus();
   });
   return absl::OkStatus();
@@ -388,16 +566,23 @@ absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
                                             uint64_t bytes,
                                             StreamHandle stream_handle) {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
-  const absl::Duration time = CopyTime(bytes, options_.device_to_device_gbps);
-  SimStream* queue = stream.queue.get();
-  queue->Enqueue([this, dst, src, bytes, time, queue]() -> absl::Status {
-    const absl::Time start = absl::Now();
+  const double duration = CopyUs(bytes, src.device, dst.device);
+  const int engine_device = stream.device;
+  stream.queue->Enqueue([this, dst, src, bytes, duration, engine_device](
+                            SimStream::Timing& timing) -> absl::Status {
+    WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
+    WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
     WEFT_ASSIGN_OR_RETURN(Resolved from, ResolveUnlocked(src, bytes));
     WEFT_ASSIGN_OR_RETURN(Resolved to, ResolveUnlocked(dst, bytes));
     if (bytes > 0) std::memmove(to.data, from.data, bytes);
-    queue->Occupy(time - (absl::Now() - start));
+    timing.end_us = Book(engine_device, Engine::kDeviceToDevice,
+                         timing.ready_us, duration) +
+                    duration;
     return absl::OkStatus();
   });
   return absl::OkStatus();
@@ -406,11 +591,18 @@ absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
 absl::Status SimBackend::Launch(const KernelLaunch& launch,
                                 StreamHandle stream_handle) {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  if (!kernels_->Contains(launch.op)) {
+  const CpuKernel* kernel = kernels_->Find(launch.op);
+  if (kernel == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "op '", launch.op, "' is not implemented by the simulated backend"));
   }
-  {
+  const int device = stream.device;
+  WEFT_RETURN_IF_ERROR(CheckHealthy(device));
+  bool has_buffers = false;
+  for (const KernelArg& arg : launch.args) {
+    has_buffers |= std::holds_alternative<DeviceBufferArg>(arg);
+  }
+  if (has_buffers) {
     absl::MutexLock lock(&mu_);
     for (const KernelArg& arg : launch.args) {
       if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
@@ -418,20 +610,23 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
       }
     }
   }
-  const int device = stream.device;
-  SimStream* queue = stream.queue.get();
-  queue->Enqueue([this, launch, device, queue]() {
-    return RunLaunch(launch, device, queue);
-  });
+  absl::Status fault = NextLaunchFault(device, launch);
+  stream.queue->Enqueue(
+      [this, launch, kernel, device,
+       fault = std::move(fault)](SimStream::Timing& timing) -> absl::Status {
+        if (!fault.ok()) return fault;
+        return RunLaunch(launch, kernel, device, timing);
+      });
   return absl::OkStatus();
 }
 
-absl::Status SimBackend::RunLaunch(const KernelLaunch& launch, int device,
-                                   SimStream* stream) const {
+absl::Status SimBackend::RunLaunch(const KernelLaunch& launch,
+                                   const CpuKernel* kernel, int device,
+                                   SimStream::Timing& timing) const {
   std::vector<HostArg> args;
   std::vector<std::shared_ptr<Allocation>> keep_alive;
-  args.reserve(launch.args.size());
-  {
+  if (!launch.args.empty()) {
+    args.reserve(launch.args.size());
     absl::MutexLock lock(&mu_);
     for (const KernelArg& arg : launch.args) {
       if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
@@ -459,17 +654,15 @@ absl::Status SimBackend::RunLaunch(const KernelLaunch& launch, int device,
     absl::Status fault = options_.launch_fault(device, launch);
     if (!fault.ok()) return fault;
   }
-  const absl::Time start = absl::Now();
-  absl::Status status = kernels_->Run(launch.op, args);
+  absl::Status status = (*kernel)(args);
   if (!status.ok()) {
     return absl::Status(status.code(),
                         absl::StrCat(launch.op, " on device ", device, ": ",
                                      status.message()));
   }
-  if (launch.op == "spin" && launch.cost_us > 0) {
-    stream->Occupy(absl::Microseconds(launch.cost_us * options_.time_scale) -
-                   (absl::Now() - start));
-  }
+  const double duration = launch.cost_us > 0 ? launch.cost_us : 0;
+  timing.end_us =
+      Book(device, Engine::kKernels, timing.ready_us, duration) + duration;
   return absl::OkStatus();
 }
 
@@ -479,6 +672,44 @@ absl::Status SimBackend::AddHostCallback(StreamHandle stream_handle,
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
   stream.queue->EnqueueCallback(std::move(callback));
   return absl::OkStatus();
+}
+
+absl::Status SimBackend::SetErrorScope(StreamHandle stream_handle,
+                                       uint64_t scope) {
+  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  stream.queue->SetScope(scope);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(
+    StreamHandle stream_handle) {
+  auto gate = std::make_shared<SimStream::Gate>();
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(stream_handle.value);
+  if (it == streams_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown stream ", stream_handle.value));
+  }
+  it->second.queue->EnqueueGate(gate);
+  const uint64_t handle = next_handle_++;
+  gates_.emplace(handle, PendingGate{it->second.queue, std::move(gate)});
+  return GateHandle{handle};
+}
+
+absl::Status SimBackend::OpenHostGate(GateHandle gate_handle,
+                                      absl::Status status, double busy_us) {
+  PendingGate pending;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = gates_.find(gate_handle.value);
+    if (it == gates_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown or already opened gate ", gate_handle.value));
+    }
+    pending = std::move(it->second);
+    gates_.erase(it);
+  }
+  return pending.stream->OpenGate(*pending.gate, std::move(status), busy_us);
 }
 
 }  // namespace weft::runtime

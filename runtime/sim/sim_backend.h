@@ -3,19 +3,41 @@
 // Each simulated device has a memory capacity (allocations are host memory,
 // accounted against it; running out is RESOURCE_EXHAUSTED naming the device,
 // the request and the free bytes). Each stream is a SimStream: a FIFO queue
-// drained by its own worker thread. Events capture a stream's sequence
-// number when recorded; a stream waiting on an event really blocks until
-// that work has completed. Copies move the bytes and then keep the stream
-// busy for bytes / bandwidth of real time. Kernels run the CPU reference
-// implementation from a CpuKernelTable; `spin` keeps its stream busy for the
-// launch's cost_us. Durations are real time (absl::Now), scaled by
-// `time_scale`.
+// drained by its own worker thread. Kernels run the CPU reference
+// implementation from a CpuKernelTable, on the device memory; copies move
+// the bytes. A stream waiting on an event really blocks until that work has
+// completed.
+//
+// Timing model. Work is scheduled on a virtual clock in microseconds, one
+// for all devices (sim_timeline.h). A kernel lasts its launch's cost_us (a
+// `spin` does nothing else) and occupies one of the device's
+// max_concurrent_kernels slots; a copy lasts bytes / bandwidth, from the
+// bandwidth matrix (source row, destination column, the host last), and
+// occupies one of the device's copy engines: host-to-device (the
+// destination's), device-to-host (the source's) or device-to-device (the
+// stream's device, for peer and on-device copies). Each engine does one copy
+// at a time. A piece of work starts when its stream, the events it waits on
+// and a slot or engine allow. With time_scale > 0 the clock is paced (work
+// completes no earlier in real time than its virtual end, scaled); with 0 it
+// is unpaced: work completes as fast as the host runs it and the virtual
+// times stay exact. Events report the virtual time of their capture
+// (EventTimeUs), which traces use.
 //
 // Errors: synchronous ones (unknown handle, unknown op, an address outside
-// any allocation) are returned by the call; errors of enqueued work (a
-// kernel rejecting its arguments, memory freed before the work ran, an
-// injected fault) make the stream failed, as a sticky CUDA error would:
-// its later work is skipped and its later host callbacks receive the error.
+// any allocation, a lost device) are returned by the call; errors of
+// enqueued work (a kernel rejecting its arguments, memory freed before the
+// work ran, an injected fault) stick to the stream's error scope, as a
+// sticky CUDA error would to a context: that scope's later work is skipped
+// and its later host callbacks receive the error, while other scopes on the
+// stream carry on (Backend::SetErrorScope). The error also reaches work of
+// the same scope on other streams that waits on an event after it, so the
+// dependents of failed work are skipped too.
+//
+// Fault injection: fail the k-th kernel launch on a device or on any device
+// (the count is of Launch calls, in the order they were made), a hook
+// consulted before every launch runs, and LoseDevice, after which every
+// call and every piece of work on that device fails UNAVAILABLE with the
+// reason. Other devices carry on.
 //
 // Host callbacks run on the stream's worker thread. Destroying the backend
 // stops every stream, drops work not yet started (without calling its
@@ -25,6 +47,7 @@
 #ifndef WEFT_RUNTIME_SIM_SIM_BACKEND_H_
 #define WEFT_RUNTIME_SIM_SIM_BACKEND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -37,16 +60,26 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/backend.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_stream.h"
+#include "runtime/sim/sim_timeline.h"
 
 namespace weft::runtime {
 
 class SimBackend final : public Backend {
  public:
+  // Fails one kernel launch: the nth Launch call counted from when the
+  // fault is armed, on `device` or (device -1) on any device.
+  struct LaunchFault {
+    int device = -1;
+    uint64_t nth = 1;
+    absl::Status status = absl::InternalError("injected launch fault");
+  };
+
   struct Options {
     int num_devices = 2;
     uint64_t memory_bytes = uint64_t{16} << 30;  // per device
@@ -55,8 +88,16 @@ class SimBackend final : public Backend {
     double host_to_device_gbps = 25;
     double device_to_host_gbps = 25;
     double device_to_device_gbps = 300;  // same device or peer
-    // Multiplies every modelled duration (spins and copies); 0 makes all
-    // of them instantaneous.
+    // The topology, when given: GB/s from every memory (row) to every
+    // memory (column), num_devices + 1 square, the host last; the diagonal
+    // is a device's copy within itself. Replaces the three values above.
+    std::vector<std::vector<double>> bandwidth_gbps;
+    // Kernels that run at once on one device; more wait for a slot. 32 is
+    // the number of hardware work queues (Hyper-Q) of current GPUs.
+    int max_concurrent_kernels = 32;
+    // Real time per unit of virtual time: 1 runs the model in real time,
+    // 2 at half speed, 0 unpaced (as fast as the host can, with exact
+    // virtual timing).
     double time_scale = 1.0;
     std::string device_name = "Weft Simulated GPU";
     // Kernels to run; not owned, must outlive the backend. Null: the
@@ -66,6 +107,8 @@ class SimBackend final : public Backend {
     // runs; a non-OK answer fails that launch with this status.
     std::function<absl::Status(int device, const KernelLaunch& launch)>
         launch_fault;
+    // Faults armed at creation.
+    std::vector<LaunchFault> launch_faults;
   };
 
   static absl::StatusOr<std::unique_ptr<SimBackend>> Create(Options options);
@@ -121,9 +164,31 @@ class SimBackend final : public Backend {
                                HostCallback callback) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool supports_host_gates() const override { return true; }
+  absl::StatusOr<GateHandle> EnqueueHostGate(StreamHandle stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status OpenHostGate(GateHandle gate, absl::Status status,
+                            double busy_us) override ABSL_LOCKS_EXCLUDED(mu_);
+  bool has_device_clock() const override { return true; }
+  absl::StatusOr<double> EventTimeUs(EventHandle event) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Fault injection. INVALID_ARGUMENT for a device out of range, nth 0 or
+  // an OK status.
+  absl::Status InjectLaunchFault(LaunchFault fault)
+      ABSL_LOCKS_EXCLUDED(fault_mu_);
+  // From now on every call and all work on `device` fail UNAVAILABLE
+  // ("device D (...) was lost: <reason>"), work already queued included.
+  absl::Status LoseDevice(int device, absl::string_view reason);
+  bool device_lost(int device) const;
+
   // Number of live streams and events over all devices.
   int stream_count() const ABSL_LOCKS_EXCLUDED(mu_);
   int event_count() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The virtual clock: paced, the time now; unpaced, 0.
+  double NowUs() const { return clock_.NowUs(); }
 
  private:
   struct Allocation {
@@ -149,7 +214,37 @@ class SimBackend final : public Backend {
   struct Event {
     int device = 0;
     std::shared_ptr<SimStream> stream;  // null until recorded
-    uint64_t seq = 0;
+    std::shared_ptr<const SimStream::Mark> mark;
+  };
+
+  struct PendingGate {
+    std::shared_ptr<SimStream> stream;
+    std::shared_ptr<SimStream::Gate> gate;
+  };
+
+  enum class Engine { kKernels, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+  // A device's health and the timelines of its kernel slots and copy
+  // engines.
+  struct DeviceModel {
+    explicit DeviceModel(int kernel_slots)
+        : kernels(kernel_slots),
+          host_to_device(1),
+          device_to_host(1),
+          device_to_device(1) {}
+    SimDeviceHealth health;
+    std::atomic<uint64_t> launches{0};
+    absl::Mutex mu;
+    Timeline kernels ABSL_GUARDED_BY(mu);
+    Timeline host_to_device ABSL_GUARDED_BY(mu);
+    Timeline device_to_host ABSL_GUARDED_BY(mu);
+    Timeline device_to_device ABSL_GUARDED_BY(mu);
+  };
+
+  struct ArmedFault {
+    int device = -1;
+    uint64_t at = 0;  // the launch count that fails
+    absl::Status status;
   };
 
   // A resolved address: host memory kept alive by `owner`.
@@ -168,11 +263,19 @@ class SimBackend final : public Backend {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Resolved> ResolveUnlocked(DevicePtr ptr, uint64_t bytes) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Real time a copy of `bytes` takes at `gbps`.
-  absl::Duration CopyTime(uint64_t bytes, double gbps) const;
+  // Virtual microseconds a copy of `bytes` from memory `from` to memory
+  // `to` takes (num_devices_ is the host).
+  double CopyUs(uint64_t bytes, int from, int to) const;
+  // Books `duration` on a device engine at or after `ready`; the start.
+  double Book(int device, Engine engine, double ready, double duration) const;
+  absl::Status CheckHealthy(int device) const;
+  // Counts a launch on `device`; the fault it hits, or OK.
+  absl::Status NextLaunchFault(int device, const KernelLaunch& launch)
+      ABSL_LOCKS_EXCLUDED(fault_mu_);
   // Runs on the stream thread.
-  absl::Status RunLaunch(const KernelLaunch& launch, int device,
-                         SimStream* stream) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RunLaunch(const KernelLaunch& launch, const CpuKernel* kernel,
+                         int device, SimStream::Timing& timing) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const Options options_;
@@ -180,11 +283,21 @@ class SimBackend final : public Backend {
   std::unique_ptr<CpuKernelTable> owned_kernels_;
   const CpuKernelTable* kernels_ = nullptr;
   std::vector<DeviceInfo> device_infos_;
+  // (num_devices_ + 1)^2 bandwidths, row-major, source by destination.
+  std::vector<double> bandwidth_gbps_;
+  const SimClock clock_;
+  std::vector<std::unique_ptr<DeviceModel>> models_;
+
+  absl::Mutex fault_mu_;
+  std::vector<ArmedFault> faults_ ABSL_GUARDED_BY(fault_mu_);
+  std::atomic<bool> has_faults_{false};
+  std::atomic<uint64_t> total_launches_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Event> events_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, PendingGate> gates_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
 };
 

@@ -1,11 +1,13 @@
 #include "runtime/sim/sim_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -413,6 +415,284 @@ TEST(SimBackendTest, ShutsDownPromptlyWithWorkInFlight) {
   const absl::Time start = absl::Now();
   backend.reset();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+
+// ---- Timing model (unpaced: exact virtual times, no real waiting).
+
+SimBackend::Options Unpaced() {
+  SimBackend::Options options = FastOptions();
+  options.time_scale = 0;
+  return options;
+}
+
+// Records an event on `s` and returns its virtual time once complete.
+double TimeAfter(SimBackend& backend, StreamHandle s, int device) {
+  EventHandle e = backend.CreateEvent(device).value();
+  EXPECT_TRUE(backend.RecordEvent(e, s).ok());
+  EXPECT_TRUE(backend.SynchronizeStream(s).ok());
+  absl::StatusOr<double> t = backend.EventTimeUs(e);
+  EXPECT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(backend.DestroyEvent(e).ok());
+  return t.value_or(-1);
+}
+
+TEST(SimBackendTimingTest, KernelsLastTheirCostOnTheVirtualClock) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s = backend->CreateStream(0).value();
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(backend->Launch(Spin(1e6), s).ok());  // one virtual second
+  ASSERT_TRUE(backend->Launch(Spin(500), s).ok());
+  EXPECT_EQ(TimeAfter(*backend, s, 0), 1e6 + 500);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));  // unpaced
+  EXPECT_TRUE(backend->has_device_clock());
+}
+
+TEST(SimBackendTimingTest, EventTimeNeedsACompletedRecording) {
+  TestKernels kernels;
+  SimBackend::Options options = Unpaced();
+  options.kernels = &kernels.table;
+  auto backend = MakeBackend(options);
+  StreamHandle s = backend->CreateStream(0).value();
+  EventHandle e = backend->CreateEvent(0).value();
+  absl::StatusOr<double> never = backend->EventTimeUs(e);
+  EXPECT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(never.status().message(), HasSubstr("never recorded"));
+  KernelLaunch block;
+  block.op = "block";
+  ASSERT_TRUE(backend->Launch(block, s).ok());
+  ASSERT_TRUE(backend->RecordEvent(e, s).ok());
+  absl::StatusOr<double> pending = backend->EventTimeUs(e);
+  EXPECT_EQ(pending.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(pending.status().message(), HasSubstr("not completed"));
+  kernels.release.Notify();
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_TRUE(backend->EventTimeUs(e).ok());
+}
+
+TEST(SimBackendTimingTest, WaitsCarryVirtualTimeAcrossStreams) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(1).value();
+  EventHandle e = backend->CreateEvent(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(300), a).ok());
+  ASSERT_TRUE(backend->RecordEvent(e, a).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(a).ok());  // done in real time
+  ASSERT_TRUE(backend->Launch(Spin(100), b).ok());
+  ASSERT_TRUE(backend->StreamWaitEvent(b, e).ok());
+  ASSERT_TRUE(backend->Launch(Spin(50), b).ok());
+  EXPECT_EQ(TimeAfter(*backend, b, 1), 350);
+}
+
+TEST(SimBackendTimingTest, ConcurrentKernelsAreLimitedPerDevice) {
+  SimBackend::Options options = Unpaced();
+  options.max_concurrent_kernels = 2;
+  auto backend = MakeBackend(options);
+  std::vector<StreamHandle> streams;
+  for (int i = 0; i < 4; ++i) {
+    streams.push_back(backend->CreateStream(0).value());
+    ASSERT_TRUE(backend->Launch(Spin(100), streams.back()).ok());
+  }
+  StreamHandle other = backend->CreateStream(1).value();
+  ASSERT_TRUE(backend->Launch(Spin(100), other).ok());
+  std::vector<double> ends;
+  for (StreamHandle s : streams) ends.push_back(TimeAfter(*backend, s, 0));
+  std::sort(ends.begin(), ends.end());
+  // Two slots: two kernels end at 100, two wait and end at 200.
+  EXPECT_THAT(ends, ::testing::ElementsAre(100, 100, 200, 200));
+  // Another device has slots of its own.
+  EXPECT_EQ(TimeAfter(*backend, other, 1), 100);
+}
+
+TEST(SimBackendTimingTest, CopiesSerializePerEngineAtTheTopologyBandwidth) {
+  SimBackend::Options options = Unpaced();
+  // GB/s, source row, destination column, host last: host->0 is 1 GB/s
+  // (1000 bytes per microsecond), 0->1 is 10 GB/s, 0->host 2 GB/s.
+  options.bandwidth_gbps = {{0, 10, 2}, {10, 0, 2}, {1, 1, 0}};
+  auto backend = MakeBackend(options);
+  std::string in(100000, 'x'), out(100000, '\0');
+  DevicePtr d0 = backend->Allocate(0, in.size()).value();
+  DevicePtr d0b = backend->Allocate(0, in.size()).value();
+  DevicePtr d1 = backend->Allocate(1, in.size()).value();
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  // Two uploads to device 0 on different streams share its one H2D engine.
+  ASSERT_TRUE(backend->CopyHostToDevice(d0, in.data(), in.size(), a).ok());
+  ASSERT_TRUE(backend->CopyHostToDevice(d0b, in.data(), in.size(), b).ok());
+  const double ta = TimeAfter(*backend, a, 0);
+  const double tb = TimeAfter(*backend, b, 0);
+  EXPECT_EQ(std::min(ta, tb), 100);  // 100000 bytes at 1000 bytes/us
+  EXPECT_EQ(std::max(ta, tb), 200);
+  // A peer copy and a download use other engines: they overlap.
+  StreamHandle c = backend->CreateStream(0).value();
+  StreamHandle d = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->CopyDeviceToDevice(d1, d0, in.size(), c).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), d0, in.size(), d).ok());
+  EXPECT_EQ(TimeAfter(*backend, c, 0), 10);   // 100000 bytes at 10 GB/s
+  EXPECT_EQ(TimeAfter(*backend, d, 0), 50);   // at 2 GB/s
+  EXPECT_EQ(out, in);
+}
+
+TEST(SimBackendTimingTest, RejectsABadTopology) {
+  SimBackend::Options options = Unpaced();
+  options.bandwidth_gbps = {{1, 1}, {1, 1}};  // 2 devices need 3 x 3
+  auto backend = SimBackend::Create(options);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend.status().message(), HasSubstr("num_devices + 1 = 3"));
+  options.bandwidth_gbps = {{1, 1, 1}, {1, 1}, {1, 1, 1}};
+  EXPECT_THAT(SimBackend::Create(options).status().message(),
+              HasSubstr("bandwidth_gbps[1] must have 3 entries"));
+  options = Unpaced();
+  options.max_concurrent_kernels = 0;
+  EXPECT_THAT(SimBackend::Create(options).status().message(),
+              HasSubstr("max_concurrent_kernels"));
+}
+
+TEST(SimBackendTimingTest, PacedClockTakesRealTime) {
+  SimBackend::Options options = FastOptions();
+  options.time_scale = 1;
+  auto backend = MakeBackend(options);
+  StreamHandle s = backend->CreateStream(0).value();
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(backend->Launch(Spin(10000), s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(10));
+}
+
+// ---- Error scopes, gates and faults.
+
+TEST(SimBackendScopeTest, FailureStaysInItsScope) {
+  TestKernels kernels;
+  SimBackend::Options options = Unpaced();
+  options.kernels = &kernels.table;
+  auto backend = MakeBackend(options);
+  StreamHandle s = backend->CreateStream(0).value();
+  DevicePtr p = backend->Allocate(0, 4).value();
+  absl::Status seen_a, seen_b;
+  KernelLaunch boom;
+  boom.op = "boom";
+  ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
+  ASSERT_TRUE(backend->Launch(boom, s).ok());
+  ASSERT_TRUE(backend->SetErrorScope(s, 2).ok());
+  ASSERT_TRUE(backend->Launch(FillF32(p, 4, 5), s).ok());
+  ASSERT_TRUE(
+      backend->AddHostCallback(s, [&](absl::Status st) { seen_b = st; }).ok());
+  ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
+  ASSERT_TRUE(
+      backend->AddHostCallback(s, [&](absl::Status st) { seen_a = st; }).ok());
+  EXPECT_EQ(backend->SynchronizeStream(s).code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(seen_b.ok()) << seen_b;
+  EXPECT_THAT(seen_a.message(), HasSubstr("boom went off"));
+  float value = 0;
+  ASSERT_TRUE(backend->SetErrorScope(s, 2).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHost(&value, p, 4, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(value, 5.0f);
+}
+
+TEST(SimBackendGateTest, GateHoldsTheStreamAndAddsTheHostTime) {
+  auto backend = MakeBackend(Unpaced());
+  ASSERT_TRUE(backend->supports_host_gates());
+  StreamHandle s = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(10), s).ok());
+  GateHandle gate = backend->EnqueueHostGate(s).value();
+  ASSERT_TRUE(backend->Launch(Spin(5), s).ok());
+  EventHandle e = backend->CreateEvent(0).value();
+  ASSERT_TRUE(backend->RecordEvent(e, s).ok());
+  absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_FALSE(backend->QueryEvent(e).value());
+  ASSERT_TRUE(backend->OpenHostGate(gate, absl::OkStatus(), 100).ok());
+  EXPECT_EQ(backend->OpenHostGate(gate, absl::OkStatus(), 0).code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(backend->EventTimeUs(e).value(), 115);
+}
+
+TEST(SimBackendFaultTest, FailsTheNthLaunchOnADevice) {
+  SimBackend::Options options = Unpaced();
+  options.launch_faults.push_back(
+      {1, 2, absl::DataLossError("flipped bits")});
+  auto backend = MakeBackend(options);
+  StreamHandle s0 = backend->CreateStream(0).value();
+  StreamHandle s1 = backend->CreateStream(1).value();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(backend->Launch(Spin(1), s0).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1), s1).ok());
+  std::vector<absl::Status> seen;
+  absl::Mutex mu;
+  ASSERT_TRUE(backend
+                  ->AddHostCallback(s1,
+                                    [&](absl::Status st) {
+                                      absl::MutexLock lock(&mu);
+                                      seen.push_back(st);
+                                    })
+                  .ok());
+  ASSERT_TRUE(backend->Launch(Spin(1), s1).ok());  // the 2nd on device 1
+  absl::Status status = backend->SynchronizeStream(s1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("flipped bits"));
+  EXPECT_THAT(status.message(), HasSubstr("launch 2 on device 1, op 'spin'"));
+  EXPECT_TRUE(backend->SynchronizeStream(s0).ok());  // device 0 unharmed
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(seen[0].ok());  // before the fault
+}
+
+TEST(SimBackendFaultTest, FailsTheNthLaunchOverall) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s0 = backend->CreateStream(0).value();
+  StreamHandle s1 = backend->CreateStream(1).value();
+  ASSERT_TRUE(backend->Launch(Spin(1), s0).ok());  // before arming
+  ASSERT_TRUE(
+      backend->InjectLaunchFault({-1, 2, absl::InternalError("zap")}).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1), s0).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1), s1).ok());  // 2nd since arming
+  EXPECT_TRUE(backend->SynchronizeStream(s0).ok());
+  absl::Status status = backend->SynchronizeStream(s1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("zap (launch 3 overall"));
+  EXPECT_EQ(backend->InjectLaunchFault({2, 1, absl::InternalError("x")})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend->InjectLaunchFault({0, 0, absl::InternalError("x")})
+                  .message(),
+              HasSubstr("nth counts from 1"));
+  EXPECT_THAT(backend->InjectLaunchFault({0, 1, absl::OkStatus()}).message(),
+              HasSubstr("must be an error"));
+}
+
+TEST(SimBackendFaultTest, LostDeviceFailsEverythingOnItOnly) {
+  TestKernels kernels;
+  SimBackend::Options options = Unpaced();
+  options.kernels = &kernels.table;
+  auto backend = MakeBackend(options);
+  StreamHandle s0 = backend->CreateStream(0).value();
+  StreamHandle s1 = backend->CreateStream(1).value();
+  KernelLaunch block;
+  block.op = "block";
+  ASSERT_TRUE(backend->Launch(block, s1).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1), s1).ok());  // queued behind it
+  absl::Status seen;
+  ASSERT_TRUE(
+      backend->AddHostCallback(s1, [&](absl::Status st) { seen = st; }).ok());
+  ASSERT_TRUE(backend->LoseDevice(1, "fell off the bus").ok());
+  EXPECT_TRUE(backend->device_lost(1));
+  kernels.release.Notify();
+  absl::Status status = backend->SynchronizeStream(s1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status.message(), HasSubstr("device 1"));
+  EXPECT_THAT(status.message(), HasSubstr("was lost: fell off the bus"));
+  EXPECT_EQ(seen.code(), absl::StatusCode::kUnavailable);
+  // Later calls fail at once.
+  EXPECT_EQ(backend->Launch(Spin(1), s1).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(backend->CreateStream(1).status().code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(backend->Allocate(1, 16).status().code(),
+            absl::StatusCode::kUnavailable);
+  // Device 0 carries on.
+  EXPECT_FALSE(backend->device_lost(0));
+  ASSERT_TRUE(backend->Launch(Spin(1), s0).ok());
+  EXPECT_TRUE(backend->SynchronizeStream(s0).ok());
 }
 
 }  // namespace

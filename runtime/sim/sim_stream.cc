@@ -137,6 +137,11 @@ absl::Status SimStream::error() const {
   return ScopeError(scope_);
 }
 
+absl::Status SimStream::scope_error(uint64_t scope) const {
+  absl::MutexLock lock(&mu_);
+  return ScopeError(scope);
+}
+
 double SimStream::last_end_us() const {
   absl::MutexLock lock(&mu_);
   return last_end_us_;
@@ -217,7 +222,8 @@ absl::Status SimStream::Run(Item& item, const absl::Status& scope_error,
       }
       std::optional<double> time = item.target->MarkTime(*item.mark);
       if (time.has_value()) end = std::max(ready, *time);
-      return absl::OkStatus();
+      // What this scope waited for failed: its dependents fail too.
+      return item.target->scope_error(item.scope);
     }
     case Kind::kGate: {
       absl::Status status;

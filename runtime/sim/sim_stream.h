@@ -22,7 +22,10 @@
 // when it was enqueued (SetScope; 0 initially). The first error of a scope
 // skips that scope's later work items (reported with that error, as a CUDA
 // stream with a sticky error would) and reaches its later callbacks; other
-// scopes carry on. When the device's health turns bad (a lost device), every
+// scopes carry on. A failure also flows along waits: a wait on a stream
+// whose same scope has failed fails the waiter's scope too, so work that
+// depends on failed work is skipped rather than run on garbage. When the
+// device's health turns bad (a lost device), every
 // later work item fails with its error and every callback receives it.
 // Sequence numbers still advance for skipped items, so nothing waiting on
 // this stream hangs.
@@ -136,6 +139,8 @@ class SimStream {
   bool Idle() const ABSL_LOCKS_EXCLUDED(mu_);
   // The first error of the current scope (or the device's), or OK.
   absl::Status error() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The first error of `scope` (or the device's), or OK.
+  absl::Status scope_error(uint64_t scope) const ABSL_LOCKS_EXCLUDED(mu_);
   // Virtual time at which the last completed item ended.
   double last_end_us() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -1,0 +1,49 @@
+// Where each buffer's up-to-date copies live while the planner places nodes.
+//
+// The plan-time model of GrCUDA (its "array up-to-date locations"): every
+// buffer starts on the host. Placing a node on device d then updates the
+// buffers it uses, in issue order: a buffer the node only reads gains d (a
+// copy is made there, the others stay valid); a buffer it writes (WRITE or
+// READ_WRITE) is up to date on d alone. A set is a bit mask: bit d for
+// device d, kHostBit for the host, so the model supports up to kMaxDevices
+// devices.
+//
+// Not thread-safe.
+#ifndef WEFT_SCHEDULER_DATA_LOCATION_H_
+#define WEFT_SCHEDULER_DATA_LOCATION_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/graph.h"
+
+namespace weft::scheduler {
+
+class DataLocations {
+ public:
+  using Mask = uint64_t;
+  static constexpr int kMaxDevices = 63;
+  static constexpr Mask kHostBit = Mask{1} << 63;
+
+  explicit DataLocations(int num_buffers)
+      : mask_(num_buffers, kHostBit) {}
+
+  Mask mask(BufferId b) const { return mask_[b]; }
+  bool OnDevice(BufferId b, int device) const {
+    return (mask_[b] >> device) & 1;
+  }
+  bool OnHost(BufferId b) const { return (mask_[b] & kHostBit) != 0; }
+  // Up to date on at least one device (not only on the host).
+  bool OnSomeDevice(BufferId b) const { return (mask_[b] & ~kHostBit) != 0; }
+
+  // Records that `node` runs on `device`. REQUIRES: 0 <= device <
+  // kMaxDevices and every buffer of `node` below num_buffers.
+  void Apply(const NodeSpec& node, int device);
+
+ private:
+  std::vector<Mask> mask_;
+};
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_DATA_LOCATION_H_

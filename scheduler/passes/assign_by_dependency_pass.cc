@@ -1,0 +1,202 @@
+#include "scheduler/passes/assign_by_dependency_pass.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+namespace weft::scheduler {
+namespace {
+
+constexpr int kNumEngines = 4;
+
+// Per-stream walk state.
+struct Track {
+  NodeId last = -1;     // its node issued last so far
+  NodeId current = -1;  // its node issued last before the walk's position
+  uint64_t ops = 0;     // bit per op id (the first 64 ops) that ran on it
+};
+
+// Not thread-safe.
+class Walk {
+ public:
+  explicit Walk(StreamContext& context)
+      : c_(context),
+        query_(context.dag.reach, context.dag.raw_preds),
+        op_bit_(context.num_nodes(), 0) {
+    int num_devices = 1;
+    for (int d : c_.device) num_devices = std::max(num_devices, d + 1);
+    groups_.resize(num_devices * kNumEngines);
+    tracks_.resize(c_.streams.size());
+    // Ops numbered by first appearance; the first 64 get a bit each.
+    // Consecutive nodes usually share an op: compare with the last one
+    // before hashing.
+    absl::flat_hash_map<absl::string_view, int> op_ids;
+    absl::string_view last_op;
+    uint64_t last_bit = 0;
+    for (NodeId v = 0; v < c_.num_nodes(); ++v) {
+      const std::string& op = c_.graph.node(v).op;
+      if (v == 0 || op != last_op) {
+        auto [it, inserted] =
+            op_ids.emplace(op, static_cast<int>(op_ids.size()));
+        last_op = op;
+        last_bit = it->second < 64 ? uint64_t{1} << it->second : 0;
+      }
+      op_bit_[v] = last_bit;
+    }
+    // Nodes already placed by earlier passes keep their streams.
+    for (NodeId v : c_.dag.order) {
+      if (c_.stream_of[v] >= 0) Touch(v, c_.stream_of[v]);
+    }
+  }
+
+  void Run() {
+    for (NodeId v : c_.dag.order) {
+      if (c_.stream_of[v] < 0) AssignOne(v);
+      tracks_[c_.stream_of[v]].current = v;
+    }
+  }
+
+ private:
+  int NewStream(NodeId v) {
+    const int s = c_.NewStream(c_.device[v], c_.graph.node(v).engine,
+                               LogicalStream::Kind::kShared);
+    tracks_.emplace_back();
+    return s;
+  }
+
+  void Touch(NodeId v, int s) {
+    Track& t = tracks_[s];
+    if (t.last < 0 || c_.dag.pos(t.last) < c_.dag.pos(v)) t.last = v;
+    t.ops |= op_bit_[v];
+  }
+
+  void Place(NodeId v, int s, StreamChoice::Why why, NodeId related) {
+    c_.stream_of[v] = s;
+    c_.choice[v] = {why, related};
+    Touch(v, s);
+  }
+
+  std::vector<int>& Group(NodeId v) {
+    return groups_[c_.device[v] * kNumEngines +
+                   static_cast<int>(c_.graph.node(v).engine)];
+  }
+
+  // Places v, not yet assigned, and the chain that follows it.
+  void AssignOne(NodeId v) {
+    std::vector<int>& group = Group(v);
+    const int32_t pv = c_.dag.pos(v);
+    const uint64_t op = op_bit_[v];
+
+    int chosen = -1;
+    bool chosen_has_op = false;
+    for (int s : group) {
+      const NodeId last = tracks_[s].last;
+      if (c_.dag.pos(last) >= pv || !query_.Reaches(last, v)) continue;
+      const bool has_op = (tracks_[s].ops & op) != 0;
+      if (chosen < 0 || (has_op && !chosen_has_op)) {
+        chosen = s;
+        chosen_has_op = has_op;
+        if (has_op) break;
+      }
+    }
+    if (chosen >= 0) {
+      Place(v, chosen, StreamChoice::Why::kRecycled, tracks_[chosen].last);
+    } else if (static_cast<int>(group.size()) <
+               c_.options.max_streams_per_device) {
+      chosen = NewStream(v);
+      group.push_back(chosen);
+      Place(v, chosen, StreamChoice::Why::kNew, -1);
+    } else {
+      chosen = SoftCap(v, group);
+    }
+    FollowChain(v, chosen);
+  }
+
+  // At the cap: the stream that delays v least.
+  int SoftCap(NodeId v, const std::vector<int>& group) {
+    const double ready = c_.levels.top_us[v];
+    int chosen = -1;
+    double best_delay = 0;
+    bool best_has_op = false;
+    for (int s : group) {
+      const NodeId before = tracks_[s].current;
+      const double finish =
+          before < 0 ? 0
+                     : c_.levels.top_us[before] + c_.graph.node(before).cost_us;
+      const double delay = std::max(0.0, finish - ready);
+      const bool has_op = (tracks_[s].ops & op_bit_[v]) != 0;
+      if (chosen < 0 || delay < best_delay ||
+          (delay == best_delay && has_op && !best_has_op)) {
+        chosen = s;
+        best_delay = delay;
+        best_has_op = has_op;
+      }
+    }
+    const NodeId before = tracks_[chosen].current;
+    if (before >= 0 && !query_.Reaches(before, v)) {
+      c_.added_orderings.emplace_back(before, v);
+    }
+    Place(v, chosen, StreamChoice::Why::kSoftCap, before);
+    return chosen;
+  }
+
+  // Extends stream `s` from `v` down its highest-ranked unassigned
+  // successors on the same device and engine.
+  void FollowChain(NodeId v, int s) {
+    const int device = c_.streams[s].device;
+    const Engine engine = c_.streams[s].engine;
+    NodeId cur = v;
+    while (true) {
+      NodeId best = -1;
+      bool best_has_op = false;
+      for (NodeId x : c_.dag.Succs(cur)) {
+        if (c_.stream_of[x] >= 0 || c_.device[x] != device ||
+            c_.graph.node(x).engine != engine) {
+          continue;
+        }
+        const bool has_op = (tracks_[s].ops & op_bit_[x]) != 0;
+        if (best < 0 || Better(x, has_op, best, best_has_op)) {
+          best = x;
+          best_has_op = has_op;
+        }
+      }
+      if (best < 0) return;
+      Place(best, s, StreamChoice::Why::kChain, cur);
+      cur = best;
+    }
+  }
+
+  bool Better(NodeId a, bool a_has_op, NodeId b, bool b_has_op) const {
+    const CostLevels& l = c_.levels;
+    if (l.bottom_us[a] != l.bottom_us[b]) return l.bottom_us[a] > l.bottom_us[b];
+    if (l.bottom_hops[a] != l.bottom_hops[b]) {
+      return l.bottom_hops[a] > l.bottom_hops[b];
+    }
+    if (a_has_op != b_has_op) return a_has_op;
+    return a < b;
+  }
+
+  StreamContext& c_;
+  ReachabilityQuery query_;
+  std::vector<uint64_t> op_bit_;  // by NodeId
+  std::vector<Track> tracks_;     // by stream
+  // device * kNumEngines + engine -> this pass's streams, oldest first.
+  std::vector<std::vector<int>> groups_;
+};
+
+}  // namespace
+
+absl::Status AssignByDependencyPass::Run(StreamContext& context) const {
+  if (context.options.max_streams_per_device < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.max_streams_per_device: must be at least 1, "
+                     "got ",
+                     context.options.max_streams_per_device));
+  }
+  Walk(context).Run();
+  return absl::OkStatus();
+}
+
+}  // namespace weft::scheduler

@@ -1,0 +1,38 @@
+// Dependency-based assignment: NNC's static schedule, with a real rank.
+//
+// Every node still without a stream (after labels and independent engines)
+// is placed by one walk in issue order. An unassigned node takes a
+// recyclable stream of its device and engine: one whose last node is its
+// ancestor, so the reuse adds no ordering (a stream that already ran the
+// node's op is preferred, then the lowest id); else a new stream while its
+// device and engine have fewer than max_streams_per_device; else (the cap
+// is soft) the stream that delays it least: the one whose node just before
+// it in issue order is expected to finish first on unlimited hardware
+// (ties: the node's op, then the lowest id). That sharing orders the node
+// after that node, and is recorded in added_orderings when the DAG does not
+// already order them. The stream then follows the node's highest-ranked
+// unassigned successor on the same device and engine, and so on down the
+// chain. Rank: the longest cost-weighted path to a sink, then the longest
+// path in edges; ties prefer a successor whose op already ran on the
+// stream, then the lower node id.
+//
+// Ancestry is asked of the reachability index (reachability.h), never of an
+// O(V^2) matrix: one query per stream of the device and engine at each
+// chain start.
+#ifndef WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_
+#define WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_
+
+#include "scheduler/passes/stream_pass.h"
+
+namespace weft::scheduler {
+
+class AssignByDependencyPass final : public StreamPass {
+ public:
+  absl::string_view name() const override { return "assign_by_dependency"; }
+  // INVALID_ARGUMENT if options.max_streams_per_device < 1.
+  absl::Status Run(StreamContext& context) const override;
+};
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_

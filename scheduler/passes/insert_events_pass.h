@@ -1,0 +1,36 @@
+// Event insertion: one event wait per cross-stream dependency that the
+// waiting stream does not already know is satisfied.
+//
+// Each stream keeps a sparse vector clock: for every other stream, the last
+// node (by sequence number on that stream) known to have finished. Walking
+// the nodes in issue order, a dependency p -> v between different streams
+// is a candidate wait unless v's stream already knows p finished. The
+// candidates are taken latest-issued first and each is dropped when the
+// waits already chosen for v cover it (through their own clocks, which is
+// how knowledge passes through third streams). A wait adopts the waited
+// node's clock. So no chosen wait is implied by the stream's history or by
+// the node's other waits. Each waited-on node signals one event, shared by
+// all its waiters; ids are allocated in order of first wait.
+//
+// Keeps every node's sequence number and clock version in the context for
+// later passes. Cost: O(V + E) plus O(S) per wait for clocks of S entries
+// (S at most the number of streams); snapshots live in one arena and are
+// taken only when a stream's clock changes.
+#ifndef WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
+#define WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
+
+#include "scheduler/passes/stream_pass.h"
+
+namespace weft::scheduler {
+
+class InsertEventsPass final : public StreamPass {
+ public:
+  absl::string_view name() const override { return "insert_events"; }
+  // REQUIRES: every node has a stream below streams.size(). INTERNAL
+  // otherwise.
+  absl::Status Run(StreamContext& context) const override;
+};
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_

@@ -1,0 +1,141 @@
+// The state that stream passes (stream_pass.h) read and refine.
+//
+// Stream allocation is an ordered chain of passes, each applying one rule
+// (GraphEngine's design): labels, independent engines, dependencies,
+// merging streams that cannot overlap, dense stream ids, events, dense event
+// ids, physical splitting. A StreamContext carries what they share: the
+// inputs (graph, DAG, cost levels, each node's device, the options), the
+// logical streams and each node's stream and why it got it, and once events
+// are planned, each node's signal and waits plus the vector clocks they were
+// derived from.
+//
+// Conventions: per-node vectors are indexed by NodeId; `waits` rows by issue
+// position (Dag::order). A stream runs its nodes in issue order, a
+// topological order, and events only point from earlier to later nodes, so
+// no assignment can deadlock.
+//
+// Not thread-safe; one context per planning run.
+#ifndef WEFT_SCHEDULER_PASSES_STREAM_CONTEXT_H_
+#define WEFT_SCHEDULER_PASSES_STREAM_CONTEXT_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/dependency_inference.h"
+#include "scheduler/graph.h"
+#include "scheduler/planner_options.h"
+#include "scheduler/reachability.h"
+
+namespace weft::scheduler {
+
+struct StreamOptions {
+  StreamMode mode = StreamMode::kMulti;
+  int max_streams_per_device = 8;  // soft cap, per device and engine
+  // Tasks (nodes, event records and event waits) a stream may hold before
+  // it is split in two; 0: no limit.
+  int max_nodes_per_stream = 0;
+};
+
+// Why a node went to its stream.
+struct StreamChoice {
+  enum class Why : uint8_t {
+    kSingle,       // SINGLE mode
+    kLabel,        // its stream label
+    kIndependent,  // the device's collective stream
+    kChain,        // the highest-ranked successor of `related`
+    kRecycled,     // the stream's last node `related` is an ancestor
+    kNew,          // no recyclable stream, below the cap
+    kSoftCap,      // at the cap: after `related` (-1: an idle stream), the
+                   // stream that delays it least; the sharing adds ordering
+    kMerged,       // its stream was merged into the one `related` starts,
+                   // since the two could never run at the same time
+  };
+  Why why = Why::kNew;
+  NodeId related = -1;
+};
+
+struct LogicalStream {
+  enum class Kind : uint8_t {
+    kShared,       // from dependencies: recyclable and mergeable
+    kLabel,        // a stream label's, used by nothing else
+    kIndependent,  // an independent engine's (collectives)
+    kSingle,       // SINGLE mode's one stream per device
+  };
+  int device = 0;
+  Engine engine = Engine::kCompute;
+  Kind kind = Kind::kShared;
+  std::string label;
+  bool alive = true;    // false once merged into another stream
+  int split_from = -1;  // physical split: the stream this one continues
+};
+
+// Immutable snapshots of sparse vector clocks, in one arena. A clock maps
+// streams to the last sequence number (1-based position on that stream)
+// known finished, as (stream, seq) pairs sorted by stream. Version 0 is the
+// empty clock.
+class ClockArena {
+ public:
+  using Entry = std::pair<int32_t, int32_t>;
+
+  ClockArena() : offsets_{0, 0} {}
+  int32_t num_versions() const {
+    return static_cast<int32_t>(offsets_.size()) - 1;
+  }
+  absl::Span<const Entry> Get(int32_t version) const {
+    return absl::Span<const Entry>(entries_.data() + offsets_[version],
+                                   offsets_[version + 1] - offsets_[version]);
+  }
+  // Stores a clock (sorted by stream); returns its version.
+  int32_t Add(absl::Span<const Entry> clock);
+  // The sequence number `clock` knows for `stream` (0: none).
+  static int32_t Known(absl::Span<const Entry> clock, int32_t stream);
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<int64_t> offsets_;
+};
+
+struct StreamContext {
+  StreamContext(const Graph& graph, const Dag& dag, const CostLevels& levels,
+                std::vector<int> device, const StreamOptions& options);
+
+  // Appends a logical stream; returns its id.
+  int NewStream(int device, Engine engine, LogicalStream::Kind kind,
+                std::string label = "");
+  int num_nodes() const { return dag.num_nodes(); }
+
+  // Inputs.
+  const Graph& graph;
+  const Dag& dag;
+  const CostLevels& levels;
+  const std::vector<int> device;  // by NodeId
+  const StreamOptions& options;
+
+  // Stream assignment.
+  std::vector<int32_t> stream_of;     // by NodeId; -1: not yet assigned
+  std::vector<StreamChoice> choice;   // by NodeId
+  std::vector<LogicalStream> streams;
+  // Orderings the soft cap added: (node before, node after) on one stream
+  // where the DAG does not order them.
+  std::vector<std::pair<NodeId, NodeId>> added_orderings;
+
+  // Events (once planned).
+  bool events_planned = false;
+  int num_events = 0;
+  std::vector<int32_t> signal;  // by NodeId; -1: none
+  Csr waits;                    // rows by issue position: event ids
+  // The clocks events were planned with: each node's sequence number on
+  // its stream and the version of its stream's clock once its waits were
+  // done (what it knew of other streams when it ran).
+  std::vector<int32_t> seq;       // by NodeId
+  std::vector<int32_t> clock_of;  // by NodeId
+  ClockArena clocks;
+};
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_PASSES_STREAM_CONTEXT_H_
