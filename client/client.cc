@@ -3,7 +3,11 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/optional.h"
+#include "google/rpc/retry_info.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/create_channel.h"
@@ -52,8 +56,25 @@ std::string HealthStatusName(const std::string& response) {
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  absl::Status out(static_cast<absl::StatusCode>(status.error_code()),
+                   status.error_message());
+  google::rpc::Status details;
+  if (!status.error_details().empty() &&
+      details.ParseFromString(status.error_details())) {
+    for (const google::protobuf::Any& detail : details.details()) {
+      out.SetPayload(detail.type_url(), absl::Cord(detail.value()));
+    }
+  }
+  return out;
+}
+
+std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
+  absl::optional<absl::Cord> payload = status.GetPayload(kRetryInfoTypeUrl);
+  if (!payload) return std::nullopt;
+  google::rpc::RetryInfo info;
+  if (!info.ParseFromString(std::string(*payload))) return std::nullopt;
+  return absl::Seconds(info.retry_delay().seconds()) +
+         absl::Nanoseconds(info.retry_delay().nanos());
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -96,8 +97,18 @@ class Client {
   const std::unique_ptr<weft::v1::Scheduler::Stub> stub_;
 };
 
-// absl::Status with the code and message of a gRPC status.
+// The type URL of google.rpc.RetryInfo details.
+inline constexpr char kRetryInfoTypeUrl[] =
+    "type.googleapis.com/google.rpc.RetryInfo";
+
+// absl::Status with the code and message of a gRPC status; each detail of
+// its google.rpc.Status (binary error details) becomes a payload under the
+// detail's type URL.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The server's retry hint (a google.rpc.RetryInfo detail, sent with
+// RESOURCE_EXHAUSTED when the admission queue is full), if any.
+std::optional<absl::Duration> RetryDelayOf(const absl::Status& status);
 
 }  // namespace weft::client
 

@@ -13,6 +13,8 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/server_context.h"
+#include "google/rpc/retry_info.pb.h"
+#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "weft/v1/weft.grpc.pb.h"
 
@@ -32,6 +34,18 @@ class FakeScheduler final : public weft::v1::Scheduler::Service {
     if (request->graph().name() == "bad") {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "graph.nodes[1].op: unknown op 'foo'");
+    }
+    if (request->graph().name() == "full") {
+      google::rpc::RetryInfo info;
+      info.mutable_retry_delay()->set_seconds(2);
+      info.mutable_retry_delay()->set_nanos(500'000'000);
+      google::rpc::Status details;
+      details.set_code(8);
+      details.set_message("admission queue is full");
+      details.add_details()->PackFrom(info);
+      return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                          "admission queue is full",
+                          details.SerializeAsString());
     }
     weft::v1::Job* job = response->mutable_job();
     job->set_id("j-0000000000000001");
@@ -221,6 +235,20 @@ TEST(ClientConnectTest, NoDaemonIsUnavailable) {
   ASSERT_TRUE(client.ok());
   absl::StatusOr<std::vector<weft::v1::Device>> devices = (*client)->Devices();
   EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(ClientTest, RetryInfoDetailBecomesARetryDelay) {
+  weft::v1::SubmitGraphRequest request;
+  request.mutable_graph()->set_name("full");
+  absl::StatusOr<weft::v1::Job> job = client_->Submit(request);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(job.status().message(), "admission queue is full");
+  EXPECT_EQ(RetryDelayOf(job.status()), absl::Milliseconds(2500));
+
+  request.mutable_graph()->set_name("bad");
+  job = client_->Submit(request);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(RetryDelayOf(job.status()), std::nullopt);
 }
 
 }  // namespace

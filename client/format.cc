@@ -197,14 +197,72 @@ std::string JobDetails(const weft::v1::Job& job) {
 
 std::string JobsTable(const std::vector<weft::v1::Job>& jobs) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"JOB", "STATE", "PRIORITY", "PROGRESS", "GRAPH", "CREATED"});
+  rows.push_back({"JOB", "STATE", "PRIORITY", "TENANT", "PROGRESS", "GRAPH",
+                  "CREATED"});
   for (const weft::v1::Job& job : jobs) {
     rows.push_back({job.id(), weft::v1::JobState_Name(job.state()),
-                    absl::StrCat(job.priority()), Progress(job),
+                    absl::StrCat(job.priority()),
+                    job.tenant().empty() ? "-" : job.tenant(), Progress(job),
                     job.graph_name().empty() ? "-" : job.graph_name(),
                     FormatTimestamp(job.create_time())});
   }
   return Table(rows);
+}
+
+std::string FormatElapsed(absl::Duration d) {
+  if (d < absl::ZeroDuration()) d = absl::ZeroDuration();
+  const int64_t tenths = absl::ToInt64Milliseconds(d) / 100;
+  if (tenths < 600) return absl::StrFormat("%d.%ds", tenths / 10, tenths % 10);
+  const int64_t seconds = tenths / 10;
+  if (seconds < 3600) {
+    return absl::StrFormat("%dm%02ds", seconds / 60, seconds % 60);
+  }
+  return absl::StrFormat("%dh%02dm", seconds / 3600, seconds / 60 % 60);
+}
+
+absl::Duration JobElapsed(const weft::v1::Job& job, absl::Time now) {
+  const google::protobuf::Timestamp& from =
+      IsSet(job.start_time()) ? job.start_time() : job.create_time();
+  if (!IsSet(from)) return absl::ZeroDuration();
+  const absl::Time to = IsSet(job.end_time()) ? ToTime(job.end_time()) : now;
+  return std::max(absl::ZeroDuration(), to - ToTime(from));
+}
+
+std::string ProgressLine(const weft::v1::Job& job, absl::Duration elapsed,
+                         int width) {
+  const int64_t total = job.nodes_total();
+  const int64_t done = std::min(job.nodes_done(), total);
+  const double fraction =
+      total > 0 ? static_cast<double>(done) / static_cast<double>(total)
+                : (job.state() == weft::v1::SUCCEEDED ? 1.0 : 0.0);
+  const std::string state(
+      absl::StripPrefix(weft::v1::JobState_Name(job.state()), "JOB_STATE_"));
+  const std::string tail = absl::StrFormat(
+      " %d/%d nodes %3d%% %s %s", done, total,
+      static_cast<int>(fraction * 100), FormatElapsed(elapsed), state);
+  // The bar takes what is left of the line, within reason.
+  const int bar = std::clamp(width - static_cast<int>(tail.size()) - 2, 10, 40);
+  const int filled = static_cast<int>(fraction * bar);
+  std::string line = "[";
+  line.append(filled, '#');
+  line.append(bar - filled, '.');
+  line += "]";
+  line += tail;
+  if (width > 0 && static_cast<int>(line.size()) > width) line.resize(width);
+  return line;
+}
+
+std::string StatusText(const absl::Status& status,
+                       std::optional<absl::Duration> retry_after) {
+  std::string text = absl::StrCat(absl::StatusCodeToString(status.code()),
+                                  ": ", status.message());
+  if (retry_after) {
+    absl::StrAppend(&text, " (retry after ",
+                    absl::FormatDuration(absl::Trunc(*retry_after,
+                                                     absl::Milliseconds(1))),
+                    ")");
+  }
+  return text;
 }
 
 std::string NodeEventLine(const weft::v1::NodeEvent& event) {

@@ -7,11 +7,14 @@
 #define WEFT_CLIENT_FORMAT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "google/protobuf/message.h"
 #include "weft/v1/weft.pb.h"
 
@@ -29,8 +32,23 @@ std::string Table(const std::vector<std::vector<std::string>>& rows);
 std::string JobLine(const weft::v1::Job& job);
 // JobLine, then indented "key: value" lines (graph, priority, times, error).
 std::string JobDetails(const weft::v1::Job& job);
-// JOB STATE PRIORITY PROGRESS GRAPH CREATED.
+// JOB STATE PRIORITY TENANT PROGRESS GRAPH CREATED ("-" for empty cells).
 std::string JobsTable(const std::vector<weft::v1::Job>& jobs);
+
+// "3.2s" below a minute, "4m05s" below an hour, else "2h07m"; negative
+// durations count as zero.
+std::string FormatElapsed(absl::Duration d);
+// How long the job has run: from its start (or, while queued, its creation)
+// to its end, or to `now` while it has not ended.
+absl::Duration JobElapsed(const weft::v1::Job& job, absl::Time now);
+// One terminal line of progress, at most `width` characters:
+// "[#####.....] 5/10 nodes  50% 3.2s RUNNING". The bar takes the room the
+// rest leaves, between 10 and 40 cells.
+std::string ProgressLine(const weft::v1::Job& job, absl::Duration elapsed,
+                         int width);
+// "<CODE_NAME>: <message>", plus " (retry after 250ms)" with a retry hint.
+std::string StatusText(const absl::Status& status,
+                       std::optional<absl::Duration> retry_after);
 // "node <name> <STARTED|FINISHED|FAILED> device <d> stream <s>[: message]".
 std::string NodeEventLine(const weft::v1::NodeEvent& event);
 // The error of a failed or cancelled job as "<CODE>: <message> (node n)".

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -71,10 +73,16 @@ TEST(FormatTest, JobsTable) {
   queued.set_id("j-1");
   queued.set_state(weft::v1::QUEUED);
   queued.set_nodes_total(4);
+  queued.set_tenant("team-a");
   std::string table = JobsTable({FailedJob(), queued});
   std::vector<std::string> lines = absl::StrSplit(table, '\n');
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_THAT(lines[0], StartsWith("JOB "));
+  EXPECT_THAT(lines[0], HasSubstr("PRIORITY  TENANT  PROGRESS"));
+  EXPECT_THAT(lines[2], HasSubstr("team-a"));
+  // Columns line up: the tenant of each row starts under TENANT.
+  EXPECT_EQ(lines[2].find("team-a"), lines[0].find("TENANT"));
+  EXPECT_EQ(lines[1][lines[0].find("TENANT")], '-');
   EXPECT_THAT(lines[1], StartsWith("j-00000000000000ab  FAILED"));
   EXPECT_THAT(lines[2], HasSubstr("QUEUED"));
   EXPECT_THAT(lines[2], HasSubstr("0/4"));
@@ -183,6 +191,69 @@ TEST(FormatElementsTest, Json) {
   EXPECT_EQ(*ElementsJson("j-1", "b", std::string("\x01", 1), weft::v1::BYTES),
             "{\"jobId\":\"j-1\",\"buffer\":\"b\",\"dtype\":\"BYTES\","
             "\"totalBytes\":1,\"values\":[\"01\"]}");
+}
+
+TEST(FormatTest, FormatElapsed) {
+  EXPECT_EQ(FormatElapsed(absl::ZeroDuration()), "0.0s");
+  EXPECT_EQ(FormatElapsed(absl::Milliseconds(3250)), "3.2s");
+  EXPECT_EQ(FormatElapsed(absl::Seconds(59.99)), "59.9s");
+  EXPECT_EQ(FormatElapsed(absl::Seconds(245)), "4m05s");
+  EXPECT_EQ(FormatElapsed(absl::Hours(2) + absl::Minutes(7)), "2h07m");
+  EXPECT_EQ(FormatElapsed(absl::Seconds(-5)), "0.0s");
+}
+
+TEST(FormatTest, JobElapsedRunsFromStartToEndOrNow) {
+  weft::v1::Job job = FailedJob();  // started at ...001, ended at ...001.5
+  EXPECT_EQ(JobElapsed(job, absl::FromUnixSeconds(1'800'000'000)),
+            absl::Milliseconds(500));
+  job.clear_end_time();
+  EXPECT_EQ(JobElapsed(job, absl::FromUnixSeconds(1'700'000'004)),
+            absl::Seconds(3));
+  // Queued: counted from creation.
+  job.clear_start_time();
+  EXPECT_EQ(JobElapsed(job, absl::FromUnixSeconds(1'700'000'002)),
+            absl::Milliseconds(1750));
+  EXPECT_EQ(JobElapsed(weft::v1::Job(), absl::Now()), absl::ZeroDuration());
+}
+
+TEST(FormatTest, ProgressLineFillsTheBarInProportion) {
+  weft::v1::Job job;
+  job.set_state(weft::v1::RUNNING);
+  job.set_nodes_total(40);
+  job.set_nodes_done(10);
+  std::string line = ProgressLine(job, absl::Milliseconds(3200), 80);
+  EXPECT_EQ(line, absl::StrCat("[", std::string(10, '#'),
+                               std::string(30, '.'),
+                               "] 10/40 nodes  25% 3.2s RUNNING"));
+  job.set_nodes_done(40);
+  job.set_state(weft::v1::SUCCEEDED);
+  line = ProgressLine(job, absl::Seconds(61), 80);
+  EXPECT_THAT(line, StartsWith(absl::StrCat("[", std::string(40, '#'), "]")));
+  EXPECT_THAT(line, HasSubstr("40/40 nodes 100% 1m01s SUCCEEDED"));
+}
+
+TEST(FormatTest, ProgressLineFitsNarrowTerminals) {
+  weft::v1::Job job;
+  job.set_state(weft::v1::QUEUED);
+  job.set_nodes_total(8);
+  std::string line = ProgressLine(job, absl::ZeroDuration(), 50);
+  EXPECT_LE(line.size(), 50u);
+  EXPECT_THAT(line, HasSubstr("0/8 nodes   0% 0.0s QUEUED"));
+  // Too narrow for the minimum bar: cut, never wrapped.
+  EXPECT_EQ(ProgressLine(job, absl::ZeroDuration(), 20).size(), 20u);
+  // A graph without nodes shows an empty (or, when done, full) bar.
+  weft::v1::Job empty;
+  empty.set_state(weft::v1::SUCCEEDED);
+  EXPECT_THAT(ProgressLine(empty, absl::ZeroDuration(), 80),
+              HasSubstr("0/0 nodes 100%"));
+}
+
+TEST(FormatTest, StatusTextWithAndWithoutRetryHint) {
+  absl::Status full = absl::ResourceExhaustedError("admission queue is full");
+  EXPECT_EQ(StatusText(full, std::nullopt),
+            "RESOURCE_EXHAUSTED: admission queue is full");
+  EXPECT_EQ(StatusText(full, absl::Microseconds(250'400)),
+            "RESOURCE_EXHAUSTED: admission queue is full (retry after 250ms)");
 }
 
 }  // namespace

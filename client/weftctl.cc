@@ -3,6 +3,7 @@
 // Exit status: 0 on success (for submit --watch and watch: only when the
 // job SUCCEEDED), 1 when the daemon or the job reports an error (printed as
 // "weftctl: CODE: message"), 2 for usage errors.
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,14 +13,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "client/cli_args.h"
 #include "client/client.h"
@@ -48,9 +52,12 @@ Commands:
                               min_finish_time
                      --stream_mode=multi|single
                      --max_streams_per_device=N
+                     --progress=auto|bar|lines   (with --watch)
   get JOB          Show a job.
-  watch JOB        Follow a job: one line per node event and state change;
-                   exit 0 only if it SUCCEEDED.
+  watch JOB        Follow a job; exit 0 only if it SUCCEEDED. On a terminal:
+                   a progress bar (nodes done/total, elapsed); otherwise one
+                   line per node event and state change.
+                     --progress=auto|bar|lines   force the bar or the lines
   cancel JOB       Cancel a queued or running job; prints its state after.
   list             List jobs as a table.
                      --state=queued|running|succeeded|failed|cancelled|all
@@ -90,6 +97,7 @@ std::vector<FlagSpec> AllFlags() {
       {"state"},         {"limit"},
       {"raw", false},    {"out"},
       {"chunk_bytes"},   {"service"},
+      {"progress"},
   };
 }
 
@@ -100,10 +108,74 @@ int ReportUsage(const std::string& message) {
 }
 
 int ReportError(const absl::Status& status) {
-  std::cerr << "weftctl: " << absl::StatusCodeToString(status.code()) << ": "
-            << status.message() << std::endl;
+  std::cerr << "weftctl: " << StatusText(status, RetryDelayOf(status))
+            << std::endl;
   return 1;
 }
+
+// Columns of the terminal on stdout; 80 when unknown.
+int TerminalWidth() {
+  winsize size{};
+  if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    return size.ws_col;
+  }
+  return 80;
+}
+
+// A progress bar redrawn in place on a terminal: on every update and, for
+// the elapsed time, a few times a second in between. Thread-safe.
+class ProgressBar {
+ public:
+  ProgressBar() : ticker_([this] { Tick(); }) {}
+  ~ProgressBar() { Finish(); }
+
+  void Update(const weft::v1::Job& job) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    job_ = job;
+    DrawLocked();
+  }
+
+  // Prints `line` above the bar.
+  void Print(const std::string& line) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    std::cout << "\r\x1b[K" << line << "\n";
+    DrawLocked();
+  }
+
+  // Leaves the last state of the bar on its own line.
+  void Finish() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_) return;
+      done_ = true;
+      DrawLocked();
+      std::cout << "\n" << std::flush;
+    }
+    ticker_.join();
+  }
+
+ private:
+  void DrawLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!job_) return;
+    std::cout << "\r\x1b[K"
+              << ProgressLine(*job_, JobElapsed(*job_, absl::Now()),
+                              TerminalWidth() - 1)
+              << std::flush;
+  }
+
+  void Tick() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    while (!done_) {
+      mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Milliseconds(200));
+      if (!done_) DrawLocked();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::optional<weft::v1::Job> job_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread ticker_;
+};
 
 class Weftctl {
  public:
@@ -126,13 +198,14 @@ class Weftctl {
     int positional = 0;
     if (command == "submit") {
       allowed.insert({"watch", "priority", "request_id", "policy",
-                      "stream_mode", "max_streams_per_device"});
+                      "stream_mode", "max_streams_per_device", "progress"});
       handler = &Weftctl::Submit;
       positional = 1;
     } else if (command == "get") {
       handler = &Weftctl::Get;
       positional = 1;
     } else if (command == "watch") {
+      allowed.insert({"progress"});
       handler = &Weftctl::WatchCommand;
       positional = 1;
     } else if (command == "cancel") {
@@ -215,9 +288,25 @@ class Weftctl {
     return options;
   }
 
+  // Whether watching draws a progress bar (--progress=auto: when stdout
+  // is a terminal and the output is not JSON).
+  absl::StatusOr<bool> UseProgressBar() const {
+    const std::string mode = args_.String("progress").value_or("auto");
+    if (mode == "bar") return true;
+    if (mode == "lines") return false;
+    if (mode != "auto") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--progress: '", mode, "' is not auto, bar or lines"));
+    }
+    return !json_ && isatty(STDOUT_FILENO) == 1;
+  }
+
   // Prints the job's stream until it ends; the exit status follows the
   // outcome.
   int WatchJob(const std::string& id) {
+    absl::StatusOr<bool> bar = UseProgressBar();
+    if (!bar.ok()) return ReportUsage(std::string(bar.status().message()));
+    if (*bar && !json_) return WatchWithBar(id);
     bool first = true;
     weft::v1::JobState last = weft::v1::JOB_STATE_UNSPECIFIED;
     auto on_message = [&](const weft::v1::WatchJobResponse& message) {
@@ -243,6 +332,30 @@ class Weftctl {
                                     : absl::InfiniteFuture();
     absl::StatusOr<weft::v1::Job> job = client_->Watch(id, on_message, deadline);
     if (!job.ok()) return ReportError(job.status());
+    return Outcome(*job);
+  }
+
+  int WatchWithBar(const std::string& id) {
+    absl::StatusOr<weft::v1::Job> job;
+    {
+      ProgressBar bar;
+      auto on_message = [&bar](const weft::v1::WatchJobResponse& message) {
+        for (const weft::v1::NodeEvent& event : message.node_events()) {
+          // Only failures are worth a line of their own.
+          if (event.kind() == weft::v1::NODE_FAILED) {
+            bar.Print(NodeEventLine(event));
+          }
+        }
+        bar.Update(message.job());
+        return true;
+      };
+      const absl::Time deadline = explicit_timeout_
+                                      ? absl::Now() + *explicit_timeout_
+                                      : absl::InfiniteFuture();
+      job = client_->Watch(id, on_message, deadline);
+    }
+    if (!job.ok()) return ReportError(job.status());
+    std::cout << JobLine(*job) << std::endl;
     return Outcome(*job);
   }
 

@@ -160,6 +160,15 @@ class Backend {
     return absl::UnimplementedError("this backend has no host gates");
   }
 
+  // Batching hint. Between BeginBatch and EndBatch, called on one thread,
+  // a backend may hold back the start of the work that thread enqueues and
+  // start it at EndBatch (at the latest), saving a wakeup per enqueue: the
+  // simulator does; CUDA's driver batches launches by itself and ignores
+  // the hint (the default). Calls pair on the same thread and do not nest.
+  // A synchronizing call on a stream releases what is held for it first.
+  virtual void BeginBatch() {}
+  virtual void EndBatch() {}
+
   // Device clock, for traces: once `event` has completed, the time in
   // microseconds at which its stream reached its last recording, on one
   // clock shared by all of the backend's devices. FAILED_PRECONDITION while

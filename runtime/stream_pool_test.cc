@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -52,6 +53,24 @@ TEST(StreamPoolTest, SharesLeastHeldStreamAtTheCap) {
   EXPECT_EQ(pool.busy(), 1);
   EXPECT_EQ(pool.Acquire().value(), a);  // free again, preferred to sharing
   EXPECT_EQ(backend->stream_count(), 2);
+}
+
+TEST(StreamPoolTest, AcquireUnsharedNeverShares) {
+  auto backend = MakeBackend();
+  StreamPool pool(backend.get(), 0, 2);
+  std::optional<StreamHandle> a = pool.AcquireUnshared().value();
+  std::optional<StreamHandle> b = pool.AcquireUnshared().value();
+  ASSERT_TRUE(a.has_value());
+  ASSERT_TRUE(b.has_value());
+  EXPECT_FALSE(*a == *b);
+  // At the cap with nothing free: no stream rather than a shared one.
+  EXPECT_FALSE(pool.AcquireUnshared().value().has_value());
+  EXPECT_EQ(pool.total(), 2);
+  pool.Release(*a);
+  std::optional<StreamHandle> again = pool.AcquireUnshared().value();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(*again, *a);
+  EXPECT_EQ(pool.busy(), 2);
 }
 
 TEST(StreamPoolTest, RetiresUnhealthyStreamsAfterLastHolder) {

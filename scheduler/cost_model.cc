@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <functional>
-#include <limits>
+#include <memory>
 #include <queue>
+#include <tuple>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
 
@@ -44,176 +47,395 @@ CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
   return levels;
 }
 
-double LowerBound(const CostLevels& levels, int num_devices) {
+double LowerBound(const CostLevels& levels, int num_devices,
+                  int kernels_per_device) {
   return std::max(levels.critical_path_us,
-                  levels.device_work_us / std::max(num_devices, 1));
+                  levels.device_work_us / std::max(num_devices, 1) /
+                      std::max(kernels_per_device, 1));
 }
 
 namespace {
 
-// Units a node needs: the device's compute units, its copy engine, or none.
-constexpr int kNoUnit = -1;
+constexpr int32_t kNowhere = -2;  // a buffer not created anywhere yet
 
-int UnitOf(Engine engine, int device) {
+// What a node waits for or does, in order.
+enum class Phase : uint8_t {
+  kBlocked,       // behind its stream or its events
+  kTransferWait,  // waiting for a copy engine to fetch its inputs
+  kTransfer,      // fetching its inputs
+  kUnitWait,      // waiting for its kernel slot or copy engine
+  kRunning,
+  kDone,
+};
+
+// Execution units: per device, kernel slots and copy engines.
+enum class UnitKind : uint8_t { kKernel, kCopy, kHost };
+
+UnitKind UnitOf(Engine engine) {
   switch (engine) {
     case Engine::kCompute:
     case Engine::kCollective:
-      return 2 * device;
+      return UnitKind::kKernel;
     case Engine::kCopy:
-      return 2 * device + 1;
+      return UnitKind::kCopy;
     case Engine::kHost:
-      return kNoUnit;
+      return UnitKind::kHost;
   }
-  return kNoUnit;
+  return UnitKind::kHost;
 }
+
+using MinHeap =
+    std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>>;
+
+// One run of the simulation. Not thread-safe.
+class Simulation {
+ public:
+  Simulation(const Graph& graph, Plan& plan, const SimulationOptions& options,
+             const Topology& topology, int num_devices)
+      : graph_(graph),
+        plan_(plan),
+        options_(options),
+        topology_(topology),
+        n_(static_cast<int>(plan.nodes.size())),
+        num_devices_(num_devices) {}
+
+  absl::Status Run() {
+    WEFT_RETURN_IF_ERROR(Index());
+    Setup();
+    for (int s = 0; s < static_cast<int>(plan_.streams.size()); ++s) {
+      TryActivate(s);
+    }
+    Dispatch();
+    int finished = 0;
+    double makespan = 0;
+    while (!completions_.empty()) {
+      now_ = std::get<0>(completions_.top());
+      // Apply everything ending now before starting anything new.
+      while (!completions_.empty() && std::get<0>(completions_.top()) == now_) {
+        const int32_t i = std::get<1>(completions_.top());
+        completions_.pop();
+        if (phase_[i] == Phase::kTransfer) {
+          FinishTransfer(i);
+        } else {
+          ++finished;
+          makespan = std::max(makespan, now_);
+          FinishNode(i);
+        }
+      }
+      Dispatch();
+    }
+    if (finished != n_) {
+      return absl::InternalError(
+          absl::StrCat("the plan deadlocks: ", n_ - finished,
+                       " nodes never start (waits out of stream order)"));
+    }
+    plan_.estimated_makespan_us = makespan;
+    return absl::OkStatus();
+  }
+
+ private:
+  // Checks the plan's references and builds the stream and waiter indexes.
+  absl::Status Index() {
+    const int num_streams = static_cast<int>(plan_.streams.size());
+    const int num_events = plan_.num_events;
+    signaller_.assign(num_events, -1);
+    stream_offsets_.assign(num_streams + 1, 0);
+    waiter_offsets_.assign(num_events + 1, 0);
+    for (int i = 0; i < n_; ++i) {
+      const PlannedNode& pn = plan_.nodes[i];
+      if (pn.node < 0 || pn.node >= graph_.num_nodes()) {
+        return absl::InternalError(
+            absl::StrCat("plan node ", i, " refers to unknown node ", pn.node));
+      }
+      if (pn.stream < 0 || pn.stream >= num_streams) {
+        return absl::InternalError(
+            absl::StrCat("plan node ", i, " is on unknown stream ", pn.stream));
+      }
+      if (pn.device < 0 || pn.device >= num_devices_) {
+        return absl::InternalError(
+            absl::StrCat("plan node ", i, " is on device ", pn.device));
+      }
+      ++stream_offsets_[pn.stream + 1];
+      if (pn.signal_event >= 0) {
+        if (pn.signal_event >= num_events || signaller_[pn.signal_event] >= 0) {
+          return absl::InternalError(absl::StrCat(
+              "plan node ", i, " signals bad event ", pn.signal_event));
+        }
+        signaller_[pn.signal_event] = i;
+      }
+      for (int e : pn.wait_events) {
+        if (e < 0 || e >= num_events) {
+          return absl::InternalError(
+              absl::StrCat("plan node ", i, " waits on unknown event ", e));
+        }
+        ++waiter_offsets_[e + 1];
+      }
+    }
+    for (int e = 0; e < num_events; ++e) {
+      if (signaller_[e] < 0) {
+        return absl::InternalError(
+            absl::StrCat("event ", e, " is never signalled"));
+      }
+      waiter_offsets_[e + 1] += waiter_offsets_[e];
+    }
+    for (int s = 0; s < num_streams; ++s) {
+      stream_offsets_[s + 1] += stream_offsets_[s];
+    }
+    stream_nodes_.resize(n_);
+    waiters_.resize(waiter_offsets_[num_events]);
+    std::vector<int32_t> fill(stream_offsets_.begin(),
+                              stream_offsets_.end() - 1);
+    std::vector<int32_t> wfill(waiter_offsets_.begin(),
+                               waiter_offsets_.end() - 1);
+    for (int i = 0; i < n_; ++i) {
+      const PlannedNode& pn = plan_.nodes[i];
+      stream_nodes_[fill[pn.stream]++] = i;
+      for (int e : pn.wait_events) waiters_[wfill[e]++] = i;
+    }
+    return absl::OkStatus();
+  }
+
+  void Setup() {
+    const int num_streams = static_cast<int>(plan_.streams.size());
+    pending_.resize(n_);
+    phase_.assign(n_, Phase::kBlocked);
+    for (int i = 0; i < n_; ++i) {
+      pending_[i] = static_cast<int32_t>(plan_.nodes[i].wait_events.size());
+      plan_.nodes[i].estimated_transfer_us = 0;
+    }
+    head_.assign(num_streams, 0);
+    for (int s = 0; s < num_streams; ++s) head_[s] = stream_offsets_[s];
+    busy_.assign(num_streams, false);
+    kernel_free_.assign(num_devices_,
+                        std::max(options_.max_concurrent_kernels, 1));
+    copy_free_.assign(num_devices_,
+                      std::max(options_.copy_engines_per_device, 1));
+    kernel_ready_.resize(num_devices_);
+    copy_ready_.resize(num_devices_);
+    const int num_buffers = graph_.num_buffers();
+    where_.assign(num_buffers, 0);
+    latest_.assign(num_buffers, kNowhere);
+    stamp_.assign(num_buffers, -1);
+    for (BufferId b = 0; b < num_buffers; ++b) {
+      if (graph_.buffer(b).init == BufferSpec::Init::kData) {
+        latest_[b] = Topology::kHost;
+        where_[b] = kHostBit;
+      }
+    }
+  }
+
+  static constexpr uint64_t kHostBit = uint64_t{1} << 63;
+
+  // Starts node i's way to its unit once its stream and events allow.
+  void TryActivate(int s) {
+    if (busy_[s] || head_[s] >= stream_offsets_[s + 1]) return;
+    const int32_t i = stream_nodes_[head_[s]];
+    if (pending_[i] > 0) return;
+    busy_[s] = true;
+    const PlannedNode& pn = plan_.nodes[i];
+    if (options_.model_transfers && NeedsTransfer(i)) {
+      phase_[i] = Phase::kTransferWait;
+      copy_ready_[pn.device].push(i);
+    } else {
+      EnqueueForUnit(i);
+    }
+  }
+
+  // Creates never-written buffers in place; true if some input must be
+  // copied to the node's device.
+  bool NeedsTransfer(int32_t i) {
+    const PlannedNode& pn = plan_.nodes[i];
+    const uint64_t bit = uint64_t{1} << pn.device;
+    bool needed = false;
+    for (const Arg& arg : graph_.node(pn.node).args) {
+      const auto* use = std::get_if<BufferUse>(&arg);
+      if (use == nullptr || !Reads(use->access)) continue;
+      const BufferId b = use->buffer;
+      if (latest_[b] == kNowhere) {
+        latest_[b] = pn.device;
+        where_[b] = bit;
+      }
+      if (!(where_[b] & bit)) needed = true;
+    }
+    return needed;
+  }
+
+  double TransferTime(int32_t i) {
+    const PlannedNode& pn = plan_.nodes[i];
+    const uint64_t bit = uint64_t{1} << pn.device;
+    double total = 0;
+    for (const Arg& arg : graph_.node(pn.node).args) {
+      const auto* use = std::get_if<BufferUse>(&arg);
+      if (use == nullptr || !Reads(use->access)) continue;
+      const BufferId b = use->buffer;
+      if ((where_[b] & bit) || stamp_[b] == i) continue;
+      stamp_[b] = i;
+      total += topology_.TransferUs(graph_.buffer(b).size_bytes, latest_[b],
+                                    pn.device);
+    }
+    return total;
+  }
+
+  void FinishTransfer(int32_t i) {
+    const PlannedNode& pn = plan_.nodes[i];
+    ++copy_free_[pn.device];
+    const uint64_t bit = uint64_t{1} << pn.device;
+    for (const Arg& arg : graph_.node(pn.node).args) {
+      const auto* use = std::get_if<BufferUse>(&arg);
+      if (use != nullptr && Reads(use->access)) where_[use->buffer] |= bit;
+    }
+    EnqueueForUnit(i);
+  }
+
+  void EnqueueForUnit(int32_t i) {
+    const PlannedNode& pn = plan_.nodes[i];
+    phase_[i] = Phase::kUnitWait;
+    switch (UnitOf(graph_.node(pn.node).engine)) {
+      case UnitKind::kKernel:
+        kernel_ready_[pn.device].push(i);
+        break;
+      case UnitKind::kCopy:
+        copy_ready_[pn.device].push(i);
+        break;
+      case UnitKind::kHost:
+        host_ready_.push(i);
+        break;
+    }
+  }
+
+  void Start(int32_t i) {
+    PlannedNode& pn = plan_.nodes[i];
+    if (phase_[i] == Phase::kTransferWait) {
+      phase_[i] = Phase::kTransfer;
+      const double t = TransferTime(i);
+      pn.estimated_transfer_us = t;
+      completions_.emplace(now_ + t, i);
+      return;
+    }
+    phase_[i] = Phase::kRunning;
+    pn.estimated_start_us = now_;
+    pn.estimated_end_us = now_ + graph_.node(pn.node).cost_us;
+    completions_.emplace(pn.estimated_end_us, i);
+  }
+
+  void Dispatch() {
+    while (!host_ready_.empty()) {
+      const int32_t i = host_ready_.top();
+      host_ready_.pop();
+      Start(i);
+    }
+    for (int d = 0; d < num_devices_; ++d) {
+      while (kernel_free_[d] > 0 && !kernel_ready_[d].empty()) {
+        --kernel_free_[d];
+        const int32_t i = kernel_ready_[d].top();
+        kernel_ready_[d].pop();
+        Start(i);
+      }
+      while (copy_free_[d] > 0 && !copy_ready_[d].empty()) {
+        --copy_free_[d];
+        const int32_t i = copy_ready_[d].top();
+        copy_ready_[d].pop();
+        Start(i);
+      }
+    }
+  }
+
+  void FinishNode(int32_t i) {
+    const PlannedNode& pn = plan_.nodes[i];
+    phase_[i] = Phase::kDone;
+    const NodeSpec& node = graph_.node(pn.node);
+    switch (UnitOf(node.engine)) {
+      case UnitKind::kKernel:
+        ++kernel_free_[pn.device];
+        break;
+      case UnitKind::kCopy:
+        ++copy_free_[pn.device];
+        break;
+      case UnitKind::kHost:
+        break;
+    }
+    const uint64_t bit = uint64_t{1} << pn.device;
+    for (const Arg& arg : node.args) {
+      const auto* use = std::get_if<BufferUse>(&arg);
+      if (use != nullptr && Writes(use->access)) {
+        where_[use->buffer] = bit;
+        latest_[use->buffer] = pn.device;
+      }
+    }
+    busy_[pn.stream] = false;
+    ++head_[pn.stream];
+    TryActivate(pn.stream);
+    if (pn.signal_event >= 0) {
+      for (int32_t k = waiter_offsets_[pn.signal_event];
+           k < waiter_offsets_[pn.signal_event + 1]; ++k) {
+        const int32_t w = waiters_[k];
+        if (--pending_[w] == 0) TryActivate(plan_.nodes[w].stream);
+      }
+    }
+  }
+
+  const Graph& graph_;
+  Plan& plan_;
+  const SimulationOptions& options_;
+  const Topology& topology_;
+  const int n_;
+  const int num_devices_;
+  double now_ = 0;
+
+  std::vector<int32_t> signaller_;       // by event: position
+  std::vector<int32_t> stream_offsets_;  // stream -> range of stream_nodes_
+  std::vector<int32_t> stream_nodes_;    // positions, by stream
+  std::vector<int32_t> waiter_offsets_;  // event -> range of waiters_
+  std::vector<int32_t> waiters_;
+
+  std::vector<int32_t> pending_;  // by position: events not yet signalled
+  std::vector<Phase> phase_;      // by position
+  std::vector<int32_t> head_;     // by stream: index into stream_nodes_
+  std::vector<bool> busy_;        // by stream: its head is on its way
+  std::vector<int> kernel_free_;  // by device
+  std::vector<int> copy_free_;    // by device
+  std::vector<MinHeap> kernel_ready_;
+  std::vector<MinHeap> copy_ready_;  // transfers and COPY nodes
+  MinHeap host_ready_;
+  // (time, position), earliest first, then lowest position.
+  std::priority_queue<std::tuple<double, int32_t>,
+                      std::vector<std::tuple<double, int32_t>>,
+                      std::greater<>>
+      completions_;
+
+  std::vector<uint64_t> where_;  // by buffer: devices up to date (+ host)
+  std::vector<int32_t> latest_;  // by buffer: last writer's device
+  std::vector<int32_t> stamp_;   // by buffer: last position counting it
+};
 
 }  // namespace
 
-absl::Status SimulatePlan(const Graph& graph, Plan* plan) {
-  const int n = static_cast<int>(plan->nodes.size());
-  const int num_streams = static_cast<int>(plan->streams.size());
-  const int num_events = plan->num_events;
-  int num_devices = plan->num_devices;
-
-  // Check the plan's references before following them.
-  std::vector<int32_t> signaller(num_events, -1);
-  std::vector<std::vector<int32_t>> stream_nodes(num_streams);
-  std::vector<int32_t> waiter_offsets(num_events + 1, 0);
-  for (int i = 0; i < n; ++i) {
-    const PlannedNode& pn = plan->nodes[i];
-    if (pn.node < 0 || pn.node >= graph.num_nodes()) {
-      return absl::InternalError(
-          absl::StrCat("plan node ", i, " refers to unknown node ", pn.node));
-    }
-    if (pn.stream < 0 || pn.stream >= num_streams) {
-      return absl::InternalError(
-          absl::StrCat("plan node ", i, " is on unknown stream ", pn.stream));
-    }
-    if (pn.device < 0) {
-      return absl::InternalError(
-          absl::StrCat("plan node ", i, " is on device ", pn.device));
-    }
+absl::Status SimulatePlan(const Graph& graph, Plan* plan,
+                          const SimulationOptions& options) {
+  int num_devices = std::max(plan->num_devices, 1);
+  for (const PlannedStream& ps : plan->streams) {
+    num_devices = std::max(num_devices, ps.device + 1);
+  }
+  for (const PlannedNode& pn : plan->nodes) {
     num_devices = std::max(num_devices, pn.device + 1);
-    stream_nodes[pn.stream].push_back(i);
-    if (pn.signal_event >= 0) {
-      if (pn.signal_event >= num_events || signaller[pn.signal_event] >= 0) {
-        return absl::InternalError(absl::StrCat(
-            "plan node ", i, " signals bad event ", pn.signal_event));
-      }
-      signaller[pn.signal_event] = i;
-    }
-    for (int e : pn.wait_events) {
-      if (e < 0 || e >= num_events) {
-        return absl::InternalError(
-            absl::StrCat("plan node ", i, " waits on unknown event ", e));
-      }
-      ++waiter_offsets[e + 1];
-    }
   }
-  for (int e = 0; e < num_events; ++e) {
-    if (signaller[e] < 0) {
-      return absl::InternalError(
-          absl::StrCat("event ", e, " is never signalled"));
-    }
-    waiter_offsets[e + 1] += waiter_offsets[e];
+  if (num_devices > 63) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan uses ", num_devices,
+                     " devices; the simulation supports at most 63"));
   }
-  std::vector<int32_t> waiters(waiter_offsets[num_events]);
-  {
-    std::vector<int32_t> fill(waiter_offsets.begin(), waiter_offsets.end() - 1);
-    for (int i = 0; i < n; ++i) {
-      for (int e : plan->nodes[i].wait_events) waiters[fill[e]++] = i;
-    }
+  std::unique_ptr<Topology> owned;
+  const Topology* topology = options.topology;
+  if (topology == nullptr) {
+    owned = std::make_unique<Topology>(Topology::Default(num_devices));
+    topology = owned.get();
+  } else if (topology->num_devices() < num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.topology: describes ", topology->num_devices(),
+        " devices, the plan uses ", num_devices));
   }
-
-  std::vector<int32_t> pending(n);
-  std::vector<int32_t> unit(n);
-  std::vector<double> cost(n);
-  for (int i = 0; i < n; ++i) {
-    const PlannedNode& pn = plan->nodes[i];
-    pending[i] = static_cast<int32_t>(pn.wait_events.size());
-    const NodeSpec& node = graph.node(pn.node);
-    unit[i] = UnitOf(node.engine, pn.device);
-    cost[i] = node.cost_us;
-  }
-  const int num_units = 2 * num_devices;
-  std::vector<int> free_units(num_units, 1);
-  using MinHeap =
-      std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>>;
-  std::vector<MinHeap> ready(num_units);
-  MinHeap ready_host;
-  std::vector<size_t> head(num_streams, 0);
-  std::vector<bool> in_flight(num_streams, false);
-  using Completion = std::pair<double, int32_t>;
-  std::priority_queue<Completion, std::vector<Completion>, std::greater<>>
-      completions;
-
-  auto try_activate = [&](int s) {
-    if (in_flight[s] || head[s] >= stream_nodes[s].size()) return;
-    const int32_t i = stream_nodes[s][head[s]];
-    if (pending[i] > 0) return;
-    in_flight[s] = true;
-    if (unit[i] == kNoUnit) {
-      ready_host.push(i);
-    } else {
-      ready[unit[i]].push(i);
-    }
-  };
-  double now = 0;
-  auto start = [&](int32_t i) {
-    PlannedNode& pn = plan->nodes[i];
-    pn.estimated_start_us = now;
-    pn.estimated_end_us = now + cost[i];
-    completions.emplace(pn.estimated_end_us, i);
-  };
-  auto dispatch = [&]() {
-    while (!ready_host.empty()) {
-      start(ready_host.top());
-      ready_host.pop();
-    }
-    for (int u = 0; u < num_units; ++u) {
-      while (free_units[u] > 0 && !ready[u].empty()) {
-        --free_units[u];
-        start(ready[u].top());
-        ready[u].pop();
-      }
-    }
-  };
-
-  for (int s = 0; s < num_streams; ++s) try_activate(s);
-  dispatch();
-  int finished = 0;
-  double makespan = 0;
-  while (!completions.empty()) {
-    now = completions.top().first;
-    // Finish everything ending now before starting anything new, so that
-    // ties go to the node issued first.
-    while (!completions.empty() && completions.top().first == now) {
-      const int32_t i = completions.top().second;
-      completions.pop();
-      ++finished;
-      makespan = std::max(makespan, now);
-      const PlannedNode& pn = plan->nodes[i];
-      if (unit[i] != kNoUnit) ++free_units[unit[i]];
-      in_flight[pn.stream] = false;
-      ++head[pn.stream];
-      try_activate(pn.stream);
-      if (pn.signal_event >= 0) {
-        for (int32_t k = waiter_offsets[pn.signal_event];
-             k < waiter_offsets[pn.signal_event + 1]; ++k) {
-          const int32_t w = waiters[k];
-          if (--pending[w] == 0) try_activate(plan->nodes[w].stream);
-        }
-      }
-    }
-    dispatch();
-  }
-  if (finished != n) {
-    return absl::InternalError(
-        absl::StrCat("the plan deadlocks: ", n - finished,
-                     " nodes never start (waits out of stream order)"));
-  }
-  plan->estimated_makespan_us = makespan;
-  return absl::OkStatus();
+  Simulation sim(graph, *plan, options, *topology, num_devices);
+  return sim.Run();
 }
 
 }  // namespace weft::scheduler

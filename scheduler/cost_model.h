@@ -8,17 +8,25 @@
 //     before it on its stream has finished;
 //   - a node starts only after the signalling node of each event it waits
 //     on has finished;
-//   - each device runs one COMPUTE or COLLECTIVE node at a time and one COPY
-//     node at a time (the cost is the node's time with the device's compute
-//     units, or its copy engine, to itself); HOST nodes run on the host and
-//     are limited only by their streams;
-//   - among nodes ready for the same unit, the one issued first starts
-//     first.
+//   - inputs move at the topology's bandwidth (topology.h): when a node
+//     reaches the head of its stream with its waits satisfied, every buffer
+//     it reads that is not up to date on its device is copied there from
+//     the device that wrote it last (the host for initial data; a zero- or
+//     fill-initialized buffer is created in place for free), occupying one
+//     of the device's copy engines, before the node runs. A write leaves
+//     the buffer up to date on the writer's device only;
+//   - each device runs at most max_concurrent_kernels COMPUTE or COLLECTIVE
+//     nodes at a time and copy_engines_per_device copies (transfers and
+//     COPY nodes) at a time; HOST nodes run on the host and are limited only
+//     by their streams;
+//   - among nodes waiting for the same unit, the one issued first starts
+//     first; all completions at one instant are applied before anything
+//     new starts.
 //
 // So the makespan is never below the critical path (every dependency is
-// honoured) nor below the device work divided by the number of devices (no
-// device overlaps two COMPUTE/COLLECTIVE nodes): the plan's lower bound
-// max(critical path, device work / devices).
+// honoured and transfers only add time) nor below the device work divided
+// by the devices' kernel slots: the plan's lower bound
+// max(critical path, device work / (devices * max_concurrent_kernels)).
 #ifndef WEFT_SCHEDULER_COST_MODEL_H_
 #define WEFT_SCHEDULER_COST_MODEL_H_
 
@@ -29,6 +37,7 @@
 #include "scheduler/dependency_inference.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
+#include "scheduler/topology.h"
 
 namespace weft::scheduler {
 
@@ -49,13 +58,26 @@ struct CostLevels {
 // O(V + E). Thread-safe (stateless).
 CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag);
 
-// max(critical path, device work / num_devices).
-double LowerBound(const CostLevels& levels, int num_devices);
+// max(critical path, device work / (num_devices * kernels_per_device)).
+double LowerBound(const CostLevels& levels, int num_devices,
+                  int kernels_per_device = 1);
 
-// Fills estimated_start_us / estimated_end_us of every planned node and
-// plan->estimated_makespan_us. O((V + W) log V) for W event waits.
-// INTERNAL if the plan is malformed or cannot run to completion.
-absl::Status SimulatePlan(const Graph& graph, Plan* plan);
+struct SimulationOptions {
+  // Not owned; null: Topology::Default(plan->num_devices).
+  const Topology* topology = nullptr;
+  int max_concurrent_kernels = 1;
+  int copy_engines_per_device = 2;
+  // False: data is everywhere at no cost.
+  bool model_transfers = true;
+};
+
+// Fills estimated_start_us / estimated_end_us / estimated_transfer_us of
+// every planned node and plan->estimated_makespan_us. O((V + W + A) log V)
+// for W event waits and A buffer arguments. INTERNAL if the plan is
+// malformed or cannot run to completion; INVALID_ARGUMENT if the topology
+// has fewer devices than the plan.
+absl::Status SimulatePlan(const Graph& graph, Plan* plan,
+                          const SimulationOptions& options = {});
 
 }  // namespace weft::scheduler
 

@@ -47,6 +47,8 @@ TEST(CostLevelsTest, ForkAndHostWork) {
   levels.device_work_us = 30;
   EXPECT_EQ(LowerBound(levels, 2), 15);
   EXPECT_EQ(LowerBound(levels, 3), 12);
+  levels.device_work_us = 60;
+  EXPECT_EQ(LowerBound(levels, 2, 2), 15);  // two kernels per device
 }
 
 // Plans written by hand: nodes in issue order with streams and events.
@@ -117,8 +119,14 @@ TEST(SimulatePlanTest, DevicesRunInParallel) {
       ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan(
       {{0, 0, {}, -1, 0}, {1, 1, {}, -1, 1}, {2, 0, {}, -1, 0}}, 2, 0, {0, 1});
-  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  ASSERT_TRUE(SimulatePlan(g, &plan, {.model_transfers = false}).ok());
   EXPECT_EQ(plan.estimated_makespan_us, 5);
+  // x is created on device 0 by a; b on device 1 copies its 64 bytes from
+  // there at 300 GB/s first.
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  EXPECT_NEAR(plan.nodes[1].estimated_transfer_us, 64 / 300e3, 1e-12);
+  EXPECT_NEAR(plan.estimated_makespan_us, 5 + 64 / 300e3, 1e-9);
+  EXPECT_EQ(plan.nodes[2].estimated_transfer_us, 0);
 }
 
 TEST(SimulatePlanTest, CopyAndHostOverlapCompute) {
@@ -137,6 +145,101 @@ TEST(SimulatePlanTest, WaitsHoldAStreamBack) {
   EXPECT_EQ(plan.nodes[1].estimated_start_us, 3);
   EXPECT_EQ(plan.nodes[2].estimated_start_us, 8);
   EXPECT_EQ(plan.estimated_makespan_us, 10);
+}
+
+// a (device 0) writes a 3 MB buffer that b (device 1) reads.
+Graph WriterReader(Engine reader = Engine::kCompute) {
+  GraphMaker m;
+  m.Buffer("x", 3000000).Buffer("y");
+  m.Node("a", "x:w", {.cost = 10});
+  m.Node("b", "x:r y:w", {.engine = reader, .cost = 5});
+  return m.Build();
+}
+
+TEST(SimulatePlanTest, ReadersOnAnotherDevicePayATransfer) {
+  Graph g = WriterReader();
+  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1}}, 2, 1, {0, 1});
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  // 3e6 bytes at 300 GB/s: 10 us after a ends at 10.
+  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_transfer_us, 10);
+  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_start_us, 20);
+  EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 25);
+  // Over a slower link.
+  absl::StatusOr<Topology> slow =
+      Topology::FromMatrix({{0, 100, 25}, {100, 0, 25}, {25, 25, 0}});
+  ASSERT_TRUE(slow.ok());
+  ASSERT_TRUE(SimulatePlan(g, &plan, {.topology = &*slow}).ok());
+  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_transfer_us, 30);
+  EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 45);
+}
+
+TEST(SimulatePlanTest, InitialDataComesFromTheHost) {
+  std::vector<BufferSpec> buffers(2);
+  buffers[0].name = "data";
+  buffers[0].size_bytes = 50000;
+  buffers[0].init = BufferSpec::Init::kData;
+  buffers[1].name = "zeros";
+  buffers[1].size_bytes = 50000;
+  std::vector<NodeSpec> nodes(2);
+  nodes[0].name = "uses_data";
+  nodes[0].op = "spin";
+  nodes[0].cost_us = 1;
+  nodes[0].args = {BufferUse{0, Access::kRead}};
+  nodes[1].name = "uses_zeros";
+  nodes[1].op = "spin";
+  nodes[1].cost_us = 1;
+  nodes[1].args = {BufferUse{1, Access::kRead}};
+  Graph g("init", std::move(buffers), std::move(nodes));
+  Plan plan = MakePlan({{0, 0}, {1, 1}}, 2, 0);
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  // 50 kB at 25 GB/s from the host; zeros are made on the device.
+  EXPECT_DOUBLE_EQ(plan.nodes[0].estimated_transfer_us, 2);
+  EXPECT_DOUBLE_EQ(plan.nodes[0].estimated_start_us, 2);
+  EXPECT_EQ(plan.nodes[1].estimated_transfer_us, 0);
+  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_start_us, 0);
+}
+
+TEST(SimulatePlanTest, CopyEnginesLimitTransfers) {
+  // Two readers on device 1 of a buffer on device 0, on two streams: with
+  // one copy engine the second transfer waits for the first.
+  GraphMaker m;
+  m.Buffer("x", 3000000).Buffer("p").Buffer("q");
+  m.Node("a", "x:w", {.cost = 1});
+  m.Node("b", "x:r p:w", {.cost = 1});
+  m.Node("c", "x:r q:w", {.engine = Engine::kHost, .cost = 1});
+  Graph g = m.Build();
+  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1},
+                        {2, 2, {0}, -1, 1}},
+                       3, 1, {0, 1, 1});
+  ASSERT_TRUE(SimulatePlan(g, &plan, {.copy_engines_per_device = 1}).ok());
+  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_start_us, 11);
+  // c's copy starts when b's ends; by then x is on device 1 and c's
+  // transfer is free.
+  EXPECT_DOUBLE_EQ(plan.nodes[2].estimated_start_us, 11);
+  EXPECT_EQ(plan.nodes[2].estimated_transfer_us, 0);
+  ASSERT_TRUE(SimulatePlan(g, &plan, {.copy_engines_per_device = 2}).ok());
+  EXPECT_DOUBLE_EQ(plan.nodes[2].estimated_transfer_us, 10);
+}
+
+TEST(SimulatePlanTest, KernelSlotsPerDevice) {
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
+  Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 2}}, 3, 0);
+  ASSERT_TRUE(SimulatePlan(g, &plan, {.max_concurrent_kernels = 2}).ok());
+  EXPECT_EQ(plan.nodes[0].estimated_start_us, 0);
+  EXPECT_EQ(plan.nodes[1].estimated_start_us, 0);
+  EXPECT_EQ(plan.nodes[2].estimated_start_us, 3);  // after a, the shorter
+  EXPECT_EQ(plan.estimated_makespan_us, 5);
+}
+
+TEST(SimulatePlanTest, RejectsATopologyWithTooFewDevices) {
+  Graph g = WriterReader();
+  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1}}, 2, 1, {0, 1});
+  Topology one = Topology::Default(1);
+  absl::Status s = SimulatePlan(g, &plan, {.topology = &one});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("options.topology: describes 1 devices"));
 }
 
 TEST(SimulatePlanTest, RejectsAnEventNobodySignals) {

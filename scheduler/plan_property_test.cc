@@ -1,10 +1,12 @@
 // Plans thousands of random graphs end to end (wire graph -> GraphBuilder
 // -> PlanGraph) and checks every plan with the brute-force verifier.
+#include <algorithm>
 #include <map>
 #include <random>
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -33,12 +35,40 @@ Case RandomCase(std::mt19937& rng, int max_nodes) {
   c.options.stream_mode = coin(0.25) ? StreamMode::kSingle : StreamMode::kMulti;
   const int caps[] = {1, 2, 3, 8};
   c.options.max_streams_per_device = caps[uniform(0, 3)];
+  c.options.device_policy = static_cast<DevicePolicyKind>(uniform(0, 5));
+  c.options.restrict_to_parent_devices = coin(0.3);
+  c.options.data_threshold = coin(0.5) ? 0.1 : 0.5;
+  c.options.max_concurrent_kernels = uniform(1, 3);
+  c.options.copy_engines_per_device = uniform(1, 2);
+  const int splits[] = {0, 3, 4, 7, 65536};
+  c.options.max_nodes_per_stream = splits[uniform(0, 4)];
+  c.options.explain = !coin(0.2);
+  if (coin(0.3)) {
+    std::vector<std::vector<double>> gbps(
+        c.options.num_devices + 1,
+        std::vector<double>(c.options.num_devices + 1));
+    for (auto& row : gbps) {
+      for (double& g : row) g = coin(0.2) ? 0 : uniform(1, 50);
+    }
+    for (int d = 0; d < c.options.num_devices; ++d) {
+      gbps[d][c.options.num_devices] = uniform(1, 50);
+      gbps[c.options.num_devices][d] = uniform(1, 50);
+    }
+    absl::StatusOr<Topology> topology = Topology::FromMatrix(gbps);
+    if (topology.ok()) c.options.topology = *topology;
+  }
+  if (coin(0.3)) {
+    for (int d = 0; d < c.options.num_devices; ++d) {
+      c.options.busy_streams.push_back(uniform(0, 3));
+    }
+  }
 
   const int num_buffers = uniform(1, 8);
   for (int b = 0; b < num_buffers; ++b) {
     weft::v1::Buffer* buffer = c.graph.add_buffers();
     buffer->set_name(absl::StrCat("b", b));
-    buffer->set_size_bytes(64);
+    buffer->set_size_bytes(64 << uniform(0, 14));
+    if (coin(0.3)) buffer->set_data("abc");
   }
   const int n = uniform(1, max_nodes);
   for (int i = 0; i < n; ++i) {
@@ -93,7 +123,8 @@ void CheckCase(Case& c, int trial) {
   ASSERT_TRUE(g.ok()) << "trial " << trial << ": " << g.status();
   absl::StatusOr<Plan> plan = PlanGraph(*g, c.options);
   ASSERT_TRUE(plan.ok()) << "trial " << trial << ": " << plan.status();
-  absl::Status verified = VerifyPlan(*g, *plan);
+  absl::Status verified =
+      VerifyPlan(*g, *plan, c.options.max_concurrent_kernels);
   ASSERT_TRUE(verified.ok()) << "trial " << trial << ": " << verified << "\n"
                              << c.graph.DebugString();
 
@@ -104,11 +135,14 @@ void CheckCase(Case& c, int trial) {
     devices_used.insert(pn.device);
     const NodeSpec& node = g->node(pn.node);
     const PlannedStream& stream = plan->streams[pn.stream];
-    ASSERT_FALSE(pn.reason.empty());
+    ASSERT_EQ(pn.reason.empty(), !c.options.explain);
     if (c.options.stream_mode == StreamMode::kSingle) continue;
     ASSERT_EQ(stream.engine, node.engine) << "trial " << trial;
     ASSERT_EQ(stream.label, node.stream_label) << "trial " << trial;
-    if (!node.stream_label.empty()) {
+    // A physical split may continue a label's stream on another one.
+    const bool splits_possible = c.options.max_nodes_per_stream != 0 &&
+                                 c.options.max_nodes_per_stream < 1000;
+    if (!node.stream_label.empty() && !splits_possible) {
       auto key = std::make_tuple(node.stream_label, pn.device, node.engine);
       auto [it, inserted] = label_stream.emplace(key, pn.stream);
       ASSERT_EQ(it->second, pn.stream) << "trial " << trial;
@@ -117,10 +151,31 @@ void CheckCase(Case& c, int trial) {
       ASSERT_EQ(pn.device, *node.device);
     }
   }
-  if (c.options.stream_mode == StreamMode::kSingle) {
+  const bool split = c.options.max_nodes_per_stream != 0 &&
+                     c.options.max_nodes_per_stream < 1000;
+  if (c.options.stream_mode == StreamMode::kSingle && !split) {
     ASSERT_EQ(plan->streams.size(), devices_used.size()) << "trial " << trial;
     if (devices_used.size() <= 1) {
       ASSERT_EQ(plan->num_events, 0);
+    }
+  }
+  if (split) {
+    // Every stream within its task budget, unless one node alone exceeds
+    // it.
+    std::vector<int> tasks(plan->streams.size(), 0);
+    std::vector<int> biggest(plan->streams.size(), 0);
+    for (const PlannedNode& pn : plan->nodes) {
+      const int t = 1 + static_cast<int>(pn.wait_events.size()) +
+                    (pn.signal_event >= 0 ? 1 : 0);
+      tasks[pn.stream] += t;
+      biggest[pn.stream] = std::max(biggest[pn.stream], t);
+    }
+    for (size_t s = 0; s < tasks.size(); ++s) {
+      if (tasks[s] > c.options.max_nodes_per_stream) {
+        ASSERT_EQ(tasks[s], biggest[s])
+            << "trial " << trial << ": stream " << s << " holds " << tasks[s]
+            << " tasks over " << c.options.max_nodes_per_stream;
+      }
     }
   }
   weft::v1::Plan proto = PlanToProto(*g, *plan);

@@ -80,7 +80,8 @@ std::vector<std::vector<NodeId>> ReferenceDependencies(const Graph& graph) {
   return deps;
 }
 
-absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
+absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
+                        int kernels_per_device) {
   const int n = graph.num_nodes();
   if (static_cast<int>(plan.nodes.size()) != n) {
     return Fail(
@@ -228,6 +229,9 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
     if (!Near(pn.estimated_end_us, pn.estimated_start_us + node.cost_us)) {
       return Fail(absl::StrCat("'", node.name, "' end != start + cost"));
     }
+    if (pn.estimated_transfer_us < 0) {
+      return Fail(absl::StrCat("'", node.name, "' has a negative transfer"));
+    }
     makespan = std::max(makespan, pn.estimated_end_us);
     double start = 0;
     for (NodeId d : pn.deps) {
@@ -258,7 +262,8 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
                              ", expected ", critical_path));
   }
   const double lower_bound =
-      std::max(critical_path, device_work / std::max(plan.num_devices, 1));
+      std::max(critical_path, device_work / std::max(plan.num_devices, 1) /
+                                  std::max(kernels_per_device, 1));
   if (!Near(plan.lower_bound_us, lower_bound)) {
     return Fail(absl::StrCat("lower bound ", plan.lower_bound_us, ", expected ",
                              lower_bound));

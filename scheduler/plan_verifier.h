@@ -28,7 +28,9 @@ namespace weft::scheduler {
 std::vector<std::vector<NodeId>> ReferenceDependencies(const Graph& graph);
 
 // OK, or FAILED_PRECONDITION describing the first broken invariant.
-absl::Status VerifyPlan(const Graph& graph, const Plan& plan);
+// `kernels_per_device`: the kernel slots the plan's lower bound assumed.
+absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
+                        int kernels_per_device = 1);
 
 }  // namespace weft::scheduler
 

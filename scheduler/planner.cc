@@ -1,13 +1,18 @@
 #include "scheduler/planner.h"
 
+#include <chrono>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/data_location.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
+#include "scheduler/passes/split_streams_pass.h"
 #include "scheduler/status_macros.h"
 #include "scheduler/stream_assignment.h"
 
@@ -16,10 +21,11 @@ namespace {
 
 absl::Status ValidateOptions(const Graph& graph,
                              const PlannerOptions& options) {
-  if (options.num_devices < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("options.num_devices: need at least one device, got ",
-                     options.num_devices));
+  if (options.num_devices < 1 ||
+      options.num_devices > DataLocations::kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.num_devices: need between 1 and ",
+        DataLocations::kMaxDevices, " devices, got ", options.num_devices));
   }
   if (options.max_streams_per_device < 1) {
     return absl::InvalidArgumentError(
@@ -31,6 +37,34 @@ absl::Status ValidateOptions(const Graph& graph,
     return absl::InvalidArgumentError(
         absl::StrCat("options.busy_streams: has ", options.busy_streams.size(),
                      " entries for ", options.num_devices, " devices"));
+  }
+  if (options.topology.has_value() &&
+      options.topology->num_devices() < options.num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.topology: describes ", options.topology->num_devices(),
+        " devices, the plan has ", options.num_devices));
+  }
+  if (!(options.data_threshold >= 0 && options.data_threshold <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.data_threshold: must be in [0, 1], got ",
+                     options.data_threshold));
+  }
+  if (options.max_nodes_per_stream != 0 &&
+      options.max_nodes_per_stream < SplitStreamsPass::kMinTasksPerStream) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.max_nodes_per_stream: must be 0 (no limit) or at least ",
+        SplitStreamsPass::kMinTasksPerStream, ", got ",
+        options.max_nodes_per_stream));
+  }
+  if (options.max_concurrent_kernels < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.max_concurrent_kernels: must be at least 1, got ",
+                     options.max_concurrent_kernels));
+  }
+  if (options.copy_engines_per_device < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.copy_engines_per_device: must be at least 1, got ",
+        options.copy_engines_per_device));
   }
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     const auto& pin = graph.node(v).device;
@@ -47,74 +81,156 @@ std::string Quoted(const Graph& graph, NodeId v) {
   return absl::StrCat("'", graph.node(v).name, "'");
 }
 
+std::string Us(double us) { return absl::StrFormat("%.4g us", us); }
+
 std::string DeviceReason(const Graph& graph, const PlannedNode& pn,
-                         const DeviceChoice& choice) {
+                         const DeviceChoice& choice,
+                         const PlannerOptions& options) {
+  std::string why;
   switch (choice.why) {
     case DeviceChoice::Why::kPinned:
-      return absl::StrCat("device ", pn.device, " (pinned)");
+      why = "pinned";
+      break;
     case DeviceChoice::Why::kLabel:
-      return absl::StrCat(
-          "device ", pn.device, " (label '", graph.node(pn.node).stream_label,
-          "' is on the device of ", Quoted(graph, choice.related), ")");
+      why = absl::StrCat("label '", graph.node(pn.node).stream_label,
+                         "' is on the device of ",
+                         Quoted(graph, choice.related));
+      break;
     case DeviceChoice::Why::kRoundRobin:
-      return absl::StrCat("device ", pn.device, " (round robin)");
+      why = choice.fallback
+                ? absl::StrCat("round robin: no device holds more than ",
+                               options.data_threshold * 100,
+                               "% of its data")
+                : std::string("round robin");
+      break;
+    case DeviceChoice::Why::kFewestBusyStreams:
+      why = absl::StrCat("fewest busy streams: ",
+                         static_cast<int64_t>(choice.value));
+      break;
+    case DeviceChoice::Why::kMostDataPresent:
+      why = absl::StrCat("most of its data already there: ",
+                         static_cast<uint64_t>(choice.value), " of ",
+                         static_cast<uint64_t>(choice.total), " bytes");
+      break;
+    case DeviceChoice::Why::kMinTransferTime:
+      why = absl::StrCat(
+          "least transfer time over the ",
+          options.device_policy == DevicePolicyKind::kMinMaxTransferTime
+              ? "slowest"
+              : "fastest",
+          " links: ",
+          std::isinf(choice.value) ? std::string("unbounded")
+                                   : Us(choice.value));
+      break;
+    case DeviceChoice::Why::kMinFinishTime:
+      why = absl::StrCat("earliest estimated finish: ", Us(choice.value));
+      break;
   }
-  return absl::StrCat("device ", pn.device);
+  if (choice.parents_only) absl::StrAppend(&why, ", a predecessor's device");
+  return absl::StrCat("device ", pn.device, " (", why, ")");
 }
 
 std::string StreamReason(const Graph& graph, const Plan& plan,
                          const PlannedNode& pn, const StreamChoice& choice,
-                         int max_streams) {
+                         const StreamNotes& notes,
+                         const PlannerOptions& options) {
   const PlannedStream& stream = plan.streams[pn.stream];
   const std::string kind =
       stream.engine == Engine::kCompute
           ? std::string("stream")
           : absl::StrCat(EngineName(stream.engine), " stream");
+  std::string out;
   switch (choice.why) {
     case StreamChoice::Why::kSingle:
-      return absl::StrCat("stream ", pn.stream,
-                          " (single-stream mode: one stream per device)");
+      out = absl::StrCat("stream ", pn.stream,
+                         " (single-stream mode: one stream per device)");
+      break;
     case StreamChoice::Why::kLabel:
-      return absl::StrCat(kind, " ", pn.stream, " (stream label '",
-                          stream.label, "')");
+      out = absl::StrCat(kind, " ", pn.stream, " (stream label '",
+                         stream.label, "')");
+      break;
+    case StreamChoice::Why::kIndependent:
+      out = absl::StrCat(kind, " ", pn.stream,
+                         " (collectives get one stream per device)");
+      break;
     case StreamChoice::Why::kChain:
-      return absl::StrCat(kind, " ", pn.stream, " continues after ",
-                          Quoted(graph, choice.related),
-                          " (its highest-ranked successor)");
+      out = absl::StrCat(kind, " ", pn.stream, " continues after ",
+                         Quoted(graph, choice.related),
+                         " (its highest-ranked successor)");
+      break;
     case StreamChoice::Why::kRecycled:
-      return absl::StrCat(kind, " ", pn.stream, " recycled (its last node ",
-                          Quoted(graph, choice.related), " is an ancestor)");
+      out = absl::StrCat(kind, " ", pn.stream, " recycled (its last node ",
+                         Quoted(graph, choice.related), " is an ancestor)");
+      break;
     case StreamChoice::Why::kNew:
-      return absl::StrCat("new ", kind, " ", pn.stream,
-                          " (no recyclable stream on device ", pn.device, ")");
+      out = absl::StrCat("new ", kind, " ", pn.stream,
+                         " (no recyclable stream on device ", pn.device, ")");
+      break;
     case StreamChoice::Why::kSoftCap:
-      return absl::StrCat(
-          kind, " ", pn.stream, " shared at the cap of ", max_streams,
-          " streams per device (",
+      out = absl::StrCat(
+          kind, " ", pn.stream, " shared at the cap of ",
+          options.max_streams_per_device, " streams per device (",
           choice.related < 0
               ? std::string("idle until then")
-              : absl::StrCat("after ", Quoted(graph, choice.related),
-                             ", expected to finish first"),
+              : absl::StrCat("runs after ", Quoted(graph, choice.related),
+                             ", the stream that delays it least"),
           ")");
+      break;
+    case StreamChoice::Why::kMerged:
+      out = absl::StrCat(kind, " ", pn.stream, " (merged into the stream of ",
+                         Quoted(graph, choice.related),
+                         ": the two could never run at the same time)");
+      break;
   }
-  return absl::StrCat(kind, " ", pn.stream);
+  if (pn.stream < static_cast<int>(notes.split_from.size()) &&
+      notes.split_from[pn.stream] >= 0) {
+    absl::StrAppend(&out, ", split from stream ", notes.split_from[pn.stream],
+                    " at ", options.max_nodes_per_stream, " tasks");
+  }
+  return out;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
 }
 
 }  // namespace
 
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options) {
+  return PlanGraph(graph, options, nullptr);
+}
+
+absl::StatusOr<Plan> PlanGraph(const Graph& graph,
+                               const PlannerOptions& options,
+                               PlanProfile* profile) {
+  PlanProfile ignored;
+  if (profile == nullptr) profile = &ignored;
   WEFT_RETURN_IF_ERROR(ValidateOptions(graph, options));
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<DevicePolicy> policy,
                         CreateDevicePolicy(options.device_policy));
-  WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph));
 
+  auto start = std::chrono::steady_clock::now();
+  WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph));
+  const CostLevels levels = ComputeCostLevels(graph, dag);
+  profile->dependencies_s = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  const Topology topology = options.topology.has_value()
+                                ? *options.topology
+                                : Topology::Default(options.num_devices);
   DeviceContext context;
   context.num_devices = options.num_devices;
   context.busy_streams = options.busy_streams;
+  context.topology = &topology;
+  context.data_threshold = options.data_threshold;
+  context.restrict_to_parent_devices = options.restrict_to_parent_devices;
+  context.max_concurrent_kernels = options.max_concurrent_kernels;
+  context.copy_engines_per_device = options.copy_engines_per_device;
   WEFT_ASSIGN_OR_RETURN(DeviceAssignment devices,
                         policy->Assign(graph, dag, context));
-  const CostLevels levels = ComputeCostLevels(graph, dag);
 
   Plan plan;
   plan.num_devices = options.num_devices;
@@ -126,25 +242,41 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     auto deps = dag.Preds(pn.node);
     pn.deps.assign(deps.begin(), deps.end());
   }
+  profile->devices_s = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
   StreamOptions stream_options;
   stream_options.mode = options.stream_mode;
   stream_options.max_streams_per_device = options.max_streams_per_device;
+  stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
+  StreamNotes notes;
   WEFT_ASSIGN_OR_RETURN(
       std::vector<StreamChoice> streams,
-      AssignStreams(graph, dag, levels, stream_options, &plan));
-  WEFT_RETURN_IF_ERROR(SimulatePlan(graph, &plan));
-  plan.critical_path_us = levels.critical_path_us;
-  plan.lower_bound_us = LowerBound(levels, options.num_devices);
+      AssignStreams(graph, dag, levels, stream_options, &plan, &notes));
+  profile->streams_s = SecondsSince(start);
 
-  for (PlannedNode& pn : plan.nodes) {
-    pn.reason =
-        absl::StrCat(DeviceReason(graph, pn, devices.choice[pn.node]), "; ",
-                     StreamReason(graph, plan, pn, streams[pn.node],
-                                  options.max_streams_per_device));
+  start = std::chrono::steady_clock::now();
+  SimulationOptions simulation;
+  simulation.topology = &topology;
+  simulation.max_concurrent_kernels = options.max_concurrent_kernels;
+  simulation.copy_engines_per_device = options.copy_engines_per_device;
+  WEFT_RETURN_IF_ERROR(SimulatePlan(graph, &plan, simulation));
+  plan.critical_path_us = levels.critical_path_us;
+  plan.lower_bound_us = LowerBound(levels, options.num_devices,
+                                   options.max_concurrent_kernels);
+  profile->simulation_s = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  if (options.explain) {
+    for (PlannedNode& pn : plan.nodes) {
+      pn.reason = absl::StrCat(
+          DeviceReason(graph, pn, devices.choice[pn.node], options), "; ",
+          StreamReason(graph, plan, pn, streams[pn.node], notes, options));
+    }
   }
+  profile->explain_s = SecondsSince(start);
   return plan;
 }
-
 absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
     const weft::v1::ScheduleOptions& proto, int num_devices,
     int default_max_streams_per_device) {

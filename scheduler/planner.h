@@ -19,12 +19,28 @@ namespace weft::scheduler {
 
 // Thread-safe (stateless). Errors: INVALID_ARGUMENT for options a graph
 // cannot satisfy (e.g. a stream label in SINGLE mode, a pin at or beyond
-// num_devices) or that are invalid themselves (fewer than one device or one
-// stream per device, busy_streams not one entry per device), naming the
-// field; UNIMPLEMENTED for policies not built yet. Plans list nodes in
-// issue order; each node's `reason` says why its device and its stream.
+// num_devices) or that are invalid themselves (fewer than one device or
+// more than 63, fewer than one stream per device, busy_streams not one entry
+// per device, a topology with fewer devices, a data threshold outside
+// [0, 1], max_nodes_per_stream of 1 or 2, fewer than one kernel slot or
+// copy engine), naming the field. Plans list nodes in issue order; with
+// options.explain each node's `reason` says why its device and its stream.
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options);
+
+// Wall-clock seconds spent in each stage of one PlanGraph call.
+struct PlanProfile {
+  double dependencies_s = 0;  // inference, reduction, cost levels
+  double devices_s = 0;
+  double streams_s = 0;  // stream passes and events
+  double simulation_s = 0;
+  double explain_s = 0;  // reasons
+};
+
+// PlanGraph that also reports where the time went (`profile` may be null).
+absl::StatusOr<Plan> PlanGraph(const Graph& graph,
+                               const PlannerOptions& options,
+                               PlanProfile* profile);
 
 // Wire conversions.
 absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(

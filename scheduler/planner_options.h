@@ -3,7 +3,10 @@
 #ifndef WEFT_SCHEDULER_PLANNER_OPTIONS_H_
 #define WEFT_SCHEDULER_PLANNER_OPTIONS_H_
 
+#include <optional>
 #include <vector>
+
+#include "scheduler/topology.h"
 
 namespace weft::scheduler {
 
@@ -26,6 +29,30 @@ struct PlannerOptions {
   // Busy streams per device from other running jobs (STREAM_AWARE); empty
   // means all idle.
   std::vector<int> busy_streams;
+
+  // Copy bandwidths between the host and the devices; unset: the default
+  // for num_devices simulated devices (Topology::Default).
+  std::optional<Topology> topology;
+  // MIN_TRANSFER_SIZE and the transfer-time policies prefer a device only
+  // if it holds more than this fraction of a node's argument bytes
+  // (GrCUDA's DataThreshold).
+  double data_threshold = 0.1;
+  // Keep a node on one of its predecessors' devices when the policy rates
+  // that no worse than its overall choice (GrCUDA's "multigpu-disjoint",
+  // without ever accepting a worse device).
+  bool restrict_to_parent_devices = false;
+  // Physical stream splitting: tasks (a node, plus one per event it
+  // records or waits on) per stream before the rest moves to a new stream;
+  // 0: no limit, else at least 3.
+  int max_nodes_per_stream = 65536;
+  // The cost model's machine: kernels one device runs at once (a kernel's
+  // cost is its time with the device to itself, so 1 keeps the lower bound
+  // tight) and copy engines per device.
+  int max_concurrent_kernels = 1;
+  int copy_engines_per_device = 2;
+  // Fill PlannedNode::reason (one line on why this device and stream).
+  // Costs a string per node; planning is faster without.
+  bool explain = true;
 };
 
 }  // namespace weft::scheduler

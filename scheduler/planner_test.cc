@@ -139,15 +139,110 @@ TEST(PlannerTest, SingleModeRejectsStreamLabels) {
               HasSubstr("graph.nodes[1].stream_label"));
 }
 
-TEST(PlannerTest, UnimplementedPolicy) {
+TEST(PlannerTest, EveryPolicyPlans) {
+  Graph g = FromText(kForkJoin);
+  for (DevicePolicyKind kind :
+       {DevicePolicyKind::kRoundRobin, DevicePolicyKind::kStreamAware,
+        DevicePolicyKind::kMinTransferSize,
+        DevicePolicyKind::kMinMinTransferTime,
+        DevicePolicyKind::kMinMaxTransferTime,
+        DevicePolicyKind::kMinFinishTime}) {
+    PlannerOptions options;
+    options.num_devices = 2;
+    options.device_policy = kind;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    ASSERT_TRUE(plan.ok()) << static_cast<int>(kind) << ": " << plan.status();
+    EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us);
+    for (const PlannedNode& pn : plan->nodes) EXPECT_FALSE(pn.reason.empty());
+  }
+}
+
+TEST(PlannerTest, MinFinishTimeKeepsTheForkJoinWhereItIsFastest) {
   Graph g = FromText(kForkJoin);
   PlannerOptions options;
+  options.num_devices = 2;
   options.device_policy = DevicePolicyKind::kMinFinishTime;
   absl::StatusOr<Plan> plan = PlanGraph(g, options);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("MIN_FINISH_TIME is not implemented yet"));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // init on 0; left (10 us) and right (4 us) split across the devices;
+  // sum after both.
+  std::vector<int> devices;
+  for (const PlannedNode& pn : plan->nodes) devices.push_back(pn.device);
+  EXPECT_THAT(devices, ElementsAre(0, 0, 1, 1));
+  EXPECT_THAT(plan->nodes[0].reason,
+              HasSubstr("device 0 (earliest estimated finish: 1 us)"));
+  EXPECT_LT(plan->estimated_makespan_us, 17);  // beats one device
+}
+
+TEST(PlannerTest, ExplainOffLeavesReasonsEmpty) {
+  Graph g = FromText(kForkJoin);
+  PlannerOptions options;
+  options.explain = false;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const PlannedNode& pn : plan->nodes) EXPECT_TRUE(pn.reason.empty());
+  PlanProfile profile;
+  plan = PlanGraph(g, PlannerOptions(), &profile);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_GE(profile.streams_s, 0);
+}
+
+TEST(PlannerTest, ParentDevicesKeepAChainTogether) {
+  // A chain of four under STREAM_AWARE: alone, each step moves to the
+  // less busy device; kept with its parent when that is no worse, the
+  // chain stays on one device after its first move and needs fewer events.
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw").Node("c", "x:rw");
+  m.Node("d", "x:rw");
+  Graph g = m.Build();
+  PlannerOptions options;
+  options.num_devices = 2;
+  options.device_policy = DevicePolicyKind::kStreamAware;
+  absl::StatusOr<Plan> free = PlanGraph(g, options);
+  ASSERT_TRUE(free.ok());
+  options.restrict_to_parent_devices = true;
+  absl::StatusOr<Plan> kept = PlanGraph(g, options);
+  ASSERT_TRUE(kept.ok());
+  std::vector<int> a, b;
+  for (const PlannedNode& pn : free->nodes) a.push_back(pn.device);
+  for (const PlannedNode& pn : kept->nodes) b.push_back(pn.device);
+  EXPECT_THAT(a, ElementsAre(0, 1, 0, 1));
+  EXPECT_THAT(b, ElementsAre(0, 1, 1, 1));
+  EXPECT_EQ(free->num_events, 3);
+  EXPECT_EQ(kept->num_events, 1);
+  EXPECT_THAT(kept->nodes[2].reason, HasSubstr("a predecessor's device"));
+}
+
+TEST(PlannerTest, TopologySlowsCrossDeviceWork) {
+  Graph g = FromText(kForkJoin);
+  PlannerOptions options;
+  options.num_devices = 2;
+  absl::StatusOr<Plan> fast = PlanGraph(g, options);
+  ASSERT_TRUE(fast.ok());
+  absl::StatusOr<Topology> slow = Topology::FromCsv(
+      "From,To,GB/s\n-1,0,1\n-1,1,1\n0,1,1\n", 2);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  options.topology = *slow;
+  absl::StatusOr<Plan> slowed = PlanGraph(g, options);
+  ASSERT_TRUE(slowed.ok());
+  EXPECT_GT(slowed->estimated_makespan_us, fast->estimated_makespan_us);
+  EXPECT_GT(slowed->nodes[1].estimated_transfer_us, 0);
+}
+
+TEST(PlannerTest, SplitsLongStreams) {
+  GraphMaker m;
+  m.Buffer("x").Node("n0", "x:w");
+  for (int i = 1; i < 10; ++i) m.Node("n" + std::to_string(i), "x:rw");
+  PlannerOptions options;
+  options.max_nodes_per_stream = 4;
+  absl::StatusOr<Plan> plan = PlanGraph(m.Build(), options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  // Three nodes and a record; then a wait, two nodes and a record, twice;
+  // then a wait and the last three nodes: 4 streams, 3 events.
+  EXPECT_EQ(plan->streams.size(), 4u);
+  EXPECT_EQ(plan->num_events, 3);
+  EXPECT_THAT(plan->nodes[3].reason, HasSubstr("split from stream 0"));
+  EXPECT_EQ(plan->estimated_makespan_us, 10);
 }
 
 TEST(PlannerTest, RejectsBadOptions) {
@@ -170,6 +265,35 @@ TEST(PlannerTest, RejectsBadOptions) {
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(plan.status().message()),
               HasSubstr("options.busy_streams"));
+  struct Bad {
+    void (*set)(PlannerOptions&);
+    const char* message;
+  };
+  const Bad bad[] = {
+      {[](PlannerOptions& o) { o.num_devices = 64; },
+       "options.num_devices: need between 1 and 63 devices, got 64"},
+      {[](PlannerOptions& o) { o.data_threshold = 1.5; },
+       "options.data_threshold: must be in [0, 1], got 1.5"},
+      {[](PlannerOptions& o) { o.max_nodes_per_stream = 2; },
+       "options.max_nodes_per_stream: must be 0 (no limit) or at least 3"},
+      {[](PlannerOptions& o) { o.max_concurrent_kernels = 0; },
+       "options.max_concurrent_kernels: must be at least 1, got 0"},
+      {[](PlannerOptions& o) { o.copy_engines_per_device = 0; },
+       "options.copy_engines_per_device: must be at least 1, got 0"},
+      {[](PlannerOptions& o) {
+         o.num_devices = 3;
+         o.topology = Topology::Default(2);
+       },
+       "options.topology: describes 2 devices, the plan has 3"},
+  };
+  for (const Bad& b : bad) {
+    options = PlannerOptions();
+    b.set(options);
+    plan = PlanGraph(g, options);
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument)
+        << b.message;
+    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(b.message));
+  }
 }
 
 TEST(PlannerTest, RejectsPinsBeyondTheDevices) {

@@ -860,15 +860,17 @@ void JobManager::DispatchLoop() {
     {
       absl::MutexLock lock(&mu_);
       while (!CanDispatchLocked()) {
+        if (retain_for_ == absl::InfiniteDuration()) {
+          mu_.Await(absl::Condition(this, &JobManager::CanDispatchLocked));
+          continue;
+        }
         // Finished jobs expire even when nobody calls in. The wait is capped
         // because the clock may not be the real one.
         const absl::Duration until =
             std::min(UntilNextEvictionLocked(Now()), absl::Seconds(1));
-        if (finished_.empty() || retain_for_ == absl::InfiniteDuration()) {
-          mu_.Await(absl::Condition(this, &JobManager::CanDispatchLocked));
-        } else if (!mu_.AwaitWithTimeout(
-                       absl::Condition(this, &JobManager::CanDispatchLocked),
-                       until + absl::Milliseconds(1))) {
+        if (!mu_.AwaitWithTimeout(
+                absl::Condition(this, &JobManager::CanDispatchLocked),
+                until + absl::Milliseconds(1))) {
           EvictLocked(Now());
         }
       }

@@ -104,6 +104,8 @@ class SchedulerServiceTest : public ::testing::Test {
     executor_ = *runtime::Executor::Create(exec);
     JobManager::Options jobs;
     jobs.executor = executor_.get();
+    // One at a time, so that a gated job holds the next one in the queue.
+    jobs.max_running_jobs = 1;
     jobs_ = *JobManager::Create(jobs);
     SchedulerService::Options service;
     service.jobs = jobs_.get();
@@ -180,12 +182,35 @@ class SchedulerServiceTest : public ::testing::Test {
 };
 
 TEST_F(SchedulerServiceTest, SubmitWatchAndReadOutputs) {
+  // A gated job holds the only slot, so the watch attaches while the job
+  // under test is still queued and sees all of its events.
+  weft::v1::Graph gate;
+  gate.set_name("gate");
+  gate.add_buffers()->set_name("g");
+  gate.mutable_buffers(0)->set_size_bytes(4);
+  weft::v1::Node* wait = gate.add_nodes();
+  wait->set_name("wait");
+  wait->set_op("spin");
+  wait->add_args()->mutable_buffer()->set_name("g");
+  wait->mutable_args(0)->mutable_buffer()->set_access(weft::v1::READ_WRITE);
+  wait->mutable_cost()->set_estimated_us(kGateUs);
+  Submit(gate);
   weft::v1::Job job = Submit(AxpyGraph());
   EXPECT_EQ(job.state(), weft::v1::QUEUED);
   ASSERT_FALSE(job.id().empty());
 
-  grpc::Status status;
-  std::vector<weft::v1::WatchJobResponse> messages = WatchAll(job.id(), &status);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  weft::v1::WatchJobRequest req;
+  req.set_job_id(job.id());
+  auto reader = stub_->WatchJob(&ctx, req);
+  std::vector<weft::v1::WatchJobResponse> messages(1);
+  ASSERT_TRUE(reader->Read(&messages[0]));
+  EXPECT_EQ(messages[0].job().state(), weft::v1::QUEUED);
+  gate_.Notify();
+  weft::v1::WatchJobResponse msg;
+  while (reader->Read(&msg)) messages.push_back(msg);
+  grpc::Status status = reader->Finish();
   ASSERT_TRUE(status.ok()) << status.error_message();
   ASSERT_GE(messages.size(), 2u);
   EXPECT_EQ(messages.front().job().id(), job.id());
@@ -392,6 +417,42 @@ TEST_F(SchedulerServiceTest, PlanDevicesAndList) {
   ASSERT_EQ(list.jobs_size(), 1);
   EXPECT_EQ(list.jobs(0).id(), a.id());
   gate_.Notify();
+}
+
+TEST_F(SchedulerServiceTest, PlannerErrorsAreInvalidArgumentAtSubmission) {
+  weft::v1::SubmitGraphRequest req;
+  *req.mutable_graph() = AxpyGraph();
+  req.mutable_graph()->mutable_nodes(1)->set_stream_label("io");
+  req.mutable_options()->set_stream_mode(weft::v1::SINGLE);
+  grpc::ClientContext ctx;
+  weft::v1::SubmitGraphResponse resp;
+  grpc::Status s = stub_->SubmitGraph(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("graph.nodes[1].stream_label"));
+  EXPECT_EQ(jobs_->retained(), 0);
+}
+
+TEST_F(SchedulerServiceTest, TenantComesFromMetadataAndIsChecked) {
+  weft::v1::SubmitGraphRequest req;
+  *req.mutable_graph() = AxpyGraph();
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("weft-tenant", "team-7.ml_ops");
+    weft::v1::SubmitGraphResponse resp;
+    ASSERT_TRUE(stub_->SubmitGraph(&ctx, req, &resp).ok());
+    EXPECT_EQ(resp.job().tenant(), "team-7.ml_ops");
+  }
+  for (const std::string& bad :
+       {std::string("has space"), std::string("semi;colon"),
+        std::string(65, 'x')}) {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("weft-tenant", bad);
+    weft::v1::SubmitGraphResponse resp;
+    grpc::Status s = stub_->SubmitGraph(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_THAT(s.error_message(), HasSubstr("weft-tenant metadata")) << bad;
+  }
+  EXPECT_EQ(jobs_->retained(), 1);
 }
 
 TEST_F(SchedulerServiceTest, RepeatedRequestIdReturnsSameJob) {

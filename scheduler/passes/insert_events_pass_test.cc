@@ -1,0 +1,100 @@
+#include "scheduler/passes/insert_events_pass.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/passes/pass_test_util.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler {
+namespace {
+
+using testing::GraphMaker;
+using testing::PassFixture;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+TEST(InsertEventsPassTest, ChainOnOneStreamNeedsNone) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw").Node("c", "x:r");
+  PassFixture f(m.Build());
+  f.SetStreams({{"a", 0}, {"b", 0}, {"c", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  EXPECT_EQ(f.context().num_events, 0);
+  EXPECT_TRUE(f.context().events_planned);
+  EXPECT_EQ(f.context().seq[f.id("c")], 3);
+}
+
+TEST(InsertEventsPassTest, ForkJoin) {
+  // src, b2, join on stream 0; b1 on 1; b3 on 2.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y1").Buffer("y2").Buffer("y3");
+  m.Node("src", "x:w");
+  m.Node("b1", "x:r y1:w").Node("b2", "x:r y2:w").Node("b3", "x:r y3:w");
+  m.Node("join", "y1:r y2:r y3:r");
+  PassFixture f(m.Build());
+  f.SetStreams(
+      {{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  // Ids in order of first wait: src's (b1), then the join's waits latest
+  // first: b3's, b1's.
+  EXPECT_EQ(f.context().num_events, 3);
+  EXPECT_EQ(f.signal("src"), 0);
+  EXPECT_EQ(f.signal("b3"), 1);
+  EXPECT_EQ(f.signal("b1"), 2);
+  EXPECT_EQ(f.signal("b2"), -1);
+  EXPECT_THAT(f.waits("b1"), ElementsAre(0));
+  EXPECT_THAT(f.waits("b3"), ElementsAre(0));
+  EXPECT_THAT(f.waits("b2"), IsEmpty());
+  EXPECT_THAT(f.waits("join"), ElementsAre(1, 2));
+}
+
+TEST(InsertEventsPassTest, VectorClocksDropWaitsImpliedThroughAThirdStream) {
+  // A on s0; B then X on s1; Y on s2. B waits for A, so once s2 has waited
+  // for X (after B on s1) it knows A is done: Y needs no wait on A although
+  // A -> Y is a direct dependency.
+  GraphMaker m;
+  m.Buffer("a").Buffer("b").Buffer("x");
+  m.Node("A", "a:w").Node("B", "a:r b:w").Node("X", "x:w");
+  m.Node("Y", "a:r x:r");
+  PassFixture f(m.Build());
+  f.SetStreams({{"A", 0}, {"B", 1}, {"X", 1}, {"Y", 2}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  EXPECT_EQ(f.context().num_events, 2);
+  EXPECT_THAT(f.waits("B"), ElementsAre(0));
+  EXPECT_THAT(f.waits("Y"), ElementsAre(1));  // X only
+  EXPECT_EQ(f.signal("A"), 0);
+  EXPECT_EQ(f.signal("X"), 1);
+}
+
+TEST(InsertEventsPassTest, RepeatedWaitOnTheSameStreamIsDropped) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("src", "x:w").Node("c1", "x:r y:w").Node("c2", "x:r y:rw");
+  PassFixture f(m.Build());
+  f.SetStreams({{"src", 0}, {"c1", 1}, {"c2", 1}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  EXPECT_EQ(f.context().num_events, 1);
+  EXPECT_THAT(f.waits("c1"), ElementsAre(0));
+  EXPECT_THAT(f.waits("c2"), IsEmpty());
+}
+
+TEST(InsertEventsPassTest, ClocksCarryWhatTheWaitedNodeKnew) {
+  // p0 on s0, p1 on s1 waits p0; v on s2 needs both: waiting for p1 is
+  // enough.
+  GraphMaker m;
+  m.Buffer("a").Buffer("b").Buffer("c");
+  m.Node("p0", "a:w").Node("p1", "a:r b:w").Node("v", "a:r b:r c:w");
+  PassFixture f(m.Build());
+  f.SetStreams({{"p0", 0}, {"p1", 1}, {"v", 2}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  // v's only direct dependency left after reduction is p1 (p0 -> p1 -> v),
+  // so one wait; the clock of v's stream now knows both streams.
+  EXPECT_THAT(f.waits("v"), ElementsAre(f.signal("p1")));
+  EXPECT_EQ(f.context().num_events, 2);
+  auto clock = f.context().clocks.Get(f.context().clock_of[f.id("v")]);
+  EXPECT_EQ(ClockArena::Known(clock, 0), 1);
+  EXPECT_EQ(ClockArena::Known(clock, 1), 1);
+}
+
+}  // namespace
+}  // namespace weft::scheduler

@@ -1,0 +1,54 @@
+#include "scheduler/passes/stream_id_continuity_pass.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/passes/pass_test_util.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler {
+namespace {
+
+using testing::GraphMaker;
+using testing::PassFixture;
+using ::testing::HasSubstr;
+
+TEST(StreamIdContinuityPassTest, DenseInOrderOfFirstUse) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw").Node("c", "x:rw");
+  PassFixture f(m.Build());
+  f.SetStreams({{"a", 3}, {"b", 1}, {"c", 3}});
+  f.context().streams[3].label = "three";
+  f.context().streams[2].alive = false;
+  ASSERT_TRUE(f.Run(StreamIdContinuityPass()).ok());
+  ASSERT_EQ(f.context().streams.size(), 2u);
+  EXPECT_EQ(f.stream("a"), 0);
+  EXPECT_EQ(f.stream("b"), 1);
+  EXPECT_EQ(f.stream("c"), 0);
+  EXPECT_EQ(f.context().streams[0].label, "three");
+}
+
+TEST(StreamIdContinuityPassTest, EveryNodeNeedsAStream) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw");
+  PassFixture f(m.Build());
+  f.SetStreams({{"a", 0}});
+  absl::Status s = f.Run(StreamIdContinuityPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'b' has no stream"));
+}
+
+TEST(StreamIdContinuityPassTest, MustRunBeforeEvents) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w");
+  PassFixture f(m.Build());
+  f.SetStreams({{"a", 0}});
+  f.context().events_planned = true;
+  absl::Status s = f.Run(StreamIdContinuityPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("before events"));
+}
+
+}  // namespace
+}  // namespace weft::scheduler

@@ -1,0 +1,537 @@
+// Load benchmark of weftd's submission path, on loopback only.
+//
+//   bazel run -c opt //tests/service:load_bench -- --seconds=10
+//
+// Phase 1 (baseline): an in-process gRPC echo server receives the bytes of a
+// serialized SubmitGraphRequest from --clients concurrent clients for
+// --seconds and answers at once.
+// Phase 2: weftd (a subprocess, simulated GPUs) receives the same request
+// from the same number of clients for the same time. Every client submits
+// in a closed loop; a RESOURCE_EXHAUSTED answer is counted (and, with
+// --honour_retry, waited out as its RetryInfo asks).
+//
+// Then it waits for every accepted job to end and checks that nothing was
+// lost: every accepted job is known to weftd and terminal, and every
+// rejection was RESOURCE_EXHAUSTED carrying a RetryInfo. It prints
+// throughput, submit-to-done latency percentiles and Weft's submission
+// throughput as a ratio of the echo server's. Exit status 0 only when the
+// checks hold.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "tests/service/echo.grpc.pb.h"
+#include "weft/v1/weft.pb.h"
+
+ABSL_FLAG(int32_t, seconds, 10, "Length of each phase in seconds.");
+ABSL_FLAG(int32_t, clients, 16, "Concurrent clients.");
+ABSL_FLAG(int32_t, nodes, 2, "Nodes per submitted graph.");
+ABSL_FLAG(int32_t, sim_devices, 2, "Simulated GPUs of weftd.");
+ABSL_FLAG(int32_t, max_queued_jobs, 1024, "weftd --max_queued_jobs.");
+ABSL_FLAG(int32_t, max_running_jobs, 16, "weftd --max_running_jobs.");
+ABSL_FLAG(bool, honour_retry, false,
+          "Wait out the RetryInfo delay after RESOURCE_EXHAUSTED.");
+ABSL_FLAG(std::string, weftd, "",
+          "Path of the weftd binary; default: from the runfiles.");
+ABSL_FLAG(int32_t, drain_seconds, 120,
+          "Longest wait for the accepted jobs to end.");
+
+namespace weft::bench {
+namespace {
+
+// ------------------------------------------------------------ helpers --
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1,
+                            static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+absl::Time ToTime(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+// A channel of its own (no subchannel sharing), as a separate client
+// process would have.
+std::shared_ptr<grpc::Channel> OwnChannel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxReceiveMessageSize(256 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+weft::v1::SubmitGraphRequest SmallGraph(int nodes) {
+  weft::v1::SubmitGraphRequest request;
+  weft::v1::Graph* g = request.mutable_graph();
+  g->set_name("bench");
+  weft::v1::Buffer* x = g->add_buffers();
+  x->set_name("x");
+  x->set_size_bytes(256);
+  x->set_dtype(weft::v1::FLOAT32);
+  x->set_output(true);
+  for (int i = 0; i < nodes; ++i) {
+    weft::v1::Node* n = g->add_nodes();
+    n->set_name(absl::StrCat("n", i));
+    if (i == 0) {
+      n->set_op("fill");
+      weft::v1::BufferArg* b = n->add_args()->mutable_buffer();
+      b->set_name("x");
+      b->set_access(weft::v1::WRITE);
+      n->add_args()->set_f32(1.0f);
+    } else {
+      n->set_op("scale");
+      n->add_args()->set_f32(2.0f);
+      weft::v1::BufferArg* b = n->add_args()->mutable_buffer();
+      b->set_name("x");
+      b->set_access(weft::v1::READ_WRITE);
+    }
+  }
+  return request;
+}
+
+// --------------------------------------------------------------- echo --
+
+class EchoService final : public weft::bench::Echo::Service {
+  grpc::Status Echo(grpc::ServerContext*, const EchoRequest* request,
+                    EchoReply* reply) override {
+    reply->set_size(request->payload().size());
+    return grpc::Status::OK;
+  }
+};
+
+struct PhaseResult {
+  int64_t calls = 0;
+  std::vector<double> latency_us;
+  absl::Time start;
+  absl::Duration elapsed;
+};
+
+PhaseResult RunEcho(const std::string& payload, int clients,
+                    absl::Duration length) {
+  EchoService service;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  const std::string target = absl::StrCat("127.0.0.1:", port);
+
+  EchoRequest request;
+  request.set_payload(payload);
+  absl::Mutex mu;
+  PhaseResult result;
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + length;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      auto stub = weft::bench::Echo::NewStub(OwnChannel(target));
+      std::vector<double> latency;
+      while (absl::Now() < end) {
+        grpc::ClientContext context;
+        EchoReply reply;
+        const absl::Time t0 = absl::Now();
+        if (stub->Echo(&context, request, &reply).ok()) {
+          latency.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+        }
+      }
+      absl::MutexLock lock(&mu);
+      result.calls += static_cast<int64_t>(latency.size());
+      result.latency_us.insert(result.latency_us.end(), latency.begin(),
+                               latency.end());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  result.elapsed = absl::Now() - start;
+  server->Shutdown();
+  return result;
+}
+
+// -------------------------------------------------------------- weftd --
+
+// weftd as a child process; reads its stderr for the address.
+class WeftdProcess {
+ public:
+  ~WeftdProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (reader_.joinable()) reader_.join();
+  }
+
+  absl::Status Start(const std::string& binary,
+                     const std::vector<std::string>& flags) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return absl::InternalError("pipe failed");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+    posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+    std::vector<std::string> argv_strings = {binary};
+    argv_strings.insert(argv_strings.end(), flags.begin(), flags.end());
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid_, binary.c_str(), &actions, nullptr,
+                               argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(pipe_fds[1]);
+    if (rc != 0) {
+      close(pipe_fds[0]);
+      return absl::NotFoundError(absl::StrCat("cannot start ", binary));
+    }
+    reader_ = std::thread([this, fd = pipe_fds[0]] { ReadLog(fd); });
+    absl::MutexLock lock(&mu_);
+    auto ready = [this] {
+      mu_.AssertHeld();
+      return ready_ || eof_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(60));
+    if (!ready_ || address_.empty()) {
+      return absl::UnavailableError(absl::StrCat("weftd did not start:\n", log_));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string address() {
+    absl::MutexLock lock(&mu_);
+    return address_;
+  }
+
+  // SIGTERM, then the exit status (-1 on a signal death).
+  int Stop() {
+    kill(pid_, SIGTERM);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  std::string log() {
+    absl::MutexLock lock(&mu_);
+    return log_;
+  }
+
+ private:
+  void ReadLog(int fd) {
+    std::string partial;
+    char buf[4096];
+    while (true) {
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) break;
+      partial.append(buf, n);
+      size_t eol;
+      while ((eol = partial.find('\n')) != std::string::npos) {
+        const std::string line = partial.substr(0, eol);
+        partial.erase(0, eol + 1);
+        absl::MutexLock lock(&mu_);
+        absl::StrAppend(&log_, line, "\n");
+        constexpr absl::string_view kServing =
+            "weftd: serving weft.v1.Scheduler on ";
+        if (absl::StartsWith(line, kServing) &&
+            !absl::StrContains(line, "unix:")) {
+          address_ = line.substr(kServing.size());
+        }
+        if (line == "weftd: ready") ready_ = true;
+      }
+    }
+    close(fd);
+    absl::MutexLock lock(&mu_);
+    eof_ = true;
+  }
+
+  pid_t pid_ = -1;
+  std::thread reader_;
+  absl::Mutex mu_;
+  std::string log_ ABSL_GUARDED_BY(mu_);
+  std::string address_ ABSL_GUARDED_BY(mu_);
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool eof_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+struct Accepted {
+  std::string id;
+  absl::Time submitted;
+};
+
+struct WeftResult {
+  PhaseResult submits;  // answered submissions, accepted or rejected
+  std::vector<Accepted> accepted;
+  int64_t rejected = 0;
+  int64_t rejected_without_retry_info = 0;
+  int64_t unexpected_errors = 0;
+  std::string first_unexpected;
+};
+
+WeftResult RunWeft(const std::string& target,
+                   const weft::v1::SubmitGraphRequest& request, int clients,
+                   absl::Duration length, bool honour_retry) {
+  absl::Mutex mu;
+  WeftResult result;
+  std::vector<std::thread> threads;
+  const absl::Time start = absl::Now();
+  const absl::Time end = start + length;
+  result.submits.start = start;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      client::Client::Options options;
+      options.tenant = absl::StrCat("client-", c % 4);
+      std::unique_ptr<client::Client> client =
+          client::Client::FromChannel(OwnChannel(target), options);
+      std::vector<Accepted> accepted;
+      std::vector<double> latency;
+      int64_t rejected = 0, no_hint = 0, unexpected = 0;
+      std::string first_unexpected;
+      while (absl::Now() < end) {
+        const absl::Time t0 = absl::Now();
+        absl::StatusOr<weft::v1::Job> job = client->Submit(request);
+        latency.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
+        if (job.ok()) {
+          accepted.push_back({job->id(), t0});
+          continue;
+        }
+        if (job.status().code() == absl::StatusCode::kResourceExhausted) {
+          ++rejected;
+          std::optional<absl::Duration> delay =
+              client::RetryDelayOf(job.status());
+          if (!delay) ++no_hint;
+          if (honour_retry && delay) {
+            absl::SleepFor(std::min(*delay, end - absl::Now()));
+          }
+          continue;
+        }
+        latency.pop_back();
+        if (unexpected++ == 0) first_unexpected = job.status().ToString();
+      }
+      absl::MutexLock lock(&mu);
+      result.submits.calls += static_cast<int64_t>(latency.size());
+      result.submits.latency_us.insert(result.submits.latency_us.end(),
+                                       latency.begin(), latency.end());
+      result.accepted.insert(result.accepted.end(), accepted.begin(),
+                             accepted.end());
+      result.rejected += rejected;
+      result.rejected_without_retry_info += no_hint;
+      result.unexpected_errors += unexpected;
+      if (result.first_unexpected.empty()) {
+        result.first_unexpected = first_unexpected;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  result.submits.elapsed = absl::Now() - start;
+  return result;
+}
+
+std::string DefaultWeftd(const char* argv0) {
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* dir = getenv(env)) {
+      std::string path = absl::StrCat(dir, "/weft/server/weftd");
+      if (access(path.c_str(), X_OK) == 0) return path;
+    }
+  }
+  std::string path = absl::StrCat(argv0, ".runfiles/weft/server/weftd");
+  if (access(path.c_str(), X_OK) == 0) return path;
+  return "bazel-bin/server/weftd";
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const int clients = absl::GetFlag(FLAGS_clients);
+  const absl::Duration length = absl::Seconds(absl::GetFlag(FLAGS_seconds));
+  const weft::v1::SubmitGraphRequest request =
+      SmallGraph(std::max(1, absl::GetFlag(FLAGS_nodes)));
+  const std::string payload = request.SerializeAsString();
+  std::cout << absl::StrFormat(
+                   "load_bench: %d clients, %s per phase, %d-node graphs "
+                   "(%d request bytes), %d simulated GPUs",
+                   clients, absl::FormatDuration(length),
+                   request.graph().nodes_size(), payload.size(),
+                   absl::GetFlag(FLAGS_sim_devices))
+            << std::endl;
+
+  PhaseResult echo = RunEcho(payload, clients, length);
+  const double echo_rate = echo.calls / absl::ToDoubleSeconds(echo.elapsed);
+  std::cout << absl::StrFormat(
+                   "echo:  %d calls, %.0f calls/s, call latency p50 %.0f us "
+                   "p99 %.0f us",
+                   echo.calls, echo_rate, Percentile(echo.latency_us, 0.5),
+                   Percentile(echo.latency_us, 0.99))
+            << std::endl;
+
+  std::string binary = absl::GetFlag(FLAGS_weftd);
+  if (binary.empty()) binary = DefaultWeftd(argv[0]);
+  WeftdProcess weftd;
+  absl::Status started = weftd.Start(
+      binary,
+      {"--listen=127.0.0.1:0", "--unix_socket=", "--metrics_listen=",
+       "--backend=sim",
+       absl::StrCat("--sim_devices=", absl::GetFlag(FLAGS_sim_devices)),
+       absl::StrCat("--max_queued_jobs=", absl::GetFlag(FLAGS_max_queued_jobs)),
+       absl::StrCat("--max_running_jobs=",
+                    absl::GetFlag(FLAGS_max_running_jobs)),
+       "--retain_jobs=100000000", "--drain_timeout=60s"});
+  if (!started.ok()) {
+    std::cerr << "load_bench: " << started << std::endl;
+    return 1;
+  }
+  const std::string target = weftd.address();
+  WeftResult weft = RunWeft(target, request, clients, length,
+                            absl::GetFlag(FLAGS_honour_retry));
+  const double submit_rate =
+      weft.submits.calls / absl::ToDoubleSeconds(weft.submits.elapsed);
+  const double accept_rate =
+      weft.accepted.size() / absl::ToDoubleSeconds(weft.submits.elapsed);
+
+  // Every accepted job must end, and be reported as ended.
+  auto reader = client::Client::FromChannel(OwnChannel(target), {});
+  const absl::Time drain_end =
+      absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
+  bool drained = false;
+  while (absl::Now() < drain_end) {
+    auto queued = reader->List(weft::v1::QUEUED);
+    auto running = reader->List(weft::v1::RUNNING);
+    if (queued.ok() && running.ok() && queued->empty() && running->empty()) {
+      drained = true;
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  absl::StatusOr<std::vector<weft::v1::Job>> all = reader->List();
+  if (!all.ok()) {
+    std::cerr << "load_bench: ListJobs: " << all.status() << std::endl;
+    return 1;
+  }
+  absl::flat_hash_map<std::string, const weft::v1::Job*> by_id;
+  for (const weft::v1::Job& job : *all) by_id[job.id()] = &job;
+  int64_t lost = 0, not_terminal = 0, succeeded = 0, failed = 0,
+          cancelled = 0;
+  std::vector<double> done_ms;
+  absl::Time last_end = absl::InfinitePast();
+  for (const Accepted& a : weft.accepted) {
+    auto it = by_id.find(a.id);
+    if (it == by_id.end()) {
+      ++lost;
+      continue;
+    }
+    const weft::v1::Job& job = *it->second;
+    switch (job.state()) {
+      case weft::v1::SUCCEEDED:
+        ++succeeded;
+        break;
+      case weft::v1::FAILED:
+        ++failed;
+        break;
+      case weft::v1::CANCELLED:
+        ++cancelled;
+        break;
+      default:
+        ++not_terminal;
+        continue;
+    }
+    const absl::Time ended = ToTime(job.end_time());
+    last_end = std::max(last_end, ended);
+    done_ms.push_back(absl::ToDoubleMilliseconds(ended - a.submitted));
+  }
+  const int64_t strangers =
+      static_cast<int64_t>(all->size()) -
+      static_cast<int64_t>(weft.accepted.size()) + lost;
+  const int exit_status = weftd.Stop();
+  // Jobs completed per second, from the first submission to the last end.
+  const double completed_rate =
+      succeeded /
+      std::max(1e-9, absl::ToDoubleSeconds(last_end - weft.submits.start));
+
+  std::cout << absl::StrFormat(
+                   "weft:  %d submissions answered, %.0f/s (accepted %d = "
+                   "%.0f/s, rejected RESOURCE_EXHAUSTED %d); submit latency "
+                   "p50 %.0f us p99 %.0f us",
+                   weft.submits.calls, submit_rate, weft.accepted.size(),
+                   accept_rate, weft.rejected,
+                   Percentile(weft.submits.latency_us, 0.5),
+                   Percentile(weft.submits.latency_us, 0.99))
+            << std::endl;
+  std::cout << absl::StrFormat(
+                   "jobs:  %d succeeded, %d failed, %d cancelled, %.0f "
+                   "completed/s; submit-to-done p50 %.1f ms p99 %.1f ms",
+                   succeeded, failed, cancelled, completed_rate,
+                   Percentile(done_ms, 0.5), Percentile(done_ms, 0.99))
+            << std::endl;
+  std::cout << absl::StrFormat(
+                   "ratio: weft submissions / echo calls = %.2f (target >= "
+                   "0.5)",
+                   submit_rate / std::max(1.0, echo_rate))
+            << std::endl;
+
+  bool ok = true;
+  auto check = [&ok](bool condition, const std::string& what) {
+    std::cout << (condition ? "ok:    " : "FAIL:  ") << what << std::endl;
+    ok = ok && condition;
+  };
+  check(drained, "every accepted job ended within --drain_seconds");
+  check(lost == 0 && not_terminal == 0,
+        absl::StrFormat("no accepted job lost (%d missing, %d not terminal)",
+                        lost, not_terminal));
+  check(strangers == 0,
+        absl::StrFormat("weftd knows no job nobody submitted (%d)", strangers));
+  check(weft.unexpected_errors == 0,
+        absl::StrCat("every rejection was RESOURCE_EXHAUSTED (",
+                     weft.unexpected_errors, " others",
+                     weft.first_unexpected.empty()
+                         ? ""
+                         : absl::StrCat(", first: ", weft.first_unexpected),
+                     ")"));
+  check(weft.rejected_without_retry_info == 0,
+        absl::StrFormat("every RESOURCE_EXHAUSTED carried RetryInfo (%d did "
+                        "not)",
+                        weft.rejected_without_retry_info));
+  check(exit_status == 0,
+        absl::StrCat("weftd exited 0 on SIGTERM (", exit_status, ")"));
+  if (!ok) std::cerr << "--- weftd log ---\n" << weftd.log();
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace weft::bench
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  return weft::bench::Main(argc, argv);
+}
