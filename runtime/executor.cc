@@ -6,9 +6,9 @@
 // when device work completes. No thread ever blocks on a device.
 #include "runtime/executor.h"
 
-#include <deque>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -39,12 +39,15 @@ class StreamExecutorImpl final : public Executor {
   std::vector<DeviceLoad> Load() const override;
 
  private:
-  // A unit of work for the scheduling thread: start `job`, or run `fn` on
-  // the job `id` if it still exists.
+  // A unit of work for the scheduling thread: start `job`, report node
+  // `index` of job `id` done with `status` (the common case, kept free of
+  // allocations), or run `fn` on the job `id`, if it still exists.
   struct Task {
     uint64_t id = 0;
     std::unique_ptr<Job> job;
     std::function<void(Job&)> fn;
+    int index = -1;
+    absl::Status status;
   };
 
   void Post(Task task) ABSL_LOCKS_EXCLUDED(mu_);
@@ -61,7 +64,7 @@ class StreamExecutorImpl final : public Executor {
   JobEnv env_;
 
   mutable absl::Mutex mu_;
-  std::deque<Task> tasks_ ABSL_GUARDED_BY(mu_);
+  std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Jobs started whose on_done has not returned yet.
   absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
@@ -101,7 +104,10 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
     env_.event_pools.push_back(event_pools_.back().get());
   }
   env_.post = [this](uint64_t id, std::function<void(Job&)> fn) {
-    Post(Task{id, nullptr, std::move(fn)});
+    Post(Task{id, nullptr, std::move(fn), -1, absl::OkStatus()});
+  };
+  env_.node_done = [this](uint64_t id, int index, absl::Status status) {
+    Post(Task{id, nullptr, nullptr, index, std::move(status)});
   };
   thread_ = std::thread([this] { Loop(); });
 }
@@ -147,12 +153,13 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
   }
   auto job = std::make_unique<Job>(id, &env_, std::move(graph),
                                    std::move(plan), std::move(callbacks));
-  Post(Task{id, std::move(job), nullptr});
+  Post(Task{id, std::move(job), nullptr, -1, absl::OkStatus()});
   return id;
 }
 
 void StreamExecutorImpl::Cancel(uint64_t run) {
-  Post(Task{run, nullptr, [](Job& job) { job.Cancel(); }});
+  Post(Task{run, nullptr, [](Job& job) { job.Cancel(); }, -1,
+            absl::OkStatus()});
 }
 
 std::vector<DeviceLoad> StreamExecutorImpl::Load() const {
@@ -170,8 +177,8 @@ void StreamExecutorImpl::Post(Task task) {
 }
 
 void StreamExecutorImpl::Loop() {
+  std::vector<Task> batch;
   while (true) {
-    std::deque<Task> batch;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -179,9 +186,13 @@ void StreamExecutorImpl::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;  // quit_ and nothing left
-      batch.swap(tasks_);
+      batch.swap(tasks_);  // both keep their capacity
     }
+    // One turn: the device work it enqueues starts when the turn ends.
+    options_.backend->BeginBatch();
     for (Task& task : batch) RunTask(task);
+    options_.backend->EndBatch();
+    batch.clear();
   }
 }
 
@@ -195,7 +206,11 @@ void StreamExecutorImpl::RunTask(Task& task) {
     auto it = jobs_.find(task.id);
     if (it == jobs_.end()) return;  // finished, or never existed
     job = it->second.get();
-    task.fn(*job);
+    if (task.fn) {
+      task.fn(*job);
+    } else {
+      job->NodeDone(task.index, std::move(task.status));
+    }
   }
   if (job->done()) {
     jobs_.erase(task.id);

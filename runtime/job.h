@@ -91,6 +91,9 @@ struct JobEnv {
   // Runs `fn` on the scheduling thread with the job `id`, if that job still
   // exists. Callable from any thread.
   std::function<void(uint64_t id, std::function<void(Job&)> fn)> post;
+  // The same for the most frequent continuation, Job::NodeDone, without
+  // allocating.
+  std::function<void(uint64_t id, int index, absl::Status status)> node_done;
   // Pooled stream -> the error scope (job id) last set on it. Touched only
   // on the scheduling thread.
   absl::flat_hash_map<uint64_t, uint64_t>* stream_scopes = nullptr;
@@ -125,6 +128,10 @@ class Job {
   // Stops issuing; the job ends CANCELLED unless it already failed or is
   // finishing.
   void Cancel();
+  // The device work of node `index` (plan index) completed with `status`.
+  void NodeDone(int index, absl::Status status) {
+    OnNodeDone(index, std::move(status));
+  }
 
  private:
   enum class Phase { kIssuing, kDraining, kDone };

@@ -4,7 +4,6 @@
 #include <functional>
 #include <memory>
 #include <queue>
-#include <tuple>
 #include <utility>
 #include <variant>
 
@@ -87,7 +86,9 @@ UnitKind UnitOf(Engine engine) {
 using MinHeap =
     std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>>;
 
-// One run of the simulation. Not thread-safe.
+// One run of the simulation. Reads the plan once into compact arrays by
+// issue position and writes the times back once at the end. Not
+// thread-safe.
 class Simulation {
  public:
   Simulation(const Graph& graph, Plan& plan, const SimulationOptions& options,
@@ -109,10 +110,10 @@ class Simulation {
     int finished = 0;
     double makespan = 0;
     while (!completions_.empty()) {
-      now_ = std::get<0>(completions_.top());
+      now_ = completions_.top().first;
       // Apply everything ending now before starting anything new.
-      while (!completions_.empty() && std::get<0>(completions_.top()) == now_) {
-        const int32_t i = std::get<1>(completions_.top());
+      while (!completions_.empty() && completions_.top().first == now_) {
+        const int32_t i = completions_.top().second;
         completions_.pop();
         if (phase_[i] == Phase::kTransfer) {
           FinishTransfer(i);
@@ -129,18 +130,34 @@ class Simulation {
           absl::StrCat("the plan deadlocks: ", n_ - finished,
                        " nodes never start (waits out of stream order)"));
     }
+    for (int i = 0; i < n_; ++i) {
+      PlannedNode& pn = plan_.nodes[i];
+      pn.estimated_start_us = start_[i];
+      pn.estimated_end_us = start_[i] + cost_[i];
+      pn.estimated_transfer_us = transfer_[i];
+    }
     plan_.estimated_makespan_us = makespan;
     return absl::OkStatus();
   }
 
  private:
-  // Checks the plan's references and builds the stream and waiter indexes.
+  static constexpr uint64_t kHostBit = uint64_t{1} << 63;
+
+  // Checks the plan's references and builds the per-position arrays and
+  // the stream and waiter indexes.
   absl::Status Index() {
     const int num_streams = static_cast<int>(plan_.streams.size());
     const int num_events = plan_.num_events;
-    signaller_.assign(num_events, -1);
+    std::vector<int32_t> signaller(num_events, -1);
     stream_offsets_.assign(num_streams + 1, 0);
     waiter_offsets_.assign(num_events + 1, 0);
+    node_.resize(n_);
+    device_.resize(n_);
+    stream_.resize(n_);
+    signal_.resize(n_);
+    pending_.resize(n_);
+    unit_.resize(n_);
+    cost_.resize(n_);
     for (int i = 0; i < n_; ++i) {
       const PlannedNode& pn = plan_.nodes[i];
       if (pn.node < 0 || pn.node >= graph_.num_nodes()) {
@@ -155,13 +172,20 @@ class Simulation {
         return absl::InternalError(
             absl::StrCat("plan node ", i, " is on device ", pn.device));
       }
+      node_[i] = pn.node;
+      device_[i] = pn.device;
+      stream_[i] = pn.stream;
+      signal_[i] = pn.signal_event;
+      pending_[i] = static_cast<int32_t>(pn.wait_events.size());
+      unit_[i] = UnitOf(graph_.engine(pn.node));
+      cost_[i] = graph_.cost_us(pn.node);
       ++stream_offsets_[pn.stream + 1];
       if (pn.signal_event >= 0) {
-        if (pn.signal_event >= num_events || signaller_[pn.signal_event] >= 0) {
+        if (pn.signal_event >= num_events || signaller[pn.signal_event] >= 0) {
           return absl::InternalError(absl::StrCat(
               "plan node ", i, " signals bad event ", pn.signal_event));
         }
-        signaller_[pn.signal_event] = i;
+        signaller[pn.signal_event] = i;
       }
       for (int e : pn.wait_events) {
         if (e < 0 || e >= num_events) {
@@ -172,7 +196,7 @@ class Simulation {
       }
     }
     for (int e = 0; e < num_events; ++e) {
-      if (signaller_[e] < 0) {
+      if (signaller[e] < 0) {
         return absl::InternalError(
             absl::StrCat("event ", e, " is never signalled"));
       }
@@ -183,35 +207,30 @@ class Simulation {
     }
     stream_nodes_.resize(n_);
     waiters_.resize(waiter_offsets_[num_events]);
-    std::vector<int32_t> fill(stream_offsets_.begin(),
-                              stream_offsets_.end() - 1);
+    head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
     std::vector<int32_t> wfill(waiter_offsets_.begin(),
                                waiter_offsets_.end() - 1);
     for (int i = 0; i < n_; ++i) {
-      const PlannedNode& pn = plan_.nodes[i];
-      stream_nodes_[fill[pn.stream]++] = i;
-      for (int e : pn.wait_events) waiters_[wfill[e]++] = i;
+      stream_nodes_[head_[stream_[i]]++] = i;
+      for (int e : plan_.nodes[i].wait_events) waiters_[wfill[e]++] = i;
     }
+    head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
     return absl::OkStatus();
   }
 
   void Setup() {
     const int num_streams = static_cast<int>(plan_.streams.size());
-    pending_.resize(n_);
     phase_.assign(n_, Phase::kBlocked);
-    for (int i = 0; i < n_; ++i) {
-      pending_[i] = static_cast<int32_t>(plan_.nodes[i].wait_events.size());
-      plan_.nodes[i].estimated_transfer_us = 0;
-    }
-    head_.assign(num_streams, 0);
-    for (int s = 0; s < num_streams; ++s) head_[s] = stream_offsets_[s];
-    busy_.assign(num_streams, false);
+    start_.assign(n_, 0);
+    transfer_.assign(n_, 0);
+    busy_.assign(num_streams, 0);
     kernel_free_.assign(num_devices_,
                         std::max(options_.max_concurrent_kernels, 1));
     copy_free_.assign(num_devices_,
                       std::max(options_.copy_engines_per_device, 1));
     kernel_ready_.resize(num_devices_);
     copy_ready_.resize(num_devices_);
+    if (!options_.model_transfers) return;
     const int num_buffers = graph_.num_buffers();
     where_.assign(num_buffers, 0);
     latest_.assign(num_buffers, kNowhere);
@@ -224,18 +243,16 @@ class Simulation {
     }
   }
 
-  static constexpr uint64_t kHostBit = uint64_t{1} << 63;
-
-  // Starts node i's way to its unit once its stream and events allow.
+  // Starts the node at the head of stream s on its way to its unit once
+  // its events allow.
   void TryActivate(int s) {
     if (busy_[s] || head_[s] >= stream_offsets_[s + 1]) return;
     const int32_t i = stream_nodes_[head_[s]];
     if (pending_[i] > 0) return;
-    busy_[s] = true;
-    const PlannedNode& pn = plan_.nodes[i];
+    busy_[s] = 1;
     if (options_.model_transfers && NeedsTransfer(i)) {
       phase_[i] = Phase::kTransferWait;
-      copy_ready_[pn.device].push(i);
+      copy_ready_[device_[i]].push(i);
     } else {
       EnqueueForUnit(i);
     }
@@ -244,15 +261,14 @@ class Simulation {
   // Creates never-written buffers in place; true if some input must be
   // copied to the node's device.
   bool NeedsTransfer(int32_t i) {
-    const PlannedNode& pn = plan_.nodes[i];
-    const uint64_t bit = uint64_t{1} << pn.device;
+    const int device = device_[i];
+    const uint64_t bit = uint64_t{1} << device;
     bool needed = false;
-    for (const Arg& arg : graph_.node(pn.node).args) {
-      const auto* use = std::get_if<BufferUse>(&arg);
-      if (use == nullptr || !Reads(use->access)) continue;
-      const BufferId b = use->buffer;
+    for (const BufferUse& use : graph_.Uses(node_[i])) {
+      if (!Reads(use.access)) continue;
+      const BufferId b = use.buffer;
       if (latest_[b] == kNowhere) {
-        latest_[b] = pn.device;
+        latest_[b] = device;
         where_[b] = bit;
       }
       if (!(where_[b] & bit)) needed = true;
@@ -261,41 +277,37 @@ class Simulation {
   }
 
   double TransferTime(int32_t i) {
-    const PlannedNode& pn = plan_.nodes[i];
-    const uint64_t bit = uint64_t{1} << pn.device;
+    const int device = device_[i];
+    const uint64_t bit = uint64_t{1} << device;
     double total = 0;
-    for (const Arg& arg : graph_.node(pn.node).args) {
-      const auto* use = std::get_if<BufferUse>(&arg);
-      if (use == nullptr || !Reads(use->access)) continue;
-      const BufferId b = use->buffer;
+    for (const BufferUse& use : graph_.Uses(node_[i])) {
+      if (!Reads(use.access)) continue;
+      const BufferId b = use.buffer;
       if ((where_[b] & bit) || stamp_[b] == i) continue;
       stamp_[b] = i;
       total += topology_.TransferUs(graph_.buffer(b).size_bytes, latest_[b],
-                                    pn.device);
+                                    device);
     }
     return total;
   }
 
   void FinishTransfer(int32_t i) {
-    const PlannedNode& pn = plan_.nodes[i];
-    ++copy_free_[pn.device];
-    const uint64_t bit = uint64_t{1} << pn.device;
-    for (const Arg& arg : graph_.node(pn.node).args) {
-      const auto* use = std::get_if<BufferUse>(&arg);
-      if (use != nullptr && Reads(use->access)) where_[use->buffer] |= bit;
+    ++copy_free_[device_[i]];
+    const uint64_t bit = uint64_t{1} << device_[i];
+    for (const BufferUse& use : graph_.Uses(node_[i])) {
+      if (Reads(use.access)) where_[use.buffer] |= bit;
     }
     EnqueueForUnit(i);
   }
 
   void EnqueueForUnit(int32_t i) {
-    const PlannedNode& pn = plan_.nodes[i];
     phase_[i] = Phase::kUnitWait;
-    switch (UnitOf(graph_.node(pn.node).engine)) {
+    switch (unit_[i]) {
       case UnitKind::kKernel:
-        kernel_ready_[pn.device].push(i);
+        kernel_ready_[device_[i]].push(i);
         break;
       case UnitKind::kCopy:
-        copy_ready_[pn.device].push(i);
+        copy_ready_[device_[i]].push(i);
         break;
       case UnitKind::kHost:
         host_ready_.push(i);
@@ -304,18 +316,16 @@ class Simulation {
   }
 
   void Start(int32_t i) {
-    PlannedNode& pn = plan_.nodes[i];
     if (phase_[i] == Phase::kTransferWait) {
       phase_[i] = Phase::kTransfer;
       const double t = TransferTime(i);
-      pn.estimated_transfer_us = t;
+      transfer_[i] = t;
       completions_.emplace(now_ + t, i);
       return;
     }
     phase_[i] = Phase::kRunning;
-    pn.estimated_start_us = now_;
-    pn.estimated_end_us = now_ + graph_.node(pn.node).cost_us;
-    completions_.emplace(pn.estimated_end_us, i);
+    start_[i] = now_;
+    completions_.emplace(now_ + cost_[i], i);
   }
 
   void Dispatch() {
@@ -341,35 +351,36 @@ class Simulation {
   }
 
   void FinishNode(int32_t i) {
-    const PlannedNode& pn = plan_.nodes[i];
     phase_[i] = Phase::kDone;
-    const NodeSpec& node = graph_.node(pn.node);
-    switch (UnitOf(node.engine)) {
+    const int device = device_[i];
+    switch (unit_[i]) {
       case UnitKind::kKernel:
-        ++kernel_free_[pn.device];
+        ++kernel_free_[device];
         break;
       case UnitKind::kCopy:
-        ++copy_free_[pn.device];
+        ++copy_free_[device];
         break;
       case UnitKind::kHost:
         break;
     }
-    const uint64_t bit = uint64_t{1} << pn.device;
-    for (const Arg& arg : node.args) {
-      const auto* use = std::get_if<BufferUse>(&arg);
-      if (use != nullptr && Writes(use->access)) {
-        where_[use->buffer] = bit;
-        latest_[use->buffer] = pn.device;
+    if (options_.model_transfers) {
+      const uint64_t bit = uint64_t{1} << device;
+      for (const BufferUse& use : graph_.Uses(node_[i])) {
+        if (Writes(use.access)) {
+          where_[use.buffer] = bit;
+          latest_[use.buffer] = device;
+        }
       }
     }
-    busy_[pn.stream] = false;
-    ++head_[pn.stream];
-    TryActivate(pn.stream);
-    if (pn.signal_event >= 0) {
-      for (int32_t k = waiter_offsets_[pn.signal_event];
-           k < waiter_offsets_[pn.signal_event + 1]; ++k) {
+    const int s = stream_[i];
+    busy_[s] = 0;
+    ++head_[s];
+    TryActivate(s);
+    const int32_t e = signal_[i];
+    if (e >= 0) {
+      for (int32_t k = waiter_offsets_[e]; k < waiter_offsets_[e + 1]; ++k) {
         const int32_t w = waiters_[k];
-        if (--pending_[w] == 0) TryActivate(plan_.nodes[w].stream);
+        if (--pending_[w] == 0) TryActivate(stream_[w]);
       }
     }
   }
@@ -382,25 +393,32 @@ class Simulation {
   const int num_devices_;
   double now_ = 0;
 
-  std::vector<int32_t> signaller_;       // by event: position
+  // By issue position.
+  std::vector<NodeId> node_;
+  std::vector<int32_t> device_;
+  std::vector<int32_t> stream_;
+  std::vector<int32_t> signal_;
+  std::vector<int32_t> pending_;  // events not yet signalled
+  std::vector<UnitKind> unit_;
+  std::vector<double> cost_;
+  std::vector<Phase> phase_;
+  std::vector<double> start_;
+  std::vector<double> transfer_;
+
   std::vector<int32_t> stream_offsets_;  // stream -> range of stream_nodes_
   std::vector<int32_t> stream_nodes_;    // positions, by stream
   std::vector<int32_t> waiter_offsets_;  // event -> range of waiters_
   std::vector<int32_t> waiters_;
-
-  std::vector<int32_t> pending_;  // by position: events not yet signalled
-  std::vector<Phase> phase_;      // by position
   std::vector<int32_t> head_;     // by stream: index into stream_nodes_
-  std::vector<bool> busy_;        // by stream: its head is on its way
+  std::vector<uint8_t> busy_;     // by stream: its head is on its way
   std::vector<int> kernel_free_;  // by device
   std::vector<int> copy_free_;    // by device
   std::vector<MinHeap> kernel_ready_;
   std::vector<MinHeap> copy_ready_;  // transfers and COPY nodes
   MinHeap host_ready_;
   // (time, position), earliest first, then lowest position.
-  std::priority_queue<std::tuple<double, int32_t>,
-                      std::vector<std::tuple<double, int32_t>>,
-                      std::greater<>>
+  std::priority_queue<std::pair<double, int32_t>,
+                      std::vector<std::pair<double, int32_t>>, std::greater<>>
       completions_;
 
   std::vector<uint64_t> where_;  // by buffer: devices up to date (+ host)

@@ -94,7 +94,11 @@ Csr CollectDependencies(const Graph& graph) {
   const int n = graph.num_nodes();
   const int num_buffers = graph.num_buffers();
   std::vector<NodeId> last_writer(num_buffers, -1);
-  std::vector<std::vector<NodeId>> readers(num_buffers);
+  // Readers since the last write, per buffer: singly linked lists in one
+  // pool (head index per buffer), so no buffer owns an allocation.
+  std::vector<int32_t> reader_head(num_buffers, -1);
+  std::vector<NodeId> pool_node;
+  std::vector<int32_t> pool_next;
   // Per-node scratch: which buffers this node touches, and how.
   std::vector<NodeId> buffer_stamp(num_buffers, -1);
   std::vector<uint8_t> buffer_flags(num_buffers, 0);
@@ -104,19 +108,16 @@ Csr CollectDependencies(const Graph& graph) {
   Csr preds;
   preds.offsets.reserve(n + 1);
   for (NodeId v = 0; v < n; ++v) {
-    const NodeSpec& node = graph.node(v);
     touched.clear();
-    for (const Arg& arg : node.args) {
-      const auto* use = std::get_if<BufferUse>(&arg);
-      if (use == nullptr) continue;
-      const BufferId b = use->buffer;
+    for (const BufferUse& use : graph.Uses(v)) {
+      const BufferId b = use.buffer;
       if (buffer_stamp[b] != v) {
         buffer_stamp[b] = v;
         buffer_flags[b] = 0;
         touched.push_back(b);
       }
-      if (Reads(use->access)) buffer_flags[b] |= kReadsFlag;
-      if (Writes(use->access)) buffer_flags[b] |= kWritesFlag;
+      if (Reads(use.access)) buffer_flags[b] |= kReadsFlag;
+      if (Writes(use.access)) buffer_flags[b] |= kWritesFlag;
     }
     const size_t row_start = preds.items.size();
     auto add = [&](NodeId p) {
@@ -127,15 +128,21 @@ Csr CollectDependencies(const Graph& graph) {
     for (BufferId b : touched) {
       if (last_writer[b] >= 0) add(last_writer[b]);  // RAW, WAW
       if (buffer_flags[b] & kWritesFlag) {
-        for (NodeId r : readers[b]) add(r);  // WAR
-        readers[b].clear();
+        for (int32_t k = reader_head[b]; k >= 0; k = pool_next[k]) {
+          add(pool_node[k]);  // WAR
+        }
+        reader_head[b] = -1;
         last_writer[b] = v;
       } else {
-        readers[b].push_back(v);
+        pool_node.push_back(v);
+        pool_next.push_back(reader_head[b]);
+        reader_head[b] = static_cast<int32_t>(pool_node.size()) - 1;
       }
     }
-    for (NodeId p : node.after) add(p);
-    std::sort(preds.items.begin() + row_start, preds.items.end());
+    for (NodeId p : graph.After(v)) add(p);
+    if (preds.items.size() - row_start > 1) {
+      std::sort(preds.items.begin() + row_start, preds.items.end());
+    }
     preds.offsets.push_back(static_cast<int32_t>(preds.items.size()));
   }
   return preds;

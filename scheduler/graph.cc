@@ -1,6 +1,7 @@
 #include "scheduler/graph.h"
 
 #include <utility>
+#include <variant>
 
 namespace weft::scheduler {
 
@@ -74,6 +75,37 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
   for (BufferId i = 0; i < static_cast<BufferId>(buffers_.size()); ++i) {
     buffer_index_.emplace(buffers_[i].name, i);
   }
+  const size_t n = nodes_.size();
+  use_offsets_.reserve(n + 1);
+  use_offsets_.push_back(0);
+  after_offsets_.reserve(n + 1);
+  after_offsets_.push_back(0);
+  engines_.reserve(n);
+  costs_.reserve(n);
+  labelled_.reserve(n);
+  op_ids_.reserve(n);
+  absl::flat_hash_map<absl::string_view, int32_t> ops;
+  absl::string_view last_op;
+  int32_t last_id = -1;
+  for (const NodeSpec& node : nodes_) {
+    for (const Arg& arg : node.args) {
+      if (const auto* use = std::get_if<BufferUse>(&arg)) uses_.push_back(*use);
+    }
+    use_offsets_.push_back(static_cast<int32_t>(uses_.size()));
+    after_.insert(after_.end(), node.after.begin(), node.after.end());
+    after_offsets_.push_back(static_cast<int32_t>(after_.size()));
+    engines_.push_back(node.engine);
+    costs_.push_back(node.cost_us);
+    labelled_.push_back(node.stream_label.empty() ? 0 : 1);
+    // Neighbouring nodes often share an op: compare before hashing.
+    if (last_id < 0 || node.op != last_op) {
+      last_id = ops.emplace(node.op, static_cast<int32_t>(ops.size()))
+                    .first->second;
+      last_op = node.op;
+    }
+    op_ids_.push_back(last_id);
+  }
+  num_ops_ = static_cast<int>(ops.size());
 }
 
 NodeId Graph::FindNode(absl::string_view name) const {
@@ -87,11 +119,8 @@ BufferId Graph::FindBuffer(absl::string_view name) const {
 }
 
 std::vector<BufferUse> Graph::BufferUses(NodeId id) const {
-  std::vector<BufferUse> uses;
-  for (const Arg& arg : nodes_[id].args) {
-    if (const auto* use = std::get_if<BufferUse>(&arg)) uses.push_back(*use);
-  }
-  return uses;
+  absl::Span<const BufferUse> uses = Uses(id);
+  return std::vector<BufferUse>(uses.begin(), uses.end());
 }
 
 }  // namespace weft::scheduler

@@ -18,6 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace weft::scheduler {
 
@@ -93,12 +94,40 @@ class Graph {
   // Buffer uses of node `id`, in argument order.
   std::vector<BufferUse> BufferUses(NodeId id) const;
 
+  // Compact copies of what the planner reads for every node, laid out for
+  // its loops over millions of nodes (a NodeSpec is large):
+  // the buffer uses of node `id` in argument order (the same as
+  // BufferUses, without allocating), its `after` edges, its engine, its cost, whether it has
+  // a stream label, and its op numbered by first appearance in node order.
+  absl::Span<const BufferUse> Uses(NodeId id) const {
+    return absl::Span<const BufferUse>(uses_.data() + use_offsets_[id],
+                                       use_offsets_[id + 1] - use_offsets_[id]);
+  }
+  absl::Span<const NodeId> After(NodeId id) const {
+    return absl::Span<const NodeId>(after_.data() + after_offsets_[id],
+                                    after_offsets_[id + 1] - after_offsets_[id]);
+  }
+  Engine engine(NodeId id) const { return engines_[id]; }
+  double cost_us(NodeId id) const { return costs_[id]; }
+  bool has_label(NodeId id) const { return labelled_[id] != 0; }
+  int32_t op_id(NodeId id) const { return op_ids_[id]; }
+  int num_ops() const { return num_ops_; }
+
  private:
   std::string name_;
   std::vector<BufferSpec> buffers_;
   std::vector<NodeSpec> nodes_;
   absl::flat_hash_map<std::string, NodeId> node_index_;
   absl::flat_hash_map<std::string, BufferId> buffer_index_;
+  std::vector<int32_t> use_offsets_;
+  std::vector<BufferUse> uses_;
+  std::vector<int32_t> after_offsets_;
+  std::vector<NodeId> after_;
+  std::vector<Engine> engines_;
+  std::vector<double> costs_;
+  std::vector<uint8_t> labelled_;
+  std::vector<int32_t> op_ids_;
+  int num_ops_ = 0;
 };
 
 }  // namespace weft::scheduler

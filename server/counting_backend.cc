@@ -121,6 +121,10 @@ absl::Status CountingBackend::OpenHostGate(GateHandle gate,
   return backend_->OpenHostGate(gate, std::move(status), busy_us);
 }
 
+void CountingBackend::BeginBatch() { backend_->BeginBatch(); }
+
+void CountingBackend::EndBatch() { backend_->EndBatch(); }
+
 bool CountingBackend::has_device_clock() const {
   return backend_->has_device_clock();
 }

@@ -1,8 +1,10 @@
 // A Backend decorator that counts the bytes of every copy it forwards, by
 // direction, into Metrics (weft_copy_bytes_total). Everything else is
-// forwarded unchanged, optional capabilities included, so the executor sees
-// the wrapped backend's behaviour. Copies are counted when issued: bytes of
-// copies that later fail are counted too.
+// forwarded unchanged, optional capabilities and hints included, so the
+// executor sees the wrapped backend's behaviour; a virtual added to Backend
+// must be forwarded here too (or its default silently replaces the wrapped
+// backend's). Copies are counted when issued without error: bytes of copies
+// that fail later, on the device, are counted too.
 //
 // Thread-safe (the wrapped backend and Metrics are).
 #ifndef WEFT_SERVER_COUNTING_BACKEND_H_
@@ -60,6 +62,8 @@ class CountingBackend final : public runtime::Backend {
       runtime::StreamHandle stream) override;
   absl::Status OpenHostGate(runtime::GateHandle gate, absl::Status status,
                             double busy_us) override;
+  void BeginBatch() override;
+  void EndBatch() override;
   bool has_device_clock() const override;
   absl::StatusOr<double> EventTimeUs(runtime::EventHandle event) override;
 

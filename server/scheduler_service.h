@@ -59,7 +59,7 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
     // How long CancelJob waits for a running job to drain before answering
     // (bounded by the call's deadline). A job still RUNNING in the answer
     // has its cancellation under way; watch it to see it end.
-    absl::Duration cancel_wait = absl::Seconds(2);
+    absl::Duration cancel_wait = absl::Seconds(10);
     int max_request_id_bytes = 256;
     int max_tenant_bytes = 64;
   };

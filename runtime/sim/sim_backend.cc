@@ -21,7 +21,37 @@ constexpr uint64_t kAlignment = 256;
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
+// The calling thread's batch (Backend::BeginBatch): which backend it is
+// for, its token and the streams it holds.
+struct Batch {
+  const void* owner = nullptr;
+  uint64_t token = 0;
+  std::vector<std::shared_ptr<SimStream>> held;
+};
+thread_local Batch tls_batch;
+std::atomic<uint64_t> next_batch_token{1};
+
 }  // namespace
+
+void SimBackend::BeginBatch() {
+  tls_batch.owner = this;
+  tls_batch.token = next_batch_token.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SimBackend::EndBatch() {
+  if (tls_batch.owner != this) return;
+  tls_batch.owner = nullptr;
+  for (const std::shared_ptr<SimStream>& stream : tls_batch.held) {
+    stream->Release();
+  }
+  tls_batch.held.clear();
+}
+
+void SimBackend::MaybeHold(const std::shared_ptr<SimStream>& stream) const {
+  if (tls_batch.owner == this && stream->Hold(tls_batch.token)) {
+    tls_batch.held.push_back(stream);
+  }
+}
 
 absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
     Options options) {
@@ -53,9 +83,15 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
                          " entries, got ", row.size()));
       }
       for (int c = 0; c <= n; ++c) {
-        if (std::isnan(row[c])) {
+        if (std::isnan(row[c]) || row[c] < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("bandwidth_gbps[", r, "][", c, "] must be >= 0, got ",
+                           row[c]));
+        }
+        if (row[c] == 0 && r != c && (r == n || c == n)) {
           return absl::InvalidArgumentError(absl::StrCat(
-              "bandwidth_gbps[", r, "][", c, "] must not be NaN"));
+              "bandwidth_gbps[", r, "][", c, "]: device ", r == n ? c : r,
+              " needs a link to and from the host"));
         }
       }
     }
@@ -98,12 +134,16 @@ SimBackend::SimBackend(Options options)
       double gbps = 0;
       if (!options_.bandwidth_gbps.empty()) {
         gbps = options_.bandwidth_gbps[from][to];
-      } else if (from == n) {
-        gbps = options_.host_to_device_gbps;
-      } else if (to == n) {
-        gbps = options_.device_to_host_gbps;
       } else {
-        gbps = options_.device_to_device_gbps;
+        if (from == n) {
+          gbps = options_.host_to_device_gbps;
+        } else if (to == n) {
+          gbps = options_.device_to_host_gbps;
+        } else {
+          gbps = options_.device_to_device_gbps;
+        }
+        // The scalar options' zero or negative is instantaneous.
+        if (!(gbps > 0)) gbps = std::numeric_limits<double>::infinity();
       }
       bandwidth_gbps_[from * (n + 1) + to] = gbps;
     }
@@ -280,6 +320,7 @@ absl::Status SimBackend::DestroyStream(StreamHandle handle) {
     streams_.erase(it);
   }
   // Its errors were reported to its callbacks already.
+  queue->Release();
   queue->Synchronize().IgnoreError();
   queue->Shutdown();
   return absl::OkStatus();
@@ -366,6 +407,7 @@ absl::Status SimBackend::StreamWaitEvent(StreamHandle stream_handle,
   // (FIFO order suffices). Otherwise a wait item, even when the work has
   // completed already: it still moves the stream's virtual time.
   if (target == nullptr || target == waiter) return absl::OkStatus();
+  MaybeHold(waiter);
   waiter->EnqueueWait(std::move(target), std::move(mark));
   return absl::OkStatus();
 }
@@ -418,6 +460,7 @@ absl::Status SimBackend::SynchronizeStream(StreamHandle stream_handle) {
         absl::StrCat("stream ", stream_handle.value,
                      " cannot be synchronized from its own thread"));
   }
+  stream.queue->Release();  // nothing held may wait on this very thread
   return stream.queue->Synchronize();
 }
 
@@ -495,6 +538,10 @@ absl::StatusOr<SimBackend::Resolved> SimBackend::ResolveUnlocked(
 
 double SimBackend::CopyUs(uint64_t bytes, int from, int to) const {
   const double gbps = bandwidth_gbps_[from * (num_devices_ + 1) + to];
+  if (gbps == 0 && from != to) {
+    // No direct link between two devices: staged through the host.
+    return CopyUs(bytes, from, num_devices_) + CopyUs(bytes, num_devices_, to);
+  }
   if (!(gbps > 0) || std::isinf(gbps)) return 0;
   // 1 GB/s moves 1e3 bytes per microsecond.
   return static_cast<double>(bytes) / (gbps * 1e3);
@@ -528,6 +575,7 @@ absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
   WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
   const double duration = CopyUs(bytes, num_devices_, dst.device);
+  MaybeHold(stream.queue);
   stream.queue->Enqueue([this, dst, src, bytes, duration](
                             SimStream::Timing& timing) -> absl::Status {
     WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
@@ -549,6 +597,7 @@ absl::Status SimBackend::CopyDeviceToHost(void* dst, DevicePtr src,
   WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
   const double duration = CopyUs(bytes, src.device, num_devices_);
+  MaybeHold(stream.queue);
   stream.queue->Enqueue([this, dst, src, bytes, duration](
                             SimStream::Timing& timing) -> absl::Status {
     WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
@@ -573,6 +622,7 @@ absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
   const double duration = CopyUs(bytes, src.device, dst.device);
   const int engine_device = stream.device;
+  MaybeHold(stream.queue);
   stream.queue->Enqueue([this, dst, src, bytes, duration, engine_device](
                             SimStream::Timing& timing) -> absl::Status {
     WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
@@ -611,6 +661,7 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
     }
   }
   absl::Status fault = NextLaunchFault(device, launch);
+  MaybeHold(stream.queue);
   stream.queue->Enqueue(
       [this, launch, kernel, device,
        fault = std::move(fault)](SimStream::Timing& timing) -> absl::Status {
@@ -670,6 +721,7 @@ absl::Status SimBackend::AddHostCallback(StreamHandle stream_handle,
                                          HostCallback callback) {
   if (!callback) return absl::InvalidArgumentError("empty host callback");
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  MaybeHold(stream.queue);
   stream.queue->EnqueueCallback(std::move(callback));
   return absl::OkStatus();
 }
@@ -690,6 +742,7 @@ absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(
     return absl::NotFoundError(
         absl::StrCat("unknown stream ", stream_handle.value));
   }
+  MaybeHold(it->second.queue);
   it->second.queue->EnqueueGate(gate);
   const uint64_t handle = next_handle_++;
   gates_.emplace(handle, PendingGate{it->second.queue, std::move(gate)});

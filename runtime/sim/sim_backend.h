@@ -88,9 +88,13 @@ class SimBackend final : public Backend {
     double host_to_device_gbps = 25;
     double device_to_host_gbps = 25;
     double device_to_device_gbps = 300;  // same device or peer
-    // The topology, when given: GB/s from every memory (row) to every
-    // memory (column), num_devices + 1 square, the host last; the diagonal
-    // is a device's copy within itself. Replaces the three values above.
+    // The topology, when given (as scheduler::Topology::Matrix() gives
+    // it): GB/s from every memory (row) to every memory (column),
+    // num_devices + 1 square, the host last; the diagonal is a device's copy
+    // within itself. Infinity is instantaneous; 0 between two devices means
+    // no direct link (the copy is staged through the host); every device
+    // needs a non-zero link to and from the host. Replaces the three values
+    // above.
     std::vector<std::vector<double>> bandwidth_gbps;
     // Kernels that run at once on one device; more wait for a slot. 32 is
     // the number of hardware work queues (Hyper-Q) of current GPUs.
@@ -171,6 +175,9 @@ class SimBackend final : public Backend {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status OpenHostGate(GateHandle gate, absl::Status status,
                             double busy_us) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Holds the streams this thread enqueues on until EndBatch.
+  void BeginBatch() override;
+  void EndBatch() override;
   bool has_device_clock() const override { return true; }
   absl::StatusOr<double> EventTimeUs(EventHandle event) override
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -269,6 +276,8 @@ class SimBackend final : public Backend {
   // Books `duration` on a device engine at or after `ready`; the start.
   double Book(int device, Engine engine, double ready, double duration) const;
   absl::Status CheckHealthy(int device) const;
+  // Inside this thread's batch: holds `stream` until EndBatch.
+  void MaybeHold(const std::shared_ptr<SimStream>& stream) const;
   // Counts a launch on `device`; the fault it hits, or OK.
   absl::Status NextLaunchFault(int device, const KernelLaunch& launch)
       ABSL_LOCKS_EXCLUDED(fault_mu_);

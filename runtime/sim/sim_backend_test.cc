@@ -533,6 +533,18 @@ TEST(SimBackendTimingTest, CopiesSerializePerEngineAtTheTopologyBandwidth) {
   EXPECT_EQ(out, in);
 }
 
+TEST(SimBackendTimingTest, DevicesWithoutALinkCopyThroughTheHost) {
+  SimBackend::Options options = Unpaced();
+  // No 0 <-> 1 link; 1 GB/s to and from the host.
+  options.bandwidth_gbps = {{0, 0, 1}, {0, 0, 1}, {1, 1, 0}};
+  auto backend = MakeBackend(options);
+  DevicePtr d0 = backend->Allocate(0, 1000).value();
+  DevicePtr d1 = backend->Allocate(1, 1000).value();
+  StreamHandle s = backend->CreateStream(1).value();
+  ASSERT_TRUE(backend->CopyDeviceToDevice(d1, d0, 1000, s).ok());
+  EXPECT_EQ(TimeAfter(*backend, s, 1), 2);  // 1 us down, 1 us up
+}
+
 TEST(SimBackendTimingTest, RejectsABadTopology) {
   SimBackend::Options options = Unpaced();
   options.bandwidth_gbps = {{1, 1}, {1, 1}};  // 2 devices need 3 x 3
@@ -542,6 +554,12 @@ TEST(SimBackendTimingTest, RejectsABadTopology) {
   options.bandwidth_gbps = {{1, 1, 1}, {1, 1}, {1, 1, 1}};
   EXPECT_THAT(SimBackend::Create(options).status().message(),
               HasSubstr("bandwidth_gbps[1] must have 3 entries"));
+  options.bandwidth_gbps = {{0, 1, 1}, {1, 0, 1}, {1, 0, 0}};
+  EXPECT_THAT(SimBackend::Create(options).status().message(),
+              HasSubstr("device 1 needs a link to and from the host"));
+  options.bandwidth_gbps = {{0, 1, 1}, {1, 0, -1}, {1, 1, 0}};
+  EXPECT_THAT(SimBackend::Create(options).status().message(),
+              HasSubstr("bandwidth_gbps[1][2] must be >= 0"));
   options = Unpaced();
   options.max_concurrent_kernels = 0;
   EXPECT_THAT(SimBackend::Create(options).status().message(),
@@ -557,6 +575,24 @@ TEST(SimBackendTimingTest, PacedClockTakesRealTime) {
   ASSERT_TRUE(backend->Launch(Spin(10000), s).ok());
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(10));
+}
+
+TEST(SimBackendBatchTest, BatchHoldsWorkUntilItEnds) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s = backend->CreateStream(0).value();
+  absl::Notification ran;
+  backend->BeginBatch();
+  ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
+  ASSERT_TRUE(
+      backend->AddHostCallback(s, [&](absl::Status) { ran.Notify(); }).ok());
+  EXPECT_FALSE(ran.WaitForNotificationWithTimeout(absl::Milliseconds(30)));
+  backend->EndBatch();
+  EXPECT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  // Synchronizing inside a batch releases what it waits for.
+  backend->BeginBatch();
+  ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
+  EXPECT_TRUE(backend->SynchronizeStream(s).ok());
+  backend->EndBatch();
 }
 
 // ---- Error scopes, gates and faults.

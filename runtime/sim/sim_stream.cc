@@ -34,39 +34,43 @@ uint64_t SimStream::Push(Item item) {
   absl::MutexLock lock(&mu_);
   if (!stop_) {
     item.scope = scope_;
-    queue_.push_back(std::move(item));
+    items_.push_back(std::move(item));
+    if (hold_token_.load(std::memory_order_relaxed) == 0 ||
+        items_.size() - released_ >= kMaxHeld) {
+      released_ = items_.size();
+    }
   }
   return ++enqueued_;
 }
 
+bool SimStream::Hold(uint64_t token) {
+  if (hold_token_.load(std::memory_order_relaxed) == token) return false;
+  absl::MutexLock lock(&mu_);
+  hold_token_.store(token, std::memory_order_relaxed);
+  return true;
+}
+
+void SimStream::Release() {
+  absl::MutexLock lock(&mu_);
+  hold_token_.store(0, std::memory_order_relaxed);
+  released_ = items_.size();
+}
+
 uint64_t SimStream::Enqueue(Work work) {
-  Item item;
-  item.kind = Kind::kWork;
-  item.work = std::move(work);
-  return Push(std::move(item));
+  return Push(Item{0, std::move(work)});
 }
 
 uint64_t SimStream::EnqueueCallback(HostCallback callback) {
-  Item item;
-  item.kind = Kind::kCallback;
-  item.callback = std::move(callback);
-  return Push(std::move(item));
+  return Push(Item{0, std::move(callback)});
 }
 
 uint64_t SimStream::EnqueueWait(std::shared_ptr<SimStream> target,
                                 std::shared_ptr<const Mark> mark) {
-  Item item;
-  item.kind = Kind::kWait;
-  item.target = std::move(target);
-  item.mark = std::move(mark);
-  return Push(std::move(item));
+  return Push(Item{0, WaitFor{std::move(target), std::move(mark)}});
 }
 
 uint64_t SimStream::EnqueueGate(std::shared_ptr<Gate> gate) {
-  Item item;
-  item.kind = Kind::kGate;
-  item.gate = std::move(gate);
-  return Push(std::move(item));
+  return Push(Item{0, std::move(gate)});
 }
 
 absl::Status SimStream::OpenGate(Gate& gate, absl::Status status,
@@ -128,6 +132,7 @@ bool SimStream::Idle() const {
 
 absl::Status SimStream::ScopeError(uint64_t scope) const {
   if (health_ != nullptr && health_->lost()) return health_->error();
+  if (scope_errors_.empty()) return absl::OkStatus();
   auto it = scope_errors_.find(scope);
   return it == scope_errors_.end() ? absl::OkStatus() : it->second;
 }
@@ -183,11 +188,13 @@ bool SimStream::OnWorkerThread() const {
 }
 
 void SimStream::Stop() {
-  std::deque<Item> dropped;
+  std::vector<Item> dropped;
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
-    dropped.swap(queue_);
+    dropped.swap(items_);
+    head_ = 0;
+    released_ = 0;
   }
   // `dropped` is destroyed here, outside mu_: its closures may hold the
   // last reference to another stream, whose destructor joins a thread.
@@ -202,81 +209,88 @@ void SimStream::Shutdown() {
 absl::Status SimStream::Run(Item& item, const absl::Status& scope_error,
                             double ready, double& end) {
   end = ready;
-  switch (item.kind) {
-    case Kind::kWork: {
-      if (!scope_error.ok()) return scope_error;
-      if (health_ != nullptr && health_->lost()) return health_->error();
-      Timing timing{ready, ready};
-      absl::Status status = item.work(timing);
-      end = std::max(ready, timing.end_us);
-      return status;
-    }
-    case Kind::kCallback:
-      item.callback(scope_error);
-      return absl::OkStatus();
-    case Kind::kWait: {
-      if (item.target.get() == this) return absl::OkStatus();
-      if (!item.target->AwaitComplete(item.mark->seq)) {
-        return absl::AbortedError(absl::StrCat(
-            item.target->name(), " stopped before the awaited work"));
-      }
-      std::optional<double> time = item.target->MarkTime(*item.mark);
-      if (time.has_value()) end = std::max(ready, *time);
-      // What this scope waited for failed: its dependents fail too.
-      return item.target->scope_error(item.scope);
-    }
-    case Kind::kGate: {
-      absl::Status status;
-      double busy = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        Gate* gate = item.gate.get();
-        auto opened = [this, gate]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return gate->open || stop_;
-        };
-        mu_.Await(absl::Condition(&opened));
-        if (!gate->open) {
-          return absl::AbortedError(
-              absl::StrCat(name_, " stopped before its gate opened"));
-        }
-        status = gate->status;
-        busy = gate->busy_us;
-      }
-      // The host work started when the stream reached the gate; on a paced
-      // clock it ended no earlier than now.
-      end = std::max(ready + busy, clock_->NowUs());
-      if (!scope_error.ok()) return scope_error;
-      return status;
-    }
+  if (Work* work = std::get_if<Work>(&item.what)) {
+    if (!scope_error.ok()) return scope_error;
+    if (health_ != nullptr && health_->lost()) return health_->error();
+    Timing timing{ready, ready};
+    absl::Status status = (*work)(timing);
+    end = std::max(ready, timing.end_us);
+    return status;
   }
-  return absl::OkStatus();
+  if (HostCallback* callback = std::get_if<HostCallback>(&item.what)) {
+    (*callback)(scope_error);
+    return absl::OkStatus();
+  }
+  if (WaitFor* wait = std::get_if<WaitFor>(&item.what)) {
+    if (wait->target.get() == this) return absl::OkStatus();
+    if (!wait->target->AwaitComplete(wait->mark->seq)) {
+      return absl::AbortedError(absl::StrCat(
+          wait->target->name(), " stopped before the awaited work"));
+    }
+    std::optional<double> time = wait->target->MarkTime(*wait->mark);
+    if (time.has_value()) end = std::max(ready, *time);
+    // What this scope waited for failed: its dependents fail too.
+    return wait->target->scope_error(item.scope);
+  }
+  Gate* gate = std::get<std::shared_ptr<Gate>>(item.what).get();
+  absl::Status status;
+  double busy = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto opened = [this, gate]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return gate->open || stop_;
+    };
+    mu_.Await(absl::Condition(&opened));
+    if (!gate->open) {
+      return absl::AbortedError(
+          absl::StrCat(name_, " stopped before its gate opened"));
+    }
+    status = gate->status;
+    busy = gate->busy_us;
+  }
+  // The host work started when the stream reached the gate; on a paced
+  // clock it ended no earlier than now.
+  end = std::max(ready + busy, clock_->NowUs());
+  if (!scope_error.ok()) return scope_error;
+  return status;
 }
 
 void SimStream::Loop() {
   while (true) {
-    Item item;
-    absl::Status scope_error;
-    double ready = 0;
+    absl::Status status;
+    uint64_t scope = 0;
+    double end = 0;
     {
-      absl::MutexLock lock(&mu_);
-      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stop_;
-      };
-      mu_.Await(absl::Condition(&has_work));
-      if (stop_) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      scope_error = ScopeError(item.scope);
-      ready = last_end_us_;
+      Item item;
+      absl::Status scope_error;
+      double ready = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return head_ < released_ || stop_;
+        };
+        mu_.Await(absl::Condition(&has_work));
+        if (stop_) return;
+        item = std::move(items_[head_++]);
+        if (head_ == items_.size()) {
+          items_.clear();  // keeps its capacity
+          head_ = 0;
+          released_ = 0;
+        } else if (head_ >= 1024 && head_ * 2 >= items_.size()) {
+          items_.erase(items_.begin(), items_.begin() + head_);
+          released_ -= head_;
+          head_ = 0;
+        }
+        scope_error = ScopeError(item.scope);
+        ready = last_end_us_;
+      }
+      if (clock_->paced()) ready = std::max(ready, clock_->NowUs());
+      status = Run(item, scope_error, ready, end);
+      scope = item.scope;
+      // The item is destroyed here, before it completes, so whatever it
+      // captured is released by the time a waiter observes completion.
     }
-    if (clock_->paced()) ready = std::max(ready, clock_->NowUs());
-    double end = ready;
-    absl::Status status = Run(item, scope_error, ready, end);
     PaceUntil(end);
-    const uint64_t scope = item.scope;
-    // Destroy the item's closure before completing it, so whatever it
-    // captured is released by the time a waiter observes completion.
-    item = Item();
     absl::MutexLock lock(&mu_);
     if (!status.ok()) scope_errors_.emplace(scope, std::move(status));
     last_end_us_ = std::max(last_end_us_, end);

@@ -15,6 +15,11 @@
 // On a paced clock an item completes no earlier in real time than its
 // virtual end.
 //
+// Holding: while a stream holds (Hold, until Release), items enqueued on it
+// wait without waking the worker, which then starts on the whole run at
+// once; a long run is released early. The simulated backend holds the
+// streams a thread enqueues on between Backend::BeginBatch and EndBatch.
+//
 // Marks capture "everything enqueued so far" (what simulated events record)
 // and learn the virtual time at which that work completed.
 //
@@ -46,6 +51,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <variant>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -125,6 +132,12 @@ class SimStream {
   // Items enqueued from now on belong to error scope `scope`.
   void SetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Starts holding for the holder `token` (non-zero); false when this
+  // holder holds it already.
+  bool Hold(uint64_t token) ABSL_LOCKS_EXCLUDED(mu_);
+  // Stops holding and lets the worker start on everything enqueued.
+  void Release() ABSL_LOCKS_EXCLUDED(mu_);
+
   // A mark of everything enqueued so far.
   std::shared_ptr<Mark> Record() ABSL_LOCKS_EXCLUDED(mu_);
   // The mark's completion time, or nullopt while it has not completed.
@@ -162,16 +175,14 @@ class SimStream {
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_, join_mu_);
 
  private:
-  enum class Kind { kWork, kCallback, kWait, kGate };
-
+  struct WaitFor {
+    std::shared_ptr<SimStream> target;
+    std::shared_ptr<const Mark> mark;
+  };
+  // Kept small: items are moved in and out of the queue.
   struct Item {
-    Kind kind = Kind::kWork;
     uint64_t scope = 0;
-    Work work;
-    HostCallback callback;
-    std::shared_ptr<SimStream> target;  // kWait
-    std::shared_ptr<const Mark> mark;   // kWait
-    std::shared_ptr<Gate> gate;         // kGate
+    std::variant<Work, HostCallback, WaitFor, std::shared_ptr<Gate>> what;
   };
 
   uint64_t Push(Item item) ABSL_LOCKS_EXCLUDED(mu_);
@@ -189,8 +200,18 @@ class SimStream {
   const SimClock* const clock_;
   const SimDeviceHealth* const health_;
 
+  // Most items held back before the worker is let in on them anyway.
+  static constexpr size_t kMaxHeld = 64;
+
   mutable absl::Mutex mu_;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  // Items not yet started: [head_, released_) are the worker's to take,
+  // [released_, end) are held back.
+  std::vector<Item> items_ ABSL_GUARDED_BY(mu_);
+  size_t head_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t released_ ABSL_GUARDED_BY(mu_) = 0;
+  // The holder holding, 0 for none. Written under mu_; read without it
+  // by Hold's fast path.
+  std::atomic<uint64_t> hold_token_{0};
   uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   double last_end_us_ ABSL_GUARDED_BY(mu_) = 0;

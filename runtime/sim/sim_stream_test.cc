@@ -244,6 +244,33 @@ TEST_F(SimStreamTest, GateOpenedWithAnErrorFailsItsScope) {
   EXPECT_THAT(seen.message(), HasSubstr("host op failed"));
 }
 
+TEST_F(SimStreamTest, HeldItemsWaitForRelease) {
+  SimStream stream("s", &unpaced_);
+  EXPECT_TRUE(stream.Hold(7));
+  EXPECT_FALSE(stream.Hold(7));  // held by this holder already
+  absl::Notification ran;
+  const uint64_t seq = stream.Enqueue([&](SimStream::Timing&) {
+    ran.Notify();
+    return absl::OkStatus();
+  });
+  EXPECT_FALSE(ran.WaitForNotificationWithTimeout(absl::Milliseconds(30)));
+  EXPECT_FALSE(stream.IsComplete(seq));
+  stream.Release();
+  EXPECT_TRUE(stream.AwaitComplete(seq));
+  EXPECT_TRUE(ran.HasBeenNotified());
+}
+
+TEST_F(SimStreamTest, LongHeldRunsAreReleasedEarly) {
+  SimStream stream("s", &unpaced_);
+  stream.Hold(1);
+  uint64_t seq = 0;
+  for (int i = 0; i < 200; ++i) seq = stream.Enqueue(Lasting(1));
+  // Most of the run started without a Release.
+  EXPECT_TRUE(stream.AwaitComplete(seq - 64));
+  stream.Release();
+  EXPECT_TRUE(stream.AwaitComplete(seq));
+}
+
 TEST_F(SimStreamTest, AwaitCompleteBlocksUntilTheItemRan) {
   SimStream stream("s", &unpaced_);
   absl::Notification release;
