@@ -815,6 +815,13 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
         job->outputs.emplace(name, std::move(out));
       }
     }
+    started = job->start_time.has_value();
+    run_time = started ? now - *job->start_time : absl::ZeroDuration();
+    // Counted before the state is published, so that whoever sees the job
+    // end also sees it counted.
+    if (metrics_ != nullptr) {
+      metrics_->JobFinished(OutcomeLabel(to), job->tenant, run_time);
+    }
     job->state = to;
     job->error = status;
     job->failed_node = std::move(failed_node);
@@ -822,8 +829,6 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->graph.reset();
     job->plan.reset();
     ++job->version;
-    started = job->start_time.has_value();
-    run_time = started ? now - *job->start_time : absl::ZeroDuration();
     MaybeDropEvents(*job);
   }
   if (started) {
@@ -835,9 +840,6 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
   finished_.emplace_back(now, job->id);
   EvictLocked(now);
   UpdateGaugesLocked();
-  if (metrics_ != nullptr) {
-    metrics_->JobFinished(OutcomeLabel(to), job->tenant, run_time);
-  }
 }
 
 bool JobManager::CanDispatchLocked() const {

@@ -12,6 +12,7 @@
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "server/daemon.h"
 
@@ -97,6 +98,9 @@ std::string HelpText() {
 int main(int argc, char** argv) {
   // Before any thread exists, so that every thread inherits the mask.
   weft::server::Daemon::BlockTerminationSignals();
+  // absl::Mutex's lock-order graph is a debugging aid (the tests keep it);
+  // in the daemon it costs several percent of the CPU on the submit path.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(kUsage);
   // absl's own --help exits 1; asking for help is not an error.
   for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {

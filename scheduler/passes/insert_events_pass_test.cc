@@ -1,5 +1,7 @@
 #include "scheduler/passes/insert_events_pass.h"
 
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/passes/pass_test_util.h"
@@ -91,9 +93,32 @@ TEST(InsertEventsPassTest, ClocksCarryWhatTheWaitedNodeKnew) {
   // so one wait; the clock of v's stream now knows both streams.
   EXPECT_THAT(f.waits("v"), ElementsAre(f.signal("p1")));
   EXPECT_EQ(f.context().num_events, 2);
-  auto clock = f.context().clocks.Get(f.context().clock_of[f.id("v")]);
-  EXPECT_EQ(ClockArena::Known(clock, 0), 1);
-  EXPECT_EQ(ClockArena::Known(clock, 1), 1);
+  const int32_t version = f.context().clock_of[f.id("v")];
+  EXPECT_EQ(f.context().clocks.Known(version, 0), 1);
+  EXPECT_EQ(f.context().clocks.Known(version, 1), 1);
+}
+
+TEST(InsertEventsPassTest, ManyStreamsUseSparseClocks) {
+  // A chain over more streams than dense clocks allow, plus a node that
+  // needs both the last link and the first: the first is implied.
+  GraphMaker m;
+  m.Buffer("x").Buffer("first");
+  m.Node("n0", "x:w first:w");
+  const int kLinks = ClockArena::kDenseStreams + 5;
+  for (int i = 1; i < kLinks; ++i) m.Node("n" + std::to_string(i), "x:rw");
+  m.Node("end", "x:r first:r");
+  PassFixture f(m.Build());
+  for (int i = 0; i < kLinks; ++i) {
+    f.SetStreams({{"n" + std::to_string(i), i}});
+  }
+  f.SetStreams({{"end", kLinks}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  EXPECT_FALSE(f.context().clocks.dense());
+  EXPECT_EQ(f.context().num_events, kLinks);
+  EXPECT_THAT(f.waits("end"),
+              ElementsAre(f.signal("n" + std::to_string(kLinks - 1))));
+  EXPECT_EQ(f.context().clocks.Known(f.context().clock_of[f.id("end")], 0),
+            1);
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
     for (int32_t k = c.waits.offsets[pos]; k < c.waits.offsets[pos + 1];
          ++k) {
       const NodeId p = signaller[c.waits.items[k]];
-      if (ClockArena::Known(c.clocks.Get(c.clock_of[p]), s) >= c.seq[last]) {
+      if (c.clocks.Known(c.clock_of[p], s) >= c.seq[last]) {
         return true;
       }
     }

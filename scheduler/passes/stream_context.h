@@ -73,30 +73,52 @@ struct LogicalStream {
   int split_from = -1;  // physical split: the stream this one continues
 };
 
-// Immutable snapshots of sparse vector clocks, in one arena. A clock maps
-// streams to the last sequence number (1-based position on that stream)
-// known finished, as (stream, seq) pairs sorted by stream. Version 0 is the
-// empty clock.
+// Immutable snapshots of vector clocks, in one arena. A clock maps streams
+// to the last sequence number (1-based position on that stream) known
+// finished; 0 means nothing. With few streams (at most kDenseStreams) a
+// snapshot is a dense row of one counter per stream; with more, a sparse
+// list of (stream, seq) pairs sorted by stream. Version 0 is the empty
+// clock.
 class ClockArena {
  public:
   using Entry = std::pair<int32_t, int32_t>;
+  static constexpr int kDenseStreams = 64;
 
-  ClockArena() : offsets_{0, 0} {}
-  int32_t num_versions() const {
-    return static_cast<int32_t>(offsets_.size()) - 1;
+  explicit ClockArena(int num_streams = 0);
+
+  bool dense() const { return dense_; }
+  int num_streams() const { return num_streams_; }
+  int32_t num_versions() const { return num_versions_; }
+  // The sequence number `version` knows for `stream`.
+  int32_t Known(int32_t version, int32_t stream) const;
+
+  // Dense form: the row of `version` (num_streams counters); AddRow
+  // stores a copy of `row` and returns its version.
+  const int32_t* Row(int32_t version) const {
+    return rows_.data() + static_cast<size_t>(version) * num_streams_;
   }
+  int32_t AddRow(const int32_t* row);
+
+  // Sparse form: the entries of `version`; Add stores a clock (sorted by
+  // stream) and returns its version.
   absl::Span<const Entry> Get(int32_t version) const {
     return absl::Span<const Entry>(entries_.data() + offsets_[version],
                                    offsets_[version + 1] - offsets_[version]);
   }
-  // Stores a clock (sorted by stream); returns its version.
   int32_t Add(absl::Span<const Entry> clock);
-  // The sequence number `clock` knows for `stream` (0: none).
+  // The sequence number a sparse `clock` knows for `stream`.
   static int32_t Known(absl::Span<const Entry> clock, int32_t stream);
 
+  // Room for `versions` more snapshots.
+  void Reserve(int64_t versions);
+
  private:
-  std::vector<Entry> entries_;
-  std::vector<int64_t> offsets_;
+  bool dense_;
+  int num_streams_;
+  int32_t num_versions_ = 1;
+  std::vector<int32_t> rows_;      // dense
+  std::vector<Entry> entries_;     // sparse
+  std::vector<int64_t> offsets_;   // sparse
 };
 
 struct StreamContext {

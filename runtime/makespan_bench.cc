@@ -1,0 +1,210 @@
+// Simulated makespan of executed jobs against the plan's estimate.
+//
+// For random layered DAGs of `spin` nodes with costs and buffers (each node
+// writes a buffer of its own and reads one to three written in the two
+// layers above it; the first layer reads host-initialized inputs), plans
+// each with PlanGraph under several device policies, runs the plan on a
+// fresh simulated machine that matches the planner's model (same topology,
+// same kernel slots per device, unpaced clock), and compares the makespan
+// the job's trace shows (from its first piece of work to the end of its
+// last node, on the device clock) with plan.estimated_makespan_us.
+//
+//   bazel run -c opt //runtime:makespan_bench
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "runtime/executor.h"
+#include "runtime/sim/sim_backend.h"
+#include "runtime/trace.h"
+#include "scheduler/graph.h"
+#include "scheduler/planner.h"
+#include "scheduler/topology.h"
+
+namespace weft::runtime {
+namespace {
+
+using scheduler::Access;
+using scheduler::BufferSpec;
+using scheduler::BufferUse;
+
+struct Shape {
+  int nodes;
+  int width;
+  uint32_t seed;
+};
+
+scheduler::Graph RandomGraph(const Shape& shape) {
+  std::mt19937 rng(shape.seed);
+  std::uniform_real_distribution<double> cost(10, 200);
+  std::uniform_int_distribution<int> fan_in(1, 3);
+  std::uniform_int_distribution<uint64_t> size(16 << 10, 1 << 20);
+  std::vector<BufferSpec> buffers;
+  std::vector<scheduler::NodeSpec> nodes(shape.nodes);
+  // Inputs with initial data, read by the first layer.
+  const int inputs = std::max(1, shape.width / 4);
+  for (int i = 0; i < inputs; ++i) {
+    BufferSpec b;
+    b.name = absl::StrCat("in", i);
+    b.size_bytes = size(rng);
+    b.init = BufferSpec::Init::kData;
+    b.data = "input";
+    buffers.push_back(b);
+  }
+  for (int i = 0; i < shape.nodes; ++i) {
+    BufferSpec out;
+    out.name = absl::StrCat("b", i);
+    out.size_bytes = size(rng);
+    const int out_id = static_cast<int>(buffers.size());
+    buffers.push_back(out);
+    scheduler::NodeSpec& node = nodes[i];
+    node.name = absl::StrCat("n", i);
+    node.op = "spin";
+    node.cost_us = cost(rng);
+    const int layer = i / shape.width;
+    const int k = fan_in(rng);
+    for (int a = 0; a < k; ++a) {
+      int read = 0;
+      if (layer == 0) {
+        read = std::uniform_int_distribution<int>(0, inputs - 1)(rng);
+      } else {
+        const int lo = std::max(0, (layer - 2) * shape.width);
+        const int hi = layer * shape.width - 1;
+        read = inputs + std::uniform_int_distribution<int>(lo, hi)(rng);
+      }
+      node.args.push_back(BufferUse{read, Access::kRead});
+    }
+    node.args.push_back(BufferUse{out_id, Access::kWrite});
+  }
+  return scheduler::Graph(absl::StrCat("random", shape.seed),
+                          std::move(buffers), std::move(nodes));
+}
+
+// Runs `plan` on a fresh simulated machine; the measured makespan (first
+// work to last node end), or -1 on failure.
+double Execute(std::shared_ptr<const scheduler::Graph> graph,
+               std::shared_ptr<const scheduler::Plan> plan,
+               const scheduler::Topology& topology, int kernel_slots) {
+  SimBackend::Options sim;
+  sim.num_devices = topology.num_devices();
+  sim.bandwidth_gbps = topology.Matrix();
+  sim.max_concurrent_kernels = kernel_slots;
+  sim.time_scale = 0;
+  auto backend = SimBackend::Create(sim).value();
+  Executor::Options options;
+  options.backend = backend.get();
+  auto executor = Executor::Create(options).value();
+  absl::Notification done;
+  absl::Status status;
+  JobTrace trace;
+  JobCallbacks callbacks;
+  callbacks.on_trace = [&trace](JobTrace t) { trace = std::move(t); };
+  callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
+    status = std::move(s);
+    done.Notify();
+  };
+  if (!executor->Start(graph, plan, std::move(callbacks)).ok()) return -1;
+  done.WaitForNotification();
+  if (!status.ok()) {
+    std::fprintf(stderr, "job failed: %s\n", status.ToString().c_str());
+    return -1;
+  }
+  // The trace starts (0) at the job's first work, uploads included.
+  double last = 0;
+  for (const TraceSpan& span : trace.spans) {
+    if (span.node >= 0) last = std::max(last, span.end_us);
+  }
+  return last;
+}
+
+const char* PolicyName(scheduler::DevicePolicyKind kind) {
+  switch (kind) {
+    case scheduler::DevicePolicyKind::kRoundRobin:
+      return "round-robin";
+    case scheduler::DevicePolicyKind::kStreamAware:
+      return "stream-aware";
+    case scheduler::DevicePolicyKind::kMinTransferSize:
+      return "min-transfer-size";
+    case scheduler::DevicePolicyKind::kMinMinTransferTime:
+      return "minmin-transfer";
+    case scheduler::DevicePolicyKind::kMinMaxTransferTime:
+      return "minmax-transfer";
+    case scheduler::DevicePolicyKind::kMinFinishTime:
+      return "min-finish-time";
+  }
+  return "?";
+}
+
+int Main() {
+  const std::vector<Shape> shapes = {
+      {200, 8, 1}, {500, 16, 2}, {1000, 32, 3}, {2000, 16, 4}, {2000, 64, 5}};
+  const std::vector<scheduler::DevicePolicyKind> policies = {
+      scheduler::DevicePolicyKind::kRoundRobin,
+      scheduler::DevicePolicyKind::kMinTransferSize,
+      scheduler::DevicePolicyKind::kMinFinishTime,
+  };
+  constexpr int kDevices = 2;
+  scheduler::Topology topology = scheduler::Topology::Default(kDevices);
+  if (std::getenv("WEFT_BENCH_FAST_LINKS") != nullptr) {
+    topology = scheduler::Topology::FromMatrix(
+                   std::vector<std::vector<double>>(
+                       kDevices + 1, std::vector<double>(kDevices + 1, 1e9)))
+                   .value();
+  }
+  std::printf("%6s %5s %-18s %12s %12s %8s %12s\n", "nodes", "width",
+              "policy", "estimate_us", "measured_us", "ratio", "lower_bound");
+  double worst = 0;
+  std::vector<double> ratios;
+  for (const Shape& shape : shapes) {
+    auto graph =
+        std::make_shared<const scheduler::Graph>(RandomGraph(shape));
+    for (scheduler::DevicePolicyKind policy : policies) {
+      scheduler::PlannerOptions options;
+      options.num_devices = kDevices;
+      options.device_policy = policy;
+      options.topology = topology;
+      options.explain = false;
+      absl::StatusOr<scheduler::Plan> plan = PlanGraph(*graph, options);
+      if (!plan.ok()) {
+        std::printf("%6d %5d %-18s %s\n", shape.nodes, shape.width,
+                    PolicyName(policy), plan.status().ToString().c_str());
+        continue;
+      }
+      auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
+      const double measured =
+          Execute(graph, shared, topology, options.max_concurrent_kernels);
+      if (measured < 0) return 1;
+      const double ratio = measured / shared->estimated_makespan_us;
+      ratios.push_back(ratio);
+      worst = std::max(worst, std::abs(ratio - 1));
+      std::printf("%6d %5d %-18s %12.1f %12.1f %8.4f %12.1f\n", shape.nodes,
+                  shape.width, PolicyName(policy),
+                  shared->estimated_makespan_us, measured, ratio,
+                  shared->lower_bound_us);
+    }
+  }
+  if (ratios.empty()) return 1;
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("measured / estimate: min %.4f, median %.4f, max %.4f; worst "
+              "deviation %.2f%%\n",
+              ratios.front(), ratios[ratios.size() / 2], ratios.back(),
+              100 * worst);
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::runtime
+
+int main() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return weft::runtime::Main();
+}
