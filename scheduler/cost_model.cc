@@ -21,15 +21,15 @@ CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
   for (NodeId v : dag.order) {
     double top = 0;
     for (NodeId p : dag.Preds(v)) {
-      top = std::max(top, levels.top_us[p] + graph.node(p).cost_us);
+      top = std::max(top, levels.top_us[p] + graph.cost_us(p));
     }
     levels.top_us[v] = top;
-    const NodeSpec& node = graph.node(v);
-    levels.critical_path_us =
-        std::max(levels.critical_path_us, top + node.cost_us);
-    levels.total_work_us += node.cost_us;
-    if (node.engine == Engine::kCompute || node.engine == Engine::kCollective) {
-      levels.device_work_us += node.cost_us;
+    const double cost = graph.cost_us(v);
+    levels.critical_path_us = std::max(levels.critical_path_us, top + cost);
+    levels.total_work_us += cost;
+    const Engine engine = graph.engine(v);
+    if (engine == Engine::kCompute || engine == Engine::kCollective) {
+      levels.device_work_us += cost;
     }
   }
   for (auto it = dag.order.rbegin(); it != dag.order.rend(); ++it) {
@@ -40,7 +40,7 @@ CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
       below = std::max(below, levels.bottom_us[s]);
       hops = std::max(hops, levels.bottom_hops[s] + 1);
     }
-    levels.bottom_us[v] = below + graph.node(v).cost_us;
+    levels.bottom_us[v] = below + graph.cost_us(v);
     levels.bottom_hops[v] = hops;
   }
   return levels;

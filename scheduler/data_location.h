@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "scheduler/graph.h"
 
 namespace weft::scheduler {
@@ -36,9 +37,10 @@ class DataLocations {
   // Up to date on at least one device (not only on the host).
   bool OnSomeDevice(BufferId b) const { return (mask_[b] & ~kHostBit) != 0; }
 
-  // Records that `node` runs on `device`. REQUIRES: 0 <= device <
-  // kMaxDevices and every buffer of `node` below num_buffers.
-  void Apply(const NodeSpec& node, int device);
+  // Records that a node with these buffer uses runs on `device`.
+  // REQUIRES: 0 <= device < kMaxDevices and every buffer below
+  // num_buffers.
+  void Apply(absl::Span<const BufferUse> uses, int device);
 
  private:
   std::vector<Mask> mask_;

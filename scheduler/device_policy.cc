@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <utility>
-#include <variant>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -53,17 +52,18 @@ DeviceDecision RoundRobinDecision(absl::Span<const int> candidates,
 PlacementState::PlacementState(const Graph& graph, const Dag& dag,
                                const DeviceContext& context,
                                const Topology& topology,
-                               bool track_finish_times)
+                               bool track_finish_times, bool track_locations)
     : graph_(graph),
       dag_(dag),
       context_(context),
       topology_(topology),
-      locations_(graph.num_buffers()),
+      locations_(track_locations ? graph.num_buffers() : 0),
       device_(graph.num_nodes(), -1),
       opened_(context.num_devices, 0),
       handed_(graph.num_nodes(), 0),
+      track_locations_(track_locations),
       track_finish_(track_finish_times),
-      finish_(graph.num_nodes(), 0),
+      finish_(track_finish_times ? graph.num_nodes() : 0, 0),
       kernel_free_(static_cast<size_t>(context.num_devices) *
                        std::max(context.max_concurrent_kernels, 1),
                    0),
@@ -83,7 +83,7 @@ int PlacementState::BusyStreams(int device) const {
 }
 
 int PlacementState::NumSlots(NodeId v) const {
-  switch (graph_.node(v).engine) {
+  switch (graph_.engine(v)) {
     case Engine::kCompute:
     case Engine::kCollective:
       return std::max(context_.max_concurrent_kernels, 1);
@@ -98,7 +98,7 @@ int PlacementState::NumSlots(NodeId v) const {
 const double* PlacementState::UnitSlots(NodeId v, int device) const {
   const int n = NumSlots(v);
   if (n == 0) return nullptr;
-  return graph_.node(v).engine == Engine::kCopy
+  return graph_.engine(v) == Engine::kCopy
              ? copy_free_.data() + static_cast<size_t>(device) * n
              : kernel_free_.data() + static_cast<size_t>(device) * n;
 }
@@ -109,17 +109,15 @@ double* PlacementState::UnitSlots(NodeId v, int device) {
 }
 
 double PlacementState::EstimateFinish(NodeId v, int device) const {
-  const NodeSpec& node = graph_.node(v);
   double ready = 0;
   for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
   double transfer = 0;
-  for (const Arg& arg : node.args) {
-    const auto* use = std::get_if<BufferUse>(&arg);
-    if (use == nullptr || !Reads(use->access)) continue;
-    if (locations_.OnDevice(use->buffer, device)) continue;
-    const uint64_t bytes = graph_.buffer(use->buffer).size_bytes;
+  for (const BufferUse& use : graph_.Uses(v)) {
+    if (!Reads(use.access)) continue;
+    if (locations_.OnDevice(use.buffer, device)) continue;
+    const uint64_t bytes = graph_.buffer(use.buffer).size_bytes;
     double best = kInfinity;
-    ForEachPlace(locations_.mask(use->buffer), [&](int from) {
+    ForEachPlace(locations_.mask(use.buffer), [&](int from) {
       best = std::min(best, topology_.TransferUs(bytes, from, device));
     });
     transfer += best;
@@ -128,7 +126,7 @@ double PlacementState::EstimateFinish(NodeId v, int device) const {
   if (const double* slots = UnitSlots(v, device); slots != nullptr) {
     start = std::max(start, *std::min_element(slots, slots + NumSlots(v)));
   }
-  return start + node.cost_us;
+  return start + graph_.cost_us(v);
 }
 
 void PlacementState::Place(NodeId v, int device) {
@@ -140,7 +138,7 @@ void PlacementState::Place(NodeId v, int device) {
     }
   }
   device_[v] = device;
-  locations_.Apply(graph_.node(v), device);
+  if (track_locations_) locations_.Apply(graph_.Uses(v), device);
   // GrCUDA's disjoint stream rule: inherit the stream of the first
   // predecessor on this device that has not handed it on yet.
   bool inherited = false;
@@ -157,21 +155,18 @@ void PlacementState::Place(NodeId v, int device) {
 // ---------------------------------------------------------------------------
 // Presence and bandwidth
 
-DataPresence MeasurePresence(const NodeSpec& node,
-                             absl::Span<const int> candidates,
+DataPresence MeasurePresence(NodeId v, absl::Span<const int> candidates,
                              const PlacementState& state) {
   DataPresence out;
   out.present.assign(candidates.size(), 0);
   const DataLocations& loc = state.locations();
-  for (const Arg& arg : node.args) {
-    const auto* use = std::get_if<BufferUse>(&arg);
-    if (use == nullptr) continue;
+  for (const BufferUse& use : state.graph().Uses(v)) {
     const double bytes =
-        static_cast<double>(state.graph().buffer(use->buffer).size_bytes);
+        static_cast<double>(state.graph().buffer(use.buffer).size_bytes);
     out.total += bytes;
-    if (loc.OnSomeDevice(use->buffer)) out.on_some_device = true;
+    if (loc.OnSomeDevice(use.buffer)) out.on_some_device = true;
     for (size_t i = 0; i < candidates.size(); ++i) {
-      if (loc.OnDevice(use->buffer, candidates[i])) out.present[i] += bytes;
+      if (loc.OnDevice(use.buffer, candidates[i])) out.present[i] += bytes;
     }
   }
   return out;
@@ -219,8 +214,7 @@ DeviceDecision StreamAwarePolicy::Decide(NodeId v,
 DeviceDecision MinTransferSizePolicy::Decide(
     NodeId v, absl::Span<const int> candidates,
     const PlacementState& state) const {
-  const DataPresence presence =
-      MeasurePresence(state.graph().node(v), candidates, state);
+  const DataPresence presence = MeasurePresence(v, candidates, state);
   const double threshold = state.context().data_threshold;
   bool above = false;
   for (double p : presence.present) {
@@ -244,8 +238,7 @@ DeviceDecision MinTransferSizePolicy::Decide(
 DeviceDecision TransferTimePolicy::Decide(NodeId v,
                                           absl::Span<const int> candidates,
                                           const PlacementState& state) const {
-  const NodeSpec& node = state.graph().node(v);
-  const DataPresence presence = MeasurePresence(node, candidates, state);
+  const DataPresence presence = MeasurePresence(v, candidates, state);
   if (!presence.on_some_device || presence.total <= 0) {
     return RoundRobinDecision(candidates, state, true);
   }
@@ -256,15 +249,13 @@ DeviceDecision TransferTimePolicy::Decide(NodeId v,
     if (presence.present[i] / presence.total <= threshold) continue;
     const int target = candidates[i];
     double time = 0;
-    for (const Arg& arg : node.args) {
-      const auto* use = std::get_if<BufferUse>(&arg);
-      if (use == nullptr) continue;
+    for (const BufferUse& use : state.graph().Uses(v)) {
       const double bw = LinkBandwidth(
-          state.topology(), state.locations().mask(use->buffer), target,
+          state.topology(), state.locations().mask(use.buffer), target,
           best_link_);
       if (std::isinf(bw)) continue;
       const double bytes =
-          static_cast<double>(state.graph().buffer(use->buffer).size_bytes);
+          static_cast<double>(state.graph().buffer(use.buffer).size_bytes);
       time += bw > 0 ? bytes / (bw * 1e3) : kInfinity;
     }
     if (!found || time < d.score) {
@@ -332,8 +323,10 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
         " devices, the plan has ", context.num_devices));
   }
 
+  const bool data_aware = kind() != DevicePolicyKind::kRoundRobin &&
+                          kind() != DevicePolicyKind::kStreamAware;
   PlacementState state(graph, dag, context, *topology,
-                       kind() == DevicePolicyKind::kMinFinishTime);
+                       kind() == DevicePolicyKind::kMinFinishTime, data_aware);
   DeviceAssignment out;
   out.device.assign(graph.num_nodes(), 0);
   out.choice.resize(graph.num_nodes());
@@ -343,15 +336,14 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
   // Label -> (device, the first node with the label).
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
   for (NodeId v : dag.order) {
-    const NodeSpec& node = graph.node(v);
     DeviceChoice& choice = out.choice[v];
+    const bool labelled = graph.has_label(v);
     int device;
-    if (node.device.has_value()) {
-      device = *node.device;
+    if (graph.pin(v) >= 0) {
+      device = graph.pin(v);
       choice.why = DeviceChoice::Why::kPinned;
-    } else if (auto it = node.stream_label.empty()
-                             ? labels.end()
-                             : labels.find(node.stream_label);
+    } else if (auto it = labelled ? labels.find(graph.node(v).stream_label)
+                                  : labels.end();
                it != labels.end()) {
       device = it->second.first;
       choice.why = DeviceChoice::Why::kLabel;
@@ -377,8 +369,8 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
       device = decision.device;
       choice = decision.choice;
     }
-    if (!node.stream_label.empty()) {
-      labels.emplace(node.stream_label, std::make_pair(device, v));
+    if (labelled) {
+      labels.emplace(graph.node(v).stream_label, std::make_pair(device, v));
     }
     out.device[v] = device;
     state.Place(v, device);

@@ -146,11 +146,12 @@ class DevicePolicy {
 // The walk's model of the machine as nodes are placed. Not thread-safe.
 class PlacementState {
  public:
-  // `track_finish_times`: keep MIN_FINISH_TIME's estimates up to date
-  // (EstimateFinish needs them; other policies can skip the work).
+  // `track_locations`: keep the data locations up to date (the data-aware
+  // policies need them); `track_finish_times`: keep MIN_FINISH_TIME's
+  // estimates up to date. Other policies skip that work.
   PlacementState(const Graph& graph, const Dag& dag,
                  const DeviceContext& context, const Topology& topology,
-                 bool track_finish_times);
+                 bool track_finish_times, bool track_locations = true);
 
   const Graph& graph() const { return graph_; }
   const Dag& dag() const { return dag_; }
@@ -186,6 +187,7 @@ class PlacementState {
   // STREAM_AWARE model.
   std::vector<int> opened_;       // by device
   std::vector<uint8_t> handed_;   // by NodeId: its stream was inherited
+  bool track_locations_;
   // MIN_FINISH_TIME model.
   bool track_finish_;
   std::vector<double> finish_;        // by NodeId
@@ -201,8 +203,7 @@ struct DataPresence {
   std::vector<double> present;  // by candidate index
   bool on_some_device = false;  // some argument is up to date on a device
 };
-DataPresence MeasurePresence(const NodeSpec& node,
-                             absl::Span<const int> candidates,
+DataPresence MeasurePresence(NodeId v, absl::Span<const int> candidates,
                              const PlacementState& state);
 
 // GrCUDA's per-argument link bandwidth to `target` (GB/s): infinite if the

@@ -83,6 +83,7 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
   engines_.reserve(n);
   costs_.reserve(n);
   labelled_.reserve(n);
+  pins_.reserve(n);
   op_ids_.reserve(n);
   absl::flat_hash_map<absl::string_view, int32_t> ops;
   absl::string_view last_op;
@@ -97,6 +98,7 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
     engines_.push_back(node.engine);
     costs_.push_back(node.cost_us);
     labelled_.push_back(node.stream_label.empty() ? 0 : 1);
+    pins_.push_back(node.device.has_value() ? *node.device : -1);
     // Neighbouring nodes often share an op: compare before hashing.
     if (last_id < 0 || node.op != last_op) {
       last_id = ops.emplace(node.op, static_cast<int32_t>(ops.size()))

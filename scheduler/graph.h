@@ -110,6 +110,8 @@ class Graph {
   Engine engine(NodeId id) const { return engines_[id]; }
   double cost_us(NodeId id) const { return costs_[id]; }
   bool has_label(NodeId id) const { return labelled_[id] != 0; }
+  // The device `id` is pinned to, or -1.
+  int pin(NodeId id) const { return pins_[id]; }
   int32_t op_id(NodeId id) const { return op_ids_[id]; }
   int num_ops() const { return num_ops_; }
 
@@ -126,6 +128,7 @@ class Graph {
   std::vector<Engine> engines_;
   std::vector<double> costs_;
   std::vector<uint8_t> labelled_;
+  std::vector<int32_t> pins_;
   std::vector<int32_t> op_ids_;
   int num_ops_ = 0;
 };

@@ -67,10 +67,10 @@ absl::Status ValidateOptions(const Graph& graph,
         options.copy_engines_per_device));
   }
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    const auto& pin = graph.node(v).device;
-    if (pin.has_value() && (*pin < 0 || *pin >= options.num_devices)) {
+    const int pin = graph.pin(v);
+    if (pin != -1 && (pin < 0 || pin >= options.num_devices)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "graph.nodes[", v, "].device: device ", *pin, " is outside [0, ",
+          "graph.nodes[", v, "].device: device ", pin, " is outside [0, ",
           options.num_devices, ") (", options.num_devices, " devices)"));
     }
   }

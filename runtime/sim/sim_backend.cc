@@ -168,7 +168,26 @@ SimBackend::SimBackend(Options options)
   }
 }
 
+SimBackend::KernelTicket::~KernelTicket() {
+  if (booked) return;
+  absl::MutexLock lock(&model->mu);
+  if (ticket != model->next_to_book) {
+    model->given_up.insert(ticket);
+    return;
+  }
+  ++model->next_to_book;
+  while (!model->given_up.empty() &&
+         *model->given_up.begin() == model->next_to_book) {
+    model->given_up.erase(model->given_up.begin());
+    ++model->next_to_book;
+  }
+}
+
 SimBackend::~SimBackend() {
+  for (const auto& model : models_) {
+    absl::MutexLock lock(&model->mu);
+    model->closed = true;  // wakes launches waiting for their turn
+  }
   absl::flat_hash_map<uint64_t, Stream> streams;
   absl::flat_hash_map<uint64_t, Event> events;
   absl::flat_hash_map<uint64_t, PendingGate> gates;
@@ -662,17 +681,32 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   }
   absl::Status fault = NextLaunchFault(device, launch);
   MaybeHold(stream.queue);
+  if (clock_.paced() || !(launch.cost_us > 0)) {
+    stream.queue->Enqueue(
+        [this, launch, kernel, device,
+         fault = std::move(fault)](SimStream::Timing& timing) -> absl::Status {
+          if (!fault.ok()) return fault;
+          return RunLaunch(launch, kernel, device, nullptr, timing);
+        });
+    return absl::OkStatus();
+  }
+  // Unpaced: take a ticket and enqueue under the device's lock, so tickets
+  // follow the order of the work on every stream.
+  DeviceModel& model = *models_[device];
+  absl::MutexLock lock(&model.mu);
+  auto ticket = std::make_shared<KernelTicket>(&model, model.next_ticket++);
   stream.queue->Enqueue(
-      [this, launch, kernel, device,
-       fault = std::move(fault)](SimStream::Timing& timing) -> absl::Status {
+      [this, launch, kernel, device, fault = std::move(fault),
+       ticket = std::move(ticket)](SimStream::Timing& timing) -> absl::Status {
         if (!fault.ok()) return fault;
-        return RunLaunch(launch, kernel, device, timing);
+        return RunLaunch(launch, kernel, device, ticket.get(), timing);
       });
   return absl::OkStatus();
 }
 
 absl::Status SimBackend::RunLaunch(const KernelLaunch& launch,
                                    const CpuKernel* kernel, int device,
+                                   KernelTicket* ticket,
                                    SimStream::Timing& timing) const {
   std::vector<HostArg> args;
   std::vector<std::shared_ptr<Allocation>> keep_alive;
@@ -712,8 +746,31 @@ absl::Status SimBackend::RunLaunch(const KernelLaunch& launch,
                                      status.message()));
   }
   const double duration = launch.cost_us > 0 ? launch.cost_us : 0;
-  timing.end_us =
-      Book(device, Engine::kKernels, timing.ready_us, duration) + duration;
+  if (ticket == nullptr) {
+    timing.end_us =
+        Book(device, Engine::kKernels, timing.ready_us, duration) + duration;
+    return absl::OkStatus();
+  }
+  // Book in launch order: whichever stream's thread gets here first, the
+  // schedule is the same (and deterministic).
+  DeviceModel& model = *models_[device];
+  absl::MutexLock lock(&model.mu);
+  auto my_turn = [&model, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(model.mu) {
+    return model.next_to_book == ticket->ticket || model.closed;
+  };
+  model.mu.Await(absl::Condition(&my_turn));
+  if (model.closed) {
+    return absl::AbortedError("the simulated backend is shutting down");
+  }
+  const double start = model.kernels.Book(timing.ready_us, duration);
+  timing.end_us = start + duration;
+  ticket->booked = true;
+  ++model.next_to_book;
+  while (!model.given_up.empty() &&
+         *model.given_up.begin() == model.next_to_book) {
+    model.given_up.erase(model.given_up.begin());
+    ++model.next_to_book;
+  }
   return absl::OkStatus();
 }
 

@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <utility>
@@ -243,9 +244,27 @@ class SimBackend final : public Backend {
     std::atomic<uint64_t> launches{0};
     absl::Mutex mu;
     Timeline kernels ABSL_GUARDED_BY(mu);
+    // Unpaced, kernels that occupy a slot book it in launch order: tickets
+    // are handed out at Launch, and a kernel books only when every earlier
+    // ticket has booked or been given up (its launch never ran).
+    uint64_t next_ticket ABSL_GUARDED_BY(mu) = 0;
+    uint64_t next_to_book ABSL_GUARDED_BY(mu) = 0;
+    std::set<uint64_t> given_up ABSL_GUARDED_BY(mu);
+    bool closed ABSL_GUARDED_BY(mu) = false;
     Timeline host_to_device ABSL_GUARDED_BY(mu);
     Timeline device_to_host ABSL_GUARDED_BY(mu);
     Timeline device_to_device ABSL_GUARDED_BY(mu);
+  };
+
+  // A launch's place in its device's booking order; given up when the
+  // launch is dropped without booking (skipped, failed, never run).
+  struct KernelTicket {
+    KernelTicket(DeviceModel* model, uint64_t ticket)
+        : model(model), ticket(ticket) {}
+    ~KernelTicket();
+    DeviceModel* const model;
+    const uint64_t ticket;
+    bool booked = false;
   };
 
   struct ArmedFault {
@@ -281,9 +300,11 @@ class SimBackend final : public Backend {
   // Counts a launch on `device`; the fault it hits, or OK.
   absl::Status NextLaunchFault(int device, const KernelLaunch& launch)
       ABSL_LOCKS_EXCLUDED(fault_mu_);
-  // Runs on the stream thread.
+  // Runs on the stream thread. `ticket` is null when the launch books its
+  // slot as it comes (paced, or no duration).
   absl::Status RunLaunch(const KernelLaunch& launch, const CpuKernel* kernel,
-                         int device, SimStream::Timing& timing) const
+                         int device, KernelTicket* ticket,
+                         SimStream::Timing& timing) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.

@@ -504,6 +504,33 @@ TEST(SimBackendTimingTest, ConcurrentKernelsAreLimitedPerDevice) {
   EXPECT_EQ(TimeAfter(*backend, other, 1), 100);
 }
 
+TEST(SimBackendTimingTest, UnpacedKernelsBookSlotsInLaunchOrder) {
+  TestKernels kernels;
+  SimBackend::Options options = Unpaced();
+  options.kernels = &kernels.table;
+  options.max_concurrent_kernels = 1;
+  auto backend = MakeBackend(options);
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  StreamHandle c = backend->CreateStream(1).value();
+  EventHandle e = backend->CreateEvent(1).value();
+  KernelLaunch block;
+  block.op = "block";
+  ASSERT_TRUE(backend->Launch(block, c).ok());
+  ASSERT_TRUE(backend->RecordEvent(e, c).ok());
+  // Launched first, but held up (in real time) by the wait.
+  ASSERT_TRUE(backend->StreamWaitEvent(a, e).ok());
+  ASSERT_TRUE(backend->Launch(Spin(100), a).ok());
+  // Launched second and free to run at once: it still books after.
+  ASSERT_TRUE(backend->Launch(Spin(50), b).ok());
+  EventHandle after_b = backend->CreateEvent(0).value();
+  ASSERT_TRUE(backend->RecordEvent(after_b, b).ok());
+  EXPECT_FALSE(backend->QueryEvent(after_b).value());
+  kernels.release.Notify();
+  EXPECT_EQ(TimeAfter(*backend, a, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, b, 0), 150);
+}
+
 TEST(SimBackendTimingTest, CopiesSerializePerEngineAtTheTopologyBandwidth) {
   SimBackend::Options options = Unpaced();
   // GB/s, source row, destination column, host last: host->0 is 1 GB/s

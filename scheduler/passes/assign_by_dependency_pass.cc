@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 
 namespace weft::scheduler {
@@ -29,21 +28,10 @@ class Walk {
     for (int d : c_.device) num_devices = std::max(num_devices, d + 1);
     groups_.resize(num_devices * kNumEngines);
     tracks_.resize(c_.streams.size());
-    // Ops numbered by first appearance; the first 64 get a bit each.
-    // Consecutive nodes usually share an op: compare with the last one
-    // before hashing.
-    absl::flat_hash_map<absl::string_view, int> op_ids;
-    absl::string_view last_op;
-    uint64_t last_bit = 0;
+    // The first 64 ops get a bit each.
     for (NodeId v = 0; v < c_.num_nodes(); ++v) {
-      const std::string& op = c_.graph.node(v).op;
-      if (v == 0 || op != last_op) {
-        auto [it, inserted] =
-            op_ids.emplace(op, static_cast<int>(op_ids.size()));
-        last_op = op;
-        last_bit = it->second < 64 ? uint64_t{1} << it->second : 0;
-      }
-      op_bit_[v] = last_bit;
+      const int32_t op = c_.graph.op_id(v);
+      op_bit_[v] = op < 64 ? uint64_t{1} << op : 0;
     }
     // Nodes already placed by earlier passes keep their streams.
     for (NodeId v : c_.dag.order) {
@@ -60,7 +48,7 @@ class Walk {
 
  private:
   int NewStream(NodeId v) {
-    const int s = c_.NewStream(c_.device[v], c_.graph.node(v).engine,
+    const int s = c_.NewStream(c_.device[v], c_.graph.engine(v),
                                LogicalStream::Kind::kShared);
     tracks_.emplace_back();
     return s;
@@ -80,7 +68,7 @@ class Walk {
 
   std::vector<int>& Group(NodeId v) {
     return groups_[c_.device[v] * kNumEngines +
-                   static_cast<int>(c_.graph.node(v).engine)];
+                   static_cast<int>(c_.graph.engine(v))];
   }
 
   // Places v, not yet assigned, and the chain that follows it.
@@ -123,8 +111,7 @@ class Walk {
     for (int s : group) {
       const NodeId before = tracks_[s].current;
       const double finish =
-          before < 0 ? 0
-                     : c_.levels.top_us[before] + c_.graph.node(before).cost_us;
+          before < 0 ? 0 : c_.levels.top_us[before] + c_.graph.cost_us(before);
       const double delay = std::max(0.0, finish - ready);
       const bool has_op = (tracks_[s].ops & op_bit_[v]) != 0;
       if (chosen < 0 || delay < best_delay ||
@@ -153,7 +140,7 @@ class Walk {
       bool best_has_op = false;
       for (NodeId x : c_.dag.Succs(cur)) {
         if (c_.stream_of[x] >= 0 || c_.device[x] != device ||
-            c_.graph.node(x).engine != engine) {
+            c_.graph.engine(x) != engine) {
           continue;
         }
         const bool has_op = (tracks_[s].ops & op_bit_[x]) != 0;

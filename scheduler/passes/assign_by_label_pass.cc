@@ -9,8 +9,8 @@ namespace weft::scheduler {
 absl::Status AssignByLabelPass::Run(StreamContext& context) const {
   absl::flat_hash_map<std::tuple<absl::string_view, int, int>, int> streams;
   for (NodeId v : context.dag.order) {
+    if (!context.graph.has_label(v) || context.stream_of[v] >= 0) continue;
     const NodeSpec& node = context.graph.node(v);
-    if (node.stream_label.empty() || context.stream_of[v] >= 0) continue;
     const int device = context.device[v];
     auto key = std::make_tuple(absl::string_view(node.stream_label), device,
                                static_cast<int>(node.engine));

@@ -8,7 +8,7 @@ absl::Status IndependentEnginePass::Run(StreamContext& context) const {
   std::vector<int> by_device;
   for (NodeId v : context.dag.order) {
     if (context.stream_of[v] >= 0 ||
-        context.graph.node(v).engine != Engine::kCollective) {
+        context.graph.engine(v) != Engine::kCollective) {
       continue;
     }
     const int device = context.device[v];

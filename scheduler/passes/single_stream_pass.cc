@@ -9,7 +9,7 @@ namespace weft::scheduler {
 absl::Status SingleStreamPass::Run(StreamContext& context) const {
   const Graph& graph = context.graph;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (!graph.node(v).stream_label.empty()) {
+    if (graph.has_label(v)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "graph.nodes[", v, "].stream_label: stream label '",
           graph.node(v).stream_label,

@@ -57,15 +57,16 @@ class WeftctlOutputTest(harness.WeftdTestCase):
         self.assertTrue(out.rstrip().endswith("job %s SUCCEEDED" % job.id), repr(out[-200:]))
 
     def test_watch_prints_plain_lines_when_not_a_terminal(self):
-        job = su.submit(self.weftd, su.spin_chain("plain", 3, 10_000))
+        # Long enough (about 1 s) for the watch to attach while it runs.
+        job = su.submit(self.weftd, su.spin_chain("plain", 5, 200_000))
         result = self.weftctl_ok("watch", job.id)
         self.assertNotIn("\r", result.stdout)
         self.assertNotIn("[#", result.stdout)
-        self.assertIn("node s2 FINISHED", result.stdout)
-        self.assertIn("job %s SUCCEEDED  3/3 nodes" % job.id, result.stdout)
+        self.assertIn("node s4 FINISHED", result.stdout)
+        self.assertIn("job %s SUCCEEDED  5/5 nodes" % job.id, result.stdout)
         # Forcing the bar works without a terminal too.
         forced = self.weftctl_ok("watch", job.id, "--progress=bar")
-        self.assertIn("3/3 nodes 100%", forced.stdout)
+        self.assertIn("5/5 nodes 100%", forced.stdout)
         bad = self.weftctl("watch", job.id, "--progress=sometimes")
         self.assertEqual(bad.returncode, 2)
         self.assertIn("--progress", bad.stderr)
