@@ -28,13 +28,6 @@ std::string Progress(const weft::v1::Job& job) {
   return absl::StrCat(job.nodes_done(), "/", job.nodes_total());
 }
 
-std::string IntList(const google::protobuf::RepeatedField<int32_t>& values) {
-  if (values.empty()) return "-";
-  return absl::StrJoin(values, ",");
-}
-
-std::string Micros(double us) { return absl::StrFormat("%.1f us", us); }
-
 }  // namespace
 
 int ElementSize(weft::v1::DType dtype) {
@@ -65,6 +58,8 @@ std::string JsonNumber(double v, const std::string& text) {
   return text;
 }
 
+}  // namespace
+
 std::string JsonString(absl::string_view s) {
   std::string out = "\"";
   for (char c : s) {
@@ -92,8 +87,6 @@ std::string JsonString(absl::string_view s) {
   out += "\"";
   return out;
 }
-
-}  // namespace
 
 std::string ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
@@ -273,35 +266,6 @@ std::string NodeEventLine(const weft::v1::NodeEvent& event) {
                    event.device(), " stream ", event.stream());
   if (!event.message().empty()) absl::StrAppend(&line, ": ", event.message());
   return line;
-}
-
-std::string PlanText(const weft::v1::Plan& plan) {
-  std::vector<std::vector<std::string>> nodes;
-  nodes.push_back({"NODE", "DEVICE", "STREAM", "DEPS", "WAITS", "SIGNAL",
-                   "START_US", "END_US"});
-  for (const weft::v1::PlannedNode& n : plan.nodes()) {
-    nodes.push_back(
-        {n.name(), absl::StrCat(n.device()), absl::StrCat(n.stream()),
-         n.deps().empty() ? "-" : absl::StrJoin(n.deps(), ","),
-         IntList(n.wait_events()),
-         n.signal_event() < 0 ? "-" : absl::StrCat(n.signal_event()),
-         absl::StrFormat("%.1f", n.estimated_start_us()),
-         absl::StrFormat("%.1f", n.estimated_end_us())});
-  }
-  std::vector<std::vector<std::string>> streams;
-  streams.push_back({"STREAM", "DEVICE", "ENGINE", "LABEL"});
-  for (const weft::v1::PlannedStream& s : plan.streams()) {
-    streams.push_back({absl::StrCat(s.id()), absl::StrCat(s.device()),
-                       weft::v1::Engine_Name(s.engine()),
-                       s.label().empty() ? "-" : s.label()});
-  }
-  std::string totals = absl::StrCat(
-      "devices ", plan.num_devices(), "  streams ", plan.streams_size(),
-      "  events ", plan.num_events(), "  makespan ",
-      Micros(plan.estimated_makespan_us()), "  critical path ",
-      Micros(plan.critical_path_us()), "  lower bound ",
-      Micros(plan.lower_bound_us()), "\n");
-  return absl::StrCat(Table(nodes), "\n", Table(streams), "\n", totals);
 }
 
 std::string DevicesTable(const std::vector<weft::v1::Device>& devices) {

@@ -24,6 +24,11 @@ namespace weft::client {
 // by name, field names in lowerCamelCase.
 std::string ToJson(const google::protobuf::Message& message);
 
+// `s` as a JSON string literal, quotes included: '"' and '\\' escaped,
+// control characters as \n, \t or \u00XX. Bytes from 0x80 up pass through,
+// so UTF-8 input gives UTF-8 JSON.
+std::string JsonString(absl::string_view s);
+
 // Rows of cells as a table: columns padded to their widest cell, two spaces
 // apart, the first row being the header. Trailing spaces are trimmed.
 std::string Table(const std::vector<std::vector<std::string>>& rows);
@@ -53,8 +58,6 @@ std::string StatusText(const absl::Status& status,
 std::string NodeEventLine(const weft::v1::NodeEvent& event);
 // The error of a failed or cancelled job as "<CODE>: <message> (node n)".
 std::string JobErrorText(const weft::v1::Job& job);
-// Nodes (issue order), then streams, then totals.
-std::string PlanText(const weft::v1::Plan& plan);
 std::string DevicesTable(const std::vector<weft::v1::Device>& devices);
 
 // "RESOURCE_EXHAUSTED" for google.rpc.Code 8, etc.

@@ -111,31 +111,11 @@ TEST(FormatTest, JsonHasAllFieldsOnOneLine) {
   EXPECT_THAT(json, HasSubstr("\"priority\":0"));
 }
 
-TEST(FormatTest, PlanText) {
-  weft::v1::Plan plan;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-        nodes { name: "a" device: 0 stream: 0 signal_event: 0
-                estimated_end_us: 5 }
-        nodes { name: "b" device: 1 stream: 1 deps: "a" wait_events: 0
-                signal_event: -1 estimated_start_us: 5 estimated_end_us: 9 }
-        streams { id: 0 device: 0 }
-        streams { id: 1 device: 1 label: "side" engine: COPY }
-        num_events: 1
-        num_devices: 2
-        estimated_makespan_us: 9
-        critical_path_us: 9
-        lower_bound_us: 9
-      )pb",
-      &plan));
-  std::string text = PlanText(plan);
-  std::vector<std::string> lines = absl::StrSplit(text, '\n');
-  EXPECT_EQ(lines[0],
-            "NODE  DEVICE  STREAM  DEPS  WAITS  SIGNAL  START_US  END_US");
-  EXPECT_EQ(lines[1], "a     0       0       -     -      0       0.0       5.0");
-  EXPECT_EQ(lines[2], "b     1       1       a     0      -       5.0       9.0");
-  EXPECT_THAT(text, HasSubstr("1       1       COPY     side"));
-  EXPECT_THAT(text, HasSubstr("devices 2  streams 2  events 1  makespan 9.0 us"));
+TEST(FormatTest, JsonStringEscapes) {
+  EXPECT_EQ(JsonString("plain"), "\"plain\"");
+  EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(JsonString("x\ny\tz\x01"), "\"x\\ny\\tz\\u0001\"");
+  EXPECT_EQ(JsonString("\xc3\xa9"), "\"\xc3\xa9\"");
 }
 
 TEST(FormatTest, DevicesTable) {

@@ -29,6 +29,7 @@
 #include "client/client.h"
 #include "client/format.h"
 #include "client/graph_file.h"
+#include "client/plan_render.h"
 #include "weft/v1/weft.pb.h"
 
 namespace weft::client {
@@ -62,10 +63,27 @@ Commands:
   list             List jobs as a table.
                      --state=queued|running|succeeded|failed|cancelled|all
                      --limit=N                   only the N most recent
-  plan FILE        Plan a graph without running it: per node its device,
-                   stream, dependencies, event waits and signal; then the
-                   streams and the estimated totals.
+  plan FILE        Plan a graph without running it. The table has one line
+                   per node in issue order: device, stream, dependencies,
+                   event waits and signal, estimated start and end, and why
+                   this device and this stream; then the streams and the
+                   totals (makespan, critical path, lower bound, events).
                      --policy=...  --stream_mode=...  --max_streams_per_device=N
+                     --format=table|json|trace|dot
+                                 json: the Plan as proto3 JSON (as --json);
+                                 trace: Chrome/Perfetto trace-event JSON, a
+                                 process per GPU and a thread per stream,
+                                 arrows for waits between streams (open in
+                                 ui.perfetto.dev or chrome://tracing);
+                                 dot: Graphviz, a cluster per GPU, dashed
+                                 edges between streams
+                     --simulate                  table: add each node's
+                                                 duration and each stream's
+                                                 busy time and utilisation.
+                                                 weftd simulates every plan,
+                                                 so the estimated times are
+                                                 in every format regardless
+                     --out=FILE                  write to FILE, not stdout
   devices          List the devices with memory and stream load.
   read JOB BUFFER  Print an output buffer of a SUCCEEDED job, one element per
                    line (float32/float64 as %.9g, integers in decimal, bytes
@@ -97,7 +115,8 @@ std::vector<FlagSpec> AllFlags() {
       {"state"},         {"limit"},
       {"raw", false},    {"out"},
       {"chunk_bytes"},   {"service"},
-      {"progress"},
+      {"progress"},      {"format"},
+      {"simulate", false},
   };
 }
 
@@ -215,7 +234,8 @@ class Weftctl {
       allowed.insert({"state", "limit"});
       handler = &Weftctl::List;
     } else if (command == "plan") {
-      allowed.insert({"policy", "stream_mode", "max_streams_per_device"});
+      allowed.insert({"policy", "stream_mode", "max_streams_per_device",
+                      "format", "simulate", "out"});
       handler = &Weftctl::Plan;
       positional = 1;
     } else if (command == "devices") {
@@ -462,16 +482,39 @@ class Weftctl {
     absl::StatusOr<weft::v1::ScheduleOptions> options =
         ScheduleOptionsFromFlags();
     if (!options.ok()) return ReportUsage(std::string(options.status().message()));
+    PlanFormat format = json_ ? PlanFormat::kJson : PlanFormat::kTable;
+    if (std::optional<std::string> name = args_.String("format")) {
+      absl::StatusOr<PlanFormat> parsed = ParsePlanFormat(*name);
+      if (!parsed.ok()) return ReportUsage(std::string(parsed.status().message()));
+      if (json_ && *parsed != PlanFormat::kJson) {
+        return ReportUsage(
+            absl::StrCat("--json conflicts with --format=", *name));
+      }
+      format = *parsed;
+    }
+    PlanRenderOptions render;
+    render.simulate = args_.Bool("simulate");
     absl::StatusOr<weft::v1::Graph> graph = LoadGraphFile(Arg(0));
     if (!graph.ok()) return ReportError(graph.status());
     absl::StatusOr<weft::v1::Plan> plan = client_->Plan(*graph, *options);
     if (!plan.ok()) return ReportError(plan.status());
-    if (json_) {
-      std::cout << ToJson(*plan) << std::endl;
-    } else {
-      std::cout << PlanText(*plan) << std::flush;
+    return WriteOutput(RenderPlan(*plan, format, render));
+  }
+
+  // Writes `out` to --out when given (replacing the file), else to stdout.
+  int WriteOutput(const std::string& out) {
+    if (std::optional<std::string> path = args_.String("out")) {
+      std::ofstream file(*path, std::ios::binary | std::ios::trunc);
+      if (file) file.write(out.data(), out.size());
+      if (!file) {
+        return ReportError(absl::PermissionDeniedError(
+            absl::StrCat("cannot write ", *path, ": ", std::strerror(errno))));
+      }
+      return 0;
     }
-    return 0;
+    std::cout.write(out.data(), out.size());
+    std::cout.flush();
+    return std::cout ? 0 : 1;
   }
 
   int Devices() {
@@ -522,18 +565,7 @@ class Weftctl {
         for (const std::string& line : *lines) absl::StrAppend(&out, line, "\n");
       }
     }
-    if (std::optional<std::string> path = args_.String("out")) {
-      std::ofstream file(*path, std::ios::binary | std::ios::trunc);
-      if (file) file.write(out.data(), out.size());
-      if (!file) {
-        return ReportError(absl::PermissionDeniedError(
-            absl::StrCat("cannot write ", *path, ": ", std::strerror(errno))));
-      }
-      return 0;
-    }
-    std::cout.write(out.data(), out.size());
-    std::cout.flush();
-    return std::cout ? 0 : 1;
+    return WriteOutput(out);
   }
 
   int Health() {

@@ -3,7 +3,10 @@
 // Start validates the plan on the caller's thread and hands the job to the
 // scheduling thread. Everything a job does afterwards runs as a task on that
 // thread: issuing, and the continuations that backend host callbacks post
-// when device work completes. No thread ever blocks on a device.
+// when device work completes. No thread ever blocks on a device. Each turn
+// of the scheduling thread (a batch of tasks) is a Backend batch: the work
+// it enqueues starts when the turn ends, one wakeup per stream instead of
+// one per enqueue.
 #include "runtime/executor.h"
 
 #include <thread>

@@ -9,6 +9,9 @@
 // the job's trace shows (from its first piece of work to the end of its
 // last node, on the device clock) with plan.estimated_makespan_us.
 //
+// WEFT_BENCH_FAST_LINKS=1 makes every copy (nearly) free on both sides, to
+// compare the kernel schedules alone.
+//
 //   bazel run -c opt //runtime:makespan_bench
 #include <algorithm>
 #include <cmath>

@@ -91,21 +91,23 @@ using MinHeap =
 // thread-safe.
 class Simulation {
  public:
-  Simulation(const Graph& graph, Plan& plan, const SimulationOptions& options,
-             const Topology& topology, int num_devices)
+  Simulation(const Graph& graph, const Schedule& schedule,
+             const SimulationOptions& options, const Topology& topology,
+             ScheduleTimes& times)
       : graph_(graph),
-        plan_(plan),
+        schedule_(schedule),
         options_(options),
         topology_(topology),
-        n_(static_cast<int>(plan.nodes.size())),
-        num_devices_(num_devices) {}
+        n_(static_cast<int>(schedule.node.size())),
+        num_devices_(schedule.num_devices),
+        start_(times.start_us),
+        transfer_(times.transfer_us),
+        makespan_(times.makespan_us) {}
 
   absl::Status Run() {
     WEFT_RETURN_IF_ERROR(Index());
     Setup();
-    for (int s = 0; s < static_cast<int>(plan_.streams.size()); ++s) {
-      TryActivate(s);
-    }
+    for (int s = 0; s < schedule_.num_streams; ++s) TryActivate(s);
     Dispatch();
     int finished = 0;
     double makespan = 0;
@@ -130,70 +132,64 @@ class Simulation {
           absl::StrCat("the plan deadlocks: ", n_ - finished,
                        " nodes never start (waits out of stream order)"));
     }
-    for (int i = 0; i < n_; ++i) {
-      PlannedNode& pn = plan_.nodes[i];
-      pn.estimated_start_us = start_[i];
-      pn.estimated_end_us = start_[i] + cost_[i];
-      pn.estimated_transfer_us = transfer_[i];
-    }
-    plan_.estimated_makespan_us = makespan;
+    makespan_ = makespan;
     return absl::OkStatus();
   }
 
  private:
   static constexpr uint64_t kHostBit = uint64_t{1} << 63;
 
-  // Checks the plan's references and builds the per-position arrays and
-  // the stream and waiter indexes.
+  // Checks the schedule's references and builds the per-position arrays
+  // and the stream and waiter indexes.
   absl::Status Index() {
-    const int num_streams = static_cast<int>(plan_.streams.size());
-    const int num_events = plan_.num_events;
+    const Schedule& sc = schedule_;
+    const int num_streams = sc.num_streams;
+    const int num_events = sc.num_events;
+    if (static_cast<int>(sc.device.size()) != n_ ||
+        static_cast<int>(sc.stream.size()) != n_ ||
+        static_cast<int>(sc.signal.size()) != n_ || sc.waits.rows() != n_) {
+      return absl::InternalError("schedule arrays disagree on the node count");
+    }
     std::vector<int32_t> signaller(num_events, -1);
     stream_offsets_.assign(num_streams + 1, 0);
     waiter_offsets_.assign(num_events + 1, 0);
-    node_.resize(n_);
-    device_.resize(n_);
-    stream_.resize(n_);
-    signal_.resize(n_);
     pending_.resize(n_);
     unit_.resize(n_);
     cost_.resize(n_);
     for (int i = 0; i < n_; ++i) {
-      const PlannedNode& pn = plan_.nodes[i];
-      if (pn.node < 0 || pn.node >= graph_.num_nodes()) {
+      const NodeId v = sc.node[i];
+      if (v < 0 || v >= graph_.num_nodes()) {
         return absl::InternalError(
-            absl::StrCat("plan node ", i, " refers to unknown node ", pn.node));
+            absl::StrCat("plan node ", i, " refers to unknown node ", v));
       }
-      if (pn.stream < 0 || pn.stream >= num_streams) {
+      if (sc.stream[i] < 0 || sc.stream[i] >= num_streams) {
+        return absl::InternalError(absl::StrCat(
+            "plan node ", i, " is on unknown stream ", sc.stream[i]));
+      }
+      if (sc.device[i] < 0 || sc.device[i] >= num_devices_) {
         return absl::InternalError(
-            absl::StrCat("plan node ", i, " is on unknown stream ", pn.stream));
+            absl::StrCat("plan node ", i, " is on device ", sc.device[i]));
       }
-      if (pn.device < 0 || pn.device >= num_devices_) {
-        return absl::InternalError(
-            absl::StrCat("plan node ", i, " is on device ", pn.device));
-      }
-      node_[i] = pn.node;
-      device_[i] = pn.device;
-      stream_[i] = pn.stream;
-      signal_[i] = pn.signal_event;
-      pending_[i] = static_cast<int32_t>(pn.wait_events.size());
-      unit_[i] = UnitOf(graph_.engine(pn.node));
-      cost_[i] = graph_.cost_us(pn.node);
-      ++stream_offsets_[pn.stream + 1];
-      if (pn.signal_event >= 0) {
-        if (pn.signal_event >= num_events || signaller[pn.signal_event] >= 0) {
-          return absl::InternalError(absl::StrCat(
-              "plan node ", i, " signals bad event ", pn.signal_event));
-        }
-        signaller[pn.signal_event] = i;
-      }
-      for (int e : pn.wait_events) {
-        if (e < 0 || e >= num_events) {
+      const int32_t e = sc.signal[i];
+      if (e >= 0) {
+        if (e >= num_events || signaller[e] >= 0) {
           return absl::InternalError(
-              absl::StrCat("plan node ", i, " waits on unknown event ", e));
+              absl::StrCat("plan node ", i, " signals bad event ", e));
         }
-        ++waiter_offsets_[e + 1];
+        signaller[e] = i;
       }
+      auto waits = sc.waits.Row(i);
+      pending_[i] = static_cast<int32_t>(waits.size());
+      for (int32_t w : waits) {
+        if (w < 0 || w >= num_events) {
+          return absl::InternalError(
+              absl::StrCat("plan node ", i, " waits on unknown event ", w));
+        }
+        ++waiter_offsets_[w + 1];
+      }
+      unit_[i] = UnitOf(graph_.engine(v));
+      cost_[i] = graph_.cost_us(v);
+      ++stream_offsets_[sc.stream[i] + 1];
     }
     for (int e = 0; e < num_events; ++e) {
       if (signaller[e] < 0) {
@@ -211,15 +207,15 @@ class Simulation {
     std::vector<int32_t> wfill(waiter_offsets_.begin(),
                                waiter_offsets_.end() - 1);
     for (int i = 0; i < n_; ++i) {
-      stream_nodes_[head_[stream_[i]]++] = i;
-      for (int e : plan_.nodes[i].wait_events) waiters_[wfill[e]++] = i;
+      stream_nodes_[head_[sc.stream[i]]++] = i;
+      for (int32_t e : sc.waits.Row(i)) waiters_[wfill[e]++] = i;
     }
     head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
     return absl::OkStatus();
   }
 
   void Setup() {
-    const int num_streams = static_cast<int>(plan_.streams.size());
+    const int num_streams = schedule_.num_streams;
     phase_.assign(n_, Phase::kBlocked);
     start_.assign(n_, 0);
     transfer_.assign(n_, 0);
@@ -252,7 +248,7 @@ class Simulation {
     busy_[s] = 1;
     if (options_.model_transfers && NeedsTransfer(i)) {
       phase_[i] = Phase::kTransferWait;
-      copy_ready_[device_[i]].push(i);
+      copy_ready_[schedule_.device[i]].push(i);
     } else {
       EnqueueForUnit(i);
     }
@@ -261,10 +257,10 @@ class Simulation {
   // Creates never-written buffers in place; true if some input must be
   // copied to the node's device.
   bool NeedsTransfer(int32_t i) {
-    const int device = device_[i];
+    const int device = schedule_.device[i];
     const uint64_t bit = uint64_t{1} << device;
     bool needed = false;
-    for (const BufferUse& use : graph_.Uses(node_[i])) {
+    for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
       if (!Reads(use.access)) continue;
       const BufferId b = use.buffer;
       if (latest_[b] == kNowhere) {
@@ -277,10 +273,10 @@ class Simulation {
   }
 
   double TransferTime(int32_t i) {
-    const int device = device_[i];
+    const int device = schedule_.device[i];
     const uint64_t bit = uint64_t{1} << device;
     double total = 0;
-    for (const BufferUse& use : graph_.Uses(node_[i])) {
+    for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
       if (!Reads(use.access)) continue;
       const BufferId b = use.buffer;
       if ((where_[b] & bit) || stamp_[b] == i) continue;
@@ -292,9 +288,9 @@ class Simulation {
   }
 
   void FinishTransfer(int32_t i) {
-    ++copy_free_[device_[i]];
-    const uint64_t bit = uint64_t{1} << device_[i];
-    for (const BufferUse& use : graph_.Uses(node_[i])) {
+    ++copy_free_[schedule_.device[i]];
+    const uint64_t bit = uint64_t{1} << schedule_.device[i];
+    for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
       if (Reads(use.access)) where_[use.buffer] |= bit;
     }
     EnqueueForUnit(i);
@@ -304,10 +300,10 @@ class Simulation {
     phase_[i] = Phase::kUnitWait;
     switch (unit_[i]) {
       case UnitKind::kKernel:
-        kernel_ready_[device_[i]].push(i);
+        kernel_ready_[schedule_.device[i]].push(i);
         break;
       case UnitKind::kCopy:
-        copy_ready_[device_[i]].push(i);
+        copy_ready_[schedule_.device[i]].push(i);
         break;
       case UnitKind::kHost:
         host_ready_.push(i);
@@ -352,7 +348,7 @@ class Simulation {
 
   void FinishNode(int32_t i) {
     phase_[i] = Phase::kDone;
-    const int device = device_[i];
+    const int device = schedule_.device[i];
     switch (unit_[i]) {
       case UnitKind::kKernel:
         ++kernel_free_[device];
@@ -365,28 +361,28 @@ class Simulation {
     }
     if (options_.model_transfers) {
       const uint64_t bit = uint64_t{1} << device;
-      for (const BufferUse& use : graph_.Uses(node_[i])) {
+      for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
         if (Writes(use.access)) {
           where_[use.buffer] = bit;
           latest_[use.buffer] = device;
         }
       }
     }
-    const int s = stream_[i];
+    const int s = schedule_.stream[i];
     busy_[s] = 0;
     ++head_[s];
     TryActivate(s);
-    const int32_t e = signal_[i];
+    const int32_t e = schedule_.signal[i];
     if (e >= 0) {
       for (int32_t k = waiter_offsets_[e]; k < waiter_offsets_[e + 1]; ++k) {
         const int32_t w = waiters_[k];
-        if (--pending_[w] == 0) TryActivate(stream_[w]);
+        if (--pending_[w] == 0) TryActivate(schedule_.stream[w]);
       }
     }
   }
 
   const Graph& graph_;
-  Plan& plan_;
+  const Schedule& schedule_;
   const SimulationOptions& options_;
   const Topology& topology_;
   const int n_;
@@ -394,16 +390,13 @@ class Simulation {
   double now_ = 0;
 
   // By issue position.
-  std::vector<NodeId> node_;
-  std::vector<int32_t> device_;
-  std::vector<int32_t> stream_;
-  std::vector<int32_t> signal_;
   std::vector<int32_t> pending_;  // events not yet signalled
   std::vector<UnitKind> unit_;
   std::vector<double> cost_;
   std::vector<Phase> phase_;
-  std::vector<double> start_;
-  std::vector<double> transfer_;
+  std::vector<double>& start_;
+  std::vector<double>& transfer_;
+  double& makespan_;
 
   std::vector<int32_t> stream_offsets_;  // stream -> range of stream_nodes_
   std::vector<int32_t> stream_nodes_;    // positions, by stream
@@ -428,32 +421,64 @@ class Simulation {
 
 }  // namespace
 
-absl::Status SimulatePlan(const Graph& graph, Plan* plan,
-                          const SimulationOptions& options) {
-  int num_devices = std::max(plan->num_devices, 1);
-  for (const PlannedStream& ps : plan->streams) {
-    num_devices = std::max(num_devices, ps.device + 1);
-  }
-  for (const PlannedNode& pn : plan->nodes) {
-    num_devices = std::max(num_devices, pn.device + 1);
-  }
-  if (num_devices > 63) {
+absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
+                              const SimulationOptions& options,
+                              ScheduleTimes* times) {
+  if (schedule.num_devices < 1 || schedule.num_devices > 63) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the plan uses ", num_devices,
-                     " devices; the simulation supports at most 63"));
+        absl::StrCat("the plan uses ", schedule.num_devices,
+                     " devices; the simulation supports 1 to 63"));
   }
   std::unique_ptr<Topology> owned;
   const Topology* topology = options.topology;
   if (topology == nullptr) {
-    owned = std::make_unique<Topology>(Topology::Default(num_devices));
+    owned = std::make_unique<Topology>(Topology::Default(schedule.num_devices));
     topology = owned.get();
-  } else if (topology->num_devices() < num_devices) {
+  } else if (topology->num_devices() < schedule.num_devices) {
     return absl::InvalidArgumentError(absl::StrCat(
         "options.topology: describes ", topology->num_devices(),
-        " devices, the plan uses ", num_devices));
+        " devices, the plan uses ", schedule.num_devices));
   }
-  Simulation sim(graph, *plan, options, *topology, num_devices);
+  Simulation sim(graph, schedule, options, *topology, *times);
   return sim.Run();
+}
+
+absl::Status SimulatePlan(const Graph& graph, Plan* plan,
+                          const SimulationOptions& options) {
+  Schedule schedule;
+  const int n = static_cast<int>(plan->nodes.size());
+  schedule.num_devices = std::max(plan->num_devices, 1);
+  for (const PlannedStream& ps : plan->streams) {
+    schedule.num_devices = std::max(schedule.num_devices, ps.device + 1);
+  }
+  schedule.node.reserve(n);
+  schedule.device.reserve(n);
+  schedule.stream.reserve(n);
+  schedule.signal.reserve(n);
+  schedule.waits.offsets.reserve(n + 1);
+  for (const PlannedNode& pn : plan->nodes) {
+    schedule.num_devices = std::max(schedule.num_devices, pn.device + 1);
+    schedule.node.push_back(pn.node);
+    schedule.device.push_back(pn.device);
+    schedule.stream.push_back(pn.stream);
+    schedule.signal.push_back(pn.signal_event);
+    schedule.waits.items.insert(schedule.waits.items.end(),
+                                pn.wait_events.begin(), pn.wait_events.end());
+    schedule.waits.offsets.push_back(
+        static_cast<int32_t>(schedule.waits.items.size()));
+  }
+  schedule.num_streams = static_cast<int>(plan->streams.size());
+  schedule.num_events = plan->num_events;
+  ScheduleTimes times;
+  WEFT_RETURN_IF_ERROR(SimulateSchedule(graph, schedule, options, &times));
+  for (int i = 0; i < n; ++i) {
+    PlannedNode& pn = plan->nodes[i];
+    pn.estimated_start_us = times.start_us[i];
+    pn.estimated_end_us = times.start_us[i] + graph.cost_us(pn.node);
+    pn.estimated_transfer_us = times.transfer_us[i];
+  }
+  plan->estimated_makespan_us = times.makespan_us;
+  return absl::OkStatus();
 }
 
 }  // namespace weft::scheduler

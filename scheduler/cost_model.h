@@ -71,6 +71,30 @@ struct SimulationOptions {
   bool model_transfers = true;
 };
 
+// A plan in compact form, by issue position: what the simulation reads.
+struct Schedule {
+  std::vector<NodeId> node;
+  std::vector<int32_t> device;
+  std::vector<int32_t> stream;
+  std::vector<int32_t> signal;  // event recorded after the node, or -1
+  Csr waits;                    // events waited on before the node
+  int num_streams = 0;
+  int num_events = 0;
+  int num_devices = 1;
+};
+
+// What the simulation finds, by issue position.
+struct ScheduleTimes {
+  std::vector<double> start_us;     // the op itself, after its transfers
+  std::vector<double> transfer_us;  // bringing its inputs to its device
+  double makespan_us = 0;
+};
+
+// The simulation itself, on a compact schedule; errors as SimulatePlan.
+absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
+                              const SimulationOptions& options,
+                              ScheduleTimes* times);
+
 // Fills estimated_start_us / estimated_end_us / estimated_transfer_us of
 // every planned node and plan->estimated_makespan_us. O((V + W + A) log V)
 // for W event waits and A buffer arguments. INTERNAL if the plan is

@@ -1,6 +1,7 @@
 #include "scheduler/planner.h"
 
-#include <chrono>
+#include <time.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -13,8 +14,9 @@
 #include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
 #include "scheduler/passes/split_streams_pass.h"
+#include "scheduler/passes/stream_context.h"
+#include "scheduler/passes/stream_pipeline.h"
 #include "scheduler/status_macros.h"
-#include "scheduler/stream_assignment.h"
 
 namespace weft::scheduler {
 namespace {
@@ -130,11 +132,10 @@ std::string DeviceReason(const Graph& graph, const PlannedNode& pn,
   return absl::StrCat("device ", pn.device, " (", why, ")");
 }
 
-std::string StreamReason(const Graph& graph, const Plan& plan,
-                         const PlannedNode& pn, const StreamChoice& choice,
-                         const StreamNotes& notes,
+std::string StreamReason(const Graph& graph, const PlannedNode& pn,
+                         const LogicalStream& stream,
+                         const StreamChoice& choice,
                          const PlannerOptions& options) {
-  const PlannedStream& stream = plan.streams[pn.stream];
   const std::string kind =
       stream.engine == Engine::kCompute
           ? std::string("stream")
@@ -182,18 +183,19 @@ std::string StreamReason(const Graph& graph, const Plan& plan,
                          ": the two could never run at the same time)");
       break;
   }
-  if (pn.stream < static_cast<int>(notes.split_from.size()) &&
-      notes.split_from[pn.stream] >= 0) {
-    absl::StrAppend(&out, ", split from stream ", notes.split_from[pn.stream],
-                    " at ", options.max_nodes_per_stream, " tasks");
+  if (stream.split_from >= 0) {
+    absl::StrAppend(&out, ", split from stream ", stream.split_from, " at ",
+                    options.max_nodes_per_stream, " tasks");
   }
   return out;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
-      .count();
+// CPU time of the calling thread, which a busy machine does not inflate.
+double ThreadSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) +
+         1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace
@@ -212,12 +214,12 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<DevicePolicy> policy,
                         CreateDevicePolicy(options.device_policy));
 
-  auto start = std::chrono::steady_clock::now();
+  double start = ThreadSeconds();
   WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph));
   const CostLevels levels = ComputeCostLevels(graph, dag);
-  profile->dependencies_s = SecondsSince(start);
+  profile->dependencies_s = ThreadSeconds() - start;
 
-  start = std::chrono::steady_clock::now();
+  start = ThreadSeconds();
   const Topology topology = options.topology.has_value()
                                 ? *options.topology
                                 : Topology::Default(options.num_devices);
@@ -231,52 +233,89 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.copy_engines_per_device = options.copy_engines_per_device;
   WEFT_ASSIGN_OR_RETURN(DeviceAssignment devices,
                         policy->Assign(graph, dag, context));
+  profile->devices_s = ThreadSeconds() - start;
 
-  Plan plan;
-  plan.num_devices = options.num_devices;
-  plan.nodes.resize(dag.num_nodes());
-  for (int i = 0; i < dag.num_nodes(); ++i) {
-    PlannedNode& pn = plan.nodes[i];
-    pn.node = dag.order[i];
-    pn.device = devices.device[pn.node];
-    auto deps = dag.Preds(pn.node);
-    pn.deps.assign(deps.begin(), deps.end());
-  }
-  profile->devices_s = SecondsSince(start);
-
-  start = std::chrono::steady_clock::now();
+  start = ThreadSeconds();
   StreamOptions stream_options;
   stream_options.mode = options.stream_mode;
   stream_options.max_streams_per_device = options.max_streams_per_device;
   stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
-  StreamNotes notes;
-  WEFT_ASSIGN_OR_RETURN(
-      std::vector<StreamChoice> streams,
-      AssignStreams(graph, dag, levels, stream_options, &plan, &notes));
-  profile->streams_s = SecondsSince(start);
+  StreamContext streams(graph, dag, levels, std::move(devices.device),
+                        stream_options);
+  WEFT_RETURN_IF_ERROR(RunStreamPipeline(streams));
+  profile->streams_s = ThreadSeconds() - start;
 
-  start = std::chrono::steady_clock::now();
+  start = ThreadSeconds();
+  const int n = dag.num_nodes();
+  Schedule schedule;
+  schedule.node = dag.order;
+  schedule.device.resize(n);
+  schedule.stream.resize(n);
+  schedule.signal.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const NodeId v = dag.order[i];
+    schedule.device[i] = streams.device[v];
+    schedule.stream[i] = streams.stream_of[v];
+    schedule.signal[i] = streams.signal[v];
+  }
+  schedule.waits = std::move(streams.waits);
+  schedule.num_streams = static_cast<int>(streams.streams.size());
+  schedule.num_events = streams.num_events;
+  schedule.num_devices = options.num_devices;
   SimulationOptions simulation;
   simulation.topology = &topology;
   simulation.max_concurrent_kernels = options.max_concurrent_kernels;
   simulation.copy_engines_per_device = options.copy_engines_per_device;
-  WEFT_RETURN_IF_ERROR(SimulatePlan(graph, &plan, simulation));
+  ScheduleTimes times;
+  WEFT_RETURN_IF_ERROR(
+      SimulateSchedule(graph, schedule, simulation, &times));
+  profile->simulation_s = ThreadSeconds() - start;
+
+  // The plan, in one pass.
+  start = ThreadSeconds();
+  Plan plan;
+  plan.num_devices = options.num_devices;
+  plan.num_events = streams.num_events;
+  plan.estimated_makespan_us = times.makespan_us;
   plan.critical_path_us = levels.critical_path_us;
   plan.lower_bound_us = LowerBound(levels, options.num_devices,
                                    options.max_concurrent_kernels);
-  profile->simulation_s = SecondsSince(start);
-
-  start = std::chrono::steady_clock::now();
-  if (options.explain) {
-    for (PlannedNode& pn : plan.nodes) {
+  plan.streams.reserve(streams.streams.size());
+  for (size_t s = 0; s < streams.streams.size(); ++s) {
+    const LogicalStream& ls = streams.streams[s];
+    PlannedStream ps;
+    ps.id = static_cast<int>(s);
+    ps.device = ls.device;
+    ps.label = ls.label;
+    ps.engine = ls.engine;
+    plan.streams.push_back(std::move(ps));
+  }
+  plan.nodes.resize(n);
+  for (int i = 0; i < n; ++i) {
+    PlannedNode& pn = plan.nodes[i];
+    const NodeId v = dag.order[i];
+    pn.node = v;
+    pn.device = schedule.device[i];
+    pn.stream = schedule.stream[i];
+    auto deps = dag.Preds(v);
+    pn.deps.assign(deps.begin(), deps.end());
+    auto waits = schedule.waits.Row(i);
+    if (!waits.empty()) pn.wait_events.assign(waits.begin(), waits.end());
+    pn.signal_event = schedule.signal[i];
+    pn.estimated_start_us = times.start_us[i];
+    pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
+    pn.estimated_transfer_us = times.transfer_us[i];
+    if (options.explain) {
       pn.reason = absl::StrCat(
-          DeviceReason(graph, pn, devices.choice[pn.node], options), "; ",
-          StreamReason(graph, plan, pn, streams[pn.node], notes, options));
+          DeviceReason(graph, pn, devices.choice[v], options), "; ",
+          StreamReason(graph, pn, streams.streams[pn.stream],
+                       streams.choice[v], options));
     }
   }
-  profile->explain_s = SecondsSince(start);
+  profile->explain_s = ThreadSeconds() - start;
   return plan;
 }
+
 absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
     const weft::v1::ScheduleOptions& proto, int num_devices,
     int default_max_streams_per_device) {

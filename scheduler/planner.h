@@ -28,13 +28,14 @@ namespace weft::scheduler {
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options);
 
-// Wall-clock seconds spent in each stage of one PlanGraph call.
+// Seconds of the calling thread's CPU time spent in each stage of one
+// PlanGraph call.
 struct PlanProfile {
   double dependencies_s = 0;  // inference, reduction, cost levels
   double devices_s = 0;
   double streams_s = 0;  // stream passes and events
   double simulation_s = 0;
-  double explain_s = 0;  // reasons
+  double explain_s = 0;  // writing the Plan out, with reasons if asked
 };
 
 // PlanGraph that also reports where the time went (`profile` may be null).

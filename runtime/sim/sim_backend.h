@@ -20,8 +20,12 @@
 // and a slot or engine allow. With time_scale > 0 the clock is paced (work
 // completes no earlier in real time than its virtual end, scaled); with 0 it
 // is unpaced: work completes as fast as the host runs it and the virtual
-// times stay exact. Events report the virtual time of their capture
-// (EventTimeUs), which traces use.
+// times stay exact. Unpaced, kernels book their slots in launch order (a
+// kernel ready early but launched late still fills an earlier idle gap), so
+// the schedule does not depend on which thread runs first: it is
+// deterministic, and it is what a plan's cost model (a discrete-event
+// simulation in issue order) predicts. Events report the virtual time of
+// their capture (EventTimeUs), which traces use.
 //
 // Errors: synchronous ones (unknown handle, unknown op, an address outside
 // any allocation, a lost device) are returned by the call; errors of

@@ -103,20 +103,42 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
     }
   }
   if (!links.empty()) {
+    // Rebuild the waits with the links: rows without one are copied
+    // whole, the others get the link and are sorted.
     std::sort(links.begin(), links.end());
     Csr waits;
-    waits.offsets.reserve(n + 1);
-    waits.items.reserve(c.waits.items.size() + links.size());
-    size_t l = 0;
-    for (int32_t pos = 0; pos < n; ++pos) {
-      auto row = c.waits.Row(pos);
-      waits.items.insert(waits.items.end(), row.begin(), row.end());
-      for (; l < links.size() && links[l].first == pos; ++l) {
-        waits.items.push_back(links[l].second);
+    waits.offsets.resize(n + 1);
+    waits.items.resize(c.waits.items.size() + links.size());
+    int32_t out = 0;
+    int32_t copied_from = 0;  // position from which rows are copied as is
+    waits.offsets[0] = 0;
+    auto copy_rows = [&](int32_t from, int32_t to) {
+      // Rows [from, to) keep their contents, shifted by the links so far.
+      const int32_t begin = c.waits.offsets[from];
+      const int32_t end = c.waits.offsets[to];
+      std::copy(c.waits.items.begin() + begin, c.waits.items.begin() + end,
+                waits.items.begin() + out);
+      const int32_t shift = out - begin;
+      for (int32_t r = from; r < to; ++r) {
+        waits.offsets[r + 1] = c.waits.offsets[r + 1] + shift;
       }
-      std::sort(waits.items.begin() + waits.offsets.back(), waits.items.end());
-      waits.offsets.push_back(static_cast<int32_t>(waits.items.size()));
+      out += end - begin;
+    };
+    for (size_t l = 0; l < links.size();) {
+      const int32_t pos = links[l].first;
+      copy_rows(copied_from, pos);
+      auto row = c.waits.Row(pos);
+      const int32_t row_start = out;
+      std::copy(row.begin(), row.end(), waits.items.begin() + out);
+      out += static_cast<int32_t>(row.size());
+      for (; l < links.size() && links[l].first == pos; ++l) {
+        waits.items[out++] = links[l].second;
+      }
+      std::sort(waits.items.begin() + row_start, waits.items.begin() + out);
+      waits.offsets[pos + 1] = out;
+      copied_from = pos + 1;
     }
+    copy_rows(copied_from, n);
     c.waits = std::move(waits);
   }
   return absl::OkStatus();

@@ -1,0 +1,66 @@
+// Renderings of a weft.v1.Plan for `weftctl plan`: an explained table, a
+// Chrome/Perfetto trace-event timeline, and a Graphviz graph.
+//
+// The daemon simulates every plan it returns, so the estimated start and end
+// of each node are always present; the renderings only read the Plan and
+// never compute a schedule of their own. A device is the stream's device
+// when the node's stream is in the plan, else the node's own `device`.
+//
+// Pure functions of their inputs (no I/O), so that they are testable and the
+// command stays thin.
+#ifndef WEFT_CLIENT_PLAN_RENDER_H_
+#define WEFT_CLIENT_PLAN_RENDER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "weft/v1/weft.pb.h"
+
+namespace weft::client {
+
+enum class PlanFormat { kTable, kJson, kTrace, kDot };
+
+// "table", "json", "trace" or "dot" (any case). INVALID_ARGUMENT naming the
+// choices otherwise.
+absl::StatusOr<PlanFormat> ParsePlanFormat(absl::string_view name);
+
+struct PlanRenderOptions {
+  // Table only: add each node's estimated duration and each stream's busy
+  // time and utilisation over the makespan.
+  bool simulate = false;
+};
+
+// One row per node in issue order (NODE DEVICE STREAM DEPS WAITS SIGNAL
+// START_US END_US [DUR_US] REASON, "-" for empty cells and the reason as
+// the daemon wrote it), then one row per stream, then a line of totals.
+std::string PlanTable(const weft::v1::Plan& plan,
+                      const PlanRenderOptions& options = {});
+
+// A Chrome trace-event JSON object, {"traceEvents":[...],
+// "displayTimeUnit":"ms", "otherData":{...}}:
+//   - a process per device: "pid" = device index, named "GPU <n>";
+//   - a thread per stream: "tid" = stream id, named
+//     "stream <id> [<label> ]<ENGINE>";
+//   - a complete event ("ph":"X", "ts"/"dur" in microseconds) per node, with
+//     args {deps, wait_events, signal_event, reason};
+//   - a flow ("ph":"s" then "ph":"f" with "bp":"e", one id per edge) for
+//     every dependency on a node of another stream, from inside the end of
+//     the dependency's slice to inside the start of the node's slice.
+// Timestamps that are negative or not finite are written as 0.
+std::string PlanTraceJson(const weft::v1::Plan& plan);
+
+// A Graphviz digraph: one cluster per device ("GPU <n>"), a box per node
+// labelled with its name and stream, an edge per dependency. Edges between
+// streams are dashed and labelled "event <id>" when the node waits on an
+// event its dependency signals.
+std::string PlanDot(const weft::v1::Plan& plan);
+
+// Dispatches on `format`; kJson is proto3 JSON on one line. Every rendering
+// ends with a newline.
+std::string RenderPlan(const weft::v1::Plan& plan, PlanFormat format,
+                       const PlanRenderOptions& options = {});
+
+}  // namespace weft::client
+
+#endif  // WEFT_CLIENT_PLAN_RENDER_H_
