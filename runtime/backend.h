@@ -141,6 +141,21 @@ class Backend {
     return absl::OkStatus();
   }
 
+  // Abandons the work of error scope `scope` on `stream` that has not
+  // started yet: it is skipped as if the scope had failed with `status`
+  // (non-OK), and the scope's later host callbacks receive `status`. Work
+  // already running finishes. Used to cancel a job promptly. The default
+  // does nothing (CUDA cannot withdraw enqueued work; a cancelled job then
+  // drains what it issued).
+  virtual absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
+                                       absl::Status status) {
+    return absl::OkStatus();
+  }
+  // Forgets what `stream` remembers about `scope` (its first error). Called
+  // once no more work of the scope is queued there, so failed and cancelled
+  // jobs leave nothing behind in a long-lived stream.
+  virtual void ReleaseErrorScope(StreamHandle stream, uint64_t scope) {}
+
   // Host gates: make a stream's later work wait for something the host does.
   // EnqueueHostGate puts a gate on `stream`; work enqueued after it starts
   // only once OpenHostGate has been called for it. `status` non-OK fails the

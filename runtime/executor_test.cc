@@ -252,6 +252,49 @@ TEST_F(ExecutorTest, CancelMidRunReportsCancelledAndFreesEverything) {
   EXPECT_EQ(outcome.on_done_calls, 1);
 }
 
+// With a wide window the whole chain is issued at once; cancelling must
+// withdraw the queued work rather than let it drain, and leave the streams
+// healthy for the next job.
+TEST_F(ExecutorTest, CancelWithdrawsIssuedWorkAndKeepsStreamsUsable) {
+  TestJob job(1, {0});
+  const int buf = job.Buffer("buf", 1 << 10, DType::kFloat32,
+                             BufferSpec::Init::kFill, 1, "", true);
+  for (int i = 0; i < 50; ++i) {
+    job.Node("step" + std::to_string(i), "spin",
+             {Use(buf, Access::kReadWrite)}, 0, {}, -1, 50000);
+  }
+  absl::Notification first_finished;
+  Outcome outcome;
+  JobCallbacks callbacks = outcome.Callbacks();
+  auto record = callbacks.on_node;
+  callbacks.on_node = [&, record](NodeId node, NodeEventKind kind,
+                                  const absl::Status& s) {
+    record(node, kind, s);
+    if (node == 0 && kind == NodeEventKind::kFinished) first_finished.Notify();
+  };
+  uint64_t id = executor_->Start(job.graph(), job.plan(), callbacks).value();
+  first_finished.WaitForNotification();
+  const absl::Time cancelled_at = absl::Now();
+  executor_->Cancel(id);
+  ASSERT_TRUE(outcome.Wait());
+  // 2.5 s of work was queued; at most the running spin (50 ms) finishes.
+  EXPECT_LT(absl::Now() - cancelled_at, absl::Milliseconds(500));
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(outcome.CountOf(NodeEventKind::kFinished), 5);
+  EXPECT_EQ(outcome.CountOf(NodeEventKind::kFailed), 0);
+  ExpectNoMemoryInUse();
+
+  // The streams the cancelled job used serve the next job normally.
+  TestJob next(1, {0});
+  const int y = next.Buffer("y", 16, DType::kFloat32, BufferSpec::Init::kFill,
+                            2, "", true);
+  next.Node("scale", "scale", {scheduler::Arg(3.0f), Use(y, Access::kReadWrite)}, 0);
+  Outcome next_outcome;
+  Run(next, next_outcome);
+  ASSERT_TRUE(next_outcome.Wait());
+  EXPECT_TRUE(next_outcome.status.ok()) << next_outcome.status;
+}
+
 TEST_F(ExecutorTest, ManyConcurrentJobsAllFinish) {
   constexpr int kJobs = 50;
   std::vector<std::unique_ptr<Outcome>> outcomes;

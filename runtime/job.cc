@@ -143,6 +143,11 @@ void Job::Cancel() {
   if (phase_ == Phase::kDone || cancelled_) return;
   cancelled_ = true;
   Fail(absl::CancelledError("job cancelled"), -1);
+  // Withdraw the work already issued but not started, where the backend
+  // can, so a cancelled job stops within one running op per stream.
+  for (StreamHandle stream : used_streams_) {
+    env_->backend->AbortErrorScope(stream, id_, status_).IgnoreError();
+  }
   Pump();
 }
 
@@ -397,6 +402,9 @@ void Job::OnNodeDone(int index, absl::Status status) {
     if (callbacks_.on_node) {
       callbacks_.on_node(pn.node, NodeEventKind::kFinished, status);
     }
+  } else if (IsOwnCancellation(status)) {
+    // Skipped because this job was cancelled: not a node failure, and the
+    // stream is healthy.
   } else {
     stream_failed_[streams_[pn.stream].value] = true;
     if (callbacks_.on_node) {
@@ -409,7 +417,7 @@ void Job::OnNodeDone(int index, absl::Status status) {
 
 void Job::OnFence(StreamHandle stream, absl::Status status) {
   --fences_pending_;
-  if (!status.ok()) {
+  if (!status.ok() && !IsOwnCancellation(status)) {
     stream_failed_[stream.value] = true;
     Fail(std::move(status), -1);
   }
@@ -681,9 +689,17 @@ void Job::StartDraining() {
   }
 }
 
+bool Job::IsOwnCancellation(const absl::Status& status) const {
+  return cancelled_ && status.code() == absl::StatusCode::kCancelled;
+}
+
 void Job::Finish() {
   phase_ = Phase::kDone;
   Backend* backend = env_->backend;
+  // Every fence has completed: nothing of this job is queued any more.
+  for (StreamHandle stream : used_streams_) {
+    backend->ReleaseErrorScope(stream, id_);
+  }
   std::optional<JobTrace> trace;
   if (trace_ != nullptr) trace = BuildTrace();
   for (BufferState& state : buffers_) {

@@ -227,6 +227,9 @@ class Job {
   absl::Status DownloadOutputs();
   void StartDraining();
   void Finish();
+  // True when `status` is this job's own cancellation coming back from
+  // work that was skipped because of it.
+  bool IsOwnCancellation(const absl::Status& status) const;
   void Fail(absl::Status status, scheduler::NodeId node);
   // The initial contents of buffer `b`, computed on the host.
   std::string InitialContents(scheduler::BufferId b) const;

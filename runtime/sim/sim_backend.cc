@@ -790,6 +790,22 @@ absl::Status SimBackend::SetErrorScope(StreamHandle stream_handle,
   return absl::OkStatus();
 }
 
+absl::Status SimBackend::AbortErrorScope(StreamHandle stream_handle,
+                                         uint64_t scope, absl::Status status) {
+  if (status.ok()) {
+    return absl::InvalidArgumentError("AbortErrorScope needs an error status");
+  }
+  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  stream.queue->AbortScope(scope, std::move(status));
+  return absl::OkStatus();
+}
+
+void SimBackend::ReleaseErrorScope(StreamHandle stream_handle,
+                                   uint64_t scope) {
+  absl::StatusOr<Stream> stream = FindStream(stream_handle);
+  if (stream.ok()) stream->queue->ForgetScope(scope);
+}
+
 absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(
     StreamHandle stream_handle) {
   auto gate = std::make_shared<SimStream::Gate>();

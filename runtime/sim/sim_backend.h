@@ -175,6 +175,11 @@ class SimBackend final : public Backend {
 
   absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
+                               absl::Status status) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void ReleaseErrorScope(StreamHandle stream, uint64_t scope) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   bool supports_host_gates() const override { return true; }
   absl::StatusOr<GateHandle> EnqueueHostGate(StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -91,6 +91,16 @@ void SimStream::SetScope(uint64_t scope) {
   scope_ = scope;
 }
 
+void SimStream::AbortScope(uint64_t scope, absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  scope_errors_.emplace(scope, std::move(status));
+}
+
+void SimStream::ForgetScope(uint64_t scope) {
+  absl::MutexLock lock(&mu_);
+  scope_errors_.erase(scope);
+}
+
 std::shared_ptr<SimStream::Mark> SimStream::Record() {
   auto mark = std::make_shared<Mark>();
   absl::MutexLock lock(&mu_);

@@ -132,6 +132,12 @@ class SimStream {
   // Items enqueued from now on belong to error scope `scope`.
   void SetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Items of `scope` not yet started are skipped with `status` (non-OK),
+  // unless the scope has failed already.
+  void AbortScope(uint64_t scope, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the recorded error of `scope`.
+  void ForgetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(mu_);
+
   // Starts holding for the holder `token` (non-zero); false when this
   // holder holds it already.
   bool Hold(uint64_t token) ABSL_LOCKS_EXCLUDED(mu_);

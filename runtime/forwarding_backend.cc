@@ -1,0 +1,131 @@
+#include "runtime/forwarding_backend.h"
+
+#include <utility>
+
+namespace weft::runtime {
+
+int ForwardingBackend::device_count() const { return backend_->device_count(); }
+
+DeviceInfo ForwardingBackend::device_info(int device) const {
+  return backend_->device_info(device);
+}
+
+uint64_t ForwardingBackend::memory_used_bytes(int device) const {
+  return backend_->memory_used_bytes(device);
+}
+
+absl::StatusOr<StreamHandle> ForwardingBackend::CreateStream(int device) {
+  return backend_->CreateStream(device);
+}
+
+absl::Status ForwardingBackend::DestroyStream(StreamHandle stream) {
+  return backend_->DestroyStream(stream);
+}
+
+absl::StatusOr<EventHandle> ForwardingBackend::CreateEvent(int device) {
+  return backend_->CreateEvent(device);
+}
+
+absl::Status ForwardingBackend::DestroyEvent(EventHandle event) {
+  return backend_->DestroyEvent(event);
+}
+
+absl::Status ForwardingBackend::RecordEvent(EventHandle event,
+                                          StreamHandle stream) {
+  return backend_->RecordEvent(event, stream);
+}
+
+absl::Status ForwardingBackend::StreamWaitEvent(StreamHandle stream,
+                                              EventHandle event) {
+  return backend_->StreamWaitEvent(stream, event);
+}
+
+absl::StatusOr<bool> ForwardingBackend::QueryEvent(EventHandle event) {
+  return backend_->QueryEvent(event);
+}
+
+absl::Status ForwardingBackend::SynchronizeStream(StreamHandle stream) {
+  return backend_->SynchronizeStream(stream);
+}
+
+absl::StatusOr<DevicePtr> ForwardingBackend::Allocate(int device,
+                                                    uint64_t bytes) {
+  return backend_->Allocate(device, bytes);
+}
+
+absl::Status ForwardingBackend::Free(DevicePtr ptr) {
+  return backend_->Free(ptr);
+}
+
+absl::Status ForwardingBackend::CopyHostToDevice(DevicePtr dst, const void* src,
+                                               uint64_t bytes,
+                                               StreamHandle stream) {
+  return backend_->CopyHostToDevice(dst, src, bytes, stream);
+}
+
+absl::Status ForwardingBackend::CopyDeviceToHost(void* dst, DevicePtr src,
+                                               uint64_t bytes,
+                                               StreamHandle stream) {
+  return backend_->CopyDeviceToHost(dst, src, bytes, stream);
+}
+
+absl::Status ForwardingBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
+                                                 uint64_t bytes,
+                                                 StreamHandle stream) {
+  return backend_->CopyDeviceToDevice(dst, src, bytes, stream);
+}
+
+absl::Status ForwardingBackend::Launch(const KernelLaunch& launch,
+                                     StreamHandle stream) {
+  return backend_->Launch(launch, stream);
+}
+
+absl::Status ForwardingBackend::AddHostCallback(StreamHandle stream,
+                                              HostCallback callback) {
+  return backend_->AddHostCallback(stream, std::move(callback));
+}
+
+absl::Status ForwardingBackend::SetErrorScope(StreamHandle stream,
+                                            uint64_t scope) {
+  return backend_->SetErrorScope(stream, scope);
+}
+
+bool ForwardingBackend::supports_host_gates() const {
+  return backend_->supports_host_gates();
+}
+
+absl::StatusOr<GateHandle> ForwardingBackend::EnqueueHostGate(
+    StreamHandle stream) {
+  return backend_->EnqueueHostGate(stream);
+}
+
+absl::Status ForwardingBackend::OpenHostGate(GateHandle gate,
+                                           absl::Status status,
+                                           double busy_us) {
+  return backend_->OpenHostGate(gate, std::move(status), busy_us);
+}
+
+void ForwardingBackend::BeginBatch() { backend_->BeginBatch(); }
+
+void ForwardingBackend::EndBatch() { backend_->EndBatch(); }
+
+bool ForwardingBackend::has_device_clock() const {
+  return backend_->has_device_clock();
+}
+
+absl::StatusOr<double> ForwardingBackend::EventTimeUs(EventHandle event) {
+  return backend_->EventTimeUs(event);
+}
+
+absl::Status ForwardingBackend::AbortErrorScope(StreamHandle stream,
+                                                uint64_t scope,
+                                                absl::Status status) {
+  return backend_->AbortErrorScope(stream, scope, std::move(status));
+}
+
+void ForwardingBackend::ReleaseErrorScope(StreamHandle stream,
+                                          uint64_t scope) {
+  backend_->ReleaseErrorScope(stream, scope);
+}
+
+}  // namespace weft::runtime

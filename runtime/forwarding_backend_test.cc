@@ -1,0 +1,111 @@
+#include "runtime/forwarding_backend.h"
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/backend.h"
+#include "runtime/sim/sim_backend.h"
+
+namespace weft::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<SimBackend> MakeSim() {
+  SimBackend::Options options;
+  options.num_devices = 2;
+  options.memory_bytes = 1 << 20;
+  auto sim = SimBackend::Create(options);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  return std::move(sim).value();
+}
+
+KernelLaunch Spin(double us) {
+  KernelLaunch launch;
+  launch.op = "spin";
+  launch.cost_us = us;
+  return launch;
+}
+
+// Waits for a host callback on `stream` and returns the status it got.
+absl::Status CallbackStatus(Backend& backend, StreamHandle stream) {
+  absl::Notification done;
+  absl::Status seen;
+  absl::Status added = backend.AddHostCallback(
+      stream, [&done, &seen](absl::Status status) {
+        seen = std::move(status);
+        done.Notify();
+      });
+  if (!added.ok()) return added;
+  done.WaitForNotification();
+  return seen;
+}
+
+TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
+  std::unique_ptr<SimBackend> sim = MakeSim();
+  ForwardingBackend forwarding(sim.get());
+  EXPECT_EQ(forwarding.device_count(), 2);
+  EXPECT_EQ(forwarding.device_info(1).uuid, sim->device_info(1).uuid);
+  EXPECT_EQ(forwarding.supports_host_gates(), sim->supports_host_gates());
+  EXPECT_EQ(forwarding.has_device_clock(), sim->has_device_clock());
+  EXPECT_TRUE(forwarding.supports_host_gates());
+
+  auto ptr = forwarding.Allocate(0, 4096);
+  ASSERT_TRUE(ptr.ok()) << ptr.status();
+  EXPECT_EQ(sim->memory_used_bytes(0), 4096u);
+  EXPECT_EQ(forwarding.memory_used_bytes(0), 4096u);
+  ASSERT_TRUE(forwarding.Free(*ptr).ok());
+  EXPECT_EQ(sim->memory_used_bytes(0), 0u);
+}
+
+TEST(ForwardingBackendTest, AbortErrorScopeSkipsQueuedWorkOfThatScopeOnly) {
+  std::unique_ptr<SimBackend> sim = MakeSim();
+  ForwardingBackend backend(sim.get());
+  auto stream = backend.CreateStream(0);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+
+  ASSERT_TRUE(backend.SetErrorScope(*stream, 7).ok());
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(backend.Launch(Spin(50'000), *stream).ok());
+  }
+  ASSERT_TRUE(backend
+                  .AbortErrorScope(*stream, 7,
+                                   absl::CancelledError("job 7 cancelled"))
+                  .ok());
+  absl::Status aborted = CallbackStatus(backend, *stream);
+  EXPECT_EQ(aborted.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(std::string(aborted.message()), HasSubstr("job 7 cancelled"));
+  // Twenty 50 ms spins would take a second; at most the running one ends.
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(600));
+
+  // Another scope on the same stream is unaffected.
+  ASSERT_TRUE(backend.SetErrorScope(*stream, 8).ok());
+  ASSERT_TRUE(backend.Launch(Spin(0), *stream).ok());
+  EXPECT_TRUE(CallbackStatus(backend, *stream).ok());
+
+  // Once released, the scope's record is gone and its work runs again.
+  backend.ReleaseErrorScope(*stream, 7);
+  ASSERT_TRUE(backend.SetErrorScope(*stream, 7).ok());
+  ASSERT_TRUE(backend.Launch(Spin(0), *stream).ok());
+  EXPECT_TRUE(CallbackStatus(backend, *stream).ok());
+
+  ASSERT_TRUE(backend.SynchronizeStream(*stream).ok());
+  ASSERT_TRUE(backend.DestroyStream(*stream).ok());
+}
+
+TEST(ForwardingBackendTest, AbortErrorScopeRejectsOkStatus) {
+  std::unique_ptr<SimBackend> sim = MakeSim();
+  ForwardingBackend backend(sim.get());
+  auto stream = backend.CreateStream(0);
+  ASSERT_TRUE(stream.ok());
+  absl::Status s = backend.AbortErrorScope(*stream, 1, absl::OkStatus());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(backend.DestroyStream(*stream).ok());
+}
+
+}  // namespace
+}  // namespace weft::runtime
