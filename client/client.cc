@@ -262,6 +262,43 @@ absl::StatusOr<BufferData> Client::ReadBuffer(const std::string& job_id,
   return out;
 }
 
+absl::StatusOr<std::string> Client::Trace(const std::string& job_id) {
+  grpc::ClientContext context;
+  Prepare(&context);
+  weft::v1::GetJobTraceRequest request;
+  request.set_job_id(job_id);
+  std::unique_ptr<grpc::ClientReader<weft::v1::GetJobTraceResponse>> reader =
+      stub_->GetJobTrace(&context, request);
+  std::string out;
+  weft::v1::GetJobTraceResponse chunk;
+  uint64_t total = 0;
+  bool first = true;
+  absl::Status broken;
+  while (reader->Read(&chunk)) {
+    if (first) {
+      total = chunk.total_bytes();
+      out.reserve(total);
+      first = false;
+    }
+    if (broken.ok() && chunk.total_bytes() != total) {
+      broken = absl::DataLossError(absl::StrCat(
+          "trace of job ", job_id, ": total size changed from ", total,
+          " to ", chunk.total_bytes(), " bytes mid-stream"));
+      context.TryCancel();
+    }
+    out += chunk.chunk();
+  }
+  absl::Status s = FromGrpcStatus(reader->Finish());
+  if (!broken.ok()) return broken;
+  if (!s.ok()) return s;
+  if (out.size() != total) {
+    return absl::DataLossError(absl::StrCat("trace of job ", job_id, ": got ",
+                                            out.size(), " of ", total,
+                                            " bytes"));
+  }
+  return out;
+}
+
 absl::StatusOr<std::string> Client::Health(const std::string& service) {
   grpc::GenericStub stub(channel_);
   grpc::ClientContext context;

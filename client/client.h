@@ -3,7 +3,8 @@
 // A Client wraps one gRPC channel to a daemon ("host:port" or
 // "unix:/path/to.sock") and offers one method per Scheduler RPC, each
 // returning absl::Status/StatusOr with the server's code and message
-// unchanged. Unary calls and ReadBuffer are bounded by Options::timeout;
+// unchanged. Unary calls, ReadBuffer and Trace are bounded by
+// Options::timeout;
 // Watch takes its own deadline because jobs may run for a long time.
 // Depends only on the weft.v1 protos and gRPC.
 #ifndef WEFT_CLIENT_CLIENT_H_
@@ -83,6 +84,9 @@ class Client {
   absl::StatusOr<BufferData> ReadBuffer(const std::string& job_id,
                                         const std::string& buffer,
                                         uint32_t chunk_bytes = 0);
+  // The trace of a finished job: Chrome/Perfetto trace-event JSON,
+  // reassembled from its chunks. DATA_LOSS when the chunks do not add up.
+  absl::StatusOr<std::string> Trace(const std::string& job_id);
   // grpc.health.v1.Health/Check: "SERVING", "NOT_SERVING",
   // "SERVICE_UNKNOWN" or "UNKNOWN". `service` "" asks about the server.
   absl::StatusOr<std::string> Health(const std::string& service = "");

@@ -106,6 +106,28 @@ class FakeScheduler final : public weft::v1::Scheduler::Service {
     return grpc::Status::OK;
   }
 
+  // "j-1": a document in three chunks; "j-short": one chunk short of its
+  // total; "j-running": not finished.
+  grpc::Status GetJobTrace(
+      grpc::ServerContext*, const weft::v1::GetJobTraceRequest* req,
+      grpc::ServerWriter<weft::v1::GetJobTraceResponse>* writer) override {
+    if (req->job_id() == "j-running") {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          "job j-running is RUNNING; its trace will be "
+                          "available once it has finished");
+    }
+    const std::string json = R"({"traceEvents":[]})";
+    const size_t chunk = 7;
+    for (size_t off = 0; off < json.size(); off += chunk) {
+      if (req->job_id() == "j-short" && off + chunk >= json.size()) break;
+      weft::v1::GetJobTraceResponse r;
+      r.set_chunk(json.substr(off, chunk));
+      r.set_total_bytes(json.size());
+      writer->Write(r);
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status ListDevices(grpc::ServerContext*,
                            const weft::v1::ListDevicesRequest*,
                            weft::v1::ListDevicesResponse* resp) override {
@@ -208,6 +230,18 @@ TEST_F(ClientTest, ReadBufferReassemblesChunks) {
   absl::StatusOr<BufferData> gappy = client_->ReadBuffer("j-1", "gappy");
   EXPECT_EQ(gappy.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(gappy.status().message(), HasSubstr("offset 8"));
+}
+
+TEST_F(ClientTest, TraceReassemblesChunks) {
+  absl::StatusOr<std::string> trace = client_->Trace("j-1");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  EXPECT_EQ(*trace, R"({"traceEvents":[]})");
+  absl::StatusOr<std::string> shorter = client_->Trace("j-short");
+  EXPECT_EQ(shorter.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(shorter.status().message(), HasSubstr("got 14 of 18 bytes"));
+  absl::StatusOr<std::string> running = client_->Trace("j-running");
+  EXPECT_EQ(running.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(running.status().message(), HasSubstr("once it has finished"));
 }
 
 TEST_F(ClientTest, DevicesAndHealth) {

@@ -91,6 +91,15 @@ Commands:
                      --raw                       the bytes as they are
                      --out=FILE                  write to FILE, not stdout
                      --chunk_bytes=N             transfer chunk size
+  trace JOB        Write the trace of a finished job (SUCCEEDED, FAILED or
+                   CANCELLED) as Chrome/Perfetto trace-event JSON: a process
+                   per device, a thread per device stream and copy engine,
+                   kernel and copy spans, and arrows for the event waits
+                   between streams. Open it in ui.perfetto.dev or
+                   chrome://tracing. weftd traces every job unless run with
+                   --trace_jobs=false, or the job has more nodes than its
+                   --trace_max_nodes.
+                     --out=FILE                  write to FILE, not stdout
   health           Ask the grpc.health.v1 service; exit 0 only if SERVING.
                      --service=NAME              default: the whole server
 
@@ -244,6 +253,10 @@ class Weftctl {
       allowed.insert({"raw", "out", "chunk_bytes"});
       handler = &Weftctl::Read;
       positional = 2;
+    } else if (command == "trace") {
+      allowed.insert({"out"});
+      handler = &Weftctl::Trace;
+      positional = 1;
     } else if (command == "health") {
       allowed.insert({"service"});
       handler = &Weftctl::Health;
@@ -566,6 +579,12 @@ class Weftctl {
       }
     }
     return WriteOutput(out);
+  }
+
+  int Trace() {
+    absl::StatusOr<std::string> trace = client_->Trace(Arg(0));
+    if (!trace.ok()) return ReportError(trace.status());
+    return WriteOutput(*trace);
   }
 
   int Health() {

@@ -232,7 +232,7 @@ class Simulation {
     latest_.assign(num_buffers, kNowhere);
     stamp_.assign(num_buffers, -1);
     for (BufferId b = 0; b < num_buffers; ++b) {
-      if (graph_.buffer(b).init == BufferSpec::Init::kData) {
+      if (graph_.has_initial_data(b)) {
         latest_[b] = Topology::kHost;
         where_[b] = kHostBit;
       }
@@ -281,7 +281,7 @@ class Simulation {
       const BufferId b = use.buffer;
       if ((where_[b] & bit) || stamp_[b] == i) continue;
       stamp_[b] = i;
-      total += topology_.TransferUs(graph_.buffer(b).size_bytes, latest_[b],
+      total += topology_.TransferUs(graph_.buffer_bytes(b), latest_[b],
                                     device);
     }
     return total;

@@ -200,6 +200,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph) {
   ReachabilityQuery query(reach, dag.raw_preds);
 
   constexpr int kWindow = ReachabilityIndex::kWindow;
+  constexpr size_t kFewPreds = 16;
   std::vector<NodeId> far;  // predecessors beyond the window
   std::vector<std::pair<int32_t, NodeId>> by_post;  // (post(0, p), p)
   std::vector<NodeId> candidates;
@@ -228,11 +229,25 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph) {
       const int32_t d = pv - reach.pos(row[i]);
       if (d <= kWindow) redundant[i] = (ancestors_of_preds >> (d - 1)) & 1;
     }
-    if (!far.empty()) {
+    if (!far.empty() && row.size() <= kFewPreds) {
       // A far predecessor u is redundant if it reaches another predecessor
-      // w. Such a w has post(0, w) in [low(0, u), post(0, u)): a range of
-      // the predecessors sorted by that label. The query applies the other
-      // cuts per candidate and searches only what they leave.
+      // w; with few predecessors, try each w the labels do not rule out.
+      for (NodeId u : far) {
+        candidates.clear();
+        for (NodeId w : row) {
+          if (w != u && reach.MayReach(u, w)) candidates.push_back(w);
+        }
+        if (!candidates.empty() && query.ReachesAny(u, candidates)) {
+          const size_t i =
+              std::lower_bound(row.begin(), row.end(), u) - row.begin();
+          redundant[i] = 1;
+        }
+      }
+    } else if (!far.empty()) {
+      // Many predecessors: such a w has post(0, w) in [low(0, u),
+      // post(0, u)), a range of the predecessors sorted by that label. The
+      // query applies the other cuts per candidate and searches only what
+      // they leave.
       by_post.clear();
       for (NodeId p : row) by_post.emplace_back(reach.post(0, p), p);
       std::sort(by_post.begin(), by_post.end());

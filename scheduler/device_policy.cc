@@ -115,7 +115,7 @@ double PlacementState::EstimateFinish(NodeId v, int device) const {
   for (const BufferUse& use : graph_.Uses(v)) {
     if (!Reads(use.access)) continue;
     if (locations_.OnDevice(use.buffer, device)) continue;
-    const uint64_t bytes = graph_.buffer(use.buffer).size_bytes;
+    const uint64_t bytes = graph_.buffer_bytes(use.buffer);
     double best = kInfinity;
     ForEachPlace(locations_.mask(use.buffer), [&](int from) {
       best = std::min(best, topology_.TransferUs(bytes, from, device));
@@ -162,7 +162,7 @@ DataPresence MeasurePresence(NodeId v, absl::Span<const int> candidates,
   const DataLocations& loc = state.locations();
   for (const BufferUse& use : state.graph().Uses(v)) {
     const double bytes =
-        static_cast<double>(state.graph().buffer(use.buffer).size_bytes);
+        static_cast<double>(state.graph().buffer_bytes(use.buffer));
     out.total += bytes;
     if (loc.OnSomeDevice(use.buffer)) out.on_some_device = true;
     for (size_t i = 0; i < candidates.size(); ++i) {
@@ -255,7 +255,7 @@ DeviceDecision TransferTimePolicy::Decide(NodeId v,
           best_link_);
       if (std::isinf(bw)) continue;
       const double bytes =
-          static_cast<double>(state.graph().buffer(use.buffer).size_bytes);
+          static_cast<double>(state.graph().buffer_bytes(use.buffer));
       time += bw > 0 ? bytes / (bw * 1e3) : kInfinity;
     }
     if (!found || time < d.score) {

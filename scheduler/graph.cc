@@ -72,8 +72,12 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
     node_index_.emplace(nodes_[i].name, i);
   }
   buffer_index_.reserve(buffers_.size());
+  buffer_bytes_.reserve(buffers_.size());
+  initial_data_.reserve(buffers_.size());
   for (BufferId i = 0; i < static_cast<BufferId>(buffers_.size()); ++i) {
     buffer_index_.emplace(buffers_[i].name, i);
+    buffer_bytes_.push_back(buffers_[i].size_bytes);
+    initial_data_.push_back(buffers_[i].init == BufferSpec::Init::kData);
   }
   const size_t n = nodes_.size();
   use_offsets_.reserve(n + 1);

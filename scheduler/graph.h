@@ -114,6 +114,10 @@ class Graph {
   int pin(NodeId id) const { return pins_[id]; }
   int32_t op_id(NodeId id) const { return op_ids_[id]; }
   int num_ops() const { return num_ops_; }
+  // Per buffer: its size, and whether it starts with data from the host
+  // (BufferSpec::Init::kData).
+  uint64_t buffer_bytes(BufferId id) const { return buffer_bytes_[id]; }
+  bool has_initial_data(BufferId id) const { return initial_data_[id] != 0; }
 
  private:
   std::string name_;
@@ -131,6 +135,8 @@ class Graph {
   std::vector<int32_t> pins_;
   std::vector<int32_t> op_ids_;
   int num_ops_ = 0;
+  std::vector<uint64_t> buffer_bytes_;
+  std::vector<uint8_t> initial_data_;
 };
 
 }  // namespace weft::scheduler

@@ -141,12 +141,19 @@ int Run(int argc, char** argv) {
                 raw.items.size(), topo, planning, planning / topo, explained,
                 explained / topo, streams, events);
   }
-  std::printf("\nwithout reasons, CPU seconds per stage:\n%10s %12s %9s %9s %9s\n",
-              "nodes", "dependencies", "devices", "streams", "simulate");
+  std::printf(
+      "\nwithout reasons, CPU seconds per stage:\n%10s %12s %9s %9s %9s "
+      "%9s\n",
+      "nodes", "dependencies", "devices", "streams", "simulate", "output");
   for (size_t i = 0; i < sizes.size(); ++i) {
     const PlanProfile& p = profiles[i];
-    std::printf("%10d %12.4f %9.4f %9.4f %9.4f\n", sizes[i], p.dependencies_s,
-                p.devices_s, p.streams_s, p.simulation_s);
+    std::printf("%10d %12.4f %9.4f %9.4f %9.4f %9.4f\n", sizes[i],
+                p.dependencies_s, p.devices_s, p.streams_s, p.simulation_s,
+                p.explain_s);
+  }
+  std::printf("\nstream passes at %d nodes, CPU seconds:\n", sizes.back());
+  for (const auto& [name, seconds] : profiles.back().passes_s) {
+    std::printf("  %-28s %9.4f\n", name.c_str(), seconds);
   }
   return 0;
 }

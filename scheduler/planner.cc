@@ -79,44 +79,42 @@ absl::Status ValidateOptions(const Graph& graph,
   return absl::OkStatus();
 }
 
-std::string Quoted(const Graph& graph, NodeId v) {
-  return absl::StrCat("'", graph.node(v).name, "'");
-}
-
 std::string Us(double us) { return absl::StrFormat("%.4g us", us); }
 
-std::string DeviceReason(const Graph& graph, const PlannedNode& pn,
-                         const DeviceChoice& choice,
-                         const PlannerOptions& options) {
-  std::string why;
+// Appends "device D (why)" to `out`.
+void AppendDeviceReason(const Graph& graph, const PlannedNode& pn,
+                        const DeviceChoice& choice,
+                        const PlannerOptions& options, std::string* out) {
+  absl::StrAppend(out, "device ", pn.device, " (");
   switch (choice.why) {
     case DeviceChoice::Why::kPinned:
-      why = "pinned";
+      out->append("pinned");
       break;
     case DeviceChoice::Why::kLabel:
-      why = absl::StrCat("label '", graph.node(pn.node).stream_label,
-                         "' is on the device of ",
-                         Quoted(graph, choice.related));
+      absl::StrAppend(out, "label '", graph.node(pn.node).stream_label,
+                      "' is on the device of '",
+                      graph.node(choice.related).name, "'");
       break;
     case DeviceChoice::Why::kRoundRobin:
-      why = choice.fallback
-                ? absl::StrCat("round robin: no device holds more than ",
-                               options.data_threshold * 100,
-                               "% of its data")
-                : std::string("round robin");
+      if (choice.fallback) {
+        absl::StrAppend(out, "round robin: no device holds more than ",
+                        options.data_threshold * 100, "% of its data");
+      } else {
+        out->append("round robin");
+      }
       break;
     case DeviceChoice::Why::kFewestBusyStreams:
-      why = absl::StrCat("fewest busy streams: ",
-                         static_cast<int64_t>(choice.value));
+      absl::StrAppend(out, "fewest busy streams: ",
+                      static_cast<int64_t>(choice.value));
       break;
     case DeviceChoice::Why::kMostDataPresent:
-      why = absl::StrCat("most of its data already there: ",
-                         static_cast<uint64_t>(choice.value), " of ",
-                         static_cast<uint64_t>(choice.total), " bytes");
+      absl::StrAppend(out, "most of its data already there: ",
+                      static_cast<uint64_t>(choice.value), " of ",
+                      static_cast<uint64_t>(choice.total), " bytes");
       break;
     case DeviceChoice::Why::kMinTransferTime:
-      why = absl::StrCat(
-          "least transfer time over the ",
+      absl::StrAppend(
+          out, "least transfer time over the ",
           options.device_policy == DevicePolicyKind::kMinMaxTransferTime
               ? "slowest"
               : "fastest",
@@ -125,69 +123,72 @@ std::string DeviceReason(const Graph& graph, const PlannedNode& pn,
                                    : Us(choice.value));
       break;
     case DeviceChoice::Why::kMinFinishTime:
-      why = absl::StrCat("earliest estimated finish: ", Us(choice.value));
+      absl::StrAppend(out, "earliest estimated finish: ", Us(choice.value));
       break;
   }
-  if (choice.parents_only) absl::StrAppend(&why, ", a predecessor's device");
-  return absl::StrCat("device ", pn.device, " (", why, ")");
+  if (choice.parents_only) out->append(", a predecessor's device");
+  out->push_back(')');
 }
 
-std::string StreamReason(const Graph& graph, const PlannedNode& pn,
-                         const LogicalStream& stream,
-                         const StreamChoice& choice,
-                         const PlannerOptions& options) {
-  const std::string kind =
-      stream.engine == Engine::kCompute
-          ? std::string("stream")
-          : absl::StrCat(EngineName(stream.engine), " stream");
-  std::string out;
+// Appends "[kind ]stream S why" to `out`.
+void AppendStreamReason(const Graph& graph, const PlannedNode& pn,
+                        const LogicalStream& stream,
+                        const StreamChoice& choice,
+                        const PlannerOptions& options, std::string* out) {
+  const absl::string_view engine =
+      stream.engine == Engine::kCompute ? "" : EngineName(stream.engine);
+  const absl::string_view space = engine.empty() ? "" : " ";
+  auto name = [&](NodeId v) -> absl::string_view {
+    return graph.node(v).name;
+  };
   switch (choice.why) {
     case StreamChoice::Why::kSingle:
-      out = absl::StrCat("stream ", pn.stream,
-                         " (single-stream mode: one stream per device)");
+      absl::StrAppend(out, "stream ", pn.stream,
+                      " (single-stream mode: one stream per device)");
       break;
     case StreamChoice::Why::kLabel:
-      out = absl::StrCat(kind, " ", pn.stream, " (stream label '",
-                         stream.label, "')");
+      absl::StrAppend(out, engine, space, "stream ", pn.stream,
+                      " (stream label '", stream.label, "')");
       break;
     case StreamChoice::Why::kIndependent:
-      out = absl::StrCat(kind, " ", pn.stream,
-                         " (collectives get one stream per device)");
+      absl::StrAppend(out, engine, space, "stream ", pn.stream,
+                      " (collectives get one stream per device)");
       break;
     case StreamChoice::Why::kChain:
-      out = absl::StrCat(kind, " ", pn.stream, " continues after ",
-                         Quoted(graph, choice.related),
-                         " (its highest-ranked successor)");
+      absl::StrAppend(out, engine, space, "stream ", pn.stream,
+                      " continues after '", name(choice.related),
+                      "' (its highest-ranked successor)");
       break;
     case StreamChoice::Why::kRecycled:
-      out = absl::StrCat(kind, " ", pn.stream, " recycled (its last node ",
-                         Quoted(graph, choice.related), " is an ancestor)");
+      absl::StrAppend(out, engine, space, "stream ", pn.stream,
+                      " recycled (its last node '", name(choice.related),
+                      "' is an ancestor)");
       break;
     case StreamChoice::Why::kNew:
-      out = absl::StrCat("new ", kind, " ", pn.stream,
-                         " (no recyclable stream on device ", pn.device, ")");
+      absl::StrAppend(out, "new ", engine, space, "stream ", pn.stream,
+                      " (no recyclable stream on device ", pn.device, ")");
       break;
     case StreamChoice::Why::kSoftCap:
-      out = absl::StrCat(
-          kind, " ", pn.stream, " shared at the cap of ",
-          options.max_streams_per_device, " streams per device (",
-          choice.related < 0
-              ? std::string("idle until then")
-              : absl::StrCat("runs after ", Quoted(graph, choice.related),
-                             ", the stream that delays it least"),
-          ")");
+      absl::StrAppend(out, engine, space, "stream ", pn.stream,
+                      " shared at the cap of ",
+                      options.max_streams_per_device, " streams per device (");
+      if (choice.related < 0) {
+        out->append("idle until then)");
+      } else {
+        absl::StrAppend(out, "runs after '", name(choice.related),
+                        "', the stream that delays it least)");
+      }
       break;
     case StreamChoice::Why::kMerged:
-      out = absl::StrCat(kind, " ", pn.stream, " (merged into the stream of ",
-                         Quoted(graph, choice.related),
-                         ": the two could never run at the same time)");
+      absl::StrAppend(out, engine, space, "stream ", pn.stream,
+                      " (merged into the stream of '", name(choice.related),
+                      "': the two could never run at the same time)");
       break;
   }
   if (stream.split_from >= 0) {
-    absl::StrAppend(&out, ", split from stream ", stream.split_from, " at ",
+    absl::StrAppend(out, ", split from stream ", stream.split_from, " at ",
                     options.max_nodes_per_stream, " tasks");
   }
-  return out;
 }
 
 // CPU time of the calling thread, which a busy machine does not inflate.
@@ -242,7 +243,8 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
   StreamContext streams(graph, dag, levels, std::move(devices.device),
                         stream_options);
-  WEFT_RETURN_IF_ERROR(RunStreamPipeline(streams));
+  profile->passes_s.clear();
+  WEFT_RETURN_IF_ERROR(RunStreamPipeline(streams, &profile->passes_s));
   profile->streams_s = ThreadSeconds() - start;
 
   start = ThreadSeconds();
@@ -306,10 +308,11 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
     pn.estimated_transfer_us = times.transfer_us[i];
     if (options.explain) {
-      pn.reason = absl::StrCat(
-          DeviceReason(graph, pn, devices.choice[v], options), "; ",
-          StreamReason(graph, pn, streams.streams[pn.stream],
-                       streams.choice[v], options));
+      pn.reason.reserve(128);
+      AppendDeviceReason(graph, pn, devices.choice[v], options, &pn.reason);
+      pn.reason.append("; ");
+      AppendStreamReason(graph, pn, streams.streams[pn.stream],
+                         streams.choice[v], options, &pn.reason);
     }
   }
   profile->explain_s = ThreadSeconds() - start;

@@ -7,6 +7,8 @@
 #ifndef WEFT_SCHEDULER_PLANNER_H_
 #define WEFT_SCHEDULER_PLANNER_H_
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +36,7 @@ struct PlanProfile {
   double dependencies_s = 0;  // inference, reduction, cost levels
   double devices_s = 0;
   double streams_s = 0;  // stream passes and events
+  std::vector<std::pair<std::string, double>> passes_s;  // each pass
   double simulation_s = 0;
   double explain_s = 0;  // writing the Plan out, with reasons if asked
 };

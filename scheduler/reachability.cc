@@ -42,9 +42,9 @@ ReachabilityIndex::ReachabilityIndex(const Csr& preds, const Csr& succs,
     window_[v] = window;
   }
 
-  // Two depth-first traversals over successors from the sources, in
-  // opposite orders, numbering nodes as they finish.
-  for (int k = 0; k < 2; ++k) {
+  // Depth-first traversals over successors from the sources, alternating
+  // the child order, numbering nodes as they finish.
+  for (int k = 0; k < kLabelings; ++k) {
     std::vector<int32_t>& post = post_[k];
     std::vector<int32_t>& low = low_[k];
     post.assign(n, -1);
@@ -85,7 +85,7 @@ ReachabilityIndex::ReachabilityIndex(const Csr& preds, const Csr& succs,
 
 bool ReachabilityIndex::MayReach(NodeId u, NodeId v) const {
   if (pos_[u] >= pos_[v] || depth_[u] >= depth_[v]) return false;
-  for (int k = 0; k < 2; ++k) {
+  for (int k = 0; k < kLabelings; ++k) {
     if (low_[k][u] > low_[k][v] || post_[k][v] > post_[k][u]) return false;
   }
   return true;

@@ -12,10 +12,12 @@
 //     topological order are its ancestors. A path between two nodes that
 //     are at most 64 positions apart only passes through nodes between
 //     them, so this answer is exact and costs one bit test;
-//   - two interval labels (post-order numbers of two depth-first traversals
-//     in opposite child orders, and the smallest post-order number among a
-//     node's descendants). u can reach v only if v's interval nests in u's
-//     under both labelings (GRAIL-style negative cut).
+//   - an interval label (its post-order number in a depth-first traversal
+//     from the sources, and the smallest post-order number among its
+//     descendants). u can reach v only if v's interval nests in u's
+//     (GRAIL-style negative cut). More labelings prune a little more but
+//     cost a traversal each; with the window, position and depth cuts, one
+//     pays best on the graphs we plan.
 //
 // ReachabilityQuery answers what the labels cannot settle with a backward
 // search from the target that only enters nodes the labels do not rule out,
@@ -51,6 +53,7 @@ struct Csr {
 class ReachabilityIndex {
  public:
   static constexpr int kWindow = 64;
+  static constexpr int kLabelings = 1;
 
   ReachabilityIndex() = default;
   // `preds` holds the predecessors of each node (any edge set with the
@@ -74,9 +77,9 @@ class ReachabilityIndex {
   bool WindowBit(NodeId u, NodeId v) const {
     return (window_[v] >> (pos_[v] - pos_[u] - 1)) & 1;
   }
-  // Interval labeling k (0 or 1): v's post-order number, and the smallest
-  // post-order number among v and its descendants. u reaches v only if
-  // low(k, u) <= low(k, v) and post(k, v) < post(k, u).
+  // Interval labeling k (below kLabelings): v's post-order number, and the
+  // smallest post-order number among v and its descendants. u reaches v
+  // only if low(k, u) <= low(k, v) and post(k, v) < post(k, u).
   int32_t post(int k, NodeId v) const { return post_[k][v]; }
   int32_t low(int k, NodeId v) const { return low_[k][v]; }
 
@@ -84,10 +87,10 @@ class ReachabilityIndex {
   std::vector<int32_t> pos_;
   std::vector<int32_t> depth_;
   std::vector<uint64_t> window_;
-  // Two interval labelings: post-order number, and the smallest post-order
+  // Interval labelings: post-order number, and the smallest post-order
   // number among the node and its descendants.
-  std::vector<int32_t> post_[2];
-  std::vector<int32_t> low_[2];
+  std::vector<int32_t> post_[kLabelings];
+  std::vector<int32_t> low_[kLabelings];
 };
 
 // Answers reachability queries. Holds scratch space: not thread-safe; cheap

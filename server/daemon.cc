@@ -142,6 +142,10 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--max_queued_jobs_per_tenant must not be negative, got ",
         o.max_queued_jobs_per_tenant));
   }
+  if (o.trace_max_nodes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--trace_max_nodes must not be negative, got ", o.trace_max_nodes));
+  }
   if (o.retain_for <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--retain_seconds must be positive");
   }
@@ -200,6 +204,8 @@ absl::Status Daemon::Start() {
   job_options.max_running_jobs = options_.max_running_jobs;
   job_options.retain_jobs = options_.retain_jobs;
   job_options.retain_for = options_.retain_for;
+  job_options.trace_jobs = options_.trace_jobs;
+  job_options.trace_max_nodes = options_.trace_max_nodes;
   WEFT_ASSIGN_OR_RETURN(jobs_, JobManager::Create(std::move(job_options)));
 
   SchedulerService::Options service_options;

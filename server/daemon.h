@@ -21,6 +21,7 @@
 #ifndef WEFT_SERVER_DAEMON_H_
 #define WEFT_SERVER_DAEMON_H_
 
+#include <cstdint>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -59,6 +60,10 @@ class Daemon {
     absl::Duration drain_timeout = absl::Seconds(30);
     int retain_jobs = 1000;
     absl::Duration retain_for = absl::InfiniteDuration();
+    // Record a trace of every job of at most trace_max_nodes nodes, kept
+    // with the job for GetJobTrace.
+    bool trace_jobs = true;
+    int64_t trace_max_nodes = 200000;
     // Start-up and shutdown lines go here; null keeps quiet. Not owned.
     std::ostream* log = nullptr;
   };

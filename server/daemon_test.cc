@@ -280,6 +280,12 @@ TEST_F(DaemonTest, RejectsBadOptions) {
   daemon = Daemon::BuildAndStart(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(daemon.status().message(), HasSubstr("--backend"));
+
+  options = TestOptions();
+  options.trace_max_nodes = -1;
+  daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(), HasSubstr("--trace_max_nodes"));
 }
 
 TEST_F(DaemonTest, AddressInUseIsAnError) {
@@ -292,6 +298,74 @@ TEST_F(DaemonTest, AddressInUseIsAnError) {
   auto second = Daemon::BuildAndStart(options);
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(second.status().message(), HasSubstr(options.listen));
+}
+
+// The value of the weft_device_streams series of `device` in a scrape, or
+// -1 when absent.
+double StreamsGauge(const std::string& scrape, int device) {
+  const std::string suffix = absl::StrCat(",device=\"", device, "\"} ");
+  std::istringstream lines(scrape);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("weft_device_streams{", 0) != 0) continue;
+    const size_t at = line.find(suffix);
+    if (at == std::string::npos) continue;
+    return std::stod(line.substr(at + suffix.size()));
+  }
+  return -1;
+}
+
+TEST_F(DaemonTest, ListDevicesAndTheStreamGaugeAgree) {
+  Daemon::Options options = TestOptions();
+  options.metrics_listen = "127.0.0.1:0";
+  auto daemon = Daemon::BuildAndStart(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = weft::v1::Scheduler::NewStub(Channel((*daemon)->target()));
+  auto check = [&](const std::string& when) {
+    grpc::ClientContext ctx;
+    weft::v1::ListDevicesResponse devices;
+    ASSERT_TRUE(
+        stub->ListDevices(&ctx, weft::v1::ListDevicesRequest(), &devices).ok());
+    const std::string scrape = HttpGet((*daemon)->metrics_port(), "/metrics");
+    ASSERT_EQ(devices.devices_size(), 2) << when;
+    for (const weft::v1::Device& d : devices.devices()) {
+      EXPECT_EQ(StreamsGauge(scrape, d.index()), d.streams_total())
+          << when << ", device " << d.index() << "\n" << scrape;
+    }
+  };
+  check("idle, before any job");
+  weft::v1::Job job;
+  ASSERT_TRUE(Submit(stub.get(), Spins(4, 10), &job).ok());
+  absl::StatusOr<weft::v1::Job> done =
+      (*daemon)->job_manager()->WaitUntilTerminal(
+          job.id(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(done.ok());
+  ASSERT_EQ(done->state(), weft::v1::SUCCEEDED);
+  check("idle, after a job");
+  (*daemon)->Stop();
+}
+
+TEST_F(DaemonTest, TraceJobsFlagTurnsTracingOff) {
+  Daemon::Options options = TestOptions();
+  options.trace_jobs = false;
+  auto daemon = Daemon::BuildAndStart(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto stub = weft::v1::Scheduler::NewStub(Channel((*daemon)->target()));
+  weft::v1::Job job;
+  ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
+  ASSERT_TRUE((*daemon)
+                  ->job_manager()
+                  ->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20))
+                  .ok());
+  grpc::ClientContext ctx;
+  weft::v1::GetJobTraceRequest req;
+  req.set_job_id(job.id());
+  auto reader = stub->GetJobTrace(&ctx, req);
+  weft::v1::GetJobTraceResponse chunk;
+  EXPECT_FALSE(reader->Read(&chunk));
+  grpc::Status s = reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("--trace_jobs=false"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/timestamp.pb.h"
 #include "scheduler/plan.h"
+#include "runtime/trace.h"
 #include "scheduler/status_macros.h"
 #include "server/retry_hint.h"
 
@@ -28,6 +29,8 @@ struct JobRecord {
   int64_t nodes_total = 0;
   std::vector<std::string> output_names;
   scheduler::PlannerOptions planner_options;
+  // Why the job records no trace; empty when it records one.
+  std::string untraced_reason;
 
   mutable absl::Mutex mu;
   // Released once the job is terminal.
@@ -51,6 +54,9 @@ struct JobRecord {
   int64_t events_base ABSL_GUARDED_BY(mu) = 0;
   int watchers ABSL_GUARDED_BY(mu) = 0;
   absl::flat_hash_map<std::string, OutputBuffer> outputs ABSL_GUARDED_BY(mu);
+  // Delivered by the executor just before the run ends; released with the
+  // job. Null for untraced jobs and jobs that never reached the devices.
+  std::shared_ptr<const runtime::JobTrace> trace ABSL_GUARDED_BY(mu);
 };
 
 namespace {
@@ -290,6 +296,10 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
         "max_queued_per_tenant must be >= 0, got ",
         options.max_queued_per_tenant));
   }
+  if (options.trace_max_nodes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "trace_max_nodes must be >= 0, got ", options.trace_max_nodes));
+  }
   if (options.retain_for <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("retain_for must be positive");
   }
@@ -316,7 +326,9 @@ JobManager::JobManager(Options options)
       retain_for_(options.retain_for),
       min_retry_delay_(options.min_retry_delay),
       max_retry_delay_(options.max_retry_delay),
-      clock_(std::move(options.clock)) {
+      clock_(std::move(options.clock)),
+      trace_jobs_(options.trace_jobs),
+      trace_max_nodes_(options.trace_max_nodes) {
   absl::MutexLock lock(&mu_);
   UpdateGaugesLocked();
 }
@@ -378,7 +390,12 @@ void JobManager::EvictLocked(absl::Time now) {
     finished_.pop_front();
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    const JobRecord& job = *it->second;
+    JobRecord& job = *it->second;
+    {
+      // A watcher may still hold the record; the trace goes now.
+      absl::MutexLock job_lock(&job.mu);
+      job.trace.reset();
+    }
     if (!job.request_id.empty()) {
       auto rit = request_ids_.find(RequestKey(job.tenant, job.request_id));
       if (rit != request_ids_.end() && rit->second == id) {
@@ -512,6 +529,13 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
     if (b.output) job->output_names.push_back(b.name);
   }
   job->planner_options = std::move(spec.planner_options);
+  if (!trace_jobs_) {
+    job->untraced_reason = "weftd runs with --trace_jobs=false";
+  } else if (job->nodes_total > trace_max_nodes_) {
+    job->untraced_reason = absl::StrCat(
+        "it has ", job->nodes_total, " nodes, more than --trace_max_nodes=",
+        trace_max_nodes_, " allows");
+  }
   weft::v1::Job snapshot;
   {
     absl::MutexLock job_lock(&job->mu);
@@ -680,6 +704,32 @@ absl::StatusOr<OutputBuffer> JobManager::ReadOutput(
         "job ", job->id, " lost output buffer '", buffer, "'"));
   }
   return it->second;
+}
+
+absl::StatusOr<std::string> JobManager::TraceJson(absl::string_view id) {
+  WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
+  if (!job->untraced_reason.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job->id, " was not traced: ", job->untraced_reason));
+  }
+  std::shared_ptr<const runtime::JobTrace> trace;
+  {
+    absl::MutexLock lock(&job->mu);
+    if (!IsTerminal(job->state)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "job ", job->id, " is ", JobStateName(job->state),
+          "; its trace will be available once it has finished (SUCCEEDED, "
+          "FAILED or CANCELLED)"));
+    }
+    trace = job->trace;
+  }
+  // Rendered outside the lock, on the caller's thread.
+  if (trace == nullptr) {
+    runtime::JobTrace empty;  // the job ran no work
+    empty.name = job->graph_name;
+    return runtime::ToTraceEventJson(empty);
+  }
+  return runtime::ToTraceEventJson(*trace);
 }
 
 void JobManager::StopAccepting() {
@@ -968,6 +1018,14 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     }
     Finish(job, std::move(status), std::move(failed), std::move(outputs));
   };
+
+  if (job->untraced_reason.empty()) {
+    callbacks.on_trace = [job](runtime::JobTrace trace) {
+      auto kept = std::make_shared<const runtime::JobTrace>(std::move(trace));
+      absl::MutexLock lock(&job->mu);
+      job->trace = std::move(kept);
+    };
+  }
 
   std::optional<std::string> cancelled;
   {

@@ -48,6 +48,12 @@
 //
 // Watching: Watch returns a JobWatch that yields the job, then its node
 // events and state changes, until the job is terminal.
+//
+// Tracing: with Options::trace_jobs, every job of at most trace_max_nodes
+// nodes records a trace of where and when its work ran (runtime/trace.h).
+// The trace is kept with the finished job and released with it; TraceJson
+// renders it as Chrome/Perfetto trace-event JSON. A job that never reached
+// the devices (cancelled while queued) has an empty trace.
 #ifndef WEFT_SERVER_JOB_MANAGER_H_
 #define WEFT_SERVER_JOB_MANAGER_H_
 
@@ -164,6 +170,12 @@ class JobManager {
     absl::Duration max_retry_delay = absl::Seconds(30);
     // The time source for timestamps and retention. Default absl::Now.
     std::function<absl::Time()> clock;
+    // Record a trace of every job (a few events per node while it runs; the
+    // trace is kept as long as the job). Jobs of more than trace_max_nodes
+    // nodes are not traced. Error messages name these as the weftd flags
+    // --trace_jobs and --trace_max_nodes.
+    bool trace_jobs = true;
+    int64_t trace_max_nodes = 200000;
   };
 
   // INVALID_ARGUMENT for missing executor or non-positive bounds. Starts the
@@ -209,6 +221,12 @@ class JobManager {
   // the job has not succeeded.
   absl::StatusOr<OutputBuffer> ReadOutput(absl::string_view id,
                                           absl::string_view buffer)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The job's trace as trace-event JSON. NOT_FOUND for unknown jobs;
+  // FAILED_PRECONDITION while the job has not finished, and for jobs that
+  // were not traced (saying why and which flag decides it).
+  absl::StatusOr<std::string> TraceJson(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // From now on Submit answers UNAVAILABLE. Irreversible.
@@ -303,6 +321,8 @@ class JobManager {
   const absl::Duration min_retry_delay_;
   const absl::Duration max_retry_delay_;
   const std::function<absl::Time()> clock_;
+  const bool trace_jobs_;
+  const int64_t trace_max_nodes_;
 
   mutable absl::Mutex mu_;
   bool accepting_ ABSL_GUARDED_BY(mu_) = true;

@@ -759,5 +759,150 @@ TEST_F(JobManagerTest, CancelRunningReportsTheJobs) {
   }
 }
 
+// ---------------------------------------------------------------- traces --
+
+// The number of times `needle` occurs in `text`.
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size())) {
+    ++n;
+  }
+  return n;
+}
+
+TEST_F(JobManagerTest, TraceOfSucceededJobHasEveryNodeAndTheDownloads) {
+  std::string id = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  absl::StatusOr<std::string> json = jobs_->TraceJson(id);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr(R"("traceEvents":[)"));
+  EXPECT_THAT(*json, HasSubstr(R"("job":"axpy")"));
+  for (const char* node : {"fill_x", "axpy"}) {
+    EXPECT_EQ(Count(*json, absl::StrCat(R"({"ph":"X","name":")", node,
+                                        R"(","cat":"kernel")")),
+              1)
+        << node << " in " << *json;
+  }
+  // Kernels run on stream tracks; the output comes back on a D2H track.
+  EXPECT_THAT(*json, HasSubstr(R"("args":{"name":"stream )"));
+  EXPECT_THAT(*json, HasSubstr(R"("args":{"name":"D2H"})"));
+  EXPECT_THAT(*json, HasSubstr(R"("name":"y download","cat":"copy")"));
+  EXPECT_THAT(*json, HasSubstr(R"("bytes":64)"));
+  // Rendering is repeatable: the job keeps its trace.
+  absl::StatusOr<std::string> again = jobs_->TraceJson(id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *json);
+}
+
+TEST_F(JobManagerTest, TraceOfFailedJobShowsTheWorkUpToTheFailure) {
+  weft::v1::Graph g = SpinChain("failing", 3, 1);
+  g.mutable_nodes(1)->mutable_cost()->set_estimated_us(kFailUs);
+  std::string id = SubmitOk(g);
+  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::FAILED);
+  absl::StatusOr<std::string> json = jobs_->TraceJson(id);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr(R"("job":"failing")"));
+  EXPECT_EQ(Count(*json, R"({"ph":"X","name":"s0","cat":"kernel")"), 1)
+      << *json;
+}
+
+TEST_F(JobManagerTest, TraceIsFailedPreconditionUntilTheJobHasFinished) {
+  std::string id = SubmitOk(SpinChain("gated", 1, kGateUs));
+  WaitForState(id, weft::v1::RUNNING);
+  absl::StatusOr<std::string> early = jobs_->TraceJson(id);
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(early.status().message(), HasSubstr(id));
+  EXPECT_THAT(early.status().message(), HasSubstr("is RUNNING"));
+  EXPECT_THAT(early.status().message(),
+              HasSubstr("available once it has finished"));
+  gate_.Notify();
+  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  absl::StatusOr<std::string> late = jobs_->TraceJson(id);
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(Count(*late, R"({"ph":"X","name":"s0","cat":"kernel")"), 1);
+}
+
+TEST_F(JobManagerTest, TraceOfUnknownJobIsNotFound) {
+  absl::StatusOr<std::string> json = jobs_->TraceJson("j-00000000000000ff");
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(json.status().message(), HasSubstr("j-00000000000000ff"));
+}
+
+TEST_F(JobManagerTest, TraceOfCancelledJobs) {
+  JobManager::Options options;
+  options.max_running_jobs = 1;
+  Start(options);
+  // Cancelled while running: what ran is traced.
+  std::string running = SubmitOk(SpinChain("running", 2, kGateUs));
+  std::string queued = SubmitOk(SpinChain("queued", 2, 1));
+  WaitForState(running, weft::v1::RUNNING);
+  ASSERT_TRUE(jobs_->Cancel(queued).ok());
+  ASSERT_TRUE(jobs_->Cancel(running).ok());
+  gate_.Notify();
+  ASSERT_EQ(WaitTerminal(running).state(), weft::v1::CANCELLED);
+  absl::StatusOr<std::string> json = jobs_->TraceJson(running);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_EQ(Count(*json, R"({"ph":"X","name":"s0","cat":"kernel")"), 1)
+      << *json;
+  // Cancelled while queued: it ran nothing, so its trace is empty.
+  ASSERT_EQ(WaitTerminal(queued).state(), weft::v1::CANCELLED);
+  absl::StatusOr<std::string> empty = jobs_->TraceJson(queued);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_THAT(*empty, HasSubstr(R"("job":"queued")"));
+  EXPECT_THAT(*empty, HasSubstr(R"("traceEvents":[])"));
+}
+
+TEST_F(JobManagerTest, UntracedJobsSayWhyAndWhichFlag) {
+  JobManager::Options off;
+  off.trace_jobs = false;
+  Start(off);
+  std::string id = SubmitOk(AxpyGraph());
+  // Known at submission: no need to wait for the job to say so.
+  absl::StatusOr<std::string> json = jobs_->TraceJson(id);
+  EXPECT_EQ(json.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(json.status().message(), HasSubstr(id));
+  EXPECT_THAT(json.status().message(), HasSubstr("--trace_jobs=false"));
+  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->TraceJson(id).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  JobManager::Options small;
+  small.trace_max_nodes = 2;
+  Start(small);
+  std::string big = SubmitOk(SpinChain("big", 3, 1));
+  std::string fits = SubmitOk(SpinChain("fits", 2, 1));
+  ASSERT_EQ(WaitTerminal(big).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(fits).state(), weft::v1::SUCCEEDED);
+  absl::StatusOr<std::string> too_big = jobs_->TraceJson(big);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(too_big.status().message(),
+              HasSubstr("3 nodes, more than --trace_max_nodes=2"));
+  absl::StatusOr<std::string> traced = jobs_->TraceJson(fits);
+  ASSERT_TRUE(traced.ok()) << traced.status();
+  EXPECT_EQ(Count(*traced, R"("op":"spin")"), 2) << *traced;
+
+  JobManager::Options negative;
+  negative.executor = executor_.get();
+  negative.trace_max_nodes = -1;
+  auto bad = JobManager::Create(negative);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("trace_max_nodes"));
+}
+
+TEST_F(JobManagerTest, RetentionReleasesTheTrace) {
+  JobManager::Options options;
+  options.retain_jobs = 1;
+  Start(options);
+  std::string first = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(first).state(), weft::v1::SUCCEEDED);
+  ASSERT_TRUE(jobs_->TraceJson(first).ok());
+  std::string second = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(second).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->TraceJson(first).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(jobs_->TraceJson(second).ok());
+}
+
 }  // namespace
 }  // namespace weft::server

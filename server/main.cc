@@ -55,6 +55,14 @@ ABSL_FLAG(int64_t, retain_seconds, 0,
           "Seconds a finished job and its output buffers are kept at most "
           "(whichever of this and --retain_jobs releases it first); 0 keeps "
           "them until --retain_jobs pushes them out.");
+ABSL_FLAG(bool, trace_jobs, true,
+          "Record a trace of every job (where and when each kernel and copy "
+          "ran, and the event waits between streams), kept with the job for "
+          "'weftctl trace JOB'. Costs a few events per node while the job "
+          "runs and the trace's memory while the job is retained.");
+ABSL_FLAG(int64_t, trace_max_nodes, 200000,
+          "Jobs with more nodes than this are not traced (their traces would "
+          "cost too much memory).");
 
 namespace {
 
@@ -140,6 +148,8 @@ int main(int argc, char** argv) {
   options.retain_jobs = absl::GetFlag(FLAGS_retain_jobs);
   options.max_queued_jobs_per_tenant =
       absl::GetFlag(FLAGS_max_queued_jobs_per_tenant);
+  options.trace_jobs = absl::GetFlag(FLAGS_trace_jobs);
+  options.trace_max_nodes = absl::GetFlag(FLAGS_trace_max_nodes);
   const int64_t retain_seconds = absl::GetFlag(FLAGS_retain_seconds);
   if (retain_seconds < 0) {
     std::cerr << "weftd: --retain_seconds must not be negative" << std::endl;

@@ -273,4 +273,26 @@ grpc::Status SchedulerService::ReadBuffer(
   return grpc::Status::OK;
 }
 
+grpc::Status SchedulerService::GetJobTrace(
+    grpc::ServerContext* context, const weft::v1::GetJobTraceRequest* request,
+    grpc::ServerWriter<weft::v1::GetJobTraceResponse>* writer) {
+  absl::Status valid = CheckJobId(request->job_id());
+  if (!valid.ok()) return ToGrpcStatus(valid);
+  absl::StatusOr<std::string> json =
+      options_.jobs->TraceJson(request->job_id());
+  if (!json.ok()) return ToGrpcStatus(json.status());
+  const uint64_t chunk = std::max<uint64_t>(1, options_.max_chunk_bytes);
+  uint64_t offset = 0;
+  do {
+    if (context->IsCancelled()) return ClientGone();
+    const uint64_t n = std::min<uint64_t>(chunk, json->size() - offset);
+    weft::v1::GetJobTraceResponse message;
+    message.set_chunk(json->substr(offset, n));
+    message.set_total_bytes(json->size());
+    if (!writer->Write(message)) return ClientGone();
+    offset += n;
+  } while (offset < json->size());
+  return grpc::Status::OK;
+}
+
 }  // namespace weft::server

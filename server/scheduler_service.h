@@ -5,12 +5,14 @@
 // No handler runs device work. The service uses gRPC's synchronous API: each
 // call holds a server thread, and streaming calls (WatchJob, ReadBuffer)
 // check for client cancellation and deadlines between messages and at least
-// every `watch_poll_interval`.
+// every `watch_poll_interval`. ReadBuffer and GetJobTrace stream their data
+// in chunks of at most max_chunk_bytes.
 //
 // Codes: INVALID_ARGUMENT for bad graphs and options (the message names the
 // field, e.g. "graph.nodes[1].op: unknown op 'foo'"), NOT_FOUND for unknown
 // job ids and buffers (naming them), FAILED_PRECONDITION for reading a job
-// that has not succeeded or cancelling a finished one, RESOURCE_EXHAUSTED
+// that has not succeeded, cancelling a finished one, and asking for the
+// trace of a job that has not finished or was not traced, RESOURCE_EXHAUSTED
 // when the admission queue is full (with a google.rpc.RetryInfo detail and
 // the same delay as `grpc-retry-pushback-ms` trailing metadata),
 // UNAVAILABLE while draining, DEADLINE_EXCEEDED or CANCELLED (no job
@@ -91,6 +93,10 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
   grpc::Status ReadBuffer(
       grpc::ServerContext* context, const weft::v1::ReadBufferRequest* request,
       grpc::ServerWriter<weft::v1::ReadBufferResponse>* writer) override;
+  grpc::Status GetJobTrace(
+      grpc::ServerContext* context,
+      const weft::v1::GetJobTraceRequest* request,
+      grpc::ServerWriter<weft::v1::GetJobTraceResponse>* writer) override;
 
  private:
   int num_devices() const { return options_.limits.num_devices; }

@@ -112,6 +112,9 @@ class SchedulerServiceTest : public ::testing::Test {
     service.backend = backend_.get();
     service.executor = executor_.get();
     service.watch_poll_interval = absl::Milliseconds(10);
+    // Small, so that traces come in several chunks.
+    service.default_chunk_bytes = 1024;
+    service.max_chunk_bytes = 4096;
     service_ = std::make_unique<SchedulerService>(service);
 
     grpc::ServerBuilder builder;
@@ -168,6 +171,17 @@ class SchedulerServiceTest : public ::testing::Test {
     req.set_chunk_bytes(chunk);
     auto reader = stub_->ReadBuffer(&ctx, req);
     weft::v1::ReadBufferResponse msg;
+    while (reader->Read(&msg)) chunks->push_back(msg);
+    return reader->Finish();
+  }
+
+  grpc::Status TraceAll(const std::string& id,
+                        std::vector<weft::v1::GetJobTraceResponse>* chunks) {
+    grpc::ClientContext ctx;
+    weft::v1::GetJobTraceRequest req;
+    req.set_job_id(id);
+    auto reader = stub_->GetJobTrace(&ctx, req);
+    weft::v1::GetJobTraceResponse msg;
     while (reader->Read(&msg)) chunks->push_back(msg);
     return reader->Finish();
   }
@@ -464,6 +478,49 @@ TEST_F(SchedulerServiceTest, RepeatedRequestIdReturnsSameJob) {
   ASSERT_TRUE(stub_->SubmitGraph(&c1, req, &first).ok());
   ASSERT_TRUE(stub_->SubmitGraph(&c2, req, &second).ok());
   EXPECT_EQ(first.job().id(), second.job().id());
+}
+
+TEST_F(SchedulerServiceTest, GetJobTraceStreamsTheTraceInChunks) {
+  weft::v1::Job job = Submit(SpinGraph(40, 1));
+  ASSERT_EQ(jobs_->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20))
+                ->state(),
+            weft::v1::SUCCEEDED);
+  std::vector<weft::v1::GetJobTraceResponse> chunks;
+  grpc::Status s = TraceAll(job.id(), &chunks);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GE(chunks.size(), 2u);
+  std::string all;
+  for (const auto& c : chunks) {
+    EXPECT_LE(c.chunk().size(), 4096u);
+    all += c.chunk();
+  }
+  for (const auto& c : chunks) EXPECT_EQ(c.total_bytes(), all.size());
+  absl::StatusOr<std::string> direct = jobs_->TraceJson(job.id());
+  ASSERT_TRUE(direct.ok()) << direct.status();
+  EXPECT_EQ(all, *direct);
+  EXPECT_THAT(all, HasSubstr(R"({"ph":"X","name":"s39","cat":"kernel")"));
+}
+
+TEST_F(SchedulerServiceTest, GetJobTraceErrors) {
+  std::vector<weft::v1::GetJobTraceResponse> chunks;
+  grpc::Status unknown = TraceAll("j-feedfeedfeedfeed", &chunks);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown.error_message(), HasSubstr("j-feedfeedfeedfeed"));
+  grpc::Status empty = TraceAll("", &chunks);
+  EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.error_message(), HasSubstr("job_id"));
+
+  weft::v1::Job gated = Submit(SpinGraph(1, kGateUs));
+  grpc::Status early = TraceAll(gated.id(), &chunks);
+  EXPECT_EQ(early.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(early.error_message(), HasSubstr(gated.id()));
+  EXPECT_THAT(early.error_message(), HasSubstr("once it has finished"));
+  EXPECT_TRUE(chunks.empty());
+  gate_.Notify();
+  ASSERT_TRUE(
+      jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20)).ok());
+  ASSERT_TRUE(TraceAll(gated.id(), &chunks).ok());
+  EXPECT_FALSE(chunks.empty());
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "scheduler/passes/stream_pipeline.h"
 
+#include <time.h>
+
 #include "scheduler/passes/assign_by_dependency_pass.h"
 #include "scheduler/passes/assign_by_label_pass.h"
 #include "scheduler/passes/event_id_continuity_pass.h"
@@ -29,11 +31,29 @@ std::vector<std::unique_ptr<StreamPass>> StreamPipeline(StreamMode mode) {
   return passes;
 }
 
-absl::Status RunStreamPipeline(StreamContext& context) {
+namespace {
+
+double ThreadSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) +
+         1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+absl::Status RunStreamPipeline(
+    StreamContext& context,
+    std::vector<std::pair<std::string, double>>* seconds) {
   for (const std::unique_ptr<StreamPass>& pass :
        StreamPipeline(context.options.mode)) {
+    const double start = seconds != nullptr ? ThreadSeconds() : 0;
     absl::Status status = pass->Run(context);
     if (!status.ok()) return status;
+    if (seconds != nullptr) {
+      seconds->emplace_back(std::string(pass->name()),
+                            ThreadSeconds() - start);
+    }
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,8 @@
 #define WEFT_SCHEDULER_PASSES_STREAM_PIPELINE_H_
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -25,8 +27,11 @@ namespace weft::scheduler {
 std::vector<std::unique_ptr<StreamPass>> StreamPipeline(StreamMode mode);
 
 // Runs StreamPipeline(context.options.mode) on `context`, stopping at the
-// first error.
-absl::Status RunStreamPipeline(StreamContext& context);
+// first error. If `seconds` is not null, appends each pass's name and the
+// calling thread's CPU seconds it took.
+absl::Status RunStreamPipeline(
+    StreamContext& context,
+    std::vector<std::pair<std::string, double>>* seconds = nullptr);
 
 }  // namespace weft::scheduler
 
