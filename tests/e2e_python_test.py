@@ -4,6 +4,7 @@ Each test starts its own weftd (two simulated devices) on free loopback
 ports and kills it afterwards.
 """
 
+import json
 import os
 import re
 import signal
@@ -85,6 +86,18 @@ class PythonClientTest(harness.WeftdTestCase):
         # Small chunks reassemble to the same bytes.
         self.assertEqual(self.client.read_buffer(job.id, "z", chunk_bytes=1000),
                          self.client.read_buffer(job.id, "z"))
+
+    def test_trace_of_finished_job(self):
+        job = self.client.submit(example("vector_pipeline.json"))
+        self.client.wait(job.id, timeout=60, check=True)
+        trace = self.client.trace(job.id)
+        spans = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+        names = {e["name"] for e in spans}
+        graph = json.load(open(example("vector_pipeline.json")))
+        for node in graph["nodes"]:
+            self.assertTrue(any(node["name"] in n for n in names), (node["name"], names))
+        for span in spans:
+            self.assertGreaterEqual(span["dur"], 0)
 
     def test_watch_reports_every_node(self):
         graph = spin_chain("chain", 5, 200000)

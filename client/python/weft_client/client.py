@@ -281,6 +281,19 @@ class Client:
         """Returns the bytes of an output buffer of a finished job."""
         return self.read_buffer_with_dtype(job_id, buffer, chunk_bytes, timeout)[0]
 
+    def trace(self, job_id, timeout=None):
+        """Returns the Chrome/Perfetto trace-event JSON of a finished job as a dict."""
+        import json
+        request = weft_pb2.GetJobTraceRequest(job_id=job_id)
+        data = bytearray()
+        total = None
+        for chunk in self._stub.GetJobTrace(request, timeout=self._timeout(timeout)):
+            data += chunk.chunk
+            total = chunk.total_bytes
+        if total is not None and total != len(data):
+            raise IOError("trace of %s: got %d of %d bytes" % (job_id, len(data), total))
+        return json.loads(bytes(data).decode("utf-8"))
+
     def read_values(self, job_id, buffer, timeout=None):
         """Returns an output buffer decoded per its dtype (BYTES stays bytes)."""
         data, dtype = self.read_buffer_with_dtype(job_id, buffer, timeout=timeout)
