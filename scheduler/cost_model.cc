@@ -86,9 +86,8 @@ UnitKind UnitOf(Engine engine) {
 using MinHeap =
     std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>>;
 
-// One run of the simulation. Reads the plan once into compact arrays by
-// issue position and writes the times back once at the end. Not
-// thread-safe.
+// One run of the simulation over a compact schedule; writes the times
+// into a ScheduleTimes. Not thread-safe.
 class Simulation {
  public:
   Simulation(const Graph& graph, const Schedule& schedule,

@@ -110,7 +110,9 @@ double* PlacementState::UnitSlots(NodeId v, int device) {
 
 double PlacementState::EstimateFinish(NodeId v, int device) const {
   double ready = 0;
-  for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+  if (track_finish_) {
+    for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+  }
   double transfer = 0;
   for (const BufferUse& use : graph_.Uses(v)) {
     if (!Reads(use.access)) continue;
@@ -329,14 +331,15 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
                        kind() == DevicePolicyKind::kMinFinishTime, data_aware);
   DeviceAssignment out;
   out.device.assign(graph.num_nodes(), 0);
-  out.choice.resize(graph.num_nodes());
+  if (context.record_choices) out.choice.resize(graph.num_nodes());
+  DeviceChoice ignored;
   std::vector<int> all(context.num_devices);
   for (int d = 0; d < context.num_devices; ++d) all[d] = d;
   std::vector<int> parents;
   // Label -> (device, the first node with the label).
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
   for (NodeId v : dag.order) {
-    DeviceChoice& choice = out.choice[v];
+    DeviceChoice& choice = context.record_choices ? out.choice[v] : ignored;
     const bool labelled = graph.has_label(v);
     int device;
     if (graph.pin(v) >= 0) {

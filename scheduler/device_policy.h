@@ -93,7 +93,7 @@ struct DeviceChoice {
 
 struct DeviceAssignment {
   std::vector<int> device;           // by NodeId
-  std::vector<DeviceChoice> choice;  // by NodeId
+  std::vector<DeviceChoice> choice;  // by NodeId; empty unless recorded
 };
 
 // What a policy may look at besides the graph.
@@ -110,6 +110,8 @@ struct DeviceContext {
   // MIN_FINISH_TIME's model of a device.
   int max_concurrent_kernels = 1;
   int copy_engines_per_device = 2;
+  // Fill DeviceAssignment::choice (for explanations).
+  bool record_choices = true;
 };
 
 class PlacementState;

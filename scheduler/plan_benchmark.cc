@@ -9,8 +9,13 @@
 // without reasons.
 //
 //   bazel run -c opt //scheduler:plan_benchmark -- [N ...] [--policy=K]
+//   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
 //
 // K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME).
+// --compare plans one graph of N nodes (default 10000; costs 1-100 us,
+// 1 MB buffers) with every policy, with and without
+// restrict_to_parent_devices, and prints the cross-device dependencies,
+// events, simulated makespan and lower bound of each plan.
 #include <time.h>
 
 #include <cstdio>
@@ -28,14 +33,15 @@
 namespace weft::scheduler {
 namespace {
 
-Graph LayeredGraph(int n, int width, std::mt19937& rng) {
+Graph LayeredGraph(int n, int width, std::mt19937& rng,
+                   uint64_t buffer_bytes = 1024) {
   std::vector<BufferSpec> buffers(n);
   std::vector<NodeSpec> nodes(n);
   std::uniform_int_distribution<int> fan_in(1, 3);
   std::uniform_real_distribution<double> cost(1, 100);
   for (int i = 0; i < n; ++i) {
     buffers[i].name = absl::StrCat("b", i);
-    buffers[i].size_bytes = 1024;
+    buffers[i].size_bytes = buffer_bytes;
     NodeSpec& node = nodes[i];
     node.name = absl::StrCat("n", i);
     node.op = "spin";
@@ -82,7 +88,45 @@ std::vector<NodeId> BareTopologicalSort(const Csr& preds) {
   return order;
 }
 
+int Compare(int n) {
+  std::mt19937 rng(7);
+  Graph graph = LayeredGraph(n, /*width=*/64, rng, /*buffer_bytes=*/1 << 20);
+  std::printf("%-22s %8s %8s %8s %12s %12s\n", "policy", "parents", "cross",
+              "events", "makespan_us", "bound_us");
+  const char* names[] = {"ROUND_ROBIN",          "STREAM_AWARE",
+                         "MIN_TRANSFER_SIZE",    "MINMIN_TRANSFER_TIME",
+                         "MINMAX_TRANSFER_TIME", "MIN_FINISH_TIME"};
+  for (int k = 0; k < 6; ++k) {
+    for (bool parents : {false, true}) {
+      PlannerOptions options;
+      options.num_devices = 2;
+      options.device_policy = static_cast<DevicePolicyKind>(k);
+      options.restrict_to_parent_devices = parents;
+      options.explain = false;
+      absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+      if (!plan.ok()) {
+        std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
+        return 1;
+      }
+      std::vector<int> device(graph.num_nodes());
+      for (const PlannedNode& pn : plan->nodes) device[pn.node] = pn.device;
+      int64_t cross = 0;
+      for (const PlannedNode& pn : plan->nodes) {
+        for (NodeId d : pn.deps) cross += device[d] != pn.device;
+      }
+      std::printf("%-22s %8s %8lld %8d %12.0f %12.0f\n", names[k],
+                  parents ? "yes" : "no", static_cast<long long>(cross),
+                  plan->num_events, plan->estimated_makespan_us,
+                  plan->lower_bound_us);
+    }
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--compare") {
+    return Compare(argc >= 3 ? std::atoi(argv[2]) : 10000);
+  }
   std::vector<int> sizes;
   DevicePolicyKind policy = DevicePolicyKind::kRoundRobin;
   for (int i = 1; i < argc; ++i) {

@@ -232,6 +232,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.restrict_to_parent_devices = options.restrict_to_parent_devices;
   context.max_concurrent_kernels = options.max_concurrent_kernels;
   context.copy_engines_per_device = options.copy_engines_per_device;
+  context.record_choices = options.explain;
   WEFT_ASSIGN_OR_RETURN(DeviceAssignment devices,
                         policy->Assign(graph, dag, context));
   profile->devices_s = ThreadSeconds() - start;

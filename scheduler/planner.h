@@ -1,9 +1,12 @@
 // The planner: Graph -> Plan.
 //
 // Pipeline: dependency inference (dependency_inference.h) -> device
-// selection (device_policy.h) -> stream assignment and event planning
-// (stream_assignment.h) -> cost estimate (cost_model.h). Pure computation:
-// no threads, no devices, no I/O.
+// selection (device_policy.h, over a Topology and a data-location model)
+// -> stream passes and event planning (passes/stream_pipeline.h) -> a
+// discrete-event simulation of the plan (cost_model.h). Pure computation:
+// no threads, no devices, no I/O. No V x V structure: time and memory grow
+// linearly with the graph, times the number of streams for the vector
+// clocks of event planning; plan_benchmark.cc measures it.
 #ifndef WEFT_SCHEDULER_PLANNER_H_
 #define WEFT_SCHEDULER_PLANNER_H_
 

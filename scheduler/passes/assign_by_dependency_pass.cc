@@ -14,6 +14,7 @@ constexpr int kNumEngines = 4;
 struct Track {
   NodeId last = -1;     // its node issued last so far
   NodeId current = -1;  // its node issued last before the walk's position
+  double finish = 0;    // when `current` ends on unlimited hardware
   uint64_t ops = 0;     // bit per op id (the first 64 ops) that ran on it
 };
 
@@ -42,7 +43,9 @@ class Walk {
   void Run() {
     for (NodeId v : c_.dag.order) {
       if (c_.stream_of[v] < 0) AssignOne(v);
-      tracks_[c_.stream_of[v]].current = v;
+      Track& t = tracks_[c_.stream_of[v]];
+      t.current = v;
+      t.finish = c_.levels.top_us[v] + c_.graph.cost_us(v);
     }
   }
 
@@ -108,12 +111,11 @@ class Walk {
     int chosen = -1;
     double best_delay = 0;
     bool best_has_op = false;
+    const uint64_t op = op_bit_[v];
     for (int s : group) {
-      const NodeId before = tracks_[s].current;
-      const double finish =
-          before < 0 ? 0 : c_.levels.top_us[before] + c_.graph.cost_us(before);
-      const double delay = std::max(0.0, finish - ready);
-      const bool has_op = (tracks_[s].ops & op_bit_[v]) != 0;
+      const Track& t = tracks_[s];
+      const double delay = std::max(0.0, t.finish - ready);
+      const bool has_op = (t.ops & op) != 0;
       if (chosen < 0 || delay < best_delay ||
           (delay == best_delay && has_op && !best_has_op)) {
         chosen = s;
