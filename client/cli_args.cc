@@ -1,5 +1,7 @@
 #include "client/cli_args.h"
 
+#include <cmath>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -80,6 +82,18 @@ absl::StatusOr<std::optional<int>> CliArgs::Int(const std::string& flag) const {
         "--", flag, ": '", it->second, "' is not an integer"));
   }
   return std::optional<int>(value);
+}
+
+absl::StatusOr<std::optional<double>> CliArgs::Double(
+    const std::string& flag) const {
+  auto it = values_.find(flag);
+  if (it == values_.end()) return std::optional<double>();
+  double value;
+  if (!absl::SimpleAtod(it->second, &value) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": '", it->second, "' is not a number"));
+  }
+  return std::optional<double>(value);
 }
 
 absl::StatusOr<std::optional<absl::Duration>> CliArgs::Duration(

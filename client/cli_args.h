@@ -39,6 +39,8 @@ class CliArgs {
   std::optional<std::string> String(const std::string& flag) const;
   // INVALID_ARGUMENT naming the flag when the value is not an integer.
   absl::StatusOr<std::optional<int>> Int(const std::string& flag) const;
+  // INVALID_ARGUMENT naming the flag when the value is not a finite number.
+  absl::StatusOr<std::optional<double>> Double(const std::string& flag) const;
   absl::StatusOr<std::optional<absl::Duration>> Duration(
       const std::string& flag) const;
 

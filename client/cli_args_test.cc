@@ -51,6 +51,23 @@ TEST(CliArgsTest, Errors) {
               HasSubstr("not a positive duration"));
 }
 
+TEST(CliArgsTest, Doubles) {
+  auto args = CliArgs::Parse({"weftctl", "--priority=0.25"}, kFlags);
+  ASSERT_TRUE(args.ok()) << args.status();
+  EXPECT_EQ(**args->Double("priority"), 0.25);
+  EXPECT_FALSE(args->Double("timeout")->has_value());
+  for (const char* bad : {"--priority=half", "--priority=inf",
+                          "--priority=nan"}) {
+    auto not_number = CliArgs::Parse({"weftctl", bad}, kFlags);
+    ASSERT_TRUE(not_number.ok());
+    EXPECT_EQ(not_number->Double("priority").status().code(),
+              absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(not_number->Double("priority").status().message(),
+                HasSubstr("is not a number"))
+        << bad;
+  }
+}
+
 TEST(CliArgsTest, DurationsAndSwitchValues) {
   auto args = CliArgs::Parse({"weftctl", "-h", "--timeout=1.5s", "--json=false"},
                              kFlags);

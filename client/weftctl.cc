@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,17 @@ Commands:
                               min_finish_time
                      --stream_mode=multi|single
                      --max_streams_per_device=N
+                     --data_threshold=F          fraction of a node's
+                                                 argument bytes a device must
+                                                 hold to be preferred by the
+                                                 transfer policies, in [0, 1]
+                                                 (default 0.1)
+                     --restrict_to_parent_devices
+                                                 keep a node on a
+                                                 predecessor's device when
+                                                 that is no worse
+                     --max_nodes_per_stream=N    split longer streams (at
+                                                 least 3)
                      --progress=auto|bar|lines   (with --watch)
   get JOB          Show a job.
   watch JOB        Follow a job; exit 0 only if it SUCCEEDED. On a terminal:
@@ -69,6 +81,8 @@ Commands:
                    this device and this stream; then the streams and the
                    totals (makespan, critical path, lower bound, events).
                      --policy=...  --stream_mode=...  --max_streams_per_device=N
+                     --data_threshold=F  --restrict_to_parent_devices
+                     --max_nodes_per_stream=N    as for submit
                      --format=table|json|trace|dot
                                  json: the Plan as proto3 JSON (as --json);
                                  trace: Chrome/Perfetto trace-event JSON, a
@@ -121,6 +135,9 @@ std::vector<FlagSpec> AllFlags() {
       {"priority"},      {"request_id"},
       {"policy"},        {"stream_mode"},
       {"max_streams_per_device"},
+      {"data_threshold"},
+      {"restrict_to_parent_devices", false},
+      {"max_nodes_per_stream"},
       {"state"},         {"limit"},
       {"raw", false},    {"out"},
       {"chunk_bytes"},   {"service"},
@@ -128,6 +145,11 @@ std::vector<FlagSpec> AllFlags() {
       {"simulate", false},
   };
 }
+
+// The flags of submit and plan that fill ScheduleOptions.
+constexpr const char* kScheduleFlags[] = {
+    "policy",         "stream_mode",          "max_streams_per_device",
+    "data_threshold", "max_nodes_per_stream", "restrict_to_parent_devices"};
 
 int ReportUsage(const std::string& message) {
   std::cerr << "weftctl: " << message << "\n"
@@ -225,8 +247,8 @@ class Weftctl {
     int (Weftctl::*handler)() = nullptr;
     int positional = 0;
     if (command == "submit") {
-      allowed.insert({"watch", "priority", "request_id", "policy",
-                      "stream_mode", "max_streams_per_device", "progress"});
+      allowed.insert({"watch", "priority", "request_id", "progress"});
+      allowed.insert(std::begin(kScheduleFlags), std::end(kScheduleFlags));
       handler = &Weftctl::Submit;
       positional = 1;
     } else if (command == "get") {
@@ -243,8 +265,8 @@ class Weftctl {
       allowed.insert({"state", "limit"});
       handler = &Weftctl::List;
     } else if (command == "plan") {
-      allowed.insert({"policy", "stream_mode", "max_streams_per_device",
-                      "format", "simulate", "out"});
+      allowed.insert({"format", "simulate", "out"});
+      allowed.insert(std::begin(kScheduleFlags), std::end(kScheduleFlags));
       handler = &Weftctl::Plan;
       positional = 1;
     } else if (command == "devices") {
@@ -317,6 +339,28 @@ class Weftctl {
             "--max_streams_per_device must not be negative");
       }
       options.set_max_streams_per_device(**max_streams);
+    }
+    absl::StatusOr<std::optional<double>> threshold =
+        args_.Double("data_threshold");
+    if (!threshold.ok()) return threshold.status();
+    if (*threshold) {
+      if (!(**threshold >= 0 && **threshold <= 1)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--data_threshold must be in [0, 1], got ", **threshold));
+      }
+      options.set_data_threshold(**threshold);
+    }
+    options.set_restrict_to_parent_devices(
+        args_.Bool("restrict_to_parent_devices"));
+    absl::StatusOr<std::optional<int>> max_nodes =
+        args_.Int("max_nodes_per_stream");
+    if (!max_nodes.ok()) return max_nodes.status();
+    if (*max_nodes) {
+      if (**max_nodes < 3) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--max_nodes_per_stream must be at least 3, got ", **max_nodes));
+      }
+      options.set_max_nodes_per_stream(**max_nodes);
     }
     return options;
   }

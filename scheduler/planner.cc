@@ -379,6 +379,23 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
         "got ",
         options.max_streams_per_device));
   }
+  const double threshold = proto.data_threshold();
+  if (!(threshold >= 0 && threshold <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.data_threshold: must be in [0, 1] (0: the default ",
+        options.data_threshold, "), got ", threshold));
+  }
+  if (threshold != 0) options.data_threshold = threshold;
+  options.restrict_to_parent_devices = proto.restrict_to_parent_devices();
+  const int max_nodes = proto.max_nodes_per_stream();
+  if (max_nodes < 0 ||
+      (max_nodes > 0 && max_nodes < SplitStreamsPass::kMinTasksPerStream)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.max_nodes_per_stream: must be at least ",
+        SplitStreamsPass::kMinTasksPerStream, " (0: the default ",
+        options.max_nodes_per_stream, "), got ", max_nodes));
+  }
+  if (max_nodes != 0) options.max_nodes_per_stream = max_nodes;
   return options;
 }
 

@@ -1,8 +1,10 @@
 #include "scheduler/planner.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -361,6 +363,62 @@ TEST(PlannerOptionsTest, RejectsUnknownEnumValues) {
   EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(options.status().message()),
               HasSubstr("options.stream_mode"));
+}
+
+TEST(PlannerOptionsTest, MapsPlacementAndSplittingOptions) {
+  weft::v1::ScheduleOptions proto;
+  proto.set_data_threshold(0.25);
+  proto.set_restrict_to_parent_devices(true);
+  proto.set_max_nodes_per_stream(3);
+  absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 2, 8);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data_threshold, 0.25);
+  EXPECT_TRUE(options->restrict_to_parent_devices);
+  EXPECT_EQ(options->max_nodes_per_stream, 3);
+
+  proto.set_data_threshold(1);
+  proto.set_max_nodes_per_stream(1000);
+  options = PlannerOptionsFromProto(proto, 2, 8);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data_threshold, 1);
+  EXPECT_EQ(options->max_nodes_per_stream, 1000);
+
+  // Zero means the planner's defaults.
+  const PlannerOptions defaults;
+  options = PlannerOptionsFromProto(weft::v1::ScheduleOptions(), 2, 8);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->data_threshold, defaults.data_threshold);
+  EXPECT_FALSE(options->restrict_to_parent_devices);
+  EXPECT_EQ(options->max_nodes_per_stream, defaults.max_nodes_per_stream);
+}
+
+TEST(PlannerOptionsTest, RejectsDataThresholdOutsideUnitInterval) {
+  for (double bad : {-0.5, 1.5, std::nan("")}) {
+    weft::v1::ScheduleOptions proto;
+    proto.set_data_threshold(bad);
+    absl::StatusOr<PlannerOptions> options =
+        PlannerOptionsFromProto(proto, 2, 8);
+    ASSERT_FALSE(options.ok()) << bad;
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(options.status().message()),
+                HasSubstr("options.data_threshold: must be in [0, 1]"));
+  }
+}
+
+TEST(PlannerOptionsTest, RejectsMaxNodesPerStreamBelowSplitterMinimum) {
+  for (int bad : {-1, 1, 2}) {
+    weft::v1::ScheduleOptions proto;
+    proto.set_max_nodes_per_stream(bad);
+    absl::StatusOr<PlannerOptions> options =
+        PlannerOptionsFromProto(proto, 2, 8);
+    ASSERT_FALSE(options.ok()) << bad;
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(options.status().message()),
+                HasSubstr(absl::StrCat(
+                    "options.max_nodes_per_stream: must be at least 3 (0: "
+                    "the default 65536), got ",
+                    bad)));
+  }
 }
 
 }  // namespace

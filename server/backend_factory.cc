@@ -1,8 +1,11 @@
 #include "server/backend_factory.h"
 
+#include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/sim/sim_backend.h"
@@ -10,6 +13,21 @@
 
 namespace weft::server {
 namespace {
+
+// Stands in for an instantaneous copy in the planner's topology, which
+// takes finite bandwidths only: a GB takes a microsecond.
+constexpr double kInstantGbps = 1e6;
+
+absl::StatusOr<scheduler::Topology> LoadTopology(const std::string& path,
+                                                 int num_devices) {
+  absl::StatusOr<scheduler::Topology> topology =
+      scheduler::Topology::LoadCsvFile(path, num_devices);
+  if (topology.ok()) return topology;
+  absl::string_view message = topology.status().message();
+  absl::ConsumePrefix(&message, "topology: ");
+  return absl::Status(topology.status().code(),
+                      absl::StrCat("--topology: ", message));
+}
 
 absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
   if (options.sim_devices < 1) {
@@ -25,9 +43,27 @@ absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
   sim.host_to_device_gbps = options.sim_bandwidth_gbps;
   sim.device_to_host_gbps = options.sim_bandwidth_gbps;
   sim.device_to_device_gbps = options.sim_bandwidth_gbps;
+  CreatedBackend created;
+  if (!options.topology_file.empty()) {
+    WEFT_ASSIGN_OR_RETURN(
+        created.topology,
+        LoadTopology(options.topology_file, options.sim_devices));
+    sim.bandwidth_gbps = created.topology->Matrix();
+  } else {
+    // Every copy at --sim_bandwidth_gbps (the simulator copies instantly
+    // at a bandwidth that is not positive and finite).
+    const double gbps = options.sim_bandwidth_gbps;
+    const double planned =
+        gbps > 0 && std::isfinite(gbps) ? gbps : kInstantGbps;
+    WEFT_ASSIGN_OR_RETURN(
+        created.topology,
+        scheduler::Topology::FromMatrix(std::vector<std::vector<double>>(
+            options.sim_devices + 1,
+            std::vector<double>(options.sim_devices + 1, planned))));
+  }
+  created.max_concurrent_kernels = sim.max_concurrent_kernels;
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::SimBackend> backend,
                         runtime::SimBackend::Create(std::move(sim)));
-  CreatedBackend created;
   created.simulated = true;
   created.description =
       absl::StrCat(options.sim_devices, " simulated device",
@@ -36,7 +72,7 @@ absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
   return created;
 }
 
-absl::StatusOr<CreatedBackend> CreateCuda() {
+absl::StatusOr<CreatedBackend> CreateCuda(const BackendOptions& options) {
   absl::StatusOr<std::unique_ptr<runtime::CudaBackend>> cuda =
       runtime::CudaBackend::Create();
   if (!cuda.ok()) {
@@ -52,6 +88,10 @@ absl::StatusOr<CreatedBackend> CreateCuda() {
     absl::StrAppend(&created.description, i == 0 ? ": " : ", ", info.name,
                     " (", info.uuid, ")");
   }
+  if (!options.topology_file.empty()) {
+    WEFT_ASSIGN_OR_RETURN(created.topology,
+                          LoadTopology(options.topology_file, n));
+  }
   created.backend = std::move(backend);
   return created;
 }
@@ -62,9 +102,9 @@ int VisibleGpus() { return runtime::VisibleCudaDevices(); }
 
 absl::StatusOr<CreatedBackend> CreateBackend(const BackendOptions& options) {
   if (options.kind == "sim") return CreateSim(options);
-  if (options.kind == "cuda") return CreateCuda();
+  if (options.kind == "cuda") return CreateCuda(options);
   if (options.kind == "auto") {
-    if (VisibleGpus() > 0) return CreateCuda();
+    if (VisibleGpus() > 0) return CreateCuda(options);
     return CreateSim(options);
   }
   return absl::InvalidArgumentError(absl::StrCat(

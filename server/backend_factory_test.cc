@@ -1,8 +1,13 @@
 #include "server/backend_factory.h"
 
+#include <fstream>
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/sim/sim_backend.h"
 
 namespace weft::server {
 namespace {
@@ -21,6 +26,45 @@ TEST(BackendFactoryTest, CreatesSimulatedDevices) {
   ASSERT_EQ(created->backend->device_count(), 3);
   EXPECT_EQ(created->backend->device_info(2).memory_total_bytes, 1u << 20);
   EXPECT_TRUE(created->backend->device_info(0).simulated);
+}
+
+TEST(BackendFactoryTest, SimulatorModelsItsBandwidthAndKernelSlots) {
+  BackendOptions options;
+  options.kind = "sim";
+  options.sim_devices = 2;
+  options.sim_bandwidth_gbps = 12;
+  absl::StatusOr<CreatedBackend> created = CreateBackend(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(created->topology.has_value());
+  EXPECT_EQ(created->topology->num_devices(), 2);
+  EXPECT_EQ(created->topology->gbps(scheduler::Topology::kHost, 1), 12);
+  EXPECT_EQ(created->topology->gbps(1, scheduler::Topology::kHost), 12);
+  EXPECT_EQ(created->topology->gbps(0, 1), 12);
+  EXPECT_EQ(created->max_concurrent_kernels,
+            runtime::SimBackend::Options().max_concurrent_kernels);
+}
+
+TEST(BackendFactoryTest, SimulatorTakesTheTopologyFile) {
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/backend_topology.csv");
+  std::ofstream(path) << "From,To,GB/s\n-1,0,10\n-1,1,20\n0,1,40\n1,0,60\n";
+  BackendOptions options;
+  options.kind = "sim";
+  options.sim_devices = 2;
+  options.topology_file = path;
+  absl::StatusOr<CreatedBackend> created = CreateBackend(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ASSERT_TRUE(created->topology.has_value());
+  EXPECT_EQ(created->topology->gbps(scheduler::Topology::kHost, 0), 10);
+  EXPECT_EQ(created->topology->gbps(1, scheduler::Topology::kHost), 20);
+  EXPECT_EQ(created->topology->gbps(1, 0), 50);  // averaged
+
+  options.topology_file = absl::StrCat(path, ".missing");
+  created = CreateBackend(options);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(created.status().message(),
+              HasSubstr(absl::StrCat("--topology: cannot read '",
+                                     options.topology_file, "'")));
 }
 
 TEST(BackendFactoryTest, AutoFallsBackToSimulatorWithoutGpu) {

@@ -214,6 +214,8 @@ absl::Status Daemon::Start() {
   service_options.executor = executor_.get();
   service_options.default_max_streams_per_device =
       options_.max_streams_per_device;
+  service_options.topology = created.topology;
+  service_options.max_concurrent_kernels = created.max_concurrent_kernels;
   service_options.max_chunk_bytes = static_cast<uint32_t>(
       std::max(1024, std::min(4 << 20, options_.max_message_bytes / 2)));
   service_options.default_chunk_bytes =
@@ -281,6 +283,9 @@ absl::Status Daemon::Start() {
                      "/metrics"));
   }
   Log(created.description);
+  if (!options_.backend.topology_file.empty()) {
+    Log(absl::StrCat("copy bandwidths from ", options_.backend.topology_file));
+  }
   Log("ready");
   return absl::OkStatus();
 }

@@ -7,10 +7,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -366,6 +369,119 @@ TEST_F(DaemonTest, TraceJobsFlagTurnsTracingOff) {
   grpc::Status s = reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("--trace_jobs=false"));
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Three spins pinned to device 0: `load` reads `bytes` of host data, `s0`
+// and `s1` touch buffers of their own.
+weft::v1::Graph TransferAndTwoSpins(uint64_t bytes) {
+  weft::v1::Graph g;
+  g.set_name("transfer");
+  weft::v1::Buffer* in = g.add_buffers();
+  in->set_name("in");
+  in->set_size_bytes(bytes);
+  in->set_data("x");
+  for (const char* name : {"a", "b"}) {
+    weft::v1::Buffer* b = g.add_buffers();
+    b->set_name(name);
+    b->set_size_bytes(8);
+  }
+  const std::vector<std::pair<std::string, std::string>> nodes = {
+      {"load", "in"}, {"s0", "a"}, {"s1", "b"}};
+  for (const auto& [name, buffer] : nodes) {
+    weft::v1::Node* node = g.add_nodes();
+    node->set_name(name);
+    node->set_op("spin");
+    node->set_device(0);
+    weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
+    arg->set_name(buffer);
+    arg->set_access(buffer == "in" ? weft::v1::READ : weft::v1::READ_WRITE);
+    node->mutable_cost()->set_estimated_us(100);
+  }
+  return g;
+}
+
+// The planned start of each node, by name.
+std::map<std::string, double> PlannedStarts(Daemon* daemon,
+                                            const weft::v1::Graph& graph) {
+  auto stub = weft::v1::Scheduler::NewStub(
+      grpc::CreateChannel(daemon->target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  weft::v1::PlanGraphRequest req;
+  *req.mutable_graph() = graph;
+  weft::v1::PlanGraphResponse resp;
+  grpc::Status s = stub->PlanGraph(&ctx, req, &resp);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  std::map<std::string, double> starts;
+  for (const weft::v1::PlannedNode& n : resp.plan().nodes()) {
+    starts[n.name()] = n.estimated_start_us();
+  }
+  return starts;
+}
+
+TEST_F(DaemonTest, PlansWithTheSimulatorsBandwidthAndKernelSlots) {
+  Daemon::Options options = TestOptions();
+  options.backend.sim_bandwidth_gbps = 20;
+  auto daemon = Daemon::BuildAndStart(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  std::map<std::string, double> starts =
+      PlannedStarts(daemon->get(), TransferAndTwoSpins(2000000));
+  // 2 MB at 20 GB/s (20e3 bytes per microsecond).
+  EXPECT_NEAR(starts["load"], 100, 1e-6);
+  // The simulator runs the two spins at once on device 0.
+  EXPECT_EQ(starts["s0"], 0);
+  EXPECT_EQ(starts["s1"], 0);
+}
+
+TEST_F(DaemonTest, TopologyFileSetsThePlannersBandwidths) {
+  Daemon::Options options = TestOptions();
+  options.backend.topology_file = WriteTempFile(
+      "topology_ok.csv", "From,To,GB/s\n-1,0,4\n-1,1,8\n0,1,50\n");
+  std::ostringstream log;
+  options.log = &log;
+  auto daemon = Daemon::BuildAndStart(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_THAT(log.str(), HasSubstr(absl::StrCat(
+                             "weftd: copy bandwidths from ",
+                             options.backend.topology_file, "\n")));
+  std::map<std::string, double> starts =
+      PlannedStarts(daemon->get(), TransferAndTwoSpins(2000000));
+  // 2 MB from the host to device 0 at 4 GB/s.
+  EXPECT_NEAR(starts["load"], 500, 1e-6);
+}
+
+TEST_F(DaemonTest, BadTopologyFileIsAnErrorNamingFileAndLine) {
+  Daemon::Options options = TestOptions();
+  options.backend.topology_file = WriteTempFile(
+      "topology_bad.csv", "From,To,GB/s\n-1,0,4\n-1,one,8\n");
+  auto daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr(absl::StrCat("--topology: ",
+                                     options.backend.topology_file,
+                                     ": topology line 3: ")));
+
+  // Device 1 has no link to the host.
+  options = TestOptions();
+  options.backend.topology_file =
+      WriteTempFile("topology_short.csv", "From,To,GB/s\n-1,0,4\n");
+  daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr(options.backend.topology_file));
+
+  options = TestOptions();
+  options.backend.topology_file = "/nonexistent/topology.csv";
+  daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr("--topology: cannot read '/nonexistent/topology.csv'"));
 }
 
 }  // namespace

@@ -31,6 +31,14 @@ ABSL_FLAG(uint64_t, sim_memory_bytes, uint64_t{17179869184},
           "Memory per simulated GPU in bytes (default 16 GiB).");
 ABSL_FLAG(double, sim_bandwidth_gbps, 25,
           "Simulated copy bandwidth in GB/s, host<->device and peer.");
+ABSL_FLAG(std::string, topology, "",
+          "Copy bandwidths of the machine, a CSV file in GrCUDA's format: a "
+          "header line, then rows `From,To,GB/s` with -1 for the host. The "
+          "planner models them for every job and plan, and the simulated "
+          "backend copies at them. A file that cannot be read or parsed "
+          "stops weftd (exit 1, naming the file and line). Empty: every copy "
+          "at --sim_bandwidth_gbps with the simulator, the planner's default "
+          "otherwise.");
 ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
           "Largest gRPC message received or sent, in bytes (large graphs "
           "must fit).");
@@ -140,6 +148,7 @@ int main(int argc, char** argv) {
   options.backend.sim_devices = absl::GetFlag(FLAGS_sim_devices);
   options.backend.sim_memory_bytes = absl::GetFlag(FLAGS_sim_memory_bytes);
   options.backend.sim_bandwidth_gbps = absl::GetFlag(FLAGS_sim_bandwidth_gbps);
+  options.backend.topology_file = absl::GetFlag(FLAGS_topology);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_streams_per_device = absl::GetFlag(FLAGS_max_streams_per_device);
   options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);

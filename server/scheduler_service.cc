@@ -99,6 +99,10 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
       scheduler::PlannerOptions planner,
       scheduler::PlannerOptionsFromProto(
           proto, num_devices(), options_.default_max_streams_per_device));
+  planner.topology = options_.topology;
+  if (options_.max_concurrent_kernels > 0) {
+    planner.max_concurrent_kernels = options_.max_concurrent_kernels;
+  }
   return planner;
 }
 

@@ -27,6 +27,7 @@
 #define WEFT_SERVER_SCHEDULER_SERVICE_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -36,6 +37,7 @@
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "scheduler/graph_builder.h"
+#include "scheduler/topology.h"
 #include "server/job_manager.h"
 #include "weft/v1/weft.grpc.pb.h"
 #include "weft/v1/weft.pb.h"
@@ -55,6 +57,10 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
     // Graph limits; num_devices is taken from the backend.
     scheduler::GraphLimits limits;
     int default_max_streams_per_device = 8;
+    // The machine every plan models (PlannerOptions::topology and
+    // max_concurrent_kernels); unset / 0: the planner's defaults.
+    std::optional<scheduler::Topology> topology;
+    int max_concurrent_kernels = 0;
     uint32_t default_chunk_bytes = 1 << 20;
     uint32_t max_chunk_bytes = 4 << 20;
     absl::Duration watch_poll_interval = absl::Milliseconds(100);

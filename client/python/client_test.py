@@ -33,6 +33,7 @@ class FakeScheduler(weft_pb2_grpc.SchedulerServicer):
 
     def __init__(self):
         self.submits = []
+        self.plans = []
         self.buffer = struct.pack("<4f", 1.0, 2.5, -3.0, 4608.0)
         self.chunk = 5
 
@@ -68,6 +69,7 @@ class FakeScheduler(weft_pb2_grpc.SchedulerServicer):
                 total_bytes=len(self.buffer), dtype=weft_pb2.FLOAT32)
 
     def PlanGraph(self, request, context):
+        self.plans.append(request)
         return weft_pb2.PlanGraphResponse(plan=weft_pb2.Plan(
             nodes=[weft_pb2.PlannedNode(name=n.name) for n in request.graph.nodes],
             num_devices=2))
@@ -156,6 +158,23 @@ class ClientTest(unittest.TestCase):
         plan = self.client.plan(example("scale_and_copy.textproto"))
         self.assertEqual([n.name for n in plan.nodes], ["scale", "copy", "sum", "trace"])
         self.assertEqual(len(self.client.devices()), 2)
+
+    def test_planner_options_reach_the_request(self):
+        self.client.plan(example("fork_join.json"), policy="min_finish_time",
+                         data_threshold=0.3, restrict_to_parent_devices=True,
+                         max_nodes_per_stream=5)
+        options = self.fake.plans[-1].options
+        self.assertEqual(options.device_policy, weft_pb2.MIN_FINISH_TIME)
+        self.assertAlmostEqual(options.data_threshold, 0.3)
+        self.assertTrue(options.restrict_to_parent_devices)
+        self.assertEqual(options.max_nodes_per_stream, 5)
+        self.client.submit(example("fork_join.json"), policy="minmax_transfer_time",
+                           data_threshold=0.5, max_nodes_per_stream=7)
+        options = self.fake.submits[-1].options
+        self.assertEqual(options.device_policy, weft_pb2.MINMAX_TRANSFER_TIME)
+        self.assertAlmostEqual(options.data_threshold, 0.5)
+        self.assertFalse(options.restrict_to_parent_devices)
+        self.assertEqual(options.max_nodes_per_stream, 7)
 
     def test_health(self):
         self.assertEqual(self.client.health(), "SERVING")

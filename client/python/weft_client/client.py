@@ -172,21 +172,34 @@ class Client:
         return self.timeout if timeout is None else timeout
 
     @staticmethod
-    def _options(policy, stream_mode, max_streams_per_device):
+    def _options(policy, stream_mode, max_streams_per_device, data_threshold=0.0,
+                 restrict_to_parent_devices=False, max_nodes_per_stream=0):
+        """ScheduleOptions; 0 / None / False leave the daemon's defaults."""
         return weft_pb2.ScheduleOptions(
             device_policy=_enum_value(weft_pb2.DevicePolicy, policy, "policy"),
             stream_mode=_enum_value(weft_pb2.StreamMode, stream_mode, "stream mode"),
-            max_streams_per_device=max_streams_per_device)
+            max_streams_per_device=max_streams_per_device,
+            data_threshold=data_threshold,
+            restrict_to_parent_devices=restrict_to_parent_devices,
+            max_nodes_per_stream=max_nodes_per_stream)
 
     # ------------------------------------------------------------------ jobs
 
     def submit(self, graph, policy=None, stream_mode=None,
                max_streams_per_device=0, priority=0, request_id="",
-               timeout=None):
-        """Submits a graph (proto, dict or file path); returns the new weft_pb2.Job."""
+               timeout=None, *, data_threshold=0.0,
+               restrict_to_parent_devices=False, max_nodes_per_stream=0):
+        """Submits a graph (proto, dict or file path); returns the new weft_pb2.Job.
+
+        data_threshold (in [0, 1], 0: the default 0.1), restrict_to_parent_devices
+        and max_nodes_per_stream (at least 3, 0: the default) tune the planner as
+        weftctl's flags of the same names do.
+        """
         request = weft_pb2.SubmitGraphRequest(
             graph=to_graph(graph),
-            options=self._options(policy, stream_mode, max_streams_per_device),
+            options=self._options(policy, stream_mode, max_streams_per_device,
+                                  data_threshold, restrict_to_parent_devices,
+                                  max_nodes_per_stream),
             request_id=request_id,
             priority=priority)
         return self._stub.SubmitGraph(request, timeout=self._timeout(timeout)).job
@@ -245,11 +258,17 @@ class Client:
     # -------------------------------------------------------------- planning
 
     def plan(self, graph, policy=None, stream_mode=None,
-             max_streams_per_device=0, timeout=None):
-        """Dry run: returns the weft_pb2.Plan the daemon would execute."""
+             max_streams_per_device=0, timeout=None, *, data_threshold=0.0,
+             restrict_to_parent_devices=False, max_nodes_per_stream=0):
+        """Dry run: returns the weft_pb2.Plan the daemon would execute.
+
+        Takes the planner options of submit().
+        """
         request = weft_pb2.PlanGraphRequest(
             graph=to_graph(graph),
-            options=self._options(policy, stream_mode, max_streams_per_device))
+            options=self._options(policy, stream_mode, max_streams_per_device,
+                                  data_threshold, restrict_to_parent_devices,
+                                  max_nodes_per_stream))
         return self._stub.PlanGraph(request, timeout=self._timeout(timeout)).plan
 
     def devices(self, timeout=None):
