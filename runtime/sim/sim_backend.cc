@@ -310,6 +310,16 @@ absl::StatusOr<SimBackend::Stream> SimBackend::FindStream(
   return it->second;
 }
 
+absl::StatusOr<SimBackend::Event> SimBackend::FindEvent(
+    EventHandle handle) const {
+  absl::MutexLock lock(&mu_);
+  auto it = events_.find(handle.value);
+  if (it == events_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown event ", handle.value));
+  }
+  return it->second;
+}
+
 absl::StatusOr<StreamHandle> SimBackend::CreateStream(int device) {
   WEFT_RETURN_IF_ERROR(CheckHealthy(device));
   absl::MutexLock lock(&mu_);
@@ -403,25 +413,11 @@ absl::Status SimBackend::RecordEvent(EventHandle event_handle,
 
 absl::Status SimBackend::StreamWaitEvent(StreamHandle stream_handle,
                                          EventHandle event_handle) {
-  std::shared_ptr<SimStream> waiter;
-  std::shared_ptr<SimStream> target;
-  std::shared_ptr<const SimStream::Mark> mark;
-  {
-    absl::MutexLock lock(&mu_);
-    auto stream = streams_.find(stream_handle.value);
-    if (stream == streams_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("unknown stream ", stream_handle.value));
-    }
-    auto event = events_.find(event_handle.value);
-    if (event == events_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("unknown event ", event_handle.value));
-    }
-    waiter = stream->second.queue;
-    target = event->second.stream;
-    mark = event->second.mark;
-  }
+  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  WEFT_ASSIGN_OR_RETURN(Event event, FindEvent(event_handle));
+  std::shared_ptr<SimStream> waiter = std::move(stream.queue);
+  std::shared_ptr<SimStream> target = std::move(event.stream);
+  std::shared_ptr<const SimStream::Mark> mark = std::move(event.mark);
   // Never recorded (a no-op, as in CUDA) or recorded on this very stream
   // (FIFO order suffices). Otherwise a wait item, even when the work has
   // completed already: it still moves the stream's virtual time.
@@ -432,34 +428,16 @@ absl::Status SimBackend::StreamWaitEvent(StreamHandle stream_handle,
 }
 
 absl::StatusOr<bool> SimBackend::QueryEvent(EventHandle event_handle) {
-  std::shared_ptr<SimStream> target;
-  std::shared_ptr<const SimStream::Mark> mark;
-  {
-    absl::MutexLock lock(&mu_);
-    auto event = events_.find(event_handle.value);
-    if (event == events_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("unknown event ", event_handle.value));
-    }
-    target = event->second.stream;
-    mark = event->second.mark;
-  }
+  WEFT_ASSIGN_OR_RETURN(Event event, FindEvent(event_handle));
+  const std::shared_ptr<SimStream>& target = event.stream;
+  const std::shared_ptr<const SimStream::Mark>& mark = event.mark;
   return target == nullptr || target->MarkTime(*mark).has_value();
 }
 
 absl::StatusOr<double> SimBackend::EventTimeUs(EventHandle event_handle) {
-  std::shared_ptr<SimStream> target;
-  std::shared_ptr<const SimStream::Mark> mark;
-  {
-    absl::MutexLock lock(&mu_);
-    auto event = events_.find(event_handle.value);
-    if (event == events_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("unknown event ", event_handle.value));
-    }
-    target = event->second.stream;
-    mark = event->second.mark;
-  }
+  WEFT_ASSIGN_OR_RETURN(Event event, FindEvent(event_handle));
+  const std::shared_ptr<SimStream>& target = event.stream;
+  const std::shared_ptr<const SimStream::Mark>& mark = event.mark;
   if (target == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("event ", event_handle.value, " was never recorded"));

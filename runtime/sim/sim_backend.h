@@ -292,6 +292,9 @@ class SimBackend final : public Backend {
 
   absl::StatusOr<Stream> FindStream(StreamHandle handle) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A copy of the event's record (its last capture); NOT_FOUND if unknown.
+  absl::StatusOr<Event> FindEvent(EventHandle handle) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckDevice(int device) const;
   // The memory at [ptr, ptr + bytes).
   absl::StatusOr<Resolved> Resolve(DevicePtr ptr, uint64_t bytes) const
