@@ -302,7 +302,56 @@ absl::StatusOr<weft::v1::Graph> LoadGraphFile(const std::string& path) {
   if (in.bad()) {
     return absl::DataLossError(absl::StrCat("error reading ", path));
   }
-  return ParseGraph(contents.str(), *format, path);
+  absl::StatusOr<weft::v1::Graph> graph =
+      ParseGraph(contents.str(), *format, path);
+  if (!graph.ok()) return graph;
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  absl::Status inlined = InlineModuleFiles(*graph, dir, path);
+  if (!inlined.ok()) return inlined;
+  return graph;
+}
+
+absl::Status InlineModuleFiles(weft::v1::Graph& graph,
+                               absl::string_view base_dir,
+                               absl::string_view name) {
+  for (int i = 0; i < graph.modules_size(); ++i) {
+    weft::v1::Module* module = graph.mutable_modules(i);
+    const bool is_source =
+        module->code_case() == weft::v1::Module::kSourceFile;
+    if (!is_source && module->code_case() != weft::v1::Module::kPtxFile) {
+      continue;
+    }
+    const std::string file = is_source ? module->source_file()
+                                       : module->ptx_file();
+    const std::string field = absl::StrCat(
+        "modules[", i, "].", is_source ? "source_file" : "ptx_file");
+    if (file.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": ", field, ": empty path"));
+    }
+    const std::string resolved =
+        absl::StartsWith(file, "/") ? file : absl::StrCat(base_dir, "/", file);
+    std::ifstream in(resolved, std::ios::binary);
+    if (!in) {
+      return absl::NotFoundError(absl::StrCat(name, ": ", field, ": cannot read ",
+                                              resolved, ": ",
+                                              std::strerror(errno)));
+    }
+    std::ostringstream code;
+    code << in.rdbuf();
+    if (in.bad()) {
+      return absl::DataLossError(
+          absl::StrCat(name, ": ", field, ": error reading ", resolved));
+    }
+    if (is_source) {
+      module->set_cuda_source(code.str());
+    } else {
+      module->set_ptx(code.str());
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace weft::client

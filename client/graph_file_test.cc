@@ -147,5 +147,40 @@ TEST(LoadGraphFileTest, MissingFileIsNotFound) {
   EXPECT_THAT(g.status().message(), HasSubstr("No such file"));
 }
 
+
+TEST(LoadGraphFileTest, InlinesModuleFilesRelativeToTheGraph) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/uk");
+  std::system(absl::StrCat("mkdir -p ", dir, "/kernels").c_str());
+  std::ofstream(dir + "/kernels/k.cu") << "extern \"C\" __global__ void k() {}";
+  std::ofstream(dir + "/kernels/k.ptx") << ".version 7.0";
+  std::ofstream(dir + "/g.json") << R"({
+    "modules": [
+      {"name": "src", "source_file": "kernels/k.cu", "nvrtc_options": ["-DX"]},
+      {"name": "ptx", "ptxFile": "kernels/k.ptx"},
+      {"name": "inline", "ptx": ".version 8.0"}
+    ]
+  })";
+  absl::StatusOr<weft::v1::Graph> g = LoadGraphFile(dir + "/g.json");
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->modules_size(), 3);
+  EXPECT_EQ(g->modules(0).cuda_source(), "extern \"C\" __global__ void k() {}");
+  EXPECT_EQ(g->modules(0).nvrtc_options(0), "-DX");
+  EXPECT_EQ(g->modules(1).ptx(), ".version 7.0");
+  EXPECT_EQ(g->modules(2).ptx(), ".version 8.0");
+}
+
+TEST(LoadGraphFileTest, MissingModuleFileIsNotFoundNamingTheField) {
+  const std::string path = WriteTemp(
+      "missing_module.textproto",
+      R"pb(modules { name: "m" ptx_file: "nowhere.ptx" })pb");
+  absl::StatusOr<weft::v1::Graph> g = LoadGraphFile(path);
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(g.status().message(),
+              HasSubstr("missing_module.textproto: modules[0].ptx_file: "
+                        "cannot read "));
+  EXPECT_THAT(g.status().message(), HasSubstr("/nowhere.ptx"));
+}
+
 }  // namespace
 }  // namespace weft::client

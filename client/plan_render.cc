@@ -167,14 +167,17 @@ std::string PlanTable(const weft::v1::Plan& plan,
   for (const weft::v1::PlannedNode& n : plan.nodes()) {
     const double start = Finite(n.estimated_start_us());
     const double end = std::max(start, Finite(n.estimated_end_us()));
-    if (n.stream() >= 0 && n.stream() < plan.streams_size()) {
-      busy_us[n.stream()] += end - start;
-      ++count[n.stream()];
+    for (int s : {n.stream(), n.has_peer_stream() ? n.peer_stream() : -1}) {
+      if (s >= 0 && s < plan.streams_size()) {
+        busy_us[s] += end - start;
+        ++count[s];
+      }
     }
     std::vector<std::string> row = {
         n.name(),
         absl::StrCat(n.device()),
-        absl::StrCat(n.stream()),
+        n.has_peer_stream() ? absl::StrCat(n.stream(), "+", n.peer_stream())
+                            : absl::StrCat(n.stream()),
         n.deps().empty() ? "-" : absl::StrJoin(n.deps(), ","),
         IntList(n.wait_events()),
         n.signal_event() < 0 ? "-" : absl::StrCat(n.signal_event()),
@@ -251,6 +254,17 @@ std::string PlanTraceJson(const weft::v1::Plan& plan) {
         absl::StrJoin(n.wait_events(), ","),
         "],\"signal_event\":", n.signal_event(),
         ",\"reason\":", JsonString(n.reason()), "}}"));
+    // A copy between devices also occupies its peer stream.
+    if (n.has_peer_stream() && n.peer_stream() >= 0 &&
+        n.peer_stream() < plan.streams_size()) {
+      const weft::v1::PlannedStream& peer = plan.streams(n.peer_stream());
+      events.push_back(absl::StrCat(
+          "{\"name\":", JsonString(n.name()),
+          ",\"cat\":\"peer\",\"ph\":\"X\",\"pid\":", peer.device(),
+          ",\"tid\":", peer.id(), ",\"ts\":", JsonUs(at.start_us),
+          ",\"dur\":", JsonUs(at.end_us - at.start_us),
+          ",\"args\":{\"stream\":", at.stream, "}}"));
+    }
 
     for (const std::string& dep : n.deps()) {
       const int from = index.Find(dep);
@@ -309,7 +323,10 @@ std::string PlanDot(const weft::v1::Plan& plan) {
       const weft::v1::PlannedNode& n = plan.nodes(i);
       absl::StrAppend(
           &out, "    n", i, " [label=",
-          DotString(absl::StrCat(n.name(), "\nstream ", at.stream)));
+          DotString(absl::StrCat(
+              n.name(), "\nstream ", at.stream,
+              n.has_peer_stream() ? absl::StrCat(" + peer ", n.peer_stream())
+                                  : "")));
       if (!n.reason().empty()) {
         absl::StrAppend(&out, ", tooltip=", DotString(n.reason()));
       }

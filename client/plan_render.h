@@ -33,7 +33,9 @@ struct PlanRenderOptions {
 
 // One row per node in issue order (NODE DEVICE STREAM DEPS WAITS SIGNAL
 // START_US END_US [DUR_US] REASON, "-" for empty cells and the reason as
-// the daemon wrote it), then one row per stream, then a line of totals.
+// the daemon wrote it), then one row per stream, then a line of totals. A
+// copy between devices shows its stream and peer stream as "S+P", and
+// counts on both.
 std::string PlanTable(const weft::v1::Plan& plan,
                       const PlanRenderOptions& options = {});
 
@@ -43,7 +45,9 @@ std::string PlanTable(const weft::v1::Plan& plan,
 //   - a thread per stream: "tid" = stream id, named
 //     "stream <id> [<label> ]<ENGINE>";
 //   - a complete event ("ph":"X", "ts"/"dur" in microseconds) per node, with
-//     args {deps, wait_events, signal_event, reason};
+//     args {deps, wait_events, signal_event, reason}; a copy between
+//     devices has a second one ("cat":"peer", args {stream}) on its peer
+//     stream's thread;
 //   - a flow ("ph":"s" then "ph":"f" with "bp":"e", one id per edge) for
 //     every dependency on a node of another stream, from inside the end of
 //     the dependency's slice to inside the start of the node's slice.
@@ -51,7 +55,8 @@ std::string PlanTable(const weft::v1::Plan& plan,
 std::string PlanTraceJson(const weft::v1::Plan& plan);
 
 // A Graphviz digraph: one cluster per device ("GPU <n>"), a box per node
-// labelled with its name and stream, an edge per dependency. Edges between
+// labelled with its name and stream (and "+ peer P" for a copy between
+// devices), an edge per dependency. Edges between
 // streams are dashed and labelled "event <id>" when the node waits on an
 // event its dependency signals.
 std::string PlanDot(const weft::v1::Plan& plan);

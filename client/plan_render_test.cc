@@ -333,5 +333,40 @@ TEST(RenderPlanTest, DispatchesOnFormat) {
             PlanTable(plan, simulate));
 }
 
+TEST(PlanRenderTest, CopyBetweenDevicesShowsItsPeerStream) {
+  weft::v1::Plan plan;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        nodes {
+          name: "init" device: 0 stream: 0 signal_event: -1
+          estimated_start_us: 0 estimated_end_us: 1
+        }
+        nodes {
+          name: "move" device: 1 stream: 1 peer_stream: 0 deps: "init"
+          signal_event: -1 estimated_start_us: 1 estimated_end_us: 5
+        }
+        streams { id: 0 device: 0 engine: COPY }
+        streams { id: 1 device: 1 engine: COPY }
+        num_devices: 2
+        estimated_makespan_us: 5
+      )pb",
+      &plan));
+  const std::string table = PlanTable(plan);
+  EXPECT_THAT(table, HasSubstr("move  1       1+0"));
+  const Struct trace = ParseJson(PlanTraceJson(plan));
+  std::vector<Struct> peers;
+  for (const Struct& x : EventsWithPhase(trace, "X")) {
+    if (Str(x, "cat") == "peer") peers.push_back(x);
+  }
+  ASSERT_EQ(peers.size(), 1u);
+  EXPECT_EQ(Str(peers[0], "name"), "move");
+  EXPECT_EQ(Num(peers[0], "pid"), 0);
+  EXPECT_EQ(Num(peers[0], "tid"), 0);
+  EXPECT_EQ(Num(peers[0], "ts"), 1);
+  EXPECT_EQ(Num(peers[0], "dur"), 4);
+  EXPECT_EQ(Num(Field(peers[0], "args").struct_value(), "stream"), 1);
+  EXPECT_THAT(PlanDot(plan), HasSubstr("\"move\\nstream 1 + peer 0\""));
+}
+
 }  // namespace
 }  // namespace weft::client

@@ -44,6 +44,8 @@ Usage: weftctl [global flags] COMMAND [arguments] [flags]
 Commands:
   submit FILE      Submit a graph (.json: proto3 JSON; .textproto, .txtpb,
                    .pbtxt: text format). Prints "job <id> <STATE>".
+                   Module files named by sourceFile/ptxFile are read
+                   relative to FILE and sent inline.
                      --watch                     then watch it; exit 0 only
                                                  if it SUCCEEDED
                      --priority=N                higher runs first
@@ -65,6 +67,13 @@ Commands:
                                                  that is no worse
                      --max_nodes_per_stream=N    split longer streams (at
                                                  least 3)
+                     --launch_mode=auto|streams|graphs
+                                                 issue device work node by
+                                                 node (streams) or as
+                                                 cached device graphs
+                                                 (graphs); auto: graphs on
+                                                 GPUs, streams on simulated
+                                                 ones
                      --progress=auto|bar|lines   (with --watch)
   get JOB          Show a job.
   watch JOB        Follow a job; exit 0 only if it SUCCEEDED. On a terminal:
@@ -138,6 +147,7 @@ std::vector<FlagSpec> AllFlags() {
       {"data_threshold"},
       {"restrict_to_parent_devices", false},
       {"max_nodes_per_stream"},
+      {"launch_mode"},
       {"state"},         {"limit"},
       {"raw", false},    {"out"},
       {"chunk_bytes"},   {"service"},
@@ -247,7 +257,8 @@ class Weftctl {
     int (Weftctl::*handler)() = nullptr;
     int positional = 0;
     if (command == "submit") {
-      allowed.insert({"watch", "priority", "request_id", "progress"});
+      allowed.insert(
+          {"watch", "priority", "request_id", "progress", "launch_mode"});
       allowed.insert(std::begin(kScheduleFlags), std::end(kScheduleFlags));
       handler = &Weftctl::Submit;
       positional = 1;
@@ -321,6 +332,19 @@ class Weftctl {
             "minmin_transfer_time, minmax_transfer_time, min_finish_time)"));
       }
       options.set_device_policy(value);
+    }
+    if (std::optional<std::string> mode = args_.String("launch_mode")) {
+      const std::string m = absl::AsciiStrToLower(*mode);
+      if (m == "auto") {
+        options.set_launch_mode(weft::v1::LAUNCH_AUTO);
+      } else if (m == "streams") {
+        options.set_launch_mode(weft::v1::LAUNCH_STREAMS);
+      } else if (m == "graphs") {
+        options.set_launch_mode(weft::v1::LAUNCH_DEVICE_GRAPHS);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--launch_mode: '", *mode, "' is not auto, streams or graphs"));
+      }
     }
     if (std::optional<std::string> mode = args_.String("stream_mode")) {
       weft::v1::StreamMode value;

@@ -24,6 +24,8 @@
 
 namespace weft::runtime {
 
+struct DeviceGraph;  // device_graph.h
+
 struct DeviceInfo {
   int index = 0;
   std::string name;
@@ -63,11 +65,17 @@ using KernelArg =
     std::variant<DeviceBufferArg, float, double, int32_t, int64_t>;
 
 // A launch of a built-in op (see scheduler/op_signatures.h for the ops and
-// their argument lists).
+// their argument lists), or of a user kernel: then `op` is
+// scheduler::kUserKernelOp, `user_kernel` and `module` are set and `args`
+// are the kernel's parameters in order.
 struct KernelLaunch {
   std::string op;
   std::vector<KernelArg> args;
   double cost_us = 0;  // the node's estimated cost; `spin` runs this long
+  // User kernels only. Not owned; they point into the job's Graph and need
+  // stay valid only during the Launch call (a backend copies what it keeps).
+  const scheduler::KernelSpec* user_kernel = nullptr;
+  const scheduler::ModuleSpec* module = nullptr;
 };
 
 // Called once, on a backend thread, after all work enqueued on the stream
@@ -117,9 +125,20 @@ class Backend {
                                           uint64_t bytes,
                                           StreamHandle stream) = 0;
 
-  // Enqueues a built-in op. UNIMPLEMENTED for unknown ops.
+  // Enqueues a built-in op or a user kernel. UNIMPLEMENTED for unknown ops.
   virtual absl::Status Launch(const KernelLaunch& launch,
                               StreamHandle stream) = 0;
+
+  // User kernels. Compiles and loads every module of `graph` for every
+  // device ahead of its launches, at submission, so that errors in user
+  // code reach the submitter: INVALID_ARGUMENT naming the module (and
+  // carrying the compiler's log) for code that does not compile or load.
+  // Results are cached, so Launch reuses them and resubmitting a module is
+  // cheap. Logically const: it only fills caches. Backends that do not run
+  // user code (the simulator) accept every module (the default).
+  virtual absl::Status PrepareModules(const scheduler::Graph& graph) const {
+    return absl::OkStatus();
+  }
 
   virtual absl::Status AddHostCallback(StreamHandle stream,
                                        HostCallback callback) = 0;
@@ -193,6 +212,37 @@ class Backend {
   virtual bool has_device_clock() const { return false; }
   virtual absl::StatusOr<double> EventTimeUs(EventHandle event) {
     return absl::UnimplementedError("this backend has no device clock");
+  }
+
+  // Device graphs (device_graph.h): one device's share of a job enqueued as
+  // a single unit, built once per structure (DeviceGraphSignature) and
+  // launched again with new parameters when the same structure returns.
+  // LaunchDeviceGraph enqueues `graph` on `stream`, a stream of the graph's
+  // device, and returns: the graph starts after the work enqueued on the
+  // stream before it, work enqueued after it waits for all of it, and it
+  // belongs to the stream's current error scope. Completion and errors
+  // arrive as for any work on the stream (host callbacks, events). Kernel
+  // nodes may only use ops for which supports_device_graph_op() is true.
+  // prefers_device_graphs() says whether graphs cut host overhead enough
+  // to be the default (CUDA: one launch instead of one per node); the
+  // simulator runs them faithfully but gains nothing. The defaults: no
+  // graphs, UNIMPLEMENTED.
+  virtual bool supports_device_graphs() const { return false; }
+  virtual bool prefers_device_graphs() const { return false; }
+  virtual bool supports_device_graph_op(const std::string& op) const {
+    return false;
+  }
+  virtual absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
+                                         StreamHandle stream) {
+    return absl::UnimplementedError("this backend has no device graphs");
+  }
+  // Builds (or finds in a cache) what LaunchDeviceGraph needs for `graph`
+  // without enqueueing anything, so that a caller can still take another
+  // path when a graph cannot be built. The default has nothing to build.
+  virtual absl::Status PrepareDeviceGraph(const DeviceGraph& graph) {
+    return supports_device_graphs()
+               ? absl::OkStatus()
+               : absl::UnimplementedError("this backend has no device graphs");
   }
 };
 

@@ -20,6 +20,7 @@
 #include "runtime/event_pool.h"
 #include "runtime/host_pool.h"
 #include "runtime/job.h"
+#include "runtime/memory_pool.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/stream_pool.h"
 #include "scheduler/status_macros.h"
@@ -34,9 +35,11 @@ class StreamExecutorImpl final : public Executor {
   // scheduling thread. Must not be called from a job callback.
   ~StreamExecutorImpl() override;
 
+  using Executor::Start;
   absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
                                  std::shared_ptr<const scheduler::Plan> plan,
-                                 JobCallbacks callbacks) override
+                                 JobCallbacks callbacks,
+                                 const JobOptions& options) override
       ABSL_LOCKS_EXCLUDED(mu_);
   void Cancel(uint64_t run) override ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<DeviceLoad> Load() const override;
@@ -62,6 +65,9 @@ class StreamExecutorImpl final : public Executor {
   std::unique_ptr<CpuKernelTable> owned_host_kernels_;
   std::vector<std::unique_ptr<StreamPool>> stream_pools_;
   std::vector<std::unique_ptr<EventPool>> event_pools_;
+  // Return their cached blocks to the backend when destroyed, after the
+  // scheduling thread is joined (every job has then given its blocks back).
+  std::vector<std::unique_ptr<MemoryPool>> memory_pools_;
   // Outlives the jobs: destroyed after the scheduling thread is joined.
   std::unique_ptr<HostPool> host_pool_;
   JobEnv env_;
@@ -103,8 +109,13 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
     stream_pools_.push_back(std::make_unique<StreamPool>(
         backend, d, options_.max_streams_per_device));
     event_pools_.push_back(std::make_unique<EventPool>(backend, d));
+    MemoryPool::Options memory_options;
+    memory_options.max_cached_bytes = options_.memory_pool_max_cached_bytes;
+    memory_pools_.push_back(
+        std::make_unique<MemoryPool>(backend, d, memory_options));
     env_.stream_pools.push_back(stream_pools_.back().get());
     env_.event_pools.push_back(event_pools_.back().get());
+    env_.memory_pools.push_back(memory_pools_.back().get());
   }
   env_.post = [this](uint64_t id, std::function<void(Job&)> fn) {
     Post(Task{id, nullptr, std::move(fn), -1, absl::OkStatus()});
@@ -136,7 +147,8 @@ StreamExecutorImpl::~StreamExecutorImpl() {
 
 absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
     std::shared_ptr<const scheduler::Graph> graph,
-    std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks) {
+    std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks,
+    const JobOptions& options) {
   if (graph == nullptr || plan == nullptr) {
     return absl::InvalidArgumentError("graph and plan are required");
   }
@@ -156,6 +168,14 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
   }
   auto job = std::make_unique<Job>(id, &env_, std::move(graph),
                                    std::move(plan), std::move(callbacks));
+  const LaunchMode mode = options.launch_mode == LaunchMode::kDefault
+                              ? options_.launch_mode
+                              : options.launch_mode;
+  const Backend& backend = *options_.backend;
+  job->set_device_graphs(
+      backend.supports_device_graphs() &&
+      (mode == LaunchMode::kDeviceGraphs ||
+       (mode == LaunchMode::kAuto && backend.prefers_device_graphs())));
   Post(Task{id, std::move(job), nullptr, -1, absl::OkStatus()});
   return id;
 }
@@ -168,8 +188,10 @@ void StreamExecutorImpl::Cancel(uint64_t run) {
 std::vector<DeviceLoad> StreamExecutorImpl::Load() const {
   std::vector<DeviceLoad> load;
   load.reserve(stream_pools_.size());
-  for (const auto& pool : stream_pools_) {
-    load.push_back(DeviceLoad{pool->busy(), pool->total()});
+  for (size_t d = 0; d < stream_pools_.size(); ++d) {
+    load.push_back(DeviceLoad{stream_pools_[d]->busy(),
+                              stream_pools_[d]->total(),
+                              memory_pools_[d]->stats()});
   }
   return load;
 }

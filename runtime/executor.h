@@ -1,8 +1,9 @@
 // Runs Plans on a Backend.
 //
 // For each job the executor allocates the graph's buffers on the devices the
-// plan chose, uploads initial contents, maps the plan's logical streams onto
-// backend streams, issues every node in plan order with the plan's event
+// plan chose (from a per-device caching MemoryPool, so that a warmed-up
+// executor does no device allocation per job), uploads initial contents,
+// maps the plan's logical streams onto backend streams, issues every node in plan order with the plan's event
 // waits and signals, reports each node as it starts and finishes, copies
 // output buffers back to the host and reports the job's outcome exactly
 // once. A buffer used on several devices is kept coherent by device-to-device
@@ -21,12 +22,14 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/memory_pool.h"
 #include "runtime/trace.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
@@ -56,10 +59,33 @@ struct JobCallbacks {
   std::function<void(JobTrace trace)> on_trace;
 };
 
+// How a job's device work is issued. kStreams: node by node on pooled
+// streams, as the plan lays out. kDeviceGraphs: each device's share as
+// device graphs (job_graph.h), built once per structure and relaunched
+// with new parameters by the backend (Backend::LaunchDeviceGraph); used
+// where the backend supports graphs and the job fits (device nodes only,
+// built-in ops), node by node otherwise. kAuto: graphs where the backend
+// prefers them (CUDA), streams elsewhere (the simulator). kDefault (per
+// job only): the executor's Options::launch_mode.
+//
+// A job issued as graphs reports its nodes started when their graph is
+// launched and finished when the whole graph has completed; a failure
+// fails the job without naming a node (failed_node -1), the status names
+// the device; its trace has one span per graph (and per upload), not per
+// node.
+enum class LaunchMode { kDefault, kAuto, kStreams, kDeviceGraphs };
+
+// Per-job settings.
+struct JobOptions {
+  LaunchMode launch_mode = LaunchMode::kDefault;
+};
+
 // Per-device counters for metrics and ListDevices.
 struct DeviceLoad {
   int streams_busy = 0;
   int streams_total = 0;
+  // The device's memory pool: bytes held by jobs, bytes cached, counters.
+  MemoryPoolStats memory;
 };
 
 class Executor {
@@ -78,6 +104,13 @@ class Executor {
     // queued on a device cannot be recalled; on the simulator, work of a
     // failed job behind its failure is skipped).
     int max_in_flight_per_job = 4096;
+    // Most bytes each device's memory pool keeps cached for reuse once jobs
+    // give their buffers back (MemoryPool::Options). The default keeps them
+    // until the device runs out of memory, when the cache is released
+    // before an allocation fails; 0 disables caching.
+    uint64_t memory_pool_max_cached_bytes = MemoryPool::kUnlimited;
+    // For jobs that leave it to the executor (JobOptions).
+    LaunchMode launch_mode = LaunchMode::kAuto;
   };
 
   static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);
@@ -87,7 +120,15 @@ class Executor {
   // Returns a handle for Cancel.
   virtual absl::StatusOr<uint64_t> Start(
       std::shared_ptr<const scheduler::Graph> graph,
-      std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks) = 0;
+      std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks,
+      const JobOptions& options) = 0;
+  // The same with the default JobOptions.
+  absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
+                                 std::shared_ptr<const scheduler::Plan> plan,
+                                 JobCallbacks callbacks) {
+    return Start(std::move(graph), std::move(plan), std::move(callbacks),
+                 JobOptions{});
+  }
 
   // Stops issuing work for the run; on_done reports CANCELLED once work in
   // flight has drained. No-op for unknown or finished runs.

@@ -101,8 +101,8 @@ class ExecutorFaultTest : public ::testing::Test {
   }
 
   void ExpectNothingHeld() {
+    ExpectNoMemoryHeld(*backend_, *executor_);
     for (int d = 0; d < 2; ++d) {
-      EXPECT_EQ(backend_->memory_used_bytes(d), 0u) << "device " << d;
       EXPECT_EQ(executor_->Load()[d].streams_busy, 0) << "device " << d;
     }
   }
@@ -198,7 +198,7 @@ TEST_F(ExecutorFaultTest, LostDeviceFailsItsJobsAndSparesTheOthers) {
   ExpectCounter(c_outcome, 5);
   EXPECT_EQ(d_outcome.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(d_outcome.status.message(), HasSubstr("was lost"));
-  for (int d = 0; d < 2; ++d) EXPECT_EQ(backend_->memory_used_bytes(d), 0u);
+  ExpectNoMemoryHeld(*backend_, *executor_);
 }
 
 TEST_F(ExecutorFaultTest, FailureSkipsDependentsOnOtherStreams) {

@@ -149,7 +149,7 @@ TEST_F(ExecutorHostTest, HostNodeRunsOnThePoolBetweenDeviceNodes) {
             outcome.IndexOf(1, NodeEventKind::kFinished));
   EXPECT_LT(outcome.IndexOf(1, NodeEventKind::kFinished),
             outcome.IndexOf(2, NodeEventKind::kFinished));
-  for (int d = 0; d < 2; ++d) EXPECT_EQ(backend_->memory_used_bytes(d), 0u);
+  ExpectNoMemoryHeld(*backend_, *executor_);
 }
 
 TEST_F(ExecutorHostTest, DependentsWaitForTheHostOpWhileOthersRun) {
@@ -217,7 +217,7 @@ TEST_F(ExecutorHostTest, HostOpFailureFailsItsJobWithTheNode) {
   EXPECT_EQ(bad_outcome.IndexOf(2, NodeEventKind::kFinished), -1);
   EXPECT_TRUE(bad_outcome.outputs.empty());
   ExpectPipelineResult(good_outcome, 2.0f, 256);
-  for (int d = 0; d < 2; ++d) EXPECT_EQ(backend_->memory_used_bytes(d), 0u);
+  ExpectNoMemoryHeld(*backend_, *executor_);
 }
 
 TEST_F(ExecutorHostTest, UnknownHostOpFailsAtIssue) {

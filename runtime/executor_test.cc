@@ -57,9 +57,7 @@ class ExecutorTest : public ::testing::Test {
   }
 
   void ExpectNoMemoryInUse() {
-    for (int d = 0; d < backend_->device_count(); ++d) {
-      EXPECT_EQ(backend_->memory_used_bytes(d), 0u) << "device " << d;
-    }
+    ExpectNoMemoryHeld(*backend_, *executor_);
   }
 
   int window_ = 4096;
@@ -206,7 +204,7 @@ TEST(ExecutorFailureTest, KernelErrorFailsTheNodeAndRetiresItsStream) {
   // Work queued behind the failure on the same stream is reported failed.
   EXPECT_GE(bad_outcome.IndexOf(after, NodeEventKind::kFailed), 0);
   ExpectPipelineResult(good_outcome, 4.0f);
-  for (int d = 0; d < 2; ++d) EXPECT_EQ(backend->memory_used_bytes(d), 0u);
+  ExpectNoMemoryHeld(*backend, *executor);
   // The failed stream was destroyed instead of going back to the pool.
   std::vector<DeviceLoad> load = executor->Load();
   EXPECT_EQ(load[0].streams_busy + load[1].streams_busy, 0);
@@ -405,6 +403,60 @@ TEST(ExecutorCreateTest, RejectsBadOptions) {
   auto executor = Executor::Create(options);
   EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(executor.status().message(), HasSubstr("backend"));
+}
+
+TEST_F(ExecutorTest, CopyBetweenDevicesJoinsItsPeerStream) {
+  // Stream 0 on device 1, stream 1 on device 0. produce (slow) and later
+  // `after` run on stream 1; move, on stream 0, copies src to device 1
+  // holding stream 1 as its peer stream. With no plan event at all, move
+  // still runs after produce, and `after`, which reads what move wrote,
+  // after move.
+  TestJob job(2, {1, 0});
+  const int src = job.Buffer("src", 4096, DType::kBytes,
+                             BufferSpec::Init::kFill, 7);
+  const int dst = job.Buffer("dst", 4096, DType::kBytes,
+                             BufferSpec::Init::kZero, 0, "", true);
+  const int back = job.Buffer("back", 4096, DType::kBytes,
+                              BufferSpec::Init::kZero, 0, "", true);
+  const NodeId produce =
+      job.Node("produce", "spin", {Use(src, Access::kReadWrite)}, 1, {}, -1,
+               20000);
+  const NodeId move = job.Node(
+      "move", "copy", {Use(src, Access::kRead), Use(dst, Access::kWrite)}, 0,
+      {}, -1, 20000);
+  const NodeId after = job.Node(
+      "after", "copy", {Use(dst, Access::kRead), Use(back, Access::kWrite)},
+      1);
+  auto plan = std::make_shared<Plan>(*job.plan());
+  plan->nodes[1].peer_stream = 1;
+  Outcome outcome;
+  ASSERT_TRUE(executor_->Start(job.graph(), plan, outcome.Callbacks()).ok());
+  ASSERT_TRUE(outcome.Wait());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(outcome.outputs.at("dst"), std::string(4096, '\x07'));
+  EXPECT_EQ(outcome.outputs.at("back"), std::string(4096, '\x07'));
+  EXPECT_LT(outcome.IndexOf(produce, NodeEventKind::kFinished),
+            outcome.IndexOf(move, NodeEventKind::kFinished));
+  EXPECT_LT(outcome.IndexOf(move, NodeEventKind::kFinished),
+            outcome.IndexOf(after, NodeEventKind::kFinished));
+  ExpectNoMemoryInUse();
+}
+
+TEST_F(ExecutorTest, StartRejectsAPeerStreamOnTheNodesDevice) {
+  TestJob job(2, {0, 0});
+  job.Node("a", "spin", {}, 0);
+  auto plan = std::make_shared<Plan>(*job.plan());
+  plan->nodes[0].peer_stream = 1;  // device 0, like the node
+  Outcome outcome;
+  absl::StatusOr<uint64_t> id =
+      executor_->Start(job.graph(), plan, outcome.Callbacks());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(id.status().message(),
+              HasSubstr("peer stream 1 is not a stream of another device"));
+  plan->nodes[0].peer_stream = 5;
+  id = executor_->Start(job.graph(), plan, outcome.Callbacks());
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(id.status().message(), HasSubstr("peer stream 5"));
 }
 
 }  // namespace

@@ -39,4 +39,14 @@ void ExpectPipelineResult(Outcome& outcome, float fill_value, int n) {
   EXPECT_EQ(sum[0], static_cast<float>(expected_sum));
 }
 
+void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor) {
+  const std::vector<DeviceLoad> load = executor.Load();
+  ASSERT_EQ(static_cast<int>(load.size()), backend.device_count());
+  for (int d = 0; d < backend.device_count(); ++d) {
+    EXPECT_EQ(load[d].memory.in_use_bytes, 0u) << "device " << d;
+    EXPECT_EQ(backend.memory_used_bytes(d), load[d].memory.cached_bytes)
+        << "device " << d;
+  }
+}
+
 }  // namespace weft::runtime::executor_testing

@@ -178,6 +178,11 @@ TestJob VectorPipeline(float fill_value, int n = 1024);
 // Checks the outputs of a VectorPipeline job.
 void ExpectPipelineResult(Outcome& outcome, float fill_value, int n = 1024);
 
+// Checks that no job holds device memory: every device's pool has nothing
+// in use, and the backend holds exactly what the pools keep cached (no
+// block leaked past the pools).
+void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor);
+
 }  // namespace weft::runtime::executor_testing
 
 #endif  // WEFT_RUNTIME_EXECUTOR_TEST_UTIL_H_

@@ -80,6 +80,11 @@ absl::Status ForwardingBackend::Launch(const KernelLaunch& launch,
   return backend_->Launch(launch, stream);
 }
 
+absl::Status ForwardingBackend::PrepareModules(
+    const scheduler::Graph& graph) const {
+  return backend_->PrepareModules(graph);
+}
+
 absl::Status ForwardingBackend::AddHostCallback(StreamHandle stream,
                                               HostCallback callback) {
   return backend_->AddHostCallback(stream, std::move(callback));
@@ -115,6 +120,27 @@ bool ForwardingBackend::has_device_clock() const {
 
 absl::StatusOr<double> ForwardingBackend::EventTimeUs(EventHandle event) {
   return backend_->EventTimeUs(event);
+}
+
+bool ForwardingBackend::supports_device_graphs() const {
+  return backend_->supports_device_graphs();
+}
+
+bool ForwardingBackend::prefers_device_graphs() const {
+  return backend_->prefers_device_graphs();
+}
+
+bool ForwardingBackend::supports_device_graph_op(const std::string& op) const {
+  return backend_->supports_device_graph_op(op);
+}
+
+absl::Status ForwardingBackend::LaunchDeviceGraph(const DeviceGraph& graph,
+                                                  StreamHandle stream) {
+  return backend_->LaunchDeviceGraph(graph, stream);
+}
+
+absl::Status ForwardingBackend::PrepareDeviceGraph(const DeviceGraph& graph) {
+  return backend_->PrepareDeviceGraph(graph);
 }
 
 absl::Status ForwardingBackend::AbortErrorScope(StreamHandle stream,

@@ -12,6 +12,7 @@
 #define WEFT_RUNTIME_FORWARDING_BACKEND_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -53,6 +54,7 @@ class ForwardingBackend : public Backend {
                                   StreamHandle stream) override;
   absl::Status Launch(const KernelLaunch& launch,
                       StreamHandle stream) override;
+  absl::Status PrepareModules(const scheduler::Graph& graph) const override;
   absl::Status AddHostCallback(StreamHandle stream,
                                HostCallback callback) override;
   absl::Status SetErrorScope(StreamHandle stream,
@@ -66,6 +68,15 @@ class ForwardingBackend : public Backend {
   void EndBatch() override;
   bool has_device_clock() const override;
   absl::StatusOr<double> EventTimeUs(EventHandle event) override;
+  // Work inside a device graph reaches the wrapped backend through
+  // LaunchDeviceGraph, not Launch or the copies: a decorator that counts or
+  // intercepts those overrides LaunchDeviceGraph too.
+  bool supports_device_graphs() const override;
+  bool prefers_device_graphs() const override;
+  bool supports_device_graph_op(const std::string& op) const override;
+  absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
+                                 StreamHandle stream) override;
+  absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
 
   absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
                                absl::Status status) override;

@@ -52,6 +52,11 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_EQ(forwarding.supports_host_gates(), sim->supports_host_gates());
   EXPECT_EQ(forwarding.has_device_clock(), sim->has_device_clock());
   EXPECT_TRUE(forwarding.supports_host_gates());
+  EXPECT_EQ(forwarding.supports_device_graphs(),
+            sim->supports_device_graphs());
+  EXPECT_EQ(forwarding.prefers_device_graphs(), sim->prefers_device_graphs());
+  EXPECT_TRUE(forwarding.supports_device_graph_op("axpy"));
+  EXPECT_FALSE(forwarding.supports_device_graph_op("no_such_op"));
 
   auto ptr = forwarding.Allocate(0, 4096);
   ASSERT_TRUE(ptr.ok()) << ptr.status();

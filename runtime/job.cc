@@ -85,6 +85,13 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
           named(), ": runs on device ", pn.device, " but its stream ", pn.stream,
           " is on device ", plan.streams[pn.stream].device));
     }
+    if (pn.peer_stream != -1 &&
+        (pn.peer_stream < 0 || pn.peer_stream >= num_streams ||
+         plan.streams[pn.peer_stream].device == pn.device)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          named(), ": peer stream ", pn.peer_stream,
+          " is not a stream of another device (", num_streams, " streams)"));
+    }
     for (int e : pn.wait_events) {
       if (e < 0 || e >= plan.num_events) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -159,6 +166,12 @@ void Job::Fail(absl::Status status, NodeId node) {
 
 void Job::Pump() {
   if (phase_ == Phase::kIssuing) {
+    if (device_graphs_ && next_ == 0 && status_.ok()) {
+      device_graphs_ = false;  // one try
+      if (absl::Status s = IssueDeviceGraphs(); !s.ok()) {
+        Fail(std::move(s), -1);
+      }
+    }
     if (status_.ok()) IssueSome();
     const bool all_issued = next_ >= plan_->nodes.size();
     if (!status_.ok() || all_issued) {
@@ -213,6 +226,32 @@ absl::Status Job::IssueNode(int index) {
     }
   }
   if (waited) TraceDirty(stream);
+  // A copy between devices also holds a stream of its source device: it
+  // starts once that stream reaches it too, and that stream's later work
+  // runs after it. `order_after(from, device, to)` makes `to` wait for
+  // the work enqueued so far on `from`, a stream of `device`.
+  auto order_after = [&](StreamHandle from, int from_device,
+                         StreamHandle to) -> absl::Status {
+    WEFT_ASSIGN_OR_RETURN(EventHandle join,
+                          env_->event_pools[from_device]->Acquire());
+    held_events_.emplace_back(join, from_device);
+    WEFT_RETURN_IF_ERROR(backend->RecordEvent(join, from));
+    WEFT_RETURN_IF_ERROR(backend->StreamWaitEvent(to, join));
+    TraceDirty(to);
+    return absl::OkStatus();
+  };
+  StreamHandle peer;
+  int peer_device = -1;
+  if (pn.peer_stream >= 0) {
+    WEFT_ASSIGN_OR_RETURN(peer, StreamFor(pn.peer_stream));
+    peer_device = plan_->streams[pn.peer_stream].device;
+    if (peer.value == stream.value) {
+      peer_device = -1;  // one pooled stream: FIFO orders it already
+    } else {
+      WEFT_RETURN_IF_ERROR(Enter(peer));
+      WEFT_RETURN_IF_ERROR(order_after(peer, peer_device, stream));
+    }
+  }
   const bool on_host =
       node.engine == scheduler::Engine::kHost && env_->host_gates;
   const int where = on_host ? host_ : device;
@@ -232,6 +271,10 @@ absl::Status Job::IssueNode(int index) {
     KernelLaunch launch;
     launch.op = node.op;
     launch.cost_us = node.cost_us;
+    if (node.kernel.has_value()) {
+      launch.user_kernel = &*node.kernel;
+      launch.module = &graph_->module(node.kernel->module);
+    }
     launch.args.reserve(node.args.size());
     for (const scheduler::Arg& arg : node.args) {
       if (const auto* use = std::get_if<BufferUse>(&arg)) {
@@ -285,6 +328,10 @@ absl::Status Job::IssueNode(int index) {
                                 ? backend->RecordEvent(*event, stream)
                                 : event.status();
     if (!recorded.ok()) Fail(std::move(recorded), pn.node);
+  }
+  if (peer_device >= 0) {
+    absl::Status joined = order_after(stream, device, peer);
+    if (!joined.ok()) Fail(std::move(joined), pn.node);
   }
   return absl::OkStatus();
 }
@@ -434,11 +481,13 @@ absl::Status Job::AllocateBuffers() {
       if (copy.allocated) continue;
       const BufferSpec& spec = graph_->buffer(use.buffer);
       absl::StatusOr<DevicePtr> ptr =
-          env_->backend->Allocate(pn.device, spec.size_bytes);
+          env_->memory_pools[pn.device]->Allocate(spec.size_bytes);
       if (!ptr.ok()) {
         return absl::Status(
             ptr.status().code(),
-            absl::StrCat("buffer '", spec.name, "': ", ptr.status().message()));
+            absl::StrCat("buffer '", spec.name, "' (first used by node '",
+                         node.name, "' on device ", pn.device,
+                         "): ", ptr.status().message()));
       }
       copy.ptr = *ptr;
       copy.allocated = true;
@@ -683,6 +732,7 @@ void Job::StartDraining() {
     if (s.ok()) {
       ++fences_pending_;
     } else {
+      unfenced_ = true;
       stream_failed_[stream.value] = true;
       Fail(std::move(s), -1);
     }
@@ -704,7 +754,11 @@ void Job::Finish() {
   if (trace_ != nullptr) trace = BuildTrace();
   for (BufferState& state : buffers_) {
     for (Copy& copy : state.copies) {
-      if (copy.allocated) backend->Free(copy.ptr).IgnoreError();
+      if (copy.allocated) {
+        MemoryPool* pool = env_->memory_pools[copy.ptr.device];
+        (unfenced_ ? pool->FreeUncached(copy.ptr) : pool->Free(copy.ptr))
+            .IgnoreError();
+      }
       copy.allocated = false;
     }
   }
@@ -752,6 +806,125 @@ std::string Job::InitialContents(BufferId b) const {
     }
   }
   return bytes;
+}
+
+// ---- Device graphs.
+
+absl::Status Job::IssueDeviceGraphs() {
+  Backend* backend = env_->backend;
+  JobGraphInputs inputs;
+  inputs.graph = graph_.get();
+  inputs.plan = plan_.get();
+  inputs.buffer = [this](BufferId b, int device) {
+    return buffers_[b].copies[device].ptr;
+  };
+  inputs.supports_op = [backend](const std::string& op) {
+    return backend->supports_device_graph_op(op);
+  };
+  absl::StatusOr<JobGraphs> built = BuildJobGraphs(inputs);
+  if (built.status().code() == absl::StatusCode::kUnimplemented) {
+    return absl::OkStatus();  // node by node instead
+  }
+  if (!built.ok()) return built.status();
+  graphs_ = std::make_unique<JobGraphs>(*std::move(built));
+  std::vector<EventHandle> events;
+  events.reserve(graphs_->event_devices.size());
+  for (int device : graphs_->event_devices) {
+    WEFT_ASSIGN_OR_RETURN(EventHandle event,
+                          env_->event_pools[device]->Acquire());
+    held_events_.emplace_back(event, device);
+    events.push_back(event);
+  }
+  AssignJobGraphEvents(*graphs_, events);
+  // Every graph is built before the first is launched: a graph the backend
+  // cannot build sends the whole job node by node, with nothing enqueued.
+  for (const JobDeviceGraph& job_graph : graphs_->graphs) {
+    if (!backend->PrepareDeviceGraph(job_graph.graph).ok()) {
+      graphs_.reset();
+      return absl::OkStatus();
+    }
+  }
+  next_ = plan_->nodes.size();  // nothing is issued node by node
+  std::vector<StreamHandle> device_stream(num_devices_);
+  for (int g = 0; g < static_cast<int>(graphs_->graphs.size()); ++g) {
+    const JobDeviceGraph& job_graph = graphs_->graphs[g];
+    const int device = job_graph.graph.device;
+    if (device_stream[device].value == 0) {
+      WEFT_ASSIGN_OR_RETURN(
+          device_stream[device],
+          StreamFor(plan_->nodes[job_graph.plan_indices.front()].stream));
+    }
+    const StreamHandle stream = device_stream[device];
+    WEFT_RETURN_IF_ERROR(Enter(stream));
+    for (BufferId b : job_graph.uploads) {
+      const BufferSpec& spec = graph_->buffer(b);
+      staging_.push_back(InitialContents(b));
+      const int op = TraceBegin(
+          SpanKind::kCopy,
+          TraceTrackFor(TrackKind::kHostToDevice, device, stream),
+          absl::StrCat(spec.name, " upload"), "", -1, spec.size_bytes, stream,
+          device);
+      WEFT_RETURN_IF_ERROR(backend->CopyHostToDevice(
+          buffers_[b].copies[device].ptr, staging_.back().data(),
+          spec.size_bytes, stream));
+      TraceEnd(op, stream, device);
+    }
+    const int op = TraceBegin(
+        SpanKind::kKernel, TraceTrackFor(TrackKind::kStream, device, stream),
+        absl::StrCat("device graph ", g, " (", job_graph.plan_indices.size(),
+                     " nodes)"),
+        "graph", -1, 0, stream, device);
+    WEFT_RETURN_IF_ERROR(backend->LaunchDeviceGraph(job_graph.graph, stream));
+    TraceEnd(op, stream, device);
+    const uint64_t id = id_;
+    const auto* post = &env_->post;
+    WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
+        stream, [post, id, g](absl::Status status) {
+          (*post)(id, [g, status = std::move(status)](Job& job) {
+            job.OnGraphDone(g, status);
+          });
+        }));
+    ++in_flight_;
+    if (callbacks_.on_node) {
+      for (int index : job_graph.plan_indices) {
+        callbacks_.on_node(plan_->nodes[index].node, NodeEventKind::kStarted,
+                           absl::OkStatus());
+      }
+    }
+  }
+  // Where the outputs are: DownloadOutputs reads each from the stream that
+  // holds its latest version.
+  for (BufferId b = 0; b < graph_->num_buffers(); ++b) {
+    const int latest = graphs_->latest[b];
+    if (latest < 0) continue;
+    BufferState& state = buffers_[b];
+    state.latest = latest;
+    state.copies[latest].current = true;
+    state.copies[latest].writer = device_stream[latest];
+  }
+  return absl::OkStatus();
+}
+
+void Job::OnGraphDone(int g, absl::Status status) {
+  --in_flight_;
+  const JobDeviceGraph& job_graph = graphs_->graphs[g];
+  if (status.ok()) {
+    if (callbacks_.on_node) {
+      for (int index : job_graph.plan_indices) {
+        callbacks_.on_node(plan_->nodes[index].node, NodeEventKind::kFinished,
+                           status);
+      }
+    }
+  } else if (!IsOwnCancellation(status)) {
+    const int logical = plan_->nodes[job_graph.plan_indices.front()].stream;
+    stream_failed_[streams_[logical].value] = true;
+    Fail(absl::Status(status.code(),
+                      absl::StrCat("device graph on device ",
+                                   job_graph.graph.device, ": ",
+                                   status.message())),
+         -1);
+  }
+  Pump();
 }
 
 // ---- Tracing.

@@ -7,13 +7,16 @@
 //     wait for the plan's events, make its buffers current on its device,
 //     launch, add a host callback that reports it finished, and record its
 //     signal event (after the callback, so progress reports follow
-//     dependencies).
+//     dependencies). A node with a peer stream (a copy between devices)
+//     first makes its stream wait for an event recorded on the peer
+//     stream, and after it the peer stream waits for one recorded on its
+//     stream: both streams reach it before it starts and continue after.
 //   kDraining: entered when every node is issued (outputs are then copied
 //     back, each on the stream that last wrote it), or at the first error or
 //     a cancel. A fence (host callback) goes onto every stream the job used;
 //     since streams are FIFO, when all fences have fired, all of the job's
 //     work has completed and every node callback has been handled.
-//   kDone: memory freed, events and streams back in their pools, the trace
+//   kDone: memory, events and streams back in their pools, the trace
 //     (if asked for) and on_done delivered, exactly once.
 //
 // Host-engine nodes run on the host worker pool, not on a device. Their
@@ -27,7 +30,12 @@
 // on their stream like device nodes.
 //
 // Buffers live on every device whose nodes use them (and in host memory for
-// host nodes), each device copy allocated at the start. Coherence follows
+// host nodes), each device copy allocated at the start from the device's
+// MemoryPool and given back in kDone. Giving a block back makes it
+// reusable by the next job at once, which is safe only because kDone comes
+// after every fence has fired (nothing of the job is queued any more); if
+// a stream could not take its fence, the job's blocks go back to the
+// backend uncached instead (MemoryPool::FreeUncached). Coherence follows
 // plan order: the job tracks which location holds the latest version of
 // each buffer and which copies are current. Before a node runs, a stale or
 // missing copy where it runs is refreshed (initial contents uploaded, or a
@@ -44,6 +52,16 @@
 // one with other jobs. Every stream it enqueues on is switched to the job's
 // error scope first (Backend::SetErrorScope), so a failure of this job
 // never fails another job's work on a shared stream.
+//
+// Device graphs (set_device_graphs): a job that fits (job_graph.h) is
+// issued at its first turn as device graphs instead of node by node: per
+// graph, on one pooled stream of its device, the uploads of initial data
+// it needs, Backend::LaunchDeviceGraph and a host callback that reports
+// the graph's nodes finished. Cross-device order goes through pooled
+// events inside the graphs. Outputs are downloaded and the job drains and
+// finishes as on the stream path. A job that does not fit, or whose graphs
+// the backend cannot build (Backend::PrepareDeviceGraph, asked for all of
+// them before the first launch), is issued node by node.
 //
 // Not thread-safe: every method runs on the executor's scheduling thread.
 // Work completes on backend and pool threads, which hand continuations back
@@ -66,6 +84,8 @@
 #include "runtime/event_pool.h"
 #include "runtime/executor.h"
 #include "runtime/host_pool.h"
+#include "runtime/job_graph.h"
+#include "runtime/memory_pool.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/stream_pool.h"
 #include "runtime/trace.h"
@@ -82,6 +102,7 @@ struct JobEnv {
   Backend* backend = nullptr;
   std::vector<StreamPool*> stream_pools;  // by device
   std::vector<EventPool*> event_pools;    // by device
+  std::vector<MemoryPool*> memory_pools;  // by device
   // Runs host-engine nodes.
   HostPool* host_pool = nullptr;
   const CpuKernelTable* host_kernels = nullptr;
@@ -122,6 +143,9 @@ class Job {
 
   uint64_t id() const { return id_; }
   bool done() const { return phase_ == Phase::kDone; }
+
+  // Issue the job as device graphs where it fits. Call before Begin.
+  void set_device_graphs(bool on) { device_graphs_ = on; }
 
   // Allocates memory and starts issuing.
   void Begin();
@@ -202,6 +226,10 @@ class Job {
   void FinishHostOp(int index, absl::Status status);
 
   void IssueSome();
+  // Issues the whole job as device graphs, or nothing when it does not fit.
+  absl::Status IssueDeviceGraphs();
+  // Device graph `g` (of graphs_) completed with `status`.
+  void OnGraphDone(int g, absl::Status status);
   absl::Status IssueNode(int index);
   // The host part of IssueNode, after the waits and transfers.
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
@@ -262,7 +290,13 @@ class Job {
   size_t next_ = 0;   // next plan index to issue
   int in_flight_ = 0;
   int fences_pending_ = 0;
+  // A stream could not take its fence: the job's memory may still be in
+  // use by queued work and must not be reused.
+  bool unfenced_ = false;
   bool pump_posted_ = false;
+  // Device graphs: whether to try them, and the graphs once issued.
+  bool device_graphs_ = false;
+  std::unique_ptr<JobGraphs> graphs_;
 
   std::vector<BufferState> buffers_;
   // Logical stream -> pooled stream (value 0 until first used).

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/huge_pages.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
@@ -15,6 +16,8 @@ namespace weft::scheduler {
 CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
   const int n = dag.num_nodes();
   CostLevels levels;
+  ReserveHuge(levels.top_us, n);
+  ReserveHuge(levels.bottom_us, n);
   levels.top_us.assign(n, 0);
   levels.bottom_us.assign(n, 0);
   levels.bottom_hops.assign(n, 0);
@@ -146,9 +149,13 @@ class Simulation {
     const int num_events = sc.num_events;
     if (static_cast<int>(sc.device.size()) != n_ ||
         static_cast<int>(sc.stream.size()) != n_ ||
-        static_cast<int>(sc.signal.size()) != n_ || sc.waits.rows() != n_) {
+        static_cast<int>(sc.signal.size()) != n_ || sc.waits.rows() != n_ ||
+        sc.peer_stream.size() != sc.peer_device.size() ||
+        (!sc.peer_stream.empty() &&
+         static_cast<int>(sc.peer_stream.size()) != n_)) {
       return absl::InternalError("schedule arrays disagree on the node count");
     }
+    int64_t num_members = n_;
     std::vector<int32_t> signaller(num_events, -1);
     stream_offsets_.assign(num_streams + 1, 0);
     waiter_offsets_.assign(num_events + 1, 0);
@@ -189,6 +196,17 @@ class Simulation {
       unit_[i] = UnitOf(graph_.engine(v));
       cost_[i] = graph_.cost_us(v);
       ++stream_offsets_[sc.stream[i] + 1];
+      if (const int32_t t = Peer(i); t >= 0) {
+        if (t >= num_streams || t == sc.stream[i] || sc.peer_device[i] < 0 ||
+            sc.peer_device[i] >= num_devices_ ||
+            sc.peer_device[i] == sc.device[i]) {
+          return absl::InternalError(absl::StrCat(
+              "plan node ", i, " has a bad peer stream ", t, " (device ",
+              sc.peer_device[i], ")"));
+        }
+        ++stream_offsets_[t + 1];
+        ++num_members;
+      }
     }
     for (int e = 0; e < num_events; ++e) {
       if (signaller[e] < 0) {
@@ -200,13 +218,14 @@ class Simulation {
     for (int s = 0; s < num_streams; ++s) {
       stream_offsets_[s + 1] += stream_offsets_[s];
     }
-    stream_nodes_.resize(n_);
+    stream_nodes_.resize(num_members);
     waiters_.resize(waiter_offsets_[num_events]);
     head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
     std::vector<int32_t> wfill(waiter_offsets_.begin(),
                                waiter_offsets_.end() - 1);
     for (int i = 0; i < n_; ++i) {
       stream_nodes_[head_[sc.stream[i]]++] = i;
+      if (const int32_t t = Peer(i); t >= 0) stream_nodes_[head_[t]++] = i;
       for (int32_t e : sc.waits.Row(i)) waiters_[wfill[e]++] = i;
     }
     head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
@@ -216,6 +235,8 @@ class Simulation {
   void Setup() {
     const int num_streams = schedule_.num_streams;
     phase_.assign(n_, Phase::kBlocked);
+    ReserveHuge(start_, n_);
+    ReserveHuge(transfer_, n_);
     start_.assign(n_, 0);
     transfer_.assign(n_, 0);
     busy_.assign(num_streams, 0);
@@ -225,6 +246,11 @@ class Simulation {
                       std::max(options_.copy_engines_per_device, 1));
     kernel_ready_.resize(num_devices_);
     copy_ready_.resize(num_devices_);
+    parked_.resize(num_devices_);
+    // Each node has at most one completion pending: its transfer or itself.
+    std::vector<std::pair<double, int32_t>> pending;
+    pending.reserve(n_);
+    completions_ = decltype(completions_)(std::greater<>(), std::move(pending));
     if (!options_.model_transfers) return;
     const int num_buffers = graph_.num_buffers();
     where_.assign(num_buffers, 0);
@@ -244,6 +270,14 @@ class Simulation {
     if (busy_[s] || head_[s] >= stream_offsets_[s + 1]) return;
     const int32_t i = stream_nodes_[head_[s]];
     if (pending_[i] > 0) return;
+    // A copy between devices also waits for the head of its other stream.
+    const int32_t o = Peer(i) < 0 ? -1
+                      : schedule_.stream[i] == s ? Peer(i)
+                                                 : schedule_.stream[i];
+    if (o >= 0) {
+      if (busy_[o] || stream_nodes_[head_[o]] != i) return;
+      busy_[o] = 1;
+    }
     busy_[s] = 1;
     if (options_.model_transfers && NeedsTransfer(i)) {
       phase_[i] = Phase::kTransferWait;
@@ -257,14 +291,14 @@ class Simulation {
   // copied to the node's device.
   bool NeedsTransfer(int32_t i) {
     const int device = schedule_.device[i];
-    const uint64_t bit = uint64_t{1} << device;
+    const uint64_t bit = PresentBits(i);
     bool needed = false;
     for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
       if (!Reads(use.access)) continue;
       const BufferId b = use.buffer;
       if (latest_[b] == kNowhere) {
         latest_[b] = device;
-        where_[b] = bit;
+        where_[b] = uint64_t{1} << device;
       }
       if (!(where_[b] & bit)) needed = true;
     }
@@ -273,7 +307,7 @@ class Simulation {
 
   double TransferTime(int32_t i) {
     const int device = schedule_.device[i];
-    const uint64_t bit = uint64_t{1} << device;
+    const uint64_t bit = PresentBits(i);
     double total = 0;
     for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
       if (!Reads(use.access)) continue;
@@ -287,7 +321,7 @@ class Simulation {
   }
 
   void FinishTransfer(int32_t i) {
-    ++copy_free_[schedule_.device[i]];
+    FreeCopyEngine(schedule_.device[i]);
     const uint64_t bit = uint64_t{1} << schedule_.device[i];
     for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
       if (Reads(use.access)) where_[use.buffer] |= bit;
@@ -337,9 +371,20 @@ class Simulation {
         Start(i);
       }
       while (copy_free_[d] > 0 && !copy_ready_[d].empty()) {
-        --copy_free_[d];
         const int32_t i = copy_ready_[d].top();
         copy_ready_[d].pop();
+        if (phase_[i] == Phase::kUnitWait && Peer(i) >= 0 &&
+            unit_[i] == UnitKind::kCopy) {
+          // A copy between devices takes an engine on both devices at
+          // once, or waits (holding neither) for one to free on the peer.
+          const int peer = schedule_.peer_device[i];
+          if (copy_free_[peer] == 0) {
+            parked_[peer].push_back(i);
+            continue;
+          }
+          --copy_free_[peer];
+        }
+        --copy_free_[d];
         Start(i);
       }
     }
@@ -353,10 +398,14 @@ class Simulation {
         ++kernel_free_[device];
         break;
       case UnitKind::kCopy:
-        ++copy_free_[device];
+        FreeCopyEngine(device);
         break;
       case UnitKind::kHost:
         break;
+    }
+    const int32_t peer = Peer(i);
+    if (peer >= 0 && unit_[i] == UnitKind::kCopy) {
+      FreeCopyEngine(schedule_.peer_device[i]);
     }
     if (options_.model_transfers) {
       const uint64_t bit = uint64_t{1} << device;
@@ -370,6 +419,11 @@ class Simulation {
     const int s = schedule_.stream[i];
     busy_[s] = 0;
     ++head_[s];
+    if (peer >= 0) {
+      busy_[peer] = 0;
+      ++head_[peer];
+      TryActivate(peer);
+    }
     TryActivate(s);
     const int32_t e = schedule_.signal[i];
     if (e >= 0) {
@@ -378,6 +432,26 @@ class Simulation {
         if (--pending_[w] == 0) TryActivate(schedule_.stream[w]);
       }
     }
+  }
+
+  int32_t Peer(int32_t i) const {
+    return schedule_.peer_stream.empty() ? -1 : schedule_.peer_stream[i];
+  }
+
+  // Devices where node i finds its inputs without a transfer: its own,
+  // and for a copy between devices the one it copies from.
+  uint64_t PresentBits(int32_t i) const {
+    uint64_t bits = uint64_t{1} << schedule_.device[i];
+    if (Peer(i) >= 0) bits |= uint64_t{1} << schedule_.peer_device[i];
+    return bits;
+  }
+
+  // Returns a copy engine of `device`; copies between devices parked for
+  // one go back to their queues.
+  void FreeCopyEngine(int device) {
+    ++copy_free_[device];
+    for (int32_t i : parked_[device]) copy_ready_[schedule_.device[i]].push(i);
+    parked_[device].clear();
   }
 
   const Graph& graph_;
@@ -407,6 +481,8 @@ class Simulation {
   std::vector<int> copy_free_;    // by device
   std::vector<MinHeap> kernel_ready_;
   std::vector<MinHeap> copy_ready_;  // transfers and COPY nodes
+  // By device: copies between devices waiting for one of its engines.
+  std::vector<std::vector<int32_t>> parked_;
   MinHeap host_ready_;
   // (time, position), earliest first, then lowest position.
   std::priority_queue<std::pair<double, int32_t>,
@@ -456,6 +532,17 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan,
   schedule.signal.reserve(n);
   schedule.waits.offsets.reserve(n + 1);
   for (const PlannedNode& pn : plan->nodes) {
+    if (pn.peer_stream >= 0 && schedule.peer_stream.empty()) {
+      schedule.peer_stream.assign(schedule.node.size(), -1);
+      schedule.peer_device.assign(schedule.node.size(), -1);
+    }
+    if (!schedule.peer_stream.empty()) {
+      const bool known = pn.peer_stream >= 0 &&
+                         pn.peer_stream < static_cast<int>(plan->streams.size());
+      schedule.peer_stream.push_back(pn.peer_stream);
+      schedule.peer_device.push_back(
+          known ? plan->streams[pn.peer_stream].device : -1);
+    }
     schedule.num_devices = std::max(schedule.num_devices, pn.device + 1);
     schedule.node.push_back(pn.node);
     schedule.device.push_back(pn.device);

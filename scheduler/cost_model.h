@@ -21,7 +21,12 @@
 //     by their streams;
 //   - among nodes waiting for the same unit, the one issued first starts
 //     first; all completions at one instant are applied before anything
-//     new starts.
+//     new starts;
+//   - a copy between devices (a node with a peer stream) is at the head of
+//     both of its streams before it starts, and holds both streams and a
+//     copy engine on each of the two devices while it runs; its inputs up
+//     to date on the peer device need no transfer first (the copy itself
+//     reads them there).
 //
 // So the makespan is never below the critical path (every dependency is
 // honoured and transfers only add time) nor below the device work divided
@@ -78,6 +83,10 @@ struct Schedule {
   std::vector<int32_t> stream;
   std::vector<int32_t> signal;  // event recorded after the node, or -1
   Csr waits;                    // events waited on before the node
+  // Copies between devices: each node's peer stream and that stream's
+  // device (-1: none); both empty when no node has one.
+  std::vector<int32_t> peer_stream;
+  std::vector<int32_t> peer_device;
   int num_streams = 0;
   int num_events = 0;
   int num_devices = 1;

@@ -261,5 +261,56 @@ TEST(SimulatePlanTest, DetectsADeadlock) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("deadlocks"));
 }
 
+TEST(SimulatePlanTest, CopyBetweenDevicesHoldsBothStreamsAndEngines) {
+  // cp copies x from device 0 (stream 1, its peer) to device 1 (stream 2)
+  // after a wrote it. It reads x where it is: no transfer first. It needs
+  // a copy engine on each device, and `after`, behind it on stream 1,
+  // starts when it ends.
+  GraphMaker m;
+  m.Buffer("x", 3000000).Buffer("y", 3000000);
+  m.Buffer("o").Buffer("p").Buffer("q");
+  m.Node("a", "x:w", {.cost = 10});
+  m.Node("busy", "o:w", {.engine = Engine::kCopy, .cost = 5});
+  m.Node("other", "p:w", {.engine = Engine::kCopy, .cost = 20});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy, .cost = 4});
+  m.Node("after", "q:w", {.engine = Engine::kCopy, .cost = 1});
+  Graph g = m.Build();
+  Plan plan = MakePlan({{0, 0, {}, 0, 0},
+                        {1, 1, {}, -1, 0},
+                        {2, 3, {}, -1, 0},
+                        {3, 2, {0}, -1, 1},
+                        {4, 1, {}, -1, 0}},
+                       4, 1, {0, 0, 1, 0});
+  plan.nodes[3].peer_stream = 1;
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  EXPECT_EQ(plan.nodes[3].estimated_transfer_us, 0);
+  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_start_us, 10);
+  EXPECT_DOUBLE_EQ(plan.nodes[4].estimated_start_us, 14);
+  EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 20);
+  // One copy engine per device: busy, then other hold device 0's until
+  // 25, and cp waits for it (holding nothing meanwhile).
+  ASSERT_TRUE(SimulatePlan(g, &plan, {.copy_engines_per_device = 1}).ok());
+  EXPECT_DOUBLE_EQ(plan.nodes[2].estimated_start_us, 5);
+  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_start_us, 25);
+  EXPECT_DOUBLE_EQ(plan.nodes[4].estimated_start_us, 29);
+  EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 30);
+  // Without the peer stream the copy first fetches x: 3 MB at 300 GB/s.
+  plan.nodes[3].peer_stream = -1;
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_transfer_us, 10);
+  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_start_us, 20);
+  EXPECT_DOUBLE_EQ(plan.nodes[4].estimated_start_us, 5);
+}
+
+TEST(SimulatePlanTest, PeerStreamMustLieOnAnotherDevice) {
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCopy, Engine::kCompute);
+  Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 0}}, 2, 0);
+  plan.nodes[1].peer_stream = 0;  // device 0, like the node
+  absl::Status s = SimulatePlan(g, &plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("bad peer stream 0"));
+}
+
 }  // namespace
 }  // namespace weft::scheduler

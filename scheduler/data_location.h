@@ -46,6 +46,17 @@ class DataLocations {
   std::vector<Mask> mask_;
 };
 
+// Copies between devices. Replays DataLocations over `order` (a
+// topological order of all nodes) with each node on `device[v]`, and
+// returns, by NodeId, the source device of every COPY-engine node whose
+// read inputs are not all up to date on its own device: among the devices
+// holding those inputs, the one holding the most of their bytes (ties: the
+// lowest id); -1 for every other node, and for inputs only on the host.
+// Returns an empty vector when no node has a source device. O(V + uses).
+std::vector<int> CopySourceDevices(const Graph& graph,
+                                   absl::Span<const NodeId> order,
+                                   absl::Span<const int> device);
+
 }  // namespace weft::scheduler
 
 #endif  // WEFT_SCHEDULER_DATA_LOCATION_H_

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "scheduler/huge_pages.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
@@ -107,6 +108,12 @@ Csr CollectDependencies(const Graph& graph) {
 
   Csr preds;
   preds.offsets.reserve(n + 1);
+  // Room for the common case, every argument and `after` edge distinct.
+  size_t room = 0;
+  for (NodeId v = 0; v < n; ++v) {
+    room += graph.Uses(v).size() + graph.After(v).size();
+  }
+  ReserveHuge(preds.items, room);
   for (NodeId v = 0; v < n; ++v) {
     touched.clear();
     for (const BufferUse& use : graph.Uses(v)) {
@@ -206,7 +213,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph) {
   std::vector<NodeId> candidates;
   std::vector<uint8_t> redundant;
   dag.preds.offsets.reserve(n + 1);
-  dag.preds.items.reserve(dag.raw_preds.items.size());
+  ReserveHuge(dag.preds.items, dag.raw_preds.items.size());
   for (NodeId v = 0; v < n; ++v) {
     auto row = dag.raw_preds.Row(v);
     if (row.size() <= 1) {

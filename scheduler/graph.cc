@@ -62,10 +62,11 @@ absl::string_view EngineName(Engine engine) {
 }
 
 Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
-             std::vector<NodeSpec> nodes)
+             std::vector<NodeSpec> nodes, std::vector<ModuleSpec> modules)
     : name_(std::move(name)),
       buffers_(std::move(buffers)),
-      nodes_(std::move(nodes)) {
+      nodes_(std::move(nodes)),
+      modules_(std::move(modules)) {
   node_index_.reserve(nodes_.size());
   for (NodeId i = 0; i < static_cast<NodeId>(nodes_.size()); ++i) {
     // First occurrence wins; GraphBuilder rejects duplicates anyway.

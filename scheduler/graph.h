@@ -4,7 +4,8 @@
 // submitted order). It is built only by GraphBuilder (graph_builder.h), which
 // validates everything a client can get wrong, so code downstream may assume:
 // names are unique and non-empty, every reference resolves, every op is
-// known and its arguments match the op's signature, explicit `after` edges
+// known and its arguments match the op's signature (or the node launches a
+// kernel of one of the graph's modules with a valid shape), explicit `after` edges
 // form no cycle, and device pins are within the machine. A Graph never
 // changes after construction and is safe to share between threads.
 #ifndef WEFT_SCHEDULER_GRAPH_H_
@@ -57,9 +58,38 @@ struct BufferUse {
 // One node argument: a buffer use or a typed scalar.
 using Arg = std::variant<BufferUse, float, double, int32_t, int64_t>;
 
+// Device code a graph's user kernels come from (weft.v1.Module).
+struct ModuleSpec {
+  enum class Kind { kCudaSource, kPtx };
+
+  std::string name;
+  Kind kind = Kind::kCudaSource;
+  std::string code;                        // CUDA C++ source or PTX text
+  std::vector<std::string> nvrtc_options;  // kCudaSource only
+};
+
+using ModuleId = int32_t;
+
+// A user kernel launch (weft.v1.KernelLaunch), validated: every extent is at
+// least 1 and within CUDA's limits.
+struct KernelSpec {
+  ModuleId module = -1;
+  std::string kernel;
+  uint32_t grid[3] = {1, 1, 1};
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t shared_memory_bytes = 0;
+};
+
+// NodeSpec::op of nodes that launch a user kernel (not a built-in op name;
+// the wire form leaves Node.op empty for them).
+inline constexpr absl::string_view kUserKernelOp = "kernel";
+
 struct NodeSpec {
   std::string name;
-  std::string op;
+  std::string op;  // a built-in op, or kUserKernelOp
+  // Set exactly when op == kUserKernelOp; `args` are then the kernel's
+  // parameters in order.
+  std::optional<KernelSpec> kernel;
   std::vector<Arg> args;
   std::vector<NodeId> after;  // explicit control predecessors
   std::string stream_label;
@@ -73,7 +103,7 @@ struct NodeSpec {
 class Graph {
  public:
   Graph(std::string name, std::vector<BufferSpec> buffers,
-        std::vector<NodeSpec> nodes);
+        std::vector<NodeSpec> nodes, std::vector<ModuleSpec> modules = {});
   Graph(Graph&&) = default;
   Graph& operator=(Graph&&) = default;
   Graph(const Graph&) = delete;
@@ -86,6 +116,9 @@ class Graph {
   const NodeSpec& node(NodeId id) const { return nodes_[id]; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
   int num_buffers() const { return static_cast<int>(buffers_.size()); }
+  // Modules of user kernels (NodeSpec::kernel refers to them by index).
+  const std::vector<ModuleSpec>& modules() const { return modules_; }
+  const ModuleSpec& module(ModuleId id) const { return modules_[id]; }
 
   // -1 when absent.
   NodeId FindNode(absl::string_view name) const;
@@ -123,6 +156,7 @@ class Graph {
   std::string name_;
   std::vector<BufferSpec> buffers_;
   std::vector<NodeSpec> nodes_;
+  std::vector<ModuleSpec> modules_;
   absl::flat_hash_map<std::string, NodeId> node_index_;
   absl::flat_hash_map<std::string, BufferId> buffer_index_;
   std::vector<int32_t> use_offsets_;

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/op_signatures.h"
@@ -175,6 +176,153 @@ absl::StatusOr<Arg> BuildArg(
   return Invalid(field, "no value set (expected buffer, f32, f64, i32 or i64)");
 }
 
+absl::StatusOr<std::vector<ModuleSpec>> BuildModules(
+    const weft::v1::Graph& proto, const GraphLimits& limits,
+    absl::flat_hash_map<absl::string_view, ModuleId>& ids) {
+  if (proto.modules_size() > limits.max_modules) {
+    return Invalid("graph.modules",
+                   absl::StrCat(proto.modules_size(),
+                                " modules exceed the limit of ",
+                                limits.max_modules));
+  }
+  std::vector<ModuleSpec> modules;
+  modules.reserve(proto.modules_size());
+  for (int i = 0; i < proto.modules_size(); ++i) {
+    const weft::v1::Module& m = proto.modules(i);
+    const std::string field = absl::StrCat("graph.modules[", i, "]");
+    if (m.name().empty()) return Invalid(field + ".name", "empty module name");
+    auto [it, inserted] = ids.emplace(m.name(), i);
+    if (!inserted) {
+      return Invalid(
+          field + ".name",
+          absl::StrCat("duplicate module name '", m.name(),
+                       "' (first used by graph.modules[", it->second, "])"));
+    }
+    ModuleSpec spec;
+    spec.name = m.name();
+    std::string code_field;
+    switch (m.code_case()) {
+      case weft::v1::Module::kCudaSource:
+        spec.kind = ModuleSpec::Kind::kCudaSource;
+        spec.code = m.cuda_source();
+        code_field = field + ".cuda_source";
+        break;
+      case weft::v1::Module::kPtx:
+        spec.kind = ModuleSpec::Kind::kPtx;
+        spec.code = m.ptx();
+        code_field = field + ".ptx";
+        break;
+      case weft::v1::Module::kSourceFile:
+      case weft::v1::Module::kPtxFile:
+        return Invalid(
+            field + (m.code_case() == weft::v1::Module::kSourceFile
+                         ? ".source_file"
+                         : ".ptx_file"),
+            "file references are read by the client; submit the code inline "
+            "as cuda_source or ptx");
+      case weft::v1::Module::CODE_NOT_SET:
+        return Invalid(field,
+                       absl::StrCat("module '", m.name(),
+                                    "' has no code (set cuda_source or ptx)"));
+    }
+    if (spec.code.empty()) {
+      return Invalid(code_field, absl::StrCat("module '", m.name(),
+                                              "' has empty code"));
+    }
+    if (spec.code.size() > limits.max_module_bytes) {
+      return Invalid(code_field,
+                     absl::StrCat(spec.code.size(),
+                                  " bytes exceed the per-module limit of ",
+                                  limits.max_module_bytes, " bytes"));
+    }
+    if (spec.kind == ModuleSpec::Kind::kPtx && m.nvrtc_options_size() > 0) {
+      return Invalid(field + ".nvrtc_options",
+                     "NVRTC options apply only to cuda_source modules");
+    }
+    for (int k = 0; k < m.nvrtc_options_size(); ++k) {
+      const std::string& option = m.nvrtc_options(k);
+      const std::string option_field =
+          absl::StrCat(field, ".nvrtc_options[", k, "]");
+      if (option.empty()) return Invalid(option_field, "empty option");
+      if (absl::StartsWith(option, "--gpu-architecture") ||
+          absl::StartsWith(option, "-arch")) {
+        return Invalid(option_field,
+                       "the target architecture is chosen per device by the "
+                       "daemon");
+      }
+      spec.nvrtc_options.push_back(option);
+    }
+    modules.push_back(std::move(spec));
+  }
+  return modules;
+}
+
+// Validates one extent triple; `max` holds the per-axis limits.
+absl::Status BuildDim3(const weft::v1::Dim3& dim, const std::string& field,
+                       const uint32_t (&max)[3], uint32_t (&out)[3]) {
+  const uint32_t values[3] = {dim.x(), dim.y(), dim.z()};
+  static constexpr const char* kAxes[3] = {"x", "y", "z"};
+  for (int a = 0; a < 3; ++a) {
+    uint32_t v = values[a];
+    if (v == 0) {
+      if (a == 0) {
+        return Invalid(field + ".x", "must be at least 1");
+      }
+      v = 1;  // unset y and z mean 1
+    }
+    if (v > max[a]) {
+      return Invalid(absl::StrCat(field, ".", kAxes[a]),
+                     absl::StrCat(v, " exceeds the limit of ", max[a]));
+    }
+    out[a] = v;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<KernelSpec> BuildKernel(
+    const weft::v1::KernelLaunch& launch, const std::string& field,
+    const GraphLimits& limits,
+    const absl::flat_hash_map<absl::string_view, ModuleId>& module_ids) {
+  KernelSpec spec;
+  if (launch.module().empty()) {
+    return Invalid(field + ".module", "empty module name");
+  }
+  auto it = module_ids.find(launch.module());
+  if (it == module_ids.end()) {
+    return Invalid(field + ".module",
+                   absl::StrCat("unknown module '", launch.module(), "'"));
+  }
+  spec.module = it->second;
+  if (launch.kernel().empty()) {
+    return Invalid(field + ".kernel", "empty kernel name");
+  }
+  spec.kernel = launch.kernel();
+  if (!launch.has_grid()) return Invalid(field + ".grid", "missing grid");
+  if (!launch.has_block()) return Invalid(field + ".block", "missing block");
+  static constexpr uint32_t kGridMax[3] = {2147483647u, 65535u, 65535u};
+  static constexpr uint32_t kBlockMax[3] = {1024u, 1024u, 64u};
+  WEFT_RETURN_IF_ERROR(
+      BuildDim3(launch.grid(), field + ".grid", kGridMax, spec.grid));
+  WEFT_RETURN_IF_ERROR(
+      BuildDim3(launch.block(), field + ".block", kBlockMax, spec.block));
+  const uint64_t threads =
+      uint64_t{spec.block[0]} * spec.block[1] * spec.block[2];
+  if (threads > 1024) {
+    return Invalid(field + ".block",
+                   absl::StrCat(spec.block[0], "x", spec.block[1], "x",
+                                spec.block[2], " = ", threads,
+                                " threads per block exceed the limit of 1024"));
+  }
+  if (launch.shared_memory_bytes() > limits.max_shared_memory_bytes) {
+    return Invalid(field + ".shared_memory_bytes",
+                   absl::StrCat(launch.shared_memory_bytes(),
+                                " bytes exceed the limit of ",
+                                limits.max_shared_memory_bytes, " bytes"));
+  }
+  spec.shared_memory_bytes = launch.shared_memory_bytes();
+  return spec;
+}
+
 }  // namespace
 
 absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
@@ -193,6 +341,9 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
   absl::flat_hash_map<absl::string_view, BufferId> buffer_ids;
   WEFT_ASSIGN_OR_RETURN(std::vector<BufferSpec> buffers,
                         BuildBuffers(proto, limits, buffer_ids));
+  absl::flat_hash_map<absl::string_view, ModuleId> module_ids;
+  WEFT_ASSIGN_OR_RETURN(std::vector<ModuleSpec> modules,
+                        BuildModules(proto, limits, module_ids));
 
   // Names first: `after` may refer to a later node.
   absl::flat_hash_map<absl::string_view, NodeId> node_ids;
@@ -216,17 +367,29 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     const std::string field = absl::StrCat("graph.nodes[", i, "]");
     NodeSpec spec;
     spec.name = n.name();
-    if (n.op().empty()) {
+    if (n.has_kernel()) {
+      if (!n.op().empty()) {
+        return Invalid(field + ".op",
+                       absl::StrCat("op '", n.op(),
+                                    "' and kernel are both set; a node runs "
+                                    "either a built-in op or a user kernel"));
+      }
+      WEFT_ASSIGN_OR_RETURN(
+          spec.kernel,
+          BuildKernel(n.kernel(), field + ".kernel", limits, module_ids));
+      spec.op = std::string(kUserKernelOp);
+    } else if (n.op().empty()) {
       return Invalid(field + ".op",
                      absl::StrCat("empty op (built-in ops: ",
-                                  absl::StrJoin(BuiltinOpNames(), ", "), ")"));
-    }
-    if (!IsBuiltinOp(n.op())) {
+                                  absl::StrJoin(BuiltinOpNames(), ", "),
+                                  "; or set kernel to launch a user kernel)"));
+    } else if (!IsBuiltinOp(n.op())) {
       return Invalid(field + ".op",
                      absl::StrCat("unknown op '", n.op(), "' (built-in ops: ",
                                   absl::StrJoin(BuiltinOpNames(), ", "), ")"));
+    } else {
+      spec.op = n.op();
     }
-    spec.op = n.op();
     if (n.args_size() > limits.max_args_per_node) {
       return Invalid(
           field + ".args",
@@ -260,6 +423,10 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     spec.stream_label = n.stream_label();
     WEFT_ASSIGN_OR_RETURN(spec.engine,
                           ConvertEngine(n.engine(), field + ".engine"));
+    if (spec.kernel.has_value() && spec.engine == Engine::kHost) {
+      return Invalid(field + ".engine",
+                     "a user kernel runs on a GPU, not on the HOST engine");
+    }
     const double cost = n.cost().estimated_us();
     if (!std::isfinite(cost)) {
       return Invalid(field + ".cost.estimated_us",
@@ -283,7 +450,8 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     nodes.push_back(std::move(spec));
   }
 
-  Graph graph(proto.name(), std::move(buffers), std::move(nodes));
+  Graph graph(proto.name(), std::move(buffers), std::move(nodes),
+              std::move(modules));
   WEFT_RETURN_IF_ERROR(CheckAcyclic(graph));
   return graph;
 }

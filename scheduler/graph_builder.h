@@ -12,6 +12,16 @@
 // (op_signatures.h), negative or non-finite costs, device pins outside
 // [0, num_devices), and graphs over the configured limits. The graph's own
 // name may be empty.
+//
+// User kernels (weft.v1.Module, weft.v1.KernelLaunch): module names must be
+// non-empty and unique; a module has CUDA source or PTX (not empty, not a
+// file path left for the client to inline) and NVRTC options only with CUDA
+// source; a node sets either `op` or `kernel`, names a known module and a
+// non-empty kernel, has grid and block extents within CUDA's limits (grid
+// x in [1, 2^31 - 1], y and z in [1, 65535]; block x and y in [1, 1024], z
+// in [1, 64], at most 1024 threads), dynamic shared memory within
+// max_shared_memory_bytes, and does not run on the HOST engine. Its buffer
+// arguments create dependencies exactly as a built-in op's do.
 #ifndef WEFT_SCHEDULER_GRAPH_BUILDER_H_
 #define WEFT_SCHEDULER_GRAPH_BUILDER_H_
 
@@ -30,6 +40,10 @@ struct GraphLimits {
   uint64_t max_buffer_bytes = uint64_t{16} << 30;  // one buffer
   uint64_t max_total_bytes = uint64_t{64} << 30;   // all buffers
   int64_t max_args_per_node = 1024;
+  int64_t max_modules = 1024;
+  uint64_t max_module_bytes = uint64_t{16} << 20;  // one module's code
+  // Dynamic shared memory of one user kernel launch (H100's opt-in limit).
+  uint32_t max_shared_memory_bytes = 227 * 1024;
 };
 
 // Thread-safe (stateless).

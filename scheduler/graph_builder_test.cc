@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/dependency_inference.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -383,6 +384,203 @@ TEST(GraphBuilderTest, RejectsSignatureMismatch) {
   g.mutable_nodes(0)->mutable_args()->RemoveLast();
   ExpectInvalid(g, TwoDevices(), "graph.nodes[0].args",
                 "op 'scale' takes 2 arguments, got 1");
+}
+
+
+// --- User kernels.
+
+// Two buffers, one CUDA module, one PTX module and two kernel nodes where
+// the second reads what the first writes.
+weft::v1::Graph KernelGraph() {
+  return Parse(R"pb(
+    name: "kernels"
+    buffers { name: "x" size_bytes: 64 dtype: FLOAT32 fill: 1 }
+    buffers { name: "y" size_bytes: 64 dtype: FLOAT32 output: true }
+    modules {
+      name: "saxpy"
+      cuda_source: "extern \"C\" __global__ void k(float* y) {}"
+      nvrtc_options: "-DN=16"
+    }
+    modules { name: "raw" ptx: ".version 8.0" }
+    nodes {
+      name: "produce"
+      kernel {
+        module: "saxpy"
+        kernel: "k"
+        grid { x: 4 }
+        block { x: 128 y: 2 }
+        shared_memory_bytes: 1024
+      }
+      args { buffer { name: "x" access: WRITE } }
+      args { f32: 2 }
+      args { i64: 16 }
+      cost { estimated_us: 5 }
+    }
+    nodes {
+      name: "consume"
+      kernel {
+        module: "raw"
+        kernel: "entry"
+        grid { x: 1 y: 2 z: 3 }
+        block { x: 32 }
+      }
+      args { buffer { name: "x" access: READ } }
+      args { buffer { name: "y" access: WRITE } }
+    }
+  )pb");
+}
+
+TEST(GraphBuilderKernelTest, BuildsModulesAndKernelNodes) {
+  absl::StatusOr<Graph> g = BuildGraph(KernelGraph(), GraphLimits());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->modules().size(), 2u);
+  EXPECT_EQ(g->module(0).name, "saxpy");
+  EXPECT_EQ(g->module(0).kind, ModuleSpec::Kind::kCudaSource);
+  EXPECT_THAT(g->module(0).code, HasSubstr("__global__"));
+  ASSERT_EQ(g->module(0).nvrtc_options.size(), 1u);
+  EXPECT_EQ(g->module(0).nvrtc_options[0], "-DN=16");
+  EXPECT_EQ(g->module(1).kind, ModuleSpec::Kind::kPtx);
+
+  const NodeSpec& produce = g->node(0);
+  EXPECT_EQ(produce.op, kUserKernelOp);
+  ASSERT_TRUE(produce.kernel.has_value());
+  EXPECT_EQ(produce.kernel->module, 0);
+  EXPECT_EQ(produce.kernel->kernel, "k");
+  EXPECT_EQ(produce.kernel->grid[0], 4u);
+  EXPECT_EQ(produce.kernel->grid[1], 1u);  // unset means 1
+  EXPECT_EQ(produce.kernel->grid[2], 1u);
+  EXPECT_EQ(produce.kernel->block[0], 128u);
+  EXPECT_EQ(produce.kernel->block[1], 2u);
+  EXPECT_EQ(produce.kernel->shared_memory_bytes, 1024u);
+  ASSERT_EQ(produce.args.size(), 3u);
+  EXPECT_EQ(std::get<float>(produce.args[1]), 2.0f);
+  EXPECT_EQ(std::get<int64_t>(produce.args[2]), 16);
+
+  const NodeSpec& consume = g->node(1);
+  EXPECT_EQ(consume.kernel->module, 1);
+  EXPECT_EQ(consume.kernel->grid[2], 3u);
+}
+
+TEST(GraphBuilderKernelTest, BufferAccessOrdersKernelNodes) {
+  absl::StatusOr<Graph> g = BuildGraph(KernelGraph(), GraphLimits());
+  ASSERT_TRUE(g.ok()) << g.status();
+  absl::StatusOr<Dag> dag = InferDependencies(*g);
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  EXPECT_THAT(dag->Preds(1), ::testing::ElementsAre(0));  // RAW on x
+  EXPECT_TRUE(dag->Preds(0).empty());
+}
+
+TEST(GraphBuilderKernelTest, RejectsBadModules) {
+  weft::v1::Graph g = KernelGraph();
+  g.mutable_modules(1)->set_name("saxpy");
+  ExpectInvalid(g, GraphLimits(), "graph.modules[1].name",
+                "duplicate module name 'saxpy' (first used by "
+                "graph.modules[0])");
+
+  g = KernelGraph();
+  g.mutable_modules(0)->clear_name();
+  ExpectInvalid(g, GraphLimits(), "graph.modules[0].name",
+                "empty module name");
+
+  g = KernelGraph();
+  g.mutable_modules(0)->clear_code();
+  ExpectInvalid(g, GraphLimits(), "graph.modules[0]",
+                "module 'saxpy' has no code (set cuda_source or ptx)");
+
+  g = KernelGraph();
+  g.mutable_modules(1)->set_ptx("");
+  ExpectInvalid(g, GraphLimits(), "graph.modules[1].ptx",
+                "module 'raw' has empty code");
+
+  g = KernelGraph();
+  g.mutable_modules(0)->set_source_file("saxpy.cu");
+  ExpectInvalid(g, GraphLimits(), "graph.modules[0].source_file",
+                "read by the client");
+
+  g = KernelGraph();
+  g.mutable_modules(1)->add_nvrtc_options("-G");
+  ExpectInvalid(g, GraphLimits(), "graph.modules[1].nvrtc_options",
+                "only to cuda_source modules");
+
+  g = KernelGraph();
+  g.mutable_modules(0)->add_nvrtc_options("--gpu-architecture=sm_90");
+  ExpectInvalid(g, GraphLimits(), "graph.modules[0].nvrtc_options[1]",
+                "chosen per device");
+
+  GraphLimits small;
+  small.max_module_bytes = 8;
+  ExpectInvalid(KernelGraph(), small, "graph.modules[0].cuda_source",
+                "exceed the per-module limit of 8 bytes");
+}
+
+TEST(GraphBuilderKernelTest, RejectsBadLaunches) {
+  weft::v1::Graph g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->set_module("nope");
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.module",
+                "unknown module 'nope'");
+
+  g = KernelGraph();
+  g.mutable_nodes(1)->mutable_kernel()->clear_kernel();
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[1].kernel.kernel",
+                "empty kernel name");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->set_op("spin");
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].op",
+                "op 'spin' and kernel are both set");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->mutable_grid()->set_x(0);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.grid.x",
+                "must be at least 1");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->clear_block();
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.block",
+                "missing block");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->mutable_grid()->set_y(65536);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.grid.y",
+                "65536 exceeds the limit of 65535");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->mutable_block()->set_x(1025);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.block.x",
+                "1025 exceeds the limit of 1024");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->mutable_block()->set_z(65);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.block.z",
+                "65 exceeds the limit of 64");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->mutable_block()->set_x(512);
+  g.mutable_nodes(0)->mutable_kernel()->mutable_block()->set_y(4);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.block",
+                "512x4x1 = 2048 threads per block exceed the limit of 1024");
+
+  g = KernelGraph();
+  g.mutable_nodes(0)->mutable_kernel()->set_shared_memory_bytes(300 * 1024);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[0].kernel.shared_memory_bytes",
+                "307200 bytes exceed the limit of 232448 bytes");
+
+  g = KernelGraph();
+  g.mutable_nodes(1)->set_engine(weft::v1::HOST);
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[1].engine",
+                "not on the HOST engine");
+
+  g = KernelGraph();
+  g.mutable_nodes(1)->mutable_args(1)->mutable_buffer()->set_name("zz");
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[1].args[1].buffer.name",
+                "unknown buffer 'zz'");
+}
+
+TEST(GraphBuilderKernelTest, ReservedOpNameIsNotABuiltin) {
+  weft::v1::Graph g = KernelGraph();
+  g.mutable_nodes(1)->clear_kernel();
+  g.mutable_nodes(1)->set_op("kernel");
+  ExpectInvalid(g, GraphLimits(), "graph.nodes[1].op", "unknown op 'kernel'");
 }
 
 }  // namespace

@@ -106,6 +106,18 @@ std::vector<std::string> BuiltinOpNames() {
 absl::Status CheckOpSignature(const NodeSpec& node,
                               const std::vector<BufferSpec>& buffers,
                               absl::string_view field_prefix) {
+  if (node.kernel.has_value()) {
+    // A user kernel's parameter list is its own: buffers of any dtype and
+    // access and scalars of any type, in any order. Only the kernel knows
+    // whether they match, and the GPU checks nothing, so the wire contract
+    // makes the client responsible (weft.v1.KernelLaunch).
+    if (node.op != kUserKernelOp) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field_prefix, ".op: a node that launches a user kernel has op '",
+          kUserKernelOp, "', got '", node.op, "'"));
+    }
+    return absl::OkStatus();
+  }
   const OpSignature* sig = FindSignature(node.op);
   if (sig == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(

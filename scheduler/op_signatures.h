@@ -21,6 +21,10 @@
 //
 // A scalar parameter typed f32 also accepts f64, i32 and i64 arguments
 // (converted); `scalar` accepts any of the four.
+//
+// User kernels (NodeSpec::kernel set, op kUserKernelOp) have no signature
+// here: their arguments are the kernel's parameters in order, any mix of
+// buffers (any dtype, any access) and scalars, passed as they are.
 #ifndef WEFT_SCHEDULER_OP_SIGNATURES_H_
 #define WEFT_SCHEDULER_OP_SIGNATURES_H_
 

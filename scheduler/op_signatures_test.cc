@@ -140,5 +140,23 @@ TEST_F(OpSignaturesTest, SpinTakesOnlyBuffers) {
                          "takes only buffer arguments"));
 }
 
+
+TEST_F(OpSignaturesTest, UserKernelsTakeAnyArguments) {
+  NodeSpec node;
+  node.name = "k";
+  node.op = std::string(kUserKernelOp);
+  node.kernel = KernelSpec{};
+  node.args = {2.0f, R(0), W(3), int64_t{5}, 1.0, int32_t{2}};
+  EXPECT_TRUE(CheckOpSignature(node, buffers_, "graph.nodes[7]").ok());
+  EXPECT_FALSE(IsBuiltinOp(kUserKernelOp));
+
+  node.op = "spin";  // a kernel node must carry the reserved op
+  absl::Status s = CheckOpSignature(node, buffers_, "graph.nodes[7]");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].op: a node that launches a user "
+                         "kernel has op 'kernel', got 'spin'"));
+}
+
 }  // namespace
 }  // namespace weft::scheduler

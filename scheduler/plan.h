@@ -1,6 +1,7 @@
 // A Plan: the planner's complete answer for one graph.
 //
-// For every node: its device, its logical stream, its direct predecessors
+// For every node: its device, its logical stream (and, for a copy between
+// devices, a peer stream on the source device), its direct predecessors
 // (after transitive reduction), the events its stream waits on before it
 // runs and the event it signals. Nodes are listed in issue order, a
 // topological order: an executor that issues them in this order, honouring
@@ -30,6 +31,10 @@ struct PlannedNode {
   std::vector<NodeId> deps;      // direct predecessors, transitively reduced
   std::vector<int> wait_events;  // waited on by `stream` before the node
   int signal_event = -1;         // recorded after the node; -1 if unused
+  // A COPY node moving data between devices also holds this copy stream on
+  // the device its input comes from (-1: none). The node starts once both
+  // its streams reach it, and both continue after it.
+  int peer_stream = -1;
   std::string reason;            // why this device and this stream
   double estimated_start_us = 0;  // the op itself, after any transfers
   double estimated_end_us = 0;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "scheduler/graph_builder.h"
 #include "scheduler/plan_verifier.h"
@@ -118,45 +119,73 @@ absl::StatusOr<Graph> Build(Case& c) {
   return BuildGraph(c.graph, limits);
 }
 
-void CheckCase(Case& c, int trial) {
+// One line per planned node, for failure messages.
+std::string Dump(const Graph& g, const Plan& plan) {
+  std::string out;
+  for (const PlannedNode& pn : plan.nodes) {
+    absl::StrAppend(&out, g.node(pn.node).name, " dev ", pn.device, " stream ",
+                    pn.stream, " peer ", pn.peer_stream, " waits [",
+                    absl::StrJoin(pn.wait_events, ","), "] signal ",
+                    pn.signal_event, " deps [");
+    for (NodeId d : pn.deps) absl::StrAppend(&out, g.node(d).name, " ");
+    absl::StrAppend(&out, "]\n");
+  }
+  return out;
+}
+
+// Returns the number of nodes holding a peer stream.
+int CheckCase(Case& c, int trial) {
   absl::StatusOr<Graph> g = Build(c);
-  ASSERT_TRUE(g.ok()) << "trial " << trial << ": " << g.status();
+  EXPECT_TRUE(g.ok()) << "trial " << trial << ": " << g.status();
+  if (!g.ok()) return 0;
   absl::StatusOr<Plan> plan = PlanGraph(*g, c.options);
-  ASSERT_TRUE(plan.ok()) << "trial " << trial << ": " << plan.status();
+  EXPECT_TRUE(plan.ok()) << "trial " << trial << ": " << plan.status();
+  if (!plan.ok()) return 0;
   absl::Status verified =
       VerifyPlan(*g, *plan, c.options.max_concurrent_kernels);
-  ASSERT_TRUE(verified.ok()) << "trial " << trial << ": " << verified << "\n"
-                             << c.graph.DebugString();
+  EXPECT_TRUE(verified.ok()) << "trial " << trial << ": " << verified << "\n"
+                             << c.graph.DebugString() << Dump(*g, *plan);
+  if (!verified.ok()) return 0;
+  int peers = 0;
 
   // Mode-specific stream rules.
   std::set<int> devices_used;
   std::map<std::tuple<std::string, int, Engine>, int> label_stream;
   for (const PlannedNode& pn : plan->nodes) {
     devices_used.insert(pn.device);
+    if (pn.peer_stream >= 0) {
+      ++peers;
+      // A copy between devices: a stream of its source device, which is
+      // a COPY stream outside SINGLE mode.
+      EXPECT_NE(plan->streams[pn.peer_stream].device, pn.device);
+      if (c.options.stream_mode == StreamMode::kMulti) {
+        EXPECT_EQ(plan->streams[pn.peer_stream].engine, Engine::kCopy);
+      }
+    }
     const NodeSpec& node = g->node(pn.node);
     const PlannedStream& stream = plan->streams[pn.stream];
-    ASSERT_EQ(pn.reason.empty(), !c.options.explain);
+    EXPECT_EQ(pn.reason.empty(), !c.options.explain);
     if (c.options.stream_mode == StreamMode::kSingle) continue;
-    ASSERT_EQ(stream.engine, node.engine) << "trial " << trial;
-    ASSERT_EQ(stream.label, node.stream_label) << "trial " << trial;
+    EXPECT_EQ(stream.engine, node.engine) << "trial " << trial;
+    EXPECT_EQ(stream.label, node.stream_label) << "trial " << trial;
     // A physical split may continue a label's stream on another one.
     const bool splits_possible = c.options.max_nodes_per_stream != 0 &&
                                  c.options.max_nodes_per_stream < 1000;
     if (!node.stream_label.empty() && !splits_possible) {
       auto key = std::make_tuple(node.stream_label, pn.device, node.engine);
       auto [it, inserted] = label_stream.emplace(key, pn.stream);
-      ASSERT_EQ(it->second, pn.stream) << "trial " << trial;
+      EXPECT_EQ(it->second, pn.stream) << "trial " << trial;
     }
     if (node.device.has_value()) {
-      ASSERT_EQ(pn.device, *node.device);
+      EXPECT_EQ(pn.device, *node.device);
     }
   }
   const bool split = c.options.max_nodes_per_stream != 0 &&
                      c.options.max_nodes_per_stream < 1000;
   if (c.options.stream_mode == StreamMode::kSingle && !split) {
-    ASSERT_EQ(plan->streams.size(), devices_used.size()) << "trial " << trial;
+    EXPECT_EQ(plan->streams.size(), devices_used.size()) << "trial " << trial;
     if (devices_used.size() <= 1) {
-      ASSERT_EQ(plan->num_events, 0);
+      EXPECT_EQ(plan->num_events, 0);
     }
   }
   if (split) {
@@ -165,31 +194,42 @@ void CheckCase(Case& c, int trial) {
     std::vector<int> tasks(plan->streams.size(), 0);
     std::vector<int> biggest(plan->streams.size(), 0);
     for (const PlannedNode& pn : plan->nodes) {
+      // A copy between devices also records and waits for the events that
+      // join its two streams, on each of them.
+      const int join = pn.peer_stream >= 0 ? 2 : 0;
       const int t = 1 + static_cast<int>(pn.wait_events.size()) +
-                    (pn.signal_event >= 0 ? 1 : 0);
+                    (pn.signal_event >= 0 ? 1 : 0) + join;
       tasks[pn.stream] += t;
       biggest[pn.stream] = std::max(biggest[pn.stream], t);
+      if (pn.peer_stream >= 0) {
+        tasks[pn.peer_stream] += 1 + join;
+        biggest[pn.peer_stream] = std::max(biggest[pn.peer_stream], 1 + join);
+      }
     }
     for (size_t s = 0; s < tasks.size(); ++s) {
       if (tasks[s] > c.options.max_nodes_per_stream) {
-        ASSERT_EQ(tasks[s], biggest[s])
+        EXPECT_EQ(tasks[s], biggest[s])
             << "trial " << trial << ": stream " << s << " holds " << tasks[s]
             << " tasks over " << c.options.max_nodes_per_stream;
       }
     }
   }
   weft::v1::Plan proto = PlanToProto(*g, *plan);
-  ASSERT_EQ(proto.nodes_size(), g->num_nodes());
-  ASSERT_EQ(proto.streams_size(), static_cast<int>(plan->streams.size()));
+  EXPECT_EQ(proto.nodes_size(), g->num_nodes());
+  EXPECT_EQ(proto.streams_size(), static_cast<int>(plan->streams.size()));
+  return peers;
 }
 
 TEST(PlanPropertyTest, SmallRandomGraphs) {
   std::mt19937 rng(1234567);
+  int plans_with_peers = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     Case c = RandomCase(rng, 40);
-    CheckCase(c, trial);
-    if (HasFatalFailure()) return;
+    plans_with_peers += CheckCase(c, trial) > 0 ? 1 : 0;
+    if (HasFailure()) return;
   }
+  // Copies between devices are common enough to be covered.
+  EXPECT_GT(plans_with_peers, 100);
 }
 
 // Long graphs, so that dependencies span more than the reachability
@@ -199,7 +239,7 @@ TEST(PlanPropertyTest, LongRandomGraphs) {
   for (int trial = 0; trial < 15; ++trial) {
     Case c = RandomCase(rng, 220);
     CheckCase(c, trial);
-    if (HasFatalFailure()) return;
+    if (HasFailure()) return;
   }
 }
 

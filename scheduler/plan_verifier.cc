@@ -136,6 +136,20 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
     if (pn.device < 0 || pn.device >= plan.num_devices) {
       return Fail(absl::StrCat("device ", pn.device, " outside the plan"));
     }
+    if (pn.peer_stream == -1) continue;
+    if (pn.peer_stream < 0 || pn.peer_stream >= num_streams) {
+      return Fail(absl::StrCat("bad peer stream ", pn.peer_stream));
+    }
+    ++stream_use[pn.peer_stream];
+    if (plan.streams[pn.peer_stream].device == pn.device) {
+      return Fail(absl::StrCat("'", graph.node(pn.node).name,
+                               "' has its peer stream ", pn.peer_stream,
+                               " on its own device ", pn.device));
+    }
+    if (graph.node(pn.node).engine != Engine::kCopy) {
+      return Fail(absl::StrCat("'", graph.node(pn.node).name,
+                               "' has a peer stream but is no COPY node"));
+    }
   }
   for (int s = 0; s < num_streams; ++s) {
     if (stream_use[s] == 0) return Fail(absl::StrCat("stream ", s, " unused"));
@@ -176,7 +190,11 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
         return Fail(absl::StrCat("'", graph.node(pn.node).name,
                                  "' waits on event ", e, " signalled later"));
       }
-      if (plan.nodes[s].stream == pn.stream) {
+      const PlannedNode& sn = plan.nodes[s];
+      auto on = [](const PlannedNode& a, int stream) {
+        return stream >= 0 && (a.stream == stream || a.peer_stream == stream);
+      };
+      if (on(sn, pn.stream) || on(sn, pn.peer_stream)) {
         return Fail(absl::StrCat("'", graph.node(pn.node).name,
                                  "' waits on its own stream"));
       }
@@ -189,15 +207,21 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
   std::vector<Bits> hb(n, Bits(n));  // strictly before, including itself? no
   std::vector<int> last_on_stream(num_streams, -1);
   std::vector<int> prev(n, -1);
+  std::vector<int> prev_peer(n, -1);  // the node before it on its peer stream
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan.nodes[i];
     prev[i] = last_on_stream[pn.stream];
     last_on_stream[pn.stream] = i;
+    if (pn.peer_stream >= 0) {
+      prev_peer[i] = last_on_stream[pn.peer_stream];
+      last_on_stream[pn.peer_stream] = i;
+    }
     auto add_closed = [&](Bits& into, int j) {
       into.Or(hb[j]);
       into.Set(j);
     };
     if (prev[i] >= 0) add_closed(hb[i], prev[i]);
+    if (prev_peer[i] >= 0) add_closed(hb[i], prev_peer[i]);
     for (int e : pn.wait_events) add_closed(hb[i], signaller[e]);
     for (NodeId d : pn.deps) {
       if (!hb[i].Get(pos[d])) {
@@ -210,6 +234,7 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
     for (int e : pn.wait_events) {
       Bits without(n);
       if (prev[i] >= 0) add_closed(without, prev[i]);
+      if (prev_peer[i] >= 0) add_closed(without, prev_peer[i]);
       for (int f : pn.wait_events) {
         if (f != e) add_closed(without, signaller[f]);
       }
@@ -248,6 +273,12 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
         pn.estimated_start_us < plan.nodes[prev[i]].estimated_end_us - 1e-9) {
       return Fail(absl::StrCat("'", node.name,
                                "' overlaps the node before it on its stream"));
+    }
+    if (prev_peer[i] >= 0 && pn.estimated_start_us <
+                                 plan.nodes[prev_peer[i]].estimated_end_us -
+                                     1e-9) {
+      return Fail(absl::StrCat(
+          "'", node.name, "' overlaps the node before it on its peer stream"));
     }
     if (node.engine == Engine::kCompute || node.engine == Engine::kCollective) {
       device_work += node.cost_us;

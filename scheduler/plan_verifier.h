@@ -5,11 +5,12 @@
 //   - deps are exactly the transitive reduction of the graph's dependencies
 //     (pairwise buffer conflicts in node order, plus `after`);
 //   - stream ids and event ids are dense from 0; every stream is used and
-//     lies on its nodes' device; every event is signalled once, by a node
-//     issued before its waiters, on another stream, and waited on;
-//   - every dependency is implied by stream order or an event wait
-//     (happens-before), and no wait is implied by the stream's history and
-//     the node's other waits;
+//     lies on its nodes' device; a peer stream (COPY nodes only) lies on
+//     another device; every event is signalled once, by a node issued
+//     before its waiters, on none of their streams, and waited on;
+//   - every dependency is implied by the order of either stream of the
+//     node or an event wait (happens-before), and no wait is implied by
+//     the streams' history and the node's other waits;
 //   - estimated times honour every dependency and stream order, and the
 //     makespan, critical path and lower bound are consistent.
 #ifndef WEFT_SCHEDULER_PLAN_VERIFIER_H_

@@ -13,6 +13,7 @@
 #include "scheduler/data_location.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
+#include "scheduler/huge_pages.h"
 #include "scheduler/passes/split_streams_pass.h"
 #include "scheduler/passes/stream_context.h"
 #include "scheduler/passes/stream_pipeline.h"
@@ -235,6 +236,8 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.record_choices = options.explain;
   WEFT_ASSIGN_OR_RETURN(DeviceAssignment devices,
                         policy->Assign(graph, dag, context));
+  std::vector<int> copy_sources =
+      CopySourceDevices(graph, dag.order, devices.device);
   profile->devices_s = ThreadSeconds() - start;
 
   start = ThreadSeconds();
@@ -244,6 +247,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
   StreamContext streams(graph, dag, levels, std::move(devices.device),
                         stream_options);
+  streams.peer_device = std::move(copy_sources);
   profile->passes_s.clear();
   WEFT_RETURN_IF_ERROR(RunStreamPipeline(streams, &profile->passes_s));
   profile->streams_s = ThreadSeconds() - start;
@@ -260,6 +264,15 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     schedule.device[i] = streams.device[v];
     schedule.stream[i] = streams.stream_of[v];
     schedule.signal[i] = streams.signal[v];
+  }
+  if (!streams.peer_stream.empty()) {
+    schedule.peer_stream.resize(n);
+    schedule.peer_device.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const int32_t t = streams.peer_stream[dag.order[i]];
+      schedule.peer_stream[i] = t;
+      schedule.peer_device[i] = t >= 0 ? streams.streams[t].device : -1;
+    }
   }
   schedule.waits = std::move(streams.waits);
   schedule.num_streams = static_cast<int>(streams.streams.size());
@@ -293,9 +306,11 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     ps.engine = ls.engine;
     plan.streams.push_back(std::move(ps));
   }
-  plan.nodes.resize(n);
+  // Written once, in order, into storage advised for huge pages: at a
+  // million nodes this array is over 100 MB.
+  ReserveHuge(plan.nodes, n);
   for (int i = 0; i < n; ++i) {
-    PlannedNode& pn = plan.nodes[i];
+    PlannedNode& pn = plan.nodes.emplace_back();
     const NodeId v = dag.order[i];
     pn.node = v;
     pn.device = schedule.device[i];
@@ -305,6 +320,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     auto waits = schedule.waits.Row(i);
     if (!waits.empty()) pn.wait_events.assign(waits.begin(), waits.end());
     pn.signal_event = schedule.signal[i];
+    if (!schedule.peer_stream.empty()) pn.peer_stream = schedule.peer_stream[i];
     pn.estimated_start_us = times.start_us[i];
     pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
     pn.estimated_transfer_us = times.transfer_us[i];
@@ -314,6 +330,11 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       pn.reason.append("; ");
       AppendStreamReason(graph, pn, streams.streams[pn.stream],
                          streams.choice[v], options, &pn.reason);
+      if (pn.peer_stream >= 0) {
+        absl::StrAppend(&pn.reason, "; peer copy stream ", pn.peer_stream,
+                        " on device ", plan.streams[pn.peer_stream].device,
+                        " (its input is up to date there)");
+      }
     }
   }
   profile->explain_s = ThreadSeconds() - start;
@@ -410,6 +431,7 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
     for (NodeId d : pn.deps) out->add_deps(graph.node(d).name);
     for (int e : pn.wait_events) out->add_wait_events(e);
     out->set_signal_event(pn.signal_event);
+    if (pn.peer_stream >= 0) out->set_peer_stream(pn.peer_stream);
     out->set_reason(pn.reason);
     out->set_estimated_start_us(pn.estimated_start_us);
     out->set_estimated_end_us(pn.estimated_end_us);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -419,6 +420,92 @@ TEST(PlannerOptionsTest, RejectsMaxNodesPerStreamBelowSplitterMinimum) {
                     "the default 65536), got ",
                     bad)));
   }
+}
+
+// init fills x on device 0; move, a COPY node on device 1, copies it into
+// y; use reduces y on device 1.
+constexpr char kCrossDeviceCopy[] = R"pb(
+  name: "xcopy"
+  buffers { name: "x" size_bytes: 3000000 dtype: FLOAT32 }
+  buffers { name: "y" size_bytes: 3000000 dtype: FLOAT32 }
+  buffers { name: "out" size_bytes: 4 dtype: FLOAT32 output: true }
+  nodes {
+    name: "init"
+    op: "fill"
+    args { buffer { name: "x" access: WRITE } }
+    args { f32: 1 }
+    cost { estimated_us: 1 }
+    device: 0
+  }
+  nodes {
+    name: "move"
+    op: "copy"
+    args { buffer { name: "x" access: READ } }
+    args { buffer { name: "y" access: WRITE } }
+    engine: COPY
+    cost { estimated_us: 4 }
+    device: 1
+  }
+  nodes {
+    name: "use"
+    op: "reduce_sum"
+    args { buffer { name: "y" access: READ } }
+    args { buffer { name: "out" access: WRITE } }
+    cost { estimated_us: 2 }
+    device: 1
+  }
+)pb";
+
+TEST(PlannerTest, CopyBetweenDevicesHoldsAPeerStreamOnTheSource) {
+  Graph g = FromText(kCrossDeviceCopy, 2);
+  PlannerOptions options;
+  options.num_devices = 2;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->streams.size(), 4u);
+  EXPECT_EQ(plan->nodes[0].stream, 0);
+  EXPECT_EQ(plan->nodes[1].stream, 1);
+  EXPECT_EQ(plan->nodes[1].peer_stream, 2);
+  EXPECT_EQ(plan->nodes[2].stream, 3);
+  EXPECT_EQ(plan->nodes[0].peer_stream, -1);
+  EXPECT_EQ(plan->nodes[2].peer_stream, -1);
+  EXPECT_EQ(plan->streams[1].device, 1);
+  EXPECT_EQ(plan->streams[2].device, 0);
+  EXPECT_EQ(plan->streams[2].engine, Engine::kCopy);
+  EXPECT_THAT(plan->nodes[1].wait_events, ElementsAre(0));
+  EXPECT_THAT(plan->nodes[2].wait_events, ElementsAre(1));
+  EXPECT_EQ(plan->num_events, 2);
+  // The copy reads x on device 0 itself: no transfer before it.
+  EXPECT_EQ(plan->nodes[1].estimated_transfer_us, 0);
+  EXPECT_EQ(plan->nodes[1].estimated_start_us, 1);
+  EXPECT_EQ(plan->estimated_makespan_us, 7);
+  EXPECT_THAT(plan->nodes[1].reason,
+              HasSubstr("peer copy stream 2 on device 0"));
+
+  weft::v1::Plan proto = PlanToProto(g, *plan);
+  EXPECT_TRUE(proto.nodes(1).has_peer_stream());
+  EXPECT_EQ(proto.nodes(1).peer_stream(), 2);
+  EXPECT_FALSE(proto.nodes(0).has_peer_stream());
+
+  // SINGLE mode: the peer is device 0's one stream.
+  options.stream_mode = StreamMode::kSingle;
+  plan = PlanGraph(g, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->streams.size(), 2u);
+  EXPECT_EQ(plan->nodes[1].stream, 1);
+  EXPECT_EQ(plan->nodes[1].peer_stream, 0);
+  EXPECT_EQ(plan->num_events, 0);  // init is on the peer stream
+}
+
+TEST(PlannerTest, CopyOnTheDeviceHoldingItsInputHasNoPeer) {
+  PlannerOptions options;
+  options.num_devices = 2;
+  Graph local = FromText(absl::StrReplaceAll(kCrossDeviceCopy,
+                                             {{"device: 1", "device: 0"}}),
+                         2);
+  absl::StatusOr<Plan> plan = PlanGraph(local, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const PlannedNode& pn : plan->nodes) EXPECT_EQ(pn.peer_stream, -1);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "scheduler/stream_assignment.h"
 
+#include "scheduler/data_location.h"
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,7 +24,9 @@ absl::StatusOr<std::vector<StreamChoice>> AssignStreams(
     }
     device[pn.node] = pn.device;
   }
+  std::vector<int> copy_sources = CopySourceDevices(graph, dag.order, device);
   StreamContext context(graph, dag, levels, std::move(device), options);
+  context.peer_device = std::move(copy_sources);
   absl::Status status = RunStreamPipeline(context);
   if (!status.ok()) return status;
 
@@ -43,6 +47,7 @@ absl::StatusOr<std::vector<StreamChoice>> AssignStreams(
     auto waits = context.waits.Row(i);
     pn.wait_events.assign(waits.begin(), waits.end());
     pn.signal_event = context.signal[pn.node];
+    pn.peer_stream = context.peer_of(pn.node);
   }
   plan->num_events = context.num_events;
   if (notes != nullptr) {

@@ -14,6 +14,8 @@
 // dependency is implied by a wait and no wait is redundant; event ids are
 // made dense in issue order of their signalling nodes; finally streams over
 // max_nodes_per_stream tasks are split, the parts appended as new streams.
+// A COPY node moving data between devices (data_location.h's
+// CopySourceDevices) also gets a peer stream on its source device.
 #ifndef WEFT_SCHEDULER_STREAM_ASSIGNMENT_H_
 #define WEFT_SCHEDULER_STREAM_ASSIGNMENT_H_
 
@@ -40,8 +42,9 @@ struct StreamNotes {
 };
 
 // REQUIRES: plan->nodes lists dag.order (nodes[i].node == dag.order[i]) with
-// devices set. Fills each node's stream, wait_events and signal_event, and
-// plan->streams and plan->num_events. Returns the choices by NodeId and,
+// devices set. Fills each node's stream, peer_stream, wait_events and
+// signal_event, and plan->streams and plan->num_events. Returns the choices
+// by NodeId and,
 // if `notes` is not null, fills it. Thread-safe (stateless).
 absl::StatusOr<std::vector<StreamChoice>> AssignStreams(
     const Graph& graph, const Dag& dag, const CostLevels& levels,

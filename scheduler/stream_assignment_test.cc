@@ -335,5 +335,25 @@ TEST(StreamAssignmentTest, RejectsZeroCap) {
               HasSubstr("options.max_streams_per_device"));
 }
 
+TEST(StreamAssignmentTest, CopyBetweenDevicesGetsAPeerStream) {
+  // a writes x on device 1; cp copies it on device 0; c reads the copy.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z");
+  m.Node("a", "x:w", {.device = 1});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy, .device = 0});
+  m.Node("c", "y:r z:w", {.device = 0});
+  Assigned a = Assign(m.Build());
+  ASSERT_EQ(a.plan.streams.size(), 4u);
+  EXPECT_EQ(a.stream("a"), 0);
+  EXPECT_EQ(a.stream("cp"), 1);
+  EXPECT_EQ(a.node("cp").peer_stream, 2);
+  EXPECT_EQ(a.plan.streams[2].device, 1);
+  EXPECT_EQ(a.plan.streams[2].engine, Engine::kCopy);
+  EXPECT_EQ(a.stream("c"), 3);
+  EXPECT_EQ(a.node("a").peer_stream, -1);
+  EXPECT_EQ(a.node("c").peer_stream, -1);
+  EXPECT_EQ(a.plan.num_events, 2);  // a -> cp, cp -> c
+}
+
 }  // namespace
 }  // namespace weft::scheduler

@@ -34,4 +34,25 @@ absl::Status CountingBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
   return status;
 }
 
+absl::Status CountingBackend::LaunchDeviceGraph(
+    const runtime::DeviceGraph& graph, runtime::StreamHandle stream) {
+  absl::Status status = wrapped()->LaunchDeviceGraph(graph, stream);
+  if (!status.ok()) return status;
+  for (const runtime::DeviceGraphNode& node : graph.nodes) {
+    if (node.kind != runtime::DeviceGraphNodeKind::kCopy) continue;
+    switch (node.direction) {
+      case runtime::CopyDirection::kHostToDevice:
+        metrics_->BytesCopied(CopyDirection::kHostToDevice, node.bytes);
+        break;
+      case runtime::CopyDirection::kDeviceToHost:
+        metrics_->BytesCopied(CopyDirection::kDeviceToHost, node.bytes);
+        break;
+      case runtime::CopyDirection::kDeviceToDevice:
+        metrics_->BytesCopied(CopyDirection::kDeviceToDevice, node.bytes);
+        break;
+    }
+  }
+  return status;
+}
+
 }  // namespace weft::server

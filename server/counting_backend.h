@@ -1,6 +1,7 @@
 // A Backend decorator that counts the bytes of every copy it forwards, by
 // direction, into Metrics (weft_copy_bytes_total). Everything else is
 // forwarded unchanged by runtime::ForwardingBackend. Copies are counted when
+// issued without error, those inside device graphs when the graph is;
 // issued without error: bytes of copies that fail later, on the device, are
 // counted too.
 //
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "runtime/backend.h"
+#include "runtime/device_graph.h"
 #include "runtime/forwarding_backend.h"
 #include "server/metrics.h"
 
@@ -31,6 +33,9 @@ class CountingBackend final : public runtime::ForwardingBackend {
   absl::Status CopyDeviceToDevice(runtime::DevicePtr dst,
                                   runtime::DevicePtr src, uint64_t bytes,
                                   runtime::StreamHandle stream) override;
+  // Counts the copies inside the graph.
+  absl::Status LaunchDeviceGraph(const runtime::DeviceGraph& graph,
+                                 runtime::StreamHandle stream) override;
 
  private:
   Metrics* const metrics_;

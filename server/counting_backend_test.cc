@@ -68,6 +68,29 @@ TEST_F(CountingBackendTest, CountsCopyBytesByDirection) {
   ASSERT_TRUE(counting_->DestroyStream(*s0).ok());
 }
 
+TEST_F(CountingBackendTest, CountsCopiesInsideDeviceGraphs) {
+  auto s1 = counting_->CreateStream(1);
+  auto a = counting_->Allocate(0, 256);
+  auto b = counting_->Allocate(1, 256);
+  ASSERT_TRUE(s1.ok() && a.ok() && b.ok());
+  runtime::DeviceGraph graph;
+  graph.device = 1;
+  const int copy = graph.AddDeviceCopy(*b, *a, 192, {});
+  graph.AddDeviceCopy(*b, *a, 8, {copy});
+  ASSERT_TRUE(counting_->LaunchDeviceGraph(graph, *s1).ok());
+  ASSERT_TRUE(counting_->SynchronizeStream(*s1).ok());
+  EXPECT_THAT(Scrape(), HasSubstr("weft_copy_bytes_total{direction=\"device_"
+                                  "to_device\"} 200"));
+  // A graph that is refused counts nothing.
+  graph.nodes[1].deps = {5};
+  EXPECT_EQ(counting_->LaunchDeviceGraph(graph, *s1).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Scrape(), HasSubstr("weft_copy_bytes_total{direction=\"device_"
+                                  "to_device\"} 200"));
+  ASSERT_TRUE(counting_->Free(*a).ok());
+  ASSERT_TRUE(counting_->Free(*b).ok());
+}
+
 TEST_F(CountingBackendTest, ForwardsEverythingElse) {
   EXPECT_EQ(counting_->device_count(), 2);
   EXPECT_EQ(counting_->device_info(1).uuid, sim_->device_info(1).uuid);

@@ -110,6 +110,14 @@ void Knock(const std::string& listen, int port) {
   freeaddrinfo(found);
 }
 
+absl::StatusOr<runtime::LaunchMode> ParseLaunchMode(absl::string_view mode) {
+  if (mode == "auto") return runtime::LaunchMode::kAuto;
+  if (mode == "streams") return runtime::LaunchMode::kStreams;
+  if (mode == "graphs") return runtime::LaunchMode::kDeviceGraphs;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--launch_mode must be auto, streams or graphs, got \"", mode, "\""));
+}
+
 absl::Status CheckOptions(const Daemon::Options& o) {
   if (o.listen.empty() && o.unix_socket.empty()) {
     return absl::InvalidArgumentError(
@@ -124,6 +132,14 @@ absl::Status CheckOptions(const Daemon::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_streams_per_device must be at least 1, got ",
         o.max_streams_per_device));
+  }
+  if (o.memory_pool_max_cached_bytes < -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--memory_pool_max_cached_bytes must be -1 (no cap) or more, got ",
+        o.memory_pool_max_cached_bytes));
+  }
+  if (!ParseLaunchMode(o.launch_mode).ok()) {
+    return ParseLaunchMode(o.launch_mode).status();
   }
   if (o.max_queued_jobs < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -193,6 +209,12 @@ absl::Status Daemon::Start() {
   executor_options.backend = counting_.get();
   executor_options.max_streams_per_device =
       std::max(32, options_.max_streams_per_device);
+  if (options_.memory_pool_max_cached_bytes >= 0) {
+    executor_options.memory_pool_max_cached_bytes =
+        static_cast<uint64_t>(options_.memory_pool_max_cached_bytes);
+  }
+  WEFT_ASSIGN_OR_RETURN(executor_options.launch_mode,
+                        ParseLaunchMode(options_.launch_mode));
   WEFT_ASSIGN_OR_RETURN(executor_,
                         runtime::Executor::Create(executor_options));
 
@@ -265,8 +287,7 @@ absl::Status Daemon::Start() {
 
   if (!options_.metrics_listen.empty()) {
     collectable_ = std::make_shared<RefreshingCollectable>(registry_, [this] {
-      metrics_->SetDevices(
-          ToDeviceSamples(DescribeDevices(*backend_, *executor_)));
+      metrics_->SetDevices(SampleDevices(*backend_, *executor_));
     });
     try {
       exposer_ = std::make_unique<prometheus::Exposer>(options_.metrics_listen);

@@ -53,6 +53,15 @@ class Daemon {
     BackendOptions backend;
     int max_message_bytes = 64 << 20;
     int max_streams_per_device = 8;
+    // Bytes of freed device memory each device's pool keeps for reuse
+    // (runtime/memory_pool.h). -1: no cap (the cache is released when a
+    // device runs out of memory); 0: no caching.
+    int64_t memory_pool_max_cached_bytes = -1;
+    // How jobs that leave it to the daemon (ScheduleOptions.launch_mode
+    // LAUNCH_AUTO) issue their device work: "auto" (device graphs on GPUs,
+    // node by node on simulated GPUs), "streams" or "graphs"
+    // (runtime::LaunchMode).
+    std::string launch_mode = "auto";
     int max_queued_jobs = 1024;
     // 0: no bound per tenant beyond max_queued_jobs.
     int max_queued_jobs_per_tenant = 0;

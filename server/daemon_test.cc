@@ -202,6 +202,17 @@ TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
   EXPECT_THAT(metrics, HasSubstr("weft_node_executions_total{UUID=\"GPU-"));
   EXPECT_THAT(metrics, HasSubstr("weft_device_busy_streams{UUID=\"GPU-"));
   EXPECT_THAT(metrics, HasSubstr("weft_copy_bytes_total{direction="));
+  // The job's 8-byte buffer came from the device once and went back to its
+  // pool: nothing in use, one 512-byte block cached.
+  EXPECT_THAT(metrics,
+              ::testing::ContainsRegex(
+                  "weft_device_memory_allocations_total\\{[^}]*\\} 1\n"));
+  EXPECT_THAT(metrics, ::testing::ContainsRegex(
+                           "weft_device_memory_cached_bytes\\{[^}]*\\} 512\n"));
+  EXPECT_THAT(metrics, HasSubstr("weft_device_memory_pool_hits_total{UUID="));
+  EXPECT_THAT(metrics, HasSubstr("weft_device_memory_used_bytes{UUID="));
+  EXPECT_THAT(metrics, ::testing::Not(::testing::ContainsRegex(
+                           "weft_device_memory_used_bytes\\{[^}]*\\} [1-9]")));
 
   (*daemon)->Stop();
   EXPECT_THAT(log.str(), HasSubstr("weftd: stopped"));
@@ -289,6 +300,22 @@ TEST_F(DaemonTest, RejectsBadOptions) {
   daemon = Daemon::BuildAndStart(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(daemon.status().message(), HasSubstr("--trace_max_nodes"));
+
+  options = TestOptions();
+  options.memory_pool_max_cached_bytes = -2;
+  daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr("--memory_pool_max_cached_bytes must be -1 (no cap) "
+                        "or more, got -2"));
+
+  options = TestOptions();
+  options.launch_mode = "sometimes";
+  daemon = Daemon::BuildAndStart(options);
+  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(daemon.status().message(),
+              HasSubstr("--launch_mode must be auto, streams or graphs, got "
+                        "\"sometimes\""));
 }
 
 TEST_F(DaemonTest, AddressInUseIsAnError) {

@@ -14,8 +14,9 @@ std::vector<weft::v1::Device> DescribeDevices(
     d.set_uuid(info.uuid);
     d.set_simulated(info.simulated);
     d.set_memory_total_bytes(info.memory_total_bytes);
-    d.set_memory_used_bytes(backend.memory_used_bytes(i));
     if (i < static_cast<int>(load.size())) {
+      d.set_memory_used_bytes(load[i].memory.in_use_bytes);
+      d.set_memory_cached_bytes(load[i].memory.cached_bytes);
       d.set_streams_busy(load[i].streams_busy);
       d.set_streams_total(load[i].streams_total);
     }
@@ -36,6 +37,21 @@ std::vector<DeviceSample> ToDeviceSamples(
     s.memory_used_bytes = d.memory_used_bytes();
     s.memory_total_bytes = d.memory_total_bytes();
     samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+std::vector<DeviceSample> SampleDevices(const runtime::Backend& backend,
+                                        const runtime::Executor& executor) {
+  std::vector<DeviceSample> samples =
+      ToDeviceSamples(DescribeDevices(backend, executor));
+  const std::vector<runtime::DeviceLoad> load = executor.Load();
+  for (DeviceSample& s : samples) {
+    if (s.index < 0 || s.index >= static_cast<int>(load.size())) continue;
+    const runtime::MemoryPoolStats& memory = load[s.index].memory;
+    s.memory_cached_bytes = memory.cached_bytes;
+    s.memory_allocations = memory.backend_allocations;
+    s.memory_pool_hits = memory.cache_hits;
   }
   return samples;
 }

@@ -1,5 +1,7 @@
-// A snapshot of the devices: identity and memory from the Backend, stream
-// load from the Executor. Feeds ListDevices and the device gauges.
+// A snapshot of the devices: identity and capacity from the Backend, stream
+// load and memory (the executor's memory pools) from the Executor. Feeds
+// ListDevices and the device metrics. Memory used is what jobs hold; the
+// blocks the pools keep cached for reuse are reported apart (metrics only).
 #ifndef WEFT_SERVER_DEVICES_H_
 #define WEFT_SERVER_DEVICES_H_
 
@@ -18,6 +20,11 @@ std::vector<weft::v1::Device> DescribeDevices(
 
 std::vector<DeviceSample> ToDeviceSamples(
     const std::vector<weft::v1::Device>& devices);
+
+// The samples of the device metrics: ToDeviceSamples(DescribeDevices(...))
+// plus the memory pools' cached bytes and counters.
+std::vector<DeviceSample> SampleDevices(const runtime::Backend& backend,
+                                        const runtime::Executor& executor);
 
 }  // namespace weft::server
 

@@ -29,6 +29,7 @@ struct JobRecord {
   int64_t nodes_total = 0;
   std::vector<std::string> output_names;
   scheduler::PlannerOptions planner_options;
+  runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;
   // Why the job records no trace; empty when it records one.
   std::string untraced_reason;
 
@@ -529,6 +530,7 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
     if (b.output) job->output_names.push_back(b.name);
   }
   job->planner_options = std::move(spec.planner_options);
+  job->launch_mode = spec.launch_mode;
   if (!trace_jobs_) {
     job->untraced_reason = "weftd runs with --trace_jobs=false";
   } else if (job->nodes_total > trace_max_nodes_) {
@@ -1037,7 +1039,8 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     return;
   }
   absl::StatusOr<uint64_t> run =
-      executor_->Start(graph, ctx->plan, std::move(callbacks));
+      executor_->Start(graph, ctx->plan, std::move(callbacks),
+                       runtime::JobOptions{job->launch_mode});
   if (!run.ok()) {
     Finish(job, run.status(), "", {});
     return;

@@ -101,6 +101,8 @@ struct JobSpec {
   std::shared_ptr<const scheduler::Graph> graph;  // required
   // num_devices must be set; busy_streams is filled in by Submit.
   scheduler::PlannerOptions planner_options;
+  // How the executor issues the job's device work.
+  runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;
   std::string request_id;  // idempotency key; empty: none
   int32_t priority = 0;    // higher runs first
   std::string tenant;      // who submitted; scopes request_id

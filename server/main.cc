@@ -45,6 +45,17 @@ ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
 ABSL_FLAG(int32_t, max_streams_per_device, 8,
           "Planner default soft cap on streams per device (a request's "
           "options.max_streams_per_device overrides it).");
+ABSL_FLAG(int64_t, memory_pool_max_cached_bytes, -1,
+          "Bytes of freed device memory kept cached per device for reuse by "
+          "later jobs (a job whose buffer sizes were seen before allocates "
+          "nothing). -1: no cap, the cache is released when a device runs "
+          "out of memory; 0: no caching, every job allocates and frees.");
+ABSL_FLAG(std::string, launch_mode, "auto",
+          "How jobs whose options say LAUNCH_AUTO issue their device work: "
+          "auto (CUDA graphs on GPUs, built once per graph shape and "
+          "relaunched; node by node on simulated GPUs), streams (node by "
+          "node on pooled streams) or graphs (device graphs wherever the job "
+          "fits: no HOST nodes, no user kernels).");
 ABSL_FLAG(int32_t, max_queued_jobs, 1024,
           "Admission queue bound; a submission beyond it gets "
           "RESOURCE_EXHAUSTED.");
@@ -152,6 +163,9 @@ int main(int argc, char** argv) {
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_streams_per_device = absl::GetFlag(FLAGS_max_streams_per_device);
   options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+  options.memory_pool_max_cached_bytes =
+      absl::GetFlag(FLAGS_memory_pool_max_cached_bytes);
+  options.launch_mode = absl::GetFlag(FLAGS_launch_mode);
   options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.retain_jobs = absl::GetFlag(FLAGS_retain_jobs);

@@ -31,6 +31,12 @@ prometheus::Labels DeviceLabels(const DeviceSample& d) {
 
 constexpr const char* kOutcomes[] = {"succeeded", "failed", "cancelled"};
 
+// Brings a counter fed from a sampled running total up to `total`.
+void CatchUp(prometheus::Counter& counter, uint64_t total) {
+  const double value = static_cast<double>(total);
+  if (value > counter.Value()) counter.Increment(value - counter.Value());
+}
+
 }  // namespace
 
 absl::string_view CopyDirectionName(CopyDirection direction) {
@@ -104,8 +110,25 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                           .Register(*registry)),
       device_memory_used_(BuildGauge()
                               .Name("weft_device_memory_used_bytes")
-                              .Help("Device memory allocated by weftd.")
+                              .Help("Device memory held by jobs (memory "
+                                    "pool blocks in use).")
                               .Register(*registry)),
+      device_memory_cached_(BuildGauge()
+                                .Name("weft_device_memory_cached_bytes")
+                                .Help("Freed device memory the memory pool "
+                                      "keeps for reuse.")
+                                .Register(*registry)),
+      device_memory_allocations_(
+          BuildCounter()
+              .Name("weft_device_memory_allocations_total")
+              .Help("Allocations from the device (memory pool misses).")
+              .Register(*registry)),
+      device_memory_pool_hits_(
+          BuildCounter()
+              .Name("weft_device_memory_pool_hits_total")
+              .Help("Buffer allocations served from the memory pool's "
+                    "cache.")
+              .Register(*registry)),
       device_memory_capacity_(BuildGauge()
                                   .Name("weft_device_memory_capacity_bytes")
                                   .Help("Device memory capacity.")
@@ -216,6 +239,10 @@ void Metrics::SetDevices(const std::vector<DeviceSample>& devices) {
         static_cast<double>(d.memory_used_bytes));
     device_memory_capacity_.Add(labels).Set(
         static_cast<double>(d.memory_total_bytes));
+    device_memory_cached_.Add(labels).Set(
+        static_cast<double>(d.memory_cached_bytes));
+    CatchUp(device_memory_allocations_.Add(labels), d.memory_allocations);
+    CatchUp(device_memory_pool_hits_.Add(labels), d.memory_pool_hits);
   }
 }
 

@@ -22,6 +22,13 @@
 //   weft_device_busy_streams{device,UUID}              gauge
 //   weft_device_streams{device,UUID}                   gauge
 //   weft_device_memory_used_bytes{device,UUID}         gauge
+//       device memory held by jobs (blocks of the memory pool in use)
+//   weft_device_memory_cached_bytes{device,UUID}       gauge
+//       freed device memory the pool keeps for reuse
+//   weft_device_memory_allocations_total{device,UUID}  counter
+//       allocations from the device (memory pool misses)
+//   weft_device_memory_pool_hits_total{device,UUID}    counter
+//       buffer allocations served from the pool's cache
 //   weft_device_memory_capacity_bytes{device,UUID}     gauge
 //   weft_planning_seconds                              histogram
 //   weft_queue_wait_seconds                            histogram
@@ -64,6 +71,10 @@ struct DeviceSample {
   int streams_total = 0;
   uint64_t memory_used_bytes = 0;
   uint64_t memory_total_bytes = 0;
+  // The device's memory pool; the two counts only ever grow.
+  uint64_t memory_cached_bytes = 0;
+  uint64_t memory_allocations = 0;
+  uint64_t memory_pool_hits = 0;
 };
 
 enum class CopyDirection { kHostToDevice, kDeviceToHost, kDeviceToDevice };
@@ -128,6 +139,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& device_busy_streams_;
   prometheus::Family<prometheus::Gauge>& device_streams_;
   prometheus::Family<prometheus::Gauge>& device_memory_used_;
+  prometheus::Family<prometheus::Gauge>& device_memory_cached_;
+  prometheus::Family<prometheus::Counter>& device_memory_allocations_;
+  prometheus::Family<prometheus::Counter>& device_memory_pool_hits_;
   prometheus::Family<prometheus::Gauge>& device_memory_capacity_;
   prometheus::Histogram& planning_seconds_;
   prometheus::Histogram& queue_wait_seconds_;

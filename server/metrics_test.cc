@@ -162,5 +162,38 @@ TEST(MetricsTest, RefreshingCollectableSamplesDevicesOnScrape) {
                         "device=\"1\"} 1"));
 }
 
+TEST(MetricsTest, MemoryPoolSeriesFollowTheSampledTotals) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  Metrics metrics(registry.get());
+  DeviceSample d;
+  d.index = 0;
+  d.uuid = "GPU-sim-0";
+  d.memory_used_bytes = 0;
+  d.memory_cached_bytes = 8192;
+  d.memory_allocations = 5;
+  d.memory_pool_hits = 40;
+  metrics.SetDevices({d});
+  std::string text = Scrape(*registry);
+  EXPECT_THAT(text, HasSubstr("weft_device_memory_used_bytes{UUID=\"GPU-"
+                              "sim-0\",device=\"0\"} 0"));
+  EXPECT_THAT(text, HasSubstr("weft_device_memory_cached_bytes{UUID=\"GPU-sim-"
+                              "0\",device=\"0\"} 8192"));
+  EXPECT_THAT(text, HasSubstr("weft_device_memory_allocations_total{UUID=\"GPU-"
+                              "sim-0\",device=\"0\"} 5"));
+  EXPECT_THAT(text, HasSubstr("weft_device_memory_pool_hits_total{UUID=\"GPU-"
+                              "sim-0\",device=\"0\"} 40"));
+  // Counters advance to each new total; a sample never takes them back.
+  d.memory_pool_hits = 55;
+  metrics.SetDevices({d});
+  EXPECT_THAT(Scrape(*registry),
+              HasSubstr("weft_device_memory_pool_hits_total{UUID=\"GPU-sim-0\","
+                        "device=\"0\"} 55"));
+  d.memory_pool_hits = 50;
+  metrics.SetDevices({d});
+  EXPECT_THAT(Scrape(*registry),
+              HasSubstr("weft_device_memory_pool_hits_total{UUID=\"GPU-sim-0\","
+                        "device=\"0\"} 55"));
+}
+
 }  // namespace
 }  // namespace weft::server

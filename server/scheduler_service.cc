@@ -125,10 +125,26 @@ grpc::Status SchedulerService::SubmitGraph(
   absl::StatusOr<scheduler::PlannerOptions> planner =
       PlannerOptions(request->options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
+  // User code is compiled now, so that its errors reach the submitter.
+  if (!graph->modules().empty() && options_.backend != nullptr) {
+    absl::Status prepared = options_.backend->PrepareModules(*graph);
+    if (!prepared.ok()) return ToGrpcStatus(prepared);
+  }
 
   JobSpec spec;
   spec.graph = std::make_shared<const scheduler::Graph>(*std::move(graph));
   spec.planner_options = *std::move(planner);
+  switch (request->options().launch_mode()) {
+    case weft::v1::LAUNCH_STREAMS:
+      spec.launch_mode = runtime::LaunchMode::kStreams;
+      break;
+    case weft::v1::LAUNCH_DEVICE_GRAPHS:
+      spec.launch_mode = runtime::LaunchMode::kDeviceGraphs;
+      break;
+    default:
+      spec.launch_mode = runtime::LaunchMode::kAuto;
+      break;
+  }
   spec.request_id = request->request_id();
   spec.priority = request->priority();
   spec.tenant = *std::move(tenant);

@@ -2,7 +2,9 @@
 //
 // Handlers are thin: validate the request (GraphBuilder, planner options),
 // call the JobManager or the planner, convert the status with ToGrpcStatus.
-// No handler runs device work. The service uses gRPC's synchronous API: each
+// No handler runs device work; SubmitGraph does compile and load a graph's
+// user modules (Backend::PrepareModules, cached), so that code that does not
+// compile is rejected with INVALID_ARGUMENT before a job exists. The service uses gRPC's synchronous API: each
 // call holds a server thread, and streaming calls (WatchJob, ReadBuffer)
 // check for client cancellation and deadlines between messages and at least
 // every `watch_poll_interval`. ReadBuffer and GetJobTrace stream their data

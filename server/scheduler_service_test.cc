@@ -16,6 +16,7 @@
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
+#include "runtime/forwarding_backend.h"
 #include "runtime/sim/sim_backend.h"
 #include "server/job_manager.h"
 #include "weft/v1/weft.grpc.pb.h"
@@ -433,6 +434,39 @@ TEST_F(SchedulerServiceTest, PlanDevicesAndList) {
   gate_.Notify();
 }
 
+TEST_F(SchedulerServiceTest, OutOfDeviceMemoryFailsOnlyThatJob) {
+  weft::v1::Graph big = SpinGraph(1, 10);
+  big.set_name("big");
+  big.mutable_buffers(0)->set_size_bytes(2 << 20);  // twice a device
+  weft::v1::Job failed = Submit(big);
+  absl::StatusOr<weft::v1::Job> end =
+      jobs_->WaitUntilTerminal(failed.id(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->state(), weft::v1::FAILED);
+  EXPECT_EQ(end->error().code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(end->error().message(),
+              HasSubstr("buffer 'b' (first used by node 's0' on device"));
+  EXPECT_THAT(end->error().message(), HasSubstr("requested 2097152 bytes"));
+
+  // The service carries on; memory in use is what jobs hold, not what the
+  // pools keep cached for the next job.
+  weft::v1::Job next = Submit(AxpyGraph());
+  end = jobs_->WaitUntilTerminal(next.id(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->state(), weft::v1::SUCCEEDED);
+  grpc::ClientContext ctx;
+  weft::v1::ListDevicesResponse devices;
+  ASSERT_TRUE(
+      stub_->ListDevices(&ctx, weft::v1::ListDevicesRequest(), &devices).ok());
+  ASSERT_EQ(devices.devices_size(), 2);
+  uint64_t cached = 0;
+  for (int d = 0; d < 2; ++d) {
+    EXPECT_EQ(devices.devices(d).memory_used_bytes(), 0u) << "device " << d;
+    cached += backend_->memory_used_bytes(d);
+  }
+  EXPECT_GT(cached, 0u);
+}
+
 TEST_F(SchedulerServiceTest, PlannerErrorsAreInvalidArgumentAtSubmission) {
   weft::v1::SubmitGraphRequest req;
   *req.mutable_graph() = AxpyGraph();
@@ -521,6 +555,96 @@ TEST_F(SchedulerServiceTest, GetJobTraceErrors) {
       jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20)).ok());
   ASSERT_TRUE(TraceAll(gated.id(), &chunks).ok());
   EXPECT_FALSE(chunks.empty());
+}
+
+
+// A backend whose modules fail to compile when their code says so, as a
+// GPU backend's would; everything else is the simulator's.
+class CompilingBackend : public runtime::ForwardingBackend {
+ public:
+  explicit CompilingBackend(runtime::Backend* backend)
+      : ForwardingBackend(backend) {}
+  absl::Status PrepareModules(const scheduler::Graph& graph) const override {
+    ++prepared;
+    for (size_t i = 0; i < graph.modules().size(); ++i) {
+      if (graph.modules()[i].code.find("syntax error") != std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "graph.modules[", i, "]: module '", graph.modules()[i].name,
+            "' does not compile: line 1: syntax error"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  mutable int prepared = 0;
+};
+
+TEST(SchedulerServiceModulesTest, CompileErrorsRejectTheSubmission) {
+  runtime::SimBackend::Options sim;
+  sim.num_devices = 1;
+  auto sim_backend = *runtime::SimBackend::Create(sim);
+  CompilingBackend backend(sim_backend.get());
+  runtime::Executor::Options exec;
+  exec.backend = &backend;
+  auto executor = *runtime::Executor::Create(exec);
+  JobManager::Options jobs_options;
+  jobs_options.executor = executor.get();
+  auto jobs = *JobManager::Create(jobs_options);
+  SchedulerService::Options options;
+  options.jobs = jobs.get();
+  options.backend = &backend;
+  options.executor = executor.get();
+  SchedulerService service(options);
+  grpc::ServerBuilder builder;
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = weft::v1::Scheduler::NewStub(
+      server->InProcessChannel(grpc::ChannelArguments()));
+
+  weft::v1::SubmitGraphRequest req;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 16 dtype: FLOAT32 fill: 1 output: true }
+        modules { name: "m" cuda_source: "syntax error" }
+        nodes {
+          name: "k"
+          kernel { module: "m" kernel: "k" grid { x: 1 } block { x: 4 } }
+          args { buffer { name: "x" access: READ_WRITE } }
+          cost { estimated_us: 5 }
+        }
+      )pb",
+      req.mutable_graph()));
+  weft::v1::SubmitGraphResponse resp;
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->SubmitGraph(&ctx, req, &resp);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("graph.modules[0]: module 'm' does not compile"));
+  }
+  EXPECT_EQ(backend.prepared, 1);
+  EXPECT_TRUE(jobs->List(std::nullopt, 0).empty());
+
+  // Fixed code: the job runs (on the simulator, the kernel only takes time).
+  req.mutable_graph()->mutable_modules(0)->set_cuda_source(
+      "extern \"C\" __global__ void k(float* x) {}");
+  {
+    grpc::ClientContext ctx;
+    grpc::Status s = stub->SubmitGraph(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  EXPECT_EQ(backend.prepared, 2);
+  EXPECT_EQ(jobs->List(std::nullopt, 0).size(), 1u);
+  // Graphs without modules do not ask the backend.
+  req.mutable_graph()->clear_modules();
+  req.mutable_graph()->mutable_nodes(0)->clear_kernel();
+  req.mutable_graph()->mutable_nodes(0)->set_op("spin");
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub->SubmitGraph(&ctx, req, &resp).ok());
+  }
+  EXPECT_EQ(backend.prepared, 2);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
 }
 
 }  // namespace

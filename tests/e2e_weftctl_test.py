@@ -272,6 +272,27 @@ class WeftctlTest(harness.WeftdTestCase):
         self.assertEqual(len(raw), 4096)
         self.assertEqual(set(struct.unpack("<1024f", raw)), {4.5})
 
+    def test_submit_as_device_graphs(self):
+        result = self.weftctl_ok("submit", example("vector_pipeline.json"), "--watch",
+                                 "--launch_mode=graphs", timeout=60)
+        job_id = self.only_job_id()
+        self.assertIn(job_id, result.stdout, describe(result))
+        job = self.get_job(job_id)
+        self.assertEqual(job.get("state"), "SUCCEEDED", job)
+        self.assertEqual(int(job.get("nodesDone", 0)), 5, job)
+        total = read_numbers(self, self.weftctl_ok("read", job_id, "total"))
+        self.assertEqual(total, [4608.0])
+        z = read_numbers(self, self.weftctl_ok("read", job_id, "z"))
+        self.assertEqual(z, [4.5] * 1024)
+        # It really ran as graphs: the trace has a span per graph.
+        trace = self.weftctl_ok("trace", job_id).stdout
+        self.assertIn("device graph", trace)
+
+        bad = self.weftctl("submit", example("vector_pipeline.json"),
+                           "--launch_mode=sometimes")
+        self.assertNotEqual(bad.returncode, 0, describe(bad))
+        self.assertIn("is not auto, streams or graphs", bad.stderr, describe(bad))
+
     def test_read_errors(self):
         job = self.submit_json(example("vector_pipeline.json"))
         self.assertEqual(self.wait_terminal(job["id"])["state"], "SUCCEEDED")

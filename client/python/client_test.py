@@ -175,6 +175,12 @@ class ClientTest(unittest.TestCase):
         self.assertAlmostEqual(options.data_threshold, 0.5)
         self.assertFalse(options.restrict_to_parent_devices)
         self.assertEqual(options.max_nodes_per_stream, 7)
+        self.assertEqual(options.launch_mode, weft_pb2.LAUNCH_AUTO)
+        self.client.submit(example("fork_join.json"), launch_mode="graphs")
+        self.assertEqual(self.fake.submits[-1].options.launch_mode,
+                         weft_pb2.LAUNCH_DEVICE_GRAPHS)
+        with self.assertRaisesRegex(ValueError, "unknown launch mode 'often'"):
+            self.client.submit(example("fork_join.json"), launch_mode="often")
 
     def test_health(self):
         self.assertEqual(self.client.health(), "SERVING")
@@ -189,6 +195,19 @@ class GraphFileTest(unittest.TestCase):
         graph = weft_client.load_graph(example("scale_and_copy.textproto"))
         self.assertEqual(graph.nodes[1].engine, weft_pb2.COPY)
         self.assertEqual(list(graph.nodes[3].after), ["copy"])
+
+    def test_module_files_are_inlined(self):
+        graph = weft_client.load_graph(example("user_kernel.json"))
+        self.assertEqual(graph.modules[0].WhichOneof("code"), "cuda_source")
+        self.assertIn('extern "C" __global__ void saxpy', graph.modules[0].cuda_source)
+        self.assertEqual(list(graph.modules[0].nvrtc_options), ["--use_fast_math"])
+        self.assertEqual(graph.nodes[0].kernel.block.x, 256)
+
+    def test_unreadable_module_file_names_the_field(self):
+        graph = weft_pb2.Graph()
+        graph.modules.add(name="m", ptx_file="nowhere.ptx")
+        with self.assertRaisesRegex(OSError, r"modules\[0\]\.ptx_file: cannot read "):
+            client_lib.inline_module_files(graph, "/nonexistent")
 
     def test_bad_extension(self):
         with self.assertRaisesRegex(ValueError, "end in .json or .textproto"):

@@ -24,9 +24,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/cuda/cuda_graph_cache.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/gpu_uuid.h"
 #include "runtime/cuda/kernels.h"
+#include "runtime/device_graph.h"
+#include "runtime/cuda/module_cache.h"
+#include "runtime/cuda/nvrtc_compiler.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
@@ -326,8 +330,47 @@ class CudaBackendImpl final : public CudaBackend {
     if (op == "add") return LaunchAdd(launch, s);
     if (op == "reduce_sum") return LaunchReduceSum(launch, s);
     if (op == "spin") return LaunchSpin(launch, s);
+    if (launch.user_kernel != nullptr) return LaunchUserKernel(launch, s);
     return absl::UnimplementedError(
         absl::StrCat("no CUDA kernel for op '", op, "'"));
+  }
+
+  // User modules are compiled and loaded on every device (module_cache.h).
+  absl::Status PrepareModules(const scheduler::Graph& graph) const override {
+    if (graph.modules().empty()) return absl::OkStatus();
+    for (const DeviceInfo& device : devices_) {
+      WEFT_RETURN_IF_ERROR(UseDevice(device.index));
+      WEFT_RETURN_IF_ERROR(modules_.Prepare(device.index, graph));
+    }
+    return absl::OkStatus();
+  }
+
+  // Device graphs: captured CUDA graphs, cached (cuda_graph_cache.h).
+  bool supports_device_graphs() const override { return true; }
+  bool prefers_device_graphs() const override { return true; }
+  bool supports_device_graph_op(const std::string& op) const override {
+    return op == "fill" || op == "copy" || op == "axpy" || op == "scale" ||
+           op == "add" || op == "reduce_sum" || op == "spin";
+  }
+  absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
+                                 StreamHandle stream) override {
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    if (s.device != graph.device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a graph of device ", graph.device,
+          " cannot launch on a stream of device ", s.device));
+    }
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    return graphs_.Launch(graph, stream);
+  }
+  absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override {
+    WEFT_RETURN_IF_ERROR(UseDevice(graph.device));
+    return graphs_.Prepare(graph);
+  }
+  GraphCacheStats graph_cache_stats() const override {
+    const cuda::CudaGraphCacheStats stats = graphs_.stats();
+    return GraphCacheStats{stats.instantiations, stats.cache_hits,
+                           stats.updates, stats.evictions, stats.cached};
   }
 
   absl::Status AddHostCallback(StreamHandle stream,
@@ -527,6 +570,19 @@ class CudaBackendImpl final : public CudaBackend {
   // --- Built-in ops. Argument lists follow scheduler/op_signatures.h and
   // are re-checked here: a backend cannot assume its caller validated them.
 
+  // Buffers are checked like a built-in op's; the kernel gets the rest.
+  absl::Status LaunchUserKernel(const KernelLaunch& launch,
+                                const StreamEntry& s) {
+    const std::string what =
+        absl::StrCat("kernel '", launch.user_kernel->kernel, "'");
+    for (size_t i = 0; i < launch.args.size(); ++i) {
+      if (std::holds_alternative<DeviceBufferArg>(launch.args[i])) {
+        WEFT_RETURN_IF_ERROR(BufferAt(what, launch, i, s.device).status());
+      }
+    }
+    return modules_.Launch(s.device, launch, s.stream);
+  }
+
   absl::Status LaunchFill(const KernelLaunch& launch,
                           const StreamEntry& s) const {
     constexpr absl::string_view kOp = "fill";
@@ -654,9 +710,32 @@ class CudaBackendImpl final : public CudaBackend {
     return cuda::LaunchSpin(duration_ns, s.stream);
   }
 
+  cuda::CudaGraphCache::Hooks GraphHooks() {
+    cuda::CudaGraphCache::Hooks hooks;
+    hooks.stream = [this](StreamHandle h) -> absl::StatusOr<cudaStream_t> {
+      WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(h));
+      return s.stream;
+    };
+    hooks.event = [this](EventHandle h) -> absl::StatusOr<cudaEvent_t> {
+      WEFT_ASSIGN_OR_RETURN(const EventEntry e, FindEvent(h));
+      return e.event;
+    };
+    hooks.create_stream = [this](int device) { return CreateStream(device); };
+    hooks.launch = [this](const KernelLaunch& launch, StreamHandle h) {
+      return Launch(launch, h);
+    };
+    return hooks;
+  }
+
   // Constant after construction.
   const std::vector<DeviceInfo> devices_;
   std::thread dispatcher_;
+  // User modules (thread-safe themselves; mutable: caches). Destroyed after
+  // the destructor has synchronized every device.
+  mutable cuda::NvrtcCompiler compiler_;
+  mutable cuda::ModuleCache modules_{&compiler_};
+  // Device graphs; its lanes are streams of this backend.
+  cuda::CudaGraphCache graphs_{GraphHooks(), cuda::CudaGraphCache::Options{}};
 
   mutable absl::Mutex mu_;
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;

@@ -5,6 +5,9 @@
 // handles; memory comes from cudaMalloc; copies are cudaMemcpyAsync, with
 // cudaMemcpyPeerAsync between devices (peer access is enabled where the
 // hardware allows); built-in ops run as the CUDA kernels of kernels.h.
+// Device graphs (Backend::LaunchDeviceGraph) become CUDA graphs, captured
+// once per structure, instantiated, cached and updated in place when the
+// same structure returns with new parameters (cuda_graph_cache.h).
 // Every CUDA error becomes an absl::Status through cuda_status.h:
 // out-of-memory is RESOURCE_EXHAUSTED, a bad handle or pointer is
 // NOT_FOUND / INVALID_ARGUMENT, a fault in enqueued work reaches the host
@@ -26,6 +29,7 @@
 #ifndef WEFT_RUNTIME_CUDA_CUDA_BACKEND_H_
 #define WEFT_RUNTIME_CUDA_CUDA_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -43,6 +47,18 @@ class CudaBackend : public Backend {
   // A backend over every visible CUDA device (CUDA_VISIBLE_DEVICES applies).
   // UNAVAILABLE when no device is visible or the build has no CUDA.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create();
+
+  // Counters of the device graph cache: captures instantiated, launches
+  // of a cached executable graph, of those the ones with new parameters
+  // updated in place, and evictions; graphs cached now.
+  struct GraphCacheStats {
+    uint64_t instantiations = 0;
+    uint64_t cache_hits = 0;
+    uint64_t updates = 0;
+    uint64_t evictions = 0;
+    int cached = 0;
+  };
+  virtual GraphCacheStats graph_cache_stats() const = 0;
 
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

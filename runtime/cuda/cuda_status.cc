@@ -39,6 +39,11 @@ absl::StatusCode CudaStatusCode(cudaError_t error) {
     case cudaErrorMemoryAllocation:
       return absl::StatusCode::kResourceExhausted;
     case cudaErrorInvalidValue:
+    // User code (a graph's modules) that does not load or lacks a kernel.
+    case cudaErrorInvalidPtx:
+    case cudaErrorInvalidKernelImage:
+    case cudaErrorUnsupportedPtxVersion:
+    case cudaErrorSymbolNotFound:
       return absl::StatusCode::kInvalidArgument;
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
@@ -58,6 +63,11 @@ absl::StatusCode CudaStatusCode(CUresult error) {
     case CUDA_ERROR_OUT_OF_MEMORY:
       return absl::StatusCode::kResourceExhausted;
     case CUDA_ERROR_INVALID_VALUE:
+    // User code (a graph's modules) that does not load or lacks a kernel.
+    case CUDA_ERROR_INVALID_PTX:
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+    case CUDA_ERROR_NOT_FOUND:
       return absl::StatusCode::kInvalidArgument;
     case CUDA_ERROR_NO_DEVICE:
     case CUDA_ERROR_STUB_LIBRARY:
@@ -116,6 +126,15 @@ absl::Status CudaStatus(nvrtcResult error, const char* call, const char* file,
   return MakeStatus(CudaStatusCode(error), call, nvrtcGetErrorString(error),
                     absl::StrCat("nvrtcResult ", static_cast<int>(error)),
                     file, line);
+}
+
+absl::Status WithLog(absl::Status status, absl::string_view log) {
+  while (!log.empty() && (log.back() == '\n' || log.back() == '\0')) {
+    log.remove_suffix(1);
+  }
+  if (status.ok() || log.empty()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat(status.message(), "\n", log));
 }
 
 }  // namespace weft::runtime::cuda

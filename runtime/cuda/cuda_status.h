@@ -8,6 +8,8 @@
 //   NVRTC_ERROR_OUT_OF_MEMORY                     -> RESOURCE_EXHAUSTED
 //   invalid value / input / option                -> INVALID_ARGUMENT
 //   NVRTC_ERROR_COMPILATION (bad user source)     -> INVALID_ARGUMENT
+//   invalid PTX or image, unsupported PTX version,
+//   CUDA_ERROR_NOT_FOUND (no such kernel)         -> INVALID_ARGUMENT
 //   no device, no or stub driver, busy devices    -> UNAVAILABLE
 //   everything else                               -> INTERNAL
 //
@@ -23,6 +25,7 @@
 #include <nvrtc.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 
 namespace weft::runtime::cuda {
 
@@ -40,6 +43,10 @@ absl::Status CudaStatus(nvrtcResult error, const char* call, const char* file,
 absl::StatusCode CudaStatusCode(cudaError_t error);
 absl::StatusCode CudaStatusCode(CUresult error);
 absl::StatusCode CudaStatusCode(nvrtcResult error);
+
+// `status` with `log` (a compiler's or JIT linker's diagnostics) appended
+// to its message; `status` itself when OK or when the log is empty.
+absl::Status WithLog(absl::Status status, absl::string_view log);
 
 }  // namespace weft::runtime::cuda
 

@@ -152,6 +152,8 @@ SimBackend::SimBackend(Options options)
     models_.push_back(
         std::make_unique<DeviceModel>(options_.max_concurrent_kernels));
   }
+  graphs_ = std::make_unique<StreamGraphRunner>(
+      this, StreamGraphRunner::Options{});
   absl::MutexLock lock(&mu_);
   for (int d = 0; d < n; ++d) {
     DeviceInfo info;
@@ -638,7 +640,11 @@ absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
 absl::Status SimBackend::Launch(const KernelLaunch& launch,
                                 StreamHandle stream_handle) {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  const CpuKernel* kernel = kernels_->Find(launch.op);
+  // A user kernel is not run: it occupies its stream for its cost and
+  // leaves its buffers as they are (the header says why).
+  const CpuKernel* kernel = launch.user_kernel != nullptr
+                                ? &user_kernel_stand_in_
+                                : kernels_->Find(launch.op);
   if (kernel == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "op '", launch.op, "' is not implemented by the simulated backend"));
@@ -774,6 +780,11 @@ absl::Status SimBackend::AbortErrorScope(StreamHandle stream_handle,
     return absl::InvalidArgumentError("AbortErrorScope needs an error status");
   }
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  // The scope's device graphs went onto lanes: abort it there too.
+  for (StreamHandle lane : graphs_->ScopeLanes(scope)) {
+    absl::StatusOr<Stream> found = FindStream(lane);
+    if (found.ok()) found->queue->AbortScope(scope, status);
+  }
   stream.queue->AbortScope(scope, std::move(status));
   return absl::OkStatus();
 }
@@ -782,6 +793,30 @@ void SimBackend::ReleaseErrorScope(StreamHandle stream_handle,
                                    uint64_t scope) {
   absl::StatusOr<Stream> stream = FindStream(stream_handle);
   if (stream.ok()) stream->queue->ForgetScope(scope);
+  std::vector<StreamHandle> lanes = graphs_->ScopeLanes(scope);
+  if (lanes.empty()) return;
+  graphs_->ForgetScope(scope);
+  for (StreamHandle lane : lanes) {
+    absl::StatusOr<Stream> found = FindStream(lane);
+    if (found.ok()) found->queue->ForgetScope(scope);
+  }
+}
+
+bool SimBackend::supports_device_graph_op(const std::string& op) const {
+  return kernels_->Find(op) != nullptr;
+}
+
+absl::Status SimBackend::PrepareDeviceGraph(const DeviceGraph& graph) {
+  WEFT_RETURN_IF_ERROR(CheckHealthy(graph.device));
+  return graphs_->Prepare(graph);
+}
+
+absl::Status SimBackend::LaunchDeviceGraph(const DeviceGraph& graph,
+                                           StreamHandle stream_handle) {
+  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  return graphs_->Launch(graph, stream_handle, stream.device,
+                         stream.queue->scope());
 }
 
 absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(

@@ -27,6 +27,12 @@
 // simulation in issue order) predicts. Events report the virtual time of
 // their capture (EventTimeUs), which traces use.
 //
+// User kernels (KernelLaunch::user_kernel) are NOT executed: the simulator
+// has no GPU to run CUDA code on, so a user kernel only occupies a kernel
+// slot for its cost_us, and the buffers it was given keep their contents.
+// Its buffer arguments are still resolved, so a bad address fails as it
+// would for a built-in op. PrepareModules accepts every module.
+//
 // Errors: synchronous ones (unknown handle, unknown op, an address outside
 // any allocation, a lost device) are returned by the call; errors of
 // enqueued work (a kernel rejecting its arguments, memory freed before the
@@ -42,6 +48,11 @@
 // consulted before every launch runs, and LoseDevice, after which every
 // call and every piece of work on that device fails UNAVAILABLE with the
 // reason. Other devices carry on.
+//
+// Device graphs (Backend::LaunchDeviceGraph) run through a
+// StreamGraphRunner: lowered onto lanes, streams of the backend itself, so
+// graph work has the same timing, faults and error scopes as the same work
+// issued node by node. Cached instances are counted (graph_stats()).
 //
 // Host callbacks run on the stream's worker thread. Destroying the backend
 // stops every stream, drops work not yet started (without calling its
@@ -69,9 +80,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/backend.h"
+#include "runtime/device_graph.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_stream.h"
 #include "runtime/sim/sim_timeline.h"
+#include "runtime/stream_graph_runner.h"
 
 namespace weft::runtime {
 
@@ -191,6 +204,15 @@ class SimBackend final : public Backend {
   bool has_device_clock() const override { return true; }
   absl::StatusOr<double> EventTimeUs(EventHandle event) override
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Every op with a CPU kernel may appear in a device graph.
+  bool supports_device_graphs() const override { return true; }
+  bool supports_device_graph_op(const std::string& op) const override;
+  absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
+                                 StreamHandle stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
+  StreamGraphRunner::Stats graph_stats() const { return graphs_->stats(); }
 
   // Fault injection. INVALID_ARGUMENT for a device out of range, nth 0 or
   // an OK status.
@@ -324,6 +346,9 @@ class SimBackend final : public Backend {
   const int num_devices_;
   std::unique_ptr<CpuKernelTable> owned_kernels_;
   const CpuKernelTable* kernels_ = nullptr;
+  // What a user kernel runs here: nothing (its cost is its only effect).
+  const CpuKernel user_kernel_stand_in_ =
+      [](absl::Span<const HostArg>) { return absl::OkStatus(); };
   std::vector<DeviceInfo> device_infos_;
   // (num_devices_ + 1)^2 bandwidths, row-major, source by destination.
   std::vector<double> bandwidth_gbps_;
@@ -334,6 +359,9 @@ class SimBackend final : public Backend {
   std::vector<ArmedFault> faults_ ABSL_GUARDED_BY(fault_mu_);
   std::atomic<bool> has_faults_{false};
   std::atomic<uint64_t> total_launches_{0};
+  // Device graphs; lanes are streams of this backend, torn down with the
+  // others (the runner's destructor touches nothing of the backend).
+  std::unique_ptr<StreamGraphRunner> graphs_;
 
   mutable absl::Mutex mu_;
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);

@@ -758,5 +758,63 @@ TEST(SimBackendFaultTest, LostDeviceFailsEverythingOnItOnly) {
   EXPECT_TRUE(backend->SynchronizeStream(s0).ok());
 }
 
+
+// ---- User kernels: not run, only timed.
+
+TEST(SimBackendUserKernelTest, TakesItsCostAndLeavesBuffersUnchanged) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s = backend->CreateStream(0).value();
+  DevicePtr p = backend->Allocate(0, 16).value();
+  ASSERT_TRUE(backend->Launch(FillF32(p, 16, 3.0f), s).ok());
+
+  scheduler::ModuleSpec module;
+  module.name = "m";
+  module.code = "this is not CUDA and is never compiled here";
+  scheduler::KernelSpec spec;
+  spec.module = 0;
+  spec.kernel = "k";
+  KernelLaunch launch;
+  launch.op = std::string(scheduler::kUserKernelOp);
+  launch.cost_us = 250;
+  launch.user_kernel = &spec;
+  launch.module = &module;
+  launch.args = {DeviceBufferArg{p, 16, DType::kFloat32, Access::kReadWrite},
+                 2.0f, int64_t{4}};
+  const double before = TimeAfter(*backend, s, 0);
+  ASSERT_TRUE(backend->Launch(launch, s).ok());
+  EXPECT_DOUBLE_EQ(TimeAfter(*backend, s, 0) - before, 250);
+
+  float out[4] = {};
+  ASSERT_TRUE(backend->CopyDeviceToHost(out, p, 16, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  for (float v : out) EXPECT_EQ(v, 3.0f);
+}
+
+TEST(SimBackendUserKernelTest, StillChecksBufferAddresses) {
+  auto backend = MakeBackend(FastOptions());
+  StreamHandle s = backend->CreateStream(0).value();
+  scheduler::ModuleSpec module;
+  scheduler::KernelSpec spec;
+  KernelLaunch launch;
+  launch.op = std::string(scheduler::kUserKernelOp);
+  launch.user_kernel = &spec;
+  launch.module = &module;
+  launch.args = {DeviceBufferArg{DevicePtr{0, 12345}, 16, DType::kFloat32,
+                                 Access::kRead}};
+  const absl::Status status = backend->Launch(launch, s);
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("[0x3039, +16) is not inside an allocation"));
+}
+
+TEST(SimBackendUserKernelTest, AcceptsEveryModule) {
+  auto backend = MakeBackend(FastOptions());
+  scheduler::ModuleSpec module;
+  module.name = "bad";
+  module.code = "not even close to CUDA";
+  scheduler::Graph graph("g", {}, {}, {module});
+  EXPECT_TRUE(backend->PrepareModules(graph).ok());
+}
+
 }  // namespace
 }  // namespace weft::runtime

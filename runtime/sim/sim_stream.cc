@@ -91,6 +91,11 @@ void SimStream::SetScope(uint64_t scope) {
   scope_ = scope;
 }
 
+uint64_t SimStream::scope() const {
+  absl::MutexLock lock(&mu_);
+  return scope_;
+}
+
 void SimStream::AbortScope(uint64_t scope, absl::Status status) {
   absl::MutexLock lock(&mu_);
   scope_errors_.emplace(scope, std::move(status));

@@ -131,6 +131,8 @@ class SimStream {
 
   // Items enqueued from now on belong to error scope `scope`.
   void SetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(mu_);
+  // The scope items enqueued now belong to.
+  uint64_t scope() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Items of `scope` not yet started are skipped with `status` (non-OK),
   // unless the scope has failed already.

@@ -23,17 +23,10 @@ class Walk {
  public:
   explicit Walk(StreamContext& context)
       : c_(context),
-        query_(context.dag.reach, context.dag.raw_preds),
-        op_bit_(context.num_nodes(), 0) {
-    int num_devices = 1;
-    for (int d : c_.device) num_devices = std::max(num_devices, d + 1);
-    groups_.resize(num_devices * kNumEngines);
+        query_(context.dag.reach, context.dag.raw_preds) {
+    for (int d : c_.device) num_devices_ = std::max(num_devices_, d + 1);
+    groups_.resize(num_devices_ * kNumEngines);
     tracks_.resize(c_.streams.size());
-    // The first 64 ops get a bit each.
-    for (NodeId v = 0; v < c_.num_nodes(); ++v) {
-      const int32_t op = c_.graph.op_id(v);
-      op_bit_[v] = op < 64 ? uint64_t{1} << op : 0;
-    }
     // Nodes already placed by earlier passes keep their streams.
     for (NodeId v : c_.dag.order) {
       if (c_.stream_of[v] >= 0) Touch(v, c_.stream_of[v]);
@@ -41,11 +34,18 @@ class Walk {
   }
 
   void Run() {
+    if (c_.has_peers()) c_.peer_stream.assign(c_.num_nodes(), -1);
     for (NodeId v : c_.dag.order) {
       if (c_.stream_of[v] < 0) AssignOne(v);
+      const double finish = c_.levels.top_us[v] + c_.graph.cost_us(v);
       Track& t = tracks_[c_.stream_of[v]];
       t.current = v;
-      t.finish = c_.levels.top_us[v] + c_.graph.cost_us(v);
+      t.finish = finish;
+      if (c_.peer_device_of(v) >= 0) {
+        const int p = AssignPeer(v);
+        tracks_[p].current = v;
+        tracks_[p].finish = finish;
+      }
     }
   }
 
@@ -60,7 +60,7 @@ class Walk {
   void Touch(NodeId v, int s) {
     Track& t = tracks_[s];
     if (t.last < 0 || c_.dag.pos(t.last) < c_.dag.pos(v)) t.last = v;
-    t.ops |= op_bit_[v];
+    t.ops |= OpBit(v);
   }
 
   void Place(NodeId v, int s, StreamChoice::Why why, NodeId related) {
@@ -74,12 +74,11 @@ class Walk {
                    static_cast<int>(c_.graph.engine(v))];
   }
 
-  // Places v, not yet assigned, and the chain that follows it.
-  void AssignOne(NodeId v) {
-    std::vector<int>& group = Group(v);
+  // A recyclable stream of `group` for v: its last node is an ancestor of
+  // v (a stream that ran v's op first, then the oldest); -1 if none.
+  int Recyclable(NodeId v, const std::vector<int>& group) {
     const int32_t pv = c_.dag.pos(v);
-    const uint64_t op = op_bit_[v];
-
+    const uint64_t op = OpBit(v);
     int chosen = -1;
     bool chosen_has_op = false;
     for (int s : group) {
@@ -92,6 +91,43 @@ class Walk {
         if (has_op) break;
       }
     }
+    return chosen;
+  }
+
+  // Gives v, a copy between devices, its peer stream: a COPY stream of its
+  // source device, chosen as a node's stream is (recycled, new, or at the
+  // cap the one that delays it least). Chains do not follow peers.
+  int AssignPeer(NodeId v) {
+    const int device = c_.peer_device[v];
+    if (device >= num_devices_) {
+      num_devices_ = device + 1;
+      groups_.resize(num_devices_ * kNumEngines);
+    }
+    std::vector<int>& group =
+        groups_[device * kNumEngines + static_cast<int>(Engine::kCopy)];
+    int chosen = Recyclable(v, group);
+    if (chosen < 0 &&
+        static_cast<int>(group.size()) < c_.options.max_streams_per_device) {
+      chosen = c_.NewStream(device, Engine::kCopy,
+                            LogicalStream::Kind::kShared);
+      tracks_.emplace_back();
+      group.push_back(chosen);
+    } else if (chosen < 0) {
+      chosen = LeastDelay(v, group);
+      const NodeId before = tracks_[chosen].current;
+      if (before >= 0 && !query_.Reaches(before, v)) {
+        c_.added_orderings.emplace_back(before, v);
+      }
+    }
+    c_.peer_stream[v] = chosen;
+    Touch(v, chosen);
+    return chosen;
+  }
+
+  // Places v, not yet assigned, and the chain that follows it.
+  void AssignOne(NodeId v) {
+    std::vector<int>& group = Group(v);
+    int chosen = Recyclable(v, group);
     if (chosen >= 0) {
       Place(v, chosen, StreamChoice::Why::kRecycled, tracks_[chosen].last);
     } else if (static_cast<int>(group.size()) <
@@ -107,11 +143,23 @@ class Walk {
 
   // At the cap: the stream that delays v least.
   int SoftCap(NodeId v, const std::vector<int>& group) {
+    const int chosen = LeastDelay(v, group);
+    const NodeId before = tracks_[chosen].current;
+    if (before >= 0 && !query_.Reaches(before, v)) {
+      c_.added_orderings.emplace_back(before, v);
+    }
+    Place(v, chosen, StreamChoice::Why::kSoftCap, before);
+    return chosen;
+  }
+
+  // The stream of `group` (not empty) whose node before v in issue order
+  // is expected to finish first (ties: v's op, then the oldest).
+  int LeastDelay(NodeId v, const std::vector<int>& group) {
     const double ready = c_.levels.top_us[v];
     int chosen = -1;
     double best_delay = 0;
     bool best_has_op = false;
-    const uint64_t op = op_bit_[v];
+    const uint64_t op = OpBit(v);
     for (int s : group) {
       const Track& t = tracks_[s];
       const double delay = std::max(0.0, t.finish - ready);
@@ -123,11 +171,6 @@ class Walk {
         best_has_op = has_op;
       }
     }
-    const NodeId before = tracks_[chosen].current;
-    if (before >= 0 && !query_.Reaches(before, v)) {
-      c_.added_orderings.emplace_back(before, v);
-    }
-    Place(v, chosen, StreamChoice::Why::kSoftCap, before);
     return chosen;
   }
 
@@ -145,7 +188,7 @@ class Walk {
             c_.graph.engine(x) != engine) {
           continue;
         }
-        const bool has_op = (tracks_[s].ops & op_bit_[x]) != 0;
+        const bool has_op = (tracks_[s].ops & OpBit(x)) != 0;
         if (best < 0 || Better(x, has_op, best, best_has_op)) {
           best = x;
           best_has_op = has_op;
@@ -167,10 +210,16 @@ class Walk {
     return a < b;
   }
 
+  // The first 64 ops get a bit each.
+  uint64_t OpBit(NodeId v) const {
+    const uint32_t op = static_cast<uint32_t>(c_.graph.op_id(v));
+    return op < 64 ? uint64_t{1} << op : 0;
+  }
+
   StreamContext& c_;
   ReachabilityQuery query_;
-  std::vector<uint64_t> op_bit_;  // by NodeId
   std::vector<Track> tracks_;     // by stream
+  int num_devices_ = 1;
   // device * kNumEngines + engine -> this pass's streams, oldest first.
   std::vector<std::vector<int>> groups_;
 };

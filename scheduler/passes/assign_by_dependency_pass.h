@@ -16,6 +16,12 @@
 // path in edges; ties prefer a successor whose op already ran on the
 // stream, then the lower node id.
 //
+// A copy between devices (StreamContext::peer_device) also gets a peer
+// stream when the walk reaches it: a COPY stream of its source device,
+// chosen by the same rules (recycled, else new below the cap, else the one
+// that delays it least, recording the added ordering). Chains never follow
+// a peer stream.
+//
 // Ancestry is asked of the reachability index (reachability.h), never of an
 // O(V^2) matrix: one query per stream of the device and engine at each
 // chain start.

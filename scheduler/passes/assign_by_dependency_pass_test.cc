@@ -182,5 +182,70 @@ TEST(AssignByDependencyPassTest, RejectsZeroCap) {
               HasSubstr("options.max_streams_per_device"));
 }
 
+// p (device 1) writes x; cp, a COPY node on device 0, copies x into y; c
+// reads y on device 0; q rewrites x on device 1.
+Graph CrossDeviceCopy() {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z");
+  m.Node("p", "x:w", {.device = 1});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy, .device = 0});
+  m.Node("c", "y:r z:w", {.device = 0});
+  m.Node("q", "x:rw", {.device = 1});
+  return m.Build();
+}
+
+TEST(AssignByDependencyPassTest, CopyBetweenDevicesGetsAPeerCopyStream) {
+  PassFixture f(CrossDeviceCopy());
+  f.SetPeerDevices({{"cp", 1}});
+  ASSERT_TRUE(f.Run(AssignByDependencyPass()).ok());
+  ASSERT_EQ(f.context().streams.size(), 4u);
+  EXPECT_EQ(f.stream("p"), 0);
+  EXPECT_EQ(f.stream("cp"), 1);
+  EXPECT_EQ(f.peer("cp"), 2);
+  EXPECT_EQ(f.stream("c"), 3);
+  EXPECT_EQ(f.stream("q"), 0);  // recycled: p is an ancestor
+  EXPECT_EQ(f.peer("p"), -1);
+  EXPECT_EQ(f.peer("c"), -1);
+  EXPECT_EQ(f.context().streams[1].device, 0);
+  EXPECT_EQ(f.context().streams[1].engine, Engine::kCopy);
+  EXPECT_EQ(f.context().streams[2].device, 1);
+  EXPECT_EQ(f.context().streams[2].engine, Engine::kCopy);
+  EXPECT_EQ(f.choice("q").why, Why::kRecycled);
+}
+
+TEST(AssignByDependencyPassTest, PeerStreamsAreRecycledLikeStreams) {
+  // Two copies from device 1 to device 0 in a row: the second one reuses
+  // the first one's peer stream, whose last node is its ancestor.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("w");
+  m.Node("p", "x:w", {.device = 1});
+  m.Node("cp1", "x:r y:w", {.engine = Engine::kCopy, .device = 0});
+  m.Node("cp2", "x:r y:rw w:w", {.engine = Engine::kCopy, .device = 2});
+  PassFixture f(m.Build());
+  f.SetPeerDevices({{"cp1", 1}, {"cp2", 1}});
+  ASSERT_TRUE(f.Run(AssignByDependencyPass()).ok());
+  EXPECT_EQ(f.stream("cp1"), 1);
+  EXPECT_EQ(f.peer("cp1"), 2);
+  EXPECT_EQ(f.stream("cp2"), 3);  // device 2's first copy stream
+  EXPECT_EQ(f.peer("cp2"), 2);
+  EXPECT_EQ(f.context().streams.size(), 4u);
+}
+
+TEST(AssignByDependencyPassTest, PeerStreamAtTheCapDelaysLeast) {
+  // One stream per device: the peer shares device 1's only copy stream,
+  // which a node the copy does not depend on holds.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("o");
+  m.Node("p", "x:w", {.device = 1});
+  m.Node("other", "o:w", {.engine = Engine::kCopy, .device = 1});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy, .device = 0});
+  PassFixture f(m.Build(), {.max_streams_per_device = 1});
+  f.SetPeerDevices({{"cp", 1}});
+  ASSERT_TRUE(f.Run(AssignByDependencyPass()).ok());
+  EXPECT_EQ(f.peer("cp"), f.stream("other"));
+  EXPECT_THAT(f.context().added_orderings,
+              ElementsAre(std::make_pair(f.id("other"), f.id("cp"))));
+}
+
 }  // namespace
 }  // namespace weft::scheduler

@@ -42,6 +42,7 @@ absl::Status EventIdContinuityPass::Run(StreamContext& c) const {
     e = renumber[e];
   }
   for (int r = 0; r < c.waits.rows(); ++r) {
+    if (c.waits.offsets[r + 1] - c.waits.offsets[r] < 2) continue;
     std::sort(c.waits.items.begin() + c.waits.offsets[r],
               c.waits.items.begin() + c.waits.offsets[r + 1]);
   }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/huge_pages.h"
 
 namespace weft::scheduler {
 namespace {
@@ -42,7 +43,12 @@ void MergeInto(std::vector<Entry>& into, absl::Span<const Entry> clock,
 //   int32_t Collected(t): what the waits chosen so far know of t;
 //   void Collect(p): adds a chosen wait on node p;
 //   int32_t Commit(s): merges what was collected into s; returns the
-//                      version of s's new clock.
+//                      version of s's new clock;
+//   int32_t Join(s, t, seq): s learns what t knows and that t's first
+//                      `seq` nodes finished; returns s's new version;
+//   int32_t Share(s, t, s_seq, t_seq): after a node on both s and t (at
+//                      those sequence numbers), both know what s knows and
+//                      that it finished; returns their common version.
 template <typename Clocks>
 void Walk(StreamContext& c, Clocks& clocks) {
   const int n = c.num_nodes();
@@ -50,14 +56,32 @@ void Walk(StreamContext& c, Clocks& clocks) {
   std::vector<int32_t> count(num_streams, 0);
   std::vector<int32_t> current(num_streams, 0);  // clock version per stream
   std::vector<NodeId> candidates, chosen;
+  // Whether a clock (read through `known`) covers p's completion: p's
+  // position on either of its streams.
+  auto covers = [&c](NodeId p, auto known) {
+    if (known(c.stream_of[p]) >= c.seq[p]) return true;
+    const int32_t u = c.peer_of(p);
+    return u >= 0 && known(u) >= c.peer_seq[p];
+  };
   for (int i = 0; i < n; ++i) {
     const NodeId v = c.dag.order[i];
     const int32_t s = c.stream_of[v];
+    const int32_t t = c.peer_of(v);
     c.seq[v] = ++count[s];
+    if (t >= 0) {
+      // v starts once t reaches it too: s learns all that came before.
+      c.peer_seq[v] = ++count[t];
+      current[s] = clocks.Join(s, t, c.peer_seq[v] - 1);
+    }
     candidates.clear();
     for (NodeId p : c.dag.Preds(v)) {
-      const int32_t t = c.stream_of[p];
-      if (t == s || clocks.Current(s, t) >= c.seq[p]) continue;
+      const int32_t tp = c.stream_of[p];
+      const int32_t up = c.peer_of(p);
+      // Stream order on s (or on t, through the join).
+      if (tp == s || up == s || (t >= 0 && (tp == t || up == t))) continue;
+      if (covers(p, [&](int32_t x) { return clocks.Current(s, x); })) {
+        continue;
+      }
       candidates.push_back(p);
     }
     if (!candidates.empty()) {
@@ -68,7 +92,9 @@ void Walk(StreamContext& c, Clocks& clocks) {
       clocks.Begin();
       chosen.clear();
       for (NodeId p : candidates) {
-        if (clocks.Collected(c.stream_of[p]) >= c.seq[p]) continue;
+        if (covers(p, [&](int32_t x) { return clocks.Collected(x); })) {
+          continue;
+        }
         chosen.push_back(p);
         clocks.Collect(p);
       }
@@ -79,6 +105,9 @@ void Walk(StreamContext& c, Clocks& clocks) {
       }
     }
     c.clock_of[v] = current[s];
+    if (t >= 0) {
+      current[s] = current[t] = clocks.Share(s, t, c.seq[v], c.peer_seq[v]);
+    }
     c.waits.offsets.push_back(static_cast<int32_t>(c.waits.items.size()));
   }
 }
@@ -103,14 +132,33 @@ class DenseClocks {
     for (int t = 0; t < s_; ++t) collected_[t] = std::max(collected_[t], row[t]);
     int32_t& own = collected_[c_.stream_of[p]];
     own = std::max(own, c_.seq[p]);
+    if (const int32_t u = c_.peer_of(p); u >= 0) {
+      collected_[u] = std::max(collected_[u], c_.peer_seq[p]);
+    }
   }
   int32_t Commit(int s) {
-    int32_t* row = &current_[static_cast<size_t>(s) * s_];
+    int32_t* row = Mutable(s);
     for (int t = 0; t < s_; ++t) row[t] = std::max(row[t], collected_[t]);
+    return c_.clocks.AddRow(row);
+  }
+  int32_t Join(int s, int t, int32_t seq) {
+    int32_t* row = Mutable(s);
+    const int32_t* other = Mutable(t);
+    for (int k = 0; k < s_; ++k) row[k] = std::max(row[k], other[k]);
+    row[t] = std::max(row[t], seq);
+    return c_.clocks.AddRow(row);
+  }
+  int32_t Share(int s, int t, int32_t s_seq, int32_t t_seq) {
+    int32_t* row = Mutable(s);
+    row[s] = std::max(row[s], s_seq);
+    row[t] = std::max(row[t], t_seq);
+    std::copy(row, row + s_, Mutable(t));
     return c_.clocks.AddRow(row);
   }
 
  private:
+  int32_t* Mutable(int s) { return &current_[static_cast<size_t>(s) * s_]; }
+
   StreamContext& c_;
   const int s_;
   std::vector<int32_t> current_;
@@ -130,19 +178,41 @@ class SparseClocks {
   int32_t Collected(int t) const { return ClockArena::Known(collected_, t); }
   void Collect(NodeId p) {
     MergeInto(collected_, c_.clocks.Get(c_.clock_of[p]), scratch_);
-    const Entry self(c_.stream_of[p], c_.seq[p]);
-    MergeInto(collected_, absl::Span<const Entry>(&self, 1), scratch_);
+    MergeInto(collected_, Pair(c_.stream_of[p], c_.seq[p], c_.peer_of(p),
+                               c_.peer_of(p) >= 0 ? c_.peer_seq[p] : 0),
+              scratch_);
   }
   int32_t Commit(int s) {
     Merge(c_.clocks.Get(current_[s]), collected_, next_);
     current_[s] = c_.clocks.Add(next_);
     return current_[s];
   }
+  int32_t Join(int s, int t, int32_t seq) {
+    Merge(c_.clocks.Get(current_[s]), c_.clocks.Get(current_[t]), next_);
+    MergeInto(next_, Pair(t, seq, -1, 0), scratch_);
+    current_[s] = c_.clocks.Add(next_);
+    return current_[s];
+  }
+  int32_t Share(int s, int t, int32_t s_seq, int32_t t_seq) {
+    Merge(c_.clocks.Get(current_[s]), Pair(s, s_seq, t, t_seq), next_);
+    current_[s] = current_[t] = c_.clocks.Add(next_);
+    return current_[s];
+  }
 
  private:
+  // A clock of the entries (s, a) and, if t >= 0, (t, b).
+  absl::Span<const Entry> Pair(int32_t s, int32_t a, int32_t t, int32_t b) {
+    pair_[0] = Entry(s, a);
+    if (t < 0) return absl::Span<const Entry>(pair_, 1);
+    pair_[1] = Entry(t, b);
+    if (t < s) std::swap(pair_[0], pair_[1]);
+    return absl::Span<const Entry>(pair_, 2);
+  }
+
   StreamContext& c_;
   std::vector<int32_t> current_;  // version per stream
   std::vector<Entry> collected_, scratch_, next_;
+  Entry pair_[2];
 };
 
 }  // namespace
@@ -151,28 +221,39 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   const int n = c.num_nodes();
   const int num_streams = static_cast<int>(c.streams.size());
   int64_t may_wait = 0;  // nodes with a predecessor on another stream
+  int64_t cross_edges = 0;  // an upper bound on the waits
+  const bool peers = !c.peer_stream.empty();
+  int64_t num_peers = 0;
   for (NodeId v = 0; v < n; ++v) {
     const int32_t s = c.stream_of[v];
     if (s < 0 || s >= num_streams) {
       return absl::InternalError(absl::StrCat(
           "node '", c.graph.node(v).name, "' has no valid stream"));
     }
-  }
-  for (NodeId v = 0; v < n; ++v) {
-    for (NodeId p : c.dag.Preds(v)) {
-      if (c.stream_of[p] != c.stream_of[v]) {
-        ++may_wait;
-        break;
-      }
+    const int32_t t = c.peer_of(v);
+    if (t == s || t >= num_streams || (c.peer_device_of(v) >= 0 && t < 0)) {
+      return absl::InternalError(absl::StrCat(
+          "node '", c.graph.node(v).name, "' has no valid peer stream"));
     }
+    if (t >= 0) ++num_peers;
+    int64_t cross = 0;
+    for (NodeId p : c.dag.Preds(v)) cross += c.stream_of[p] != s;
+    may_wait += cross > 0 ? 1 : 0;
+    cross_edges += cross;
   }
   c.seq.assign(n, 0);
+  if (peers) {
+    c.peer_seq.assign(n, 0);
+  } else {
+    c.peer_seq.clear();
+  }
   c.clock_of.assign(n, 0);
   c.signal.assign(n, -1);
   c.clocks = ClockArena(num_streams);
-  c.clocks.Reserve(may_wait);
+  c.clocks.Reserve(may_wait + 2 * num_peers);
   c.waits = Csr();
   c.waits.offsets.reserve(n + 1);
+  ReserveHuge(c.waits.items, cross_edges);
   c.num_events = 0;
   if (c.clocks.dense()) {
     DenseClocks clocks(c);

@@ -12,6 +12,13 @@
 // the node's other waits. Each waited-on node signals one event, shared by
 // all its waiters; ids are allocated in order of first wait.
 //
+// A node with a peer stream (a copy between devices) joins its two
+// streams: before it, its stream learns everything the peer stream knows
+// (and every node before it there), so a dependency on either stream needs
+// no event; its waits go on its own stream; after it, both streams know
+// what it knew and that it finished. A node counts as done once either of
+// its streams has passed it.
+//
 // Keeps every node's sequence number and clock version in the context for
 // later passes. Cost: O(V + E) plus O(S) per wait for clocks of S entries
 // (S at most the number of streams); snapshots live in one arena and are

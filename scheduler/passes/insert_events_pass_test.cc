@@ -13,6 +13,7 @@ namespace {
 using testing::GraphMaker;
 using testing::PassFixture;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 TEST(InsertEventsPassTest, ChainOnOneStreamNeedsNone) {
@@ -119,6 +120,93 @@ TEST(InsertEventsPassTest, ManyStreamsUseSparseClocks) {
               ElementsAre(f.signal("n" + std::to_string(kLinks - 1))));
   EXPECT_EQ(f.context().clocks.Known(f.context().clock_of[f.id("end")], 0),
             1);
+}
+
+TEST(InsertEventsPassTest, CopyBetweenDevicesJoinsItsTwoStreams) {
+  // a on s0; e, then cp's peer membership, then b on s2; cp on s1 with
+  // peer s2; h on s3. cp needs no event for e (its peer stream ran e);
+  // h waits for b only: b follows cp on s2, so b's clock covers cp.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z").Buffer("u");
+  m.Node("a", "x:w").Node("e", "z:w");
+  m.Node("cp", "x:r z:r y:w", {.engine = Engine::kCopy});
+  m.Node("b", "u:w").Node("h", "y:r u:r");
+  PassFixture f(m.Build());
+  f.SetStreams({{"a", 0}, {"cp", 1}, {"e", 2}, {"b", 2}, {"h", 3}});
+  f.SetPeerStreams({{"cp", 2}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  StreamContext& c = f.context();
+  EXPECT_EQ(c.num_events, 2);
+  EXPECT_THAT(f.waits("cp"), ElementsAre(0));
+  EXPECT_EQ(f.signal("a"), 0);
+  EXPECT_THAT(f.waits("b"), IsEmpty());
+  EXPECT_THAT(f.waits("h"), ElementsAre(1));
+  EXPECT_EQ(f.signal("b"), 1);
+  EXPECT_EQ(f.signal("cp"), -1);
+  EXPECT_EQ(c.seq[f.id("cp")], 1);
+  EXPECT_EQ(c.peer_seq[f.id("cp")], 2);
+  EXPECT_EQ(c.seq[f.id("b")], 3);
+  EXPECT_EQ(c.peer_seq[f.id("b")], 0);
+  // cp knew a (through its wait) and e (through the join).
+  EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("cp")], 0), 1);
+  EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("cp")], 2), 1);
+  // After cp both of its streams know it finished.
+  EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("b")], 1), 1);
+}
+
+TEST(InsertEventsPassTest, WorkAfterACopyOnItsOwnStreamNeedsNoEvent) {
+  // cp (s0, peer s1) reads what w wrote on s1; later r on s0 reads what
+  // w2, after cp on s1, wrote: that needs an event, but r's dependency on
+  // cp itself is stream order.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("v");
+  m.Node("w", "x:w");
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy});
+  m.Node("w2", "x:rw").Node("r", "y:r x:r v:w");
+  PassFixture f(m.Build());
+  f.SetStreams({{"w", 1}, {"cp", 0}, {"w2", 1}, {"r", 0}});
+  f.SetPeerStreams({{"cp", 1}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  EXPECT_EQ(f.context().num_events, 1);
+  EXPECT_THAT(f.waits("cp"), IsEmpty());
+  EXPECT_THAT(f.waits("w2"), IsEmpty());
+  EXPECT_THAT(f.waits("r"), ElementsAre(0));
+  EXPECT_EQ(f.signal("w2"), 0);
+}
+
+TEST(InsertEventsPassTest, PeerStreamMustBeValid) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("cp", "x:r", {.engine = Engine::kCopy});
+  PassFixture f(m.Build());
+  f.SetStreams({{"a", 1}, {"cp", 0}});
+  f.SetPeerStreams({{"cp", 0}});
+  absl::Status s = f.Run(InsertEventsPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'cp' has no valid peer"));
+}
+
+TEST(InsertEventsPassTest, CopyBetweenDevicesWithSparseClocks) {
+  // The join test above with more streams than dense clocks allow.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z").Buffer("u");
+  m.Node("a", "x:w").Node("e", "z:w");
+  m.Node("cp", "x:r z:r y:w", {.engine = Engine::kCopy});
+  m.Node("b", "u:w").Node("h", "y:r u:r");
+  PassFixture f(m.Build());
+  const int peer = ClockArena::kDenseStreams + 5;
+  f.SetStreams({{"a", 0}, {"cp", 1}, {"e", peer}, {"b", peer}, {"h", 3}});
+  f.SetPeerStreams({{"cp", peer}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  StreamContext& c = f.context();
+  ASSERT_FALSE(c.clocks.dense());
+  EXPECT_EQ(c.num_events, 2);
+  EXPECT_THAT(f.waits("cp"), ElementsAre(0));
+  EXPECT_THAT(f.waits("b"), IsEmpty());
+  EXPECT_THAT(f.waits("h"), ElementsAre(1));
+  EXPECT_EQ(f.signal("b"), 1);
+  EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("cp")], peer), 1);
+  EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("b")], 1), 1);
+  EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("b")], peer), 2);
 }
 
 }  // namespace

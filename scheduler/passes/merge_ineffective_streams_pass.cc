@@ -36,9 +36,11 @@ absl::Status MergeIneffectiveStreamsPass::Run(StreamContext& c) const {
   // Issue positions of each mergeable stream's nodes.
   std::vector<std::vector<int32_t>> nodes(num_streams);
   for (int32_t i = 0; i < c.num_nodes(); ++i) {
-    const int s = c.stream_of[c.dag.order[i]];
-    if (c.streams[s].kind == LogicalStream::Kind::kShared) {
-      nodes[s].push_back(i);
+    const NodeId v = c.dag.order[i];
+    for (const int s : {c.stream_of[v], c.peer_of(v)}) {
+      if (s >= 0 && c.streams[s].kind == LogicalStream::Kind::kShared) {
+        nodes[s].push_back(i);
+      }
     }
   }
   // (device, engine) -> its mergeable streams, by id.
@@ -70,8 +72,12 @@ absl::Status MergeIneffectiveStreamsPass::Run(StreamContext& c) const {
                                                 nodes[s].front())];
       for (int32_t pos : nodes[s]) {
         const NodeId v = c.dag.order[pos];
-        c.stream_of[v] = into;
-        c.choice[v] = {StreamChoice::Why::kMerged, first};
+        if (c.stream_of[v] == s) {
+          c.stream_of[v] = into;
+          c.choice[v] = {StreamChoice::Why::kMerged, first};
+        } else {
+          c.peer_stream[v] = into;  // streams of one device: never `into`
+        }
       }
       merged.clear();
       std::merge(nodes[into].begin(), nodes[into].end(), nodes[s].begin(),

@@ -8,7 +8,9 @@
 // before it. Then merging them adds no ordering and saves the stream and
 // the events between them. Streams are considered in id order; each is
 // merged into the first earlier stream it fits with, which keeps the lower
-// id. Labelled, independent-engine and SINGLE streams are left alone.
+// id. Labelled, independent-engine and SINGLE streams are left alone. A
+// stream's nodes include those holding it as their peer stream (a copy
+// between devices), which follow it when it is merged.
 //
 // Cost: for each pair of streams of one device and engine, a walk over
 // their nodes that stops at the first switch the DAG does not order, with

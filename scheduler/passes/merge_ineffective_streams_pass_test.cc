@@ -72,5 +72,26 @@ TEST(MergeIneffectiveStreamsPassTest, LeavesLabelStreamsAlone) {
   EXPECT_EQ(f.stream("d"), 1);
 }
 
+TEST(MergeIneffectiveStreamsPassTest, PeerMembershipsFollowTheirStream) {
+  // a, cp, d on device 0 are totally ordered; cp also holds stream 1 of
+  // device 1 as its peer, where b runs before it and e after it: s1 and s3
+  // (device 1, copy engine) cannot overlap, so s3 merges into s1, and the
+  // peer membership counts as one of s1's nodes.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("b", "x:w", {.engine = Engine::kCopy, .device = 1});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy, .device = 0});
+  m.Node("e", "x:rw", {.engine = Engine::kCopy, .device = 1});
+  PassFixture f(m.Build());
+  f.SetStreams({{"cp", 0}, {"b", 3}, {"e", 1}});
+  f.SetPeerStreams({{"cp", 3}});
+  ASSERT_TRUE(f.Run(MergeIneffectiveStreamsPass()).ok());
+  EXPECT_EQ(f.stream("b"), 1);
+  EXPECT_EQ(f.stream("e"), 1);
+  EXPECT_EQ(f.peer("cp"), 1);
+  EXPECT_EQ(f.stream("cp"), 0);
+  EXPECT_FALSE(f.context().streams[3].alive);
+}
+
 }  // namespace
 }  // namespace weft::scheduler

@@ -31,6 +31,29 @@ void PassFixture::SetStreams(
   }
 }
 
+void PassFixture::SetPeerDevices(
+    const std::vector<std::pair<std::string, int>>& peers) {
+  context_->peer_device.assign(graph_.num_nodes(), -1);
+  for (const auto& [name, d] : peers) context_->peer_device[id(name)] = d;
+}
+
+void PassFixture::SetPeerStreams(
+    const std::vector<std::pair<std::string, int>>& peers) {
+  if (context_->peer_device.empty()) {
+    context_->peer_device.assign(graph_.num_nodes(), -1);
+  }
+  context_->peer_stream.assign(graph_.num_nodes(), -1);
+  for (const auto& [name, s] : peers) {
+    const NodeId v = id(name);
+    context_->peer_stream[v] = s;
+    context_->peer_device[v] = context_->streams[s].device;
+  }
+}
+
+int PassFixture::peer(const std::string& name) const {
+  return context_->peer_of(id(name));
+}
+
 NodeId PassFixture::id(const std::string& name) const {
   const NodeId v = graph_.FindNode(name);
   if (v < 0) std::abort();  // a typo in a test

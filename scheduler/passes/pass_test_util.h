@@ -36,11 +36,19 @@ class PassFixture {
   // (kShared) streams on the nodes' devices as needed, ids in order.
   void SetStreams(const std::vector<std::pair<std::string, int>>& streams);
 
+  // Marks the named nodes as copies between devices reading from the
+  // given devices (StreamContext::peer_device).
+  void SetPeerDevices(const std::vector<std::pair<std::string, int>>& peers);
+  // Gives the named nodes these peer streams, which must exist.
+  void SetPeerStreams(const std::vector<std::pair<std::string, int>>& peers);
+
   StreamContext& context() { return *context_; }
   const Graph& graph() const { return graph_; }
   const Dag& dag() const { return dag_; }
   NodeId id(const std::string& name) const;
   int stream(const std::string& name) const;
+  // The node's peer stream, -1 if none.
+  int peer(const std::string& name) const;
   StreamChoice choice(const std::string& name) const;
   // Event ids the node waits on, and the event it signals (-1: none).
   std::vector<int> waits(const std::string& name) const;

@@ -17,8 +17,7 @@ absl::Status SingleStreamPass::Run(StreamContext& context) const {
     }
   }
   std::vector<int> by_device;
-  for (NodeId v : context.dag.order) {
-    const int device = context.device[v];
+  auto stream_of_device = [&](int device) {
     if (device >= static_cast<int>(by_device.size())) {
       by_device.resize(device + 1, -1);
     }
@@ -26,8 +25,16 @@ absl::Status SingleStreamPass::Run(StreamContext& context) const {
       by_device[device] = context.NewStream(device, Engine::kCompute,
                                             LogicalStream::Kind::kSingle);
     }
-    context.stream_of[v] = by_device[device];
+    return by_device[device];
+  };
+  if (context.has_peers()) {
+    context.peer_stream.assign(context.num_nodes(), -1);
+  }
+  for (NodeId v : context.dag.order) {
+    context.stream_of[v] = stream_of_device(context.device[v]);
     context.choice[v] = {StreamChoice::Why::kSingle, -1};
+    const int peer = context.peer_device_of(v);
+    if (peer >= 0) context.peer_stream[v] = stream_of_device(peer);
   }
   return absl::OkStatus();
 }

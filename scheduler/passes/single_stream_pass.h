@@ -1,6 +1,7 @@
 // SINGLE mode's only assignment rule: one stream per device, whatever the
 // engines, in order of first use. A stream label is INVALID_ARGUMENT
-// naming graph.nodes[i].stream_label.
+// naming graph.nodes[i].stream_label. A copy between devices holds the
+// stream of its source device as its peer stream.
 #ifndef WEFT_SCHEDULER_PASSES_SINGLE_STREAM_PASS_H_
 #define WEFT_SCHEDULER_PASSES_SINGLE_STREAM_PASS_H_
 

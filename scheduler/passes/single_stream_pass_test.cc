@@ -57,5 +57,21 @@ TEST(SingleStreamPassTest, RejectsLabels) {
                         "not allowed in SINGLE stream mode"));
 }
 
+TEST(SingleStreamPassTest, PeerIsTheSourceDevicesStream) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("p", "x:w", {.device = 1});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy, .device = 0});
+  m.Node("r", "y:r", {.device = 2});
+  PassFixture f(m.Build());
+  f.SetPeerDevices({{"cp", 1}});
+  ASSERT_TRUE(f.Run(SingleStreamPass()).ok());
+  EXPECT_EQ(f.stream("p"), 0);
+  EXPECT_EQ(f.stream("cp"), 1);
+  EXPECT_EQ(f.peer("cp"), 0);
+  EXPECT_EQ(f.stream("r"), 2);
+  EXPECT_EQ(f.peer("r"), -1);
+}
+
 }  // namespace
 }  // namespace weft::scheduler

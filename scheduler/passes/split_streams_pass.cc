@@ -21,55 +21,114 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
   }
   const int n = c.num_nodes();
   const int num_streams = static_cast<int>(c.streams.size());
-  auto tasks = [&](int32_t pos) {
+  // Tasks of the node at `pos` on its stream, or on its peer stream
+  // (`peer`). A node with a peer also waits for and records the event
+  // joining its two streams on each; and since splitting either of its
+  // streams may add a continuing wait (one per stream), or a record for
+  // the next part, on its own stream, room for them is kept there from
+  // the start.
+  auto tasks = [&](int32_t pos, bool peer) -> int64_t {
     const NodeId v = c.dag.order[pos];
-    return 1 + (c.waits.offsets[pos + 1] - c.waits.offsets[pos]) +
-           (c.signal[v] >= 0 ? 1 : 0);
+    if (peer) return 3;
+    const int64_t waits = c.waits.offsets[pos + 1] - c.waits.offsets[pos];
+    if (c.peer_of(v) >= 0) return 1 + waits + 1 + 2 + 2;
+    return 1 + waits + (c.signal[v] >= 0 ? 1 : 0);
   };
   // Quick exit: no stream over the limit.
   std::vector<int64_t> load(num_streams, 0);
   bool over = false;
+  int64_t num_peers = 0;
   for (int32_t i = 0; i < n; ++i) {
-    int64_t& l = load[c.stream_of[c.dag.order[i]]];
-    l += tasks(i);
+    const NodeId v = c.dag.order[i];
+    int64_t& l = load[c.stream_of[v]];
+    l += tasks(i, false);
     over = over || l > cap;
+    if (const int32_t t = c.peer_of(v); t >= 0) {
+      load[t] += tasks(i, true);
+      over = over || load[t] > cap;
+      ++num_peers;
+    }
   }
   if (!over) return absl::OkStatus();
 
-  // Issue positions of each stream's nodes.
+  // Issue positions of each stream's nodes, peer memberships included.
+  // With peers, the streams as planned and, for each node with a peer,
+  // the node before it on each of its two streams.
+  const std::vector<int32_t> planned_stream =
+      num_peers > 0 ? c.stream_of : std::vector<int32_t>();
+  const std::vector<int32_t> planned_peer =
+      num_peers > 0 ? c.peer_stream : std::vector<int32_t>();
+  std::vector<NodeId> before_on_stream, before_on_peer;
+  if (num_peers > 0) {
+    before_on_stream.assign(n, -1);
+    before_on_peer.assign(n, -1);
+    std::vector<NodeId> last(num_streams, -1);
+    for (NodeId v : c.dag.order) {
+      const int32_t t = c.peer_of(v);
+      if (t >= 0) {
+        before_on_stream[v] = last[c.stream_of[v]];
+        before_on_peer[v] = last[t];
+        last[t] = v;
+      }
+      last[c.stream_of[v]] = v;
+    }
+  }
   Csr members;
   members.offsets.assign(num_streams + 1, 0);
   for (int32_t i = 0; i < n; ++i) {
-    ++members.offsets[c.stream_of[c.dag.order[i]] + 1];
+    const NodeId v = c.dag.order[i];
+    ++members.offsets[c.stream_of[v] + 1];
+    if (const int32_t t = c.peer_of(v); t >= 0) ++members.offsets[t + 1];
   }
   for (int s = 0; s < num_streams; ++s) {
     members.offsets[s + 1] += members.offsets[s];
   }
-  members.items.resize(n);
+  members.items.resize(n + num_peers);
   {
     std::vector<int32_t> fill(members.offsets.begin(),
                               members.offsets.end() - 1);
     for (int32_t i = 0; i < n; ++i) {
-      members.items[fill[c.stream_of[c.dag.order[i]]]++] = i;
+      const NodeId v = c.dag.order[i];
+      members.items[fill[c.stream_of[v]]++] = i;
+      if (const int32_t t = c.peer_of(v); t >= 0) members.items[fill[t]++] = i;
     }
   }
+  // v's sequence number on stream s as planned (one of its streams).
+  auto seq_on = [&](NodeId v, int32_t s) {
+    return planned_stream.empty() || planned_stream[v] == s ? c.seq[v]
+                                                            : c.peer_seq[v];
+  };
   std::vector<NodeId> signaller(c.num_events, -1);
   for (NodeId v = 0; v < n; ++v) {
     if (c.signal[v] >= 0) signaller[c.signal[v]] = v;
   }
+  // Does what u knew when it finished cover `need` on planned stream s?
+  auto knows = [&](NodeId u, int32_t s, int32_t need) {
+    int32_t known = c.clocks.Known(c.clock_of[u], s);
+    if (!planned_stream.empty()) {
+      if (planned_stream[u] == s) known = std::max(known, c.seq[u]);
+      if (planned_peer[u] == s) known = std::max(known, c.peer_seq[u]);
+    }
+    return known >= need;
+  };
   // Does node at `pos` already know, through its waits, that `last` (on
   // its original stream `s`) finished?
   auto implied = [&](int32_t pos, NodeId last, int32_t s) {
+    const int32_t need = seq_on(last, s);
     for (int32_t k = c.waits.offsets[pos]; k < c.waits.offsets[pos + 1];
          ++k) {
-      const NodeId p = signaller[c.waits.items[k]];
-      if (c.clocks.Known(c.clock_of[p], s) >= c.seq[last]) {
-        return true;
-      }
+      if (knows(signaller[c.waits.items[k]], s, need)) return true;
     }
     return false;
   };
-
+  // Parts that start at a node with a peer, decided once every stream is
+  // split: (position, node before it, planned stream).
+  struct Start {
+    int32_t pos;
+    NodeId prev;
+    int32_t stream;
+  };
+  std::vector<Start> peer_starts;
   std::vector<std::pair<int32_t, int32_t>> links;  // (position, event)
   for (int s = 0; s < num_streams; ++s) {
     if (load[s] <= cap) continue;
@@ -80,7 +139,8 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
     for (size_t k = 0; k < row.size(); ++k) {
       const int32_t pos = row[k];
       const NodeId x = c.dag.order[pos];
-      int64_t t = tasks(pos);
+      const bool as_peer = !planned_peer.empty() && planned_peer[x] == s;
+      int64_t t = tasks(pos, as_peer);
       // Keep one task of room for a record continuing the stream, unless
       // this is the stream's last node.
       const int64_t limit = k + 1 == row.size() ? cap : cap - 1;
@@ -89,7 +149,10 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
         const int next = c.NewStream(from.device, from.engine, from.kind,
                                      from.label);
         c.streams[next].split_from = segment;
-        if (!implied(pos, prev, s)) {
+        if (!planned_peer.empty() && planned_peer[x] >= 0) {
+          // Decided below; its own stream has room for the wait.
+          peer_starts.push_back({pos, prev, s});
+        } else if (!implied(pos, prev, s)) {
           if (c.signal[prev] < 0) c.signal[prev] = c.num_events++;
           links.emplace_back(pos, c.signal[prev]);
           ++t;
@@ -97,10 +160,52 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
         segment = next;
         count = 0;
       }
-      c.stream_of[x] = segment;
+      (as_peer ? c.peer_stream[x] : c.stream_of[x]) = segment;
       count += t;
       prev = x;
     }
+  }
+  // A node with a peer knows, besides its waits, the history of each of
+  // its streams that does not start a new part at it, and what the
+  // continuing waits chosen for it so far tell (latest first: an earlier
+  // node cannot know a later one).
+  std::sort(peer_starts.begin(), peer_starts.end(),
+            [&](const Start& a, const Start& b) {
+              if (a.pos != b.pos) return a.pos < b.pos;
+              return c.dag.pos(a.prev) > c.dag.pos(b.prev);
+            });
+  for (size_t k = 0; k < peer_starts.size();) {
+    const int32_t pos = peer_starts[k].pos;
+    const NodeId x = c.dag.order[pos];
+    size_t end = k;
+    while (end < peer_starts.size() && peer_starts[end].pos == pos) ++end;
+    std::vector<NodeId> chosen;
+    for (size_t j = k; j < end; ++j) {
+      const Start& start = peer_starts[j];
+      const int32_t need = seq_on(start.prev, start.stream);
+      bool known = implied(pos, start.prev, start.stream);
+      // The other stream's history, unless it starts a part here too.
+      const int32_t other = planned_peer[x] == start.stream
+                                ? planned_stream[x]
+                                : planned_peer[x];
+      bool other_starts = false;
+      for (size_t i = k; i < end; ++i) {
+        other_starts = other_starts || peer_starts[i].stream == other;
+      }
+      const NodeId u = planned_peer[x] == start.stream ? before_on_stream[x]
+                                                       : before_on_peer[x];
+      if (!known && !other_starts && u >= 0) {
+        known = knows(u, start.stream, need);
+      }
+      for (NodeId p : chosen) {
+        known = known || knows(p, start.stream, need);
+      }
+      if (known) continue;
+      chosen.push_back(start.prev);
+      if (c.signal[start.prev] < 0) c.signal[start.prev] = c.num_events++;
+      links.emplace_back(pos, c.signal[start.prev]);
+    }
+    k = end;
   }
   if (!links.empty()) {
     // Rebuild the waits with the links: rows without one are copied

@@ -11,6 +11,15 @@
 // that record. A single node with more tasks than the limit gets a stream
 // of its own, over the limit. New events get the next ids, so event ids
 // stay dense. 0 disables splitting.
+//
+// A node with a peer stream (a copy between devices) is a member of both
+// of its streams: three tasks on its peer stream (itself and the join's
+// record and wait) and on its own stream, besides itself and its waits,
+// the join's two, and room for a record and for a continuing wait per
+// stream (splitting either stream may put them there). When a split
+// starts a new part at it, the
+// continuing wait goes on its own stream, before the join, unless its
+// waits or the history of its other stream already imply the order.
 #ifndef WEFT_SCHEDULER_PASSES_SPLIT_STREAMS_PASS_H_
 #define WEFT_SCHEDULER_PASSES_SPLIT_STREAMS_PASS_H_
 

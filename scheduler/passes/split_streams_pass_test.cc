@@ -103,5 +103,73 @@ TEST(SplitStreamsPassTest, RejectsLimitsTooSmallToContinueAStream) {
                         "or at least 3, got 2"));
 }
 
+TEST(SplitStreamsPassTest, SplitAtAPeerMembershipWaitsOnTheCopysStream) {
+  // a, b, then cp's peer membership, c, d on s1; cp itself on s0. At 4
+  // tasks s1 splits before cp (a peer membership is 3 tasks) and again
+  // before c. cp's wait continuing s1 goes on its own stream s0; c waits
+  // on cp, the last node of the part before.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("a", "x:w").Node("b", "x:rw");
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy});
+  m.Node("c", "x:rw").Node("d", "x:rw");
+  PassFixture f(m.Build(), {.max_nodes_per_stream = 4});
+  f.SetStreams({{"cp", 0}, {"a", 1}, {"b", 1}, {"c", 1}, {"d", 1}});
+  f.SetPeerStreams({{"cp", 1}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  ASSERT_EQ(f.context().num_events, 0);
+  ASSERT_TRUE(f.Run(SplitStreamsPass()).ok());
+  ASSERT_EQ(f.context().streams.size(), 4u);
+  EXPECT_EQ(f.stream("a"), 1);
+  EXPECT_EQ(f.stream("b"), 1);
+  EXPECT_EQ(f.stream("cp"), 0);
+  EXPECT_EQ(f.peer("cp"), 2);
+  EXPECT_EQ(f.stream("c"), 3);
+  EXPECT_EQ(f.stream("d"), 3);
+  EXPECT_EQ(f.context().streams[2].split_from, 1);
+  EXPECT_EQ(f.context().streams[3].split_from, 2);
+  EXPECT_EQ(f.context().num_events, 2);
+  EXPECT_EQ(f.signal("cp"), 0);
+  EXPECT_EQ(f.signal("b"), 1);
+  EXPECT_THAT(f.waits("cp"), ElementsAre(1));
+  EXPECT_THAT(f.waits("c"), ElementsAre(0));
+  EXPECT_THAT(f.waits("d"), IsEmpty());
+}
+
+TEST(SplitStreamsPassTest, BothStreamsOfACopySplitAtIt) {
+  // b (s1, peer s0) and cp (s0, peer s1) are copies; a and c plain. With
+  // room kept for their joins, continuing waits and records, each copy
+  // counts 6 tasks on its own stream and 3 on its peer stream, so at 4
+  // tasks s0 splits before cp (cp -> s2), and s1 before b (b -> s3) and
+  // before cp's membership (-> s4, c follows). Both of cp's streams start
+  // a part at cp, so neither one's history counts: cp waits on b, which
+  // also covers b on s1, and b waits on a.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z");
+  m.Node("a", "x:w");
+  m.Node("b", "x:rw", {.engine = Engine::kCopy});
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy});
+  m.Node("c", "z:w");
+  PassFixture f(m.Build(), {.max_nodes_per_stream = 4});
+  f.SetStreams({{"cp", 0}, {"a", 1}, {"b", 1}, {"c", 1}});
+  f.SetPeerStreams({{"b", 0}, {"cp", 1}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  ASSERT_EQ(f.context().num_events, 0);
+  ASSERT_TRUE(f.Run(SplitStreamsPass()).ok());
+  ASSERT_EQ(f.context().streams.size(), 5u);
+  EXPECT_EQ(f.stream("a"), 1);
+  EXPECT_EQ(f.stream("b"), 3);
+  EXPECT_EQ(f.peer("b"), 0);
+  EXPECT_EQ(f.stream("cp"), 2);
+  EXPECT_EQ(f.peer("cp"), 4);
+  EXPECT_EQ(f.stream("c"), 4);
+  EXPECT_EQ(f.context().num_events, 2);
+  EXPECT_EQ(f.signal("a"), 0);
+  EXPECT_EQ(f.signal("b"), 1);
+  EXPECT_THAT(f.waits("b"), ElementsAre(0));
+  EXPECT_THAT(f.waits("cp"), ElementsAre(1));
+  EXPECT_THAT(f.waits("c"), IsEmpty());
+}
+
 }  // namespace
 }  // namespace weft::scheduler

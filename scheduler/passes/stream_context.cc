@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "scheduler/huge_pages.h"
+
 namespace weft::scheduler {
 
 ClockArena::ClockArena(int num_streams)
@@ -38,7 +40,7 @@ int32_t ClockArena::Known(absl::Span<const Entry> clock, int32_t stream) {
 
 void ClockArena::Reserve(int64_t versions) {
   if (dense_) {
-    rows_.reserve(rows_.size() + versions * num_streams_);
+    ReserveHuge(rows_, rows_.size() + versions * num_streams_);
   } else {
     offsets_.reserve(offsets_.size() + versions);
   }

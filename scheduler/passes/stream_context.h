@@ -137,8 +137,25 @@ struct StreamContext {
   const std::vector<int> device;  // by NodeId
   const StreamOptions& options;
 
+  // Copies between devices. By NodeId, or empty when there are none: the
+  // device a COPY node reads its input from, when that is not its own
+  // device (-1 otherwise). Such a node also holds a peer stream, a COPY
+  // stream of that device: it starts when both its streams reach it, and
+  // both continue after it.
+  std::vector<int> peer_device;
+  bool has_peers() const { return !peer_device.empty(); }
+  int peer_device_of(NodeId v) const {
+    return peer_device.empty() ? -1 : peer_device[v];
+  }
+  // The peer stream of v, or -1.
+  int32_t peer_of(NodeId v) const {
+    return peer_stream.empty() ? -1 : peer_stream[v];
+  }
+
   // Stream assignment.
   std::vector<int32_t> stream_of;     // by NodeId; -1: not yet assigned
+  // By NodeId, or empty when no node has a peer device; -1: none.
+  std::vector<int32_t> peer_stream;
   std::vector<StreamChoice> choice;   // by NodeId
   std::vector<LogicalStream> streams;
   // Orderings the soft cap added: (node before, node after) on one stream
@@ -154,6 +171,10 @@ struct StreamContext {
   // its stream and the version of its stream's clock once its waits were
   // done (what it knew of other streams when it ran).
   std::vector<int32_t> seq;       // by NodeId
+  // By NodeId (empty without peers): the node's sequence number on its
+  // peer stream, 0 if it has none. The clock of a node with a peer covers
+  // both of its streams.
+  std::vector<int32_t> peer_seq;
   std::vector<int32_t> clock_of;  // by NodeId
   ClockArena clocks;
 };

@@ -15,17 +15,22 @@ absl::Status StreamIdContinuityPass::Run(StreamContext& c) const {
   std::vector<int32_t> dense(c.streams.size(), -1);
   std::vector<LogicalStream> streams;
   for (NodeId v : c.dag.order) {
-    const int32_t s = c.stream_of[v];
-    if (s < 0) {
+    if (c.stream_of[v] < 0) {
       return absl::InternalError(absl::StrCat(
           "node '", c.graph.node(v).name, "' has no stream"));
     }
-    if (dense[s] < 0) {
-      dense[s] = static_cast<int32_t>(streams.size());
-      streams.push_back(std::move(c.streams[s]));
-      streams.back().alive = true;
+    for (int32_t* stream : {&c.stream_of[v], c.peer_of(v) >= 0
+                                                  ? &c.peer_stream[v]
+                                                  : nullptr}) {
+      if (stream == nullptr) continue;
+      const int32_t s = *stream;
+      if (dense[s] < 0) {
+        dense[s] = static_cast<int32_t>(streams.size());
+        streams.push_back(std::move(c.streams[s]));
+        streams.back().alive = true;
+      }
+      *stream = dense[s];
     }
-    c.stream_of[v] = dense[s];
   }
   c.streams = std::move(streams);
   return absl::OkStatus();

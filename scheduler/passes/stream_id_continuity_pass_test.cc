@@ -50,5 +50,24 @@ TEST(StreamIdContinuityPassTest, MustRunBeforeEvents) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("before events"));
 }
 
+TEST(StreamIdContinuityPassTest, PeerStreamsCountAsUses) {
+  // cp's stream comes first, then its peer stream, then b's.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("cp", "x:r y:w", {.engine = Engine::kCopy});
+  m.Node("b", "y:rw");
+  PassFixture f(m.Build());
+  f.SetStreams({{"cp", 4}, {"b", 1}});
+  f.SetPeerStreams({{"cp", 2}});
+  f.context().streams[2].label = "peer";
+  ASSERT_TRUE(f.Run(StreamIdContinuityPass()).ok());
+  ASSERT_EQ(f.context().streams.size(), 3u);
+  EXPECT_EQ(f.stream("cp"), 0);
+  EXPECT_EQ(f.peer("cp"), 1);
+  EXPECT_EQ(f.stream("b"), 2);
+  EXPECT_EQ(f.peer("b"), -1);
+  EXPECT_EQ(f.context().streams[1].label, "peer");
+}
+
 }  // namespace
 }  // namespace weft::scheduler

@@ -60,7 +60,33 @@ def load_graph(path):
     else:
         raise ValueError("%s: graph files end in .json or .textproto" % path)
     with open(path, "r", encoding="utf-8") as f:
-        return parse(f.read(), weft_pb2.Graph())
+        graph = parse(f.read(), weft_pb2.Graph())
+    inline_module_files(graph, os.path.dirname(path) or ".")
+    return graph
+
+
+def inline_module_files(graph, base_dir):
+    """Replaces each module's source_file / ptx_file with the file's contents.
+
+    The daemon takes only inline code (cuda_source / ptx); relative paths are
+    taken from base_dir (the graph file's directory). Raises OSError naming
+    the module's field when a file cannot be read.
+    """
+    for i, module in enumerate(graph.modules):
+        kind = module.WhichOneof("code")
+        if kind not in ("source_file", "ptx_file"):
+            continue
+        path = os.path.join(base_dir, getattr(module, kind))
+        try:
+            with open(path, "r", encoding="utf-8") as f:
+                code = f.read()
+        except OSError as e:
+            raise OSError("modules[%d].%s: cannot read %s: %s"
+                          % (i, kind, path, e.strerror)) from e
+        if kind == "source_file":
+            module.cuda_source = code
+        else:
+            module.ptx = code
 
 
 def to_graph(graph):
@@ -188,18 +214,29 @@ class Client:
     def submit(self, graph, policy=None, stream_mode=None,
                max_streams_per_device=0, priority=0, request_id="",
                timeout=None, *, data_threshold=0.0,
-               restrict_to_parent_devices=False, max_nodes_per_stream=0):
+               restrict_to_parent_devices=False, max_nodes_per_stream=0,
+               launch_mode=None):
         """Submits a graph (proto, dict or file path); returns the new weft_pb2.Job.
 
         data_threshold (in [0, 1], 0: the default 0.1), restrict_to_parent_devices
         and max_nodes_per_stream (at least 3, 0: the default) tune the planner as
-        weftctl's flags of the same names do.
+        weftctl's flags of the same names do; launch_mode ("auto", "streams" or
+        "graphs") as weftctl's --launch_mode.
         """
+        options = self._options(policy, stream_mode, max_streams_per_device,
+                                data_threshold, restrict_to_parent_devices,
+                                max_nodes_per_stream)
+        if launch_mode is not None:
+            modes = {"auto": weft_pb2.LAUNCH_AUTO,
+                     "streams": weft_pb2.LAUNCH_STREAMS,
+                     "graphs": weft_pb2.LAUNCH_DEVICE_GRAPHS}
+            if str(launch_mode).lower() not in modes:
+                raise ValueError("unknown launch mode %r (one of: auto, streams, graphs)"
+                                 % (launch_mode,))
+            options.launch_mode = modes[str(launch_mode).lower()]
         request = weft_pb2.SubmitGraphRequest(
             graph=to_graph(graph),
-            options=self._options(policy, stream_mode, max_streams_per_device,
-                                  data_threshold, restrict_to_parent_devices,
-                                  max_nodes_per_stream),
+            options=options,
             request_id=request_id,
             priority=priority)
         return self._stub.SubmitGraph(request, timeout=self._timeout(timeout)).job

@@ -1,0 +1,129 @@
+// CUDA graphs for device graphs (runtime/device_graph.h): the CUDA
+// backend's Backend::LaunchDeviceGraph.
+//
+// A device graph becomes a CUDA graph by stream capture: its nodes are
+// enqueued, in order, on capture streams of its device ("lanes": a chain of
+// dependent nodes stays on one lane, other nodes open new lanes up to a
+// cap, edges between lanes become captured event waits). Kernels go through
+// the backend's own Launch, so a graph runs exactly the kernels (and the
+// stream-ordered scratch memory of reduce_sum) that the stream path runs;
+// device copies are captured cudaMemcpyAsync (cudaMemcpyDefault, so peer
+// copies work under unified addressing); event nodes are external event
+// records and waits (cudaEventRecordExternal / cudaEventWaitExternal).
+//
+// The captured graph is instantiated once and cached by
+// DeviceGraphSignature, least recently used out beyond a bound. A launch
+// with the same signature reuses the executable graph: when its parameters
+// (addresses, scalars, durations, events) equal those of the previous
+// launch it is launched as is; otherwise the graph is captured again and
+// the executable updated in place (cudaGraphExecUpdate; launches already
+// enqueued keep their parameters), and only if CUDA refuses the update is
+// it instantiated anew. Every CUDA error becomes a Status through
+// cuda_status.h.
+//
+// Thread-safe (one mutex; captures are serialized).
+#ifndef WEFT_RUNTIME_CUDA_CUDA_GRAPH_CACHE_H_
+#define WEFT_RUNTIME_CUDA_CUDA_GRAPH_CACHE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/backend.h"
+#include "runtime/device_graph.h"
+
+namespace weft::runtime::cuda {
+
+struct CudaGraphCacheStats {
+  uint64_t instantiations = 0;  // captures instantiated (misses)
+  uint64_t cache_hits = 0;      // later launches of a cached executable
+  uint64_t updates = 0;         // hits with new parameters, updated in place
+  uint64_t evictions = 0;
+  int cached = 0;
+};
+
+class CudaGraphCache {
+ public:
+  // What the cache needs from its backend.
+  struct Hooks {
+    // The CUDA stream and event behind backend handles.
+    std::function<absl::StatusOr<cudaStream_t>(StreamHandle)> stream;
+    std::function<absl::StatusOr<cudaEvent_t>(EventHandle)> event;
+    // A new backend stream of `device` (the cache keeps it as a lane).
+    std::function<absl::StatusOr<StreamHandle>(int device)> create_stream;
+    // The backend's Launch, onto a capturing lane.
+    std::function<absl::Status(const KernelLaunch&, StreamHandle)> launch;
+  };
+  struct Options {
+    int max_cached_graphs = 256;
+    int max_lanes = 8;  // per device
+  };
+
+  CudaGraphCache(Hooks hooks, Options options);
+  // Destroys the executable graphs (launches in flight complete first, as
+  // cudaGraphExecDestroy allows) and the cache's own events. The lanes are
+  // backend streams; the backend destroys them.
+  ~CudaGraphCache();
+  CudaGraphCache(const CudaGraphCache&) = delete;
+  CudaGraphCache& operator=(const CudaGraphCache&) = delete;
+
+  // Enqueues `graph` on `stream` (a stream of the graph's device, which
+  // must be current on the calling thread). REQUIRES: every kernel op
+  // passes Supports().
+  absl::Status Launch(const DeviceGraph& graph, StreamHandle stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Captures and instantiates `graph` on a miss; enqueues nothing.
+  absl::Status Prepare(const DeviceGraph& graph) ABSL_LOCKS_EXCLUDED(mu_);
+
+  CudaGraphCacheStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Entry {
+    cudaGraphExec_t exec = nullptr;
+    std::string parameters;  // the executable's current ones
+    std::list<std::string>::iterator lru;
+    bool launched = false;
+  };
+  struct DeviceLanes {
+    std::vector<StreamHandle> lanes;
+    std::vector<cudaStream_t> raw;
+    std::vector<cudaEvent_t> events;  // fork/join/edge events, reused
+  };
+
+  // The entry for `key`, captured and instantiated from `graph` on a miss.
+  absl::StatusOr<Entry*> Find(const DeviceGraph& graph, std::string key,
+                              std::string parameters)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Captures `graph` into a new CUDA graph.
+  absl::StatusOr<cudaGraph_t> Capture(const DeviceGraph& graph)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status EnsureLanes(int device, int lanes, int events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Evicts least recently used entries beyond the bound, never `keep`.
+  void Trim(const Entry* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Constant after construction.
+  const Hooks hooks_;
+  const Options options_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
+  std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
+  absl::flat_hash_map<int, DeviceLanes> lanes_ ABSL_GUARDED_BY(mu_);
+  CudaGraphCacheStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace weft::runtime::cuda
+
+#endif  // WEFT_RUNTIME_CUDA_CUDA_GRAPH_CACHE_H_

@@ -1,0 +1,286 @@
+#include "runtime/device_graph.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+
+namespace weft::runtime {
+namespace {
+
+int Append(DeviceGraph& graph, DeviceGraphNode node) {
+  graph.nodes.push_back(std::move(node));
+  return static_cast<int>(graph.nodes.size()) - 1;
+}
+
+// Fixed-width little-endian fields keep the encoding unambiguous.
+void PutU64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+void PutI32(std::string& out, int32_t v) {
+  PutU64(out, static_cast<uint64_t>(static_cast<int64_t>(v)));
+}
+void PutString(std::string& out, const std::string& s) {
+  PutU64(out, s.size());
+  out.append(s);
+}
+
+const char* KindName(DeviceGraphNodeKind kind) {
+  switch (kind) {
+    case DeviceGraphNodeKind::kKernel:
+      return "kernel";
+    case DeviceGraphNodeKind::kCopy:
+      return "copy";
+    case DeviceGraphNodeKind::kEventRecord:
+      return "event record";
+    case DeviceGraphNodeKind::kEventWait:
+      return "event wait";
+  }
+  return "node";
+}
+
+}  // namespace
+
+int DeviceGraph::AddKernel(KernelLaunch launch, std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kKernel;
+  node.launch = std::move(launch);
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+int DeviceGraph::AddDeviceCopy(DevicePtr dst, DevicePtr src, uint64_t bytes,
+                               std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kCopy;
+  node.direction = CopyDirection::kDeviceToDevice;
+  node.dst = dst;
+  node.src = src;
+  node.bytes = bytes;
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+int DeviceGraph::AddHostToDevice(DevicePtr dst, const void* src,
+                                 uint64_t bytes, std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kCopy;
+  node.direction = CopyDirection::kHostToDevice;
+  node.dst = dst;
+  node.host_src = src;
+  node.bytes = bytes;
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+int DeviceGraph::AddDeviceToHost(void* dst, DevicePtr src, uint64_t bytes,
+                                 std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kCopy;
+  node.direction = CopyDirection::kDeviceToHost;
+  node.host_dst = dst;
+  node.src = src;
+  node.bytes = bytes;
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+int DeviceGraph::AddEventRecord(EventHandle event, std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kEventRecord;
+  node.event = event;
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+int DeviceGraph::AddEventWait(EventHandle event, std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kEventWait;
+  node.event = event;
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
+  const int device = graph.device;
+  for (int i = 0; i < static_cast<int>(graph.nodes.size()); ++i) {
+    const DeviceGraphNode& node = graph.nodes[i];
+    auto where = [&] {
+      return absl::StrCat("device graph of device ", device, ", node ", i,
+                          " (", KindName(node.kind), ")");
+    };
+    for (int dep : node.deps) {
+      if (dep < 0 || dep >= i) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where(), ": dependency ", dep, " is not an earlier node"));
+      }
+    }
+    switch (node.kind) {
+      case DeviceGraphNodeKind::kKernel:
+        if (node.launch.user_kernel != nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where(), ": user kernels cannot go into a device "
+                                    "graph yet"));
+        }
+        for (const KernelArg& arg : node.launch.args) {
+          const auto* buffer = std::get_if<DeviceBufferArg>(&arg);
+          if (buffer != nullptr && buffer->ptr.device != device) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                where(), ": op '", node.launch.op,
+                "' has a buffer argument on device ", buffer->ptr.device));
+          }
+        }
+        break;
+      case DeviceGraphNodeKind::kCopy:
+        switch (node.direction) {
+          case CopyDirection::kHostToDevice:
+            if (node.host_src == nullptr || node.dst.device != device) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  where(), ": a host-to-device copy needs a host source and a "
+                           "destination on this device"));
+            }
+            break;
+          case CopyDirection::kDeviceToHost:
+            if (node.host_dst == nullptr || node.src.device != device) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  where(), ": a device-to-host copy needs a host destination "
+                           "and a source on this device"));
+            }
+            break;
+          case CopyDirection::kDeviceToDevice:
+            if (node.dst.device != device || node.src.device < 0) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  where(), ": a device copy writes this device's memory "
+                           "(destination on device ",
+                  node.dst.device, ")"));
+            }
+            break;
+        }
+        break;
+      case DeviceGraphNodeKind::kEventRecord:
+      case DeviceGraphNodeKind::kEventWait:
+        if (node.event.value == 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where(), ": no event"));
+        }
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string DeviceGraphSignature(const DeviceGraph& graph) {
+  std::string out;
+  out.reserve(16 + graph.nodes.size() * 48);
+  PutI32(out, graph.device);
+  PutU64(out, graph.nodes.size());
+  for (const DeviceGraphNode& node : graph.nodes) {
+    out.push_back(static_cast<char>(node.kind));
+    switch (node.kind) {
+      case DeviceGraphNodeKind::kKernel:
+        PutString(out, node.launch.op);
+        PutU64(out, node.launch.args.size());
+        for (const KernelArg& arg : node.launch.args) {
+          out.push_back(static_cast<char>(arg.index()));
+          if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
+            PutU64(out, b->size_bytes);
+            out.push_back(static_cast<char>(b->dtype));
+            out.push_back(static_cast<char>(b->access));
+          }
+        }
+        break;
+      case DeviceGraphNodeKind::kCopy:
+        out.push_back(static_cast<char>(node.direction));
+        PutU64(out, node.bytes);
+        PutI32(out, node.src.device);
+        PutI32(out, node.dst.device);
+        break;
+      case DeviceGraphNodeKind::kEventRecord:
+      case DeviceGraphNodeKind::kEventWait:
+        break;
+    }
+    PutU64(out, node.deps.size());
+    for (int dep : node.deps) PutI32(out, dep);
+  }
+  return out;
+}
+
+std::string DeviceGraphParameters(const DeviceGraph& graph) {
+  std::string out;
+  out.reserve(graph.nodes.size() * 32);
+  for (const DeviceGraphNode& node : graph.nodes) {
+    switch (node.kind) {
+      case DeviceGraphNodeKind::kKernel: {
+        uint64_t cost_bits = 0;
+        static_assert(sizeof(cost_bits) == sizeof(node.launch.cost_us));
+        std::memcpy(&cost_bits, &node.launch.cost_us, sizeof(cost_bits));
+        PutU64(out, cost_bits);
+        for (const KernelArg& arg : node.launch.args) {
+          std::visit(
+              [&out](const auto& v) {
+                using T = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<T, DeviceBufferArg>) {
+                  PutI32(out, v.ptr.device);
+                  PutU64(out, v.ptr.address);
+                } else {
+                  char bytes[sizeof(T)];
+                  std::memcpy(bytes, &v, sizeof(T));
+                  out.append(bytes, sizeof(T));
+                }
+              },
+              arg);
+        }
+        break;
+      }
+      case DeviceGraphNodeKind::kCopy:
+        PutU64(out, node.dst.address);
+        PutU64(out, node.src.address);
+        PutU64(out, reinterpret_cast<uintptr_t>(node.host_dst));
+        PutU64(out, reinterpret_cast<uintptr_t>(node.host_src));
+        break;
+      case DeviceGraphNodeKind::kEventRecord:
+      case DeviceGraphNodeKind::kEventWait:
+        PutU64(out, node.event.value);
+        break;
+    }
+  }
+  return out;
+}
+
+std::vector<int> AssignLanes(const DeviceGraph& graph, int max_lanes,
+                             int& lanes) {
+  const int n = static_cast<int>(graph.nodes.size());
+  std::vector<int> lane_of(n, 0);
+  std::vector<int> tail;        // by lane: its last node
+  std::vector<int> last_given;  // by lane: when it last got a node
+  for (int i = 0; i < n; ++i) {
+    int lane = -1;
+    for (int dep : graph.nodes[i].deps) {
+      if (tail[lane_of[dep]] == dep) {
+        lane = lane_of[dep];
+        break;
+      }
+    }
+    if (lane < 0) {
+      if (static_cast<int>(tail.size()) < std::max(1, max_lanes)) {
+        lane = static_cast<int>(tail.size());
+        tail.push_back(-1);
+        last_given.push_back(-1);
+      } else {
+        lane = static_cast<int>(
+            std::min_element(last_given.begin(), last_given.end()) -
+            last_given.begin());
+      }
+    }
+    lane_of[i] = lane;
+    tail[lane] = i;
+    last_given[lane] = i;
+  }
+  lanes = std::max<int>(1, static_cast<int>(tail.size()));
+  return lane_of;
+}
+
+}  // namespace weft::runtime

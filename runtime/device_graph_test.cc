@@ -1,0 +1,165 @@
+#include "runtime/device_graph.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace weft::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using scheduler::Access;
+using scheduler::DType;
+
+// axpy(a, x, y) then a copy of y to device 1's peer buffer, then an event:
+// a small graph with every kind of node.
+DeviceGraph Sample(uint64_t x_addr, uint64_t y_addr, float a, double cost,
+                   uint64_t event) {
+  DeviceGraph g;
+  g.device = 0;
+  KernelLaunch axpy;
+  axpy.op = "axpy";
+  axpy.cost_us = cost;
+  axpy.args = {a, DeviceBufferArg{{0, x_addr}, 64, DType::kFloat32,
+                                  Access::kRead},
+               DeviceBufferArg{{0, y_addr}, 64, DType::kFloat32,
+                               Access::kReadWrite}};
+  const int wait = g.AddEventWait(EventHandle{event + 1}, {});
+  const int k = g.AddKernel(axpy, {wait});
+  const int c = g.AddDeviceCopy({0, x_addr + 4096}, {1, y_addr}, 64, {k});
+  g.AddEventRecord(EventHandle{event}, {k, c});
+  return g;
+}
+
+TEST(DeviceGraphTest, ParametersDoNotChangeTheSignature) {
+  const std::string a = DeviceGraphSignature(Sample(0x1000, 0x2000, 2, 5, 7));
+  const std::string b =
+      DeviceGraphSignature(Sample(0x9000, 0xa000, -3, 50, 70));
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, DeviceGraphSignature(Sample(0x1000, 0x2000, 2, 5, 7)));
+}
+
+TEST(DeviceGraphTest, StructuralChangesChangeTheSignature) {
+  const DeviceGraph base = Sample(0x1000, 0x2000, 2, 5, 7);
+  const std::string key = DeviceGraphSignature(base);
+  auto differs = [&](auto mutate, const char* what) {
+    DeviceGraph g = base;
+    mutate(g);
+    EXPECT_NE(DeviceGraphSignature(g), key) << what;
+  };
+  differs([](DeviceGraph& g) { g.device = 1; }, "device");
+  differs([](DeviceGraph& g) { g.nodes[1].launch.op = "add"; }, "op");
+  differs(
+      [](DeviceGraph& g) {
+        std::get<DeviceBufferArg>(g.nodes[1].launch.args[1]).size_bytes = 128;
+      },
+      "buffer size");
+  differs(
+      [](DeviceGraph& g) {
+        std::get<DeviceBufferArg>(g.nodes[1].launch.args[1]).dtype =
+            DType::kInt32;
+      },
+      "dtype");
+  differs(
+      [](DeviceGraph& g) {
+        std::get<DeviceBufferArg>(g.nodes[1].launch.args[2]).access =
+            Access::kWrite;
+      },
+      "access");
+  differs([](DeviceGraph& g) { g.nodes[1].launch.args[0] = 2.0; },
+          "scalar type");
+  differs([](DeviceGraph& g) { g.nodes[1].launch.args.pop_back(); },
+          "argument count");
+  differs([](DeviceGraph& g) { g.nodes[2].bytes = 32; }, "copy size");
+  differs([](DeviceGraph& g) { g.nodes[2].src.device = 0; }, "copy source");
+  differs([](DeviceGraph& g) { g.nodes[3].deps = {1}; }, "edge removed");
+  differs([](DeviceGraph& g) { g.nodes[1].deps.clear(); }, "edge");
+  differs([](DeviceGraph& g) { g.AddKernel(g.nodes[1].launch, {}); },
+          "node added");
+  differs(
+      [](DeviceGraph& g) {
+        g.nodes[0].kind = DeviceGraphNodeKind::kEventRecord;
+      },
+      "node kind");
+}
+
+TEST(DeviceGraphTest, ValidGraphPasses) {
+  EXPECT_TRUE(ValidateDeviceGraph(Sample(0x1000, 0x2000, 2, 5, 7)).ok());
+}
+
+TEST(DeviceGraphTest, RejectsForwardDependency) {
+  DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
+  g.nodes[1].deps = {2};
+  const absl::Status s = ValidateDeviceGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("node 1 (kernel): dependency 2 is not "
+                                     "an earlier node"));
+}
+
+TEST(DeviceGraphTest, RejectsKernelBufferOnAnotherDevice) {
+  DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
+  std::get<DeviceBufferArg>(g.nodes[1].launch.args[1]).ptr.device = 1;
+  const absl::Status s = ValidateDeviceGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("buffer argument on device 1"));
+}
+
+TEST(DeviceGraphTest, RejectsCopyIntoAnotherDevice) {
+  DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
+  g.nodes[2].dst.device = 1;
+  const absl::Status s = ValidateDeviceGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("destination on device 1"));
+}
+
+TEST(DeviceGraphTest, RejectsMissingEventAndHostAddress) {
+  DeviceGraph g;
+  g.AddEventRecord(EventHandle{}, {});
+  absl::Status s = ValidateDeviceGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("no event"));
+
+  DeviceGraph h;
+  h.AddDeviceToHost(nullptr, DevicePtr{0, 64}, 8, {});
+  s = ValidateDeviceGraph(h);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("needs a host destination"));
+}
+
+TEST(DeviceGraphTest, ParametersTrackWhatTheSignatureLeavesOut) {
+  const std::string base = DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 7));
+  EXPECT_EQ(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 7)));
+  EXPECT_NE(base, DeviceGraphParameters(Sample(0x1100, 0x2000, 2, 5, 7)));
+  EXPECT_NE(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 3, 5, 7)));
+  EXPECT_NE(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 6, 7)));
+  EXPECT_NE(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 8)));
+}
+
+KernelLaunch Spin() {
+  KernelLaunch launch;
+  launch.op = "spin";
+  return launch;
+}
+
+TEST(DeviceGraphTest, LanesFollowChains) {
+  DeviceGraph g;
+  const int a = g.AddKernel(Spin(), {});
+  const int b = g.AddKernel(Spin(), {});
+  const int c = g.AddKernel(Spin(), {a});
+  const int d = g.AddKernel(Spin(), {b, c});
+  g.AddKernel(Spin(), {a});  // a's lane has moved on to c: a new lane
+  int lanes = 0;
+  EXPECT_THAT(AssignLanes(g, 8, lanes), ::testing::ElementsAre(0, 1, 0, 1, 2));
+  EXPECT_EQ(lanes, 3);
+  (void)d;
+  // Capped at two lanes: the fifth node joins the lane least recently used.
+  EXPECT_THAT(AssignLanes(g, 2, lanes), ::testing::ElementsAre(0, 1, 0, 1, 0));
+  EXPECT_EQ(lanes, 2);
+  DeviceGraph empty;
+  EXPECT_TRUE(AssignLanes(empty, 4, lanes).empty());
+  EXPECT_EQ(lanes, 1);
+}
+
+}  // namespace
+}  // namespace weft::runtime
