@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "runtime/kernel_launch_builder.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "scheduler/status_macros.h"
 
@@ -268,30 +269,10 @@ absl::Status Job::IssueNode(int index) {
     WEFT_RETURN_IF_ERROR(EnqueueHostOp(index, stream, uses));
     // In flight from here: its report comes from FinishHostOp.
   } else {
-    KernelLaunch launch;
-    launch.op = node.op;
-    launch.cost_us = node.cost_us;
-    if (node.kernel.has_value()) {
-      launch.user_kernel = &*node.kernel;
-      launch.module = &graph_->module(node.kernel->module);
-    }
-    launch.args.reserve(node.args.size());
-    for (const scheduler::Arg& arg : node.args) {
-      if (const auto* use = std::get_if<BufferUse>(&arg)) {
-        const BufferSpec& spec = graph_->buffer(use->buffer);
-        launch.args.push_back(DeviceBufferArg{
-            buffers_[use->buffer].copies[device].ptr, spec.size_bytes,
-            spec.dtype, use->access});
-      } else if (const auto* f = std::get_if<float>(&arg)) {
-        launch.args.push_back(*f);
-      } else if (const auto* d = std::get_if<double>(&arg)) {
-        launch.args.push_back(*d);
-      } else if (const auto* i = std::get_if<int32_t>(&arg)) {
-        launch.args.push_back(*i);
-      } else if (const auto* l = std::get_if<int64_t>(&arg)) {
-        launch.args.push_back(*l);
-      }
-    }
+    const KernelLaunch launch =
+        BuildKernelLaunch(*graph_, node, [&](scheduler::BufferId buffer) {
+          return buffers_[buffer].copies[device].ptr;
+        });
     op = TraceBegin(SpanKind::kKernel,
                     TraceTrackFor(TrackKind::kStream, device, stream),
                     node.name, node.op, pn.node, 0, stream, device);

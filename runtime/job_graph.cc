@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/kernel_launch_builder.h"
 
 namespace weft::runtime {
 
@@ -94,27 +95,9 @@ void Builder::After(Ref src, int g, std::vector<int>& deps) {
 
 KernelLaunch Builder::LaunchFor(const scheduler::NodeSpec& node,
                                 int device) const {
-  KernelLaunch launch;
-  launch.op = node.op;
-  launch.cost_us = node.cost_us;
-  launch.args.reserve(node.args.size());
-  for (const scheduler::Arg& arg : node.args) {
-    if (const auto* use = std::get_if<BufferUse>(&arg)) {
-      const BufferSpec& spec = graph_.buffer(use->buffer);
-      launch.args.push_back(DeviceBufferArg{in_.buffer(use->buffer, device),
-                                            spec.size_bytes, spec.dtype,
-                                            use->access});
-    } else if (const auto* f = std::get_if<float>(&arg)) {
-      launch.args.push_back(*f);
-    } else if (const auto* d = std::get_if<double>(&arg)) {
-      launch.args.push_back(*d);
-    } else if (const auto* i = std::get_if<int32_t>(&arg)) {
-      launch.args.push_back(*i);
-    } else if (const auto* l = std::get_if<int64_t>(&arg)) {
-      launch.args.push_back(*l);
-    }
-  }
-  return launch;
+  return BuildKernelLaunch(graph_, node, [&](BufferId buffer) {
+    return in_.buffer(buffer, device);
+  });
 }
 
 absl::StatusOr<JobGraphs> Builder::Build() {
