@@ -111,18 +111,25 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
   ~CudaBackendImpl() override {
-    // Every callback added with cudaStreamAddCallback runs exactly once and
-    // before the device synchronizes, so after this loop none is in flight.
+    // CUDA runs every callback added with cudaStreamAddCallback exactly
+    // once, also after a fault, once the work before it is done. A callback
+    // may enqueue more work and callbacks, so synchronizing the devices
+    // first is not enough (a callback added after the synchronization would
+    // later reach a destroyed backend): wait until no callback is pending or
+    // running, then stop the dispatcher, then drain the work those
+    // callbacks enqueued without a callback of their own.
+    {
+      absl::MutexLock lock(&callback_mu_);
+      callback_mu_.Await(
+          absl::Condition(this, &CudaBackendImpl::NoCallbackPending));
+      stopping_ = true;
+    }
+    dispatcher_.join();
     for (const DeviceInfo& device : devices_) {
       if (cudaSetDevice(device.index) == cudaSuccess) {
         (void)cudaDeviceSynchronize();
       }
     }
-    {
-      absl::MutexLock lock(&callback_mu_);
-      stopping_ = true;
-    }
-    dispatcher_.join();
     absl::MutexLock lock(&mu_);
     for (const auto& [handle, entry] : streams_) {
       (void)cudaSetDevice(entry.device);
@@ -381,12 +388,20 @@ class CudaBackendImpl final : public CudaBackend {
     auto record = std::make_unique<CallbackRecord>();
     record->backend = this;
     record->callback = std::move(callback);
+    {
+      absl::MutexLock lock(&callback_mu_);
+      ++pending_callbacks_;
+    }
     // cudaStreamAddCallback rather than cudaLaunchHostFunc: it runs even
     // after a device fault and reports the stream's error, which the
     // Backend contract passes on; cudaLaunchHostFunc would never run.
     const cudaError_t result = cudaStreamAddCallback(
         s.stream, &CudaBackendImpl::OnStreamCallback, record.get(), 0);
-    if (result != cudaSuccess) return WEFT_CUDA_STATUS(result);
+    if (result != cudaSuccess) {
+      absl::MutexLock lock(&callback_mu_);
+      --pending_callbacks_;
+      return WEFT_CUDA_STATUS(result);
+    }
     record.release();  // owned by the pending CUDA callback now
     return absl::OkStatus();
   }
@@ -436,12 +451,18 @@ class CudaBackendImpl final : public CudaBackend {
             record->result, "work enqueued before the host callback", __FILE__,
             __LINE__));
       }
+      absl::MutexLock lock(&callback_mu_);
+      pending_callbacks_ -= static_cast<int64_t>(batch.size());
     }
   }
 
   bool CallbacksReadyOrStopping() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(callback_mu_) {
     return stopping_ || !ready_callbacks_.empty();
+  }
+
+  bool NoCallbackPending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(callback_mu_) {
+    return pending_callbacks_ == 0;
   }
 
   bool ValidDevice(int device) const {
@@ -724,6 +745,10 @@ class CudaBackendImpl final : public CudaBackend {
     hooks.launch = [this](const KernelLaunch& launch, StreamHandle h) {
       return Launch(launch, h);
     };
+    hooks.check_range = [this](DevicePtr ptr, uint64_t bytes,
+                               absl::string_view what) {
+      return CheckRange(ptr, bytes, what);
+    };
     return hooks;
   }
 
@@ -749,6 +774,8 @@ class CudaBackendImpl final : public CudaBackend {
   std::deque<std::unique_ptr<CallbackRecord>> ready_callbacks_
       ABSL_GUARDED_BY(callback_mu_);
   bool stopping_ ABSL_GUARDED_BY(callback_mu_) = false;
+  // Callbacks added and not yet run to completion by the dispatcher.
+  int64_t pending_callbacks_ ABSL_GUARDED_BY(callback_mu_) = 0;
 };
 
 // Enables peer access between every pair of devices that supports it, so

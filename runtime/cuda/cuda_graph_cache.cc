@@ -89,6 +89,15 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph) {
                               ? node.host_src
                               : reinterpret_cast<const void*>(node.src.address);
         if (node.bytes > 0) {
+          if (node.direction != CopyDirection::kHostToDevice) {
+            check(hooks_.check_range(node.src, node.bytes, "copy source"));
+          }
+          if (node.direction != CopyDirection::kDeviceToHost) {
+            check(hooks_.check_range(node.dst, node.bytes,
+                                     "copy destination"));
+          }
+        }
+        if (node.bytes > 0 && status.ok()) {
           check(WEFT_CUDA_STATUS(cudaMemcpyAsync(dst, src, node.bytes,
                                                  cudaMemcpyDefault, lane)));
         }

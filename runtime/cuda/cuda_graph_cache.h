@@ -38,6 +38,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/backend.h"
 #include "runtime/device_graph.h"
@@ -63,6 +64,13 @@ class CudaGraphCache {
     std::function<absl::StatusOr<StreamHandle>(int device)> create_stream;
     // The backend's Launch, onto a capturing lane.
     std::function<absl::Status(const KernelLaunch&, StreamHandle)> launch;
+    // OK when [ptr, ptr + bytes) lies inside one live allocation of
+    // ptr.device; `what` names the range in the error. Copy nodes are
+    // checked with it, as the backend's own copies are (a stray copy would
+    // fault the whole device, not just its job).
+    std::function<absl::Status(DevicePtr ptr, uint64_t bytes,
+                               absl::string_view what)>
+        check_range;
   };
   struct Options {
     int max_cached_graphs = 256;

@@ -15,8 +15,6 @@
 namespace weft::runtime::cuda {
 namespace {
 
-// Kernels may use this much dynamic shared memory without opting in.
-constexpr uint32_t kDefaultSharedMemoryBytes = 48 * 1024;
 // The driver ABI the entry points are requested for (CUDA 12.0).
 constexpr unsigned int kDriverApiVersion = 12000;
 
@@ -214,16 +212,15 @@ absl::Status ModuleCache::Launch(int device, const KernelLaunch& launch,
     absl::MutexLock lock(&mu_);
     WEFT_ASSIGN_OR_RETURN(api, Api());
   }
-  if (spec.shared_memory_bytes > kDefaultSharedMemoryBytes) {
-    WEFT_CUDA_RETURN_IF_ERROR(api->func_set_attribute(
-        function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        static_cast<int>(spec.shared_memory_bytes)));
+  absl::Status launched =
+      EnsureSharedMemory(*api, function, spec.shared_memory_bytes);
+  if (launched.ok()) {
+    launched = WEFT_CUDA_STATUS(api->launch_kernel(
+        function, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0],
+        spec.block[1], spec.block[2], spec.shared_memory_bytes,
+        reinterpret_cast<CUstream>(stream),
+        params.empty() ? nullptr : params.data(), nullptr));
   }
-  const absl::Status launched = WEFT_CUDA_STATUS(api->launch_kernel(
-      function, spec.grid[0], spec.grid[1], spec.grid[2], spec.block[0],
-      spec.block[1], spec.block[2], spec.shared_memory_bytes,
-      reinterpret_cast<CUstream>(stream),
-      params.empty() ? nullptr : params.data(), nullptr));
   if (!launched.ok()) {
     return absl::Status(
         launched.code(),
@@ -231,6 +228,26 @@ absl::Status ModuleCache::Launch(int device, const KernelLaunch& launch,
                      launch.module->name, "': ", launched.message()));
   }
   return absl::OkStatus();
+}
+
+absl::Status ModuleCache::EnsureSharedMemory(const DriverApi& api,
+                                             CUfunction function,
+                                             uint32_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  // The limit is a property of the function, shared by every thread that
+  // launches it: setting it to each launch's own size would let one thread
+  // lower it between another's set and launch (which then fails). It only
+  // grows, under the lock. Any nonzero request sets it, not only those over
+  // 48 KiB, because the default limit is 48 KiB minus the kernel's static
+  // shared memory.
+  absl::MutexLock lock(&mu_);
+  auto it = shared_memory_limit_.try_emplace(function, 0).first;
+  if (bytes <= it->second) return absl::OkStatus();
+  const absl::Status set = WEFT_CUDA_STATUS(api.func_set_attribute(
+      function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+      static_cast<int>(bytes)));
+  if (set.ok()) it->second = bytes;
+  return set;
 }
 
 int ModuleCache::loaded_modules() const {

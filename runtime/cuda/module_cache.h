@@ -95,6 +95,12 @@ class ModuleCache {
     absl::flat_hash_map<std::string, CUfunction> kernels;
   };
 
+  // Raises `function`'s dynamic shared memory limit to at least `bytes`
+  // (never lowers it), so that every launch asking for up to the largest
+  // amount requested so far is allowed.
+  absl::Status EnsureSharedMemory(const DriverApi& api, CUfunction function,
+                                  uint32_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+
   absl::StatusOr<const DriverApi*> Api() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The module loaded on `device`, compiling and loading it first if
   // needed. The pointer stays valid until the cache is destroyed.
@@ -117,6 +123,10 @@ class ModuleCache {
   absl::flat_hash_map<std::pair<int, size_t>,
                       std::vector<std::unique_ptr<Loaded>>>
       loaded_ ABSL_GUARDED_BY(mu_);
+  // The dynamic shared memory limit set on each kernel
+  // (CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES); absent: the default.
+  absl::flat_hash_map<CUfunction, uint32_t> shared_memory_limit_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weft::runtime::cuda
