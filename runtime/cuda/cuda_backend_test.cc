@@ -452,6 +452,44 @@ TEST_F(CudaBackendTest, HostCallbacksRunInStreamOrderAfterTheWork) {
   EXPECT_EQ(seen, std::vector<float>(kBytes / 4, 4.5f));
 }
 
+TEST_F(CudaBackendTest, DestructionWaitsForCallbacksAddedByCallbacks) {
+  CudaBackend* backend = backend_.get();
+  const StreamHandle stream = stream_;
+  absl::Notification outer_ran;
+  absl::Notification nested_ran;
+  absl::Mutex mu;
+  absl::Status nested_status = absl::UnknownError("nested never ran");
+  ASSERT_OK(Run("spin", {}, 20000));
+  ASSERT_OK(backend_->AddHostCallback(stream_, [&, backend,
+                                                stream](absl::Status status) {
+    // Runs while the destructor below may already be waiting: more work and
+    // a callback behind it must still be delivered before it returns.
+    KernelLaunch spin;
+    spin.op = "spin";
+    spin.cost_us = 20000;
+    absl::Status s = status;
+    if (s.ok()) s = backend->Launch(spin, stream);
+    if (s.ok()) {
+      s = backend->AddHostCallback(stream, [&](absl::Status inner) {
+        absl::MutexLock lock(&mu);
+        nested_status = inner;
+        nested_ran.Notify();
+      });
+    }
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu);
+      nested_status = s;
+    }
+    outer_ran.Notify();
+  }));
+  // The destructor releases the stream; TearDown has nothing left to do.
+  backend_.reset();
+  EXPECT_TRUE(outer_ran.HasBeenNotified());
+  EXPECT_TRUE(nested_ran.HasBeenNotified());
+  absl::MutexLock lock(&mu);
+  EXPECT_TRUE(nested_status.ok()) << nested_status;
+}
+
 TEST_F(CudaBackendTest, PeerCopyBetweenDevices) {
   if (backend_->device_count() < 2) GTEST_SKIP() << "needs two devices";
   constexpr uint64_t kBytes = (8 << 20) + 12;

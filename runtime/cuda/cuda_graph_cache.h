@@ -21,6 +21,11 @@
 // it instantiated anew. Every CUDA error becomes a Status through
 // cuda_status.h.
 //
+// One executable per signature: CUDA orders each launch of an executable
+// graph after its previous launches, on whatever stream, so launches of
+// the same structure (two jobs of the same shape on different streams)
+// run one after the other on the device, never concurrently.
+//
 // Thread-safe (one mutex; captures are serialized).
 #ifndef WEFT_RUNTIME_CUDA_CUDA_GRAPH_CACHE_H_
 #define WEFT_RUNTIME_CUDA_CUDA_GRAPH_CACHE_H_
