@@ -151,11 +151,17 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
             }
             break;
           case CopyDirection::kDeviceToDevice:
-            if (node.dst.device != device || node.src.device < 0) {
+            if (node.dst.device != device) {
               return absl::InvalidArgumentError(absl::StrCat(
                   where(), ": a device copy writes this device's memory "
                            "(destination on device ",
                   node.dst.device, ")"));
+            }
+            if (node.src.device < 0) {
+              return absl::InvalidArgumentError(absl::StrCat(
+                  where(), ": a device copy reads a device's memory (source "
+                           "on device ",
+                  node.src.device, ")"));
             }
             break;
         }

@@ -113,6 +113,15 @@ TEST(DeviceGraphTest, RejectsCopyIntoAnotherDevice) {
   EXPECT_THAT(s.message(), HasSubstr("destination on device 1"));
 }
 
+TEST(DeviceGraphTest, RejectsCopyWithoutASourceDevice) {
+  DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
+  g.nodes[2].src.device = -1;
+  const absl::Status s = ValidateDeviceGraph(g);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("source on device -1"));
+  EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("destination")));
+}
+
 TEST(DeviceGraphTest, RejectsMissingEventAndHostAddress) {
   DeviceGraph g;
   g.AddEventRecord(EventHandle{}, {});

@@ -44,6 +44,10 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
         absl::StrCat("plan lists ", plan.nodes.size(), " nodes but graph '",
                      graph.name(), "' has ", n));
   }
+  if (plan.num_events < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan.num_events is negative (", plan.num_events, ")"));
+  }
   const int num_streams = static_cast<int>(plan.streams.size());
   for (int s = 0; s < num_streams; ++s) {
     const int device = plan.streams[s].device;
@@ -860,9 +864,9 @@ absl::Status Job::IssueDeviceGraphs() {
     const uint64_t id = id_;
     const auto* post = &env_->post;
     WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
-        stream, [post, id, g](absl::Status status) {
-          (*post)(id, [g, status = std::move(status)](Job& job) {
-            job.OnGraphDone(g, status);
+        stream, [post, id, g, stream](absl::Status status) {
+          (*post)(id, [g, stream, status = std::move(status)](Job& job) {
+            job.OnGraphDone(g, stream, status);
           });
         }));
     ++in_flight_;
@@ -886,7 +890,7 @@ absl::Status Job::IssueDeviceGraphs() {
   return absl::OkStatus();
 }
 
-void Job::OnGraphDone(int g, absl::Status status) {
+void Job::OnGraphDone(int g, StreamHandle stream, absl::Status status) {
   --in_flight_;
   const JobDeviceGraph& job_graph = graphs_->graphs[g];
   if (status.ok()) {
@@ -897,8 +901,7 @@ void Job::OnGraphDone(int g, absl::Status status) {
       }
     }
   } else if (!IsOwnCancellation(status)) {
-    const int logical = plan_->nodes[job_graph.plan_indices.front()].stream;
-    stream_failed_[streams_[logical].value] = true;
+    stream_failed_[stream.value] = true;
     Fail(absl::Status(status.code(),
                       absl::StrCat("device graph on device ",
                                    job_graph.graph.device, ": ",

@@ -229,7 +229,8 @@ class Job {
   // Issues the whole job as device graphs, or nothing when it does not fit.
   absl::Status IssueDeviceGraphs();
   // Device graph `g` (of graphs_) completed with `status`.
-  void OnGraphDone(int g, absl::Status status);
+  // Device graph `g`, launched on pooled `stream`, completed.
+  void OnGraphDone(int g, StreamHandle stream, absl::Status status);
   absl::Status IssueNode(int index);
   // The host part of IssueNode, after the waits and transfers.
   absl::Status EnqueueHostOp(int index, StreamHandle stream,

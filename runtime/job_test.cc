@@ -62,6 +62,14 @@ TEST(ValidatePlanTest, RejectsWrongNodeCount) {
   ExpectInvalid(plan, "plan lists 1 nodes but graph 'g' has 2");
 }
 
+TEST(ValidatePlanTest, RejectsNegativeEventCount) {
+  Plan plan = GoodPlan();
+  plan.nodes[0].signal_event = -1;
+  plan.nodes[1].wait_events.clear();
+  plan.num_events = -2;
+  ExpectInvalid(plan, "plan.num_events is negative (-2)");
+}
+
 TEST(ValidatePlanTest, RejectsDuplicateNode) {
   Plan plan = GoodPlan();
   plan.nodes[1].node = 0;

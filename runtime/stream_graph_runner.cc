@@ -105,6 +105,26 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
 absl::Status StreamGraphRunner::Enqueue(const Instance& instance,
                                         const DeviceGraph& graph,
                                         StreamHandle stream, uint64_t scope) {
+  absl::Status status = EnqueueNodes(instance, graph, stream, scope);
+  // The caller's stream waits for every lane, also when a call above failed
+  // part way: what did reach the lanes may still be running, and the caller
+  // (a failed job draining its streams, then reusing its memory) must not
+  // get ahead of it.
+  for (size_t lane = 0; lane < instance.lanes.size(); ++lane) {
+    absl::Status joined =
+        backend_->RecordEvent(instance.lane_end[lane], instance.lanes[lane]);
+    if (joined.ok()) {
+      joined = backend_->StreamWaitEvent(stream, instance.lane_end[lane]);
+    }
+    if (status.ok()) status = std::move(joined);
+  }
+  return status;
+}
+
+absl::Status StreamGraphRunner::EnqueueNodes(const Instance& instance,
+                                             const DeviceGraph& graph,
+                                             StreamHandle stream,
+                                             uint64_t scope) {
   WEFT_RETURN_IF_ERROR(backend_->RecordEvent(instance.entry, stream));
   for (StreamHandle lane : instance.lanes) {
     WEFT_RETURN_IF_ERROR(backend_->SetErrorScope(lane, scope));
@@ -150,12 +170,6 @@ absl::Status StreamGraphRunner::Enqueue(const Instance& instance,
     if (instance.node_done[i].value != 0) {
       WEFT_RETURN_IF_ERROR(backend_->RecordEvent(instance.node_done[i], lane));
     }
-  }
-  for (size_t lane = 0; lane < instance.lanes.size(); ++lane) {
-    WEFT_RETURN_IF_ERROR(
-        backend_->RecordEvent(instance.lane_end[lane], instance.lanes[lane]));
-    WEFT_RETURN_IF_ERROR(
-        backend_->StreamWaitEvent(stream, instance.lane_end[lane]));
   }
   return absl::OkStatus();
 }

@@ -66,7 +66,8 @@ class StreamGraphRunner {
   // device); work enqueued on `stream` afterwards waits for all of it.
   // `scope` is the error scope the work runs in. Errors of the enqueueing
   // calls are returned (INVALID_ARGUMENT for a graph that fails
-  // ValidateDeviceGraph or a stream of another device).
+  // ValidateDeviceGraph or a stream of another device); work that reached
+  // the lanes before such an error still holds back `stream`'s later work.
   absl::Status Launch(const DeviceGraph& graph, StreamHandle stream,
                       int stream_device, uint64_t scope)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -103,8 +104,14 @@ class StreamGraphRunner {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Instance>> Instantiate(
       const DeviceGraph& graph) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Enqueues the launch, then has `stream` wait for every lane (also when
+  // enqueueing failed part way).
   absl::Status Enqueue(const Instance& instance, const DeviceGraph& graph,
                        StreamHandle stream, uint64_t scope)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entry and the nodes; stops at the first error.
+  absl::Status EnqueueNodes(const Instance& instance, const DeviceGraph& graph,
+                            StreamHandle stream, uint64_t scope)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts idle instances beyond the bound, never the most recently used.
   void Trim() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

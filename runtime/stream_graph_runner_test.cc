@@ -1,6 +1,7 @@
 // StreamGraphRunner through the simulator's Backend::LaunchDeviceGraph.
 #include "runtime/stream_graph_runner.h"
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -332,6 +333,44 @@ TEST(StreamGraphRunnerTest, EvictsLeastRecentlyUsedIdleGraphs) {
   EXPECT_EQ(stats.instantiations, 4u);
   EXPECT_EQ(stats.evictions, 2u);
   EXPECT_EQ(stats.cached, 2);
+}
+
+
+TEST(StreamGraphRunnerTest, FailedEnqueueStillHoldsTheCallersStream) {
+  TestKernels kernels;
+  auto backend = MakeBackend(&kernels.table);
+  const StreamHandle stream = *backend->CreateStream(0);
+  std::atomic<bool> block_done{false};
+  ASSERT_TRUE(kernels.table
+                  .Register("block_then_mark",
+                            [&](absl::Span<const HostArg>) {
+                              kernels.release.WaitForNotification();
+                              block_done.store(true);
+                              return absl::OkStatus();
+                            })
+                  .ok());
+  // The block goes onto one lane; the fill, on a second lane, names an
+  // address outside any allocation, which the enqueueing call rejects.
+  DeviceGraph g;
+  g.AddKernel(Op("block_then_mark"), {});
+  g.AddKernel(Fill(DevicePtr{0, 12345}, 1), {});
+  const absl::Status launched = backend->LaunchDeviceGraph(g, stream);
+  EXPECT_FALSE(launched.ok());
+  EXPECT_THAT(launched.message(), HasSubstr("is not inside an allocation"));
+  // The caller's later work (a job's fence, before its memory is reused)
+  // must still wait for the block that did reach a lane.
+  bool block_done_at_fence = false;
+  absl::Notification fenced;
+  ASSERT_TRUE(backend
+                  ->AddHostCallback(stream,
+                                    [&](absl::Status) {
+                                      block_done_at_fence = block_done.load();
+                                      fenced.Notify();
+                                    })
+                  .ok());
+  kernels.release.Notify();
+  fenced.WaitForNotification();
+  EXPECT_TRUE(block_done_at_fence);
 }
 
 }  // namespace
