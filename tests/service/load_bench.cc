@@ -60,6 +60,7 @@ ABSL_FLAG(int32_t, nodes, 2, "Nodes per submitted graph.");
 ABSL_FLAG(int32_t, sim_devices, 2, "Simulated GPUs of weftd.");
 ABSL_FLAG(int32_t, max_queued_jobs, 1024, "weftd --max_queued_jobs.");
 ABSL_FLAG(int32_t, max_running_jobs, 16, "weftd --max_running_jobs.");
+ABSL_FLAG(bool, trace_jobs, true, "weftd --trace_jobs (per-job traces).");
 ABSL_FLAG(bool, honour_retry, false,
           "Wait out the RetryInfo delay after RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, weftd, "",
@@ -407,6 +408,8 @@ int Main(int argc, char** argv) {
        absl::StrCat("--max_queued_jobs=", absl::GetFlag(FLAGS_max_queued_jobs)),
        absl::StrCat("--max_running_jobs=",
                     absl::GetFlag(FLAGS_max_running_jobs)),
+       absl::StrCat("--trace_jobs=",
+                    absl::GetFlag(FLAGS_trace_jobs) ? "true" : "false"),
        "--retain_jobs=100000000", "--drain_timeout=60s"});
   if (!started.ok()) {
     std::cerr << "load_bench: " << started << std::endl;
