@@ -13,6 +13,7 @@
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
 #include "runtime/ops/cpu_kernels.h"
+#include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
 
 namespace weft::runtime {
@@ -23,30 +24,9 @@ using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
-// Device kernels: the built-ins plus "block" (signals `started`, waits for
-// `release`) and "boom" (fails).
-struct FaultKernels {
-  FaultKernels() : table(CpuKernelTable::WithBuiltins()) {
-    EXPECT_TRUE(table
-                    .Register("block",
-                              [this](absl::Span<const HostArg>) {
-                                if (!started.HasBeenNotified()) {
-                                  started.Notify();
-                                }
-                                release.WaitForNotification();
-                                return absl::OkStatus();
-                              })
-                    .ok());
-    EXPECT_TRUE(table
-                    .Register("boom",
-                              [](absl::Span<const HostArg>) {
-                                return absl::DataLossError("bits fell out");
-                              })
-                    .ok());
-  }
-  CpuKernelTable table;
-  absl::Notification started;
-  absl::Notification release;
+// Device kernels: "block" and "boom" (fails with DATA_LOSS).
+struct FaultKernels : BlockAndBoomKernels {
+  FaultKernels() : BlockAndBoomKernels(absl::DataLossError("bits fell out")) {}
 };
 
 // `n` nodes adding one to a counter on one stream of `device`: the output

@@ -18,6 +18,7 @@
 #include "runtime/executor_test_util.h"
 #include "runtime/forwarding_backend.h"
 #include "runtime/ops/cpu_kernels.h"
+#include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/planner.h"
 #include "runtime/device_graph.h"
@@ -31,28 +32,8 @@ using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 constexpr int kN = 256;
 
-struct GraphKernels {
-  GraphKernels() : table(CpuKernelTable::WithBuiltins()) {
-    EXPECT_TRUE(table
-                    .Register("block",
-                              [this](absl::Span<const HostArg>) {
-                                if (!started.HasBeenNotified()) {
-                                  started.Notify();
-                                }
-                                release.WaitForNotification();
-                                return absl::OkStatus();
-                              })
-                    .ok());
-    EXPECT_TRUE(table
-                    .Register("boom",
-                              [](absl::Span<const HostArg>) {
-                                return absl::DataLossError("bits fell out");
-                              })
-                    .ok());
-  }
-  CpuKernelTable table;
-  absl::Notification started;
-  absl::Notification release;
+struct GraphKernels : BlockAndBoomKernels {
+  GraphKernels() : BlockAndBoomKernels(absl::DataLossError("bits fell out")) {}
 };
 
 // Two devices taking turns, three streams, events both ways, a buffer with

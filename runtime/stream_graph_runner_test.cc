@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/device_graph.h"
+#include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
 
 namespace weft::runtime {
@@ -24,25 +25,7 @@ using ::testing::HasSubstr;
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 constexpr uint64_t kBytes = 16 * sizeof(float);
 
-struct TestKernels {
-  TestKernels() : table(CpuKernelTable::WithBuiltins()) {
-    EXPECT_TRUE(table
-                    .Register("block",
-                              [this](absl::Span<const HostArg>) {
-                                release.WaitForNotification();
-                                return absl::OkStatus();
-                              })
-                    .ok());
-    EXPECT_TRUE(table
-                    .Register("boom",
-                              [](absl::Span<const HostArg>) {
-                                return absl::InternalError("boom went off");
-                              })
-                    .ok());
-  }
-  absl::Notification release;
-  CpuKernelTable table;
-};
+using TestKernels = BlockAndBoomKernels;
 
 std::unique_ptr<SimBackend> MakeBackend(const CpuKernelTable* kernels,
                                         double time_scale = 0) {

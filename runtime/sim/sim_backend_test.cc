@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/ops/test_kernels.h"
 
 namespace weft::runtime {
 namespace {
@@ -53,27 +54,7 @@ KernelLaunch FillF32(DevicePtr ptr, uint64_t bytes, float value) {
   return launch;
 }
 
-// A kernel table with the built-ins plus "block", which waits until the
-// test releases it, and "boom", which fails.
-struct TestKernels {
-  TestKernels() : table(CpuKernelTable::WithBuiltins()) {
-    EXPECT_TRUE(table
-                    .Register("block",
-                              [this](absl::Span<const HostArg>) {
-                                release.WaitForNotification();
-                                return absl::OkStatus();
-                              })
-                    .ok());
-    EXPECT_TRUE(table
-                    .Register("boom",
-                              [](absl::Span<const HostArg>) {
-                                return absl::InternalError("boom went off");
-                              })
-                    .ok());
-  }
-  absl::Notification release;
-  CpuKernelTable table;
-};
+using TestKernels = BlockAndBoomKernels;
 
 TEST(SimBackendTest, RejectsBadOptions) {
   SimBackend::Options options;
