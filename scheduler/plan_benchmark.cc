@@ -12,12 +12,18 @@
 //
 //   bazel run -c opt //scheduler:plan_benchmark -- [N ...] [--policy=K]
 //   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
+//   bazel run -c opt //scheduler:plan_benchmark -- --digest [N ...]
 //
 // K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME).
 // --compare plans one graph of N nodes (default 10000; costs 1-100 us,
 // 1 MB buffers) with every policy, with and without
 // restrict_to_parent_devices, and prints the cross-device dependencies,
-// events, simulated makespan and lower bound of each plan.
+// events, simulated makespan and lower bound of each plan. --digest plans
+// the benchmark graphs (default 1000 and 100000 nodes) with every policy,
+// with and without reasons, and prints a hash of each plan's content
+// (devices, streams, dependencies, events, estimated times, reasons):
+// a change to the planner that should not change its answers must leave
+// these lines the same.
 #include <time.h>
 
 #include <chrono>
@@ -126,9 +132,136 @@ int Compare(int n) {
   return 0;
 }
 
+// FNV-1a over everything a plan says.
+class Digest {
+ public:
+  void Add(const void* data, size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < size; ++i) {
+      hash_ = (hash_ ^ bytes[i]) * 1099511628211ull;
+    }
+  }
+  template <typename T>
+  void Add(const T& value) {
+    Add(&value, sizeof(value));
+  }
+  void Add(const std::string& text) {
+    Add(text.size());
+    Add(text.data(), text.size());
+  }
+  uint64_t value() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 14695981039346656037ull;
+};
+
+uint64_t PlanDigest(const Plan& plan) {
+  Digest digest;
+  digest.Add(plan.num_events);
+  digest.Add(plan.num_devices);
+  digest.Add(plan.estimated_makespan_us);
+  digest.Add(plan.critical_path_us);
+  digest.Add(plan.lower_bound_us);
+  for (const PlannedStream& ps : plan.streams) {
+    digest.Add(ps.id);
+    digest.Add(ps.device);
+    digest.Add(ps.label);
+    digest.Add(static_cast<int>(ps.engine));
+  }
+  for (const PlannedNode& pn : plan.nodes) {
+    digest.Add(pn.node);
+    digest.Add(pn.device);
+    digest.Add(pn.stream);
+    digest.Add(pn.peer_stream);
+    digest.Add(pn.signal_event);
+    digest.Add(pn.deps.size());
+    for (NodeId d : pn.deps) digest.Add(d);
+    digest.Add(pn.wait_events.size());
+    for (int e : pn.wait_events) digest.Add(e);
+    digest.Add(pn.estimated_start_us);
+    digest.Add(pn.estimated_end_us);
+    digest.Add(pn.estimated_transfer_us);
+    digest.Add(pn.reason);
+  }
+  return digest.value();
+}
+
+// The layered graph with every feature a plan can show: copy and
+// collective nodes, stream labels, pinned nodes, explicit `after` edges,
+// buffers read and written by several nodes.
+Graph MixedGraph(int n, std::mt19937& rng) {
+  Graph layered = LayeredGraph(n, /*width=*/48, rng, /*buffer_bytes=*/1 << 16);
+  std::vector<BufferSpec> buffers(layered.num_buffers());
+  for (int b = 0; b < layered.num_buffers(); ++b) {
+    buffers[b].name = absl::StrCat("b", b);
+    buffers[b].size_bytes = layered.buffer_bytes(b);
+  }
+  std::vector<NodeSpec> nodes(n);
+  std::uniform_int_distribution<int> percent(0, 99);
+  for (NodeId v = 0; v < n; ++v) {
+    NodeSpec& node = nodes[v];
+    node.name = absl::StrCat("n", v);
+    node.op = "spin";
+    node.cost_us = layered.cost_us(v);
+    for (const BufferUse& use : layered.Uses(v)) node.args.push_back(use);
+    const int roll = percent(rng);
+    if (roll < 10) {
+      node.engine = Engine::kCopy;
+    } else if (roll < 12) {
+      node.engine = Engine::kCollective;
+    } else if (roll < 16) {
+      node.stream_label = absl::StrCat("lane", roll % 3);
+    } else if (roll < 19) {
+      node.device = roll % 2;
+    }
+    if (v > 8 && percent(rng) < 5) node.after.push_back(v - 1 - roll % 8);
+    // Every tenth node also updates an older node's buffer in place.
+    if (v > 200 && v % 10 == 0) {
+      node.args.push_back(BufferUse{v - 50 - roll, Access::kReadWrite});
+    }
+  }
+  return Graph("mixed", std::move(buffers), std::move(nodes));
+}
+
+int PrintDigests(std::vector<int> sizes) {
+  if (sizes.empty()) sizes = {1000, 100000};
+  for (int n : sizes) {
+   for (bool mixed : {false, true}) {
+    std::mt19937 rng(42);
+    Graph graph = mixed ? MixedGraph(n, rng)
+                        : LayeredGraph(n, /*width=*/64, rng,
+                                       /*buffer_bytes=*/1 << 20);
+    for (int k = 0; k < 6; ++k) {
+      for (bool explain : {false, true}) {
+        PlannerOptions options;
+        options.num_devices = 3;
+        options.device_policy = static_cast<DevicePolicyKind>(k);
+        options.max_streams_per_device = 6;
+        options.max_nodes_per_stream = 5000;
+        options.explain = explain;
+        absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+        if (!plan.ok()) {
+          std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
+          return 1;
+        }
+        std::printf("%s nodes %d policy %d explain %d: %016llx\n",
+                    mixed ? "mixed" : "layered", n, k, explain ? 1 : 0,
+                    static_cast<unsigned long long>(PlanDigest(*plan)));
+      }
+    }
+   }
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "--compare") {
     return Compare(argc >= 3 ? std::atoi(argv[2]) : 10000);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "--digest") {
+    std::vector<int> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+    return PrintDigests(sizes);
   }
   std::vector<int> sizes;
   DevicePolicyKind policy = DevicePolicyKind::kRoundRobin;
