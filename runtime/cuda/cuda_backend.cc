@@ -557,15 +557,18 @@ class CudaBackendImpl final : public CudaBackend {
     return buffer;
   }
 
-  // Same-device copies use cudaMemcpyAsync, cross-device ones
-  // cudaMemcpyPeerAsync. Overlapping same-device ranges (memmove semantics
+  // Copies use cudaMemcpyAsync; across devices with cudaMemcpyDefault,
+  // which unified addressing resolves to a peer copy (staged through the
+  // host when peer access is off) and which stream capture records as an
+  // ordinary memcpy node, so the same call serves node-by-node launches
+  // and device graphs. Overlapping same-device ranges (memmove semantics
   // in the CPU reference) go through stream-ordered scratch memory.
   absl::Status EnqueueDeviceCopy(DevicePtr dst, DevicePtr src, uint64_t bytes,
                                  cudaStream_t stream) const {
     if (dst.device != src.device) {
-      return WEFT_CUDA_STATUS(cudaMemcpyPeerAsync(AsPointer(dst), dst.device,
-                                                  AsPointer(src), src.device,
-                                                  bytes, stream));
+      return WEFT_CUDA_STATUS(cudaMemcpyAsync(AsPointer(dst), AsPointer(src),
+                                              bytes, cudaMemcpyDefault,
+                                              stream));
     }
     if (dst.address == src.address) return absl::OkStatus();
     const bool overlap = dst.address < src.address + bytes &&
