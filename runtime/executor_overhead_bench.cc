@@ -7,7 +7,9 @@
 // and instantaneous copies, so the wall time of a run is the host's work:
 // validating the plan, issuing every node with its waits and signals,
 // handling every completion and reporting it. Printed: microseconds per
-// node (wall time / nodes) for several runs after a warm-up.
+// node (wall time / nodes) for several runs after a warm-up, and the CPU
+// time of all threads per node. WEFT_BENCH_SIM_WORKERS sets the simulator's
+// worker threads (SimBackend::Options::worker_threads).
 //
 // Built with StarPU (the :executor_overhead_bench_starpu target, which
 // needs Debian's libstarpu-dev), the same run then submits the same DAG to
@@ -18,6 +20,8 @@
 // graph and planning it, which Weft's figure leaves out) is printed apart.
 //
 //   bazel run -c opt //runtime:executor_overhead_bench -- [nodes] [runs]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -43,6 +47,14 @@
 
 namespace weft::runtime {
 namespace {
+
+// CPU time of the whole process (all threads), in microseconds.
+double ProcessCpuUs() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 +
+         usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+}
 
 // Predecessors of every node, in a topological order (by index).
 struct Dag {
@@ -123,6 +135,9 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
   sim.host_to_device_gbps = 0;  // instantaneous
   sim.device_to_host_gbps = 0;
   sim.device_to_device_gbps = 0;
+  if (const char* workers = std::getenv("WEFT_BENCH_SIM_WORKERS")) {
+    sim.worker_threads = std::atoi(workers);
+  }
   auto backend = SimBackend::Create(sim).value();
   Executor::Options options;
   options.backend = backend.get();
@@ -132,6 +147,7 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
   auto executor = Executor::Create(options).value();
 
   std::vector<double> per_node;
+  double cpu_us = 0;
   for (int run = 0; run <= runs; ++run) {  // run 0 warms the pools up
     absl::Notification done;
     absl::Status status;
@@ -147,12 +163,14 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
       done.Notify();
     };
     const absl::Time start = absl::Now();
+    const double cpu_start = ProcessCpuUs();
     if (!executor->Start(graph, plan, std::move(callbacks)).ok()) {
       std::fprintf(stderr, "start failed\n");
       std::exit(1);
     }
     done.WaitForNotification();
     const double us = absl::ToDoubleMicroseconds(absl::Now() - start);
+    if (run > 0) cpu_us += ProcessCpuUs() - cpu_start;
     if (!status.ok() || finished != n) {
       std::fprintf(stderr, "run failed: %s (%d of %d finished)\n",
                    status.ToString().c_str(), finished, n);
@@ -160,6 +178,9 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
     }
     if (run > 0) per_node.push_back(us / n);
   }
+  std::printf("weft  cpu us/node (all threads, mean): %.3f with %d simulator"
+              " threads\n",
+              cpu_us / runs / n, backend->worker_threads());
   return per_node;
 }
 

@@ -277,9 +277,12 @@ absl::Status Job::IssueNode(int index) {
         BuildKernelLaunch(*graph_, node, [&](scheduler::BufferId buffer) {
           return buffers_[buffer].copies[device].ptr;
         });
-    op = TraceBegin(SpanKind::kKernel,
-                    TraceTrackFor(TrackKind::kStream, device, stream),
-                    node.name, node.op, pn.node, 0, stream, device);
+    // Only when tracing: TraceBegin takes copies of the names.
+    if (trace_ != nullptr) {
+      op = TraceBegin(SpanKind::kKernel,
+                      TraceTrackFor(TrackKind::kStream, device, stream),
+                      node.name, node.op, pn.node, 0, stream, device);
+    }
     WEFT_RETURN_IF_ERROR(backend->Launch(launch, stream));
     MarkWritten(uses, where, stream);
     // Sixteen bytes of captures: stored inline, no allocation. The job

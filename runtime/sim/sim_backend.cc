@@ -1,9 +1,11 @@
 #include "runtime/sim/sim_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +32,17 @@ struct Batch {
 };
 thread_local Batch tls_batch;
 std::atomic<uint64_t> next_batch_token{1};
+
+// The calling thread's last kernel lookup: a launch of the same op on the
+// same backend skips hashing its name. Backends are told apart by an id
+// that is never reused (an address may be).
+struct KernelLookup {
+  uint64_t backend = 0;
+  std::string op;
+  const CpuKernel* kernel = nullptr;
+};
+thread_local KernelLookup tls_kernel_lookup;
+std::atomic<uint64_t> next_backend_id{1};
 
 }  // namespace
 
@@ -101,6 +114,13 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
         absl::StrCat("max_concurrent_kernels must be >= 1, got ",
                      options.max_concurrent_kernels));
   }
+  if (options.worker_stall_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("worker_stall_timeout must be positive");
+  }
+  if (options.worker_threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker_threads must be >= 0, got ", options.worker_threads));
+  }
   if (!(options.time_scale >= 0) || std::isinf(options.time_scale)) {
     return absl::InvalidArgumentError(
         absl::StrCat("time_scale must be finite and >= 0, got ",
@@ -117,7 +137,8 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
 }
 
 SimBackend::SimBackend(Options options)
-    : options_(std::move(options)),
+    : id_(next_backend_id.fetch_add(1, std::memory_order_relaxed)),
+      options_(std::move(options)),
       num_devices_(options_.num_devices),
       clock_(options_.time_scale) {
   if (options_.kernels == nullptr) {
@@ -152,6 +173,13 @@ SimBackend::SimBackend(Options options)
     models_.push_back(
         std::make_unique<DeviceModel>(options_.max_concurrent_kernels));
   }
+  int threads = options_.worker_threads;
+  if (threads == 0) {
+    const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+    threads = std::min(n, std::max(1, hardware));
+  }
+  pool_ = std::make_unique<SimWorkerPool>(threads,
+                                          options_.worker_stall_timeout);
   graphs_ = std::make_unique<StreamGraphRunner>(
       this, StreamGraphRunner::Options{});
   absl::MutexLock lock(&mu_);
@@ -170,26 +198,47 @@ SimBackend::SimBackend(Options options)
   }
 }
 
+std::shared_ptr<SimStream::Waker> SimBackend::AdvanceTurnLocked(
+    DeviceModel& model) {
+  ++model.next_to_book;
+  while (!model.given_up.empty() &&
+         *model.given_up.begin() == model.next_to_book) {
+    model.given_up.erase(model.given_up.begin());
+    ++model.next_to_book;
+  }
+  auto it = model.turn_waiters.find(model.next_to_book);
+  if (it == model.turn_waiters.end()) return nullptr;
+  std::shared_ptr<SimStream::Waker> waker = std::move(it->second);
+  model.turn_waiters.erase(it);
+  return waker;
+}
+
 SimBackend::KernelTicket::~KernelTicket() {
   if (booked) return;
-  absl::MutexLock lock(&model->mu);
-  if (ticket != model->next_to_book) {
-    model->given_up.insert(ticket);
-    return;
+  std::shared_ptr<SimStream::Waker> next;
+  {
+    absl::MutexLock lock(&model->mu);
+    model->turn_waiters.erase(ticket);
+    if (ticket != model->next_to_book) {
+      model->given_up.insert(ticket);
+      return;
+    }
+    next = AdvanceTurnLocked(*model);
   }
-  ++model->next_to_book;
-  while (!model->given_up.empty() &&
-         *model->given_up.begin() == model->next_to_book) {
-    model->given_up.erase(model->given_up.begin());
-    ++model->next_to_book;
-  }
+  if (next != nullptr) next->Wake();
 }
 
 SimBackend::~SimBackend() {
+  std::vector<std::shared_ptr<SimStream::Waker>> parked;
   for (const auto& model : models_) {
     absl::MutexLock lock(&model->mu);
-    model->closed = true;  // wakes launches waiting for their turn
+    model->closed = true;  // launches waiting for their turn give up
+    for (auto& [ticket, waker] : model->turn_waiters) {
+      parked.push_back(std::move(waker));
+    }
+    model->turn_waiters.clear();
   }
+  for (const auto& waker : parked) waker->Wake();
   absl::flat_hash_map<uint64_t, Stream> streams;
   absl::flat_hash_map<uint64_t, Event> events;
   absl::flat_hash_map<uint64_t, PendingGate> gates;
@@ -330,7 +379,7 @@ absl::StatusOr<StreamHandle> SimBackend::CreateStream(int device) {
   stream.device = device;
   stream.queue = std::make_shared<SimStream>(
       absl::StrCat("device ", device, " stream ", handle), &clock_,
-      &models_[device]->health);
+      &models_[device]->health, pool_.get());
   streams_.emplace(handle, std::move(stream));
   return StreamHandle{handle};
 }
@@ -415,11 +464,25 @@ absl::Status SimBackend::RecordEvent(EventHandle event_handle,
 
 absl::Status SimBackend::StreamWaitEvent(StreamHandle stream_handle,
                                          EventHandle event_handle) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  WEFT_ASSIGN_OR_RETURN(Event event, FindEvent(event_handle));
-  std::shared_ptr<SimStream> waiter = std::move(stream.queue);
-  std::shared_ptr<SimStream> target = std::move(event.stream);
-  std::shared_ptr<const SimStream::Mark> mark = std::move(event.mark);
+  std::shared_ptr<SimStream> waiter;
+  std::shared_ptr<SimStream> target;
+  std::shared_ptr<const SimStream::Mark> mark;
+  {
+    absl::MutexLock lock(&mu_);  // one lookup of both, on a hot path
+    auto stream = streams_.find(stream_handle.value);
+    if (stream == streams_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown stream ", stream_handle.value));
+    }
+    auto event = events_.find(event_handle.value);
+    if (event == events_.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown event ", event_handle.value));
+    }
+    waiter = stream->second.queue;
+    target = event->second.stream;
+    mark = event->second.mark;
+  }
   // Never recorded (a no-op, as in CUDA) or recorded on this very stream
   // (FIFO order suffices). Otherwise a wait item, even when the work has
   // completed already: it still moves the stream's virtual time.
@@ -644,7 +707,7 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   // leaves its buffers as they are (the header says why).
   const CpuKernel* kernel = launch.user_kernel != nullptr
                                 ? &user_kernel_stand_in_
-                                : kernels_->Find(launch.op);
+                                : FindKernel(launch.op);
   if (kernel == nullptr) {
     return absl::UnimplementedError(absl::StrCat(
         "op '", launch.op, "' is not implemented by the simulated backend"));
@@ -670,7 +733,8 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
         [this, launch, kernel, device,
          fault = std::move(fault)](SimStream::Timing& timing) -> absl::Status {
           if (!fault.ok()) return fault;
-          return RunLaunch(launch, kernel, device, nullptr, timing);
+          WEFT_RETURN_IF_ERROR(RunKernel(launch, kernel, device));
+          return BookKernel(launch, device, nullptr, timing);
         });
     return absl::OkStatus();
   }
@@ -679,19 +743,24 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   DeviceModel& model = *models_[device];
   absl::MutexLock lock(&model.mu);
   auto ticket = std::make_shared<KernelTicket>(&model, model.next_ticket++);
+  // The kernel runs once; before its ticket's turn the stream parks and
+  // comes back to book (`ran` remembers).
   stream.queue->Enqueue(
       [this, launch, kernel, device, fault = std::move(fault),
-       ticket = std::move(ticket)](SimStream::Timing& timing) -> absl::Status {
-        if (!fault.ok()) return fault;
-        return RunLaunch(launch, kernel, device, ticket.get(), timing);
+       ticket = std::move(ticket),
+       ran = false](SimStream::Timing& timing) mutable -> absl::Status {
+        if (!ran) {
+          if (!fault.ok()) return fault;
+          WEFT_RETURN_IF_ERROR(RunKernel(launch, kernel, device));
+          ran = true;
+        }
+        return BookKernel(launch, device, ticket.get(), timing);
       });
   return absl::OkStatus();
 }
 
-absl::Status SimBackend::RunLaunch(const KernelLaunch& launch,
-                                   const CpuKernel* kernel, int device,
-                                   KernelTicket* ticket,
-                                   SimStream::Timing& timing) const {
+absl::Status SimBackend::RunKernel(const KernelLaunch& launch,
+                                   const CpuKernel* kernel, int device) const {
   std::vector<HostArg> args;
   std::vector<std::shared_ptr<Allocation>> keep_alive;
   if (!launch.args.empty()) {
@@ -729,32 +798,38 @@ absl::Status SimBackend::RunLaunch(const KernelLaunch& launch,
                         absl::StrCat(launch.op, " on device ", device, ": ",
                                      status.message()));
   }
+  return absl::OkStatus();
+}
+
+absl::Status SimBackend::BookKernel(const KernelLaunch& launch, int device,
+                                    KernelTicket* ticket,
+                                    SimStream::Timing& timing) const {
   const double duration = launch.cost_us > 0 ? launch.cost_us : 0;
   if (ticket == nullptr) {
     timing.end_us =
         Book(device, Engine::kKernels, timing.ready_us, duration) + duration;
     return absl::OkStatus();
   }
-  // Book in launch order: whichever stream's thread gets here first, the
-  // schedule is the same (and deterministic).
+  // Book in launch order: whichever stream gets here first, the schedule
+  // is the same (and deterministic). Before its turn the stream parks, so
+  // the worker runs other streams, the one whose turn it is among them.
   DeviceModel& model = *models_[device];
-  absl::MutexLock lock(&model.mu);
-  auto my_turn = [&model, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(model.mu) {
-    return model.next_to_book == ticket->ticket || model.closed;
-  };
-  model.mu.Await(absl::Condition(&my_turn));
-  if (model.closed) {
-    return absl::AbortedError("the simulated backend is shutting down");
+  std::shared_ptr<SimStream::Waker> next;
+  {
+    absl::MutexLock lock(&model.mu);
+    if (model.closed) {
+      return absl::AbortedError("the simulated backend is shutting down");
+    }
+    if (model.next_to_book != ticket->ticket) {
+      model.turn_waiters[ticket->ticket] = timing.Park();
+      return absl::OkStatus();
+    }
+    const double start = model.kernels.Book(timing.ready_us, duration);
+    timing.end_us = start + duration;
+    ticket->booked = true;
+    next = AdvanceTurnLocked(model);
   }
-  const double start = model.kernels.Book(timing.ready_us, duration);
-  timing.end_us = start + duration;
-  ticket->booked = true;
-  ++model.next_to_book;
-  while (!model.given_up.empty() &&
-         *model.given_up.begin() == model.next_to_book) {
-    model.given_up.erase(model.given_up.begin());
-    ++model.next_to_book;
-  }
+  if (next != nullptr) next->Wake();
   return absl::OkStatus();
 }
 
@@ -800,6 +875,18 @@ void SimBackend::ReleaseErrorScope(StreamHandle stream_handle,
     absl::StatusOr<Stream> found = FindStream(lane);
     if (found.ok()) found->queue->ForgetScope(scope);
   }
+}
+
+const CpuKernel* SimBackend::FindKernel(const std::string& op) const {
+  KernelLookup& last = tls_kernel_lookup;
+  if (last.backend == id_ && last.op == op) return last.kernel;
+  const CpuKernel* kernel = kernels_->Find(op);
+  if (kernel != nullptr) {
+    last.backend = id_;
+    last.op = op;
+    last.kernel = kernel;
+  }
+  return kernel;
 }
 
 bool SimBackend::supports_device_graph_op(const std::string& op) const {

@@ -3,10 +3,11 @@
 // Each simulated device has a memory capacity (allocations are host memory,
 // accounted against it; running out is RESOURCE_EXHAUSTED naming the device,
 // the request and the free bytes). Each stream is a SimStream: a FIFO queue
-// drained by its own worker thread. Kernels run the CPU reference
-// implementation from a CpuKernelTable, on the device memory; copies move
-// the bytes. A stream waiting on an event really blocks until that work has
-// completed.
+// that the backend's pool of worker threads drains (Options::worker_threads,
+// however many streams there are; sim_stream.h). Kernels run the CPU
+// reference implementation from a CpuKernelTable, on the device memory;
+// copies move the bytes. A stream waiting on an event really waits until
+// that work has completed, parked: it holds no thread meanwhile.
 //
 // Timing model. Work is scheduled on a virtual clock in microseconds, one
 // for all devices (sim_timeline.h). A kernel lasts its launch's cost_us (a
@@ -54,9 +55,11 @@
 // graph work has the same timing, faults and error scopes as the same work
 // issued node by node. Cached instances are counted (graph_stats()).
 //
-// Host callbacks run on the stream's worker thread. Destroying the backend
-// stops every stream, drops work not yet started (without calling its
-// callbacks) and joins all threads.
+// Host callbacks run on a worker of the pool, one at a time per stream; a
+// callback may synchronize or destroy other streams (the pool adds a worker
+// while it blocks), not its own. Destroying the backend stops every stream,
+// drops work not yet started (without calling its callbacks) and joins all
+// threads.
 //
 // Thread-safe.
 #ifndef WEFT_RUNTIME_SIM_SIM_BACKEND_H_
@@ -125,7 +128,16 @@ class SimBackend final : public Backend {
     // Kernels to run; not owned, must outlive the backend. Null: the
     // built-in ops.
     const CpuKernelTable* kernels = nullptr;
-    // Fault injection: consulted on the stream's thread just before a launch
+    // Threads that run the streams (all devices together); more are added
+    // only while host code blocks them (sim_stream.h). 0: one per device,
+    // at most the host's hardware threads.
+    int worker_threads = 0;
+    // How long every worker may be stuck in host code (a callback or a
+    // kernel that blocks) while streams wait, before the pool adds one;
+    // infinite: never (sim_stream.h).
+    absl::Duration worker_stall_timeout =
+        SimWorkerPool::kDefaultStallTimeout;
+    // Fault injection: consulted on a worker just before a launch
     // runs; a non-OK answer fails that launch with this status.
     std::function<absl::Status(int device, const KernelLaunch& launch)>
         launch_fault;
@@ -148,7 +160,7 @@ class SimBackend final : public Backend {
   absl::StatusOr<StreamHandle> CreateStream(int device) override
       ABSL_LOCKS_EXCLUDED(mu_);
   // Waits for the stream's pending work, then stops it. FAILED_PRECONDITION
-  // when called from the stream's own host callback.
+  // when called from the stream's own host callback (or work).
   absl::Status DestroyStream(StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -226,6 +238,8 @@ class SimBackend final : public Backend {
   // Number of live streams and events over all devices.
   int stream_count() const ABSL_LOCKS_EXCLUDED(mu_);
   int event_count() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Threads the streams run on now (SimWorkerPool::threads).
+  int worker_threads() const { return pool_->threads(); }
   // The virtual clock: paced, the time now; unpaced, 0.
   double NowUs() const { return clock_.NowUs(); }
 
@@ -281,6 +295,9 @@ class SimBackend final : public Backend {
     uint64_t next_ticket ABSL_GUARDED_BY(mu) = 0;
     uint64_t next_to_book ABSL_GUARDED_BY(mu) = 0;
     std::set<uint64_t> given_up ABSL_GUARDED_BY(mu);
+    // Streams parked until their ticket's turn, by ticket.
+    std::map<uint64_t, std::shared_ptr<SimStream::Waker>> turn_waiters
+        ABSL_GUARDED_BY(mu);
     bool closed ABSL_GUARDED_BY(mu) = false;
     Timeline host_to_device ABSL_GUARDED_BY(mu);
     Timeline device_to_host ABSL_GUARDED_BY(mu);
@@ -334,14 +351,24 @@ class SimBackend final : public Backend {
   // Counts a launch on `device`; the fault it hits, or OK.
   absl::Status NextLaunchFault(int device, const KernelLaunch& launch)
       ABSL_LOCKS_EXCLUDED(fault_mu_);
-  // Runs on the stream thread. `ticket` is null when the launch books its
-  // slot as it comes (paced, or no duration).
-  absl::Status RunLaunch(const KernelLaunch& launch, const CpuKernel* kernel,
-                         int device, KernelTicket* ticket,
-                         SimStream::Timing& timing) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // kernels_->Find(op), remembering the calling thread's last answer (the
+  // table does not change while the backend uses it).
+  const CpuKernel* FindKernel(const std::string& op) const;
+  // Runs the kernel of a launch on a worker.
+  absl::Status RunKernel(const KernelLaunch& launch, const CpuKernel* kernel,
+                         int device) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Books the launch's kernel slot. `ticket` is null when the launch books
+  // as it comes (paced, or no duration); otherwise, before its turn, it
+  // parks the stream (timing.Park()) until the turn comes.
+  absl::Status BookKernel(const KernelLaunch& launch, int device,
+                          KernelTicket* ticket,
+                          SimStream::Timing& timing) const;
+  // The next ticket's turn; the stream waiting for it, if any.
+  static std::shared_ptr<SimStream::Waker> AdvanceTurnLocked(
+      DeviceModel& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(model.mu);
 
   // Constant after construction.
+  const uint64_t id_;  // unique among the backends of the process
   const Options options_;
   const int num_devices_;
   std::unique_ptr<CpuKernelTable> owned_kernels_;
@@ -354,6 +381,9 @@ class SimBackend final : public Backend {
   std::vector<double> bandwidth_gbps_;
   const SimClock clock_;
   std::vector<std::unique_ptr<DeviceModel>> models_;
+  // Runs every stream; destroyed after them (the destructor shuts them
+  // down).
+  std::unique_ptr<SimWorkerPool> pool_;
 
   absl::Mutex fault_mu_;
   std::vector<ArmedFault> faults_ ABSL_GUARDED_BY(fault_mu_);

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ops/test_kernels.h"
@@ -66,6 +67,79 @@ TEST(SimBackendTest, RejectsBadOptions) {
   options.time_scale = -1;
   EXPECT_EQ(SimBackend::Create(options).status().code(),
             absl::StatusCode::kInvalidArgument);
+  options.time_scale = 0;
+  options.worker_threads = -1;
+  backend = SimBackend::Create(options);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend.status().message(), HasSubstr("worker_threads"));
+  options.worker_threads = 0;
+  options.worker_stall_timeout = absl::ZeroDuration();
+  backend = SimBackend::Create(options);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend.status().message(), HasSubstr("worker_stall_timeout"));
+}
+
+TEST(SimBackendTest, StreamsShareAPoolOfOneWorkerPerDevice) {
+  SimBackend::Options options = FastOptions();
+  options.worker_stall_timeout = absl::InfiniteDuration();
+  auto backend = MakeBackend(options);
+  std::vector<StreamHandle> streams;
+  for (int i = 0; i < 16; ++i) {
+    streams.push_back(backend->CreateStream(i % 2).value());
+  }
+  for (StreamHandle s : streams) ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
+  for (StreamHandle s : streams) ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_LE(backend->worker_threads(), 2);
+}
+
+// A host callback may synchronize and destroy another stream, even on a
+// single worker: the pool adds one while the callback waits.
+TEST(SimBackendTest, CallbackMaySynchronizeAndDestroyAnotherStream) {
+  SimBackend::Options options = FastOptions();
+  options.worker_threads = 1;
+  options.worker_stall_timeout = absl::InfiniteDuration();
+  auto backend = MakeBackend(options);
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  absl::Status synced = absl::UnknownError("not called");
+  absl::Status destroyed = absl::UnknownError("not called");
+  bool b_ran = false;
+  backend->BeginBatch();
+  ASSERT_TRUE(backend
+                  ->AddHostCallback(a,
+                                    [&](absl::Status) {
+                                      synced = backend->SynchronizeStream(b);
+                                      destroyed = backend->DestroyStream(b);
+                                    })
+                  .ok());
+  ASSERT_TRUE(backend->Launch(Spin(10), b).ok());
+  ASSERT_TRUE(
+      backend->AddHostCallback(b, [&](absl::Status) { b_ran = true; }).ok());
+  backend->EndBatch();
+  ASSERT_TRUE(backend->SynchronizeStream(a).ok());
+  EXPECT_TRUE(synced.ok()) << synced;
+  EXPECT_TRUE(destroyed.ok()) << destroyed;
+  EXPECT_TRUE(b_ran);
+  EXPECT_EQ(backend->stream_count(), 1);
+}
+
+TEST(SimBackendTest, StreamCannotSynchronizeItself) {
+  SimBackend::Options options = FastOptions();
+  options.worker_threads = 1;
+  options.worker_stall_timeout = absl::InfiniteDuration();
+  auto backend = MakeBackend(options);
+  StreamHandle s = backend->CreateStream(0).value();
+  absl::Status from_callback;
+  ASSERT_TRUE(backend
+                  ->AddHostCallback(s,
+                                    [&](absl::Status) {
+                                      from_callback =
+                                          backend->SynchronizeStream(s);
+                                    })
+                  .ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(from_callback.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(from_callback.message(), HasSubstr("its own thread"));
 }
 
 TEST(SimBackendTest, DescribesDevices) {
@@ -632,6 +706,57 @@ TEST(SimBackendScopeTest, FailureStaysInItsScope) {
   ASSERT_TRUE(backend->CopyDeviceToHost(&value, p, 4, s).ok());
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
   EXPECT_EQ(value, 5.0f);
+}
+
+// On one worker, a kernel that reaches its slot before an earlier launch
+// parks its stream until that launch has booked: the worker runs the
+// earlier launch's stream meanwhile.
+TEST(SimBackendTimingTest, LaunchOrderHoldsOnASingleWorker) {
+  SimBackend::Options options = Unpaced();
+  options.max_concurrent_kernels = 1;
+  options.worker_threads = 1;
+  options.worker_stall_timeout = absl::InfiniteDuration();
+  auto backend = MakeBackend(options);
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  GateHandle gate = backend->EnqueueHostGate(a).value();
+  ASSERT_TRUE(backend->Launch(Spin(100), a).ok());
+  ASSERT_TRUE(backend->Launch(Spin(50), b).ok());
+  EventHandle after_b = backend->CreateEvent(0).value();
+  ASSERT_TRUE(backend->RecordEvent(after_b, b).ok());
+  EXPECT_FALSE(backend->QueryEvent(after_b).value());
+  ASSERT_TRUE(backend->OpenHostGate(gate, absl::OkStatus(), 0).ok());
+  EXPECT_EQ(TimeAfter(*backend, a, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, b, 0), 150);
+  EXPECT_EQ(backend->worker_threads(), 1);
+}
+
+// Many streams chained by events on one worker: every wait parks, none
+// holds the thread, and the chain's time adds up.
+TEST(SimBackendTimingTest, ManyStreamsOnOneWorker) {
+  SimBackend::Options options = Unpaced();
+  options.worker_threads = 1;
+  options.worker_stall_timeout = absl::InfiniteDuration();
+  auto backend = MakeBackend(options);
+  constexpr int kStreams = 24;
+  std::vector<StreamHandle> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(backend->CreateStream(i % 2).value());
+  }
+  // Held until the end of the batch, then released in creation order: the
+  // worker may reach a wait before the stream it waits for has run.
+  backend->BeginBatch();
+  for (int i = 0; i < kStreams; ++i) {
+    if (i > 0) {
+      EventHandle e = backend->CreateEvent((i - 1) % 2).value();
+      ASSERT_TRUE(backend->RecordEvent(e, streams[i - 1]).ok());
+      ASSERT_TRUE(backend->StreamWaitEvent(streams[i], e).ok());
+    }
+    ASSERT_TRUE(backend->Launch(Spin(10), streams[i]).ok());
+  }
+  backend->EndBatch();
+  EXPECT_EQ(TimeAfter(*backend, streams[kStreams - 1], 1), 10 * kStreams);
+  EXPECT_EQ(backend->worker_threads(), 1);
 }
 
 TEST(SimBackendGateTest, GateHoldsTheStreamAndAddsTheHostTime) {

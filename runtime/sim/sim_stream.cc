@@ -1,6 +1,7 @@
 #include "runtime/sim/sim_stream.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,15 +21,202 @@ void SimDeviceHealth::Lose(absl::Status error) {
   lost_.store(true, std::memory_order_release);
 }
 
-SimStream::SimStream(std::string name, const SimClock* clock,
-                     const SimDeviceHealth* health)
-    : name_(std::move(name)), clock_(clock), health_(health) {
-  absl::MutexLock lock(&join_mu_);
-  worker_ = std::thread([this] { Loop(); });
-  worker_id_ = worker_.get_id();
+namespace {
+
+// The stream a worker runs now and the pool it belongs to.
+thread_local const SimStream* tls_running_stream = nullptr;
+thread_local SimWorkerPool* tls_pool = nullptr;
+
+// Tells the calling thread's pool, if it is a worker, that it is about to
+// block.
+void BeforeBlocking() {
+  if (SimWorkerPool* pool = SimWorkerPool::Current()) pool->WorkerMayBlock();
 }
 
+}  // namespace
+
+SimWorkerPool::SimWorkerPool(int threads, absl::Duration stall_timeout)
+    : stall_timeout_(stall_timeout) {
+  absl::MutexLock lock(&mu_);
+  for (int i = 0; i < std::max(1, threads); ++i) StartWorkerLocked();
+  monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+SimWorkerPool::~SimWorkerPool() {
+  std::vector<std::thread> workers;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    work_cv_.SignalAll();
+    monitor_cv_.SignalAll();
+    workers.swap(workers_);
+  }
+  // Workers never start threads, so the list is complete.
+  for (std::thread& worker : workers) worker.join();
+  monitor_.join();
+}
+
+int SimWorkerPool::threads() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(workers_.size());
+}
+
+SimWorkerPool* SimWorkerPool::Current() { return tls_pool; }
+
+void SimWorkerPool::StartWorkerLocked() {
+  if (stop_ || static_cast<int>(workers_.size()) >= kMaxThreads) return;
+  const int index = static_cast<int>(running_.size());
+  running_.push_back(nullptr);
+  ++idle_;  // until it looks for work: no one starts another meanwhile
+  workers_.emplace_back([this, index] { WorkerLoop(index); });
+}
+
+void SimWorkerPool::Schedule(SimStream* stream) {
+  absl::MutexLock lock(&mu_);
+  ready_.push_back(stream);
+  if (idle_ > 0) work_cv_.Signal();
+  if (monitor_sleeping_) {
+    monitor_sleeping_ = false;
+    monitor_cv_.Signal();
+  }
+}
+
+void SimWorkerPool::ScheduleAt(SimStream* stream, absl::Time at) {
+  absl::MutexLock lock(&mu_);
+  const bool earliest = timers_.empty() || at < timers_.begin()->first;
+  timers_.emplace(at, stream);
+  // An idle worker may sleep past the new deadline: let it look again.
+  if (earliest && idle_ > 0) work_cv_.Signal();
+}
+
+void SimWorkerPool::Unschedule(SimStream* stream) {
+  absl::MutexLock lock(&mu_);
+  ready_.erase(std::remove(ready_.begin(), ready_.end(), stream),
+               ready_.end());
+  for (auto it = timers_.begin(); it != timers_.end();) {
+    it = it->second == stream ? timers_.erase(it) : std::next(it);
+  }
+}
+
+void SimWorkerPool::WaitUntilNotRunning(const SimStream* stream) {
+  absl::MutexLock lock(&mu_);
+  auto running = [this, stream]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return std::find(running_.begin(), running_.end(), stream) !=
+           running_.end();
+  };
+  if (!running()) return;
+  // A worker of this pool waiting for another: see WorkerMayBlock.
+  if (tls_pool == this && idle_ == 0) StartWorkerLocked();
+  ++running_waiters_;
+  while (running()) running_cv_.Wait(&mu_);
+  --running_waiters_;
+}
+
+void SimWorkerPool::WorkerMayBlock() {
+  absl::MutexLock lock(&mu_);
+  if (idle_ == 0) StartWorkerLocked();
+}
+
+void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    ready_.push_back(timers_.begin()->second);
+    timers_.erase(timers_.begin());
+  }
+}
+
+void SimWorkerPool::WorkerLoop(int index) {
+  tls_pool = this;
+  mu_.Lock();
+  --idle_;
+  while (!stop_) {
+    if (!timers_.empty()) PromoteTimersLocked(absl::Now());
+    if (ready_.empty()) {
+      ++idle_;
+      if (timers_.empty()) {
+        work_cv_.Wait(&mu_);
+      } else {
+        work_cv_.WaitWithDeadline(&mu_, timers_.begin()->first);
+      }
+      --idle_;
+      continue;
+    }
+    SimStream* stream = ready_.front();
+    ready_.pop_front();
+    running_[index] = stream;
+    mu_.Unlock();
+    stream->RunSlice();
+    mu_.Lock();
+    running_[index] = nullptr;
+    if (running_waiters_ > 0) running_cv_.SignalAll();
+  }
+  mu_.Unlock();
+}
+
+bool SimWorkerPool::StalledLocked() const {
+  return !stop_ && !ready_.empty() && idle_ == 0;
+}
+
+void SimWorkerPool::MonitorLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_) {
+    if (stall_timeout_ == absl::InfiniteDuration() ||
+        (ready_.empty() && idle_ == static_cast<int>(workers_.size()))) {
+      // Nothing runs (or stalls are not watched): sleep until something
+      // is scheduled.
+      monitor_sleeping_ = true;
+      monitor_cv_.Wait(&mu_);
+      monitor_sleeping_ = false;
+      continue;
+    }
+    // Busy: look every stall_timeout_, without being signalled.
+    const bool stalled = StalledLocked();
+    const uint64_t before = progress_.load(std::memory_order_relaxed);
+    monitor_cv_.WaitWithTimeout(&mu_, stall_timeout_);
+    // Streams waited from before to after the timeout and no item
+    // completed: every worker is blocked in host code. One more lets the
+    // queue move.
+    if (stalled && StalledLocked() &&
+        progress_.load(std::memory_order_relaxed) == before) {
+      StartWorkerLocked();
+    }
+  }
+}
+
+void SimStream::Waker::Wake() {
+  absl::MutexLock lock(&mu_);
+  if (stream_ == nullptr) return;
+  absl::MutexLock stream_lock(&stream_->mu_);
+  stream_->WakeLocked();
+}
+
+SimStream::SimStream(std::string name, const SimClock* clock,
+                     const SimDeviceHealth* health, SimWorkerPool* pool)
+    : name_(std::move(name)),
+      clock_(clock),
+      health_(health),
+      own_pool_(pool == nullptr ? std::make_unique<SimWorkerPool>(1)
+                                : nullptr),
+      pool_(pool == nullptr ? own_pool_.get() : pool),
+      waker_(new Waker(this)) {}
+
 SimStream::~SimStream() { Shutdown(); }
+
+void SimStream::MaybeScheduleLocked() {
+  if (state_ == State::kIdle && !stop_ && head_ < released_) {
+    state_ = State::kRunnable;
+    pool_->Schedule(this);
+  }
+}
+
+void SimStream::WakeLocked() {
+  if (stop_) return;
+  if (state_ == State::kParked) {
+    state_ = State::kRunnable;
+    pool_->Schedule(this);
+  } else if (state_ == State::kRunning) {
+    woken_ = true;
+  }
+}
 
 uint64_t SimStream::Push(Item item) {
   absl::MutexLock lock(&mu_);
@@ -38,6 +226,7 @@ uint64_t SimStream::Push(Item item) {
     if (hold_token_.load(std::memory_order_relaxed) == 0 ||
         items_.size() - released_ >= kMaxHeld) {
       released_ = items_.size();
+      MaybeScheduleLocked();
     }
   }
   return ++enqueued_;
@@ -54,6 +243,7 @@ void SimStream::Release() {
   absl::MutexLock lock(&mu_);
   hold_token_.store(0, std::memory_order_relaxed);
   released_ = items_.size();
+  MaybeScheduleLocked();
 }
 
 uint64_t SimStream::Enqueue(Work work) {
@@ -83,6 +273,7 @@ absl::Status SimStream::OpenGate(Gate& gate, absl::Status status,
   gate.open = true;
   gate.status = std::move(status);
   gate.busy_us = std::max(0.0, busy_us);
+  WakeLocked();
   return absl::OkStatus();
 }
 
@@ -168,6 +359,11 @@ double SimStream::last_end_us() const {
 }
 
 bool SimStream::AwaitComplete(uint64_t seq) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (completed_ >= seq || stop_) return completed_ >= seq;
+  }
+  BeforeBlocking();
   absl::MutexLock lock(&mu_);
   auto done = [this, seq]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return completed_ >= seq || stop_;
@@ -177,8 +373,15 @@ bool SimStream::AwaitComplete(uint64_t seq) {
 }
 
 absl::Status SimStream::Synchronize() {
+  uint64_t target = 0;
+  bool must_wait = false;
+  {
+    absl::MutexLock lock(&mu_);
+    target = enqueued_;
+    must_wait = completed_ < target && !stop_;
+  }
+  if (must_wait) BeforeBlocking();
   absl::MutexLock lock(&mu_);
-  const uint64_t target = enqueued_;
   auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return completed_ >= target || stop_;
   };
@@ -190,75 +393,135 @@ absl::Status SimStream::Synchronize() {
   return ScopeError(scope_);
 }
 
-void SimStream::PaceUntil(double us) {
-  if (!clock_->paced()) return;
-  const absl::Time deadline = clock_->RealTimeOf(us);
-  if (absl::Now() >= deadline) return;
+SimStream::Outcome SimStream::AwaitOrRegister(
+    uint64_t seq, const std::shared_ptr<Waker>& waker, bool& completed) {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithDeadline(absl::Condition(&stop_), deadline);
+  completed = completed_ >= seq;
+  if (completed || stop_) return Outcome::kDone;
+  waiters_.emplace(seq, waker);
+  return Outcome::kParked;
 }
 
-bool SimStream::OnWorkerThread() const {
-  return std::this_thread::get_id() == worker_id_;
+bool SimStream::OnWorkerThread() const { return tls_running_stream == this; }
+
+void SimStream::WakeAll(WakeList& wake) {
+  for (const std::shared_ptr<Waker>& waker : wake) waker->Wake();
+  wake.clear();
 }
 
 void SimStream::Stop() {
   std::vector<Item> dropped;
+  std::optional<Item> parked;
+  WakeList wake;
   {
     absl::MutexLock lock(&mu_);
-    stop_ = true;
-    dropped.swap(items_);
-    head_ = 0;
-    released_ = 0;
+    if (!stop_) {
+      stop_ = true;
+      dropped.swap(items_);
+      head_ = 0;
+      released_ = 0;
+      parked.swap(parked_);
+      // The item waiting for its deadline ran: it completes now.
+      if (pacing_.has_value()) {
+        CompleteLocked(std::move(*pacing_), wake);
+        pacing_.reset();
+      }
+      if (state_ == State::kRunnable || state_ == State::kPacing) {
+        pool_->Unschedule(this);  // a worker that took it sees stop_
+      }
+      if (state_ != State::kRunning) state_ = State::kIdle;
+      for (auto& [seq, waker] : waiters_) wake.push_back(std::move(waker));
+      waiters_.clear();
+    }
   }
-  // `dropped` is destroyed here, outside mu_: its closures may hold the
-  // last reference to another stream, whose destructor joins a thread.
+  WakeAll(wake);
+  // `dropped` and `parked` are destroyed here, outside mu_: their closures
+  // may hold the last reference to another stream, whose destructor waits
+  // for a worker.
 }
 
 void SimStream::Shutdown() {
+  absl::MutexLock shutdown_lock(&shutdown_mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
   Stop();
-  absl::MutexLock lock(&join_mu_);
-  if (worker_.joinable()) worker_.join();
+  pool_->WaitUntilNotRunning(this);
+  {
+    absl::MutexLock lock(&waker_->mu_);
+    waker_->stream_ = nullptr;
+  }
+  // A pool of its own has no other stream: its threads go with it.
+  own_pool_.reset();
 }
 
-absl::Status SimStream::Run(Item& item, const absl::Status& scope_error,
-                            double ready, double& end) {
+void SimStream::CompleteLocked(Done done, WakeList& wake) {
+  if (!done.status.ok()) {
+    scope_errors_.emplace(done.scope, std::move(done.status));
+  }
+  last_end_us_ = std::max(last_end_us_, done.end_us);
+  ++completed_;
+  while (!pending_marks_.empty() &&
+         pending_marks_.front()->seq <= completed_) {
+    pending_marks_.front()->done = true;
+    pending_marks_.front()->time_us = last_end_us_;
+    pending_marks_.pop_front();
+  }
+  while (!waiters_.empty() && waiters_.begin()->first <= completed_) {
+    wake.push_back(std::move(waiters_.begin()->second));
+    waiters_.erase(waiters_.begin());
+  }
+}
+
+SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
+                                  double ready, double& end,
+                                  absl::Status& status) {
   end = ready;
   if (Work* work = std::get_if<Work>(&item.what)) {
-    if (!scope_error.ok()) return scope_error;
-    if (health_ != nullptr && health_->lost()) return health_->error();
-    Timing timing{ready, ready};
-    absl::Status status = (*work)(timing);
+    if (!scope_error.ok()) {
+      status = scope_error;
+      return Outcome::kDone;
+    }
+    if (health_ != nullptr && health_->lost()) {
+      status = health_->error();
+      return Outcome::kDone;
+    }
+    Timing timing(ready, &waker_);
+    status = (*work)(timing);
+    if (timing.parked()) return Outcome::kParked;
     end = std::max(ready, timing.end_us);
-    return status;
+    return Outcome::kDone;
   }
   if (HostCallback* callback = std::get_if<HostCallback>(&item.what)) {
     (*callback)(scope_error);
-    return absl::OkStatus();
+    return Outcome::kDone;
   }
   if (WaitFor* wait = std::get_if<WaitFor>(&item.what)) {
-    if (wait->target.get() == this) return absl::OkStatus();
-    if (!wait->target->AwaitComplete(wait->mark->seq)) {
-      return absl::AbortedError(absl::StrCat(
+    if (wait->target.get() == this) return Outcome::kDone;
+    bool completed = false;
+    if (wait->target->AwaitOrRegister(wait->mark->seq, waker_, completed) ==
+        Outcome::kParked) {
+      return Outcome::kParked;
+    }
+    if (!completed) {
+      status = absl::AbortedError(absl::StrCat(
           wait->target->name(), " stopped before the awaited work"));
+      return Outcome::kDone;
     }
     std::optional<double> time = wait->target->MarkTime(*wait->mark);
     if (time.has_value()) end = std::max(ready, *time);
     // What this scope waited for failed: its dependents fail too.
-    return wait->target->scope_error(item.scope);
+    status = wait->target->scope_error(item.scope);
+    return Outcome::kDone;
   }
   Gate* gate = std::get<std::shared_ptr<Gate>>(item.what).get();
-  absl::Status status;
   double busy = 0;
   {
     absl::MutexLock lock(&mu_);
-    auto opened = [this, gate]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return gate->open || stop_;
-    };
-    mu_.Await(absl::Condition(&opened));
     if (!gate->open) {
-      return absl::AbortedError(
+      if (!stop_) return Outcome::kParked;  // OpenGate wakes the stream
+      status = absl::AbortedError(
           absl::StrCat(name_, " stopped before its gate opened"));
+      return Outcome::kDone;
     }
     status = gate->status;
     busy = gate->busy_us;
@@ -266,27 +529,43 @@ absl::Status SimStream::Run(Item& item, const absl::Status& scope_error,
   // The host work started when the stream reached the gate; on a paced
   // clock it ended no earlier than now.
   end = std::max(ready + busy, clock_->NowUs());
-  if (!scope_error.ok()) return scope_error;
-  return status;
+  if (!scope_error.ok()) status = scope_error;
+  return Outcome::kDone;
 }
 
-void SimStream::Loop() {
+void SimStream::RunSlice() {
+  tls_running_stream = this;
+  WakeList wake;
+  std::optional<Done> done;
+  int budget = kSliceItems;
   while (true) {
-    absl::Status status;
-    uint64_t scope = 0;
-    double end = 0;
+    std::optional<Item> item;
+    absl::Status scope_error;
+    double ready = 0;
     {
-      Item item;
-      absl::Status scope_error;
-      double ready = 0;
-      {
-        absl::MutexLock lock(&mu_);
-        auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return head_ < released_ || stop_;
-        };
-        mu_.Await(absl::Condition(&has_work));
-        if (stop_) return;
-        item = std::move(items_[head_++]);
+      absl::MutexLock lock(&mu_);
+      if (done.has_value()) {
+        CompleteLocked(std::move(*done), wake);
+        done.reset();
+      }
+      if (pacing_.has_value()) {  // its deadline has passed
+        CompleteLocked(std::move(*pacing_), wake);
+        pacing_.reset();
+      }
+      if (stop_ || (!parked_.has_value() && head_ == released_)) {
+        state_ = State::kIdle;
+        break;
+      }
+      if (budget-- == 0) {
+        state_ = State::kRunnable;
+        pool_->Schedule(this);
+        break;
+      }
+      state_ = State::kRunning;
+      if (parked_.has_value()) {
+        item.swap(parked_);
+      } else {
+        item.emplace(std::move(items_[head_++]));
         if (head_ == items_.size()) {
           items_.clear();  // keeps its capacity
           head_ = 0;
@@ -296,27 +575,49 @@ void SimStream::Loop() {
           released_ -= head_;
           head_ = 0;
         }
-        scope_error = ScopeError(item.scope);
-        ready = last_end_us_;
       }
-      if (clock_->paced()) ready = std::max(ready, clock_->NowUs());
-      status = Run(item, scope_error, ready, end);
-      scope = item.scope;
-      // The item is destroyed here, before it completes, so whatever it
-      // captured is released by the time a waiter observes completion.
+      scope_error = ScopeError(item->scope);
+      ready = last_end_us_;
     }
-    PaceUntil(end);
-    absl::MutexLock lock(&mu_);
-    if (!status.ok()) scope_errors_.emplace(scope, std::move(status));
-    last_end_us_ = std::max(last_end_us_, end);
-    ++completed_;
-    while (!pending_marks_.empty() &&
-           pending_marks_.front()->seq <= completed_) {
-      pending_marks_.front()->done = true;
-      pending_marks_.front()->time_us = last_end_us_;
-      pending_marks_.pop_front();
+    if (!wake.empty()) WakeAll(wake);
+    if (clock_->paced()) ready = std::max(ready, clock_->NowUs());
+    double end = 0;
+    absl::Status status;
+    if (Run(*item, scope_error, ready, end, status) == Outcome::kParked) {
+      absl::MutexLock lock(&mu_);
+      if (stop_) {
+        state_ = State::kIdle;
+        break;  // the item is dropped with `item`, outside mu_
+      }
+      parked_.swap(item);
+      if (woken_) {  // what it waits for may have come meanwhile
+        woken_ = false;
+        continue;
+      }
+      state_ = State::kParked;
+      break;
     }
+    const uint64_t scope = item->scope;
+    // The item is destroyed here, before it completes, so whatever it
+    // captured is released by the time a waiter observes completion.
+    item.reset();
+    pool_->progress_.fetch_add(1, std::memory_order_relaxed);
+    if (clock_->paced()) {
+      const absl::Time deadline = clock_->RealTimeOf(end);
+      if (absl::Now() < deadline) {
+        absl::MutexLock lock(&mu_);
+        if (!stop_) {
+          pacing_ = Done{std::move(status), scope, end};
+          state_ = State::kPacing;
+          pool_->ScheduleAt(this, deadline);
+          break;
+        }
+      }
+    }
+    done = Done{std::move(status), scope, end};
   }
+  tls_running_stream = nullptr;
+  WakeAll(wake);
 }
 
 }  // namespace weft::runtime

@@ -1,23 +1,39 @@
-// One simulated stream: a FIFO queue of work drained by its own thread, on
-// the simulator's virtual clock (sim_timeline.h).
+// One simulated stream: a FIFO queue of work on the simulator's virtual
+// clock (sim_timeline.h), drained by the workers of a SimWorkerPool.
 //
 // Items run strictly in enqueue order, one at a time, and get sequence
 // numbers 1, 2, ...; `completed()` counts the items that have finished, so
 // "item s has completed" is `completed() >= s`. Kinds of item:
 //   work      returns a Status and its virtual end time (from its ready time:
 //             the end of the previous item, and on a paced clock no earlier
-//             than now);
+//             than now); work that cannot go on yet may park the stream
+//             (Timing::Park) and is run again once woken;
 //   callback  a host callback, told the first error of its error scope;
-//   wait      blocks until another stream's mark has completed, and moves
+//   wait      lasts until another stream's mark has completed, and moves
 //             this stream's virtual time up to the mark's;
-//   gate      blocks until the host opens it, then lasts the time the host
-//             says its work took.
+//   gate      lasts until the host opens it, then the time the host says
+//             its work took.
 // On a paced clock an item completes no earlier in real time than its
 // virtual end.
 //
+// Scheduling: a stream owns no thread. A stream with items to run is
+// runnable and queued on its pool; a worker takes it and runs its items in
+// order until it runs out, has run a slice of them (then it queues again
+// behind the other runnable streams), or parks. Nothing the simulator
+// waits for blocks a worker: a wait whose mark has not completed, a gate
+// not yet opened and work that parks leave the stream parked (no thread
+// waits), and what they wait for wakes it (the target's completion,
+// OpenGate, the work's own Waker), queuing it again; on a paced clock an
+// item whose virtual end lies ahead parks the stream until that real time,
+// on a timer of the pool. Host code that does block a worker (a callback
+// synchronizing another stream, a kernel that waits for the host) is
+// covered by the pool adding workers (SimWorkerPool), so no set of streams
+// can starve each other of threads. A stream made without a pool gets one
+// of its own, with one worker.
+//
 // Holding: while a stream holds (Hold, until Release), items enqueued on it
-// wait without waking the worker, which then starts on the whole run at
-// once; a long run is released early. The simulated backend holds the
+// wait without making the stream runnable, which then starts on the whole
+// run at once; a long run is released early. The simulated backend holds the
 // streams a thread enqueues on between Backend::BeginBatch and EndBatch.
 //
 // Marks capture "everything enqueued so far" (what simulated events record)
@@ -35,9 +51,10 @@
 // Sequence numbers still advance for skipped items, so nothing waiting on
 // this stream hangs.
 //
-// Lifecycle: running -> stopped (Stop) -> joined (Shutdown). Stopping drops
-// the items not yet started without running them (callbacks included) and
-// wakes every waiter.
+// Lifecycle: running -> stopped (Stop) -> shut down (Shutdown). Stopping
+// drops the items not yet started (a parked one included) without running
+// them (callbacks included) and wakes every waiter; shutting down also
+// waits until no worker runs the stream any more.
 //
 // Thread-safe.
 #ifndef WEFT_RUNTIME_SIM_SIM_STREAM_H_
@@ -47,10 +64,13 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -79,12 +99,126 @@ class SimDeviceHealth {
   std::atomic<bool> lost_{false};
 };
 
+class SimStream;
+
+// The threads that run simulated streams. A worker takes a runnable stream
+// off the queue (in the order they became runnable) and runs a slice of its
+// items; streams parked on a paced clock's deadline come back when it
+// passes (the idle workers sleep until the earliest one or new work).
+//
+// The pool starts `threads` workers and adds more only when the ones it has
+// are stuck in host code while streams wait to run: at once when a worker
+// blocks in a SimStream call (Synchronize, AwaitComplete, Shutdown of
+// another stream), and after a stall (no item completed for the stall
+// timeout while runnable streams waited) when a worker blocks anywhere
+// else. A stall is judged by the clock, so a host too busy to run the
+// workers may get one more than it needs. So a pool never deadlocks on work that only another
+// queued stream can finish; it stays at its size while its items do not
+// block. Added workers stay until the pool is destroyed; there are at most
+// kMaxThreads.
+//
+// Thread-safe.
+class SimWorkerPool {
+ public:
+  static constexpr int kMaxThreads = 1024;
+  static constexpr absl::Duration kDefaultStallTimeout =
+      absl::Milliseconds(10);
+
+  // Starts max(1, threads) workers and a monitor thread. An infinite
+  // `stall_timeout` adds no workers on stalls (only in WorkerMayBlock).
+  explicit SimWorkerPool(int threads,
+                         absl::Duration stall_timeout = kDefaultStallTimeout);
+  // Joins every thread. REQUIRES: every stream on the pool is shut down.
+  ~SimWorkerPool() ABSL_LOCKS_EXCLUDED(mu_);
+
+  SimWorkerPool(const SimWorkerPool&) = delete;
+  SimWorkerPool& operator=(const SimWorkerPool&) = delete;
+
+  // Workers started so far.
+  int threads() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The interface of SimStream (which calls these with its own lock held:
+  // a stream's lock comes before the pool's).
+  // Queues `stream` to run now, or at real time `at`.
+  void Schedule(SimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void ScheduleAt(SimStream* stream, absl::Time at) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes `stream` off the queue and the timers, if it is there.
+  void Unschedule(SimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until no worker runs `stream`, or took it to run (on a worker,
+  // after WorkerMayBlock's step).
+  void WaitUntilNotRunning(const SimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // Called on a worker of this pool about to block on other streams'
+  // progress: adds a worker at once if none is idle.
+  void WorkerMayBlock() ABSL_LOCKS_EXCLUDED(mu_);
+  // The pool whose worker is the calling thread, or null.
+  static SimWorkerPool* Current();
+
+ private:
+  void StartWorkerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WorkerLoop(int index) ABSL_LOCKS_EXCLUDED(mu_);
+  void MonitorLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Moves the streams whose time has come from the timers to the queue.
+  void PromoteTimersLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const absl::Duration stall_timeout_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_cv_;     // idle workers wait on it
+  absl::CondVar monitor_cv_;  // the monitor's untimed sleep
+  absl::CondVar running_cv_;  // WaitUntilNotRunning
+  std::deque<SimStream*> ready_ ABSL_GUARDED_BY(mu_);
+  std::set<std::pair<absl::Time, SimStream*>> timers_ ABSL_GUARDED_BY(mu_);
+  // What each worker runs (or took to run), null when none.
+  std::vector<const SimStream*> running_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
+  int idle_ ABSL_GUARDED_BY(mu_) = 0;
+  int running_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  bool monitor_sleeping_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  // Items completed by the pool's streams: the monitor's sign of progress.
+  std::atomic<uint64_t> progress_{0};
+  std::thread monitor_;
+
+  friend class SimStream;  // counts progress_
+};
+
 class SimStream {
  public:
+  // Wakes a parked stream: safe from any thread, at any time (a wake that
+  // finds the stream running makes it try its item again before parking;
+  // one that finds it shut down does nothing). Spurious wakes are harmless:
+  // a woken item checks again what it waits for.
+  class Waker {
+   public:
+    void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    friend class SimStream;
+    explicit Waker(SimStream* stream) : stream_(stream) {}
+    absl::Mutex mu_;
+    SimStream* stream_ ABSL_GUARDED_BY(mu_);  // null once shut down
+  };
+
   // What a work item knows and reports about its virtual time.
-  struct Timing {
+  class Timing {
+   public:
+    Timing(double ready, const std::shared_ptr<Waker>* waker)
+        : ready_us(ready), end_us(ready), waker_(waker) {}
     double ready_us = 0;  // in: the earliest it can start
     double end_us = 0;    // out: when it finished; ready_us unless set
+    // Parks the stream instead of completing the item: its status is
+    // ignored and it runs again (with the same ready_us) once the returned
+    // waker is woken. Whatever the work waits for must be able to wake it.
+    std::shared_ptr<Waker> Park() {
+      parked_ = true;
+      return *waker_;
+    }
+    bool parked() const { return parked_; }
+
+   private:
+    const std::shared_ptr<Waker>* waker_;
+    bool parked_ = false;
   };
   using Work = std::function<absl::Status(Timing& timing)>;
 
@@ -103,11 +237,13 @@ class SimStream {
     double busy_us = 0;
   };
 
-  // Starts the worker thread. `name` labels error messages. `clock` and
-  // `health` are not owned and must outlive the stream; `health` may be
-  // null (always healthy).
+  // `name` labels error messages. `clock` and `health` are not owned and
+  // must outlive the stream; `health` may be null (always healthy). `pool`
+  // (not owned, outlives the stream) runs the stream; null gives the stream
+  // a pool of its own with one worker.
   SimStream(std::string name, const SimClock* clock,
-            const SimDeviceHealth* health = nullptr);
+            const SimDeviceHealth* health = nullptr,
+            SimWorkerPool* pool = nullptr);
   ~SimStream();  // Shutdown()
 
   SimStream(const SimStream&) = delete;
@@ -143,7 +279,7 @@ class SimStream {
   // Starts holding for the holder `token` (non-zero); false when this
   // holder holds it already.
   bool Hold(uint64_t token) ABSL_LOCKS_EXCLUDED(mu_);
-  // Stops holding and lets the worker start on everything enqueued.
+  // Stops holding and lets the workers start on everything enqueued.
   void Release() ABSL_LOCKS_EXCLUDED(mu_);
 
   // A mark of everything enqueued so far.
@@ -172,15 +308,20 @@ class SimStream {
   // the current scope's first error, or ABORTED when stopped first.
   absl::Status Synchronize() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // True on this stream's worker thread.
+  // True on a worker while it runs one of this stream's items (there, the
+  // calls that wait for this stream would wait for themselves).
   bool OnWorkerThread() const;
 
-  // Asks the worker to stop after the item it is running, drops pending
-  // items and wakes every waiter. Does not wait. Idempotent.
+  // Drops pending items (the parked one included), stops the stream after
+  // the item being run and wakes every waiter. Does not wait. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Stop(), then joins the worker. Idempotent. Must not run on the worker
-  // thread.
-  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_, join_mu_);
+  // Stop(), then waits until no worker runs the stream (and, for a stream
+  // with a pool of its own, joins it). Idempotent. REQUIRES: not
+  // OnWorkerThread().
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_, shutdown_mu_);
+
+  // Runs a slice of the stream's items; called by a worker of its pool.
+  void RunSlice() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct WaitFor {
@@ -192,31 +333,67 @@ class SimStream {
     uint64_t scope = 0;
     std::variant<Work, HostCallback, WaitFor, std::shared_ptr<Gate>> what;
   };
+  // runnable: queued on the pool; running: a worker has it; parked: its
+  // next item waits to be woken; pacing: its last item completes at a
+  // real-time deadline.
+  //   idle -> runnable -> running -> idle | runnable | parked | pacing
+  //   parked -> runnable (woken), pacing -> runnable (deadline)
+  enum class State { kIdle, kRunnable, kRunning, kParked, kPacing };
+  enum class Outcome { kDone, kParked };
+  // What an item left to record when it completes.
+  struct Done {
+    absl::Status status;
+    uint64_t scope = 0;
+    double end_us = 0;
+  };
+  using WakeList = std::vector<std::shared_ptr<Waker>>;
 
   uint64_t Push(Item item) ABSL_LOCKS_EXCLUDED(mu_);
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
-  // Runs one item on the worker; returns its status and sets its end time.
-  absl::Status Run(Item& item, const absl::Status& scope_error, double ready,
-                   double& end) ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits (paced clock) until virtual time `us` has passed in real time.
-  void PaceUntil(double us) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues the stream when it has released items and nothing runs it.
+  void MaybeScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A wake: see Waker.
+  void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs one item; kParked leaves it to run again.
+  Outcome Run(Item& item, const absl::Status& scope_error, double ready,
+              double& end, absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether item `seq` has completed (kDone), or the stream stopped first
+  // (kDone, false); otherwise registers `waker` to be woken at either.
+  Outcome AwaitOrRegister(uint64_t seq, const std::shared_ptr<Waker>& waker,
+                          bool& completed) ABSL_LOCKS_EXCLUDED(mu_);
+  // Records a completed item; the wakers it releases go to `wake`.
+  void CompleteLocked(Done done, WakeList& wake)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status ScopeError(uint64_t scope) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void WakeAll(WakeList& wake);
 
   // Constant after construction.
   const std::string name_;
   const SimClock* const clock_;
   const SimDeviceHealth* const health_;
+  // Reset by Shutdown, after which pool_ is not used.
+  std::unique_ptr<SimWorkerPool> own_pool_;
+  SimWorkerPool* const pool_;
+  const std::shared_ptr<Waker> waker_;
 
-  // Most items held back before the worker is let in on them anyway.
+  // Most items held back before the stream is made runnable anyway.
   static constexpr size_t kMaxHeld = 64;
+  // Most items a worker runs before it lets the other streams go first.
+  static constexpr int kSliceItems = 256;
 
   mutable absl::Mutex mu_;
-  // Items not yet started: [head_, released_) are the worker's to take,
+  // Items not yet started: [head_, released_) are the workers' to take,
   // [released_, end) are held back.
   std::vector<Item> items_ ABSL_GUARDED_BY(mu_);
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t released_ ABSL_GUARDED_BY(mu_) = 0;
+  // The item that parked the stream, to run again first.
+  std::optional<Item> parked_ ABSL_GUARDED_BY(mu_);
+  // The item waiting for its real-time end on a paced clock.
+  std::optional<Done> pacing_ ABSL_GUARDED_BY(mu_);
+  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
+  // A wake came while the stream was running.
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
   // The holder holding, 0 for none. Written under mu_; read without it
   // by Hold's fast path.
   std::atomic<uint64_t> hold_token_{0};
@@ -229,14 +406,14 @@ class SimStream {
       ABSL_GUARDED_BY(mu_);
   // Marks not yet completed, in sequence order.
   std::deque<std::shared_ptr<Mark>> pending_marks_ ABSL_GUARDED_BY(mu_);
+  // Parked streams waiting for an item of this one, by its sequence number.
+  std::multimap<uint64_t, std::shared_ptr<Waker>> waiters_
+      ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Serializes Shutdown's join. The thread is started in the constructor
-  // body, after every other member is initialized; worker_id_ is constant
-  // from then on.
-  absl::Mutex join_mu_;
-  std::thread worker_ ABSL_GUARDED_BY(join_mu_);
-  std::thread::id worker_id_;
+  // Serializes Shutdown.
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };
 
 }  // namespace weft::runtime

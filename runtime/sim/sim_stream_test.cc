@@ -1,11 +1,14 @@
 #include "runtime/sim/sim_stream.h"
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -334,6 +337,203 @@ TEST_F(SimStreamTest, ShutdownDropsPendingWorkAndWakesWaiters) {
   absl::Status s = stream->Synchronize();
   EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(s.message(), HasSubstr("shut down"));
+}
+
+// A stream waiting on a mark holds no thread: with one worker (and none
+// added on stalls), the stream it waits for still runs.
+TEST_F(SimStreamTest, WaitParksTheStreamInsteadOfItsWorker) {
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  auto a = std::make_shared<SimStream>("a", &unpaced_, nullptr, &pool);
+  SimStream b("b", &unpaced_, nullptr, &pool);
+  ASSERT_TRUE(a->Hold(1));
+  a->Enqueue(Lasting(30));
+  std::shared_ptr<SimStream::Mark> mark = a->Record();
+  b.EnqueueWait(a, mark);
+  b.Enqueue(Lasting(5));
+  std::shared_ptr<SimStream::Mark> end = b.Record();
+  // The one worker takes c after b parked on its wait.
+  SimStream c("c", &unpaced_, nullptr, &pool);
+  absl::Notification b_parked;
+  c.EnqueueCallback([&](absl::Status) { b_parked.Notify(); });
+  b_parked.WaitForNotification();
+  EXPECT_FALSE(b.IsComplete(1));
+  a->Release();
+  ASSERT_TRUE(b.Synchronize().ok());
+  EXPECT_EQ(b.MarkTime(*end), 35);
+  EXPECT_EQ(pool.threads(), 1);
+  b.Shutdown();
+  a->Shutdown();
+}
+
+TEST_F(SimStreamTest, ClosedGateParksOnlyItsStream) {
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  SimStream gated("gated", &unpaced_, nullptr, &pool);
+  SimStream other("other", &unpaced_, nullptr, &pool);
+  auto gate = std::make_shared<SimStream::Gate>();
+  gated.EnqueueGate(gate);
+  const uint64_t after = gated.Enqueue(Lasting(1));
+  other.Enqueue(Lasting(7));
+  ASSERT_TRUE(other.Synchronize().ok());
+  EXPECT_FALSE(gated.IsComplete(after));
+  ASSERT_TRUE(gated.OpenGate(*gate, absl::OkStatus(), 10).ok());
+  ASSERT_TRUE(gated.Synchronize().ok());
+  EXPECT_EQ(gated.last_end_us(), 11);
+  EXPECT_EQ(pool.threads(), 1);
+}
+
+// Work that parks runs again once woken, and completes then.
+TEST_F(SimStreamTest, ParkedWorkRunsAgainWhenWoken) {
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  SimStream stream("s", &unpaced_, nullptr, &pool);
+  absl::Mutex mu;
+  std::shared_ptr<SimStream::Waker> waker;
+  bool may_finish = false;
+  int runs = 0;
+  stream.Enqueue([&](SimStream::Timing& t) {
+    absl::MutexLock lock(&mu);
+    ++runs;
+    if (!may_finish) {
+      waker = t.Park();
+      return absl::OkStatus();
+    }
+    t.end_us = t.ready_us + 3;
+    return absl::OkStatus();
+  });
+  const uint64_t last = stream.Enqueue(Lasting(1));
+  absl::Notification parked;
+  SimStream other("other", &unpaced_, nullptr, &pool);
+  // The pool's one worker gets to `other` only after `stream` parked.
+  other.EnqueueCallback([&](absl::Status) { parked.Notify(); });
+  parked.WaitForNotification();
+  EXPECT_FALSE(stream.IsComplete(1));
+  std::shared_ptr<SimStream::Waker> to_wake;
+  {
+    absl::MutexLock lock(&mu);
+    may_finish = true;
+    to_wake = waker;
+  }
+  ASSERT_NE(to_wake, nullptr);
+  to_wake->Wake();
+  ASSERT_TRUE(stream.AwaitComplete(last));
+  EXPECT_EQ(stream.last_end_us(), 4);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(runs, 2);
+}
+
+// A callback that synchronizes another stream of the same pool blocks its
+// worker; the pool adds one at once (stalls are not even watched here) so
+// that the other stream runs.
+TEST_F(SimStreamTest, CallbackSynchronizingAnotherStreamDoesNotDeadlock) {
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  SimStream a("a", &unpaced_, nullptr, &pool);
+  SimStream b("b", &unpaced_, nullptr, &pool);
+  ASSERT_TRUE(b.Hold(1));
+  b.Enqueue(Lasting(2));
+  absl::Status synced = absl::UnknownError("not called");
+  a.EnqueueCallback([&](absl::Status) {
+    EXPECT_TRUE(a.OnWorkerThread());
+    EXPECT_FALSE(b.OnWorkerThread());
+    b.Release();
+    synced = b.Synchronize();
+  });
+  ASSERT_TRUE(a.Synchronize().ok());
+  EXPECT_TRUE(synced.ok()) << synced;
+  EXPECT_GE(pool.threads(), 2);
+}
+
+// Host code that blocks without the pool knowing (here a callback waiting
+// for another stream's callback) stalls the queue; the pool adds a worker.
+TEST_F(SimStreamTest, BlockedWorkersAreReplacedAfterAStall) {
+  SimWorkerPool pool(1);
+  SimStream a("a", &unpaced_, nullptr, &pool);
+  SimStream b("b", &unpaced_, nullptr, &pool);
+  absl::Notification from_b;
+  a.EnqueueCallback([&](absl::Status) { from_b.WaitForNotification(); });
+  b.EnqueueCallback([&](absl::Status) { from_b.Notify(); });
+  ASSERT_TRUE(a.Synchronize().ok());
+  ASSERT_TRUE(b.Synchronize().ok());
+  EXPECT_GE(pool.threads(), 2);
+}
+
+// Sixty-four streams in a ring of waits, on two workers: every wait is
+// met, the virtual times add up, and the pool keeps its size.
+TEST_F(SimStreamTest, ManyStreamsRunOnFewWorkers) {
+  constexpr int kStreams = 64;
+  constexpr int kRounds = 20;
+  SimWorkerPool pool(2, absl::InfiniteDuration());
+  std::vector<std::shared_ptr<SimStream>> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(std::make_shared<SimStream>(
+        "s" + std::to_string(i), &unpaced_, nullptr, &pool));
+  }
+  // Round r: stream i waits for stream i-1's work of round r, then works
+  // 1 us. Stream 0 waits for the last stream's previous round.
+  std::vector<std::shared_ptr<SimStream::Mark>> last(kStreams);
+  for (int r = 0; r < kRounds; ++r) {
+    for (int i = 0; i < kStreams; ++i) {
+      const int from = (i + kStreams - 1) % kStreams;
+      if (last[from] != nullptr) streams[i]->EnqueueWait(streams[from], last[from]);
+      streams[i]->Enqueue(Lasting(1));
+      last[i] = streams[i]->Record();
+    }
+  }
+  for (auto& stream : streams) ASSERT_TRUE(stream->Synchronize().ok());
+  // The ring makes one chain of kStreams * kRounds items.
+  EXPECT_EQ(streams[kStreams - 1]->last_end_us(), kStreams * kRounds);
+  EXPECT_EQ(pool.threads(), 2);
+  for (auto& stream : streams) stream->Shutdown();
+}
+
+// On a paced clock a worker does not sleep through an item's virtual
+// time: other streams run meanwhile.
+TEST_F(SimStreamTest, PacingDoesNotHoldTheWorker) {
+  SimClock paced(1.0);
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  SimStream slow("slow", &paced, nullptr, &pool);
+  SimStream quick("quick", &paced, nullptr, &pool);
+  const uint64_t seq = slow.Enqueue(Lasting(10e6));  // 10 s
+  quick.Enqueue(Lasting(0));
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(quick.Synchronize().ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_FALSE(slow.IsComplete(seq));
+  EXPECT_EQ(pool.threads(), 1);
+  slow.Shutdown();
+}
+
+TEST_F(SimStreamTest, StopDropsAParkedItem) {
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  auto target = std::make_shared<SimStream>("t", &unpaced_, nullptr, &pool);
+  SimStream waiter("w", &unpaced_, nullptr, &pool);
+  ASSERT_TRUE(target->Hold(1));
+  target->Enqueue(Lasting(1));
+  waiter.EnqueueWait(target, target->Record());
+  bool callback_ran = false;
+  waiter.EnqueueCallback([&](absl::Status) { callback_ran = true; });
+  waiter.Shutdown();
+  absl::Status s = waiter.Synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s.message(), HasSubstr("shut down"));
+  EXPECT_FALSE(callback_ran);
+  target->Release();
+  EXPECT_TRUE(target->Synchronize().ok());
+  target->Shutdown();
+}
+
+TEST_F(SimStreamTest, WaitOnAStoppedStreamFailsTheWaitersScope) {
+  SimWorkerPool pool(1, absl::InfiniteDuration());
+  auto target = std::make_shared<SimStream>("t", &unpaced_, nullptr, &pool);
+  SimStream waiter("w", &unpaced_, nullptr, &pool);
+  ASSERT_TRUE(target->Hold(1));
+  target->Enqueue(Lasting(1));
+  waiter.EnqueueWait(target, target->Record());
+  absl::Status told;
+  waiter.EnqueueCallback([&](absl::Status s) { told = s; });
+  target->Shutdown();
+  absl::Status s = waiter.Synchronize();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(s.message(), HasSubstr("t stopped before the awaited work"));
+  EXPECT_EQ(told, s);
 }
 
 }  // namespace
