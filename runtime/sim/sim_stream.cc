@@ -118,9 +118,17 @@ void SimWorkerPool::WorkerMayBlock() {
 }
 
 void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
+  bool promoted = false;
   while (!timers_.empty() && timers_.begin()->first <= now) {
     ready_.push_back(timers_.begin()->second);
     timers_.erase(timers_.begin());
+    // As Schedule: an idle worker may sleep with no deadline.
+    if (promoted && idle_ > 0) work_cv_.Signal();
+    promoted = true;
+  }
+  if (promoted && monitor_sleeping_) {
+    monitor_sleeping_ = false;
+    monitor_cv_.Signal();
   }
 }
 
@@ -153,7 +161,11 @@ void SimWorkerPool::WorkerLoop(int index) {
 }
 
 bool SimWorkerPool::StalledLocked() const {
-  return !stop_ && !ready_.empty() && idle_ == 0;
+  // A stream whose paced deadline has passed waits to run as much as a
+  // queued one: only a worker moves it to the queue.
+  return !stop_ && idle_ == 0 &&
+         (!ready_.empty() ||
+          (!timers_.empty() && timers_.begin()->first <= absl::Now()));
 }
 
 void SimWorkerPool::MonitorLoop() {
@@ -542,6 +554,7 @@ void SimStream::RunSlice() {
     std::optional<Item> item;
     absl::Status scope_error;
     double ready = 0;
+    bool resumed = false;
     {
       absl::MutexLock lock(&mu_);
       if (done.has_value()) {
@@ -564,7 +577,10 @@ void SimStream::RunSlice() {
       state_ = State::kRunning;
       if (parked_.has_value()) {
         item.swap(parked_);
+        ready = parked_ready_us_;
+        resumed = true;
       } else {
+        ready = last_end_us_;
         item.emplace(std::move(items_[head_++]));
         if (head_ == items_.size()) {
           items_.clear();  // keeps its capacity
@@ -577,10 +593,11 @@ void SimStream::RunSlice() {
         }
       }
       scope_error = ScopeError(item->scope);
-      ready = last_end_us_;
     }
     if (!wake.empty()) WakeAll(wake);
-    if (clock_->paced()) ready = std::max(ready, clock_->NowUs());
+    // A resumed item started when it first ran: a gate's host work and a
+    // wait count from then, not from the wake.
+    if (clock_->paced() && !resumed) ready = std::max(ready, clock_->NowUs());
     double end = 0;
     absl::Status status;
     if (Run(*item, scope_error, ready, end, status) == Outcome::kParked) {
@@ -590,6 +607,7 @@ void SimStream::RunSlice() {
         break;  // the item is dropped with `item`, outside mu_
       }
       parked_.swap(item);
+      parked_ready_us_ = ready;
       if (woken_) {  // what it waits for may have come meanwhile
         woken_ = false;
         continue;

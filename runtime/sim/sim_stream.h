@@ -111,8 +111,9 @@ class SimStream;
 // blocks in a SimStream call (Synchronize, AwaitComplete, Shutdown of
 // another stream), and after a stall (no item completed for the stall
 // timeout while runnable streams waited) when a worker blocks anywhere
-// else. A stall is judged by the clock, so a host too busy to run the
-// workers may get one more than it needs. So a pool never deadlocks on work that only another
+// else (streams whose paced deadline has passed count as waiting). A stall
+// is judged by the clock, so a host too busy to run the workers may get one
+// more than it needs. So a pool never deadlocks on work that only another
 // queued stream can finish; it stays at its size while its items do not
 // block. Added workers stay until the pool is destroyed; there are at most
 // kMaxThreads.
@@ -387,8 +388,10 @@ class SimStream {
   std::vector<Item> items_ ABSL_GUARDED_BY(mu_);
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t released_ ABSL_GUARDED_BY(mu_) = 0;
-  // The item that parked the stream, to run again first.
+  // The item that parked the stream, to run again first, and the ready
+  // time it had when it first ran (it keeps it, paced or not).
   std::optional<Item> parked_ ABSL_GUARDED_BY(mu_);
+  double parked_ready_us_ ABSL_GUARDED_BY(mu_) = 0;
   // The item waiting for its real-time end on a paced clock.
   std::optional<Done> pacing_ ABSL_GUARDED_BY(mu_);
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;

@@ -501,6 +501,48 @@ TEST_F(SimStreamTest, PacingDoesNotHoldTheWorker) {
   slow.Shutdown();
 }
 
+// A gate's host work starts when the stream reaches the gate: on a paced
+// clock, host work that took as long as the host kept the gate closed ends
+// when the gate opens, not that long after it.
+TEST_F(SimStreamTest, PacedGateCountsHostWorkFromWhenTheStreamReachedIt) {
+  SimClock paced(1.0);
+  SimStream stream("s", &paced);
+  absl::Notification reached;
+  stream.EnqueueCallback([&](absl::Status) { reached.Notify(); });
+  auto gate = std::make_shared<SimStream::Gate>();
+  stream.EnqueueGate(gate);
+  reached.WaitForNotification();
+  constexpr double kBusyUs = 200e3;
+  // Real time passes while the host works (this is the host's work, not
+  // ordering: the stream is parked on the gate either way).
+  absl::SleepFor(absl::Microseconds(kBusyUs));
+  const double opened_at = paced.NowUs();
+  ASSERT_TRUE(stream.OpenGate(*gate, absl::OkStatus(), kBusyUs).ok());
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_GE(stream.last_end_us(), kBusyUs);
+  EXPECT_LT(stream.last_end_us(), opened_at + kBusyUs / 2);
+}
+
+// A worker blocked in host code while a paced stream's deadline passes:
+// the stream is due to run, so the pool adds a worker for it.
+TEST_F(SimStreamTest, BlockedWorkerIsReplacedForADuePacedStream) {
+  SimClock paced(1.0);
+  SimWorkerPool pool(1);
+  SimStream due("due", &paced, nullptr, &pool);
+  SimStream blocked("blocked", &paced, nullptr, &pool);
+  absl::Notification from_due;
+  due.Enqueue(Lasting(100e3));  // parks on its deadline, 100 ms from now
+  due.EnqueueCallback([&](absl::Status) { from_due.Notify(); });
+  bool saw_due = false;
+  blocked.EnqueueCallback([&](absl::Status) {
+    saw_due = from_due.WaitForNotificationWithTimeout(absl::Seconds(3));
+  });
+  ASSERT_TRUE(blocked.Synchronize().ok());
+  EXPECT_TRUE(saw_due);
+  ASSERT_TRUE(due.Synchronize().ok());
+  EXPECT_GE(pool.threads(), 2);
+}
+
 TEST_F(SimStreamTest, StopDropsAParkedItem) {
   SimWorkerPool pool(1, absl::InfiniteDuration());
   auto target = std::make_shared<SimStream>("t", &unpaced_, nullptr, &pool);
