@@ -82,7 +82,7 @@ class TestJob {
     pn.node = id;
     pn.stream = stream;
     pn.device = plan_.streams[stream].device;
-    pn.wait_events = std::move(waits);
+    pn.wait_events.assign(waits.begin(), waits.end());
     pn.signal_event = signal;
     if (signal >= plan_.num_events) plan_.num_events = signal + 1;
     plan_.nodes.push_back(std::move(pn));

@@ -1,52 +1,19 @@
 #include "scheduler/cost_model.h"
 
 #include <algorithm>
-#include <functional>
 #include <memory>
-#include <queue>
 #include <utility>
-#include <variant>
 
+#include "absl/numeric/bits.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/huge_pages.h"
+#include "scheduler/min_heap.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
 
 CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
-  const int n = dag.num_nodes();
-  CostLevels levels;
-  ReserveHuge(levels.top_us, n);
-  ReserveHuge(levels.bottom_us, n);
-  levels.top_us.assign(n, 0);
-  levels.bottom_us.assign(n, 0);
-  levels.bottom_hops.assign(n, 0);
-  for (NodeId v : dag.order) {
-    double top = 0;
-    for (NodeId p : dag.Preds(v)) {
-      top = std::max(top, levels.top_us[p] + graph.cost_us(p));
-    }
-    levels.top_us[v] = top;
-    const double cost = graph.cost_us(v);
-    levels.critical_path_us = std::max(levels.critical_path_us, top + cost);
-    levels.total_work_us += cost;
-    const Engine engine = graph.engine(v);
-    if (engine == Engine::kCompute || engine == Engine::kCollective) {
-      levels.device_work_us += cost;
-    }
-  }
-  for (auto it = dag.order.rbegin(); it != dag.order.rend(); ++it) {
-    const NodeId v = *it;
-    double below = 0;
-    int32_t hops = 0;
-    for (NodeId s : dag.Succs(v)) {
-      below = std::max(below, levels.bottom_us[s]);
-      hops = std::max(hops, levels.bottom_hops[s] + 1);
-    }
-    levels.bottom_us[v] = below + graph.cost_us(v);
-    levels.bottom_hops[v] = hops;
-  }
-  return levels;
+  return ComputeLevels(graph, dag);
 }
 
 double LowerBound(const CostLevels& levels, int num_devices,
@@ -86,11 +53,45 @@ UnitKind UnitOf(Engine engine) {
   return UnitKind::kHost;
 }
 
-using MinHeap =
-    std::priority_queue<int32_t, std::vector<int32_t>, std::greater<>>;
+// A node's completion (or its transfer's): earliest first, then lowest
+// issue position. A node has at most one pending at a time, so no two are
+// equal.
+struct Completion {
+  double time;
+  int32_t position;
+};
+
+inline bool operator<(const Completion& a, const Completion& b) {
+  // Non-short-circuit on purpose: the heap's comparisons then compile to
+  // flag arithmetic instead of hard-to-predict branches.
+  return (a.time < b.time) |
+         ((a.time == b.time) & (a.position < b.position));
+}
+
+// Per buffer: the devices holding it up to date (bit d; kHostBit for the
+// host), the device of its last writer (kNowhere: not created yet) and the
+// last position whose transfer counted it.
+struct BufferState {
+  uint64_t where = 0;
+  int32_t latest = kNowhere;
+  int32_t stamp = -1;
+};
+
+// Per event: the head of the list of streams whose head node waits for it
+// (linked through Simulation::next_blocked_), or one of these states.
+constexpr int32_t kUnclaimed = -3;    // no node signals it (while indexing)
+constexpr int32_t kUnsignalled = -1;  // signaller pending, nobody blocked
+constexpr int32_t kSignalled = -2;    // its signaller has finished
 
 // One run of the simulation over a compact schedule; writes the times
-// into a ScheduleTimes. Not thread-safe.
+// into a ScheduleTimes.
+//
+// Each stream is a linked list through the positions on it (next_ and,
+// for copies between devices, peer_next_). A stream whose head waits for
+// an unsignalled event is parked on that event's list; when the event's
+// signaller finishes, the parked heads are retried in issue order, so
+// nodes reach their units in the same order as if every waiter were
+// counted down. Not thread-safe.
 class Simulation {
  public:
   Simulation(const Graph& graph, const Schedule& schedule,
@@ -102,6 +103,15 @@ class Simulation {
         topology_(topology),
         n_(static_cast<int>(schedule.node.size())),
         num_devices_(schedule.num_devices),
+        node_(schedule.node.data()),
+        device_(schedule.device.data()),
+        stream_(schedule.stream.data()),
+        signal_(schedule.signal.data()),
+        peer_stream_(schedule.peer_stream.empty() ? nullptr
+                                                  : schedule.peer_stream.data()),
+        peer_device_(schedule.peer_device.data()),
+        wait_offsets_(schedule.waits.offsets.data()),
+        wait_items_(schedule.waits.items.data()),
         start_(times.start_us),
         transfer_(times.transfer_us),
         makespan_(times.makespan_us) {}
@@ -114,10 +124,10 @@ class Simulation {
     int finished = 0;
     double makespan = 0;
     while (!completions_.empty()) {
-      now_ = completions_.top().first;
+      now_ = completions_.top().time;
       // Apply everything ending now before starting anything new.
-      while (!completions_.empty() && completions_.top().first == now_) {
-        const int32_t i = completions_.top().second;
+      while (!completions_.empty() && completions_.top().time == now_) {
+        const int32_t i = completions_.top().position;
         completions_.pop();
         if (phase_[i] == Phase::kTransfer) {
           FinishTransfer(i);
@@ -141,8 +151,7 @@ class Simulation {
  private:
   static constexpr uint64_t kHostBit = uint64_t{1} << 63;
 
-  // Checks the schedule's references and builds the per-position arrays
-  // and the stream and waiter indexes.
+  // Checks the schedule's references and links the streams, in one pass.
   absl::Status Index() {
     const Schedule& sc = schedule_;
     const int num_streams = sc.num_streams;
@@ -155,22 +164,39 @@ class Simulation {
          static_cast<int>(sc.peer_stream.size()) != n_)) {
       return absl::InternalError("schedule arrays disagree on the node count");
     }
-    int64_t num_members = n_;
-    std::vector<int32_t> signaller(num_events, -1);
-    stream_offsets_.assign(num_streams + 1, 0);
-    waiter_offsets_.assign(num_events + 1, 0);
-    pending_.resize(n_);
+    const bool peers = !sc.peer_stream.empty();
+    event_.assign(num_events, kUnclaimed);
+    head_.assign(num_streams, -1);
+    next_blocked_.assign(num_streams, -1);
+    std::vector<int32_t> last(num_streams, -1);
+    ReserveHuge(next_, n_);
+    ReserveHuge(unit_, n_);
+    next_.resize(n_);
     unit_.resize(n_);
-    cost_.resize(n_);
+    if (peers) peer_next_.resize(n_);
+    // Appends position i to stream s.
+    auto append = [&](int32_t i, int32_t s) {
+      const int32_t j = last[s];
+      if (j < 0) {
+        head_[s] = i;
+      } else if (sc.stream[j] == s) {
+        next_[j] = i;
+      } else {
+        peer_next_[j] = i;
+      }
+      last[s] = i;
+    };
+    const int num_nodes = graph_.num_nodes();
     for (int i = 0; i < n_; ++i) {
       const NodeId v = sc.node[i];
-      if (v < 0 || v >= graph_.num_nodes()) {
+      if (v < 0 || v >= num_nodes) {
         return absl::InternalError(
             absl::StrCat("plan node ", i, " refers to unknown node ", v));
       }
-      if (sc.stream[i] < 0 || sc.stream[i] >= num_streams) {
-        return absl::InternalError(absl::StrCat(
-            "plan node ", i, " is on unknown stream ", sc.stream[i]));
+      const int32_t s = sc.stream[i];
+      if (s < 0 || s >= num_streams) {
+        return absl::InternalError(
+            absl::StrCat("plan node ", i, " is on unknown stream ", s));
       }
       if (sc.device[i] < 0 || sc.device[i] >= num_devices_) {
         return absl::InternalError(
@@ -178,62 +204,48 @@ class Simulation {
       }
       const int32_t e = sc.signal[i];
       if (e >= 0) {
-        if (e >= num_events || signaller[e] >= 0) {
+        if (e >= num_events || event_[e] != kUnclaimed) {
           return absl::InternalError(
               absl::StrCat("plan node ", i, " signals bad event ", e));
         }
-        signaller[e] = i;
+        event_[e] = kUnsignalled;
       }
-      auto waits = sc.waits.Row(i);
-      pending_[i] = static_cast<int32_t>(waits.size());
-      for (int32_t w : waits) {
+      for (int32_t w : sc.waits.Row(i)) {
         if (w < 0 || w >= num_events) {
           return absl::InternalError(
               absl::StrCat("plan node ", i, " waits on unknown event ", w));
         }
-        ++waiter_offsets_[w + 1];
       }
       unit_[i] = UnitOf(graph_.engine(v));
-      cost_[i] = graph_.cost_us(v);
-      ++stream_offsets_[sc.stream[i] + 1];
-      if (const int32_t t = Peer(i); t >= 0) {
-        if (t >= num_streams || t == sc.stream[i] || sc.peer_device[i] < 0 ||
-            sc.peer_device[i] >= num_devices_ ||
-            sc.peer_device[i] == sc.device[i]) {
-          return absl::InternalError(absl::StrCat(
-              "plan node ", i, " has a bad peer stream ", t, " (device ",
-              sc.peer_device[i], ")"));
+      next_[i] = -1;
+      append(i, s);
+      if (peers) {
+        const int32_t t = sc.peer_stream[i];
+        peer_next_[i] = -1;
+        if (t >= 0) {
+          if (t >= num_streams || t == s || sc.peer_device[i] < 0 ||
+              sc.peer_device[i] >= num_devices_ ||
+              sc.peer_device[i] == sc.device[i]) {
+            return absl::InternalError(absl::StrCat(
+                "plan node ", i, " has a bad peer stream ", t, " (device ",
+                sc.peer_device[i], ")"));
+          }
+          append(i, t);
         }
-        ++stream_offsets_[t + 1];
-        ++num_members;
       }
     }
     for (int e = 0; e < num_events; ++e) {
-      if (signaller[e] < 0) {
+      if (event_[e] == kUnclaimed) {
         return absl::InternalError(
             absl::StrCat("event ", e, " is never signalled"));
       }
-      waiter_offsets_[e + 1] += waiter_offsets_[e];
     }
-    for (int s = 0; s < num_streams; ++s) {
-      stream_offsets_[s + 1] += stream_offsets_[s];
-    }
-    stream_nodes_.resize(num_members);
-    waiters_.resize(waiter_offsets_[num_events]);
-    head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
-    std::vector<int32_t> wfill(waiter_offsets_.begin(),
-                               waiter_offsets_.end() - 1);
-    for (int i = 0; i < n_; ++i) {
-      stream_nodes_[head_[sc.stream[i]]++] = i;
-      if (const int32_t t = Peer(i); t >= 0) stream_nodes_[head_[t]++] = i;
-      for (int32_t e : sc.waits.Row(i)) waiters_[wfill[e]++] = i;
-    }
-    head_.assign(stream_offsets_.begin(), stream_offsets_.end() - 1);
     return absl::OkStatus();
   }
 
   void Setup() {
     const int num_streams = schedule_.num_streams;
+    ReserveHuge(phase_, n_);
     phase_.assign(n_, Phase::kBlocked);
     ReserveHuge(start_, n_);
     ReserveHuge(transfer_, n_);
@@ -247,84 +259,104 @@ class Simulation {
     kernel_ready_.resize(num_devices_);
     copy_ready_.resize(num_devices_);
     parked_.resize(num_devices_);
-    // Each node has at most one completion pending: its transfer or itself.
-    std::vector<std::pair<double, int32_t>> pending;
-    pending.reserve(n_);
-    completions_ = decltype(completions_)(std::greater<>(), std::move(pending));
     if (!options_.model_transfers) return;
     const int num_buffers = graph_.num_buffers();
-    where_.assign(num_buffers, 0);
-    latest_.assign(num_buffers, kNowhere);
-    stamp_.assign(num_buffers, -1);
+    ReserveHuge(buffers_, num_buffers);
+    buffers_.resize(num_buffers);
     for (BufferId b = 0; b < num_buffers; ++b) {
       if (graph_.has_initial_data(b)) {
-        latest_[b] = Topology::kHost;
-        where_[b] = kHostBit;
+        buffers_[b].latest = Topology::kHost;
+        buffers_[b].where = kHostBit;
       }
     }
   }
 
   // Starts the node at the head of stream s on its way to its unit once
-  // its events allow.
+  // its events allow; parks the stream on the first event still missing.
   void TryActivate(int s) {
-    if (busy_[s] || head_[s] >= stream_offsets_[s + 1]) return;
-    const int32_t i = stream_nodes_[head_[s]];
-    if (pending_[i] > 0) return;
+    if (busy_[s]) return;
+    const int32_t i = head_[s];
+    if (i < 0) return;
+    for (int32_t k = wait_offsets_[i]; k < wait_offsets_[i + 1]; ++k) {
+      const int32_t e = wait_items_[k];
+      const int32_t state = event_[e];
+      if (state == kSignalled) continue;
+      next_blocked_[s] = state;  // kUnsignalled ends the list
+      event_[e] = s;
+      return;
+    }
     // A copy between devices also waits for the head of its other stream.
-    const int32_t o = Peer(i) < 0 ? -1
-                      : schedule_.stream[i] == s ? Peer(i)
-                                                 : schedule_.stream[i];
-    if (o >= 0) {
-      if (busy_[o] || stream_nodes_[head_[o]] != i) return;
+    const int32_t peer = Peer(i);
+    if (peer >= 0) {
+      const int32_t o = stream_[i] == s ? peer : stream_[i];
+      if (busy_[o] || head_[o] != i) return;
       busy_[o] = 1;
     }
     busy_[s] = 1;
     if (options_.model_transfers && NeedsTransfer(i)) {
       phase_[i] = Phase::kTransferWait;
-      copy_ready_[schedule_.device[i]].push(i);
+      PushCopy(i);
     } else {
       EnqueueForUnit(i);
     }
   }
 
+  // The signaller of event e finished: retries the streams parked on it,
+  // lowest head position first.
+  void Signal(int32_t e) {
+    int32_t s = event_[e];
+    event_[e] = kSignalled;
+    if (s < 0) return;
+    if (next_blocked_[s] < 0) {  // the common case: one waiter
+      TryActivate(s);
+      return;
+    }
+    woken_.clear();
+    for (; s >= 0; s = next_blocked_[s]) woken_.push_back(s);
+    std::sort(woken_.begin(), woken_.end(), [this](int32_t a, int32_t b) {
+      return head_[a] != head_[b] ? head_[a] < head_[b] : a < b;
+    });
+    for (int32_t t : woken_) TryActivate(t);
+  }
+
   // Creates never-written buffers in place; true if some input must be
   // copied to the node's device.
   bool NeedsTransfer(int32_t i) {
-    const int device = schedule_.device[i];
+    const int device = device_[i];
     const uint64_t bit = PresentBits(i);
     bool needed = false;
-    for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
+    for (const BufferUse& use : graph_.Uses(node_[i])) {
       if (!Reads(use.access)) continue;
-      const BufferId b = use.buffer;
-      if (latest_[b] == kNowhere) {
-        latest_[b] = device;
-        where_[b] = uint64_t{1} << device;
+      BufferState& b = buffers_[use.buffer];
+      if (b.latest == kNowhere) {
+        b.latest = device;
+        b.where = uint64_t{1} << device;
       }
-      if (!(where_[b] & bit)) needed = true;
+      if (!(b.where & bit)) needed = true;
     }
     return needed;
   }
 
   double TransferTime(int32_t i) {
-    const int device = schedule_.device[i];
+    const int device = device_[i];
     const uint64_t bit = PresentBits(i);
     double total = 0;
-    for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
+    for (const BufferUse& use : graph_.Uses(node_[i])) {
       if (!Reads(use.access)) continue;
-      const BufferId b = use.buffer;
-      if ((where_[b] & bit) || stamp_[b] == i) continue;
-      stamp_[b] = i;
-      total += topology_.TransferUs(graph_.buffer_bytes(b), latest_[b],
+      BufferState& b = buffers_[use.buffer];
+      if ((b.where & bit) || b.stamp == i) continue;
+      b.stamp = i;
+      total += topology_.TransferUs(graph_.buffer_bytes(use.buffer), b.latest,
                                     device);
     }
     return total;
   }
 
   void FinishTransfer(int32_t i) {
-    FreeCopyEngine(schedule_.device[i]);
-    const uint64_t bit = uint64_t{1} << schedule_.device[i];
-    for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
-      if (Reads(use.access)) where_[use.buffer] |= bit;
+    FreeCopyEngine(device_[i]);
+    const uint64_t bit = uint64_t{1} << device_[i];
+    for (const BufferUse& use : graph_.Uses(node_[i])) {
+      if (Reads(use.access)) buffers_[use.buffer].where |= bit;
     }
     EnqueueForUnit(i);
   }
@@ -333,10 +365,11 @@ class Simulation {
     phase_[i] = Phase::kUnitWait;
     switch (unit_[i]) {
       case UnitKind::kKernel:
-        kernel_ready_[schedule_.device[i]].push(i);
+        kernel_ready_[device_[i]].push(i);
+        Touch(device_[i]);
         break;
       case UnitKind::kCopy:
-        copy_ready_[schedule_.device[i]].push(i);
+        PushCopy(i);
         break;
       case UnitKind::kHost:
         host_ready_.push(i);
@@ -349,12 +382,12 @@ class Simulation {
       phase_[i] = Phase::kTransfer;
       const double t = TransferTime(i);
       transfer_[i] = t;
-      completions_.emplace(now_ + t, i);
+      completions_.push({now_ + t, i});
       return;
     }
     phase_[i] = Phase::kRunning;
     start_[i] = now_;
-    completions_.emplace(now_ + cost_[i], i);
+    completions_.push({now_ + graph_.cost_us(node_[i]), i});
   }
 
   void Dispatch() {
@@ -363,7 +396,10 @@ class Simulation {
       host_ready_.pop();
       Start(i);
     }
-    for (int d = 0; d < num_devices_; ++d) {
+    // Only devices whose queues or free units changed can start anything.
+    for (uint64_t todo = std::exchange(touched_, 0); todo != 0;
+         todo &= todo - 1) {
+      const int d = absl::countr_zero(todo);
       while (kernel_free_[d] > 0 && !kernel_ready_[d].empty()) {
         --kernel_free_[d];
         const int32_t i = kernel_ready_[d].top();
@@ -377,7 +413,7 @@ class Simulation {
             unit_[i] == UnitKind::kCopy) {
           // A copy between devices takes an engine on both devices at
           // once, or waits (holding neither) for one to free on the peer.
-          const int peer = schedule_.peer_device[i];
+          const int peer = peer_device_[i];
           if (copy_free_[peer] == 0) {
             parked_[peer].push_back(i);
             continue;
@@ -392,10 +428,11 @@ class Simulation {
 
   void FinishNode(int32_t i) {
     phase_[i] = Phase::kDone;
-    const int device = schedule_.device[i];
+    const int device = device_[i];
     switch (unit_[i]) {
       case UnitKind::kKernel:
         ++kernel_free_[device];
+        Touch(device);
         break;
       case UnitKind::kCopy:
         FreeCopyEngine(device);
@@ -405,44 +442,40 @@ class Simulation {
     }
     const int32_t peer = Peer(i);
     if (peer >= 0 && unit_[i] == UnitKind::kCopy) {
-      FreeCopyEngine(schedule_.peer_device[i]);
+      FreeCopyEngine(peer_device_[i]);
     }
     if (options_.model_transfers) {
       const uint64_t bit = uint64_t{1} << device;
-      for (const BufferUse& use : graph_.Uses(schedule_.node[i])) {
+      for (const BufferUse& use : graph_.Uses(node_[i])) {
         if (Writes(use.access)) {
-          where_[use.buffer] = bit;
-          latest_[use.buffer] = device;
+          BufferState& b = buffers_[use.buffer];
+          b.where = bit;
+          b.latest = device;
         }
       }
     }
-    const int s = schedule_.stream[i];
+    const int s = stream_[i];
     busy_[s] = 0;
-    ++head_[s];
+    head_[s] = next_[i];
     if (peer >= 0) {
       busy_[peer] = 0;
-      ++head_[peer];
+      head_[peer] = peer_next_[i];
       TryActivate(peer);
     }
     TryActivate(s);
-    const int32_t e = schedule_.signal[i];
-    if (e >= 0) {
-      for (int32_t k = waiter_offsets_[e]; k < waiter_offsets_[e + 1]; ++k) {
-        const int32_t w = waiters_[k];
-        if (--pending_[w] == 0) TryActivate(schedule_.stream[w]);
-      }
-    }
+    const int32_t e = signal_[i];
+    if (e >= 0) Signal(e);
   }
 
   int32_t Peer(int32_t i) const {
-    return schedule_.peer_stream.empty() ? -1 : schedule_.peer_stream[i];
+    return peer_stream_ == nullptr ? -1 : peer_stream_[i];
   }
 
   // Devices where node i finds its inputs without a transfer: its own,
   // and for a copy between devices the one it copies from.
   uint64_t PresentBits(int32_t i) const {
-    uint64_t bits = uint64_t{1} << schedule_.device[i];
-    if (Peer(i) >= 0) bits |= uint64_t{1} << schedule_.peer_device[i];
+    uint64_t bits = uint64_t{1} << device_[i];
+    if (Peer(i) >= 0) bits |= uint64_t{1} << peer_device_[i];
     return bits;
   }
 
@@ -450,9 +483,18 @@ class Simulation {
   // one go back to their queues.
   void FreeCopyEngine(int device) {
     ++copy_free_[device];
-    for (int32_t i : parked_[device]) copy_ready_[schedule_.device[i]].push(i);
+    Touch(device);
+    for (int32_t i : parked_[device]) PushCopy(i);
     parked_[device].clear();
   }
+
+  void PushCopy(int32_t i) {
+    copy_ready_[device_[i]].push(i);
+    Touch(device_[i]);
+  }
+
+  // Marks `device` for the next Dispatch.
+  void Touch(int device) { touched_ |= uint64_t{1} << device; }
 
   const Graph& graph_;
   const Schedule& schedule_;
@@ -460,38 +502,45 @@ class Simulation {
   const Topology& topology_;
   const int n_;
   const int num_devices_;
+  // The schedule's arrays, by issue position (peer_stream_ null: no
+  // peers), read through plain pointers in the hot loops.
+  const NodeId* const node_;
+  const int32_t* const device_;
+  const int32_t* const stream_;
+  const int32_t* const signal_;
+  const int32_t* const peer_stream_;
+  const int32_t* const peer_device_;
+  const int32_t* const wait_offsets_;
+  const int32_t* const wait_items_;
   double now_ = 0;
 
   // By issue position.
-  std::vector<int32_t> pending_;  // events not yet signalled
+  std::vector<int32_t> next_;       // next position on its stream, or -1
+  std::vector<int32_t> peer_next_;  // on its peer stream (empty: no peers)
   std::vector<UnitKind> unit_;
-  std::vector<double> cost_;
   std::vector<Phase> phase_;
   std::vector<double>& start_;
   std::vector<double>& transfer_;
   double& makespan_;
 
-  std::vector<int32_t> stream_offsets_;  // stream -> range of stream_nodes_
-  std::vector<int32_t> stream_nodes_;    // positions, by stream
-  std::vector<int32_t> waiter_offsets_;  // event -> range of waiters_
-  std::vector<int32_t> waiters_;
-  std::vector<int32_t> head_;     // by stream: index into stream_nodes_
-  std::vector<uint8_t> busy_;     // by stream: its head is on its way
+  std::vector<int32_t> event_;         // by event: see kSignalled
+  std::vector<int32_t> head_;          // by stream: its head position or -1
+  std::vector<int32_t> next_blocked_;  // by stream: next parked on the event
+  std::vector<int32_t> woken_;         // scratch for Signal
+  // By stream: its head is on its way. Not a byte type, whose stores the
+  // compiler must assume may change any other member.
+  std::vector<int32_t> busy_;
   std::vector<int> kernel_free_;  // by device
   std::vector<int> copy_free_;    // by device
-  std::vector<MinHeap> kernel_ready_;
-  std::vector<MinHeap> copy_ready_;  // transfers and COPY nodes
+  std::vector<MinHeap<int32_t>> kernel_ready_;
+  std::vector<MinHeap<int32_t>> copy_ready_;  // transfers and COPY nodes
   // By device: copies between devices waiting for one of its engines.
   std::vector<std::vector<int32_t>> parked_;
-  MinHeap host_ready_;
-  // (time, position), earliest first, then lowest position.
-  std::priority_queue<std::pair<double, int32_t>,
-                      std::vector<std::pair<double, int32_t>>, std::greater<>>
-      completions_;
+  MinHeap<int32_t> host_ready_;
+  uint64_t touched_ = 0;  // bit d: device d has new work or a freed unit
+  MinHeap<Completion> completions_;
 
-  std::vector<uint64_t> where_;  // by buffer: devices up to date (+ host)
-  std::vector<int32_t> latest_;  // by buffer: last writer's device
-  std::vector<int32_t> stamp_;   // by buffer: last position counting it
+  std::vector<BufferState> buffers_;  // by buffer
 };
 
 }  // namespace

@@ -46,20 +46,8 @@
 
 namespace weft::scheduler {
 
-struct CostLevels {
-  // By NodeId: the longest cost-weighted path from a source to the node's
-  // start (its earliest start on unlimited hardware).
-  std::vector<double> top_us;
-  // By NodeId: the longest cost-weighted path from the node's start to the
-  // end of a sink, the node's own cost included (its rank).
-  std::vector<double> bottom_us;
-  // By NodeId: the longest path to a sink counted in edges (ties in rank).
-  std::vector<int32_t> bottom_hops;
-  double critical_path_us = 0;
-  double total_work_us = 0;   // every node
-  double device_work_us = 0;  // COMPUTE and COLLECTIVE nodes
-};
-
+// CostLevels (dependency_inference.h): InferDependencies can fill them on
+// the way; this computes them for a built Dag.
 // O(V + E). Thread-safe (stateless).
 CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag);
 

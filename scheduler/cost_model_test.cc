@@ -75,7 +75,7 @@ Plan MakePlan(const std::vector<Step>& steps, int num_streams, int num_events,
     PlannedNode pn;
     pn.node = step.node;
     pn.stream = step.stream;
-    pn.wait_events = step.waits;
+    pn.wait_events.assign(step.waits.begin(), step.waits.end());
     pn.signal_event = step.signal;
     pn.device = step.device;
     plan.nodes.push_back(pn);
@@ -259,6 +259,33 @@ TEST(SimulatePlanTest, DetectsADeadlock) {
   absl::Status s = SimulatePlan(g, &plan);
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("deadlocks"));
+}
+
+// Heads released by one event go on in issue order, whatever their streams'
+// ids and whichever event they waited for first: here the first of b and c
+// to go creates y (zero-initialized) on its device, and the other pays for
+// a transfer.
+TEST(SimulatePlanTest, HeadsReleasedTogetherGoInIssueOrder) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y", 1000000);
+  m.Node("a", "x:r", {.engine = Engine::kHost, .cost = 3});
+  m.Node("d", "x:r", {.engine = Engine::kHost, .cost = 1});
+  m.Node("b", "y:r", {.cost = 5});
+  m.Node("c", "y:r", {.cost = 2});
+  Graph g = m.Build();
+  // a signals event 0 at 3, d event 1 at 1; b (stream 2, device 0) waits
+  // for event 0; c (stream 1, device 1) for events 1 and 0.
+  Plan plan = MakePlan({{0, 0, {}, 0, 0},
+                        {1, 3, {}, 1, 0},
+                        {2, 2, {0}, -1, 0},
+                        {3, 1, {1, 0}, -1, 1}},
+                       4, 2, {0, 1, 0, 0});
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  EXPECT_EQ(plan.nodes[2].estimated_start_us, 3);
+  EXPECT_EQ(plan.nodes[2].estimated_transfer_us, 0);
+  EXPECT_GT(plan.nodes[3].estimated_transfer_us, 0);
+  EXPECT_EQ(plan.nodes[3].estimated_start_us,
+            3 + plan.nodes[3].estimated_transfer_us);
 }
 
 TEST(SimulatePlanTest, CopyBetweenDevicesHoldsBothStreamsAndEngines) {

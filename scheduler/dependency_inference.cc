@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <string>
 #include <utility>
@@ -15,9 +16,6 @@
 
 namespace weft::scheduler {
 namespace {
-
-constexpr uint8_t kReadsFlag = 1;
-constexpr uint8_t kWritesFlag = 2;
 
 // Describes a cycle among the nodes Kahn's algorithm could not order and
 // names an `after` edge on it. Every such node has an unordered predecessor,
@@ -89,69 +87,333 @@ absl::Status CycleError(const Graph& graph, const Csr& preds,
       "inferred from buffer access): ", absl::StrJoin(names, " -> ")));
 }
 
+// Finds each node's direct predecessors, one node after another in NodeId
+// order (the GrCUDA rule of the file comment). Not thread-safe.
+//
+// A node's uses are applied one at a time, each as if by a node of its
+// own, skipping edges to the node itself. That gives the rule's edges for
+// the node's combined access to each buffer: reading and then writing a
+// buffer adds the readers before the write (the node's own read among
+// them, skipped); writing and then reading it leaves the node listed as a
+// reader as well as the last writer, which only repeats edges to the node
+// that later nodes get anyway (rows are deduplicated).
+class Collector {
+ public:
+  explicit Collector(const Graph& graph) : graph_(graph) {
+    ReserveHuge(buffers_, graph.num_buffers());
+    buffers_.resize(graph.num_buffers());
+    // One entry per read at most.
+    ReserveHuge(readers_, static_cast<size_t>(graph.num_uses()));
+  }
+
+  // Appends the distinct predecessors of `v`, sorted, to `csr` as its next
+  // row, and returns that row. REQUIRES: called for v = 0, 1, 2, ... in
+  // turn.
+  absl::Span<const NodeId> Next(NodeId v, Csr& csr) {
+    std::vector<NodeId>& items = csr.items;
+    const size_t start = items.size();
+    for (const BufferUse& use : graph_.Uses(v)) {
+      BufferState& s = buffers_[use.buffer];
+      if (s.last_writer >= 0 && s.last_writer != v) {
+        items.push_back(s.last_writer);  // RAW, WAW
+      }
+      if (Writes(use.access)) {
+        for (int32_t k = s.readers; k >= 0; k = readers_[k].next) {
+          if (readers_[k].node != v) items.push_back(readers_[k].node);  // WAR
+        }
+        s.readers = -1;
+        s.last_writer = v;
+      } else {
+        readers_.push_back({v, s.readers});
+        s.readers = static_cast<int32_t>(readers_.size()) - 1;
+      }
+    }
+    for (NodeId p : graph_.After(v)) items.push_back(p);
+    items.resize(start + SortUnique(items.data() + start, items.size() - start));
+    csr.offsets.push_back(static_cast<int32_t>(items.size()));
+    return absl::Span<const NodeId>(items.data() + start, items.size() - start);
+  }
+
+ private:
+  struct BufferState {
+    NodeId last_writer = -1;
+    int32_t readers = -1;  // head of the list of readers since that write
+  };
+  // Readers since the last write, per buffer: singly linked lists in one
+  // pool, so no buffer owns an allocation.
+  struct Reader {
+    NodeId node;
+    int32_t next;
+  };
+
+  // Sorts row[0, size) and drops repeats; returns how many are left.
+  static size_t SortUnique(NodeId* row, size_t size) {
+    if (size <= 1) return size;
+    if (size <= 16) {
+      for (size_t i = 1; i < size; ++i) {
+        const NodeId x = row[i];
+        size_t j = i;
+        for (; j > 0 && row[j - 1] > x; --j) row[j] = row[j - 1];
+        row[j] = x;
+      }
+    } else {
+      std::sort(row, row + size);
+    }
+    return std::unique(row, row + size) - row;
+  }
+
+  const Graph& graph_;
+  std::vector<BufferState> buffers_;
+  std::vector<Reader> readers_;
+};
+
+// Room for the common case, every argument and `after` edge distinct.
+size_t EdgeRoom(const Graph& graph) {
+  return static_cast<size_t>(graph.num_uses() + graph.num_after_edges());
+}
+
+// Transitive reduction, one node at a time in topological order: which of
+// a node's direct predecessors no other one of them reaches. Not
+// thread-safe.
+class Reducer {
+ public:
+  // Searches (backward over `raw`) may enter this many nodes per edge
+  // before the edge is left to the interval labels ...
+  static constexpr int64_t kSearchLimit = 256;
+  // ... and this many per node of the graph, plus kSearchSlack, in all.
+  static constexpr int64_t kSearchSlack = 4096;
+
+  // `reach` labels (or will label) `num_nodes` nodes.
+  Reducer(const ReachabilityIndex& reach, const Csr& raw, int num_nodes)
+      : reach_(reach),
+        query_(reach, raw),
+        budget_(num_nodes / 4 + kSearchSlack) {}
+
+  // Rows longer than this are left to ReduceExact.
+  static constexpr size_t kFewPreds = 16;
+
+  // Which of `row`, the direct predecessors of `v`, are redundant: returns
+  // a mask (bit i: row[i] is). `inherited` is what Label returned for v.
+  // REQUIRES: v and its ancestors are labelled in the index. Returns
+  // nullopt if some edge could not be settled with the window and a short
+  // search (or the row is longer than kFewPreds): ReduceExact must decide
+  // the row.
+  std::optional<uint32_t> Reduce(NodeId v, absl::Span<const NodeId> row,
+                                 uint64_t inherited) {
+    if (row.size() <= 1) return 0;
+    if (row.size() > kFewPreds) return std::nullopt;
+    constexpr int kWindow = ReachabilityIndex::kWindow;
+    const int32_t pv = reach_.pos(v);
+    uint32_t redundant = 0;
+    bool any_far = false;
+    for (size_t i = 0; i < row.size(); ++i) {
+      const int32_t d = pv - reach_.pos(row[i]);
+      if (d <= kWindow) {
+        redundant |= static_cast<uint32_t>((inherited >> (d - 1)) & 1) << i;
+      } else {
+        any_far = true;
+      }
+    }
+    if (!any_far) return redundant;
+    if (query_.nodes_searched() >= budget_) return std::nullopt;
+    // A far predecessor u is redundant if it reaches another predecessor w.
+    for (size_t i = 0; i < row.size(); ++i) {
+      const NodeId u = row[i];
+      if (pv - reach_.pos(u) <= kWindow) continue;
+      // Candidates within u's window are settled by one bit; only the
+      // others need a search.
+      candidates_.clear();
+      bool hit = false;
+      for (NodeId w : row) {
+        if (w == u || !reach_.MayReach(u, w)) continue;
+        if (reach_.InWindow(u, w)) {
+          hit = reach_.WindowBit(u, w);
+          if (hit) break;
+        } else {
+          candidates_.push_back(w);
+        }
+      }
+      if (!hit && !candidates_.empty()) {
+        const int64_t limit =
+            std::min(kSearchLimit, budget_ - query_.nodes_searched());
+        const std::optional<bool> reaches =
+            query_.TryReachesAny(u, candidates_, limit);
+        if (!reaches.has_value()) return std::nullopt;
+        hit = *reaches;
+      }
+      if (hit) redundant |= uint32_t{1} << i;
+    }
+    return redundant;
+  }
+
+  // As Reduce, for any row and always deciding: sets keep[i] to whether
+  // row[i] stays. `query` runs over an index that carries interval labels.
+  void ReduceExact(NodeId v, absl::Span<const NodeId> row,
+                   ReachabilityQuery& query, std::vector<uint8_t>& keep) {
+    keep.assign(row.size(), 1);
+    if (row.size() <= 1) return;
+    const int32_t pv = reach_.pos(v);
+    if (!ReduceInWindow(pv, row, keep)) return;
+    const IntervalLabels& intervals = reach_.intervals();
+    far_.clear();
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (pv - reach_.pos(row[i]) > ReachabilityIndex::kWindow) {
+        far_.push_back(i);
+      }
+    }
+    if (row.size() <= kFewPreds) {
+      for (size_t i : far_) {
+        const NodeId u = row[i];
+        candidates_.clear();
+        for (NodeId w : row) {
+          if (w != u && reach_.MayReach(u, w)) candidates_.push_back(w);
+        }
+        if (!candidates_.empty() && query.ReachesAny(u, candidates_)) {
+          keep[i] = 0;
+        }
+      }
+      return;
+    }
+    // Many predecessors: such a w has post(w) in [low(u), post(u)), a
+    // range of the predecessors sorted by that label. The query applies
+    // the other cuts per candidate and searches only what they leave.
+    by_post_.clear();
+    for (NodeId p : row) by_post_.emplace_back(intervals.post(p), p);
+    std::sort(by_post_.begin(), by_post_.end());
+    for (size_t i : far_) {
+      const NodeId u = row[i];
+      candidates_.clear();
+      auto it = std::lower_bound(
+          by_post_.begin(), by_post_.end(),
+          std::make_pair(intervals.low(u), NodeId{-1}));
+      for (; it != by_post_.end() && it->first < intervals.post(u); ++it) {
+        if (reach_.MayReach(u, it->second)) candidates_.push_back(it->second);
+      }
+      if (!candidates_.empty() && query.ReachesAny(u, candidates_)) {
+        keep[i] = 0;
+      }
+    }
+  }
+
+ private:
+  // Settles the predecessors within the window of v (at position pv): one
+  // is redundant if the ancestors of the others include it. True if some
+  // lie beyond the window.
+  bool ReduceInWindow(int32_t pv, absl::Span<const NodeId> row,
+                      std::vector<uint8_t>& keep) const {
+    constexpr int kWindow = ReachabilityIndex::kWindow;
+    // Ancestors of v's predecessors within the window, in v's frame: bit
+    // d - 1 stands for the node at position pv - d.
+    uint64_t ancestors_of_preds = 0;
+    bool any_far = false;
+    for (NodeId p : row) {
+      const int32_t d = pv - reach_.pos(p);
+      if (d < kWindow) ancestors_of_preds |= reach_.window(p) << d;
+      any_far |= d > kWindow;
+    }
+    for (size_t i = 0; i < row.size(); ++i) {
+      const int32_t d = pv - reach_.pos(row[i]);
+      if (d <= kWindow) keep[i] = !((ancestors_of_preds >> (d - 1)) & 1);
+    }
+    return any_far;
+  }
+
+  const ReachabilityIndex& reach_;
+  ReachabilityQuery query_;
+  const int64_t budget_;
+  std::vector<NodeId> candidates_;
+  std::vector<size_t> far_;
+  std::vector<std::pair<int32_t, NodeId>> by_post_;
+};
+
+void AppendKept(absl::Span<const NodeId> row, const std::vector<uint8_t>& keep,
+                Csr& out) {
+  for (size_t i = 0; i < row.size(); ++i) {
+    if (keep[i]) out.items.push_back(row[i]);
+  }
+  out.offsets.push_back(static_cast<int32_t>(out.items.size()));
+}
+
+// Adds node v's cost to the level totals; `top` is its top level.
+void AddNodeLevels(const Graph& graph, NodeId v, double top,
+                   CostLevels& levels) {
+  levels.top_us[v] = top;
+  const double cost = graph.cost_us(v);
+  levels.critical_path_us = std::max(levels.critical_path_us, top + cost);
+  levels.total_work_us += cost;
+  const Engine engine = graph.engine(v);
+  if (engine == Engine::kCompute || engine == Engine::kCollective) {
+    levels.device_work_us += cost;
+  }
+}
+
+double TopLevel(const Graph& graph, absl::Span<const NodeId> preds,
+                const std::vector<double>& top_us) {
+  double top = 0;
+  for (NodeId p : preds) top = std::max(top, top_us[p] + graph.cost_us(p));
+  return top;
+}
+
+// When node order is the topological order: builds dag.succs from
+// dag.preds and, with `levels`, the bottom levels, in one backward pass.
+// Successor rows are filled from their ends, by descending NodeId, so
+// they come out sorted; a node's successors are all done before it, so
+// its bottom level is final when the pass reaches it (pushed maxima equal
+// the pulled ones).
+void BuildSuccsInNodeOrder(const Graph& graph, Dag& dag, CostLevels* levels) {
+  const int n = dag.num_nodes();
+  Csr& succs = dag.succs;
+  // offsets[p] first holds the end of p's row, and moves down to its start
+  // as the row fills.
+  ReserveHuge(succs.offsets, n + 1);
+  succs.offsets.assign(n + 1, 0);
+  for (NodeId p : dag.preds.items) ++succs.offsets[p];
+  for (int i = 1; i < n; ++i) succs.offsets[i] += succs.offsets[i - 1];
+  succs.offsets[n] = static_cast<int32_t>(dag.preds.items.size());
+  ReserveHuge(succs.items, dag.preds.items.size());
+  succs.items.resize(dag.preds.items.size());
+  if (levels == nullptr) {
+    for (NodeId v = n - 1; v >= 0; --v) {
+      for (NodeId p : dag.preds.Row(v)) succs.items[--succs.offsets[p]] = v;
+    }
+    return;
+  }
+  // bottom_us[v] holds the largest bottom level among v's successors until
+  // v is reached.
+  std::vector<double>& bottom = levels->bottom_us;
+  std::vector<int32_t>& hops = levels->bottom_hops;
+  for (NodeId v = n - 1; v >= 0; --v) {
+    bottom[v] += graph.cost_us(v);
+    const double b = bottom[v];
+    const int32_t h = hops[v] + 1;
+    for (NodeId p : dag.preds.Row(v)) {
+      succs.items[--succs.offsets[p]] = v;
+      bottom[p] = std::max(bottom[p], b);
+      hops[p] = std::max(hops[p], h);
+    }
+  }
+}
+
+// Room for n nodes' levels, all 0.
+void InitLevels(int n, CostLevels& levels) {
+  levels = CostLevels();
+  ReserveHuge(levels.top_us, n);
+  ReserveHuge(levels.bottom_us, n);
+  ReserveHuge(levels.bottom_hops, n);
+  levels.top_us.assign(n, 0);
+  levels.bottom_us.assign(n, 0);
+  levels.bottom_hops.assign(n, 0);
+}
+
 }  // namespace
 
 Csr CollectDependencies(const Graph& graph) {
   const int n = graph.num_nodes();
-  const int num_buffers = graph.num_buffers();
-  std::vector<NodeId> last_writer(num_buffers, -1);
-  // Readers since the last write, per buffer: singly linked lists in one
-  // pool (head index per buffer), so no buffer owns an allocation.
-  std::vector<int32_t> reader_head(num_buffers, -1);
-  std::vector<NodeId> pool_node;
-  std::vector<int32_t> pool_next;
-  // Per-node scratch: which buffers this node touches, and how.
-  std::vector<NodeId> buffer_stamp(num_buffers, -1);
-  std::vector<uint8_t> buffer_flags(num_buffers, 0);
-  std::vector<BufferId> touched;
-  std::vector<NodeId> pred_stamp(n, -1);
-
+  Collector collector(graph);
   Csr preds;
-  preds.offsets.reserve(n + 1);
-  // Room for the common case, every argument and `after` edge distinct.
-  size_t room = 0;
-  for (NodeId v = 0; v < n; ++v) {
-    room += graph.Uses(v).size() + graph.After(v).size();
-  }
-  ReserveHuge(preds.items, room);
-  for (NodeId v = 0; v < n; ++v) {
-    touched.clear();
-    for (const BufferUse& use : graph.Uses(v)) {
-      const BufferId b = use.buffer;
-      if (buffer_stamp[b] != v) {
-        buffer_stamp[b] = v;
-        buffer_flags[b] = 0;
-        touched.push_back(b);
-      }
-      if (Reads(use.access)) buffer_flags[b] |= kReadsFlag;
-      if (Writes(use.access)) buffer_flags[b] |= kWritesFlag;
-    }
-    const size_t row_start = preds.items.size();
-    auto add = [&](NodeId p) {
-      if (pred_stamp[p] == v) return;
-      pred_stamp[p] = v;
-      preds.items.push_back(p);
-    };
-    for (BufferId b : touched) {
-      if (last_writer[b] >= 0) add(last_writer[b]);  // RAW, WAW
-      if (buffer_flags[b] & kWritesFlag) {
-        for (int32_t k = reader_head[b]; k >= 0; k = pool_next[k]) {
-          add(pool_node[k]);  // WAR
-        }
-        reader_head[b] = -1;
-        last_writer[b] = v;
-      } else {
-        pool_node.push_back(v);
-        pool_next.push_back(reader_head[b]);
-        reader_head[b] = static_cast<int32_t>(pool_node.size()) - 1;
-      }
-    }
-    for (NodeId p : graph.After(v)) add(p);
-    if (preds.items.size() - row_start > 1) {
-      std::sort(preds.items.begin() + row_start, preds.items.end());
-    }
-    preds.offsets.push_back(static_cast<int32_t>(preds.items.size()));
-  }
+  ReserveHuge(preds.offsets, n + 1);
+  ReserveHuge(preds.items, EdgeRoom(graph));
+  for (NodeId v = 0; v < n; ++v) collector.Next(v, preds);
   return preds;
 }
 
@@ -194,91 +456,136 @@ absl::Status CheckAcyclic(const Graph& graph) {
   return TopologicalOrder(graph, CollectDependencies(graph)).status();
 }
 
-absl::StatusOr<Dag> InferDependencies(const Graph& graph) {
-  const int n = graph.num_nodes();
-  Dag dag;
-  dag.raw_preds = CollectDependencies(graph);
-  WEFT_ASSIGN_OR_RETURN(dag.order, TopologicalOrder(graph, dag.raw_preds));
-  {
-    Csr raw_succs = dag.raw_preds.Transpose(n);
-    dag.reach = ReachabilityIndex(dag.raw_preds, raw_succs, dag.order);
+CostLevels ComputeLevels(const Graph& graph, const Dag& dag) {
+  const int n = dag.num_nodes();
+  CostLevels levels;
+  InitLevels(n, levels);
+  for (NodeId v : dag.order) {
+    AddNodeLevels(graph, v, TopLevel(graph, dag.Preds(v), levels.top_us),
+                  levels);
   }
-  const ReachabilityIndex& reach = dag.reach;
-  ReachabilityQuery query(reach, dag.raw_preds);
+  for (auto it = dag.order.rbegin(); it != dag.order.rend(); ++it) {
+    const NodeId v = *it;
+    double below = 0;
+    int32_t hops = 0;
+    for (NodeId s : dag.Succs(v)) {
+      below = std::max(below, levels.bottom_us[s]);
+      hops = std::max(hops, levels.bottom_hops[s] + 1);
+    }
+    levels.bottom_us[v] = below + graph.cost_us(v);
+    levels.bottom_hops[v] = hops;
+  }
+  return levels;
+}
 
-  constexpr int kWindow = ReachabilityIndex::kWindow;
-  constexpr size_t kFewPreds = 16;
-  std::vector<NodeId> far;  // predecessors beyond the window
-  std::vector<std::pair<int32_t, NodeId>> by_post;  // (post(0, p), p)
-  std::vector<NodeId> candidates;
-  std::vector<uint8_t> redundant;
-  dag.preds.offsets.reserve(n + 1);
-  ReserveHuge(dag.preds.items, dag.raw_preds.items.size());
+absl::StatusOr<Dag> InferDependencies(const Graph& graph,
+                                      CostLevels* levels) {
+  const int n = graph.num_nodes();
+  if (levels != nullptr) InitLevels(n, *levels);
+  Dag dag;
+  ReserveHuge(dag.raw_preds.offsets, n + 1);
+  ReserveHuge(dag.raw_preds.items, EdgeRoom(graph));
+  ReserveHuge(dag.preds.offsets, n + 1);
+  ReserveHuge(dag.preds.items, EdgeRoom(graph));
+  dag.reach = ReachabilityIndex(n);
+  Reducer reducer(dag.reach, dag.raw_preds, n);
+  std::vector<NodeId> pending;  // nodes whose rows Reduce left undecided
+  std::vector<uint8_t> keep;
+
+  // One pass in node order finds each node's predecessors and, as long as
+  // node order is topological (every edge points back), labels and
+  // reduces the node right away.
+  Collector collector(graph);
+  bool forward = true;
   for (NodeId v = 0; v < n; ++v) {
-    auto row = dag.raw_preds.Row(v);
-    if (row.size() <= 1) {
-      dag.preds.items.insert(dag.preds.items.end(), row.begin(), row.end());
-      dag.preds.offsets.push_back(static_cast<int32_t>(dag.preds.items.size()));
+    const absl::Span<const NodeId> row = collector.Next(v, dag.raw_preds);
+    if (!forward) continue;
+    if (!row.empty() && row.back() >= v) {
+      forward = false;
       continue;
     }
-    const int32_t pv = reach.pos(v);
-    // Ancestors of v's predecessors within the window, in v's frame: bit
-    // d - 1 stands for the node at position pv - d.
-    uint64_t ancestors_of_preds = 0;
-    far.clear();
-    for (NodeId p : row) {
-      const int32_t d = pv - reach.pos(p);
-      if (d < kWindow) ancestors_of_preds |= reach.window(p) << d;
-      if (d > kWindow) far.push_back(p);
-    }
-    redundant.assign(row.size(), 0);
+    const uint64_t inherited = dag.reach.Label(v, v, row);
+    const std::optional<uint32_t> redundant =
+        reducer.Reduce(v, row, inherited);
+    // A pending row keeps every edge for now (its levels too are redone).
+    if (!redundant.has_value()) pending.push_back(v);
+    const uint32_t drop = redundant.value_or(0);
+    double top = 0;
     for (size_t i = 0; i < row.size(); ++i) {
-      const int32_t d = pv - reach.pos(row[i]);
-      if (d <= kWindow) redundant[i] = (ancestors_of_preds >> (d - 1)) & 1;
-    }
-    if (!far.empty() && row.size() <= kFewPreds) {
-      // A far predecessor u is redundant if it reaches another predecessor
-      // w; with few predecessors, try each w the labels do not rule out.
-      for (NodeId u : far) {
-        candidates.clear();
-        for (NodeId w : row) {
-          if (w != u && reach.MayReach(u, w)) candidates.push_back(w);
-        }
-        if (!candidates.empty() && query.ReachesAny(u, candidates)) {
-          const size_t i =
-              std::lower_bound(row.begin(), row.end(), u) - row.begin();
-          redundant[i] = 1;
-        }
+      // drop is 0 beyond Reducer::kFewPreds predecessors.
+      if (drop != 0 && ((drop >> i) & 1)) continue;
+      const NodeId p = row[i];
+      dag.preds.items.push_back(p);
+      if (levels != nullptr) {
+        top = std::max(top, levels->top_us[p] + graph.cost_us(p));
       }
-    } else if (!far.empty()) {
-      // Many predecessors: such a w has post(0, w) in [low(0, u),
-      // post(0, u)), a range of the predecessors sorted by that label. The
-      // query applies the other cuts per candidate and searches only what
-      // they leave.
-      by_post.clear();
-      for (NodeId p : row) by_post.emplace_back(reach.post(0, p), p);
-      std::sort(by_post.begin(), by_post.end());
-      for (NodeId u : far) {
-        candidates.clear();
-        auto it = std::lower_bound(by_post.begin(), by_post.end(),
-                                   std::make_pair(reach.low(0, u), NodeId{-1}));
-        for (; it != by_post.end() && it->first < reach.post(0, u); ++it) {
-          if (reach.MayReach(u, it->second)) candidates.push_back(it->second);
-        }
-        if (!candidates.empty() && query.ReachesAny(u, candidates)) {
-          const size_t i =
-              std::lower_bound(row.begin(), row.end(), u) - row.begin();
-          redundant[i] = 1;
-        }
-      }
-    }
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (!redundant[i]) dag.preds.items.push_back(row[i]);
     }
     dag.preds.offsets.push_back(static_cast<int32_t>(dag.preds.items.size()));
+    if (levels != nullptr) AddNodeLevels(graph, v, top, *levels);
   }
-  dag.preds.items.shrink_to_fit();
-  dag.succs = dag.preds.Transpose(n);
+
+  if (forward) {
+    ReserveHuge(dag.order, n);
+    for (NodeId v = 0; v < n; ++v) dag.order.push_back(v);
+  } else {
+    // An `after` edge points forward: order first, then label and reduce
+    // in that order, and gather the rows by NodeId.
+    WEFT_ASSIGN_OR_RETURN(dag.order, TopologicalOrder(graph, dag.raw_preds));
+    pending.clear();
+    std::vector<uint8_t> kept(dag.raw_preds.items.size(), 1);
+    for (int32_t i = 0; i < n; ++i) {
+      const NodeId v = dag.order[i];
+      auto raw_row = dag.raw_preds.Row(v);
+      const std::optional<uint32_t> redundant =
+          reducer.Reduce(v, raw_row, dag.reach.Label(v, i, raw_row));
+      if (!redundant.has_value()) pending.push_back(v);
+      const uint32_t drop = redundant.value_or(0);
+      for (size_t k = 0; drop != 0 && k < raw_row.size(); ++k) {
+        kept[dag.raw_preds.offsets[v] + k] = !((drop >> k) & 1);
+      }
+    }
+    std::sort(pending.begin(), pending.end());
+    dag.preds.items.clear();
+    dag.preds.offsets.assign(1, 0);
+    for (NodeId v = 0; v < n; ++v) {
+      for (int32_t k = dag.raw_preds.offsets[v];
+           k < dag.raw_preds.offsets[v + 1]; ++k) {
+        if (kept[k]) dag.preds.items.push_back(dag.raw_preds.items[k]);
+      }
+      dag.preds.offsets.push_back(static_cast<int32_t>(dag.preds.items.size()));
+    }
+  }
+
+  if (!pending.empty()) {
+    // Some edges need more than the window and short searches: label the
+    // intervals (kept in the index for later queries) and redo those rows.
+    dag.reach.set_intervals(
+        IntervalLabels(dag.raw_preds, dag.raw_preds.Transpose(n)));
+    ReachabilityQuery query(dag.reach, dag.raw_preds);
+    Csr preds;
+    ReserveHuge(preds.offsets, n + 1);
+    ReserveHuge(preds.items, dag.preds.items.size());
+    size_t next = 0;
+    for (NodeId v = 0; v < n; ++v) {
+      if (next < pending.size() && pending[next] == v) {
+        ++next;
+        reducer.ReduceExact(v, dag.raw_preds.Row(v), query, keep);
+        AppendKept(dag.raw_preds.Row(v), keep, preds);
+      } else {
+        auto kept_row = dag.preds.Row(v);
+        preds.items.insert(preds.items.end(), kept_row.begin(),
+                           kept_row.end());
+        preds.offsets.push_back(static_cast<int32_t>(preds.items.size()));
+      }
+    }
+    dag.preds = std::move(preds);
+  }
+  if (forward && pending.empty()) {
+    BuildSuccsInNodeOrder(graph, dag, levels);
+  } else {
+    dag.succs = dag.preds.Transpose(n);
+    if (levels != nullptr) *levels = ComputeLevels(graph, dag);
+  }
   return dag;
 }
 

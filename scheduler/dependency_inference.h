@@ -8,15 +8,21 @@
 // long as no cycle results. The edges are then transitively reduced: a
 // dependency u -> v is kept only if no other path leads from u to v.
 //
-// Cost, for V nodes, A buffer arguments and E inferred edges (E <= A plus the
-// `after` edges): collecting edges O(V + A + E); topological order O(V + E)
-// when every edge points forward in node order, O(V log V + E) otherwise;
-// reachability labels O(V + E) (reachability.h); reduction: an edge between
-// nodes at most 64 positions apart in the topological order costs one bit
-// test; a longer edge u -> v is checked against the other predecessors of v
-// whose interval labels nest in u's (found by a sorted range scan,
-// O(d log d) for in-degree d), then by one backward search over the
-// candidates. Near-linear on typical graphs; the worst case is O(V * E).
+// How: one pass in node order finds each node's predecessors (readers of a
+// buffer since its last write are kept in linked lists in one pool) and,
+// as long as node order is topological (no `after` edge points forward),
+// labels the node in the reachability index (reachability.h) and reduces
+// its row at once: a predecessor within 64 positions is redundant if the
+// window of another predecessor holds it (one bit test); a farther one u
+// is checked against the other predecessors w, by u's window where w lies
+// within 64 positions after u, otherwise by a short backward search. The
+// top cost levels follow in the same pass; one backward pass then builds
+// the successor rows and the bottom levels. An `after` edge pointing
+// forward costs a topological sort first (O(V log V + E)) and a second
+// pass in that order. Rows the window and short searches cannot settle
+// (more than 16 predecessors, or searches past their budget) are redone
+// with interval labels (built only then) and a sorted range scan.
+// Near-linear on typical graphs; the worst case is O(V * E).
 #ifndef WEFT_SCHEDULER_DEPENDENCY_INFERENCE_H_
 #define WEFT_SCHEDULER_DEPENDENCY_INFERENCE_H_
 
@@ -46,6 +52,22 @@ struct Dag {
   int32_t pos(NodeId v) const { return reach.pos(v); }
 };
 
+// Static cost levels of a DAG: they look at dependencies and
+// NodeSpec::cost_us only (the cost model, cost_model.h, uses them).
+struct CostLevels {
+  // By NodeId: the longest cost-weighted path from a source to the node's
+  // start (its earliest start on unlimited hardware).
+  std::vector<double> top_us;
+  // By NodeId: the longest cost-weighted path from the node's start to the
+  // end of a sink, the node's own cost included (its rank).
+  std::vector<double> bottom_us;
+  // By NodeId: the longest path to a sink counted in edges (ties in rank).
+  std::vector<int32_t> bottom_hops;
+  double critical_path_us = 0;
+  double total_work_us = 0;   // every node
+  double device_work_us = 0;  // COMPUTE and COLLECTIVE nodes
+};
+
 // Unreduced dependencies: for every node, its distinct direct predecessors
 // from buffer access and `after`, sorted by NodeId.
 Csr CollectDependencies(const Graph& graph);
@@ -61,8 +83,14 @@ absl::StatusOr<std::vector<NodeId>> TopologicalOrder(const Graph& graph,
 // form a cycle.
 absl::Status CheckAcyclic(const Graph& graph);
 
-// The whole analysis. Thread-safe (stateless).
-absl::StatusOr<Dag> InferDependencies(const Graph& graph);
+// The whole analysis. With `levels`, also fills the cost levels, as
+// ComputeLevels would, in the same passes. Thread-safe (stateless).
+absl::StatusOr<Dag> InferDependencies(const Graph& graph,
+                                      CostLevels* levels = nullptr);
+
+// The cost levels of `dag`, built from `graph`. O(V + E). Thread-safe
+// (stateless).
+CostLevels ComputeLevels(const Graph& graph, const Dag& dag);
 
 }  // namespace weft::scheduler
 

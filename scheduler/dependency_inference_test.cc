@@ -1,5 +1,6 @@
 #include "scheduler/dependency_inference.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -233,8 +234,10 @@ std::vector<std::vector<NodeId>> ExpectedDeps(const Graph& g) {
   return deps;
 }
 
+// `after_prob`: chance of an `after` edge to an earlier node;
+// `forward_prob`: to a later one (the graph may then have a cycle).
 Graph RandomGraph(std::mt19937& rng, int n, int num_buffers,
-                  double after_prob) {
+                  double after_prob, double forward_prob = 0) {
   GraphMaker m;
   for (int b = 0; b < num_buffers; ++b) m.Buffer(absl::StrCat("b", b));
   std::uniform_int_distribution<int> buf(0, num_buffers - 1);
@@ -250,9 +253,14 @@ Graph RandomGraph(std::mt19937& rng, int n, int num_buffers,
                       acc < 4 ? ":r " : (acc == 4 ? ":w " : ":rw "));
     }
     testing::NodeOptions options;
+    options.cost = std::uniform_int_distribution<int>(0, 50)(rng) * 0.5;
     if (i > 0 && coin(rng) < after_prob) {
       options.after.push_back(
           absl::StrCat("n", std::uniform_int_distribution<int>(0, i - 1)(rng)));
+    }
+    if (i + 1 < n && coin(rng) < forward_prob) {
+      options.after.push_back(absl::StrCat(
+          "n", std::uniform_int_distribution<int>(i + 1, n - 1)(rng)));
     }
     m.Node(absl::StrCat("n", i), uses, options);
   }
@@ -282,6 +290,136 @@ TEST(DependencyInferenceTest, MatchesBruteForceOnRandomGraphs) {
         EXPECT_NE(std::find(succs.begin(), succs.end(), v), succs.end());
       }
     }
+  }
+}
+
+// `after` edges to later nodes: the node order is not topological, so
+// the order comes first and labels and reduction follow it.
+TEST(DependencyInferenceTest, MatchesBruteForceWithForwardAfterEdges) {
+  std::mt19937 rng(77);
+  int checked = 0;
+  for (int trial = 0; trial < 300 && checked < 100; ++trial) {
+    const int n = trial % 5 == 0 ? 150 : 5 + trial % 30;
+    Graph g = RandomGraph(rng, n, 2 * n, 0.05, 0.05);
+    if (!CheckAcyclic(g).ok()) continue;
+    ++checked;
+    Dag dag = Infer(g);
+    std::vector<std::vector<NodeId>> expected = ExpectedDeps(g);
+    for (NodeId v = 0; v < n; ++v) {
+      auto got = dag.Preds(v);
+      ASSERT_EQ(std::vector<NodeId>(got.begin(), got.end()), expected[v])
+          << "trial " << trial << " node " << v;
+      for (NodeId p : got) EXPECT_LT(dag.pos(p), dag.pos(v));
+    }
+  }
+  EXPECT_GE(checked, 50);
+}
+
+// A writer after hundreds of readers: too many predecessors for the quick
+// path, so the row is decided with interval labels.
+TEST(DependencyInferenceTest, ManyFarPredecessorsReducedExactly) {
+  GraphMaker m;
+  m.Buffer("w").Buffer("s");
+  m.Node("fill", "w:w");
+  const int n = 300;
+  for (int i = 0; i < n; ++i) m.Node(absl::StrCat("k", i), "w:r s:rw");
+  m.Node("last", "w:w");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "last"), ElementsAre("k299"));
+  EXPECT_EQ(dag.raw_preds.Row(g.FindNode("last")).size(), n + 1);
+  EXPECT_FALSE(dag.reach.intervals().empty());
+}
+
+// The edge src -> v is implied only through a chain longer than a short
+// search goes: decided with interval labels.
+TEST(DependencyInferenceTest, LongSearchLeftToIntervalLabels) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("s");
+  m.Node("src", "x:w");
+  m.Node("c0", "x:r s:w");
+  const int n = 600;
+  for (int i = 1; i < n; ++i) m.Node(absl::StrCat("c", i), "s:rw");
+  m.Node("v", "x:r s:r");
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_THAT(DepNames(g, dag, "v"), ElementsAre(absl::StrCat("c", n - 1)));
+  EXPECT_FALSE(dag.reach.intervals().empty());
+}
+
+// Layered graphs (each node reads a few outputs of the two layers before
+// it) need no interval labels, though many edges leave the window.
+TEST(DependencyInferenceTest, LayeredGraphNeedsNoIntervalLabels) {
+  std::mt19937 rng(3);
+  GraphMaker m;
+  const int n = 400;
+  const int width = 64;
+  for (int i = 0; i < n; ++i) m.Buffer(absl::StrCat("b", i));
+  for (int i = 0; i < n; ++i) {
+    std::string uses;
+    const int layer = i / width;
+    if (layer > 0) {
+      std::uniform_int_distribution<int> pick(std::max(0, layer - 2) * width,
+                                              layer * width - 1);
+      for (int k = 0; k < 3; ++k) absl::StrAppend(&uses, "b", pick(rng), ":r ");
+    }
+    absl::StrAppend(&uses, "b", i, ":w");
+    m.Node(absl::StrCat("n", i), uses);
+  }
+  Graph g = m.Build();
+  Dag dag = Infer(g);
+  EXPECT_TRUE(dag.reach.intervals().empty());
+  int64_t far = 0;
+  for (NodeId v = 0; v < n; ++v) {
+    for (NodeId p : dag.raw_preds.Row(v)) far += v - p > 64;
+  }
+  EXPECT_GT(far, n / 2);
+  // Still exact: every kept edge is one no other path implies.
+  std::vector<std::vector<NodeId>> expected = ExpectedDeps(g);
+  for (NodeId v = 0; v < n; ++v) {
+    auto got = dag.Preds(v);
+    ASSERT_EQ(std::vector<NodeId>(got.begin(), got.end()), expected[v]) << v;
+  }
+}
+
+void ExpectSameLevels(const CostLevels& got, const CostLevels& want) {
+  EXPECT_EQ(got.top_us, want.top_us);
+  EXPECT_EQ(got.bottom_us, want.bottom_us);
+  EXPECT_EQ(got.bottom_hops, want.bottom_hops);
+  EXPECT_EQ(got.critical_path_us, want.critical_path_us);
+  EXPECT_EQ(got.total_work_us, want.total_work_us);
+  EXPECT_EQ(got.device_work_us, want.device_work_us);
+}
+
+// Brute force: longest paths over the reduced edges, by NodeId.
+TEST(DependencyInferenceTest, LevelsFromInferenceMatchBruteForce) {
+  std::mt19937 rng(9);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int n = 1 + trial * 3;
+    Graph g = RandomGraph(rng, n, 1 + trial % 9, 0.1,
+                          trial % 2 == 0 ? 0.0 : 0.03);
+    if (!CheckAcyclic(g).ok()) continue;
+    CostLevels levels;
+    absl::StatusOr<Dag> dag = InferDependencies(g, &levels);
+    ASSERT_TRUE(dag.ok()) << dag.status();
+    ExpectSameLevels(levels, ComputeLevels(g, *dag));
+    std::vector<double> top(n, 0), bottom(n, 0);
+    std::vector<int32_t> hops(n, 0);
+    for (NodeId v : dag->order) {
+      for (NodeId p : dag->Preds(v)) {
+        top[v] = std::max(top[v], top[p] + g.cost_us(p));
+      }
+    }
+    for (auto it = dag->order.rbegin(); it != dag->order.rend(); ++it) {
+      for (NodeId s : dag->Succs(*it)) {
+        bottom[*it] = std::max(bottom[*it], bottom[s]);
+        hops[*it] = std::max(hops[*it], hops[s] + 1);
+      }
+      bottom[*it] += g.cost_us(*it);
+    }
+    EXPECT_EQ(levels.top_us, top) << "trial " << trial;
+    EXPECT_EQ(levels.bottom_us, bottom) << "trial " << trial;
+    EXPECT_EQ(levels.bottom_hops, hops) << "trial " << trial;
   }
 }
 

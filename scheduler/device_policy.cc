@@ -52,7 +52,8 @@ DeviceDecision RoundRobinDecision(absl::Span<const int> candidates,
 PlacementState::PlacementState(const Graph& graph, const Dag& dag,
                                const DeviceContext& context,
                                const Topology& topology,
-                               bool track_finish_times, bool track_locations)
+                               bool track_finish_times, bool track_locations,
+                               bool track_streams)
     : graph_(graph),
       dag_(dag),
       context_(context),
@@ -60,7 +61,8 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
       locations_(track_locations ? graph.num_buffers() : 0),
       device_(graph.num_nodes(), -1),
       opened_(context.num_devices, 0),
-      handed_(graph.num_nodes(), 0),
+      handed_(track_streams ? graph.num_nodes() : 0, 0),
+      track_streams_(track_streams),
       track_locations_(track_locations),
       track_finish_(track_finish_times),
       finish_(track_finish_times ? graph.num_nodes() : 0, 0),
@@ -141,6 +143,7 @@ void PlacementState::Place(NodeId v, int device) {
   }
   device_[v] = device;
   if (track_locations_) locations_.Apply(graph_.Uses(v), device);
+  if (!track_streams_) return;
   // GrCUDA's disjoint stream rule: inherit the stream of the first
   // predecessor on this device that has not handed it on yet.
   bool inherited = false;
@@ -328,7 +331,8 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
   const bool data_aware = kind() != DevicePolicyKind::kRoundRobin &&
                           kind() != DevicePolicyKind::kStreamAware;
   PlacementState state(graph, dag, context, *topology,
-                       kind() == DevicePolicyKind::kMinFinishTime, data_aware);
+                       kind() == DevicePolicyKind::kMinFinishTime, data_aware,
+                       kind() == DevicePolicyKind::kStreamAware);
   DeviceAssignment out;
   out.device.assign(graph.num_nodes(), 0);
   if (context.record_choices) out.choice.resize(graph.num_nodes());

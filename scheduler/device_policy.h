@@ -150,10 +150,12 @@ class PlacementState {
  public:
   // `track_locations`: keep the data locations up to date (the data-aware
   // policies need them); `track_finish_times`: keep MIN_FINISH_TIME's
-  // estimates up to date. Other policies skip that work.
+  // estimates up to date; `track_streams`: keep STREAM_AWARE's count of
+  // opened streams (BusyStreams) up to date. Other policies skip that work.
   PlacementState(const Graph& graph, const Dag& dag,
                  const DeviceContext& context, const Topology& topology,
-                 bool track_finish_times, bool track_locations = true);
+                 bool track_finish_times, bool track_locations = true,
+                 bool track_streams = true);
 
   const Graph& graph() const { return graph_; }
   const Dag& dag() const { return dag_; }
@@ -189,6 +191,7 @@ class PlacementState {
   // STREAM_AWARE model.
   std::vector<int> opened_;       // by device
   std::vector<uint8_t> handed_;   // by NodeId: its stream was inherited
+  bool track_streams_;
   bool track_locations_;
   // MIN_FINISH_TIME model.
   bool track_finish_;

@@ -136,6 +136,11 @@ class Graph {
     return absl::Span<const BufferUse>(uses_.data() + use_offsets_[id],
                                        use_offsets_[id + 1] - use_offsets_[id]);
   }
+  // Buffer uses and `after` edges of all nodes together.
+  int64_t num_uses() const { return static_cast<int64_t>(uses_.size()); }
+  int64_t num_after_edges() const {
+    return static_cast<int64_t>(after_.size());
+  }
   absl::Span<const NodeId> After(NodeId id) const {
     return absl::Span<const NodeId>(after_.data() + after_offsets_[id],
                                     after_offsets_[id + 1] - after_offsets_[id]);

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "scheduler/graph.h"
 
 namespace weft::scheduler {
@@ -24,12 +25,17 @@ struct PlannedStream {
   Engine engine = Engine::kCompute;
 };
 
+// Most nodes have a few direct predecessors and at most one wait, so both
+// lists keep up to four entries inline (no allocation; each list is the
+// size of a std::vector).
 struct PlannedNode {
   NodeId node = -1;
   int device = 0;
   int stream = 0;
-  std::vector<NodeId> deps;      // direct predecessors, transitively reduced
-  std::vector<int> wait_events;  // waited on by `stream` before the node
+  // Direct predecessors, transitively reduced.
+  absl::InlinedVector<NodeId, 4> deps;
+  // Waited on by `stream` before the node.
+  absl::InlinedVector<int, 4> wait_events;
   int signal_event = -1;         // recorded after the node; -1 if unused
   // A COPY node moving data between devices also holds this copy stream on
   // the device its input comes from (-1: none). The node starts once both

@@ -100,7 +100,7 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
   const std::vector<std::vector<NodeId>> expected =
       ReferenceDependencies(graph);
   for (const PlannedNode& pn : plan.nodes) {
-    std::vector<NodeId> deps = pn.deps;
+    std::vector<NodeId> deps(pn.deps.begin(), pn.deps.end());
     std::sort(deps.begin(), deps.end());
     if (deps != expected[pn.node]) {
       return Fail(absl::StrCat("deps of '", graph.node(pn.node).name, "' are [",
@@ -175,7 +175,7 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
   }
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan.nodes[i];
-    std::vector<int> sorted = pn.wait_events;
+    std::vector<int> sorted(pn.wait_events.begin(), pn.wait_events.end());
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
       return Fail("duplicate wait");

@@ -217,8 +217,8 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                         CreateDevicePolicy(options.device_policy));
 
   double start = ThreadSeconds();
-  WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph));
-  const CostLevels levels = ComputeCostLevels(graph, dag);
+  CostLevels levels;
+  WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph, &levels));
   profile->dependencies_s = ThreadSeconds() - start;
 
   start = ThreadSeconds();
@@ -256,14 +256,14 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   const int n = dag.num_nodes();
   Schedule schedule;
   schedule.node = dag.order;
-  schedule.device.resize(n);
-  schedule.stream.resize(n);
-  schedule.signal.resize(n);
-  for (int i = 0; i < n; ++i) {
-    const NodeId v = dag.order[i];
-    schedule.device[i] = streams.device[v];
-    schedule.stream[i] = streams.stream_of[v];
-    schedule.signal[i] = streams.signal[v];
+  // Filled in one pass, without zeroing first.
+  ReserveHuge(schedule.device, n);
+  ReserveHuge(schedule.stream, n);
+  ReserveHuge(schedule.signal, n);
+  for (const NodeId v : dag.order) {
+    schedule.device.push_back(streams.device[v]);
+    schedule.stream.push_back(streams.stream_of[v]);
+    schedule.signal.push_back(streams.signal[v]);
   }
   if (!streams.peer_stream.empty()) {
     schedule.peer_stream.resize(n);
@@ -315,10 +315,9 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     pn.node = v;
     pn.device = schedule.device[i];
     pn.stream = schedule.stream[i];
-    auto deps = dag.Preds(v);
-    pn.deps.assign(deps.begin(), deps.end());
-    auto waits = schedule.waits.Row(i);
-    if (!waits.empty()) pn.wait_events.assign(waits.begin(), waits.end());
+    // One at a time: short lists stay inline without leaving this loop.
+    for (NodeId d : dag.Preds(v)) pn.deps.push_back(d);
+    for (int32_t e : schedule.waits.Row(i)) pn.wait_events.push_back(e);
     pn.signal_event = schedule.signal[i];
     if (!schedule.peer_stream.empty()) pn.peer_stream = schedule.peer_stream[i];
     pn.estimated_start_us = times.start_us[i];

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -105,6 +106,122 @@ TEST(ReachabilityTest, MatchesBruteForce) {
       ASSERT_EQ(q.ReachesAny(u, targets), expected);
     }
   }
+}
+
+// A random DAG over a shuffled topological order, with long edges.
+struct RandomDag {
+  std::vector<NodeId> order;
+  Csr preds;
+  std::vector<std::vector<bool>> reach;  // reach[u][v]: a path u -> v
+};
+
+RandomDag MakeRandomDag(std::mt19937& rng, int n, double density) {
+  RandomDag dag;
+  dag.order.resize(n);
+  std::iota(dag.order.begin(), dag.order.end(), 0);
+  std::shuffle(dag.order.begin(), dag.order.end(), rng);
+  std::vector<std::vector<int32_t>> rows(n);
+  std::uniform_real_distribution<double> coin(0, 1);
+  for (int j = 0; j < n; ++j) {
+    for (int i = 0; i < j; ++i) {
+      if (coin(rng) < (j - i < 8 ? 0.2 : density)) {
+        rows[dag.order[j]].push_back(dag.order[i]);
+      }
+    }
+  }
+  for (auto& row : rows) std::sort(row.begin(), row.end());
+  dag.preds = FromRows(rows);
+  dag.reach.assign(n, std::vector<bool>(n, false));
+  for (NodeId v : dag.order) {
+    for (NodeId p : rows[v]) {
+      dag.reach[p][v] = true;
+      for (int a = 0; a < n; ++a) {
+        if (dag.reach[a][p]) dag.reach[a][v] = true;
+      }
+    }
+  }
+  return dag;
+}
+
+TEST(IntervalLabelsTest, NeverRuleOutAPath) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n = 40 + trial * 7;
+    RandomDag dag = MakeRandomDag(rng, n, 3.0 / n);
+    IntervalLabels labels(dag.preds, dag.preds.Transpose(n));
+    ASSERT_FALSE(labels.empty());
+    int ruled_out = 0;
+    for (int u = 0; u < n; ++u) {
+      for (int v = 0; v < n; ++v) {
+        if (dag.reach[u][v]) {
+          ASSERT_TRUE(labels.MayReach(u, v)) << u << " -> " << v;
+        } else {
+          ruled_out += !labels.MayReach(u, v);
+        }
+      }
+    }
+    // The cut is worth something: it rules out some pairs.
+    EXPECT_GT(ruled_out, 0);
+  }
+}
+
+TEST(ReachabilityTest, LabelReturnsAncestorsOfThePredecessors) {
+  // 0 -> 1 -> 2 and 0 -> 2: the edge 0 -> 2 is implied through 1.
+  Csr preds = FromRows({{}, {0}, {0, 1}});
+  ReachabilityIndex index(3);
+  EXPECT_EQ(index.Label(0, 0, preds.Row(0)), 0u);
+  EXPECT_EQ(index.Label(1, 1, preds.Row(1)), 0u);
+  // In 2's frame bit 1 is node 0 (two positions back): an ancestor of 1.
+  EXPECT_EQ(index.Label(2, 2, preds.Row(2)), 0b10u);
+  EXPECT_EQ(index.window(2), 0b11u);
+  EXPECT_EQ(index.depth(2), 2);
+  EXPECT_TRUE(index.intervals().empty());
+}
+
+// Without interval labels in the index, a query builds its own once its
+// searches pass the budget, and stays exact before and after.
+TEST(ReachabilityTest, QueryBuildsIntervalsPastItsBudget) {
+  std::mt19937 rng(5);
+  const int n = 400;
+  RandomDag dag = MakeRandomDag(rng, n, 1.0 / n);
+  ReachabilityIndex index(n);
+  for (int i = 0; i < n; ++i) {
+    index.Label(dag.order[i], i, dag.preds.Row(dag.order[i]));
+  }
+  ReachabilityQuery lazy(index, dag.preds, /*interval_budget=*/50);
+  ReachabilityQuery never(index, dag.preds, /*interval_budget=*/1 << 30);
+  for (int u = 0; u < n; ++u) {
+    for (int v = 0; v < n; ++v) {
+      ASSERT_EQ(lazy.Reaches(u, v), dag.reach[u][v]) << u << " -> " << v;
+      ASSERT_EQ(never.Reaches(u, v), dag.reach[u][v]) << u << " -> " << v;
+    }
+  }
+  EXPECT_TRUE(lazy.built_intervals());
+  EXPECT_FALSE(never.built_intervals());
+  EXPECT_LT(lazy.nodes_searched(), never.nodes_searched());
+}
+
+TEST(ReachabilityTest, TryReachesAnyGivesUpPastItsLimit) {
+  // A chain 0 -> 1 -> ... -> 199: 0 reaches 199 only through all of it.
+  const int n = 200;
+  std::vector<std::vector<int32_t>> rows(n);
+  for (int i = 1; i < n; ++i) rows[i] = {i - 1};
+  Csr preds = FromRows(rows);
+  std::vector<NodeId> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  ReachabilityIndex index(n);
+  for (int i = 0; i < n; ++i) index.Label(i, i, preds.Row(i));
+  ReachabilityQuery query(index, preds);
+  const NodeId target = n - 1;
+  EXPECT_EQ(query.TryReachesAny(0, absl::MakeConstSpan(&target, 1), 10),
+            std::nullopt);
+  EXPECT_EQ(query.TryReachesAny(0, absl::MakeConstSpan(&target, 1), 1000),
+            std::optional<bool>(true));
+  // Within the window: settled by one bit, no search at all.
+  const NodeId near = 50;
+  EXPECT_EQ(query.TryReachesAny(0, absl::MakeConstSpan(&near, 1), 0),
+            std::optional<bool>(true));
+  EXPECT_FALSE(query.built_intervals());
 }
 
 }  // namespace

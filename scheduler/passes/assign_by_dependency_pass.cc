@@ -1,6 +1,7 @@
 #include "scheduler/passes/assign_by_dependency_pass.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,10 +13,12 @@ constexpr int kNumEngines = 4;
 
 // Per-stream walk state.
 struct Track {
-  NodeId last = -1;     // its node issued last so far
-  NodeId current = -1;  // its node issued last before the walk's position
-  double finish = 0;    // when `current` ends on unlimited hardware
-  uint64_t ops = 0;     // bit per op id (the first 64 ops) that ran on it
+  NodeId last = -1;      // its node issued last so far
+  int32_t last_pos = -1;  // the issue position of `last`
+  NodeId current = -1;   // its node issued last before the walk's position
+  int32_t current_pos = -1;  // the issue position of `current`
+  double finish = 0;     // when `current` ends on unlimited hardware
+  uint64_t ops = 0;      // bit per op id (the first 64 ops) that ran on it
 };
 
 // Not thread-safe.
@@ -23,27 +26,29 @@ class Walk {
  public:
   explicit Walk(StreamContext& context)
       : c_(context),
-        query_(context.dag.reach, context.dag.raw_preds) {
+        query_(context.query()) {
     for (int d : c_.device) num_devices_ = std::max(num_devices_, d + 1);
     groups_.resize(num_devices_ * kNumEngines);
+    // Nodes placed by earlier passes keep their streams; those streams are
+    // in no group, so their tracks are never consulted.
     tracks_.resize(c_.streams.size());
-    // Nodes already placed by earlier passes keep their streams.
-    for (NodeId v : c_.dag.order) {
-      if (c_.stream_of[v] >= 0) Touch(v, c_.stream_of[v]);
-    }
   }
 
   void Run() {
     if (c_.has_peers()) c_.peer_stream.assign(c_.num_nodes(), -1);
-    for (NodeId v : c_.dag.order) {
-      if (c_.stream_of[v] < 0) AssignOne(v);
+    const int n = c_.num_nodes();
+    for (int32_t i = 0; i < n; ++i) {
+      const NodeId v = c_.dag.order[i];
+      if (c_.stream_of[v] < 0) AssignOne(v, i);
       const double finish = c_.levels.top_us[v] + c_.graph.cost_us(v);
       Track& t = tracks_[c_.stream_of[v]];
       t.current = v;
+      t.current_pos = i;
       t.finish = finish;
       if (c_.peer_device_of(v) >= 0) {
-        const int p = AssignPeer(v);
+        const int p = AssignPeer(v, i);
         tracks_[p].current = v;
+        tracks_[p].current_pos = i;
         tracks_[p].finish = finish;
       }
     }
@@ -57,16 +62,21 @@ class Walk {
     return s;
   }
 
-  void Touch(NodeId v, int s) {
+  // v, at issue position pv, runs on s.
+  void Touch(NodeId v, int32_t pv, int s) {
     Track& t = tracks_[s];
-    if (t.last < 0 || c_.dag.pos(t.last) < c_.dag.pos(v)) t.last = v;
+    if (t.last_pos < pv) {
+      t.last = v;
+      t.last_pos = pv;
+    }
     t.ops |= OpBit(v);
   }
 
-  void Place(NodeId v, int s, StreamChoice::Why why, NodeId related) {
+  void Place(NodeId v, int32_t pv, int s, StreamChoice::Why why,
+             NodeId related) {
     c_.stream_of[v] = s;
     c_.choice[v] = {why, related};
-    Touch(v, s);
+    Touch(v, pv, s);
   }
 
   std::vector<int>& Group(NodeId v) {
@@ -74,30 +84,78 @@ class Walk {
                    static_cast<int>(c_.graph.engine(v))];
   }
 
-  // A recyclable stream of `group` for v: its last node is an ancestor of
-  // v (a stream that ran v's op first, then the oldest); -1 if none.
-  int Recyclable(NodeId v, const std::vector<int>& group) {
-    const int32_t pv = c_.dag.pos(v);
+  // The two candidates of `group` for v, found in one look at its
+  // streams. `recycled`: a stream whose last node is an ancestor of v (one
+  // that ran v's op first, then the oldest), -1 if none. `least`: the
+  // stream whose node before v in issue order is expected to finish first
+  // (ties: v's op, then the oldest), -1 if the group is empty. One pass
+  // over the streams takes the least delay and lists the streams whose last
+  // node precedes v; ancestry is then asked of those only, and the least
+  // delay's first stream is picked.
+  struct Candidates {
+    int recycled = -1;
+    int least = -1;
+  };
+  Candidates Scan(NodeId v, int32_t pv, const std::vector<int>& group) {
+    const double ready = c_.levels.top_us[v];
     const uint64_t op = OpBit(v);
-    int chosen = -1;
-    bool chosen_has_op = false;
-    for (int s : group) {
-      const NodeId last = tracks_[s].last;
-      if (c_.dag.pos(last) >= pv || !query_.Reaches(last, v)) continue;
-      const bool has_op = (tracks_[s].ops & op) != 0;
-      if (chosen < 0 || (has_op && !chosen_has_op)) {
-        chosen = s;
-        chosen_has_op = has_op;
-        if (has_op) break;
+    const int size = static_cast<int>(group.size());
+    if (static_cast<int>(delay_.size()) < size) {
+      delay_.resize(size);
+      has_op_.resize(size);
+      behind_.resize(size);
+    }
+    // Raw pointers in locals: the byte stores below may alias anything
+    // reached through members.
+    const int* streams = group.data();
+    const Track* tracks = tracks_.data();
+    double* delays = delay_.data();
+    uint8_t* has_ops = has_op_.data();
+    int* behind = behind_.data();
+    Candidates found;
+    double least = std::numeric_limits<double>::infinity();
+    int num_behind = 0;  // streams whose last node is before v, listed in
+                         // `behind` (appending without branches)
+    for (int k = 0; k < size; ++k) {
+      const Track& t = tracks[streams[k]];
+      const double late = t.finish - ready;
+      const double delay = late > 0.0 ? late : 0.0;
+      delays[k] = delay;
+      has_ops[k] = (t.ops & op) != 0;
+      least = delay < least ? delay : least;
+      behind[num_behind] = k;
+      num_behind += t.last_pos < pv;
+    }
+    // Ask about ancestry only where the answer could change the choice.
+    bool recycled_has_op = false;
+    for (int j = 0; j < num_behind; ++j) {
+      const int k = behind[j];
+      if (found.recycled >= 0 && (recycled_has_op || !has_ops[k])) continue;
+      const Track& t = tracks[streams[k]];
+      if (Reaches(t.last, t.last_pos, v, pv)) {
+        found.recycled = streams[k];
+        recycled_has_op = has_ops[k];
       }
     }
-    return chosen;
+    // Delays are never NaN: the least, preferring v's op, then the oldest
+    // stream.
+    int first = -1;
+    for (int k = 0; k < size; ++k) {
+      if (delays[k] != least) continue;
+      if (has_ops[k]) {
+        found.least = streams[k];
+        break;
+      }
+      if (first < 0) first = streams[k];
+    }
+    if (found.least < 0) found.least = first;
+    return found;
   }
 
   // Gives v, a copy between devices, its peer stream: a COPY stream of its
   // source device, chosen as a node's stream is (recycled, new, or at the
   // cap the one that delays it least). Chains do not follow peers.
-  int AssignPeer(NodeId v) {
+  int AssignPeer(NodeId v, int32_t pv) {
     const int device = c_.peer_device[v];
     if (device >= num_devices_) {
       num_devices_ = device + 1;
@@ -105,7 +163,8 @@ class Walk {
     }
     std::vector<int>& group =
         groups_[device * kNumEngines + static_cast<int>(Engine::kCopy)];
-    int chosen = Recyclable(v, group);
+    const Candidates found = Scan(v, pv, group);
+    int chosen = found.recycled;
     if (chosen < 0 &&
         static_cast<int>(group.size()) < c_.options.max_streams_per_device) {
       chosen = c_.NewStream(device, Engine::kCopy,
@@ -113,64 +172,44 @@ class Walk {
       tracks_.emplace_back();
       group.push_back(chosen);
     } else if (chosen < 0) {
-      chosen = LeastDelay(v, group);
+      chosen = found.least;
       const NodeId before = tracks_[chosen].current;
-      if (before >= 0 && !query_.Reaches(before, v)) {
+      if (before >= 0 &&
+          !Reaches(before, tracks_[chosen].current_pos, v, pv)) {
         c_.added_orderings.emplace_back(before, v);
       }
     }
     c_.peer_stream[v] = chosen;
-    Touch(v, chosen);
+    Touch(v, pv, chosen);
     return chosen;
   }
 
   // Places v, not yet assigned, and the chain that follows it.
-  void AssignOne(NodeId v) {
+  void AssignOne(NodeId v, int32_t pv) {
     std::vector<int>& group = Group(v);
-    int chosen = Recyclable(v, group);
+    const Candidates found = Scan(v, pv, group);
+    int chosen = found.recycled;
     if (chosen >= 0) {
-      Place(v, chosen, StreamChoice::Why::kRecycled, tracks_[chosen].last);
+      Place(v, pv, chosen, StreamChoice::Why::kRecycled,
+            tracks_[chosen].last);
     } else if (static_cast<int>(group.size()) <
                c_.options.max_streams_per_device) {
       chosen = NewStream(v);
       group.push_back(chosen);
-      Place(v, chosen, StreamChoice::Why::kNew, -1);
+      Place(v, pv, chosen, StreamChoice::Why::kNew, -1);
     } else {
-      chosen = SoftCap(v, group);
+      chosen = SoftCap(v, pv, found.least);
     }
     FollowChain(v, chosen);
   }
 
-  // At the cap: the stream that delays v least.
-  int SoftCap(NodeId v, const std::vector<int>& group) {
-    const int chosen = LeastDelay(v, group);
+  // At the cap: the stream that delays v least, `chosen`.
+  int SoftCap(NodeId v, int32_t pv, int chosen) {
     const NodeId before = tracks_[chosen].current;
-    if (before >= 0 && !query_.Reaches(before, v)) {
+    if (before >= 0 && !Reaches(before, tracks_[chosen].current_pos, v, pv)) {
       c_.added_orderings.emplace_back(before, v);
     }
-    Place(v, chosen, StreamChoice::Why::kSoftCap, before);
-    return chosen;
-  }
-
-  // The stream of `group` (not empty) whose node before v in issue order
-  // is expected to finish first (ties: v's op, then the oldest).
-  int LeastDelay(NodeId v, const std::vector<int>& group) {
-    const double ready = c_.levels.top_us[v];
-    int chosen = -1;
-    double best_delay = 0;
-    bool best_has_op = false;
-    const uint64_t op = OpBit(v);
-    for (int s : group) {
-      const Track& t = tracks_[s];
-      const double delay = std::max(0.0, t.finish - ready);
-      const bool has_op = (t.ops & op) != 0;
-      if (chosen < 0 || delay < best_delay ||
-          (delay == best_delay && has_op && !best_has_op)) {
-        chosen = s;
-        best_delay = delay;
-        best_has_op = has_op;
-      }
-    }
+    Place(v, pv, chosen, StreamChoice::Why::kSoftCap, before);
     return chosen;
   }
 
@@ -195,7 +234,7 @@ class Walk {
         }
       }
       if (best < 0) return;
-      Place(best, s, StreamChoice::Why::kChain, cur);
+      Place(best, c_.dag.pos(best), s, StreamChoice::Why::kChain, cur);
       cur = best;
     }
   }
@@ -210,14 +249,29 @@ class Walk {
     return a < b;
   }
 
+  // Whether u, at issue position pu, reaches v, at pv. Most questions are
+  // about nodes a few positions apart, which the index's window answers
+  // exactly; the rest go to the query.
+  bool Reaches(NodeId u, int32_t pu, NodeId v, int32_t pv) {
+    if (pu >= pv) return false;
+    if (pv - pu <= ReachabilityIndex::kWindow) {
+      return (c_.dag.reach.window(v) >> (pv - pu - 1)) & 1;
+    }
+    return query_.Reaches(u, v);
+  }
+
   // The first 64 ops get a bit each.
   uint64_t OpBit(NodeId v) const {
     const uint32_t op = static_cast<uint32_t>(c_.graph.op_id(v));
-    return op < 64 ? uint64_t{1} << op : 0;
+    return op < 64 ? uint64_t{1} << (op & 63) : 0;
   }
 
   StreamContext& c_;
-  ReachabilityQuery query_;
+  ReachabilityQuery& query_;
+  // Scan's scratch space, by position in a group.
+  std::vector<double> delay_;
+  std::vector<uint8_t> has_op_;
+  std::vector<int> behind_;
   std::vector<Track> tracks_;     // by stream
   int num_devices_ = 1;
   // device * kNumEngines + engine -> this pass's streams, oldest first.

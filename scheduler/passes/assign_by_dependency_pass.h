@@ -23,8 +23,12 @@
 // a peer stream.
 //
 // Ancestry is asked of the reachability index (reachability.h), never of an
-// O(V^2) matrix: one query per stream of the device and engine at each
-// chain start.
+// O(V^2) matrix, at each chain start: for the streams of the device and
+// engine whose last node comes before the node, and only while the answer
+// can still change the choice. Nodes at most ReachabilityIndex::kWindow
+// positions apart are answered from the index's window directly. The
+// stream that delays the node least is found in the same look at the
+// group's streams.
 #ifndef WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_
 #define WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_
 

@@ -55,18 +55,22 @@ void Walk(StreamContext& c, Clocks& clocks) {
   const int num_streams = static_cast<int>(c.streams.size());
   std::vector<int32_t> count(num_streams, 0);
   std::vector<int32_t> current(num_streams, 0);  // clock version per stream
-  std::vector<NodeId> candidates, chosen;
+  // Candidate waits as (issue position, node), and the chosen ones.
+  std::vector<std::pair<int32_t, NodeId>> candidates;
+  std::vector<NodeId> chosen;
+  const bool peers = !c.peer_stream.empty();
   // Whether a clock (read through `known`) covers p's completion: p's
   // position on either of its streams.
-  auto covers = [&c](NodeId p, auto known) {
+  auto covers = [&c, peers](NodeId p, auto known) {
     if (known(c.stream_of[p]) >= c.seq[p]) return true;
-    const int32_t u = c.peer_of(p);
+    if (!peers) return false;
+    const int32_t u = c.peer_stream[p];
     return u >= 0 && known(u) >= c.peer_seq[p];
   };
   for (int i = 0; i < n; ++i) {
     const NodeId v = c.dag.order[i];
     const int32_t s = c.stream_of[v];
-    const int32_t t = c.peer_of(v);
+    const int32_t t = peers ? c.peer_stream[v] : -1;
     c.seq[v] = ++count[s];
     if (t >= 0) {
       // v starts once t reaches it too: s learns all that came before.
@@ -76,22 +80,27 @@ void Walk(StreamContext& c, Clocks& clocks) {
     candidates.clear();
     for (NodeId p : c.dag.Preds(v)) {
       const int32_t tp = c.stream_of[p];
-      const int32_t up = c.peer_of(p);
-      // Stream order on s (or on t, through the join).
-      if (tp == s || up == s || (t >= 0 && (tp == t || up == t))) continue;
+      if (tp == s) continue;  // stream order
+      if (peers) {
+        // Stream order on s (or on t, through the join).
+        const int32_t up = c.peer_stream[p];
+        if (up == s || (t >= 0 && (tp == t || up == t))) continue;
+      }
       if (covers(p, [&](int32_t x) { return clocks.Current(s, x); })) {
         continue;
       }
-      candidates.push_back(p);
+      // Latest-issued first (insertion: there are few).
+      const int32_t pos = c.dag.pos(p);
+      candidates.emplace_back(pos, p);
+      for (size_t k = candidates.size() - 1;
+           k > 0 && candidates[k - 1].first < pos; --k) {
+        std::swap(candidates[k - 1], candidates[k]);
+      }
     }
     if (!candidates.empty()) {
-      if (candidates.size() > 1) {
-        std::sort(candidates.begin(), candidates.end(),
-                  [&](NodeId a, NodeId b) { return c.dag.pos(a) > c.dag.pos(b); });
-      }
       clocks.Begin();
       chosen.clear();
-      for (NodeId p : candidates) {
+      for (const auto& [pos, p] : candidates) {
         if (covers(p, [&](int32_t x) { return clocks.Collected(x); })) {
           continue;
         }
@@ -112,57 +121,57 @@ void Walk(StreamContext& c, Clocks& clocks) {
   }
 }
 
-// One counter per stream: the current clocks are a streams x streams
-// matrix and a snapshot is a row.
+// One counter per stream: each snapshot is a row of the arena, and a
+// stream's current clock is its latest snapshot. The waits chosen for a
+// node are kept as a list (there are few) and read through on demand;
+// only the commit combines whole rows.
 class DenseClocks {
  public:
   explicit DenseClocks(StreamContext& c)
-      : c_(c),
-        s_(static_cast<int>(c.streams.size())),
-        current_(static_cast<size_t>(s_) * s_, 0),
-        collected_(s_, 0) {}
+      : c_(c), arena_(c.clocks), current_(c.streams.size(), 0) {}
 
-  int32_t Current(int s, int t) const {
-    return current_[static_cast<size_t>(s) * s_ + t];
-  }
-  void Begin() { std::fill(collected_.begin(), collected_.end(), 0); }
-  int32_t Collected(int t) const { return collected_[t]; }
-  void Collect(NodeId p) {
-    const int32_t* row = c_.clocks.Row(c_.clock_of[p]);
-    for (int t = 0; t < s_; ++t) collected_[t] = std::max(collected_[t], row[t]);
-    int32_t& own = collected_[c_.stream_of[p]];
-    own = std::max(own, c_.seq[p]);
-    if (const int32_t u = c_.peer_of(p); u >= 0) {
-      collected_[u] = std::max(collected_[u], c_.peer_seq[p]);
+  int32_t Current(int s, int t) const { return arena_.Row(current_[s])[t]; }
+  void Begin() { chosen_.clear(); }
+  int32_t Collected(int t) const {
+    int32_t known = 0;
+    for (NodeId q : chosen_) {
+      known = std::max(known, arena_.Row(c_.clock_of[q])[t]);
+      if (c_.stream_of[q] == t) known = std::max(known, c_.seq[q]);
+      if (c_.peer_of(q) == t) known = std::max(known, c_.peer_seq[q]);
     }
+    return known;
   }
+  void Collect(NodeId p) { chosen_.push_back(p); }
   int32_t Commit(int s) {
-    int32_t* row = Mutable(s);
-    for (int t = 0; t < s_; ++t) row[t] = std::max(row[t], collected_[t]);
-    return c_.clocks.AddRow(row);
+    int32_t* row = arena_.CopyRow(current_[s]);
+    for (NodeId q : chosen_) {
+      arena_.MaxInto(row, arena_.Row(c_.clock_of[q]));
+      int32_t& own = row[c_.stream_of[q]];
+      own = std::max(own, c_.seq[q]);
+      if (const int32_t u = c_.peer_of(q); u >= 0) {
+        row[u] = std::max(row[u], c_.peer_seq[q]);
+      }
+    }
+    return current_[s] = arena_.num_versions() - 1;
   }
   int32_t Join(int s, int t, int32_t seq) {
-    int32_t* row = Mutable(s);
-    const int32_t* other = Mutable(t);
-    for (int k = 0; k < s_; ++k) row[k] = std::max(row[k], other[k]);
+    int32_t* row = arena_.CopyRow(current_[s]);
+    arena_.MaxInto(row, arena_.Row(current_[t]));
     row[t] = std::max(row[t], seq);
-    return c_.clocks.AddRow(row);
+    return current_[s] = arena_.num_versions() - 1;
   }
   int32_t Share(int s, int t, int32_t s_seq, int32_t t_seq) {
-    int32_t* row = Mutable(s);
+    int32_t* row = arena_.CopyRow(current_[s]);
     row[s] = std::max(row[s], s_seq);
     row[t] = std::max(row[t], t_seq);
-    std::copy(row, row + s_, Mutable(t));
-    return c_.clocks.AddRow(row);
+    return current_[s] = current_[t] = arena_.num_versions() - 1;
   }
 
  private:
-  int32_t* Mutable(int s) { return &current_[static_cast<size_t>(s) * s_]; }
-
   StreamContext& c_;
-  const int s_;
-  std::vector<int32_t> current_;
-  std::vector<int32_t> collected_;
+  ClockArena& arena_;
+  std::vector<int32_t> current_;  // version per stream
+  std::vector<NodeId> chosen_;
 };
 
 // (stream, seq) lists, for plans with many streams.
@@ -220,8 +229,6 @@ class SparseClocks {
 absl::Status InsertEventsPass::Run(StreamContext& c) const {
   const int n = c.num_nodes();
   const int num_streams = static_cast<int>(c.streams.size());
-  int64_t may_wait = 0;  // nodes with a predecessor on another stream
-  int64_t cross_edges = 0;  // an upper bound on the waits
   const bool peers = !c.peer_stream.empty();
   int64_t num_peers = 0;
   for (NodeId v = 0; v < n; ++v) {
@@ -236,10 +243,6 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
           "node '", c.graph.node(v).name, "' has no valid peer stream"));
     }
     if (t >= 0) ++num_peers;
-    int64_t cross = 0;
-    for (NodeId p : c.dag.Preds(v)) cross += c.stream_of[p] != s;
-    may_wait += cross > 0 ? 1 : 0;
-    cross_edges += cross;
   }
   c.seq.assign(n, 0);
   if (peers) {
@@ -250,10 +253,12 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   c.clock_of.assign(n, 0);
   c.signal.assign(n, -1);
   c.clocks = ClockArena(num_streams);
-  c.clocks.Reserve(may_wait + 2 * num_peers);
+  // Upper bounds (a snapshot per node with a wait, two per peer; a wait per
+  // edge): reserved address space that is only touched as it fills.
+  c.clocks.Reserve(n + 2 * num_peers);
   c.waits = Csr();
-  c.waits.offsets.reserve(n + 1);
-  ReserveHuge(c.waits.items, cross_edges);
+  ReserveHuge(c.waits.offsets, n + 1);
+  ReserveHuge(c.waits.items, c.dag.preds.items.size());
   c.num_events = 0;
   if (c.clocks.dense()) {
     DenseClocks clocks(c);

@@ -20,9 +20,10 @@
 // its streams has passed it.
 //
 // Keeps every node's sequence number and clock version in the context for
-// later passes. Cost: O(V + E) plus O(S) per wait for clocks of S entries
-// (S at most the number of streams); snapshots live in one arena and are
-// taken only when a stream's clock changes.
+// later passes. Cost: O(V + E) plus O(S) per node with waits for clocks of
+// S entries (S at most the number of streams); snapshots live in one arena
+// and are taken only when a stream's clock changes, and a stream's current
+// clock is its latest snapshot (no per-stream copies).
 #ifndef WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
 #define WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
 

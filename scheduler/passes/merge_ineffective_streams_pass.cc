@@ -8,16 +8,56 @@
 namespace weft::scheduler {
 namespace {
 
-// True if the issue positions `a` and `b` (each sorted) interleave into a
-// sequence the DAG totally orders.
-bool CannotOverlap(const StreamContext& c, const std::vector<int32_t>& a,
-                   const std::vector<int32_t>& b, ReachabilityQuery& query) {
+// The issue positions of each mergeable stream's nodes, listed lazily:
+// positions are distributed in issue order only as far as a question needs
+// them. Streams that overlap are told apart at their first few nodes, so
+// when nothing merges, little of the graph is read. Not thread-safe.
+class Members {
+ public:
+  explicit Members(const StreamContext& c)
+      : c_(c), lists_(c.streams.size()) {}
+
+  std::vector<int32_t>& list(int s) { return lists_[s]; }
+
+  // True if stream s has a node at index k of its list, reading further
+  // into the issue order if needed.
+  bool Has(int s, size_t k) {
+    while (k >= lists_[s].size() && scanned_ < c_.num_nodes()) Scan();
+    return k < lists_[s].size();
+  }
+
+ private:
+  void Scan() {
+    const int32_t i = scanned_++;
+    const NodeId v = c_.dag.order[i];
+    for (const int32_t s : {c_.stream_of[v], c_.peer_of(v)}) {
+      if (s >= 0 && c_.streams[s].kind == LogicalStream::Kind::kShared) {
+        lists_[s].push_back(i);
+      }
+    }
+  }
+
+  const StreamContext& c_;
+  std::vector<std::vector<int32_t>> lists_;
+  int32_t scanned_ = 0;
+};
+
+// True if the nodes of streams a and b interleave, in issue order, into a
+// sequence the DAG totally orders. Only returns true once it has read
+// both streams to their ends.
+bool CannotOverlap(const StreamContext& c, Members& members, int a, int b,
+                   ReachabilityQuery& query) {
   size_t i = 0, j = 0;
   int32_t prev = -1;
   int prev_side = -1;
-  while (i < a.size() || j < b.size()) {
-    const bool take_a = j == b.size() || (i < a.size() && a[i] < b[j]);
-    const int32_t pos = take_a ? a[i++] : b[j++];
+  while (true) {
+    const bool has_a = members.Has(a, i);
+    const bool has_b = members.Has(b, j);
+    if (!has_a && !has_b) return true;
+    const std::vector<int32_t>& la = members.list(a);
+    const std::vector<int32_t>& lb = members.list(b);
+    const bool take_a = !has_b || (has_a && la[i] < lb[j]);
+    const int32_t pos = take_a ? la[i++] : lb[j++];
     const int side = take_a ? 0 : 1;
     if (prev >= 0 && side != prev_side &&
         !query.Reaches(c.dag.order[prev], c.dag.order[pos])) {
@@ -26,40 +66,30 @@ bool CannotOverlap(const StreamContext& c, const std::vector<int32_t>& a,
     prev = pos;
     prev_side = side;
   }
-  return true;
 }
 
 }  // namespace
 
 absl::Status MergeIneffectiveStreamsPass::Run(StreamContext& c) const {
   const int num_streams = static_cast<int>(c.streams.size());
-  // Issue positions of each mergeable stream's nodes.
-  std::vector<std::vector<int32_t>> nodes(num_streams);
-  for (int32_t i = 0; i < c.num_nodes(); ++i) {
-    const NodeId v = c.dag.order[i];
-    for (const int s : {c.stream_of[v], c.peer_of(v)}) {
-      if (s >= 0 && c.streams[s].kind == LogicalStream::Kind::kShared) {
-        nodes[s].push_back(i);
-      }
-    }
-  }
   // (device, engine) -> its mergeable streams, by id.
   std::map<std::pair<int, int>, std::vector<int>> classes;
   for (int s = 0; s < num_streams; ++s) {
     const LogicalStream& stream = c.streams[s];
-    if (stream.kind == LogicalStream::Kind::kShared && stream.alive &&
-        !nodes[s].empty()) {
+    if (stream.kind == LogicalStream::Kind::kShared && stream.alive) {
       classes[{stream.device, static_cast<int>(stream.engine)}].push_back(s);
     }
   }
-  ReachabilityQuery query(c.dag.reach, c.dag.raw_preds);
+  Members members(c);
   std::vector<int32_t> merged;
-  for (auto& [key, members] : classes) {
+  for (auto& [key, streams] : classes) {
+    if (streams.size() < 2) continue;
     std::vector<int> kept;
-    for (int s : members) {
+    for (int s : streams) {
+      if (!members.Has(s, 0)) continue;  // no nodes
       int into = -1;
       for (int k : kept) {
-        if (CannotOverlap(c, nodes[k], nodes[s], query)) {
+        if (CannotOverlap(c, members, k, s, c.query())) {
           into = k;
           break;
         }
@@ -68,9 +98,12 @@ absl::Status MergeIneffectiveStreamsPass::Run(StreamContext& c) const {
         kept.push_back(s);
         continue;
       }
-      const NodeId first = c.dag.order[std::min(nodes[into].front(),
-                                                nodes[s].front())];
-      for (int32_t pos : nodes[s]) {
+      // Both streams were read to their ends: their lists are whole.
+      std::vector<int32_t>& nodes_into = members.list(into);
+      std::vector<int32_t>& nodes_s = members.list(s);
+      const NodeId first =
+          c.dag.order[std::min(nodes_into.front(), nodes_s.front())];
+      for (int32_t pos : nodes_s) {
         const NodeId v = c.dag.order[pos];
         if (c.stream_of[v] == s) {
           c.stream_of[v] = into;
@@ -80,10 +113,10 @@ absl::Status MergeIneffectiveStreamsPass::Run(StreamContext& c) const {
         }
       }
       merged.clear();
-      std::merge(nodes[into].begin(), nodes[into].end(), nodes[s].begin(),
-                 nodes[s].end(), std::back_inserter(merged));
-      nodes[into].swap(merged);
-      nodes[s].clear();
+      std::merge(nodes_into.begin(), nodes_into.end(), nodes_s.begin(),
+                 nodes_s.end(), std::back_inserter(merged));
+      nodes_into.swap(merged);
+      nodes_s.clear();
       c.streams[s].alive = false;
     }
   }

@@ -15,7 +15,9 @@
 // Cost: for each pair of streams of one device and engine, a walk over
 // their nodes that stops at the first switch the DAG does not order, with
 // one reachability query per switch; at most max_streams_per_device^2 walks
-// per device and engine.
+// per device and engine. Each stream's nodes are listed lazily, in issue
+// order, only as far as these walks read: when nothing merges, usually a
+// small prefix of the graph.
 #ifndef WEFT_SCHEDULER_PASSES_MERGE_INEFFECTIVE_STREAMS_PASS_H_
 #define WEFT_SCHEDULER_PASSES_MERGE_INEFFECTIVE_STREAMS_PASS_H_
 

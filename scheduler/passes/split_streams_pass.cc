@@ -8,6 +8,154 @@
 
 namespace weft::scheduler {
 
+namespace {
+
+// Adds a wait on event `second` to the node at issue position `first` for
+// each link, keeping every row sorted. In place, from the end: rows before
+// the first link stay where they are.
+void AddLinks(StreamContext& c,
+              std::vector<std::pair<int32_t, int32_t>>& links) {
+  if (links.empty()) return;
+  std::sort(links.begin(), links.end());
+  std::vector<int32_t>& items = c.waits.items;
+  std::vector<int32_t>& offsets = c.waits.offsets;
+  const int32_t rows = c.waits.rows();
+  items.resize(items.size() + links.size());
+  // Links in rows up to r: where row r's items move.
+  int32_t shift = static_cast<int32_t>(links.size());
+  int64_t l = static_cast<int64_t>(links.size()) - 1;
+  for (int32_t r = rows - 1; shift > 0; --r) {
+    const int32_t begin = offsets[r];
+    const int32_t end = offsets[r + 1];
+    int32_t added = 0;
+    while (l >= 0 && links[l].first == r) {
+      ++added;
+      --l;
+    }
+    const int32_t new_begin = begin + shift - added;
+    std::copy_backward(items.begin() + begin, items.begin() + end,
+                       items.begin() + end + shift - added);
+    for (int32_t k = 0; k < added; ++k) {
+      items[end + shift - added + k] = links[l + 1 + k].second;
+    }
+    if (added > 0) {
+      std::sort(items.begin() + new_begin, items.begin() + end + shift);
+    }
+    offsets[r + 1] = end + shift;
+    shift -= added;
+  }
+}
+
+// Splitting when no node has a peer stream: every node is on one stream,
+// so one walk in issue order, with a counter per stream, decides every
+// split; the parts get their ids and the links their events afterwards, in
+// the order of the rules (stream by stream, each in issue order), and a
+// second walk, only if something split, moves the nodes to their parts.
+absl::Status SplitWithoutPeers(StreamContext& c, int cap) {
+  const int n = c.num_nodes();
+  const int num_streams = static_cast<int>(c.streams.size());
+  // Each stream's last node, which may fill it to the limit: found from
+  // the end, where every stream usually ends.
+  std::vector<int32_t> last(num_streams, -1);
+  int missing = num_streams;
+  for (int32_t i = n - 1; i >= 0 && missing > 0; --i) {
+    int32_t& l = last[c.stream_of[c.dag.order[i]]];
+    if (l < 0) {
+      l = i;
+      --missing;
+    }
+  }
+  std::vector<NodeId> signaller;  // by event, once needed
+  // Does the node at `pos` know, through its waits, that `prev` (on its
+  // stream s) finished?
+  auto implied = [&](int32_t pos, NodeId prev, int32_t s) {
+    if (signaller.empty() && c.num_events > 0) {
+      signaller.assign(c.num_events, -1);
+      for (NodeId v = 0; v < n; ++v) {
+        if (c.signal[v] >= 0) signaller[c.signal[v]] = v;
+      }
+    }
+    const int32_t need = c.seq[prev];
+    for (int32_t k = c.waits.offsets[pos]; k < c.waits.offsets[pos + 1];
+         ++k) {
+      const NodeId u = signaller[c.waits.items[k]];
+      if (c.clocks.Known(c.clock_of[u], s) >= need) return true;
+    }
+    return false;
+  };
+  struct Split {
+    int32_t stream;
+    int32_t pos;   // the first node of the new part
+    NodeId prev;   // the node before it on the stream
+    bool link;     // the new part waits for `prev`
+    int32_t part;  // the new part's stream id
+  };
+  std::vector<Split> splits;
+  std::vector<int64_t> count(num_streams, 0);
+  std::vector<NodeId> prev(num_streams, -1);
+  const int32_t* offsets = c.waits.offsets.data();
+  for (int32_t i = 0; i < n; ++i) {
+    const NodeId v = c.dag.order[i];
+    const int32_t s = c.stream_of[v];
+    int64_t t = 1 + (offsets[i + 1] - offsets[i]) + (c.signal[v] >= 0);
+    // Keep one task of room for a record continuing the stream, unless
+    // this is the stream's last node.
+    const int64_t limit = i == last[s] ? cap : cap - 1;
+    if (prev[s] >= 0 && count[s] + t > limit) {
+      const bool link = !implied(i, prev[s], s);
+      splits.push_back({s, i, prev[s], link, -1});
+      t += link;
+      count[s] = 0;
+    }
+    count[s] += t;
+    prev[s] = v;
+  }
+  if (splits.empty()) return absl::OkStatus();
+
+  std::stable_sort(splits.begin(), splits.end(),
+                   [](const Split& a, const Split& b) {
+                     return a.stream < b.stream;
+                   });
+  std::vector<std::pair<int32_t, int32_t>> links;  // (position, event)
+  std::vector<int32_t> next_split(num_streams, -1);  // index into splits
+  int32_t first_pos = n;
+  for (size_t k = 0; k < splits.size(); ++k) {
+    Split& split = splits[k];
+    const bool first = k == 0 || splits[k - 1].stream != split.stream;
+    if (first) next_split[split.stream] = static_cast<int32_t>(k);
+    const int segment = first ? split.stream : splits[k - 1].part;
+    const LogicalStream& from = c.streams[segment];
+    split.part = c.NewStream(from.device, from.engine, from.kind, from.label);
+    c.streams[split.part].split_from = segment;
+    if (split.link) {
+      if (c.signal[split.prev] < 0) c.signal[split.prev] = c.num_events++;
+      links.emplace_back(split.pos, c.signal[split.prev]);
+    }
+    first_pos = std::min(first_pos, split.pos);
+  }
+  // Move each node after a split to its part.
+  std::vector<int32_t> part(num_streams);
+  for (int s = 0; s < num_streams; ++s) part[s] = s;
+  for (int32_t i = first_pos; i < n; ++i) {
+    const NodeId v = c.dag.order[i];
+    const int32_t s = c.stream_of[v];
+    int32_t& k = next_split[s];
+    if (k >= 0 && splits[k].pos == i) {
+      part[s] = splits[k].part;
+      ++k;
+      if (k == static_cast<int32_t>(splits.size()) ||
+          splits[k].stream != s) {
+        k = -1;
+      }
+    }
+    c.stream_of[v] = part[s];
+  }
+  AddLinks(c, links);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SplitStreamsPass::Run(StreamContext& c) const {
   const int cap = c.options.max_nodes_per_stream;
   if (cap == 0) return absl::OkStatus();
@@ -19,6 +167,7 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
   if (!c.events_planned) {
     return absl::InternalError("streams split before events are planned");
   }
+  if (c.peer_stream.empty()) return SplitWithoutPeers(c, cap);
   const int n = c.num_nodes();
   const int num_streams = static_cast<int>(c.streams.size());
   // Tasks of the node at `pos` on its stream, or on its peer stream
@@ -207,45 +356,7 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
     }
     k = end;
   }
-  if (!links.empty()) {
-    // Rebuild the waits with the links: rows without one are copied
-    // whole, the others get the link and are sorted.
-    std::sort(links.begin(), links.end());
-    Csr waits;
-    waits.offsets.resize(n + 1);
-    waits.items.resize(c.waits.items.size() + links.size());
-    int32_t out = 0;
-    int32_t copied_from = 0;  // position from which rows are copied as is
-    waits.offsets[0] = 0;
-    auto copy_rows = [&](int32_t from, int32_t to) {
-      // Rows [from, to) keep their contents, shifted by the links so far.
-      const int32_t begin = c.waits.offsets[from];
-      const int32_t end = c.waits.offsets[to];
-      std::copy(c.waits.items.begin() + begin, c.waits.items.begin() + end,
-                waits.items.begin() + out);
-      const int32_t shift = out - begin;
-      for (int32_t r = from; r < to; ++r) {
-        waits.offsets[r + 1] = c.waits.offsets[r + 1] + shift;
-      }
-      out += end - begin;
-    };
-    for (size_t l = 0; l < links.size();) {
-      const int32_t pos = links[l].first;
-      copy_rows(copied_from, pos);
-      auto row = c.waits.Row(pos);
-      const int32_t row_start = out;
-      std::copy(row.begin(), row.end(), waits.items.begin() + out);
-      out += static_cast<int32_t>(row.size());
-      for (; l < links.size() && links[l].first == pos; ++l) {
-        waits.items[out++] = links[l].second;
-      }
-      std::sort(waits.items.begin() + row_start, waits.items.begin() + out);
-      waits.offsets[pos + 1] = out;
-      copied_from = pos + 1;
-    }
-    copy_rows(copied_from, n);
-    c.waits = std::move(waits);
-  }
+  AddLinks(c, links);
   return absl::OkStatus();
 }
 

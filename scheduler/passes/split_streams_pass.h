@@ -20,6 +20,12 @@
 // starts a new part at it, the
 // continuing wait goes on its own stream, before the join, unless its
 // waits or the history of its other stream already imply the order.
+//
+// Cost: without peer streams, one walk in issue order decides every split
+// (a counter per stream), and only if something splits, a second walk from
+// the first split moves nodes to their parts; links are added to the waits
+// in place, moving only the rows after the first link. With peer streams,
+// each stream's members are listed and walked in turn.
 #ifndef WEFT_SCHEDULER_PASSES_SPLIT_STREAMS_PASS_H_
 #define WEFT_SCHEDULER_PASSES_SPLIT_STREAMS_PASS_H_
 

@@ -1,15 +1,19 @@
 #include "scheduler/passes/stream_context.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "scheduler/huge_pages.h"
 
 namespace weft::scheduler {
 
 ClockArena::ClockArena(int num_streams)
-    : dense_(num_streams <= kDenseStreams), num_streams_(num_streams) {
+    : dense_(num_streams <= kDenseStreams),
+      num_streams_(num_streams),
+      stride_((num_streams + kLanes - 1) / kLanes * kLanes) {
   if (dense_) {
-    rows_.assign(num_streams_, 0);
+    Grow(stride_);
+    std::fill(rows_.get(), rows_.get() + stride_, 0);
   } else {
     offsets_ = {0, 0};
   }
@@ -20,9 +24,55 @@ int32_t ClockArena::Known(int32_t version, int32_t stream) const {
   return Known(Get(version), stream);
 }
 
+void ClockArena::Grow(size_t counters) {
+  if (counters <= capacity_) return;
+  std::unique_ptr<int32_t[]> rows(new int32_t[counters]);
+  AdviseHugePages(rows.get(), counters * sizeof(int32_t));
+  if (rows_ != nullptr) {
+    std::copy(rows_.get(),
+              rows_.get() + static_cast<size_t>(num_versions_) * stride_,
+              rows.get());
+  }
+  rows_ = std::move(rows);
+  capacity_ = counters;
+}
+
+int32_t* ClockArena::AppendRow() {
+  const size_t at = static_cast<size_t>(num_versions_) * stride_;
+  if (at + stride_ > capacity_) Grow(std::max(2 * capacity_, at + stride_));
+  ++num_versions_;
+  return rows_.get() + at;
+}
+
 int32_t ClockArena::AddRow(const int32_t* row) {
-  rows_.insert(rows_.end(), row, row + num_streams_);
-  return num_versions_++;
+  int32_t* to = AppendRow();
+  std::copy(row, row + num_streams_, to);
+  std::fill(to + num_streams_, to + stride_, 0);  // padding
+  return num_versions_ - 1;
+}
+
+int32_t* ClockArena::CopyRow(int32_t version) {
+  int32_t* row = AppendRow();
+  const int32_t* from = Row(version);
+  // A few vectors of counters: cheaper than a call to copy bytes.
+  for (int k = 0; k < stride_; k += kLanes) {
+    std::memcpy(row + k, from + k, kLanes * sizeof(int32_t));
+  }
+  return row;
+}
+
+void ClockArena::MaxInto(int32_t* row, const int32_t* other) const {
+  // Four counters at a time with the compiler's generic vectors: one
+  // compare and a blend, on any target.
+  using Lanes = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+  for (int k = 0; k < stride_; k += kLanes) {
+    Lanes a, b;
+    std::memcpy(&a, row + k, sizeof(a));
+    std::memcpy(&b, other + k, sizeof(b));
+    const Lanes a_wins = a > b;
+    a = (a & a_wins) | (b & ~a_wins);
+    std::memcpy(row + k, &a, sizeof(a));
+  }
 }
 
 int32_t ClockArena::Add(absl::Span<const Entry> clock) {
@@ -40,7 +90,7 @@ int32_t ClockArena::Known(absl::Span<const Entry> clock, int32_t stream) {
 
 void ClockArena::Reserve(int64_t versions) {
   if (dense_) {
-    ReserveHuge(rows_, rows_.size() + versions * num_streams_);
+    Grow(static_cast<size_t>(num_versions_ + versions) * stride_);
   } else {
     offsets_.reserve(offsets_.size() + versions);
   }
@@ -56,6 +106,14 @@ StreamContext::StreamContext(const Graph& graph, const Dag& dag,
       options(options),
       stream_of(graph.num_nodes(), -1),
       choice(graph.num_nodes()) {}
+
+ReachabilityQuery& StreamContext::query() {
+  if (shared_query == nullptr) {
+    shared_query = std::make_unique<ReachabilityQuery>(dag.reach,
+                                                       dag.raw_preds);
+  }
+  return *shared_query;
+}
 
 int StreamContext::NewStream(int device, Engine engine,
                              LogicalStream::Kind kind, std::string label) {

@@ -7,7 +7,8 @@
 // inputs (graph, DAG, cost levels, each node's device, the options), the
 // logical streams and each node's stream and why it got it, and once events
 // are planned, each node's signal and waits plus the vector clocks they were
-// derived from.
+// derived from; and one reachability query whose scratch space the passes
+// that ask about ancestry share.
 //
 // Conventions: per-node vectors are indexed by NodeId; `waits` rows by issue
 // position (Dag::order). A stream runs its nodes in issue order, a
@@ -19,6 +20,7 @@
 #define WEFT_SCHEDULER_PASSES_STREAM_CONTEXT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -76,13 +78,15 @@ struct LogicalStream {
 // Immutable snapshots of vector clocks, in one arena. A clock maps streams
 // to the last sequence number (1-based position on that stream) known
 // finished; 0 means nothing. With few streams (at most kDenseStreams) a
-// snapshot is a dense row of one counter per stream; with more, a sparse
-// list of (stream, seq) pairs sorted by stream. Version 0 is the empty
-// clock.
+// snapshot is a dense row of one counter per stream (rows are padded to a
+// multiple of kLanes counters, the padding kept 0, so that rows combine a
+// vector of counters at a time); with more, a sparse list of (stream, seq)
+// pairs sorted by stream. Version 0 is the empty clock.
 class ClockArena {
  public:
   using Entry = std::pair<int32_t, int32_t>;
   static constexpr int kDenseStreams = 64;
+  static constexpr int kLanes = 4;
 
   explicit ClockArena(int num_streams = 0);
 
@@ -92,12 +96,18 @@ class ClockArena {
   // The sequence number `version` knows for `stream`.
   int32_t Known(int32_t version, int32_t stream) const;
 
-  // Dense form: the row of `version` (num_streams counters); AddRow
-  // stores a copy of `row` and returns its version.
+  // Dense form: the row of `version` (num_streams counters, then padding);
+  // AddRow stores a copy of `row` and returns its version.
   const int32_t* Row(int32_t version) const {
-    return rows_.data() + static_cast<size_t>(version) * num_streams_;
+    return rows_.get() + static_cast<size_t>(version) * stride_;
   }
   int32_t AddRow(const int32_t* row);
+  // Appends a copy of the row of `version` and returns it to be refined
+  // in place (valid until the next append); its version is
+  // num_versions() - 1.
+  int32_t* CopyRow(int32_t version);
+  // row[k] = max(row[k], other[k]) for every counter of two dense rows.
+  void MaxInto(int32_t* row, const int32_t* other) const;
 
   // Sparse form: the entries of `version`; Add stores a clock (sorted by
   // stream) and returns its version.
@@ -115,8 +125,18 @@ class ClockArena {
  private:
   bool dense_;
   int num_streams_;
+  int stride_;  // dense: counters per row, num_streams rounded up
+  // Appends a row, its contents undefined, and returns it.
+  int32_t* AppendRow();
+  // Room for `counters` counters in all, keeping the rows so far.
+  void Grow(size_t counters);
+
   int32_t num_versions_ = 1;
-  std::vector<int32_t> rows_;      // dense
+  // Dense: num_versions rows, then room for capacity_ counters in all;
+  // rows are written whole before they are read, so the room is left
+  // uninitialized.
+  std::unique_ptr<int32_t[]> rows_;
+  size_t capacity_ = 0;
   std::vector<Entry> entries_;     // sparse
   std::vector<int64_t> offsets_;   // sparse
 };
@@ -129,6 +149,9 @@ struct StreamContext {
   int NewStream(int device, Engine engine, LogicalStream::Kind kind,
                 std::string label = "");
   int num_nodes() const { return dag.num_nodes(); }
+  // A reachability query on the DAG, shared by the passes that ask (its
+  // scratch space is as large as the graph); created on first use.
+  ReachabilityQuery& query();
 
   // Inputs.
   const Graph& graph;
@@ -177,6 +200,9 @@ struct StreamContext {
   std::vector<int32_t> peer_seq;
   std::vector<int32_t> clock_of;  // by NodeId
   ClockArena clocks;
+
+  // Storage of query().
+  std::unique_ptr<ReachabilityQuery> shared_query;
 };
 
 }  // namespace weft::scheduler

@@ -1,0 +1,87 @@
+#include "scheduler/passes/stream_context.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/passes/pass_test_util.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler {
+namespace {
+
+using testing::GraphMaker;
+using testing::PassFixture;
+
+TEST(ClockArenaTest, DenseRowsStartEmptyAndKeepTheirVersions) {
+  ClockArena arena(5);
+  ASSERT_TRUE(arena.dense());
+  EXPECT_EQ(arena.num_versions(), 1);
+  const int32_t row[5] = {3, 0, 7, 1, 2};
+  EXPECT_EQ(arena.AddRow(row), 1);
+  for (int s = 0; s < 5; ++s) {
+    EXPECT_EQ(arena.Known(0, s), 0);
+    EXPECT_EQ(arena.Known(1, s), row[s]);
+  }
+}
+
+TEST(ClockArenaTest, CopyRowRefinesACopyAndLeavesTheOriginal) {
+  ClockArena arena(6);
+  const int32_t a[6] = {1, 9, 0, 4, 4, 2};
+  const int32_t b[6] = {5, 2, 3, 4, 0, 8};
+  const int32_t va = arena.AddRow(a);
+  const int32_t vb = arena.AddRow(b);
+  int32_t* row = arena.CopyRow(va);
+  const int32_t vc = arena.num_versions() - 1;
+  EXPECT_EQ(vc, 3);
+  arena.MaxInto(row, arena.Row(vb));
+  const std::vector<int32_t> expected = {5, 9, 3, 4, 4, 8};
+  for (int s = 0; s < 6; ++s) {
+    EXPECT_EQ(arena.Known(vc, s), expected[s]) << "stream " << s;
+    EXPECT_EQ(arena.Known(va, s), a[s]) << "stream " << s;
+    EXPECT_EQ(arena.Known(vb, s), b[s]) << "stream " << s;
+  }
+}
+
+TEST(ClockArenaTest, ManyRowsGrowInBlocksWithoutLosingAny) {
+  // More rows than one block holds, each a copy of the last plus one.
+  ClockArena arena(3);
+  int32_t version = 0;
+  for (int i = 1; i <= 5000; ++i) {
+    int32_t* row = arena.CopyRow(version);
+    row[i % 3] += 1;
+    version = arena.num_versions() - 1;
+  }
+  EXPECT_EQ(version, 5000);
+  EXPECT_EQ(arena.Known(version, 0) + arena.Known(version, 1) +
+                arena.Known(version, 2),
+            5000);
+  EXPECT_EQ(arena.Known(3, 0), 1);  // rows 1..3 added one to 1, 2, 0
+  EXPECT_EQ(arena.Known(3, 1), 1);
+  EXPECT_EQ(arena.Known(3, 2), 1);
+}
+
+TEST(ClockArenaTest, SparseBeyondTheDenseLimit) {
+  ClockArena arena(ClockArena::kDenseStreams + 1);
+  ASSERT_FALSE(arena.dense());
+  const std::vector<ClockArena::Entry> clock = {{2, 5}, {70, 1}};
+  const int32_t v = arena.Add(clock);
+  EXPECT_EQ(arena.Known(v, 2), 5);
+  EXPECT_EQ(arena.Known(v, 3), 0);
+  EXPECT_EQ(arena.Known(v, 70), 1);
+}
+
+TEST(StreamContextTest, SharedQueryAnswersReachability) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("a", "x:w").Node("b", "x:r y:w").Node("c", "y:r").Node("d", "x:r");
+  PassFixture f(m.Build());
+  ReachabilityQuery& query = f.context().query();
+  EXPECT_EQ(&query, &f.context().query());  // one per context
+  EXPECT_TRUE(query.Reaches(f.id("a"), f.id("c")));
+  EXPECT_FALSE(query.Reaches(f.id("b"), f.id("d")));
+  EXPECT_FALSE(query.Reaches(f.id("c"), f.id("a")));
+}
+
+}  // namespace
+}  // namespace weft::scheduler
