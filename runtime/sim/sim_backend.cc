@@ -176,7 +176,7 @@ SimBackend::SimBackend(Options options)
   int threads = options_.worker_threads;
   if (threads == 0) {
     const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-    threads = std::min(n, std::max(1, hardware));
+    threads = std::min(n, std::max(1, hardware - 1));
   }
   pool_ = std::make_unique<SimWorkerPool>(threads,
                                           options_.worker_stall_timeout);

@@ -130,7 +130,10 @@ class SimBackend final : public Backend {
     const CpuKernelTable* kernels = nullptr;
     // Threads that run the streams (all devices together); more are added
     // only while host code blocks them (sim_stream.h). 0: one per device,
-    // at most the host's hardware threads.
+    // at most one fewer than the host's hardware threads (at least one),
+    // leaving a core to the thread that issues work: on a two-core host
+    // one worker runs every stream, which costs less per node than two
+    // (executor_overhead_bench).
     int worker_threads = 0;
     // How long every worker may be stuck in host code (a callback or a
     // kernel that blocks) while streams wait, before the pool adds one;
