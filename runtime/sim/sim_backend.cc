@@ -229,6 +229,19 @@ SimBackend::KernelTicket::~KernelTicket() {
 }
 
 SimBackend::~SimBackend() {
+  absl::flat_hash_map<uint64_t, Stream> streams;
+  absl::flat_hash_map<uint64_t, Event> events;
+  absl::flat_hash_map<uint64_t, PendingGate> gates;
+  {
+    absl::MutexLock lock(&mu_);
+    streams.swap(streams_);
+    events.swap(events_);
+    gates.swap(gates_);
+  }
+  // Stop every stream first: their pending and parked items are dropped
+  // without running (callbacks included), so waking the launches that
+  // wait for their kernel slot below runs nothing more.
+  for (auto& [handle, stream] : streams) stream.queue->Stop();
   std::vector<std::shared_ptr<SimStream::Waker>> parked;
   for (const auto& model : models_) {
     absl::MutexLock lock(&model->mu);
@@ -239,17 +252,6 @@ SimBackend::~SimBackend() {
     model->turn_waiters.clear();
   }
   for (const auto& waker : parked) waker->Wake();
-  absl::flat_hash_map<uint64_t, Stream> streams;
-  absl::flat_hash_map<uint64_t, Event> events;
-  absl::flat_hash_map<uint64_t, PendingGate> gates;
-  {
-    absl::MutexLock lock(&mu_);
-    streams.swap(streams_);
-    events.swap(events_);
-    gates.swap(gates_);
-  }
-  // Stop all first so no worker stays blocked on another stream, then join.
-  for (auto& [handle, stream] : streams) stream.queue->Stop();
   for (auto& [handle, stream] : streams) stream.queue->Shutdown();
 }
 
