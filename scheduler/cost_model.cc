@@ -12,10 +12,6 @@
 
 namespace weft::scheduler {
 
-CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
-  return ComputeLevels(graph, dag);
-}
-
 double LowerBound(const CostLevels& levels, int num_devices,
                   int kernels_per_device) {
   return std::max(levels.critical_path_us,

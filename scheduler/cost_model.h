@@ -46,11 +46,6 @@
 
 namespace weft::scheduler {
 
-// CostLevels (dependency_inference.h): InferDependencies can fill them on
-// the way; this computes them for a built Dag.
-// O(V + E). Thread-safe (stateless).
-CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag);
-
 // max(critical path, device work / (num_devices * kernels_per_device)).
 double LowerBound(const CostLevels& levels, int num_devices,
                   int kernels_per_device = 1);

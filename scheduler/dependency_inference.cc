@@ -456,7 +456,7 @@ absl::Status CheckAcyclic(const Graph& graph) {
   return TopologicalOrder(graph, CollectDependencies(graph)).status();
 }
 
-CostLevels ComputeLevels(const Graph& graph, const Dag& dag) {
+CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
   const int n = dag.num_nodes();
   CostLevels levels;
   InitLevels(n, levels);
@@ -584,7 +584,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph,
     BuildSuccsInNodeOrder(graph, dag, levels);
   } else {
     dag.succs = dag.preds.Transpose(n);
-    if (levels != nullptr) *levels = ComputeLevels(graph, dag);
+    if (levels != nullptr) *levels = ComputeCostLevels(graph, dag);
   }
   return dag;
 }

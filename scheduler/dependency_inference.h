@@ -84,13 +84,13 @@ absl::StatusOr<std::vector<NodeId>> TopologicalOrder(const Graph& graph,
 absl::Status CheckAcyclic(const Graph& graph);
 
 // The whole analysis. With `levels`, also fills the cost levels, as
-// ComputeLevels would, in the same passes. Thread-safe (stateless).
+// ComputeCostLevels would, in the same passes. Thread-safe (stateless).
 absl::StatusOr<Dag> InferDependencies(const Graph& graph,
                                       CostLevels* levels = nullptr);
 
 // The cost levels of `dag`, built from `graph`. O(V + E). Thread-safe
 // (stateless).
-CostLevels ComputeLevels(const Graph& graph, const Dag& dag);
+CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag);
 
 }  // namespace weft::scheduler
 

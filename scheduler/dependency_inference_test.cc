@@ -402,7 +402,7 @@ TEST(DependencyInferenceTest, LevelsFromInferenceMatchBruteForce) {
     CostLevels levels;
     absl::StatusOr<Dag> dag = InferDependencies(g, &levels);
     ASSERT_TRUE(dag.ok()) << dag.status();
-    ExpectSameLevels(levels, ComputeLevels(g, *dag));
+    ExpectSameLevels(levels, ComputeCostLevels(g, *dag));
     std::vector<double> top(n, 0), bottom(n, 0);
     std::vector<int32_t> hops(n, 0);
     for (NodeId v : dag->order) {
