@@ -3,12 +3,15 @@
 // For each size N: a graph of N `spin` nodes in layers of `width`; every
 // node writes its own buffer and reads one to three buffers written in the
 // previous two layers. Prints the time of PlanGraph (2 devices, round
-// robin), without and with reasons (PlannerOptions::explain), beside the
-// time of a bare topological sort (Kahn) of the same dependency edges, all
-// in the same run, as thread CPU time (best of three), and the wall time of
-// planning without reasons (planning runs on the calling thread only, so the
-// two differ only by what a busy machine takes); then where the time went
-// without reasons.
+// robin) beside the time of a bare topological sort (Kahn) of the same
+// dependency edges, all in the same run, as thread CPU time (best of
+// three): a full plan without reasons (plan_s: devices, streams, events and
+// the simulated times), the plan weftd makes for a job (job_s: no reasons,
+// no simulation, PlannerOptions::simulate false; executing needs neither),
+// and a full plan with reasons (why_s, as `weftctl plan` shows it); then
+// the wall time of the full plan without reasons (planning runs on the
+// calling thread only, so the two differ only by what a busy machine
+// takes), and where its time went.
 //
 //   bazel run -c opt //scheduler:plan_benchmark -- [N ...] [--policy=K]
 //   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
@@ -302,16 +305,17 @@ int Run(int argc, char** argv) {
     }
   }
   if (sizes.empty()) sizes = {1000, 10000, 100000, 1000000};
-  std::printf("%10s %9s %9s %9s %7s %9s %7s %9s %8s %8s\n", "nodes",
-              "edges", "topo_s", "plan_s", "ratio", "+why_s", "ratio",
-              "wall_s", "streams", "events");
+  std::printf("%10s %9s %9s %9s %7s %9s %7s %9s %7s %9s %8s %8s\n",
+              "nodes", "edges", "topo_s", "plan_s", "ratio", "job_s", "ratio",
+              "why_s", "ratio", "wall_s", "streams", "events");
   std::vector<PlanProfile> profiles;
   for (int n : sizes) {
     std::mt19937 rng(42);
     Graph graph = LayeredGraph(n, /*width=*/64, rng);
     Csr raw = CollectDependencies(graph);
     // Best of three for each figure, all on the same graph in this run.
-    double topo = 1e30, planning = 1e30, explained = 1e30, wall = 1e30;
+    double topo = 1e30, planning = 1e30, job = 1e30, explained = 1e30,
+           wall = 1e30;
     PlanProfile best_profile;
     size_t streams = 0;
     int events = 0;
@@ -324,8 +328,11 @@ int Run(int argc, char** argv) {
       PlannerOptions options;
       options.num_devices = 2;
       options.device_policy = policy;
-      for (bool explain : {false, true}) {
+      // Full without reasons, for a job, full with reasons.
+      for (int kind = 0; kind < 3; ++kind) {
+        const bool explain = kind == 2;
         options.explain = explain;
+        options.simulate = kind != 1;
         PlanProfile profile;
         start = ThreadSeconds();
         const auto wall_start = std::chrono::steady_clock::now();
@@ -339,21 +346,26 @@ int Run(int argc, char** argv) {
           std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
           return 1;
         }
-        if (!explain) wall = std::min(wall, wall_seconds);
-        if (explain) {
+        if (kind == 0) {
+          wall = std::min(wall, wall_seconds);
+          if (seconds < planning) {
+            planning = seconds;
+            best_profile = profile;
+          }
+        } else if (kind == 1) {
+          job = std::min(job, seconds);
+        } else {
           explained = std::min(explained, seconds);
-        } else if (seconds < planning) {
-          planning = seconds;
-          best_profile = profile;
         }
         streams = plan->streams.size();
         events = plan->num_events;
       }
     }
     profiles.push_back(best_profile);
-    std::printf("%10d %9zu %9.4f %9.4f %7.1f %9.4f %7.1f %9.4f %8zu %8d\n",
-                n, raw.items.size(), topo, planning, planning / topo,
-                explained, explained / topo, wall, streams, events);
+    std::printf(
+        "%10d %9zu %9.4f %9.4f %7.1f %9.4f %7.1f %9.4f %7.1f %9.4f %8zu %8d\n",
+        n, raw.items.size(), topo, planning, planning / topo, job, job / topo,
+        explained, explained / topo, wall, streams, events);
   }
   std::printf(
       "\nwithout reasons, CPU seconds per stage:\n%10s %12s %9s %9s %9s "

@@ -283,8 +283,10 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   simulation.max_concurrent_kernels = options.max_concurrent_kernels;
   simulation.copy_engines_per_device = options.copy_engines_per_device;
   ScheduleTimes times;
-  WEFT_RETURN_IF_ERROR(
-      SimulateSchedule(graph, schedule, simulation, &times));
+  if (options.simulate) {
+    WEFT_RETURN_IF_ERROR(
+        SimulateSchedule(graph, schedule, simulation, &times));
+  }
   profile->simulation_s = ThreadSeconds() - start;
 
   // The plan, in one pass.
@@ -320,9 +322,11 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     for (int32_t e : schedule.waits.Row(i)) pn.wait_events.push_back(e);
     pn.signal_event = schedule.signal[i];
     if (!schedule.peer_stream.empty()) pn.peer_stream = schedule.peer_stream[i];
-    pn.estimated_start_us = times.start_us[i];
-    pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
-    pn.estimated_transfer_us = times.transfer_us[i];
+    if (options.simulate) {
+      pn.estimated_start_us = times.start_us[i];
+      pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
+      pn.estimated_transfer_us = times.transfer_us[i];
+    }
     if (options.explain) {
       pn.reason.reserve(128);
       AppendDeviceReason(graph, pn, devices.choice[v], options, &pn.reason);

@@ -3,7 +3,8 @@
 // Pipeline: dependency inference (dependency_inference.h) -> device
 // selection (device_policy.h, over a Topology and a data-location model)
 // -> stream passes and event planning (passes/stream_pipeline.h) -> a
-// discrete-event simulation of the plan (cost_model.h). Pure computation:
+// discrete-event simulation of the plan (cost_model.h), unless
+// options.simulate is false. Pure computation:
 // no threads, no devices, no I/O. No V x V structure: time and memory grow
 // linearly with the graph, times the number of streams for the vector
 // clocks of event planning; plan_benchmark.cc measures it.
@@ -29,7 +30,8 @@ namespace weft::scheduler {
 // per device, a topology with fewer devices, a data threshold outside
 // [0, 1], max_nodes_per_stream of 1 or 2, fewer than one kernel slot or
 // copy engine), naming the field. Plans list nodes in issue order; with
-// options.explain each node's `reason` says why its device and its stream.
+// options.explain each node's `reason` says why its device and its stream,
+// and with options.simulate each node has its estimated times.
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options);
 

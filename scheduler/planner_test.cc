@@ -1,6 +1,7 @@
 #include "scheduler/planner.h"
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,64 @@ TEST(PlannerTest, ExplainOffLeavesReasonsEmpty) {
   plan = PlanGraph(g, PlannerOptions(), &profile);
   ASSERT_TRUE(plan.ok());
   EXPECT_GE(profile.streams_s, 0);
+}
+
+TEST(PlannerTest, SimulateOffPlansTheSameAndLeavesEstimatesZero) {
+  // A random graph over few buffers, with copies, on three devices: many
+  // cross-device edges, events and transfers.
+  std::mt19937 rng(11);
+  GraphMaker m;
+  for (int b = 0; b < 12; ++b) m.Buffer(absl::StrCat("b", b), 4096);
+  const char* modes[] = {":r", ":w", ":rw"};
+  for (int v = 0; v < 300; ++v) {
+    std::string uses;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k) {
+      absl::StrAppend(&uses, uses.empty() ? "" : " ", "b", rng() % 12,
+                      modes[rng() % 3]);
+    }
+    testing::NodeOptions node;
+    node.cost = 1 + rng() % 50;
+    if (rng() % 8 == 0) {
+      node.engine = Engine::kCopy;
+      node.op = "copy";
+    }
+    m.Node(absl::StrCat("n", v), uses, node);
+  }
+  Graph g = m.Build();
+  for (DevicePolicyKind policy :
+       {DevicePolicyKind::kRoundRobin, DevicePolicyKind::kMinFinishTime}) {
+    PlannerOptions options;
+    options.num_devices = 3;
+    options.device_policy = policy;
+    absl::StatusOr<Plan> full = PlanGraph(g, options);
+    ASSERT_TRUE(full.ok()) << full.status();
+    options.simulate = false;
+    absl::StatusOr<Plan> bare = PlanGraph(g, options);
+    ASSERT_TRUE(bare.ok()) << bare.status();
+    ASSERT_EQ(bare->nodes.size(), full->nodes.size());
+    ASSERT_GT(full->num_events, 0);
+    EXPECT_GT(full->estimated_makespan_us, 0);
+    EXPECT_EQ(bare->estimated_makespan_us, 0);
+    EXPECT_EQ(bare->critical_path_us, full->critical_path_us);
+    EXPECT_EQ(bare->lower_bound_us, full->lower_bound_us);
+    EXPECT_EQ(bare->num_events, full->num_events);
+    EXPECT_EQ(bare->streams.size(), full->streams.size());
+    for (size_t i = 0; i < full->nodes.size(); ++i) {
+      const PlannedNode& a = full->nodes[i];
+      const PlannedNode& b = bare->nodes[i];
+      EXPECT_EQ(b.node, a.node);
+      EXPECT_EQ(b.device, a.device);
+      EXPECT_EQ(b.stream, a.stream);
+      EXPECT_EQ(b.peer_stream, a.peer_stream);
+      EXPECT_EQ(b.signal_event, a.signal_event);
+      EXPECT_THAT(b.deps, ::testing::ElementsAreArray(a.deps));
+      EXPECT_THAT(b.wait_events, ::testing::ElementsAreArray(a.wait_events));
+      EXPECT_EQ(b.reason, a.reason);
+      EXPECT_EQ(b.estimated_start_us, 0);
+      EXPECT_EQ(b.estimated_end_us, 0);
+      EXPECT_EQ(b.estimated_transfer_us, 0);
+    }
+  }
 }
 
 TEST(PlannerTest, ParentDevicesKeepAChainTogether) {

@@ -489,6 +489,8 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
   // caller's error, reported before anything is created.
   spec.planner_options.busy_streams =
       BusyStreams(spec.planner_options.num_devices);
+  spec.planner_options.explain = false;
+  spec.planner_options.simulate = false;
   const absl::Time plan_start = absl::Now();
   absl::StatusOr<scheduler::Plan> plan =
       scheduler::PlanGraph(*spec.graph, spec.planner_options);

@@ -99,7 +99,10 @@ absl::Status CheckTransition(JobState from, JobState to);
 // A job as submitted: a validated graph and how to plan it.
 struct JobSpec {
   std::shared_ptr<const scheduler::Graph> graph;  // required
-  // num_devices must be set; busy_streams is filled in by Submit.
+  // num_devices must be set; busy_streams is filled in by Submit, which
+  // also turns off `explain` and `simulate`: a job's plan is executed and
+  // never shown, so it needs neither reasons nor estimated times (planning
+  // a large graph takes well under half the time without them).
   scheduler::PlannerOptions planner_options;
   // How the executor issues the job's device work.
   runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;
