@@ -192,6 +192,48 @@ void AppendStreamReason(const Graph& graph, const PlannedNode& pn,
   }
 }
 
+// The cost model's simulation of the planned streams and events, by issue
+// position. Borrows streams.waits for the time of the simulation.
+absl::Status SimulateStreams(const Graph& graph, const Dag& dag,
+                             StreamContext& streams,
+                             const Topology& topology,
+                             const PlannerOptions& options,
+                             ScheduleTimes* times) {
+  const int n = dag.num_nodes();
+  Schedule schedule;
+  schedule.node = dag.order;
+  // Filled in one pass, without zeroing first.
+  ReserveHuge(schedule.device, n);
+  ReserveHuge(schedule.stream, n);
+  ReserveHuge(schedule.signal, n);
+  for (const NodeId v : dag.order) {
+    schedule.device.push_back(streams.device[v]);
+    schedule.stream.push_back(streams.stream_of[v]);
+    schedule.signal.push_back(streams.signal[v]);
+  }
+  if (!streams.peer_stream.empty()) {
+    schedule.peer_stream.resize(n);
+    schedule.peer_device.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const int32_t t = streams.peer_stream[dag.order[i]];
+      schedule.peer_stream[i] = t;
+      schedule.peer_device[i] = t >= 0 ? streams.streams[t].device : -1;
+    }
+  }
+  schedule.waits = std::move(streams.waits);
+  schedule.num_streams = static_cast<int>(streams.streams.size());
+  schedule.num_events = streams.num_events;
+  schedule.num_devices = options.num_devices;
+  SimulationOptions simulation;
+  simulation.topology = &topology;
+  simulation.max_concurrent_kernels = options.max_concurrent_kernels;
+  simulation.copy_engines_per_device = options.copy_engines_per_device;
+  const absl::Status simulated =
+      SimulateSchedule(graph, schedule, simulation, times);
+  streams.waits = std::move(schedule.waits);
+  return simulated;
+}
+
 // CPU time of the calling thread, which a busy machine does not inflate.
 double ThreadSeconds() {
   timespec ts;
@@ -254,38 +296,10 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
 
   start = ThreadSeconds();
   const int n = dag.num_nodes();
-  Schedule schedule;
-  schedule.node = dag.order;
-  // Filled in one pass, without zeroing first.
-  ReserveHuge(schedule.device, n);
-  ReserveHuge(schedule.stream, n);
-  ReserveHuge(schedule.signal, n);
-  for (const NodeId v : dag.order) {
-    schedule.device.push_back(streams.device[v]);
-    schedule.stream.push_back(streams.stream_of[v]);
-    schedule.signal.push_back(streams.signal[v]);
-  }
-  if (!streams.peer_stream.empty()) {
-    schedule.peer_stream.resize(n);
-    schedule.peer_device.resize(n);
-    for (int i = 0; i < n; ++i) {
-      const int32_t t = streams.peer_stream[dag.order[i]];
-      schedule.peer_stream[i] = t;
-      schedule.peer_device[i] = t >= 0 ? streams.streams[t].device : -1;
-    }
-  }
-  schedule.waits = std::move(streams.waits);
-  schedule.num_streams = static_cast<int>(streams.streams.size());
-  schedule.num_events = streams.num_events;
-  schedule.num_devices = options.num_devices;
-  SimulationOptions simulation;
-  simulation.topology = &topology;
-  simulation.max_concurrent_kernels = options.max_concurrent_kernels;
-  simulation.copy_engines_per_device = options.copy_engines_per_device;
   ScheduleTimes times;
   if (options.simulate) {
-    WEFT_RETURN_IF_ERROR(
-        SimulateSchedule(graph, schedule, simulation, &times));
+    WEFT_RETURN_IF_ERROR(SimulateStreams(graph, dag, streams, topology,
+                                         options, &times));
   }
   profile->simulation_s = ThreadSeconds() - start;
 
@@ -315,13 +329,13 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     PlannedNode& pn = plan.nodes.emplace_back();
     const NodeId v = dag.order[i];
     pn.node = v;
-    pn.device = schedule.device[i];
-    pn.stream = schedule.stream[i];
+    pn.device = streams.device[v];
+    pn.stream = streams.stream_of[v];
     // One at a time: short lists stay inline without leaving this loop.
     for (NodeId d : dag.Preds(v)) pn.deps.push_back(d);
-    for (int32_t e : schedule.waits.Row(i)) pn.wait_events.push_back(e);
-    pn.signal_event = schedule.signal[i];
-    if (!schedule.peer_stream.empty()) pn.peer_stream = schedule.peer_stream[i];
+    for (int32_t e : streams.waits.Row(i)) pn.wait_events.push_back(e);
+    pn.signal_event = streams.signal[v];
+    if (!streams.peer_stream.empty()) pn.peer_stream = streams.peer_stream[v];
     if (options.simulate) {
       pn.estimated_start_us = times.start_us[i];
       pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
