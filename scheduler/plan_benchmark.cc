@@ -16,7 +16,7 @@
 //   bazel run -c opt //scheduler:plan_benchmark -- [N ...] [--policy=K]
 //   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
 //   bazel run -c opt //scheduler:plan_benchmark -- --digest [N ...]
-//   bazel run -c opt //scheduler:plan_benchmark -- --profile [N [K]]
+//   bazel run -c opt //scheduler:plan_benchmark -- --profile[_job] [N [K]]
 //
 // K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME).
 // --compare plans one graph of N nodes (default 10000; costs 1-100 us,
@@ -29,7 +29,8 @@
 // a change to the planner that should not change its answers must leave
 // these lines the same. --profile plans one graph of N nodes (default
 // 1000000) K times (default 10) without reasons and does nothing else, for
-// a profiler to attach to; it prints the best time.
+// a profiler to attach to, and prints the best time; --profile_job plans
+// as weftd does for a job (no simulation either).
 #include <time.h>
 
 #include <chrono>
@@ -261,12 +262,13 @@ int PrintDigests(std::vector<int> sizes) {
 }
 
 // Planning only, for profilers.
-int Profile(int n, int repeats) {
+int Profile(int n, int repeats, bool job) {
   std::mt19937 rng(42);
   Graph graph = LayeredGraph(n, /*width=*/64, rng);
   PlannerOptions options;
   options.num_devices = 2;
   options.explain = false;
+  options.simulate = !job;
   double best = 1e30;
   for (int rep = 0; rep < repeats; ++rep) {
     const double start = ThreadSeconds();
@@ -282,9 +284,11 @@ int Profile(int n, int repeats) {
 }
 
 int Run(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "--profile") {
+  if (argc >= 2 && (std::string(argv[1]) == "--profile" ||
+                    std::string(argv[1]) == "--profile_job")) {
     return Profile(argc >= 3 ? std::atoi(argv[2]) : 1000000,
-                   argc >= 4 ? std::atoi(argv[3]) : 10);
+                   argc >= 4 ? std::atoi(argv[3]) : 10,
+                   std::string(argv[1]) == "--profile_job");
   }
   if (argc >= 2 && std::string(argv[1]) == "--compare") {
     return Compare(argc >= 3 ? std::atoi(argv[2]) : 10000);
