@@ -41,7 +41,6 @@ struct PlannedNode {
   // the device its input comes from (-1: none). The node starts once both
   // its streams reach it, and both continue after it.
   int peer_stream = -1;
-  std::string reason;            // why this device and this stream
   double estimated_start_us = 0;  // the op itself, after any transfers
   double estimated_end_us = 0;
   // Time spent before the start bringing inputs up to date on the device.
@@ -50,6 +49,10 @@ struct PlannedNode {
 
 struct Plan {
   std::vector<PlannedNode> nodes;  // issue order
+  // By issue position, one line per node on why its device and its
+  // stream; empty unless planned with PlannerOptions::explain. Kept apart
+  // from the nodes, which plans made to be executed keep smaller.
+  std::vector<std::string> reasons;
   std::vector<PlannedStream> streams;
   int num_events = 0;
   int num_devices = 0;

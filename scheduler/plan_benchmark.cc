@@ -175,7 +175,8 @@ uint64_t PlanDigest(const Plan& plan) {
     digest.Add(ps.label);
     digest.Add(static_cast<int>(ps.engine));
   }
-  for (const PlannedNode& pn : plan.nodes) {
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const PlannedNode& pn = plan.nodes[i];
     digest.Add(pn.node);
     digest.Add(pn.device);
     digest.Add(pn.stream);
@@ -188,7 +189,7 @@ uint64_t PlanDigest(const Plan& plan) {
     digest.Add(pn.estimated_start_us);
     digest.Add(pn.estimated_end_us);
     digest.Add(pn.estimated_transfer_us);
-    digest.Add(pn.reason);
+    digest.Add(i < plan.reasons.size() ? plan.reasons[i] : std::string());
   }
   return digest.value();
 }

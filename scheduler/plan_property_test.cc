@@ -147,6 +147,10 @@ int CheckCase(Case& c, int trial) {
                              << c.graph.DebugString() << Dump(*g, *plan);
   if (!verified.ok()) return 0;
   int peers = 0;
+  EXPECT_EQ(plan->reasons.size(), c.options.explain ? plan->nodes.size() : 0);
+  for (const std::string& reason : plan->reasons) {
+    EXPECT_FALSE(reason.empty());
+  }
 
   // Mode-specific stream rules.
   std::set<int> devices_used;
@@ -164,7 +168,7 @@ int CheckCase(Case& c, int trial) {
     }
     const NodeSpec& node = g->node(pn.node);
     const PlannedStream& stream = plan->streams[pn.stream];
-    EXPECT_EQ(pn.reason.empty(), !c.options.explain);
+
     if (c.options.stream_mode == StreamMode::kSingle) continue;
     EXPECT_EQ(stream.engine, node.engine) << "trial " << trial;
     EXPECT_EQ(stream.label, node.stream_label) << "trial " << trial;

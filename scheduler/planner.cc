@@ -325,6 +325,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   // Written once, in order, into storage advised for huge pages: at a
   // million nodes this array is over 100 MB.
   ReserveHuge(plan.nodes, n);
+  if (options.explain) plan.reasons.resize(n);
   for (int i = 0; i < n; ++i) {
     PlannedNode& pn = plan.nodes.emplace_back();
     const NodeId v = dag.order[i];
@@ -342,13 +343,14 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       pn.estimated_transfer_us = times.transfer_us[i];
     }
     if (options.explain) {
-      pn.reason.reserve(128);
-      AppendDeviceReason(graph, pn, devices.choice[v], options, &pn.reason);
-      pn.reason.append("; ");
+      std::string& reason = plan.reasons[i];
+      reason.reserve(128);
+      AppendDeviceReason(graph, pn, devices.choice[v], options, &reason);
+      reason.append("; ");
       AppendStreamReason(graph, pn, streams.streams[pn.stream],
-                         streams.choice[v], options, &pn.reason);
+                         streams.choice[v], options, &reason);
       if (pn.peer_stream >= 0) {
-        absl::StrAppend(&pn.reason, "; peer copy stream ", pn.peer_stream,
+        absl::StrAppend(&reason, "; peer copy stream ", pn.peer_stream,
                         " on device ", plan.streams[pn.peer_stream].device,
                         " (its input is up to date there)");
       }
@@ -440,7 +442,8 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
 weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
   weft::v1::Plan proto;
   proto.mutable_nodes()->Reserve(static_cast<int>(plan.nodes.size()));
-  for (const PlannedNode& pn : plan.nodes) {
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    const PlannedNode& pn = plan.nodes[i];
     weft::v1::PlannedNode* out = proto.add_nodes();
     out->set_name(graph.node(pn.node).name);
     out->set_device(pn.device);
@@ -449,7 +452,7 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
     for (int e : pn.wait_events) out->add_wait_events(e);
     out->set_signal_event(pn.signal_event);
     if (pn.peer_stream >= 0) out->set_peer_stream(pn.peer_stream);
-    out->set_reason(pn.reason);
+    if (i < plan.reasons.size()) out->set_reason(plan.reasons[i]);
     out->set_estimated_start_us(pn.estimated_start_us);
     out->set_estimated_end_us(pn.estimated_end_us);
   }

@@ -30,7 +30,7 @@ namespace weft::scheduler {
 // per device, a topology with fewer devices, a data threshold outside
 // [0, 1], max_nodes_per_stream of 1 or 2, fewer than one kernel slot or
 // copy engine), naming the field. Plans list nodes in issue order; with
-// options.explain each node's `reason` says why its device and its stream,
+// options.explain plan.reasons says why each node has its device and stream,
 // and with options.simulate each node has its estimated times.
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options);

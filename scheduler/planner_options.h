@@ -50,7 +50,7 @@ struct PlannerOptions {
   // tight) and copy engines per device.
   int max_concurrent_kernels = 1;
   int copy_engines_per_device = 2;
-  // Fill PlannedNode::reason (one line on why this device and stream).
+  // Fill Plan::reasons (one line per node on why its device and stream).
   // Costs a string per node; planning is faster without.
   bool explain = true;
   // Run the cost model's simulation (cost_model.h): fills every node's
