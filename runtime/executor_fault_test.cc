@@ -52,7 +52,8 @@ void ExpectCounter(Outcome& outcome, int n) {
 
 class ExecutorFaultTest : public ::testing::Test {
  protected:
-  void Make(int max_streams_per_device, double time_scale = 0) {
+  void Make(int max_streams_per_device, double time_scale = 0,
+            int max_in_flight_per_job = 4096) {
     executor_.reset();
     SimBackend::Options options;
     options.num_devices = 2;
@@ -66,6 +67,7 @@ class ExecutorFaultTest : public ::testing::Test {
     Executor::Options exec;
     exec.backend = backend_.get();
     exec.max_streams_per_device = max_streams_per_device;
+    exec.max_in_flight_per_job = max_in_flight_per_job;
     executor_ = Executor::Create(exec).value();
   }
   void SetUp() override { Make(8); }
@@ -121,6 +123,31 @@ TEST_F(ExecutorFaultTest, FaultOnASharedStreamFailsOnlyItsJob) {
   Run(Counter(0, 3), later);
   ASSERT_TRUE(later.Wait());
   ExpectCounter(later, 3);
+}
+
+TEST_F(ExecutorFaultTest, JobsTakingTurnsOnASharedStreamKeepTheirScopes) {
+  // One stream per device and one node in flight per job: the two jobs
+  // issue alternately onto the same stream, each switching its scope back.
+  Make(/*max_streams_per_device=*/1, /*time_scale=*/0,
+       /*max_in_flight_per_job=*/1);
+  TestJob bad(1, {0});
+  for (int i = 0; i < 10; ++i) {
+    bad.Node("before" + std::to_string(i), "spin", {}, 0);
+  }
+  const NodeId boom = bad.Node("boom", "boom", {}, 0);
+  for (int i = 0; i < 10; ++i) {
+    bad.Node("after" + std::to_string(i), "spin", {}, 0);
+  }
+  Outcome bad_outcome, good_outcome;
+  Run(bad, bad_outcome);
+  Run(Counter(0, 40), good_outcome);
+  ASSERT_TRUE(bad_outcome.Wait());
+  ASSERT_TRUE(good_outcome.Wait());
+  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(bad_outcome.failed_node, boom);
+  ExpectCounter(good_outcome, 40);
+  EXPECT_EQ(good_outcome.CountOf(NodeEventKind::kFailed), 0);
+  ExpectNothingHeld();
 }
 
 TEST_F(ExecutorFaultTest, KthLaunchFaultFailsItsJobAndSparesTheOthers) {

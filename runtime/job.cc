@@ -107,13 +107,13 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
       return absl::InvalidArgumentError(absl::StrCat(
           named(), ": signals event ", pn.signal_event, " of ", plan.num_events));
     }
-  }
-  for (int i = 0; i < n; ++i) {
-    for (NodeId dep : plan.nodes[i].deps) {
-      if (dep < 0 || dep >= n || position[dep] >= i) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "plan.nodes[", i, "] (node '", graph.node(plan.nodes[i].node).name,
-            "'): dependency ", dep, " is not issued before it"));
+    // In the same pass (the plan is large): a dependency issued before this
+    // node has its position already, below i.
+    for (NodeId dep : pn.deps) {
+      if (dep < 0 || dep >= n || position[dep] < 0 || position[dep] >= i) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(named(), ": dependency ", dep,
+                         " is not issued before it"));
       }
     }
   }
@@ -133,6 +133,7 @@ Job::Job(uint64_t id, const JobEnv* env,
   buffers_.resize(graph_->num_buffers());
   for (BufferState& b : buffers_) b.copies.resize(num_devices_ + 1);
   streams_.resize(plan_->streams.size());
+  entered_.assign(plan_->streams.size(), 0);
   own_streams_.resize(num_devices_);
   fold_next_.assign(num_devices_, 0);
   events_.resize(plan_->num_events);
@@ -220,7 +221,7 @@ absl::Status Job::IssueNode(int index) {
   const scheduler::NodeSpec& node = graph_->node(pn.node);
   const int device = pn.device;
   WEFT_ASSIGN_OR_RETURN(StreamHandle stream, StreamFor(pn.stream));
-  WEFT_RETURN_IF_ERROR(Enter(stream));
+  WEFT_RETURN_IF_ERROR(EnterLogical(pn.stream, stream));
 
   bool waited = false;
   for (int e : pn.wait_events) {
@@ -460,6 +461,7 @@ void Job::OnFence(StreamHandle stream, absl::Status status) {
 }
 
 absl::Status Job::AllocateBuffers() {
+  if (graph_->num_buffers() == 0) return absl::OkStatus();  // nothing to walk
   for (const PlannedNode& pn : plan_->nodes) {
     const scheduler::NodeSpec& node = graph_->node(pn.node);
     if (node.args.empty()) continue;
@@ -649,8 +651,19 @@ absl::Status Job::Enter(StreamHandle stream) {
   if (scope == id_) return absl::OkStatus();
   WEFT_RETURN_IF_ERROR(env_->backend->SetErrorScope(stream, id_));
   scope = id_;
+  if (env_->scope_switches != nullptr) ++*env_->scope_switches;
   // Another job's work went onto the stream since this job's last marker.
   TraceDirty(stream);
+  return absl::OkStatus();
+}
+
+absl::Status Job::EnterLogical(int logical, StreamHandle stream) {
+  const uint64_t* switches = env_->scope_switches;
+  if (switches != nullptr && entered_[logical] == *switches + 1) {
+    return absl::OkStatus();
+  }
+  WEFT_RETURN_IF_ERROR(Enter(stream));
+  if (switches != nullptr) entered_[logical] = *switches + 1;
   return absl::OkStatus();
 }
 

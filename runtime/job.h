@@ -118,6 +118,11 @@ struct JobEnv {
   // Pooled stream -> the error scope (job id) last set on it. Touched only
   // on the scheduling thread.
   absl::flat_hash_map<uint64_t, uint64_t>* stream_scopes = nullptr;
+  // How many times a job switched a pooled stream's error scope so far.
+  // While it does not move, a stream a job entered is still in its scope,
+  // so the job need not look it up again. Touched only on the scheduling
+  // thread.
+  uint64_t* scope_switches = nullptr;
   // Most nodes a job keeps in flight, and most it issues per turn before
   // letting other jobs run.
   int window = 4096;
@@ -252,6 +257,9 @@ class Job {
   absl::StatusOr<StreamHandle> StreamFor(int logical);
   // Puts `stream` in this job's error scope.
   absl::Status Enter(StreamHandle stream);
+  // The same for `stream`, the pooled stream of logical stream `logical`,
+  // without a lookup when no scope switched since the job last entered it.
+  absl::Status EnterLogical(int logical, StreamHandle stream);
   absl::StatusOr<EventHandle> PlanEventFor(int event, int device);
   absl::Status DownloadOutputs();
   void StartDraining();
@@ -302,6 +310,9 @@ class Job {
   std::vector<BufferState> buffers_;
   // Logical stream -> pooled stream (value 0 until first used).
   std::vector<StreamHandle> streams_;
+  // Logical stream -> 1 + *env_->scope_switches when the job last entered
+  // its pooled stream (0: never); current while the two are equal.
+  std::vector<uint64_t> entered_;
   // Every Acquire from a stream pool, with the device, to release at the
   // end (a pooled stream may back several logical streams).
   std::vector<std::pair<StreamHandle, int>> acquired_streams_;

@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "scheduler/status_macros.h"
@@ -23,14 +24,6 @@ constexpr uint64_t kAlignment = 256;
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
-// The calling thread's batch (Backend::BeginBatch): which backend it is
-// for, its token and the streams it holds.
-struct Batch {
-  const void* owner = nullptr;
-  uint64_t token = 0;
-  std::vector<std::shared_ptr<SimStream>> held;
-};
-thread_local Batch tls_batch;
 std::atomic<uint64_t> next_batch_token{1};
 
 // The calling thread's last kernel lookup: a launch of the same op on the
@@ -46,23 +39,55 @@ std::atomic<uint64_t> next_backend_id{1};
 
 }  // namespace
 
+// A thread's batch (Backend::BeginBatch): which backend it is for, its
+// token, the streams it holds, and the streams it looked up (by handle),
+// so that the calls of a batch find their stream without the backend's
+// lock. The lookups are dropped at the end of the batch, and as soon as a
+// stream of the backend is destroyed (`destroyed_seen` lags behind
+// streams_destroyed_).
+struct SimBackend::Batch {
+  // The backend's id_ (unique in the process, unlike its address, which a
+  // later backend may reuse), 0 outside a batch.
+  uint64_t owner = 0;
+  uint64_t token = 0;
+  std::vector<std::shared_ptr<SimStream>> held;
+  uint64_t destroyed_seen = 0;
+  std::vector<std::pair<uint64_t, Stream>> streams;
+  // Launch records taken from the pool and not used yet.
+  std::vector<LaunchRecord*> records;
+};
+thread_local SimBackend::Batch SimBackend::tls_batch_;
+
 void SimBackend::BeginBatch() {
-  tls_batch.owner = this;
-  tls_batch.token = next_batch_token.fetch_add(1, std::memory_order_relaxed);
+  Batch& batch = tls_batch_;
+  batch.owner = id_;
+  batch.token = next_batch_token.fetch_add(1, std::memory_order_relaxed);
+  batch.records.clear();  // left by a batch that never ended
+  batch.streams.clear();
+  batch.destroyed_seen = streams_destroyed_.load(std::memory_order_acquire);
 }
 
 void SimBackend::EndBatch() {
-  if (tls_batch.owner != this) return;
-  tls_batch.owner = nullptr;
-  for (const std::shared_ptr<SimStream>& stream : tls_batch.held) {
+  Batch& batch = tls_batch_;
+  if (batch.owner != id_) return;
+  batch.owner = 0;
+  for (const std::shared_ptr<SimStream>& stream : batch.held) {
     stream->Release();
   }
-  tls_batch.held.clear();
+  batch.held.clear();
+  batch.streams.clear();
+  if (!batch.records.empty()) {
+    absl::MutexLock lock(&records_mu_);
+    free_records_.insert(free_records_.end(), batch.records.begin(),
+                         batch.records.end());
+    batch.records.clear();
+  }
 }
 
 void SimBackend::MaybeHold(const std::shared_ptr<SimStream>& stream) const {
-  if (tls_batch.owner == this && stream->Hold(tls_batch.token)) {
-    tls_batch.held.push_back(stream);
+  Batch& batch = tls_batch_;
+  if (batch.owner == id_ && stream->Hold(batch.token)) {
+    batch.held.push_back(stream);
   }
 }
 
@@ -363,6 +388,27 @@ absl::StatusOr<SimBackend::Stream> SimBackend::FindStream(
   return it->second;
 }
 
+absl::StatusOr<const SimBackend::Stream*> SimBackend::FindStreamForCall(
+    StreamHandle handle, Stream* storage) const {
+  Batch& batch = tls_batch_;
+  if (batch.owner != id_) {
+    WEFT_ASSIGN_OR_RETURN(*storage, FindStream(handle));
+    return storage;
+  }
+  const uint64_t destroyed =
+      streams_destroyed_.load(std::memory_order_acquire);
+  if (batch.destroyed_seen != destroyed) {
+    batch.streams.clear();
+    batch.destroyed_seen = destroyed;
+  }
+  for (const auto& [cached, stream] : batch.streams) {
+    if (cached == handle.value) return &stream;
+  }
+  WEFT_ASSIGN_OR_RETURN(Stream found, FindStream(handle));
+  batch.streams.emplace_back(handle.value, std::move(found));
+  return &batch.streams.back().second;
+}
+
 absl::StatusOr<SimBackend::Event> SimBackend::FindEvent(
     EventHandle handle) const {
   absl::MutexLock lock(&mu_);
@@ -400,6 +446,7 @@ absl::Status SimBackend::DestroyStream(StreamHandle handle) {
     }
     queue = std::move(it->second.queue);
     streams_.erase(it);
+    streams_destroyed_.fetch_add(1, std::memory_order_release);
   }
   // Its errors were reported to its callbacks already.
   queue->Release();
@@ -634,14 +681,16 @@ double SimBackend::Book(int device, Engine engine, double ready,
 absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
                                           uint64_t bytes,
                                           StreamHandle stream_handle) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
   const double duration = CopyUs(bytes, num_devices_, dst.device);
-  MaybeHold(stream.queue);
-  stream.queue->Enqueue([this, dst, src, bytes, duration](
-                            SimStream::Timing& timing) -> absl::Status {
+  MaybeHold(stream->queue);
+  stream->queue->Enqueue([this, dst, src, bytes, duration](
+                             SimStream::Timing& timing) -> absl::Status {
     WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
     WEFT_ASSIGN_OR_RETURN(Resolved to, ResolveUnlocked(dst, bytes));
     if (bytes > 0) std::memcpy(to.data, src, bytes);
@@ -656,14 +705,16 @@ absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
 absl::Status SimBackend::CopyDeviceToHost(void* dst, DevicePtr src,
                                           uint64_t bytes,
                                           StreamHandle stream_handle) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
   const double duration = CopyUs(bytes, src.device, num_devices_);
-  MaybeHold(stream.queue);
-  stream.queue->Enqueue([this, dst, src, bytes, duration](
-                            SimStream::Timing& timing) -> absl::Status {
+  MaybeHold(stream->queue);
+  stream->queue->Enqueue([this, dst, src, bytes, duration](
+                             SimStream::Timing& timing) -> absl::Status {
     WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
     WEFT_ASSIGN_OR_RETURN(Resolved from, ResolveUnlocked(src, bytes));
     if (bytes > 0) std::memcpy(dst, from.data, bytes);
@@ -678,17 +729,19 @@ absl::Status SimBackend::CopyDeviceToHost(void* dst, DevicePtr src,
 absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
                                             uint64_t bytes,
                                             StreamHandle stream_handle) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
   const double duration = CopyUs(bytes, src.device, dst.device);
-  const int engine_device = stream.device;
-  MaybeHold(stream.queue);
-  stream.queue->Enqueue([this, dst, src, bytes, duration, engine_device](
-                            SimStream::Timing& timing) -> absl::Status {
+  const int engine_device = stream->device;
+  MaybeHold(stream->queue);
+  stream->queue->Enqueue([this, dst, src, bytes, duration, engine_device](
+                             SimStream::Timing& timing) -> absl::Status {
     WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
     WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
     WEFT_ASSIGN_OR_RETURN(Resolved from, ResolveUnlocked(src, bytes));
@@ -704,7 +757,9 @@ absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
 
 absl::Status SimBackend::Launch(const KernelLaunch& launch,
                                 StreamHandle stream_handle) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
   // A user kernel is not run: it occupies its stream for its cost and
   // leaves its buffers as they are (the header says why).
   const CpuKernel* kernel = launch.user_kernel != nullptr
@@ -714,7 +769,7 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
     return absl::UnimplementedError(absl::StrCat(
         "op '", launch.op, "' is not implemented by the simulated backend"));
   }
-  const int device = stream.device;
+  const int device = stream->device;
   WEFT_RETURN_IF_ERROR(CheckHealthy(device));
   bool has_buffers = false;
   for (const KernelArg& arg : launch.args) {
@@ -728,43 +783,113 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
       }
     }
   }
-  absl::Status fault = NextLaunchFault(device, launch);
-  MaybeHold(stream.queue);
+  RecordPtr record = TakeLaunchRecord();
+  record->launch.op = launch.op;
+  record->launch.args = launch.args;
+  record->launch.cost_us = launch.cost_us;
+  record->launch.user_kernel = launch.user_kernel;
+  record->launch.module = launch.module;
+  record->kernel = kernel;
+  record->device = device;
+  record->fault = NextLaunchFault(device, launch);
+  MaybeHold(stream->queue);
+  LaunchRecord* const kept = record.get();  // owned by `work` from here
+  // The work holds nothing but the record: small enough to be stored in
+  // place, without an allocation.
+  auto work = [record = std::move(record)](
+                  SimStream::Timing& timing) -> absl::Status {
+    return record->owner->RunLaunch(*record, timing);
+  };
+  static_assert(sizeof(work) <= 2 * sizeof(void*),
+                "stored in place by SimStream::Work");
   if (clock_.paced() || !(launch.cost_us > 0)) {
-    stream.queue->Enqueue(
-        [this, launch, kernel, device,
-         fault = std::move(fault)](SimStream::Timing& timing) -> absl::Status {
-          if (!fault.ok()) return fault;
-          WEFT_RETURN_IF_ERROR(RunKernel(launch, kernel, device));
-          return BookKernel(launch, device, nullptr, timing);
-        });
+    stream->queue->Enqueue(std::move(work));
     return absl::OkStatus();
   }
   // Unpaced: take a ticket and enqueue under the device's lock, so tickets
   // follow the order of the work on every stream.
   DeviceModel& model = *models_[device];
   absl::MutexLock lock(&model.mu);
-  auto ticket = std::make_shared<KernelTicket>(&model, model.next_ticket++);
-  // The kernel runs once; before its ticket's turn the stream parks and
-  // comes back to book (`ran` remembers).
-  stream.queue->Enqueue(
-      [this, launch, kernel, device, fault = std::move(fault),
-       ticket = std::move(ticket),
-       ran = false](SimStream::Timing& timing) mutable -> absl::Status {
-        if (!ran) {
-          if (!fault.ok()) return fault;
-          WEFT_RETURN_IF_ERROR(RunKernel(launch, kernel, device));
-          ran = true;
-        }
-        return BookKernel(launch, device, ticket.get(), timing);
-      });
+  kept->ticket.emplace(&model, model.next_ticket++);
+  stream->queue->Enqueue(std::move(work));
   return absl::OkStatus();
 }
 
-absl::Status SimBackend::RunKernel(const KernelLaunch& launch,
-                                   const CpuKernel* kernel, int device) const {
-  std::vector<HostArg> args;
-  std::vector<std::shared_ptr<Allocation>> keep_alive;
+void SimBackend::LaunchRecord::Clear() {
+  ticket.reset();
+  fault = absl::OkStatus();
+  launch.args.clear();
+  launch.user_kernel = nullptr;
+  launch.module = nullptr;
+  ran = false;
+  host_args.clear();
+  keep_alive.clear();
+}
+
+void SimBackend::GiveBackRecord::operator()(LaunchRecord* record) const {
+  record->owner->GiveBackLaunchRecord(record);
+}
+
+void SimBackend::GiveBackLaunchRecord(LaunchRecord* record) {
+  record->Clear();  // outside records_mu_: a ticket given up wakes a stream
+  absl::MutexLock lock(&records_mu_);
+  free_records_.push_back(record);
+}
+
+SimBackend::RecordPtr SimBackend::TakeLaunchRecord() {
+  Batch& batch = tls_batch_;
+  LaunchRecord* record = nullptr;
+  if (batch.owner == id_) {
+    if (batch.records.empty()) {
+      absl::MutexLock lock(&records_mu_);
+      const size_t n = std::min(free_records_.size(), kRecordsPerTake);
+      batch.records.assign(free_records_.end() - n, free_records_.end());
+      free_records_.resize(free_records_.size() - n);
+    }
+    if (!batch.records.empty()) {
+      record = batch.records.back();
+      batch.records.pop_back();
+    }
+  } else {
+    absl::MutexLock lock(&records_mu_);
+    if (!free_records_.empty()) {
+      record = free_records_.back();
+      free_records_.pop_back();
+    }
+  }
+  if (record == nullptr) {
+    auto fresh = std::make_unique<LaunchRecord>(this);
+    record = fresh.get();
+    absl::MutexLock lock(&records_mu_);
+    records_.push_back(std::move(fresh));
+  }
+  return RecordPtr(record);
+}
+
+absl::Status SimBackend::RunLaunch(LaunchRecord& record,
+                                   SimStream::Timing& timing) const {
+  // The kernel runs once; before its ticket's turn the stream parks and
+  // comes back to book (`ran` remembers).
+  if (!record.ran) {
+    if (!record.fault.ok()) return record.fault;
+    WEFT_RETURN_IF_ERROR(RunKernel(record));
+    record.ran = true;
+  }
+  return BookKernel(record.launch, record.device,
+                    record.ticket.has_value() ? &*record.ticket : nullptr,
+                    timing);
+}
+
+absl::Status SimBackend::RunKernel(LaunchRecord& record) const {
+  const KernelLaunch& launch = record.launch;
+  const int device = record.device;
+  std::vector<HostArg>& args = record.host_args;
+  // Whatever the outcome, the memory is held only while the kernel runs.
+  std::vector<std::shared_ptr<Allocation>>& keep_alive = record.keep_alive;
+  absl::Cleanup release = [&args, &keep_alive] {
+    args.clear();
+    keep_alive.clear();
+  };
   if (!launch.args.empty()) {
     args.reserve(launch.args.size());
     absl::MutexLock lock(&mu_);
@@ -794,7 +919,7 @@ absl::Status SimBackend::RunKernel(const KernelLaunch& launch,
     absl::Status fault = options_.launch_fault(device, launch);
     if (!fault.ok()) return fault;
   }
-  absl::Status status = (*kernel)(args);
+  absl::Status status = (*record.kernel)(args);
   if (!status.ok()) {
     return absl::Status(status.code(),
                         absl::StrCat(launch.op, " on device ", device, ": ",
@@ -838,16 +963,20 @@ absl::Status SimBackend::BookKernel(const KernelLaunch& launch, int device,
 absl::Status SimBackend::AddHostCallback(StreamHandle stream_handle,
                                          HostCallback callback) {
   if (!callback) return absl::InvalidArgumentError("empty host callback");
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  MaybeHold(stream.queue);
-  stream.queue->EnqueueCallback(std::move(callback));
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  MaybeHold(stream->queue);
+  stream->queue->EnqueueCallback(std::move(callback));
   return absl::OkStatus();
 }
 
 absl::Status SimBackend::SetErrorScope(StreamHandle stream_handle,
                                        uint64_t scope) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  stream.queue->SetScope(scope);
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  stream->queue->SetScope(scope);
   return absl::OkStatus();
 }
 
@@ -902,10 +1031,12 @@ absl::Status SimBackend::PrepareDeviceGraph(const DeviceGraph& graph) {
 
 absl::Status SimBackend::LaunchDeviceGraph(const DeviceGraph& graph,
                                            StreamHandle stream_handle) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
-  return graphs_->Launch(graph, stream_handle, stream.device,
-                         stream.queue->scope());
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
+  return graphs_->Launch(graph, stream_handle, stream->device,
+                         stream->queue->scope());
 }
 
 absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(

@@ -71,6 +71,7 @@
 #include <map>
 #include <set>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -289,8 +290,10 @@ class SimBackend final : public Backend {
           device_to_host(1),
           device_to_device(1) {}
     SimDeviceHealth health;
-    std::atomic<uint64_t> launches{0};
-    absl::Mutex mu;
+    // Counted by the thread that launches, while workers read `health`
+    // for every item: each on a cache line of its own.
+    alignas(64) std::atomic<uint64_t> launches{0};
+    alignas(64) absl::Mutex mu;
     Timeline kernels ABSL_GUARDED_BY(mu);
     // Unpaced, kernels that occupy a slot book it in launch order: tickets
     // are handed out at Launch, and a kernel books only when every earlier
@@ -318,6 +321,37 @@ class SimBackend final : public Backend {
     bool booked = false;
   };
 
+  // What the work of one launch keeps. Records are pooled: Launch takes
+  // one, and its work gives it back when destroyed (run or dropped), so
+  // that a launch allocates nothing once the pool has warmed up and the
+  // buffers inside keep their capacity. Records go back to the pool on the
+  // thread that ran the work, one at a time; a thread inside a batch takes
+  // them a few at a time.
+  struct LaunchRecord {
+    explicit LaunchRecord(SimBackend* owner) : owner(owner) {}
+    // Drops what the launch held: its fault, its ticket (given up when it
+    // never booked) and its arguments.
+    void Clear();
+
+    SimBackend* const owner;
+    KernelLaunch launch;
+    const CpuKernel* kernel = nullptr;
+    int device = 0;
+    absl::Status fault;  // an injected fault, returned instead of running
+    // Unpaced launches that take time book their slot in launch order.
+    std::optional<KernelTicket> ticket;
+    bool ran = false;  // the kernel ran; only booking is left
+    // RunKernel's arguments, kept for their capacity.
+    std::vector<HostArg> host_args;
+    std::vector<std::shared_ptr<Allocation>> keep_alive;
+  };
+  struct GiveBackRecord {
+    void operator()(LaunchRecord* record) const;
+  };
+  using RecordPtr = std::unique_ptr<LaunchRecord, GiveBackRecord>;
+  // Most records a batch takes from the pool at once.
+  static constexpr size_t kRecordsPerTake = 32;
+
   struct ArmedFault {
     int device = -1;
     uint64_t at = 0;  // the launch count that fails
@@ -330,9 +364,21 @@ class SimBackend final : public Backend {
     char* data = nullptr;
   };
 
+  // The calling thread's batch (BeginBatch .. EndBatch); sim_backend.cc.
+  struct Batch;
+  static thread_local Batch tls_batch_;
+
   explicit SimBackend(Options options);
 
   absl::StatusOr<Stream> FindStream(StreamHandle handle) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The stream for one call. Inside a batch of this backend on the calling
+  // thread, from the batch's cache (no lock, no reference count taken): the
+  // answer points into the batch and stays valid until the thread's next
+  // lookup. Otherwise FindStream fills `*storage` and the answer points
+  // there.
+  absl::StatusOr<const Stream*> FindStreamForCall(StreamHandle handle,
+                                                  Stream* storage) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // A copy of the event's record (its last capture); NOT_FOUND if unknown.
   absl::StatusOr<Event> FindEvent(EventHandle handle) const
@@ -357,9 +403,15 @@ class SimBackend final : public Backend {
   // kernels_->Find(op), remembering the calling thread's last answer (the
   // table does not change while the backend uses it).
   const CpuKernel* FindKernel(const std::string& op) const;
+  // A launch record from the pool, or a new one.
+  RecordPtr TakeLaunchRecord() ABSL_LOCKS_EXCLUDED(records_mu_);
+  void GiveBackLaunchRecord(LaunchRecord* record)
+      ABSL_LOCKS_EXCLUDED(records_mu_);
+  // The work of a launch, on a worker: runs its kernel, then books it.
+  absl::Status RunLaunch(LaunchRecord& record, SimStream::Timing& timing) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the kernel of a launch on a worker.
-  absl::Status RunKernel(const KernelLaunch& launch, const CpuKernel* kernel,
-                         int device) const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RunKernel(LaunchRecord& record) const ABSL_LOCKS_EXCLUDED(mu_);
   // Books the launch's kernel slot. `ticket` is null when the launch books
   // as it comes (paced, or no duration); otherwise, before its turn, it
   // parks the stream (timing.Park()) until the turn comes.
@@ -391,10 +443,21 @@ class SimBackend final : public Backend {
   absl::Mutex fault_mu_;
   std::vector<ArmedFault> faults_ ABSL_GUARDED_BY(fault_mu_);
   std::atomic<bool> has_faults_{false};
-  std::atomic<uint64_t> total_launches_{0};
+  alignas(64) std::atomic<uint64_t> total_launches_{0};
   // Device graphs; lanes are streams of this backend, torn down with the
   // others (the runner's destructor touches nothing of the backend).
   std::unique_ptr<StreamGraphRunner> graphs_;
+
+  // Streams destroyed so far: a batch that cached streams drops them when
+  // this moves, so a destroyed stream is never found there.
+  std::atomic<uint64_t> streams_destroyed_{0};
+
+  // Launch records: those not in use, and all of them (freed with the
+  // backend, after every stream has dropped its work).
+  alignas(64) absl::Mutex records_mu_;
+  std::vector<LaunchRecord*> free_records_ ABSL_GUARDED_BY(records_mu_);
+  std::vector<std::unique_ptr<LaunchRecord>> records_
+      ABSL_GUARDED_BY(records_mu_);
 
   mutable absl::Mutex mu_;
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);

@@ -1,10 +1,12 @@
 #include "runtime/sim/sim_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -88,7 +90,9 @@ TEST(SimBackendTest, StreamsShareAPoolOfOneWorkerPerDevice) {
     streams.push_back(backend->CreateStream(i % 2).value());
   }
   for (StreamHandle s : streams) ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
-  for (StreamHandle s : streams) ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  for (StreamHandle s : streams) {
+    ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  }
   EXPECT_LE(backend->worker_threads(), 2);
 }
 
@@ -675,6 +679,163 @@ TEST(SimBackendBatchTest, BatchHoldsWorkUntilItEnds) {
   ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
   EXPECT_TRUE(backend->SynchronizeStream(s).ok());
   backend->EndBatch();
+}
+
+TEST(SimBackendBatchTest, SynchronizingFromAnotherThreadReleasesHeldWork) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s = backend->CreateStream(0).value();
+  std::atomic<int> callbacks{0};
+  backend->BeginBatch();
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
+    ASSERT_TRUE(backend
+                    ->AddHostCallback(s, [&](absl::Status) { ++callbacks; })
+                    .ok());
+  }
+  // The batch is still open on this thread; another thread's synchronizing
+  // call waits for the work held in it, and gets it started.
+  std::thread other([&] {
+    EXPECT_TRUE(backend->SynchronizeStream(s).ok());
+    EXPECT_EQ(callbacks.load(), 10);
+  });
+  other.join();
+  backend->EndBatch();
+}
+
+TEST(SimBackendBatchTest, StreamDestroyedInsideABatchIsNotFound) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s = backend->CreateStream(0).value();
+  StreamHandle t = backend->CreateStream(1).value();
+  backend->BeginBatch();
+  ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1), t).ok());
+  ASSERT_TRUE(backend->DestroyStream(s).ok());
+  EXPECT_EQ(backend->Launch(Spin(1), s).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(backend->AddHostCallback(s, [](absl::Status) {}).code(),
+            absl::StatusCode::kNotFound);
+  // Destroyed by another thread while this one is inside its batch.
+  std::thread other([&] { ASSERT_TRUE(backend->DestroyStream(t).ok()); });
+  other.join();
+  EXPECT_EQ(backend->Launch(Spin(1), t).code(), absl::StatusCode::kNotFound);
+  backend->EndBatch();
+}
+
+TEST(SimBackendBatchTest, ManyStreamsKeepTheirOrderInsideABatch) {
+  auto backend = MakeBackend(Unpaced());
+  constexpr int kStreams = 40;
+  constexpr int kRounds = 50;
+  std::vector<StreamHandle> streams;
+  for (int i = 0; i < kStreams; ++i) {
+    streams.push_back(backend->CreateStream(i % 2).value());
+  }
+  absl::Mutex mu;
+  std::vector<std::vector<int>> seen(kStreams);
+  backend->BeginBatch();
+  for (int r = 0; r < kRounds; ++r) {
+    for (int i = 0; i < kStreams; ++i) {
+      ASSERT_TRUE(backend->Launch(Spin(1), streams[i]).ok());
+      ASSERT_TRUE(backend
+                      ->AddHostCallback(streams[i],
+                                        [&, i, r](absl::Status status) {
+                                          EXPECT_TRUE(status.ok());
+                                          absl::MutexLock lock(&mu);
+                                          seen[i].push_back(r);
+                                        })
+                      .ok());
+    }
+  }
+  backend->EndBatch();
+  for (StreamHandle s : streams) {
+    ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  }
+  absl::MutexLock lock(&mu);
+  for (int i = 0; i < kStreams; ++i) {
+    ASSERT_EQ(seen[i].size(), static_cast<size_t>(kRounds)) << i;
+    for (int r = 0; r < kRounds; ++r) EXPECT_EQ(seen[i][r], r);
+  }
+}
+
+// ---- Launch records (pooled: taken per launch, given back when its work
+// is done or dropped).
+
+// Reads the first float of `ptr` through `s`.
+float FirstFloat(SimBackend& backend, DevicePtr ptr, StreamHandle s) {
+  float value = 0;
+  EXPECT_TRUE(backend.CopyDeviceToHost(&value, ptr, 4, s).ok());
+  EXPECT_TRUE(backend.SynchronizeStream(s).ok());
+  return value;
+}
+
+TEST(SimBackendRecordTest, ReusedRecordsCarryNothingOver) {
+  SimBackend::Options options = Unpaced();
+  options.launch_faults.push_back({0, 1, absl::DataLossError("flipped")});
+  auto backend = MakeBackend(options);
+  StreamHandle s = backend->CreateStream(0).value();
+  DevicePtr x = backend->Allocate(0, 16).value();
+  // The first launch fails; its record goes back with the fault.
+  ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
+  ASSERT_TRUE(backend->Launch(Spin(10), s).ok());
+  EXPECT_EQ(backend->SynchronizeStream(s).code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(backend->SetErrorScope(s, 2).ok());
+  double expected_us = 0;
+  for (int i = 0; i < 200; ++i) {
+    const bool batch = i % 3 == 0;
+    if (batch) backend->BeginBatch();
+    // With and without arguments, with a duration (booked in launch order)
+    // and without.
+    KernelLaunch fill = FillF32(x, 16, static_cast<float>(i));
+    fill.cost_us = i % 2 == 0 ? 1 : 0;
+    expected_us += fill.cost_us;
+    ASSERT_TRUE(backend->Launch(fill, s).ok());
+    ASSERT_TRUE(backend->Launch(Spin(i % 4 == 0 ? 2 : 0), s).ok());
+    expected_us += i % 4 == 0 ? 2 : 0;
+    if (batch) backend->EndBatch();
+    if (i % 10 == 9) {
+      ASSERT_EQ(FirstFloat(*backend, x, s), static_cast<float>(i)) << i;
+    }
+  }
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  // The faulted launch lasted nothing: it never ran.
+  EXPECT_EQ(TimeAfter(*backend, s, 0), expected_us);
+}
+
+TEST(SimBackendRecordTest, SkippedLaunchGivesUpItsTurn) {
+  SimBackend::Options options = Unpaced();
+  options.max_concurrent_kernels = 1;
+  options.launch_faults.push_back({0, 1, absl::DataLossError("flipped")});
+  auto backend = MakeBackend(options);
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(10), a).ok());   // fails
+  ASSERT_TRUE(backend->Launch(Spin(100), a).ok());  // skipped, never books
+  ASSERT_TRUE(backend->Launch(Spin(50), b).ok());   // books after both
+  EXPECT_EQ(backend->SynchronizeStream(a).code(), absl::StatusCode::kDataLoss);
+  ASSERT_TRUE(backend->SynchronizeStream(b).ok());
+  EXPECT_EQ(TimeAfter(*backend, b, 0), 50);
+}
+
+TEST(SimBackendRecordTest, ThreadsLaunchingAtOnceShareThePool) {
+  auto backend = MakeBackend(Unpaced());
+  constexpr int kThreads = 4;
+  constexpr int kLaunches = 300;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&backend, t] {
+      StreamHandle s = backend->CreateStream(t % 2).value();
+      DevicePtr x = backend->Allocate(t % 2, 16).value();
+      for (int i = 0; i < kLaunches; ++i) {
+        const bool batch = (i / 7) % 2 == 0;
+        if (batch) backend->BeginBatch();
+        KernelLaunch fill = FillF32(x, 16, static_cast<float>(t * 1000 + i));
+        fill.cost_us = i % 2;
+        ASSERT_TRUE(backend->Launch(fill, s).ok());
+        if (batch) backend->EndBatch();
+      }
+      EXPECT_EQ(FirstFloat(*backend, x, s),
+                static_cast<float>(t * 1000 + kLaunches - 1));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
 }
 
 // ---- Error scopes, gates and faults.

@@ -74,7 +74,16 @@ void SimWorkerPool::StartWorkerLocked() {
 void SimWorkerPool::Schedule(SimStream* stream) {
   absl::MutexLock lock(&mu_);
   ready_.push_back(stream);
-  if (idle_ > 0) work_cv_.Signal();
+  if (idle_ > 0) {
+    // An idle worker takes it; the monitor is needed only once streams
+    // wait with no worker idle (WorkerLoop wakes it then).
+    work_cv_.Signal();
+  } else {
+    WakeMonitorLocked();
+  }
+}
+
+void SimWorkerPool::WakeMonitorLocked() {
   if (monitor_sleeping_) {
     monitor_sleeping_ = false;
     monitor_cv_.Signal();
@@ -126,10 +135,7 @@ void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
     if (promoted && idle_ > 0) work_cv_.Signal();
     promoted = true;
   }
-  if (promoted && monitor_sleeping_) {
-    monitor_sleeping_ = false;
-    monitor_cv_.Signal();
-  }
+  if (promoted) WakeMonitorLocked();
 }
 
 void SimWorkerPool::WorkerLoop(int index) {
@@ -150,6 +156,8 @@ void SimWorkerPool::WorkerLoop(int index) {
     }
     SimStream* stream = ready_.front();
     ready_.pop_front();
+    // Streams left waiting with every worker busy: stalls need watching.
+    if (!ready_.empty() && idle_ == 0) WakeMonitorLocked();
     running_[index] = stream;
     mu_.Unlock();
     stream->RunSlice();
@@ -173,8 +181,8 @@ void SimWorkerPool::MonitorLoop() {
   while (!stop_) {
     if (stall_timeout_ == absl::InfiniteDuration() ||
         (ready_.empty() && idle_ == static_cast<int>(workers_.size()))) {
-      // Nothing runs (or stalls are not watched): sleep until something
-      // is scheduled.
+      // Nothing runs (or stalls are not watched): sleep until streams
+      // wait with no worker idle to take them.
       monitor_sleeping_ = true;
       monitor_cv_.Wait(&mu_);
       monitor_sleeping_ = false;
@@ -214,7 +222,7 @@ SimStream::SimStream(std::string name, const SimClock* clock,
 SimStream::~SimStream() { Shutdown(); }
 
 void SimStream::MaybeScheduleLocked() {
-  if (state_ == State::kIdle && !stop_ && head_ < released_) {
+  if (state_ == State::kIdle && !stop_ && head_ < items_.size()) {
     state_ = State::kRunnable;
     pool_->Schedule(this);
   }
@@ -231,31 +239,57 @@ void SimStream::WakeLocked() {
 }
 
 uint64_t SimStream::Push(Item item) {
-  absl::MutexLock lock(&mu_);
-  if (!stop_) {
-    item.scope = scope_;
-    items_.push_back(std::move(item));
-    if (hold_token_.load(std::memory_order_relaxed) == 0 ||
-        items_.size() - released_ >= kMaxHeld) {
-      released_ = items_.size();
-      MaybeScheduleLocked();
-    }
+  // `item`, when dropped, is destroyed by the caller, outside the locks.
+  absl::MutexLock push_lock(&push_mu_);
+  const uint64_t seq = ++enqueued_;
+  if (push_stopped_) return seq;
+  item.scope = scope_;
+  if (hold_token_.load(std::memory_order_relaxed) != 0 &&
+      held_.size() + 1 < kMaxHeld) {
+    held_.push_back(std::move(item));
+    return seq;
   }
-  return ++enqueued_;
+  // Not holding, or a long run: everything held so far, then this.
+  held_.push_back(std::move(item));
+  absl::MutexLock lock(&mu_);
+  ReleaseHeldLocked();
+  return seq;
+}
+
+void SimStream::ReleaseHeldLocked() {
+  if (held_.empty() || stop_) return;
+  // Their sequence numbers follow those of the marks pending already.
+  for (std::shared_ptr<Mark>& mark : held_marks_) {
+    pending_marks_.push_back(std::move(mark));
+  }
+  held_marks_.clear();
+  if (head_ == items_.size()) {
+    // The common case: the workers took everything; swap, keeping both
+    // buffers' capacity.
+    items_.clear();
+    head_ = 0;
+    items_.swap(held_);
+  } else {
+    items_.insert(items_.end(), std::make_move_iterator(held_.begin()),
+                  std::make_move_iterator(held_.end()));
+    held_.clear();
+  }
+  MaybeScheduleLocked();
 }
 
 bool SimStream::Hold(uint64_t token) {
   if (hold_token_.load(std::memory_order_relaxed) == token) return false;
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock push_lock(&push_mu_);
   hold_token_.store(token, std::memory_order_relaxed);
   return true;
 }
 
 void SimStream::Release() {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock push_lock(&push_mu_);
   hold_token_.store(0, std::memory_order_relaxed);
-  released_ = items_.size();
-  MaybeScheduleLocked();
+  if (held_.empty()) return;
+  absl::MutexLock lock(&mu_);
+  ReleaseHeldLocked();
 }
 
 uint64_t SimStream::Enqueue(Work work) {
@@ -290,12 +324,12 @@ absl::Status SimStream::OpenGate(Gate& gate, absl::Status status,
 }
 
 void SimStream::SetScope(uint64_t scope) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock push_lock(&push_mu_);
   scope_ = scope;
 }
 
 uint64_t SimStream::scope() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock push_lock(&push_mu_);
   return scope_;
 }
 
@@ -311,8 +345,16 @@ void SimStream::ForgetScope(uint64_t scope) {
 
 std::shared_ptr<SimStream::Mark> SimStream::Record() {
   auto mark = std::make_shared<Mark>();
-  absl::MutexLock lock(&mu_);
+  // Held items count: they run, in order, before anything enqueued later.
+  absl::MutexLock push_lock(&push_mu_);
   mark->seq = enqueued_;
+  if (!held_.empty()) {
+    // Not done before the held items run: it waits with them, without
+    // taking the workers' lock.
+    held_marks_.push_back(mark);
+    return mark;
+  }
+  absl::MutexLock lock(&mu_);
   if (completed_ >= enqueued_) {
     mark->done = true;
     mark->time_us = std::max(last_end_us_, clock_->NowUs());
@@ -329,7 +371,7 @@ std::optional<double> SimStream::MarkTime(const Mark& mark) const {
 }
 
 uint64_t SimStream::enqueued() const {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock push_lock(&push_mu_);
   return enqueued_;
 }
 
@@ -344,6 +386,7 @@ bool SimStream::IsComplete(uint64_t seq) const {
 }
 
 bool SimStream::Idle() const {
+  absl::MutexLock push_lock(&push_mu_);
   absl::MutexLock lock(&mu_);
   return completed_ == enqueued_;
 }
@@ -356,6 +399,7 @@ absl::Status SimStream::ScopeError(uint64_t scope) const {
 }
 
 absl::Status SimStream::error() const {
+  absl::MutexLock push_lock(&push_mu_);
   absl::MutexLock lock(&mu_);
   return ScopeError(scope_);
 }
@@ -388,21 +432,24 @@ absl::Status SimStream::Synchronize() {
   uint64_t target = 0;
   bool must_wait = false;
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock push_lock(&push_mu_);
     target = enqueued_;
+    absl::MutexLock lock(&mu_);
     must_wait = completed_ < target && !stop_;
   }
   if (must_wait) BeforeBlocking();
-  absl::MutexLock lock(&mu_);
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return completed_ >= target || stop_;
-  };
-  mu_.Await(absl::Condition(&done));
-  if (completed_ < target) {
-    return absl::AbortedError(
-        absl::StrCat(name_, " was shut down before its work completed"));
+  {
+    absl::MutexLock lock(&mu_);
+    auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return completed_ >= target || stop_;
+    };
+    mu_.Await(absl::Condition(&done));
+    if (completed_ < target) {
+      return absl::AbortedError(
+          absl::StrCat(name_, " was shut down before its work completed"));
+    }
   }
-  return ScopeError(scope_);
+  return error();
 }
 
 SimStream::Outcome SimStream::AwaitOrRegister(
@@ -423,15 +470,19 @@ void SimStream::WakeAll(WakeList& wake) {
 
 void SimStream::Stop() {
   std::vector<Item> dropped;
+  std::vector<Item> held;
   std::optional<Item> parked;
   WakeList wake;
   {
+    absl::MutexLock push_lock(&push_mu_);
+    push_stopped_ = true;
+    held.swap(held_);
+    held_marks_.clear();  // never complete, as the marks pending below
     absl::MutexLock lock(&mu_);
     if (!stop_) {
       stop_ = true;
       dropped.swap(items_);
       head_ = 0;
-      released_ = 0;
       parked.swap(parked_);
       // The item waiting for its deadline ran: it completes now.
       if (pacing_.has_value()) {
@@ -447,9 +498,9 @@ void SimStream::Stop() {
     }
   }
   WakeAll(wake);
-  // `dropped` and `parked` are destroyed here, outside mu_: their closures
-  // may hold the last reference to another stream, whose destructor waits
-  // for a worker.
+  // `dropped`, `held` and `parked` are destroyed here, outside the locks:
+  // their closures may hold the last reference to another stream, whose
+  // destructor waits for a worker.
 }
 
 void SimStream::Shutdown() {
@@ -565,7 +616,7 @@ void SimStream::RunSlice() {
         CompleteLocked(std::move(*pacing_), wake);
         pacing_.reset();
       }
-      if (stop_ || (!parked_.has_value() && head_ == released_)) {
+      if (stop_ || (!parked_.has_value() && head_ == items_.size())) {
         state_ = State::kIdle;
         break;
       }
@@ -585,10 +636,8 @@ void SimStream::RunSlice() {
         if (head_ == items_.size()) {
           items_.clear();  // keeps its capacity
           head_ = 0;
-          released_ = 0;
         } else if (head_ >= 1024 && head_ * 2 >= items_.size()) {
           items_.erase(items_.begin(), items_.begin() + head_);
-          released_ -= head_;
           head_ = 0;
         }
       }

@@ -33,8 +33,11 @@
 //
 // Holding: while a stream holds (Hold, until Release), items enqueued on it
 // wait without making the stream runnable, which then starts on the whole
-// run at once; a long run is released early. The simulated backend holds the
-// streams a thread enqueues on between Backend::BeginBatch and EndBatch.
+// run at once; a long run is released early. Held items wait apart from the
+// items the workers take, under a lock of their own, so that enqueueing
+// them does not contend with a worker running the stream. The simulated
+// backend holds the streams a thread enqueues on between
+// Backend::BeginBatch and EndBatch.
 //
 // Marks capture "everything enqueued so far" (what simulated events record)
 // and learn the virtual time at which that work completed.
@@ -76,6 +79,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -156,6 +160,8 @@ class SimWorkerPool {
 
  private:
   void StartWorkerLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes the monitor if it sleeps.
+  void WakeMonitorLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WorkerLoop(int index) ABSL_LOCKS_EXCLUDED(mu_);
   void MonitorLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Moves the streams whose time has come from the timers to the queue.
@@ -178,7 +184,8 @@ class SimWorkerPool {
   bool monitor_sleeping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Items completed by the pool's streams: the monitor's sign of progress.
-  std::atomic<uint64_t> progress_{0};
+  // Counted by the workers for every item, on a cache line of its own.
+  alignas(64) std::atomic<uint64_t> progress_{0};
   std::thread monitor_;
 
   friend class SimStream;  // counts progress_
@@ -221,7 +228,9 @@ class SimStream {
     const std::shared_ptr<Waker>* waker_;
     bool parked_ = false;
   };
-  using Work = std::function<absl::Status(Timing& timing)>;
+  // Move-only, so that work can own what it needs (and give it back when
+  // destroyed, run or dropped).
+  using Work = absl::AnyInvocable<absl::Status(Timing& timing)>;
 
   // A capture of the work enqueued on a stream up to `seq`. Its fields are
   // guarded by the stream's lock; read them through the stream.
@@ -254,22 +263,24 @@ class SimStream {
 
   // Appends an item and returns its sequence number. After Stop the item
   // is dropped and the returned number never completes.
-  uint64_t Enqueue(Work work) ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t EnqueueCallback(HostCallback callback) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t Enqueue(Work work) ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
+  uint64_t EnqueueCallback(HostCallback callback)
+      ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // Waits for `mark` of `target` (which may not be this stream).
   uint64_t EnqueueWait(std::shared_ptr<SimStream> target,
                        std::shared_ptr<const Mark> mark)
-      ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t EnqueueGate(std::shared_ptr<Gate> gate) ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
+  uint64_t EnqueueGate(std::shared_ptr<Gate> gate)
+      ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // Opens a gate enqueued on this stream. FAILED_PRECONDITION when it is
   // open already.
   absl::Status OpenGate(Gate& gate, absl::Status status, double busy_us)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Items enqueued from now on belong to error scope `scope`.
-  void SetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // The scope items enqueued now belong to.
-  uint64_t scope() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t scope() const ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
 
   // Items of `scope` not yet started are skipped with `status` (non-OK),
   // unless the scope has failed already.
@@ -279,24 +290,24 @@ class SimStream {
 
   // Starts holding for the holder `token` (non-zero); false when this
   // holder holds it already.
-  bool Hold(uint64_t token) ABSL_LOCKS_EXCLUDED(mu_);
+  bool Hold(uint64_t token) ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // Stops holding and lets the workers start on everything enqueued.
-  void Release() ABSL_LOCKS_EXCLUDED(mu_);
+  void Release() ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
 
   // A mark of everything enqueued so far.
-  std::shared_ptr<Mark> Record() ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<Mark> Record() ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // The mark's completion time, or nullopt while it has not completed.
   std::optional<double> MarkTime(const Mark& mark) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sequence number of the last item enqueued (0 when none).
-  uint64_t enqueued() const ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t enqueued() const ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   uint64_t completed() const ABSL_LOCKS_EXCLUDED(mu_);
   bool IsComplete(uint64_t seq) const ABSL_LOCKS_EXCLUDED(mu_);
   // True when every enqueued item has completed.
-  bool Idle() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool Idle() const ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // The first error of the current scope (or the device's), or OK.
-  absl::Status error() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status error() const ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // The first error of `scope` (or the device's), or OK.
   absl::Status scope_error(uint64_t scope) const ABSL_LOCKS_EXCLUDED(mu_);
   // Virtual time at which the last completed item ended.
@@ -307,7 +318,7 @@ class SimStream {
   bool AwaitComplete(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until the items enqueued before the call have completed; returns
   // the current scope's first error, or ABORTED when stopped first.
-  absl::Status Synchronize() ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status Synchronize() ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
 
   // True on a worker while it runs one of this stream's items (there, the
   // calls that wait for this stream would wait for themselves).
@@ -315,11 +326,11 @@ class SimStream {
 
   // Drops pending items (the parked one included), stops the stream after
   // the item being run and wakes every waiter. Does not wait. Idempotent.
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+  void Stop() ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
   // Stop(), then waits until no worker runs the stream (and, for a stream
   // with a pool of its own, joins it). Idempotent. REQUIRES: not
   // OnWorkerThread().
-  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_, shutdown_mu_);
+  void Shutdown() ABSL_LOCKS_EXCLUDED(push_mu_, mu_, shutdown_mu_);
 
   // Runs a slice of the stream's items; called by a worker of its pool.
   void RunSlice() ABSL_LOCKS_EXCLUDED(mu_);
@@ -349,8 +360,10 @@ class SimStream {
   };
   using WakeList = std::vector<std::shared_ptr<Waker>>;
 
-  uint64_t Push(Item item) ABSL_LOCKS_EXCLUDED(mu_);
-  // Queues the stream when it has released items and nothing runs it.
+  uint64_t Push(Item item) ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
+  // Moves the held items to the workers' queue.
+  void ReleaseHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(push_mu_, mu_);
+  // Queues the stream when it has items to run and nothing runs it.
   void MaybeScheduleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A wake: see Waker.
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -382,12 +395,31 @@ class SimStream {
   // Most items a worker runs before it lets the other streams go first.
   static constexpr int kSliceItems = 256;
 
-  mutable absl::Mutex mu_;
-  // Items not yet started: [head_, released_) are the workers' to take,
-  // [released_, end) are held back.
+  // The enqueueing side and the workers' side each start a cache line of
+  // their own, so that a thread enqueueing does not share lines with a
+  // worker running the stream.
+  //
+  // Enqueueing: taken by the threads that enqueue (and by the calls that
+  // need what was enqueued), never by the workers, and before mu_.
+  alignas(64) mutable absl::Mutex push_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  // Items enqueued while the stream holds, not yet the workers' to take,
+  // and the marks recorded after them (which cannot have completed).
+  std::vector<Item> held_ ABSL_GUARDED_BY(push_mu_);
+  std::vector<std::shared_ptr<Mark>> held_marks_ ABSL_GUARDED_BY(push_mu_);
+  uint64_t enqueued_ ABSL_GUARDED_BY(push_mu_) = 0;
+  uint64_t scope_ ABSL_GUARDED_BY(push_mu_) = 0;
+  // Stop was called: later items are dropped.
+  bool push_stopped_ ABSL_GUARDED_BY(push_mu_) = false;
+  // The holder holding, 0 for none. Written under push_mu_; read without
+  // it by Hold's fast path.
+  std::atomic<uint64_t> hold_token_{0};
+
+  // The workers' side.
+  alignas(64) mutable absl::Mutex mu_;
+  // Items released and not yet started: [head_, end) are the workers' to
+  // take.
   std::vector<Item> items_ ABSL_GUARDED_BY(mu_);
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t released_ ABSL_GUARDED_BY(mu_) = 0;
   // The item that parked the stream, to run again first, and the ready
   // time it had when it first ran (it keeps it, paced or not).
   std::optional<Item> parked_ ABSL_GUARDED_BY(mu_);
@@ -397,13 +429,8 @@ class SimStream {
   State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
   // A wake came while the stream was running.
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  // The holder holding, 0 for none. Written under mu_; read without it
-  // by Hold's fast path.
-  std::atomic<uint64_t> hold_token_{0};
-  uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   double last_end_us_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t scope_ ABSL_GUARDED_BY(mu_) = 0;
   // First error of each scope that failed.
   absl::flat_hash_map<uint64_t, absl::Status> scope_errors_
       ABSL_GUARDED_BY(mu_);

@@ -274,6 +274,72 @@ TEST_F(SimStreamTest, LongHeldRunsAreReleasedEarly) {
   EXPECT_TRUE(stream.AwaitComplete(seq));
 }
 
+TEST_F(SimStreamTest, HeldItemsKeepEnqueueOrderAcrossThreads) {
+  SimStream stream("s", &unpaced_);
+  absl::Mutex mu;
+  std::vector<int> order;
+  auto note = [&](int i) {
+    return [&, i](SimStream::Timing&) {
+      absl::MutexLock lock(&mu);
+      order.push_back(i);
+      return absl::OkStatus();
+    };
+  };
+  ASSERT_TRUE(stream.Hold(3));
+  EXPECT_EQ(stream.Enqueue(note(1)), 1u);
+  // Another thread's item, enqueued while the holder holds, goes in between.
+  std::thread other([&] { EXPECT_EQ(stream.Enqueue(note(2)), 2u); });
+  other.join();
+  EXPECT_EQ(stream.Enqueue(note(3)), 3u);
+  EXPECT_EQ(stream.enqueued(), 3u);
+  EXPECT_FALSE(stream.Idle());
+  stream.Release();
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_TRUE(stream.Idle());
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+}
+
+TEST_F(SimStreamTest, MarkRecordedWhileHeldCompletesWithTheHeldItems) {
+  SimStream stream("s", &unpaced_);
+  stream.Enqueue(Lasting(2));
+  ASSERT_TRUE(stream.Synchronize().ok());
+  ASSERT_TRUE(stream.Hold(5));
+  stream.Enqueue(Lasting(3));
+  std::shared_ptr<SimStream::Mark> mark = stream.Record();
+  EXPECT_EQ(mark->seq, 2u);
+  const uint64_t after = stream.Enqueue(Lasting(4));
+  EXPECT_FALSE(stream.MarkTime(*mark).has_value());
+  EXPECT_FALSE(stream.IsComplete(2));
+  stream.Release();
+  ASSERT_TRUE(stream.AwaitComplete(after));
+  ASSERT_TRUE(stream.MarkTime(*mark).has_value());
+  EXPECT_DOUBLE_EQ(*stream.MarkTime(*mark), 5);
+  // A mark recorded with nothing held and nothing pending is done at once.
+  std::shared_ptr<SimStream::Mark> idle = stream.Record();
+  ASSERT_TRUE(stream.MarkTime(*idle).has_value());
+  EXPECT_DOUBLE_EQ(*stream.MarkTime(*idle), 9);
+}
+
+TEST_F(SimStreamTest, StopDropsHeldItems) {
+  SimStream stream("s", &unpaced_);
+  ASSERT_TRUE(stream.Hold(9));
+  bool ran = false;
+  const uint64_t seq =
+      stream.EnqueueCallback([&](absl::Status) { ran = true; });
+  std::shared_ptr<SimStream::Mark> mark = stream.Record();
+  stream.Stop();
+  stream.Release();
+  EXPECT_FALSE(stream.AwaitComplete(seq));
+  // Enqueued after the stop: dropped too, its number never completes.
+  const uint64_t late = stream.Enqueue(Lasting(1));
+  EXPECT_EQ(late, seq + 1);
+  EXPECT_FALSE(stream.AwaitComplete(late));
+  EXPECT_FALSE(stream.MarkTime(*mark).has_value());
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kAborted);
+}
+
 TEST_F(SimStreamTest, AwaitCompleteBlocksUntilTheItemRan) {
   SimStream stream("s", &unpaced_);
   absl::Notification release;
@@ -457,6 +523,26 @@ TEST_F(SimStreamTest, BlockedWorkersAreReplacedAfterAStall) {
 
 // Sixty-four streams in a ring of waits, on two workers: every wait is
 // met, the virtual times add up, and the pool keeps its size.
+// Two streams queued at once for the one idle worker: it takes one, which
+// blocks, and the other is left waiting; the pool notices the stall (also
+// when the monitor was asleep, as it is while the pool is idle). Repeated:
+// whether both are queued before the worker wakes is up to the host.
+TEST_F(SimStreamTest, StreamQueuedBehindABlockedWorkerGetsAnother) {
+  for (int round = 0; round < 20; ++round) {
+    SimWorkerPool pool(1);
+    SimStream a("a", &unpaced_, nullptr, &pool);
+    SimStream b("b", &unpaced_, nullptr, &pool);
+    a.Enqueue(Lasting(0));
+    ASSERT_TRUE(a.Synchronize().ok());  // the pool is idle again
+    absl::Notification from_b;
+    a.EnqueueCallback([&](absl::Status) { from_b.WaitForNotification(); });
+    b.EnqueueCallback([&](absl::Status) { from_b.Notify(); });
+    ASSERT_TRUE(a.Synchronize().ok());
+    ASSERT_TRUE(b.Synchronize().ok());
+    EXPECT_GE(pool.threads(), 2);
+  }
+}
+
 TEST_F(SimStreamTest, ManyStreamsRunOnFewWorkers) {
   constexpr int kStreams = 64;
   constexpr int kRounds = 20;
