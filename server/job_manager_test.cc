@@ -272,6 +272,70 @@ TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
   EXPECT_THAT(text, HasSubstr("weft_queue_wait_seconds_count 1"));
 }
 
+// Hands every job to `inner` and keeps the plan of the last one started.
+class PlanRecordingExecutor final : public runtime::Executor {
+ public:
+  explicit PlanRecordingExecutor(runtime::Executor* inner) : inner_(inner) {}
+
+  absl::StatusOr<uint64_t> Start(
+      std::shared_ptr<const scheduler::Graph> graph,
+      std::shared_ptr<const scheduler::Plan> plan,
+      runtime::JobCallbacks callbacks,
+      const runtime::JobOptions& options) override {
+    {
+      absl::MutexLock lock(&mu_);
+      last_plan_ = plan;
+    }
+    return inner_->Start(std::move(graph), std::move(plan),
+                         std::move(callbacks), options);
+  }
+  void Cancel(uint64_t run) override { inner_->Cancel(run); }
+  std::vector<runtime::DeviceLoad> Load() const override {
+    return inner_->Load();
+  }
+
+  std::shared_ptr<const scheduler::Plan> last_plan() const {
+    absl::MutexLock lock(&mu_);
+    return last_plan_;
+  }
+
+ private:
+  runtime::Executor* const inner_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<const scheduler::Plan> last_plan_ ABSL_GUARDED_BY(mu_);
+};
+
+TEST_F(JobManagerTest, JobsArePlannedWithoutReasonsOrSimulation) {
+  PlanRecordingExecutor recording(executor_.get());
+  JobManager::Options options;
+  options.executor = &recording;
+  options.metrics = &metrics_;
+  auto jobs = JobManager::Create(std::move(options));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  // The submitter asks for the planner's defaults, reasons and estimates
+  // included; a job needs neither.
+  JobSpec spec = Spec(SpinChain("chain", 4, 5));
+  ASSERT_TRUE(spec.planner_options.explain);
+  ASSERT_TRUE(spec.planner_options.simulate);
+  absl::StatusOr<weft::v1::Job> submitted = (*jobs)->Submit(std::move(spec));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  absl::StatusOr<weft::v1::Job> done = (*jobs)->WaitUntilTerminal(
+      submitted->id(), absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->state(), weft::v1::SUCCEEDED) << done->ShortDebugString();
+
+  std::shared_ptr<const scheduler::Plan> plan = recording.last_plan();
+  ASSERT_NE(plan, nullptr);
+  ASSERT_EQ(plan->nodes.size(), 4u);
+  EXPECT_THAT(plan->reasons, ::testing::IsEmpty());
+  EXPECT_EQ(plan->estimated_makespan_us, 0);
+  for (const scheduler::PlannedNode& pn : plan->nodes) {
+    EXPECT_EQ(pn.estimated_end_us, 0);
+  }
+  // What the simulation does not need is still there.
+  EXPECT_EQ(plan->critical_path_us, 20);
+}
+
 TEST_F(JobManagerTest, ReadOutputErrors) {
   std::string id = SubmitOk(AxpyGraph());
   WaitTerminal(id);
