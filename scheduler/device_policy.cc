@@ -74,7 +74,9 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
                  0) {}
 
 int PlacementState::PeekRoundRobin(absl::Span<const int> candidates) const {
-  return candidates[next_ % candidates.size()];
+  // Usually every device is a candidate, and the counter is in range.
+  const size_t at = static_cast<size_t>(next_);
+  return candidates[at < candidates.size() ? at : at % candidates.size()];
 }
 
 int PlacementState::BusyStreams(int device) const {
@@ -374,7 +376,7 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
       }
       if (!decision.decisive) state.AdvanceRoundRobin();
       device = decision.device;
-      choice = decision.choice;
+      if (context.record_choices) choice = decision.choice;
     }
     if (labelled) {
       labels.emplace(graph.node(v).stream_label, std::make_pair(device, v));

@@ -166,7 +166,10 @@ class PlacementState {
 
   // ROUND_ROBIN: the candidate whose turn it is; Advance takes the turn.
   int PeekRoundRobin(absl::Span<const int> candidates) const;
-  void AdvanceRoundRobin() { next_ = (next_ + 1) % context_.num_devices; }
+  void AdvanceRoundRobin() {
+    // next_ stays below num_devices: no division on this per-node path.
+    next_ = next_ + 1 < context_.num_devices ? next_ + 1 : 0;
+  }
 
   // STREAM_AWARE: busy streams on `device` (other jobs and this one).
   int BusyStreams(int device) const;

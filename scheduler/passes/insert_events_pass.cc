@@ -42,8 +42,8 @@ void MergeInto(std::vector<Entry>& into, absl::Span<const Entry> clock,
 //   void Begin(): starts collecting the waits of one node;
 //   int32_t Collected(t): what the waits chosen so far know of t;
 //   void Collect(p): adds a chosen wait on node p;
-//   int32_t Commit(s): merges what was collected into s; returns the
-//                      version of s's new clock;
+//   int32_t Commit(s): merges what was collected (at least one wait) into
+//                      s; returns the version of s's new clock;
 //   int32_t Join(s, t, seq): s learns what t knows and that t's first
 //                      `seq` nodes finished; returns s's new version;
 //   int32_t Share(s, t, s_seq, t_seq): after a node on both s and t (at
@@ -59,31 +59,42 @@ void Walk(StreamContext& c, Clocks& clocks) {
   std::vector<std::pair<int32_t, NodeId>> candidates;
   std::vector<NodeId> chosen;
   const bool peers = !c.peer_stream.empty();
+  // Raw pointers in locals, so that they need not be reloaded from the
+  // vectors after every store and call below.
+  const NodeId* order = c.dag.order.data();
+  const int32_t* pred_offsets = c.dag.preds.offsets.data();
+  const NodeId* pred_items = c.dag.preds.items.data();
+  const int32_t* stream_of = c.stream_of.data();
+  const int32_t* peer_stream = peers ? c.peer_stream.data() : nullptr;
+  int32_t* seq = c.seq.data();
+  int32_t* peer_seq = peers ? c.peer_seq.data() : nullptr;
+  int32_t* clock_of = c.clock_of.data();
   // Whether a clock (read through `known`) covers p's completion: p's
   // position on either of its streams.
-  auto covers = [&c, peers](NodeId p, auto known) {
-    if (known(c.stream_of[p]) >= c.seq[p]) return true;
+  auto covers = [=](NodeId p, auto known) {
+    if (known(stream_of[p]) >= seq[p]) return true;
     if (!peers) return false;
-    const int32_t u = c.peer_stream[p];
-    return u >= 0 && known(u) >= c.peer_seq[p];
+    const int32_t u = peer_stream[p];
+    return u >= 0 && known(u) >= peer_seq[p];
   };
   for (int i = 0; i < n; ++i) {
-    const NodeId v = c.dag.order[i];
-    const int32_t s = c.stream_of[v];
-    const int32_t t = peers ? c.peer_stream[v] : -1;
-    c.seq[v] = ++count[s];
+    const NodeId v = order[i];
+    const int32_t s = stream_of[v];
+    const int32_t t = peers ? peer_stream[v] : -1;
+    seq[v] = ++count[s];
     if (t >= 0) {
       // v starts once t reaches it too: s learns all that came before.
-      c.peer_seq[v] = ++count[t];
-      current[s] = clocks.Join(s, t, c.peer_seq[v] - 1);
+      peer_seq[v] = ++count[t];
+      current[s] = clocks.Join(s, t, peer_seq[v] - 1);
     }
     candidates.clear();
-    for (NodeId p : c.dag.Preds(v)) {
-      const int32_t tp = c.stream_of[p];
+    for (int32_t k = pred_offsets[v]; k < pred_offsets[v + 1]; ++k) {
+      const NodeId p = pred_items[k];
+      const int32_t tp = stream_of[p];
       if (tp == s) continue;  // stream order
       if (peers) {
         // Stream order on s (or on t, through the join).
-        const int32_t up = c.peer_stream[p];
+        const int32_t up = peer_stream[p];
         if (up == s || (t >= 0 && (tp == t || up == t))) continue;
       }
       if (covers(p, [&](int32_t x) { return clocks.Current(s, x); })) {
@@ -92,16 +103,18 @@ void Walk(StreamContext& c, Clocks& clocks) {
       // Latest-issued first (insertion: there are few).
       const int32_t pos = c.dag.pos(p);
       candidates.emplace_back(pos, p);
-      for (size_t k = candidates.size() - 1;
-           k > 0 && candidates[k - 1].first < pos; --k) {
-        std::swap(candidates[k - 1], candidates[k]);
+      for (size_t j = candidates.size() - 1;
+           j > 0 && candidates[j - 1].first < pos; --j) {
+        std::swap(candidates[j - 1], candidates[j]);
       }
     }
     if (!candidates.empty()) {
       clocks.Begin();
       chosen.clear();
       for (const auto& [pos, p] : candidates) {
-        if (covers(p, [&](int32_t x) { return clocks.Collected(x); })) {
+        // Nothing collected yet covers the first.
+        if (!chosen.empty() &&
+            covers(p, [&](int32_t x) { return clocks.Collected(x); })) {
           continue;
         }
         chosen.push_back(p);
@@ -113,9 +126,9 @@ void Walk(StreamContext& c, Clocks& clocks) {
         c.waits.items.push_back(c.signal[p]);
       }
     }
-    c.clock_of[v] = current[s];
+    clock_of[v] = current[s];
     if (t >= 0) {
-      current[s] = current[t] = clocks.Share(s, t, c.seq[v], c.peer_seq[v]);
+      current[s] = current[t] = clocks.Share(s, t, seq[v], peer_seq[v]);
     }
     c.waits.offsets.push_back(static_cast<int32_t>(c.waits.items.size()));
   }
@@ -143,9 +156,11 @@ class DenseClocks {
   }
   void Collect(NodeId p) { chosen_.push_back(p); }
   int32_t Commit(int s) {
-    int32_t* row = arena_.CopyRow(current_[s]);
-    for (NodeId q : chosen_) {
-      arena_.MaxInto(row, arena_.Row(c_.clock_of[q]));
+    // The first wait's clock is combined as the row is written.
+    int32_t* row = arena_.MaxRow(current_[s], c_.clock_of[chosen_[0]]);
+    for (size_t k = 0; k < chosen_.size(); ++k) {
+      const NodeId q = chosen_[k];
+      if (k > 0) arena_.MaxInto(row, arena_.Row(c_.clock_of[q]));
       int32_t& own = row[c_.stream_of[q]];
       own = std::max(own, c_.seq[q]);
       if (const int32_t u = c_.peer_of(q); u >= 0) {

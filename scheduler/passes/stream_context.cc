@@ -37,42 +37,11 @@ void ClockArena::Grow(size_t counters) {
   capacity_ = counters;
 }
 
-int32_t* ClockArena::AppendRow() {
-  const size_t at = static_cast<size_t>(num_versions_) * stride_;
-  if (at + stride_ > capacity_) Grow(std::max(2 * capacity_, at + stride_));
-  ++num_versions_;
-  return rows_.get() + at;
-}
-
 int32_t ClockArena::AddRow(const int32_t* row) {
   int32_t* to = AppendRow();
   std::copy(row, row + num_streams_, to);
   std::fill(to + num_streams_, to + stride_, 0);  // padding
   return num_versions_ - 1;
-}
-
-int32_t* ClockArena::CopyRow(int32_t version) {
-  int32_t* row = AppendRow();
-  const int32_t* from = Row(version);
-  // A few vectors of counters: cheaper than a call to copy bytes.
-  for (int k = 0; k < stride_; k += kLanes) {
-    std::memcpy(row + k, from + k, kLanes * sizeof(int32_t));
-  }
-  return row;
-}
-
-void ClockArena::MaxInto(int32_t* row, const int32_t* other) const {
-  // Four counters at a time with the compiler's generic vectors: one
-  // compare and a blend, on any target.
-  using Lanes = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
-  for (int k = 0; k < stride_; k += kLanes) {
-    Lanes a, b;
-    std::memcpy(&a, row + k, sizeof(a));
-    std::memcpy(&b, other + k, sizeof(b));
-    const Lanes a_wins = a > b;
-    a = (a & a_wins) | (b & ~a_wins);
-    std::memcpy(row + k, &a, sizeof(a));
-  }
 }
 
 int32_t ClockArena::Add(absl::Span<const Entry> clock) {

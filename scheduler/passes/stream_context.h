@@ -19,7 +19,9 @@
 #ifndef WEFT_SCHEDULER_PASSES_STREAM_CONTEXT_H_
 #define WEFT_SCHEDULER_PASSES_STREAM_CONTEXT_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -89,6 +91,9 @@ class ClockArena {
   static constexpr int kLanes = 4;
 
   explicit ClockArena(int num_streams = 0);
+  // Four counters, combined at a time with the compiler's generic vectors:
+  // one compare and a blend, on any target.
+  using Lanes = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
 
   bool dense() const { return dense_; }
   int num_streams() const { return num_streams_; }
@@ -105,9 +110,42 @@ class ClockArena {
   // Appends a copy of the row of `version` and returns it to be refined
   // in place (valid until the next append); its version is
   // num_versions() - 1.
-  int32_t* CopyRow(int32_t version);
+  int32_t* CopyRow(int32_t version) {
+    int32_t* row = AppendRow();
+    const int32_t* from = Row(version);
+    // A few vectors of counters: cheaper than a call to copy bytes.
+    for (int k = 0; k < stride_; k += kLanes) {
+      std::memcpy(row + k, from + k, kLanes * sizeof(int32_t));
+    }
+    return row;
+  }
+  // Appends the counter by counter maximum of the rows of versions `a`
+  // and `b` and returns it, as CopyRow does.
+  int32_t* MaxRow(int32_t a, int32_t b) {
+    int32_t* row = AppendRow();
+    const int32_t* x = Row(a);
+    const int32_t* y = Row(b);
+    for (int k = 0; k < stride_; k += kLanes) {
+      Lanes u, w;
+      std::memcpy(&u, x + k, sizeof(u));
+      std::memcpy(&w, y + k, sizeof(w));
+      const Lanes u_wins = u > w;
+      u = (u & u_wins) | (w & ~u_wins);
+      std::memcpy(row + k, &u, sizeof(u));
+    }
+    return row;
+  }
   // row[k] = max(row[k], other[k]) for every counter of two dense rows.
-  void MaxInto(int32_t* row, const int32_t* other) const;
+  void MaxInto(int32_t* row, const int32_t* other) const {
+    for (int k = 0; k < stride_; k += kLanes) {
+      Lanes a, b;
+      std::memcpy(&a, row + k, sizeof(a));
+      std::memcpy(&b, other + k, sizeof(b));
+      const Lanes a_wins = a > b;
+      a = (a & a_wins) | (b & ~a_wins);
+      std::memcpy(row + k, &a, sizeof(a));
+    }
+  }
 
   // Sparse form: the entries of `version`; Add stores a clock (sorted by
   // stream) and returns its version.
@@ -127,7 +165,12 @@ class ClockArena {
   int num_streams_;
   int stride_;  // dense: counters per row, num_streams rounded up
   // Appends a row, its contents undefined, and returns it.
-  int32_t* AppendRow();
+  int32_t* AppendRow() {
+    const size_t at = static_cast<size_t>(num_versions_) * stride_;
+    if (at + stride_ > capacity_) Grow(std::max(2 * capacity_, at + stride_));
+    ++num_versions_;
+    return rows_.get() + at;
+  }
   // Room for `counters` counters in all, keeping the rows so far.
   void Grow(size_t counters);
 
