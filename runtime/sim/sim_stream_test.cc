@@ -521,8 +521,6 @@ TEST_F(SimStreamTest, BlockedWorkersAreReplacedAfterAStall) {
   EXPECT_GE(pool.threads(), 2);
 }
 
-// Sixty-four streams in a ring of waits, on two workers: every wait is
-// met, the virtual times add up, and the pool keeps its size.
 // Two streams queued at once for the one idle worker: it takes one, which
 // blocks, and the other is left waiting; the pool notices the stall (also
 // when the monitor was asleep, as it is while the pool is idle). Repeated:
@@ -543,6 +541,8 @@ TEST_F(SimStreamTest, StreamQueuedBehindABlockedWorkerGetsAnother) {
   }
 }
 
+// Sixty-four streams in a ring of waits, on two workers: every wait is
+// met, the virtual times add up, and the pool keeps its size.
 TEST_F(SimStreamTest, ManyStreamsRunOnFewWorkers) {
   constexpr int kStreams = 64;
   constexpr int kRounds = 20;

@@ -123,28 +123,12 @@ class ClockArena {
   // and `b` and returns it, as CopyRow does.
   int32_t* MaxRow(int32_t a, int32_t b) {
     int32_t* row = AppendRow();
-    const int32_t* x = Row(a);
-    const int32_t* y = Row(b);
-    for (int k = 0; k < stride_; k += kLanes) {
-      Lanes u, w;
-      std::memcpy(&u, x + k, sizeof(u));
-      std::memcpy(&w, y + k, sizeof(w));
-      const Lanes u_wins = u > w;
-      u = (u & u_wins) | (w & ~u_wins);
-      std::memcpy(row + k, &u, sizeof(u));
-    }
+    MaxOf(Row(a), Row(b), row);
     return row;
   }
   // row[k] = max(row[k], other[k]) for every counter of two dense rows.
   void MaxInto(int32_t* row, const int32_t* other) const {
-    for (int k = 0; k < stride_; k += kLanes) {
-      Lanes a, b;
-      std::memcpy(&a, row + k, sizeof(a));
-      std::memcpy(&b, other + k, sizeof(b));
-      const Lanes a_wins = a > b;
-      a = (a & a_wins) | (b & ~a_wins);
-      std::memcpy(row + k, &a, sizeof(a));
-    }
+    MaxOf(row, other, row);
   }
 
   // Sparse form: the entries of `version`; Add stores a clock (sorted by
@@ -164,6 +148,18 @@ class ClockArena {
   bool dense_;
   int num_streams_;
   int stride_;  // dense: counters per row, num_streams rounded up
+  // out[k] = max(x[k], y[k]) for every counter of a dense row, a vector of
+  // kLanes at a time (out may be x).
+  void MaxOf(const int32_t* x, const int32_t* y, int32_t* out) const {
+    for (int k = 0; k < stride_; k += kLanes) {
+      Lanes u, w;
+      std::memcpy(&u, x + k, sizeof(u));
+      std::memcpy(&w, y + k, sizeof(w));
+      const Lanes u_wins = u > w;
+      u = (u & u_wins) | (w & ~u_wins);
+      std::memcpy(out + k, &u, sizeof(u));
+    }
+  }
   // Appends a row, its contents undefined, and returns it.
   int32_t* AppendRow() {
     const size_t at = static_cast<size_t>(num_versions_) * stride_;
