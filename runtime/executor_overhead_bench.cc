@@ -122,8 +122,7 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
     std::exit(1);
   }
   auto plan = std::make_shared<const scheduler::Plan>(*std::move(planned));
-  int waits = 0;
-  for (const auto& pn : plan->nodes) waits += pn.wait_events.size();
+  const int waits = static_cast<int>(plan->waits.items.size());
   std::printf("weft plan: %zu streams, %d events, %d waits (planning %.0f ms,"
               " not counted)\n",
               plan->streams.size(), plan->num_events, waits,

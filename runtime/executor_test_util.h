@@ -82,10 +82,9 @@ class TestJob {
     pn.node = id;
     pn.stream = stream;
     pn.device = plan_.streams[stream].device;
-    pn.wait_events.assign(waits.begin(), waits.end());
     pn.signal_event = signal;
     if (signal >= plan_.num_events) plan_.num_events = signal + 1;
-    plan_.nodes.push_back(std::move(pn));
+    plan_.AddNode(pn, {}, waits);
     return id;
   }
 

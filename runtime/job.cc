@@ -44,6 +44,11 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
         absl::StrCat("plan lists ", plan.nodes.size(), " nodes but graph '",
                      graph.name(), "' has ", n));
   }
+  if (plan.deps.rows() != n || plan.waits.rows() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan.deps and plan.waits have ", plan.deps.rows(), " and ",
+        plan.waits.rows(), " rows; the plan lists ", n, " nodes"));
+  }
   if (plan.num_events < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan.num_events is negative (", plan.num_events, ")"));
@@ -97,7 +102,7 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
           named(), ": peer stream ", pn.peer_stream,
           " is not a stream of another device (", num_streams, " streams)"));
     }
-    for (int e : pn.wait_events) {
+    for (int e : plan.Waits(i)) {
       if (e < 0 || e >= plan.num_events) {
         return absl::InvalidArgumentError(absl::StrCat(
             named(), ": waits on event ", e, " of ", plan.num_events));
@@ -109,7 +114,7 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
     }
     // In the same pass (the plan is large): a dependency issued before this
     // node has its position already, below i.
-    for (NodeId dep : pn.deps) {
+    for (NodeId dep : plan.Deps(i)) {
       if (dep < 0 || dep >= n || position[dep] < 0 || position[dep] >= i) {
         return absl::InvalidArgumentError(
             absl::StrCat(named(), ": dependency ", dep,
@@ -224,7 +229,7 @@ absl::Status Job::IssueNode(int index) {
   WEFT_RETURN_IF_ERROR(EnterLogical(pn.stream, stream));
 
   bool waited = false;
-  for (int e : pn.wait_events) {
+  for (int e : plan_->Waits(index)) {
     // An event nobody recorded yet is a no-op wait, as in CUDA.
     if (events_[e].value != 0) {
       WEFT_RETURN_IF_ERROR(backend->StreamWaitEvent(stream, events_[e]));
@@ -298,7 +303,7 @@ absl::Status Job::IssueNode(int index) {
   TraceEnd(op, stream, device);
   if (trace_ != nullptr && op >= 0) {
     trace_->node_op[index] = op;
-    for (int e : pn.wait_events) {
+    for (int e : plan_->Waits(index)) {
       const int from = trace_->event_signaller[e];
       if (from >= 0) trace_->flows.emplace_back(from, op);
     }

@@ -145,10 +145,12 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     if (peer && last_on_stream[pn.peer_stream] >= 0) {
       preds.push_back(last_on_stream[pn.peer_stream]);
     }
-    for (int e : pn.wait_events) {
+    for (int e : plan_.Waits(i)) {
       if (signaller[e] >= 0) preds.push_back(signaller[e]);
     }
-    for (scheduler::NodeId dep : pn.deps) preds.push_back(position[dep]);
+    for (scheduler::NodeId dep : plan_.Deps(i)) {
+      preds.push_back(position[dep]);
+    }
     std::sort(preds.begin(), preds.end());
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
     last_on_stream[pn.stream] = i;

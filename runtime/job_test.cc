@@ -24,6 +24,12 @@ Graph TwoNodes() {
   return Graph("g", {}, std::move(nodes));
 }
 
+scheduler::Csr Rows(const std::vector<std::vector<int32_t>>& rows) {
+  scheduler::Csr csr;
+  for (const auto& row : rows) csr.AppendRow(row);
+  return csr;
+}
+
 // a on device 0 stream 0 signals event 0; b on device 1 stream 1 waits.
 Plan GoodPlan() {
   Plan plan;
@@ -38,9 +44,8 @@ Plan GoodPlan() {
   b.node = 1;
   b.device = 1;
   b.stream = 1;
-  b.deps = {0};
-  b.wait_events = {0};
-  plan.nodes = {a, b};
+  plan.AddNode(a, {}, {});
+  plan.AddNode(b, {0}, {0});
   plan.num_events = 1;
   plan.num_devices = 2;
   return plan;
@@ -65,7 +70,7 @@ TEST(ValidatePlanTest, RejectsWrongNodeCount) {
 TEST(ValidatePlanTest, RejectsNegativeEventCount) {
   Plan plan = GoodPlan();
   plan.nodes[0].signal_event = -1;
-  plan.nodes[1].wait_events.clear();
+  plan.waits = Rows({{}, {}});
   plan.num_events = -2;
   ExpectInvalid(plan, "plan.num_events is negative (-2)");
 }
@@ -95,7 +100,7 @@ TEST(ValidatePlanTest, RejectsUnknownStream) {
 
 TEST(ValidatePlanTest, RejectsEventsOutOfRange) {
   Plan plan = GoodPlan();
-  plan.nodes[1].wait_events = {3};
+  plan.waits = Rows({{}, {3}});
   ExpectInvalid(plan, "waits on event 3 of 1");
   plan = GoodPlan();
   plan.nodes[0].signal_event = 1;
@@ -104,8 +109,17 @@ TEST(ValidatePlanTest, RejectsEventsOutOfRange) {
 
 TEST(ValidatePlanTest, RejectsDependencyIssuedLater) {
   Plan plan = GoodPlan();
-  plan.nodes[0].deps = {1};
+  plan.deps = Rows({{1}, {0}});
   ExpectInvalid(plan, "dependency 1 is not issued before it");
+}
+
+TEST(ValidatePlanTest, RejectsListsOfTheWrongLength) {
+  Plan plan = GoodPlan();
+  plan.waits = Rows({{}});
+  ExpectInvalid(plan, "plan.deps and plan.waits have 2 and 1 rows");
+  plan = GoodPlan();
+  plan.deps = Rows({{}, {0}, {1}});
+  ExpectInvalid(plan, "have 3 and 2 rows; the plan lists 2 nodes");
 }
 
 }  // namespace

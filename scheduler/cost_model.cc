@@ -575,7 +575,12 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan,
   schedule.device.reserve(n);
   schedule.stream.reserve(n);
   schedule.signal.reserve(n);
-  schedule.waits.offsets.reserve(n + 1);
+  if (plan->waits.rows() != n) {
+    return absl::InternalError(absl::StrCat("plan has ", plan->waits.rows(),
+                                            " rows of waits for ", n,
+                                            " nodes"));
+  }
+  schedule.waits = plan->waits;
   for (const PlannedNode& pn : plan->nodes) {
     if (pn.peer_stream >= 0 && schedule.peer_stream.empty()) {
       schedule.peer_stream.assign(schedule.node.size(), -1);
@@ -593,20 +598,16 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan,
     schedule.device.push_back(pn.device);
     schedule.stream.push_back(pn.stream);
     schedule.signal.push_back(pn.signal_event);
-    schedule.waits.items.insert(schedule.waits.items.end(),
-                                pn.wait_events.begin(), pn.wait_events.end());
-    schedule.waits.offsets.push_back(
-        static_cast<int32_t>(schedule.waits.items.size()));
   }
   schedule.num_streams = static_cast<int>(plan->streams.size());
   schedule.num_events = plan->num_events;
   ScheduleTimes times;
   WEFT_RETURN_IF_ERROR(SimulateSchedule(graph, schedule, options, &times));
+  plan->estimates.resize(n);
   for (int i = 0; i < n; ++i) {
-    PlannedNode& pn = plan->nodes[i];
-    pn.estimated_start_us = times.start_us[i];
-    pn.estimated_end_us = times.start_us[i] + graph.cost_us(pn.node);
-    pn.estimated_transfer_us = times.transfer_us[i];
+    const double start = times.start_us[i];
+    plan->estimates[i] = {start, start + graph.cost_us(plan->nodes[i].node),
+                          times.transfer_us[i]};
   }
   plan->estimated_makespan_us = times.makespan_us;
   return absl::OkStatus();

@@ -87,8 +87,8 @@ absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
                               const SimulationOptions& options,
                               ScheduleTimes* times);
 
-// Fills estimated_start_us / estimated_end_us / estimated_transfer_us of
-// every planned node and plan->estimated_makespan_us. O((V + W + A) log V)
+// Fills plan->estimates (a NodeEstimate per planned node) and
+// plan->estimated_makespan_us. O((V + W + A) log V)
 // for W event waits and A buffer arguments. INTERNAL if the plan is
 // malformed or cannot run to completion; INVALID_ARGUMENT if the topology
 // has fewer devices than the plan.

@@ -75,10 +75,9 @@ Plan MakePlan(const std::vector<Step>& steps, int num_streams, int num_events,
     PlannedNode pn;
     pn.node = step.node;
     pn.stream = step.stream;
-    pn.wait_events.assign(step.waits.begin(), step.waits.end());
     pn.signal_event = step.signal;
     pn.device = step.device;
-    plan.nodes.push_back(pn);
+    plan.AddNode(pn, {}, step.waits);
   }
   plan.num_events = num_events;
   return plan;
@@ -98,8 +97,8 @@ TEST(SimulatePlanTest, OneStreamRunsInOrder) {
       ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 0}, {2, 0}}, 1, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
-  EXPECT_EQ(plan.nodes[1].estimated_start_us, 3);
-  EXPECT_EQ(plan.nodes[2].estimated_start_us, 8);
+  EXPECT_EQ(plan.estimates[1].start_us, 3);
+  EXPECT_EQ(plan.estimates[2].start_us, 8);
   EXPECT_EQ(plan.estimated_makespan_us, 10);
 }
 
@@ -109,9 +108,9 @@ TEST(SimulatePlanTest, ComputeOnOneDeviceIsSerialAcrossStreams) {
   Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 2}}, 3, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_EQ(plan.estimated_makespan_us, 10);
-  EXPECT_EQ(plan.nodes[0].estimated_start_us, 0);  // issued first
-  EXPECT_EQ(plan.nodes[1].estimated_start_us, 3);
-  EXPECT_EQ(plan.nodes[2].estimated_start_us, 8);
+  EXPECT_EQ(plan.estimates[0].start_us, 0);  // issued first
+  EXPECT_EQ(plan.estimates[1].start_us, 3);
+  EXPECT_EQ(plan.estimates[2].start_us, 8);
 }
 
 TEST(SimulatePlanTest, DevicesRunInParallel) {
@@ -124,9 +123,9 @@ TEST(SimulatePlanTest, DevicesRunInParallel) {
   // x is created on device 0 by a; b on device 1 copies its 64 bytes from
   // there at 300 GB/s first.
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
-  EXPECT_NEAR(plan.nodes[1].estimated_transfer_us, 64 / 300e3, 1e-12);
+  EXPECT_NEAR(plan.estimates[1].transfer_us, 64 / 300e3, 1e-12);
   EXPECT_NEAR(plan.estimated_makespan_us, 5 + 64 / 300e3, 1e-9);
-  EXPECT_EQ(plan.nodes[2].estimated_transfer_us, 0);
+  EXPECT_EQ(plan.estimates[2].transfer_us, 0);
 }
 
 TEST(SimulatePlanTest, CopyAndHostOverlapCompute) {
@@ -134,7 +133,8 @@ TEST(SimulatePlanTest, CopyAndHostOverlapCompute) {
   Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 2}}, 3, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_EQ(plan.estimated_makespan_us, 5);
-  for (const PlannedNode& pn : plan.nodes) EXPECT_EQ(pn.estimated_start_us, 0);
+  ASSERT_EQ(plan.estimates.size(), 3u);
+  for (const NodeEstimate& e : plan.estimates) EXPECT_EQ(e.start_us, 0);
 }
 
 TEST(SimulatePlanTest, WaitsHoldAStreamBack) {
@@ -142,8 +142,8 @@ TEST(SimulatePlanTest, WaitsHoldAStreamBack) {
   // b (stream 1) waits for a (stream 0, copy, 3 us); c waits for b.
   Plan plan = MakePlan({{0, 0, {}, 0}, {1, 1, {0}, 1}, {2, 2, {1}}}, 3, 2);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
-  EXPECT_EQ(plan.nodes[1].estimated_start_us, 3);
-  EXPECT_EQ(plan.nodes[2].estimated_start_us, 8);
+  EXPECT_EQ(plan.estimates[1].start_us, 3);
+  EXPECT_EQ(plan.estimates[2].start_us, 8);
   EXPECT_EQ(plan.estimated_makespan_us, 10);
 }
 
@@ -161,15 +161,15 @@ TEST(SimulatePlanTest, ReadersOnAnotherDevicePayATransfer) {
   Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1}}, 2, 1, {0, 1});
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   // 3e6 bytes at 300 GB/s: 10 us after a ends at 10.
-  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_transfer_us, 10);
-  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_start_us, 20);
+  EXPECT_DOUBLE_EQ(plan.estimates[1].transfer_us, 10);
+  EXPECT_DOUBLE_EQ(plan.estimates[1].start_us, 20);
   EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 25);
   // Over a slower link.
   absl::StatusOr<Topology> slow =
       Topology::FromMatrix({{0, 100, 25}, {100, 0, 25}, {25, 25, 0}});
   ASSERT_TRUE(slow.ok());
   ASSERT_TRUE(SimulatePlan(g, &plan, {.topology = &*slow}).ok());
-  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_transfer_us, 30);
+  EXPECT_DOUBLE_EQ(plan.estimates[1].transfer_us, 30);
   EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 45);
 }
 
@@ -193,10 +193,10 @@ TEST(SimulatePlanTest, InitialDataComesFromTheHost) {
   Plan plan = MakePlan({{0, 0}, {1, 1}}, 2, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   // 50 kB at 25 GB/s from the host; zeros are made on the device.
-  EXPECT_DOUBLE_EQ(plan.nodes[0].estimated_transfer_us, 2);
-  EXPECT_DOUBLE_EQ(plan.nodes[0].estimated_start_us, 2);
-  EXPECT_EQ(plan.nodes[1].estimated_transfer_us, 0);
-  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_start_us, 0);
+  EXPECT_DOUBLE_EQ(plan.estimates[0].transfer_us, 2);
+  EXPECT_DOUBLE_EQ(plan.estimates[0].start_us, 2);
+  EXPECT_EQ(plan.estimates[1].transfer_us, 0);
+  EXPECT_DOUBLE_EQ(plan.estimates[1].start_us, 0);
 }
 
 TEST(SimulatePlanTest, CopyEnginesLimitTransfers) {
@@ -212,13 +212,13 @@ TEST(SimulatePlanTest, CopyEnginesLimitTransfers) {
                         {2, 2, {0}, -1, 1}},
                        3, 1, {0, 1, 1});
   ASSERT_TRUE(SimulatePlan(g, &plan, {.copy_engines_per_device = 1}).ok());
-  EXPECT_DOUBLE_EQ(plan.nodes[1].estimated_start_us, 11);
+  EXPECT_DOUBLE_EQ(plan.estimates[1].start_us, 11);
   // c's copy starts when b's ends; by then x is on device 1 and c's
   // transfer is free.
-  EXPECT_DOUBLE_EQ(plan.nodes[2].estimated_start_us, 11);
-  EXPECT_EQ(plan.nodes[2].estimated_transfer_us, 0);
+  EXPECT_DOUBLE_EQ(plan.estimates[2].start_us, 11);
+  EXPECT_EQ(plan.estimates[2].transfer_us, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan, {.copy_engines_per_device = 2}).ok());
-  EXPECT_DOUBLE_EQ(plan.nodes[2].estimated_transfer_us, 10);
+  EXPECT_DOUBLE_EQ(plan.estimates[2].transfer_us, 10);
 }
 
 TEST(SimulatePlanTest, KernelSlotsPerDevice) {
@@ -226,9 +226,9 @@ TEST(SimulatePlanTest, KernelSlotsPerDevice) {
       ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 2}}, 3, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan, {.max_concurrent_kernels = 2}).ok());
-  EXPECT_EQ(plan.nodes[0].estimated_start_us, 0);
-  EXPECT_EQ(plan.nodes[1].estimated_start_us, 0);
-  EXPECT_EQ(plan.nodes[2].estimated_start_us, 3);  // after a, the shorter
+  EXPECT_EQ(plan.estimates[0].start_us, 0);
+  EXPECT_EQ(plan.estimates[1].start_us, 0);
+  EXPECT_EQ(plan.estimates[2].start_us, 3);  // after a, the shorter
   EXPECT_EQ(plan.estimated_makespan_us, 5);
 }
 
@@ -281,11 +281,11 @@ TEST(SimulatePlanTest, HeadsReleasedTogetherGoInIssueOrder) {
                         {3, 1, {1, 0}, -1, 1}},
                        4, 2, {0, 1, 0, 0});
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
-  EXPECT_EQ(plan.nodes[2].estimated_start_us, 3);
-  EXPECT_EQ(plan.nodes[2].estimated_transfer_us, 0);
-  EXPECT_GT(plan.nodes[3].estimated_transfer_us, 0);
-  EXPECT_EQ(plan.nodes[3].estimated_start_us,
-            3 + plan.nodes[3].estimated_transfer_us);
+  EXPECT_EQ(plan.estimates[2].start_us, 3);
+  EXPECT_EQ(plan.estimates[2].transfer_us, 0);
+  EXPECT_GT(plan.estimates[3].transfer_us, 0);
+  EXPECT_EQ(plan.estimates[3].start_us,
+            3 + plan.estimates[3].transfer_us);
 }
 
 TEST(SimulatePlanTest, CopyBetweenDevicesHoldsBothStreamsAndEngines) {
@@ -310,23 +310,23 @@ TEST(SimulatePlanTest, CopyBetweenDevicesHoldsBothStreamsAndEngines) {
                        4, 1, {0, 0, 1, 0});
   plan.nodes[3].peer_stream = 1;
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
-  EXPECT_EQ(plan.nodes[3].estimated_transfer_us, 0);
-  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_start_us, 10);
-  EXPECT_DOUBLE_EQ(plan.nodes[4].estimated_start_us, 14);
+  EXPECT_EQ(plan.estimates[3].transfer_us, 0);
+  EXPECT_DOUBLE_EQ(plan.estimates[3].start_us, 10);
+  EXPECT_DOUBLE_EQ(plan.estimates[4].start_us, 14);
   EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 20);
   // One copy engine per device: busy, then other hold device 0's until
   // 25, and cp waits for it (holding nothing meanwhile).
   ASSERT_TRUE(SimulatePlan(g, &plan, {.copy_engines_per_device = 1}).ok());
-  EXPECT_DOUBLE_EQ(plan.nodes[2].estimated_start_us, 5);
-  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_start_us, 25);
-  EXPECT_DOUBLE_EQ(plan.nodes[4].estimated_start_us, 29);
+  EXPECT_DOUBLE_EQ(plan.estimates[2].start_us, 5);
+  EXPECT_DOUBLE_EQ(plan.estimates[3].start_us, 25);
+  EXPECT_DOUBLE_EQ(plan.estimates[4].start_us, 29);
   EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 30);
   // Without the peer stream the copy first fetches x: 3 MB at 300 GB/s.
   plan.nodes[3].peer_stream = -1;
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
-  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_transfer_us, 10);
-  EXPECT_DOUBLE_EQ(plan.nodes[3].estimated_start_us, 20);
-  EXPECT_DOUBLE_EQ(plan.nodes[4].estimated_start_us, 5);
+  EXPECT_DOUBLE_EQ(plan.estimates[3].transfer_us, 10);
+  EXPECT_DOUBLE_EQ(plan.estimates[3].start_us, 20);
+  EXPECT_DOUBLE_EQ(plan.estimates[4].start_us, 5);
 }
 
 TEST(SimulatePlanTest, PeerStreamMustLieOnAnotherDevice) {

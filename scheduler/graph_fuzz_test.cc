@@ -246,7 +246,10 @@ TEST(GraphFuzzTest, HostileGraphsAreRejectedCleanlyOrPlannedSoundly) {
     ASSERT_EQ(plan->nodes.size(), static_cast<size_t>(graph->num_nodes()));
     ASSERT_EQ(plan->num_devices, num_devices);
     std::vector<int> seen(graph->num_nodes(), 0);
-    for (const PlannedNode& pn : plan->nodes) {
+    ASSERT_EQ(plan->deps.rows(), graph->num_nodes());
+    ASSERT_EQ(plan->waits.rows(), graph->num_nodes());
+    for (int i = 0; i < plan->num_nodes(); ++i) {
+      const PlannedNode& pn = plan->nodes[i];
       ASSERT_GE(pn.node, 0);
       ASSERT_LT(pn.node, graph->num_nodes());
       ++seen[pn.node];
@@ -260,12 +263,12 @@ TEST(GraphFuzzTest, HostileGraphsAreRejectedCleanlyOrPlannedSoundly) {
       }
       ASSERT_GE(pn.signal_event, -1);
       ASSERT_LT(pn.signal_event, plan->num_events);
-      for (int e : pn.wait_events) {
+      for (int e : plan->Waits(i)) {
         ASSERT_GE(e, 0);
         ASSERT_LT(e, plan->num_events);
       }
-      ASSERT_TRUE(std::isfinite(pn.estimated_start_us));
-      ASSERT_TRUE(std::isfinite(pn.estimated_end_us));
+      ASSERT_TRUE(std::isfinite(plan->Estimate(i).start_us));
+      ASSERT_TRUE(std::isfinite(plan->Estimate(i).end_us));
     }
     for (int count : seen) ASSERT_EQ(count, 1);
     for (size_t s = 0; s < plan->streams.size(); ++s) {

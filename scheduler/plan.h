@@ -7,13 +7,19 @@
 // topological order: an executor that issues them in this order, honouring
 // stream FIFO order and event waits, respects every dependency of the graph.
 // Logical streams and events have dense ids from 0. Plans are plain values.
+//
+// Layout: the per-node lists (predecessors, waits) are two compressed row
+// lists indexed by issue position, and the simulated times and the reasons
+// are kept apart, present only when asked for; a plan made to be executed
+// holds 20 bytes per node plus its lists.
 #ifndef WEFT_SCHEDULER_PLAN_H_
 #define WEFT_SCHEDULER_PLAN_H_
 
 #include <string>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
+#include "scheduler/csr.h"
 #include "scheduler/graph.h"
 
 namespace weft::scheduler {
@@ -25,33 +31,39 @@ struct PlannedStream {
   Engine engine = Engine::kCompute;
 };
 
-// Most nodes have a few direct predecessors and at most one wait, so both
-// lists keep up to four entries inline (no allocation; each list is the
-// size of a std::vector).
+// One node's placement. Its lists are in Plan::deps and Plan::waits.
 struct PlannedNode {
   NodeId node = -1;
   int device = 0;
   int stream = 0;
-  // Direct predecessors, transitively reduced.
-  absl::InlinedVector<NodeId, 4> deps;
-  // Waited on by `stream` before the node.
-  absl::InlinedVector<int, 4> wait_events;
-  int signal_event = -1;         // recorded after the node; -1 if unused
+  int signal_event = -1;  // recorded after the node; -1 if unused
   // A COPY node moving data between devices also holds this copy stream on
   // the device its input comes from (-1: none). The node starts once both
   // its streams reach it, and both continue after it.
   int peer_stream = -1;
-  double estimated_start_us = 0;  // the op itself, after any transfers
-  double estimated_end_us = 0;
+};
+
+// One node's times in the cost model's simulation of the plan.
+struct NodeEstimate {
+  double start_us = 0;  // the op itself, after any transfers
+  double end_us = 0;
   // Time spent before the start bringing inputs up to date on the device.
-  double estimated_transfer_us = 0;
+  double transfer_us = 0;
 };
 
 struct Plan {
   std::vector<PlannedNode> nodes;  // issue order
+  // Rows by issue position: the node's direct predecessors (NodeIds),
+  // transitively reduced, ascending.
+  Csr deps;
+  // Rows by issue position: the events the node's stream waits on before
+  // it, ascending.
+  Csr waits;
+  // By issue position; empty unless the plan was simulated
+  // (PlannerOptions::simulate, SimulatePlan).
+  std::vector<NodeEstimate> estimates;
   // By issue position, one line per node on why its device and its
-  // stream; empty unless planned with PlannerOptions::explain. Kept apart
-  // from the nodes, which plans made to be executed keep smaller.
+  // stream; empty unless planned with PlannerOptions::explain.
   std::vector<std::string> reasons;
   std::vector<PlannedStream> streams;
   int num_events = 0;
@@ -60,6 +72,20 @@ struct Plan {
   double critical_path_us = 0;
   // max(critical path, device work / (devices * kernels per device)).
   double lower_bound_us = 0;
+
+  int num_nodes() const { return static_cast<int>(nodes.size()); }
+  // The lists of the node at issue position i.
+  absl::Span<const NodeId> Deps(int i) const { return deps.Row(i); }
+  absl::Span<const int32_t> Waits(int i) const { return waits.Row(i); }
+  // The simulated times of the node at issue position i; all 0 when the
+  // plan was not simulated.
+  NodeEstimate Estimate(int i) const {
+    return estimates.empty() ? NodeEstimate() : estimates[i];
+  }
+  // Appends a node in issue order with its lists (how plans are built by
+  // hand, e.g. in tests).
+  void AddNode(const PlannedNode& node, absl::Span<const NodeId> node_deps,
+               absl::Span<const int32_t> node_waits);
 };
 
 }  // namespace weft::scheduler

@@ -127,8 +127,10 @@ int Compare(int n) {
       std::vector<int> device(graph.num_nodes());
       for (const PlannedNode& pn : plan->nodes) device[pn.node] = pn.device;
       int64_t cross = 0;
-      for (const PlannedNode& pn : plan->nodes) {
-        for (NodeId d : pn.deps) cross += device[d] != pn.device;
+      for (int i = 0; i < plan->num_nodes(); ++i) {
+        for (NodeId d : plan->Deps(i)) {
+          cross += device[d] != plan->nodes[i].device;
+        }
       }
       std::printf("%-22s %8s %8lld %8d %12.0f %12.0f\n", names[k],
                   parents ? "yes" : "no", static_cast<long long>(cross),
@@ -182,13 +184,15 @@ uint64_t PlanDigest(const Plan& plan) {
     digest.Add(pn.stream);
     digest.Add(pn.peer_stream);
     digest.Add(pn.signal_event);
-    digest.Add(pn.deps.size());
-    for (NodeId d : pn.deps) digest.Add(d);
-    digest.Add(pn.wait_events.size());
-    for (int e : pn.wait_events) digest.Add(e);
-    digest.Add(pn.estimated_start_us);
-    digest.Add(pn.estimated_end_us);
-    digest.Add(pn.estimated_transfer_us);
+    const int row = static_cast<int>(i);
+    digest.Add(plan.Deps(row).size());
+    for (NodeId d : plan.Deps(row)) digest.Add(d);
+    digest.Add(plan.Waits(row).size());
+    for (int e : plan.Waits(row)) digest.Add(e);
+    const NodeEstimate estimate = plan.Estimate(row);
+    digest.Add(estimate.start_us);
+    digest.Add(estimate.end_us);
+    digest.Add(estimate.transfer_us);
     digest.Add(i < plan.reasons.size() ? plan.reasons[i] : std::string());
   }
   return digest.value();

@@ -122,12 +122,13 @@ absl::StatusOr<Graph> Build(Case& c) {
 // One line per planned node, for failure messages.
 std::string Dump(const Graph& g, const Plan& plan) {
   std::string out;
-  for (const PlannedNode& pn : plan.nodes) {
+  for (int i = 0; i < plan.num_nodes(); ++i) {
+    const PlannedNode& pn = plan.nodes[i];
     absl::StrAppend(&out, g.node(pn.node).name, " dev ", pn.device, " stream ",
                     pn.stream, " peer ", pn.peer_stream, " waits [",
-                    absl::StrJoin(pn.wait_events, ","), "] signal ",
+                    absl::StrJoin(plan.Waits(i), ","), "] signal ",
                     pn.signal_event, " deps [");
-    for (NodeId d : pn.deps) absl::StrAppend(&out, g.node(d).name, " ");
+    for (NodeId d : plan.Deps(i)) absl::StrAppend(&out, g.node(d).name, " ");
     absl::StrAppend(&out, "]\n");
   }
   return out;
@@ -197,11 +198,12 @@ int CheckCase(Case& c, int trial) {
     // it.
     std::vector<int> tasks(plan->streams.size(), 0);
     std::vector<int> biggest(plan->streams.size(), 0);
-    for (const PlannedNode& pn : plan->nodes) {
+    for (int i = 0; i < plan->num_nodes(); ++i) {
+      const PlannedNode& pn = plan->nodes[i];
       // A copy between devices also records and waits for the events that
       // join its two streams, on each of them.
       const int join = pn.peer_stream >= 0 ? 2 : 0;
-      const int t = 1 + static_cast<int>(pn.wait_events.size()) +
+      const int t = 1 + static_cast<int>(plan->Waits(i).size()) +
                     (pn.signal_event >= 0 ? 1 : 0) + join;
       tasks[pn.stream] += t;
       biggest[pn.stream] = std::max(biggest[pn.stream], t);

@@ -96,18 +96,29 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
     }
     pos[v] = i;
   }
+  if (plan.deps.rows() != n || plan.waits.rows() != n) {
+    return Fail(absl::StrCat("plan has ", plan.deps.rows(), " rows of deps and ",
+                             plan.waits.rows(), " of waits for ", n,
+                             " nodes"));
+  }
+  if (!plan.estimates.empty() &&
+      static_cast<int>(plan.estimates.size()) != n) {
+    return Fail(absl::StrCat("plan has ", plan.estimates.size(),
+                             " estimates for ", n, " nodes"));
+  }
   // Dependencies: exact, and in issue order.
   const std::vector<std::vector<NodeId>> expected =
       ReferenceDependencies(graph);
-  for (const PlannedNode& pn : plan.nodes) {
-    std::vector<NodeId> deps(pn.deps.begin(), pn.deps.end());
+  for (int i = 0; i < n; ++i) {
+    const PlannedNode& pn = plan.nodes[i];
+    std::vector<NodeId> deps(plan.Deps(i).begin(), plan.Deps(i).end());
     std::sort(deps.begin(), deps.end());
     if (deps != expected[pn.node]) {
       return Fail(absl::StrCat("deps of '", graph.node(pn.node).name, "' are [",
                                absl::StrJoin(deps, ","), "], expected [",
                                absl::StrJoin(expected[pn.node], ","), "]"));
     }
-    for (NodeId d : pn.deps) {
+    for (NodeId d : plan.Deps(i)) {
       if (pos[d] >= pos[pn.node]) {
         return Fail(absl::StrCat("'", graph.node(pn.node).name,
                                  "' is issued before its dep '",
@@ -175,12 +186,12 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
   }
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan.nodes[i];
-    std::vector<int> sorted(pn.wait_events.begin(), pn.wait_events.end());
+    std::vector<int> sorted(plan.Waits(i).begin(), plan.Waits(i).end());
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
       return Fail("duplicate wait");
     }
-    for (int e : pn.wait_events) {
+    for (int e : plan.Waits(i)) {
       if (e < 0 || e >= plan.num_events) {
         return Fail(absl::StrCat("wait on bad event ", e));
       }
@@ -222,8 +233,8 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
     };
     if (prev[i] >= 0) add_closed(hb[i], prev[i]);
     if (prev_peer[i] >= 0) add_closed(hb[i], prev_peer[i]);
-    for (int e : pn.wait_events) add_closed(hb[i], signaller[e]);
-    for (NodeId d : pn.deps) {
+    for (int e : plan.Waits(i)) add_closed(hb[i], signaller[e]);
+    for (NodeId d : plan.Deps(i)) {
       if (!hb[i].Get(pos[d])) {
         return Fail(absl::StrCat("dep '", graph.node(d).name, "' -> '",
                                  graph.node(pn.node).name,
@@ -231,11 +242,11 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
       }
     }
     // Each wait must add something the others and the stream do not.
-    for (int e : pn.wait_events) {
+    for (int e : plan.Waits(i)) {
       Bits without(n);
       if (prev[i] >= 0) add_closed(without, prev[i]);
       if (prev_peer[i] >= 0) add_closed(without, prev_peer[i]);
-      for (int f : pn.wait_events) {
+      for (int f : plan.Waits(i)) {
         if (f != e) add_closed(without, signaller[f]);
       }
       if (without.Get(signaller[e])) {
@@ -250,18 +261,18 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
   double critical_path = 0;
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan.nodes[i];
+    const NodeEstimate est = plan.Estimate(i);
     const NodeSpec& node = graph.node(pn.node);
-    if (!Near(pn.estimated_end_us, pn.estimated_start_us + node.cost_us)) {
+    if (!Near(est.end_us, est.start_us + node.cost_us)) {
       return Fail(absl::StrCat("'", node.name, "' end != start + cost"));
     }
-    if (pn.estimated_transfer_us < 0) {
+    if (est.transfer_us < 0) {
       return Fail(absl::StrCat("'", node.name, "' has a negative transfer"));
     }
-    makespan = std::max(makespan, pn.estimated_end_us);
+    makespan = std::max(makespan, est.end_us);
     double start = 0;
-    for (NodeId d : pn.deps) {
-      const PlannedNode& dn = plan.nodes[pos[d]];
-      if (pn.estimated_start_us < dn.estimated_end_us - 1e-9) {
+    for (NodeId d : plan.Deps(i)) {
+      if (est.start_us < plan.Estimate(pos[d]).end_us - 1e-9) {
         return Fail(absl::StrCat("'", node.name, "' starts before its dep '",
                                  graph.node(d).name, "' ends"));
       }
@@ -269,14 +280,12 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
     }
     finish[i] = start + node.cost_us;
     critical_path = std::max(critical_path, finish[i]);
-    if (prev[i] >= 0 &&
-        pn.estimated_start_us < plan.nodes[prev[i]].estimated_end_us - 1e-9) {
+    if (prev[i] >= 0 && est.start_us < plan.Estimate(prev[i]).end_us - 1e-9) {
       return Fail(absl::StrCat("'", node.name,
                                "' overlaps the node before it on its stream"));
     }
-    if (prev_peer[i] >= 0 && pn.estimated_start_us <
-                                 plan.nodes[prev_peer[i]].estimated_end_us -
-                                     1e-9) {
+    if (prev_peer[i] >= 0 &&
+        est.start_us < plan.Estimate(prev_peer[i]).end_us - 1e-9) {
       return Fail(absl::StrCat(
           "'", node.name, "' overlaps the node before it on its peer stream"));
     }

@@ -322,27 +322,42 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     ps.engine = ls.engine;
     plan.streams.push_back(std::move(ps));
   }
-  // Written once, in order, into storage advised for huge pages: at a
-  // million nodes this array is over 100 MB.
+  // Written once, in order, into storage advised for huge pages. The
+  // lists move over whole when issue order is node order (no `after` edge
+  // points forward), and are gathered row by row otherwise.
   ReserveHuge(plan.nodes, n);
-  if (options.explain) plan.reasons.resize(n);
+  const bool has_peers = !streams.peer_stream.empty();
   for (int i = 0; i < n; ++i) {
-    PlannedNode& pn = plan.nodes.emplace_back();
     const NodeId v = dag.order[i];
-    pn.node = v;
-    pn.device = streams.device[v];
-    pn.stream = streams.stream_of[v];
-    // One at a time: short lists stay inline without leaving this loop.
-    for (NodeId d : dag.Preds(v)) pn.deps.push_back(d);
-    for (int32_t e : streams.waits.Row(i)) pn.wait_events.push_back(e);
-    pn.signal_event = streams.signal[v];
-    if (!streams.peer_stream.empty()) pn.peer_stream = streams.peer_stream[v];
-    if (options.simulate) {
-      pn.estimated_start_us = times.start_us[i];
-      pn.estimated_end_us = times.start_us[i] + graph.cost_us(v);
-      pn.estimated_transfer_us = times.transfer_us[i];
+    plan.nodes.push_back({v, streams.device[v], streams.stream_of[v],
+                          streams.signal[v],
+                          has_peers ? streams.peer_stream[v] : -1});
+  }
+  plan.waits = std::move(streams.waits);
+  bool in_node_order = true;
+  for (int i = 0; i < n && in_node_order; ++i) {
+    in_node_order = dag.order[i] == i;
+  }
+  if (in_node_order) {
+    plan.deps = std::move(dag.preds);
+  } else {
+    ReserveHuge(plan.deps.offsets, n + 1);
+    ReserveHuge(plan.deps.items, dag.preds.items.size());
+    for (const NodeId v : dag.order) plan.deps.AppendRow(dag.Preds(v));
+  }
+  if (options.simulate) {
+    ReserveHuge(plan.estimates, n);
+    for (int i = 0; i < n; ++i) {
+      const double begin = times.start_us[i];
+      plan.estimates.push_back(
+          {begin, begin + graph.cost_us(dag.order[i]), times.transfer_us[i]});
     }
-    if (options.explain) {
+  }
+  if (options.explain) {
+    plan.reasons.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const PlannedNode& pn = plan.nodes[i];
+      const NodeId v = pn.node;
       std::string& reason = plan.reasons[i];
       reason.reserve(128);
       AppendDeviceReason(graph, pn, devices.choice[v], options, &reason);
@@ -448,13 +463,14 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
     out->set_name(graph.node(pn.node).name);
     out->set_device(pn.device);
     out->set_stream(pn.stream);
-    for (NodeId d : pn.deps) out->add_deps(graph.node(d).name);
-    for (int e : pn.wait_events) out->add_wait_events(e);
+    for (NodeId d : plan.Deps(i)) out->add_deps(graph.node(d).name);
+    for (int e : plan.Waits(i)) out->add_wait_events(e);
     out->set_signal_event(pn.signal_event);
     if (pn.peer_stream >= 0) out->set_peer_stream(pn.peer_stream);
     if (i < plan.reasons.size()) out->set_reason(plan.reasons[i]);
-    out->set_estimated_start_us(pn.estimated_start_us);
-    out->set_estimated_end_us(pn.estimated_end_us);
+    const NodeEstimate estimate = plan.Estimate(i);
+    out->set_estimated_start_us(estimate.start_us);
+    out->set_estimated_end_us(estimate.end_us);
   }
   for (const PlannedStream& ps : plan.streams) {
     weft::v1::PlannedStream* out = proto.add_streams();

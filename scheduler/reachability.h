@@ -38,23 +38,10 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "scheduler/csr.h"
 #include "scheduler/graph.h"
 
 namespace weft::scheduler {
-
-// Compressed sparse rows: row i is items[offsets[i], offsets[i + 1]).
-struct Csr {
-  std::vector<int32_t> offsets{0};
-  std::vector<int32_t> items;
-
-  int rows() const { return static_cast<int>(offsets.size()) - 1; }
-  absl::Span<const int32_t> Row(int i) const {
-    return absl::Span<const int32_t>(items.data() + offsets[i],
-                                     offsets[i + 1] - offsets[i]);
-  }
-  // The transpose, with `num_cols` rows; each row sorted ascending.
-  Csr Transpose(int num_cols) const;
-};
 
 // Interval labels of one depth-first traversal over successors from the
 // sources (sources and children in ascending NodeId order). Immutable once

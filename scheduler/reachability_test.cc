@@ -23,16 +23,6 @@ Csr FromRows(const std::vector<std::vector<int32_t>>& rows) {
   return csr;
 }
 
-TEST(CsrTest, Transpose) {
-  Csr preds = FromRows({{}, {0}, {0, 1}, {1}});
-  Csr succs = preds.Transpose(4);
-  ASSERT_EQ(succs.rows(), 4);
-  EXPECT_THAT(succs.Row(0), ElementsAre(1, 2));
-  EXPECT_THAT(succs.Row(1), ElementsAre(2, 3));
-  EXPECT_TRUE(succs.Row(2).empty());
-  EXPECT_TRUE(succs.Row(3).empty());
-}
-
 TEST(ReachabilityTest, SmallDiamond) {
   // 0 -> 1 -> 3, 0 -> 2 -> 3, 4 alone.
   Csr preds = FromRows({{}, {0}, {0}, {1, 2}, {}});

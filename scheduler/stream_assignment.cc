@@ -44,11 +44,10 @@ absl::StatusOr<std::vector<StreamChoice>> AssignStreams(
   for (int i = 0; i < n; ++i) {
     PlannedNode& pn = plan->nodes[i];
     pn.stream = context.stream_of[pn.node];
-    auto waits = context.waits.Row(i);
-    pn.wait_events.assign(waits.begin(), waits.end());
     pn.signal_event = context.signal[pn.node];
     pn.peer_stream = context.peer_of(pn.node);
   }
+  plan->waits = std::move(context.waits);
   plan->num_events = context.num_events;
   if (notes != nullptr) {
     notes->split_from.resize(context.streams.size());

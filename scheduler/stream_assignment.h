@@ -42,8 +42,8 @@ struct StreamNotes {
 };
 
 // REQUIRES: plan->nodes lists dag.order (nodes[i].node == dag.order[i]) with
-// devices set. Fills each node's stream, peer_stream, wait_events and
-// signal_event, and plan->streams and plan->num_events. Returns the choices
+// devices set. Fills each node's stream, peer_stream and signal_event, and
+// plan->waits, plan->streams and plan->num_events. Returns the choices
 // by NodeId and,
 // if `notes` is not null, fills it. Thread-safe (stateless).
 absl::StatusOr<std::vector<StreamChoice>> AssignStreams(

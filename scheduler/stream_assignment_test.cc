@@ -29,6 +29,12 @@ struct Assigned {
     return plan.nodes[dag.pos(graph.FindNode(name))];
   }
   int stream(const std::string& name) const { return node(name).stream; }
+  absl::Span<const NodeId> deps(const std::string& name) const {
+    return plan.Deps(dag.pos(graph.FindNode(name)));
+  }
+  absl::Span<const int32_t> waits(const std::string& name) const {
+    return plan.Waits(dag.pos(graph.FindNode(name)));
+  }
   Why why(const std::string& name) const {
     return choices[graph.FindNode(name)].why;
   }
@@ -45,9 +51,7 @@ absl::StatusOr<Assigned> TryAssign(Graph graph, StreamOptions options = {}) {
     pn.node = v;
     pn.device = a.graph.node(v).device.value_or(0);
     a.plan.num_devices = std::max(a.plan.num_devices, pn.device + 1);
-    auto deps = a.dag.Preds(v);
-    pn.deps.assign(deps.begin(), deps.end());
-    a.plan.nodes.push_back(pn);
+    a.plan.AddNode(pn, a.dag.Preds(v), {});
   }
   absl::StatusOr<std::vector<StreamChoice>> choices =
       AssignStreams(a.graph, a.dag, levels, options, &a.plan);
@@ -71,7 +75,7 @@ TEST(StreamAssignmentTest, ChainUsesOneStream) {
   EXPECT_EQ(a.plan.num_events, 0);
   for (const char* n : {"a", "b", "c", "d"}) {
     EXPECT_EQ(a.stream(n), 0) << n;
-    EXPECT_THAT(a.node(n).wait_events, IsEmpty());
+    EXPECT_THAT(a.waits(n), IsEmpty());
     EXPECT_EQ(a.node(n).signal_event, -1);
   }
   EXPECT_EQ(a.why("a"), Why::kNew);
@@ -108,10 +112,10 @@ TEST(StreamAssignmentTest, ForkJoinFollowsTheHighestRankedBranch) {
   EXPECT_EQ(a.node("b1").signal_event, 1);
   EXPECT_EQ(a.node("b2").signal_event, -1);
   EXPECT_EQ(a.node("b3").signal_event, 2);
-  EXPECT_THAT(a.node("b1").wait_events, ElementsAre(0));
-  EXPECT_THAT(a.node("b2").wait_events, IsEmpty());
-  EXPECT_THAT(a.node("b3").wait_events, ElementsAre(0));
-  EXPECT_THAT(a.node("join").wait_events, ElementsAre(1, 2));
+  EXPECT_THAT(a.waits("b1"), ElementsAre(0));
+  EXPECT_THAT(a.waits("b2"), IsEmpty());
+  EXPECT_THAT(a.waits("b3"), ElementsAre(0));
+  EXPECT_THAT(a.waits("join"), ElementsAre(1, 2));
 }
 
 TEST(StreamAssignmentTest, ForkJoinTiesGoToTheLowerNode) {
@@ -145,10 +149,10 @@ TEST(StreamAssignmentTest, RecyclesAStreamWhoseLastNodeIsAnAncestor) {
   EXPECT_EQ(a.choices[a.graph.FindNode("c2")].related, a.graph.FindNode("a2"));
   // src, a2, j1 and c2 signal; c2's stream must still wait for j1.
   EXPECT_EQ(a.plan.num_events, 4);
-  EXPECT_THAT(a.node("a2").wait_events, ElementsAre(0));
-  EXPECT_THAT(a.node("j1").wait_events, ElementsAre(1));
-  EXPECT_THAT(a.node("c2").wait_events, ElementsAre(2));
-  EXPECT_THAT(a.node("j2").wait_events, ElementsAre(3));
+  EXPECT_THAT(a.waits("a2"), ElementsAre(0));
+  EXPECT_THAT(a.waits("j1"), ElementsAre(1));
+  EXPECT_THAT(a.waits("c2"), ElementsAre(2));
+  EXPECT_THAT(a.waits("j2"), ElementsAre(3));
 }
 
 TEST(StreamAssignmentTest, VectorClocksDropWaitsImpliedThroughAThirdStream) {
@@ -163,12 +167,12 @@ TEST(StreamAssignmentTest, VectorClocksDropWaitsImpliedThroughAThirdStream) {
   m.Node("Y", "a:r x:r", {.label = "s2"});
   Assigned a = Assign(m.Build());
   ASSERT_EQ(a.plan.streams.size(), 3u);
-  EXPECT_THAT(a.node("Y").deps,
+  EXPECT_THAT(a.deps("Y"),
               ElementsAre(a.graph.FindNode("A"), a.graph.FindNode("X")));
   EXPECT_EQ(a.plan.num_events, 2);
-  EXPECT_THAT(a.node("B").wait_events, ElementsAre(0));  // A
+  EXPECT_THAT(a.waits("B"), ElementsAre(0));  // A
   EXPECT_EQ(a.node("X").signal_event, 1);
-  EXPECT_THAT(a.node("Y").wait_events, ElementsAre(1));  // X only
+  EXPECT_THAT(a.waits("Y"), ElementsAre(1));  // X only
   EXPECT_EQ(a.node("A").signal_event, 0);
 }
 
@@ -181,8 +185,8 @@ TEST(StreamAssignmentTest, RepeatedWaitOnTheSameStreamIsDropped) {
   m.Node("c2", "x:r y:rw", {.label = "q"});
   Assigned a = Assign(m.Build());
   EXPECT_EQ(a.plan.num_events, 1);
-  EXPECT_THAT(a.node("c1").wait_events, ElementsAre(0));
-  EXPECT_THAT(a.node("c2").wait_events, IsEmpty());
+  EXPECT_THAT(a.waits("c1"), ElementsAre(0));
+  EXPECT_THAT(a.waits("c2"), IsEmpty());
 }
 
 TEST(StreamAssignmentTest, LabelsShareAStream) {
@@ -202,7 +206,7 @@ TEST(StreamAssignmentTest, LabelsShareAStream) {
   EXPECT_EQ(a.plan.streams[1].label, "");
   EXPECT_EQ(a.plan.streams[2].label, "other");
   EXPECT_EQ(a.why("b"), Why::kLabel);
-  EXPECT_THAT(a.node("d").wait_events, ElementsAre(0));
+  EXPECT_THAT(a.waits("d"), ElementsAre(0));
 }
 
 TEST(StreamAssignmentTest, UnlabelledNodesNeverJoinALabelStream) {
