@@ -214,39 +214,47 @@ class Walk {
   }
 
   // Extends stream `s` from `v` down its highest-ranked unassigned
-  // successors on the same device and engine.
+  // successors on the same device and engine. Successors are compared
+  // without branches (which of them qualifies and which ranks higher is
+  // unpredictable): the best so far is kept in locals, starting from a
+  // rank below every node's.
   void FollowChain(NodeId v, int s) {
     const int device = c_.streams[s].device;
     const Engine engine = c_.streams[s].engine;
+    const int32_t* stream_of = c_.stream_of.data();
+    const int* devices = c_.device.data();
+    const double* bottom = c_.levels.bottom_us.data();
+    const int32_t* hops = c_.levels.bottom_hops.data();
     NodeId cur = v;
     while (true) {
       NodeId best = -1;
+      double best_bottom = -1;  // ranks are never negative
+      int32_t best_hops = 0;
       bool best_has_op = false;
+      const uint64_t ops = tracks_[s].ops;
       for (NodeId x : c_.dag.Succs(cur)) {
-        if (c_.stream_of[x] >= 0 || c_.device[x] != device ||
-            c_.graph.engine(x) != engine) {
-          continue;
-        }
-        const bool has_op = (tracks_[s].ops & OpBit(x)) != 0;
-        if (best < 0 || Better(x, has_op, best, best_has_op)) {
-          best = x;
-          best_has_op = has_op;
-        }
+        const bool eligible = (stream_of[x] < 0) & (devices[x] == device) &
+                              (c_.graph.engine(x) == engine);
+        const double b = bottom[x];
+        const int32_t h = hops[x];
+        const bool has_op = (ops & OpBit(x)) != 0;
+        // Ranked above best: rank, then hops, then the op, then the lower
+        // id (successors come in ascending id, so a later one never wins
+        // a full tie).
+        const bool above =
+            (b > best_bottom) |
+            ((b == best_bottom) &
+             ((h > best_hops) | ((h == best_hops) & has_op & !best_has_op)));
+        const bool take = eligible & above;
+        best = take ? x : best;
+        best_bottom = take ? b : best_bottom;
+        best_hops = take ? h : best_hops;
+        best_has_op = take ? has_op : best_has_op;
       }
       if (best < 0) return;
       Place(best, c_.dag.pos(best), s, StreamChoice::Why::kChain, cur);
       cur = best;
     }
-  }
-
-  bool Better(NodeId a, bool a_has_op, NodeId b, bool b_has_op) const {
-    const CostLevels& l = c_.levels;
-    if (l.bottom_us[a] != l.bottom_us[b]) return l.bottom_us[a] > l.bottom_us[b];
-    if (l.bottom_hops[a] != l.bottom_hops[b]) {
-      return l.bottom_hops[a] > l.bottom_hops[b];
-    }
-    if (a_has_op != b_has_op) return a_has_op;
-    return a < b;
   }
 
   // Whether u, at issue position pu, reaches v, at pv. Most questions are
