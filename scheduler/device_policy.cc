@@ -336,7 +336,6 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
                        kind() == DevicePolicyKind::kMinFinishTime, data_aware,
                        kind() == DevicePolicyKind::kStreamAware);
   DeviceAssignment out;
-  out.device.assign(graph.num_nodes(), 0);
   if (context.record_choices) out.choice.resize(graph.num_nodes());
   DeviceChoice ignored;
   std::vector<int> all(context.num_devices);
@@ -381,9 +380,9 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
     if (labelled) {
       labels.emplace(graph.node(v).stream_label, std::make_pair(device, v));
     }
-    out.device[v] = device;
     state.Place(v, device);
   }
+  out.device = state.TakeDevices();
   return out;
 }
 

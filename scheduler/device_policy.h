@@ -59,6 +59,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -163,6 +164,8 @@ class PlacementState {
   const Topology& topology() const { return topology_; }
   const DataLocations& locations() const { return locations_; }
   int device(NodeId v) const { return device_[v]; }
+  // Hands over every node's device (by NodeId); the state is spent.
+  std::vector<int> TakeDevices() { return std::move(device_); }
 
   // ROUND_ROBIN: the candidate whose turn it is; Advance takes the turn.
   int PeekRoundRobin(absl::Span<const int> candidates) const;
