@@ -1,9 +1,12 @@
 #include "scheduler/passes/event_id_continuity_pass.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
 #include "scheduler/passes/insert_events_pass.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
@@ -48,6 +51,66 @@ TEST(EventIdContinuityPassTest, DropsEventsNobodyWaitsOn) {
   EXPECT_EQ(f.context().num_events, 3);
   EXPECT_EQ(f.signal("b2"), -1);
   EXPECT_EQ(f.signal("b3"), 2);
+  EXPECT_THAT(f.waits("join"), ElementsAre(1, 2));
+  EXPECT_THAT(f.waits("b3"), ElementsAre(0));
+}
+
+TEST(EventIdContinuityPassTest, SortsLongRows) {
+  // A join of 18 producers, each on a stream of its own: 18 waits.
+  GraphMaker m;
+  std::string reads;
+  for (int k = 0; k < 18; ++k) {
+    const std::string y = absl::StrCat("y", k);
+    m.Buffer(y).Node(absl::StrCat("p", k), y + ":w");
+    absl::StrAppend(&reads, k > 0 ? " " : "", y, ":r");
+  }
+  m.Node("join", reads);
+  PassFixture f(m.Build());
+  std::vector<std::pair<std::string, int>> streams = {{"join", 0}};
+  for (int k = 0; k < 18; ++k) streams.push_back({absl::StrCat("p", k), k});
+  f.SetStreams(streams);
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  ASSERT_TRUE(f.Run(EventIdContinuityPass()).ok());
+  // p0 is on join's stream.
+  EXPECT_EQ(f.context().num_events, 17);
+  std::vector<int> expected;
+  for (int k = 1; k < 18; ++k) {
+    EXPECT_EQ(f.signal(absl::StrCat("p", k)), k - 1);
+    expected.push_back(k - 1);
+  }
+  EXPECT_EQ(f.waits("join"), expected);
+}
+
+TEST(EventIdContinuityPassTest, RejectsAnEventSignalledTwice) {
+  PassFixture f(ForkJoin());
+  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  f.context().signal[f.id("b2")] = f.context().signal[f.id("b1")];
+  absl::Status s = f.Run(EventIdContinuityPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("signalled twice"));
+}
+
+TEST(EventIdContinuityPassTest, RejectsAWaitOnAnUnknownEvent) {
+  PassFixture f(ForkJoin());
+  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  // join is issued last: its row ends the list.
+  f.context().waits.items.push_back(f.context().num_events);
+  ++f.context().waits.offsets.back();
+  absl::Status s = f.Run(EventIdContinuityPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown event"));
+}
+
+TEST(EventIdContinuityPassTest, RejectsAWaitOnAnEventNothingSignals) {
+  PassFixture f(ForkJoin());
+  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  f.context().signal[f.id("b1")] = -1;
+  absl::Status s = f.Run(EventIdContinuityPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("nothing signals"));
 }
 
 TEST(EventIdContinuityPassTest, NeedsEvents) {

@@ -36,191 +36,247 @@ void MergeInto(std::vector<Entry>& into, absl::Span<const Entry> clock,
   into.swap(scratch);
 }
 
-// The walk shared by both clock forms. `Clocks` provides the current clock
-// of each stream and the snapshots:
-//   int32_t Current(s, t): what stream s knows of stream t now;
+// The walk shared by both clock forms, and by plans with and without peer
+// streams (kPeers). `Clocks` provides the current clock of each stream and
+// the snapshots:
+//   View Now(s): stream s's current clock, valid until the next change;
+//   static int32_t Known(View, t): what that clock knows of stream t,
+//                      which if kCheapKnown costs no more than a load;
+//   int32_t Version(s): the version of s's current clock;
 //   void Begin(): starts collecting the waits of one node;
-//   int32_t Collected(t): what the waits chosen so far know of t;
+//   int32_t Collected(chosen, t): what the waits chosen so far (listed in
+//                      `chosen`, each passed to Collect) know of t;
 //   void Collect(p): adds a chosen wait on node p;
-//   int32_t Commit(s): merges what was collected (at least one wait) into
-//                      s; returns the version of s's new clock;
-//   int32_t Join(s, t, seq): s learns what t knows and that t's first
-//                      `seq` nodes finished; returns s's new version;
-//   int32_t Share(s, t, s_seq, t_seq): after a node on both s and t (at
-//                      those sequence numbers), both know what s knows and
-//                      that it finished; returns their common version.
-template <typename Clocks>
+//   void Commit(s, chosen): merges what was collected (at least one wait)
+//                      into s;
+//   void Join(s, t, seq): s learns what t knows and that t's first `seq`
+//                      nodes finished;
+//   void Share(s, t, s_seq, t_seq): after a node on both s and t (at those
+//                      sequence numbers), both know what s knows and that
+//                      it finished.
+template <bool kPeers, typename Clocks>
 void Walk(StreamContext& c, Clocks& clocks) {
   const int n = c.num_nodes();
   const int num_streams = static_cast<int>(c.streams.size());
-  std::vector<int32_t> count(num_streams, 0);
-  std::vector<int32_t> current(num_streams, 0);  // clock version per stream
-  // Candidate waits as (issue position, node), and the chosen ones.
+  std::vector<int32_t> count_vector(num_streams, 0);
+  int32_t* count = count_vector.data();
+  // Candidate waits as (issue position, node), room for the longest row of
+  // predecessors so far; and the chosen ones.
   std::vector<std::pair<int32_t, NodeId>> candidates;
   std::vector<NodeId> chosen;
-  const bool peers = !c.peer_stream.empty();
   // Raw pointers in locals, so that they need not be reloaded from the
   // vectors after every store and call below.
   const NodeId* order = c.dag.order.data();
   const int32_t* pred_offsets = c.dag.preds.offsets.data();
   const NodeId* pred_items = c.dag.preds.items.data();
   const int32_t* stream_of = c.stream_of.data();
-  const int32_t* peer_stream = peers ? c.peer_stream.data() : nullptr;
+  const int32_t* peer_stream = kPeers ? c.peer_stream.data() : nullptr;
   int32_t* seq = c.seq.data();
-  int32_t* peer_seq = peers ? c.peer_seq.data() : nullptr;
+  int32_t* peer_seq = kPeers ? c.peer_seq.data() : nullptr;
   int32_t* clock_of = c.clock_of.data();
+  int32_t* signal = c.signal.data();
+  std::vector<int32_t>& wait_items = c.waits.items;
+  std::vector<int32_t>& wait_offsets = c.waits.offsets;
+  int32_t num_events = c.num_events;
   // Whether a clock (read through `known`) covers p's completion: p's
-  // position on either of its streams.
-  auto covers = [=](NodeId p, auto known) {
-    if (known(stream_of[p]) >= seq[p]) return true;
-    if (!peers) return false;
+  // position on either of its streams (p is on stream tp).
+  auto covers = [=](NodeId p, int32_t tp, auto known) {
+    if (known(tp) >= seq[p]) return true;
+    if (!kPeers) return false;
     const int32_t u = peer_stream[p];
     return u >= 0 && known(u) >= peer_seq[p];
   };
   for (int i = 0; i < n; ++i) {
     const NodeId v = order[i];
     const int32_t s = stream_of[v];
-    const int32_t t = peers ? peer_stream[v] : -1;
+    const int32_t t = kPeers ? peer_stream[v] : -1;
     seq[v] = ++count[s];
-    if (t >= 0) {
+    if (kPeers && t >= 0) {
       // v starts once t reaches it too: s learns all that came before.
       peer_seq[v] = ++count[t];
-      current[s] = clocks.Join(s, t, peer_seq[v] - 1);
+      clocks.Join(s, t, peer_seq[v] - 1);
     }
-    candidates.clear();
-    for (int32_t k = pred_offsets[v]; k < pred_offsets[v + 1]; ++k) {
+    const int32_t begin = pred_offsets[v];
+    const int32_t end = pred_offsets[v + 1];
+    if (static_cast<size_t>(end - begin) > candidates.size()) {
+      candidates.resize(end - begin);
+    }
+    // Every predecessor is written as a candidate and kept only if it is
+    // one: no branch to mispredict. Rows are taken from the end, since
+    // they usually list predecessors in issue order.
+    std::pair<int32_t, NodeId>* cand = candidates.data();
+    int num_candidates = 0;
+    const auto now = clocks.Now(s);
+    for (int32_t k = end - 1; k >= begin; --k) {
       const NodeId p = pred_items[k];
       const int32_t tp = stream_of[p];
-      if (tp == s) continue;  // stream order
-      if (peers) {
+      bool known = tp == s;  // stream order
+      if (kPeers) {
         // Stream order on s (or on t, through the join).
         const int32_t up = peer_stream[p];
-        if (up == s || (t >= 0 && (tp == t || up == t))) continue;
+        known = known || up == s || (t >= 0 && (tp == t || up == t));
       }
-      if (covers(p, [&](int32_t x) { return clocks.Current(s, x); })) {
-        continue;
+      if (Clocks::kCheapKnown) {
+        known = known | covers(p, tp, [&](int32_t x) {
+                  return Clocks::Known(now, x);
+                });
+      } else if (!known) {
+        known = covers(p, tp, [&](int32_t x) { return Clocks::Known(now, x); });
       }
+      cand[num_candidates].second = p;
+      num_candidates += !known;
+    }
+    if (num_candidates > 1) {
       // Latest-issued first (insertion: there are few).
-      const int32_t pos = c.dag.pos(p);
-      candidates.emplace_back(pos, p);
-      for (size_t j = candidates.size() - 1;
-           j > 0 && candidates[j - 1].first < pos; --j) {
-        std::swap(candidates[j - 1], candidates[j]);
+      for (int j = 0; j < num_candidates; ++j) {
+        const NodeId p = cand[j].second;
+        const int32_t pos = c.dag.pos(p);
+        int k = j;
+        for (; k > 0 && cand[k - 1].first < pos; --k) cand[k] = cand[k - 1];
+        cand[k] = {pos, p};
       }
     }
-    if (!candidates.empty()) {
+    if (num_candidates > 0) {
       clocks.Begin();
       chosen.clear();
-      for (const auto& [pos, p] : candidates) {
+      for (int j = 0; j < num_candidates; ++j) {
+        const NodeId p = cand[j].second;
         // Nothing collected yet covers the first.
-        if (!chosen.empty() &&
-            covers(p, [&](int32_t x) { return clocks.Collected(x); })) {
+        if (j > 0 && covers(p, stream_of[p], [&](int32_t x) {
+              return clocks.Collected(chosen, x);
+            })) {
           continue;
         }
         chosen.push_back(p);
         clocks.Collect(p);
       }
-      current[s] = clocks.Commit(s);
+      clocks.Commit(s, chosen);
       for (NodeId p : chosen) {
-        if (c.signal[p] < 0) c.signal[p] = c.num_events++;
-        c.waits.items.push_back(c.signal[p]);
+        // A new event unless p signals one already (no branch).
+        const int32_t e = signal[p];
+        const bool fresh = e < 0;
+        signal[p] = fresh ? num_events : e;
+        num_events += fresh;
+        wait_items.push_back(signal[p]);
       }
     }
-    clock_of[v] = current[s];
-    if (t >= 0) {
-      current[s] = current[t] = clocks.Share(s, t, seq[v], peer_seq[v]);
-    }
-    c.waits.offsets.push_back(static_cast<int32_t>(c.waits.items.size()));
+    clock_of[v] = clocks.Version(s);
+    if (kPeers && t >= 0) clocks.Share(s, t, seq[v], peer_seq[v]);
+    wait_offsets.push_back(static_cast<int32_t>(wait_items.size()));
   }
+  c.num_events = num_events;
 }
 
 // One counter per stream: each snapshot is a row of the arena, and a
 // stream's current clock is its latest snapshot. The waits chosen for a
-// node are kept as a list (there are few) and read through on demand;
-// only the commit combines whole rows.
+// node are read through on demand (there are few); only the commit
+// combines whole rows.
+template <bool kPeers>
 class DenseClocks {
  public:
-  explicit DenseClocks(StreamContext& c)
-      : c_(c), arena_(c.clocks), current_(c.streams.size(), 0) {}
+  using View = const int32_t*;
+  static constexpr bool kCheapKnown = true;
 
-  int32_t Current(int s, int t) const { return arena_.Row(current_[s])[t]; }
-  void Begin() { chosen_.clear(); }
-  int32_t Collected(int t) const {
+  explicit DenseClocks(StreamContext& c)
+      : arena_(c.clocks),
+        current_(c.streams.size(), 0),
+        stream_of_(c.stream_of.data()),
+        peer_stream_(kPeers ? c.peer_stream.data() : nullptr),
+        seq_(c.seq.data()),
+        peer_seq_(kPeers ? c.peer_seq.data() : nullptr),
+        clock_of_(c.clock_of.data()) {}
+
+  View Now(int s) const { return arena_.Row(current_[s]); }
+  static int32_t Known(View row, int t) { return row[t]; }
+  int32_t Version(int s) const { return current_[s]; }
+  void Begin() {}
+  int32_t Collected(const std::vector<NodeId>& chosen, int t) const {
     int32_t known = 0;
-    for (NodeId q : chosen_) {
-      known = std::max(known, arena_.Row(c_.clock_of[q])[t]);
-      if (c_.stream_of[q] == t) known = std::max(known, c_.seq[q]);
-      if (c_.peer_of(q) == t) known = std::max(known, c_.peer_seq[q]);
+    for (NodeId q : chosen) {
+      known = std::max(known, arena_.Row(clock_of_[q])[t]);
+      if (stream_of_[q] == t) known = std::max(known, seq_[q]);
+      if (kPeers && peer_stream_[q] == t) {
+        known = std::max(known, peer_seq_[q]);
+      }
     }
     return known;
   }
-  void Collect(NodeId p) { chosen_.push_back(p); }
-  int32_t Commit(int s) {
+  void Collect(NodeId) {}
+  void Commit(int s, const std::vector<NodeId>& chosen) {
     // The first wait's clock is combined as the row is written.
-    int32_t* row = arena_.MaxRow(current_[s], c_.clock_of[chosen_[0]]);
-    for (size_t k = 0; k < chosen_.size(); ++k) {
-      const NodeId q = chosen_[k];
-      if (k > 0) arena_.MaxInto(row, arena_.Row(c_.clock_of[q]));
-      int32_t& own = row[c_.stream_of[q]];
-      own = std::max(own, c_.seq[q]);
-      if (const int32_t u = c_.peer_of(q); u >= 0) {
-        row[u] = std::max(row[u], c_.peer_seq[q]);
+    int32_t* row = arena_.MaxRow(current_[s], clock_of_[chosen[0]]);
+    for (size_t k = 0; k < chosen.size(); ++k) {
+      const NodeId q = chosen[k];
+      if (k > 0) arena_.MaxInto(row, arena_.Row(clock_of_[q]));
+      int32_t& own = row[stream_of_[q]];
+      own = std::max(own, seq_[q]);
+      if (kPeers) {
+        if (const int32_t u = peer_stream_[q]; u >= 0) {
+          row[u] = std::max(row[u], peer_seq_[q]);
+        }
       }
     }
-    return current_[s] = arena_.num_versions() - 1;
+    current_[s] = arena_.num_versions() - 1;
   }
-  int32_t Join(int s, int t, int32_t seq) {
+  void Join(int s, int t, int32_t seq) {
     int32_t* row = arena_.CopyRow(current_[s]);
     arena_.MaxInto(row, arena_.Row(current_[t]));
     row[t] = std::max(row[t], seq);
-    return current_[s] = arena_.num_versions() - 1;
+    current_[s] = arena_.num_versions() - 1;
   }
-  int32_t Share(int s, int t, int32_t s_seq, int32_t t_seq) {
+  void Share(int s, int t, int32_t s_seq, int32_t t_seq) {
     int32_t* row = arena_.CopyRow(current_[s]);
     row[s] = std::max(row[s], s_seq);
     row[t] = std::max(row[t], t_seq);
-    return current_[s] = current_[t] = arena_.num_versions() - 1;
+    current_[s] = current_[t] = arena_.num_versions() - 1;
   }
 
  private:
-  StreamContext& c_;
   ClockArena& arena_;
   std::vector<int32_t> current_;  // version per stream
-  std::vector<NodeId> chosen_;
+  const int32_t* stream_of_;
+  const int32_t* peer_stream_;
+  const int32_t* seq_;
+  const int32_t* peer_seq_;
+  const int32_t* clock_of_;
 };
 
 // (stream, seq) lists, for plans with many streams.
 class SparseClocks {
  public:
+  using View = absl::Span<const Entry>;
+  static constexpr bool kCheapKnown = false;
+
   explicit SparseClocks(StreamContext& c)
       : c_(c), current_(c.streams.size(), 0) {}
 
-  int32_t Current(int s, int t) const {
-    return ClockArena::Known(c_.clocks.Get(current_[s]), t);
+  View Now(int s) const { return c_.clocks.Get(current_[s]); }
+  static int32_t Known(View clock, int t) {
+    return ClockArena::Known(clock, t);
   }
+  int32_t Version(int s) const { return current_[s]; }
   void Begin() { collected_.clear(); }
-  int32_t Collected(int t) const { return ClockArena::Known(collected_, t); }
+  int32_t Collected(const std::vector<NodeId>&, int t) const {
+    return ClockArena::Known(collected_, t);
+  }
   void Collect(NodeId p) {
     MergeInto(collected_, c_.clocks.Get(c_.clock_of[p]), scratch_);
     MergeInto(collected_, Pair(c_.stream_of[p], c_.seq[p], c_.peer_of(p),
                                c_.peer_of(p) >= 0 ? c_.peer_seq[p] : 0),
               scratch_);
   }
-  int32_t Commit(int s) {
+  void Commit(int s, const std::vector<NodeId>&) {
     Merge(c_.clocks.Get(current_[s]), collected_, next_);
     current_[s] = c_.clocks.Add(next_);
-    return current_[s];
   }
-  int32_t Join(int s, int t, int32_t seq) {
+  void Join(int s, int t, int32_t seq) {
     Merge(c_.clocks.Get(current_[s]), c_.clocks.Get(current_[t]), next_);
     MergeInto(next_, Pair(t, seq, -1, 0), scratch_);
     current_[s] = c_.clocks.Add(next_);
-    return current_[s];
   }
-  int32_t Share(int s, int t, int32_t s_seq, int32_t t_seq) {
+  void Share(int s, int t, int32_t s_seq, int32_t t_seq) {
     Merge(c_.clocks.Get(current_[s]), Pair(s, s_seq, t, t_seq), next_);
     current_[s] = current_[t] = c_.clocks.Add(next_);
-    return current_[s];
   }
 
  private:
@@ -275,12 +331,18 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   ReserveHuge(c.waits.offsets, n + 1);
   ReserveHuge(c.waits.items, c.dag.preds.items.size());
   c.num_events = 0;
-  if (c.clocks.dense()) {
-    DenseClocks clocks(c);
-    Walk(c, clocks);
+  if (c.clocks.dense() && peers) {
+    DenseClocks<true> clocks(c);
+    Walk<true>(c, clocks);
+  } else if (c.clocks.dense()) {
+    DenseClocks<false> clocks(c);
+    Walk<false>(c, clocks);
+  } else if (peers) {
+    SparseClocks clocks(c);
+    Walk<true>(c, clocks);
   } else {
     SparseClocks clocks(c);
-    Walk(c, clocks);
+    Walk<false>(c, clocks);
   }
   c.events_planned = true;
   return absl::OkStatus();

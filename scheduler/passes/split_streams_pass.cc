@@ -1,6 +1,7 @@
 #include "scheduler/passes/split_streams_pass.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -12,37 +13,43 @@ namespace {
 
 // Adds a wait on event `second` to the node at issue position `first` for
 // each link, keeping every row sorted. In place, from the end: rows before
-// the first link stay where they are.
+// the first link stay where they are, and the rows between two links move
+// together.
 void AddLinks(StreamContext& c,
               std::vector<std::pair<int32_t, int32_t>>& links) {
   if (links.empty()) return;
   std::sort(links.begin(), links.end());
-  std::vector<int32_t>& items = c.waits.items;
-  std::vector<int32_t>& offsets = c.waits.offsets;
+  std::vector<int32_t>& items_vector = c.waits.items;
+  items_vector.resize(items_vector.size() + links.size());
+  int32_t* items = items_vector.data();
+  int32_t* offsets = c.waits.offsets.data();
   const int32_t rows = c.waits.rows();
-  items.resize(items.size() + links.size());
-  // Links in rows up to r: where row r's items move.
+  // Items first, by the offsets as they were: each link's row, and the
+  // rows between it and the next link's, move by the links up to it.
+  int32_t above = rows;  // the row of the link before, from the end
   int32_t shift = static_cast<int32_t>(links.size());
-  int64_t l = static_cast<int64_t>(links.size()) - 1;
-  for (int32_t r = rows - 1; shift > 0; --r) {
-    const int32_t begin = offsets[r];
-    const int32_t end = offsets[r + 1];
+  for (int64_t l = static_cast<int64_t>(links.size()) - 1; l >= 0;) {
+    const int32_t r = links[l].first;
     int32_t added = 0;
-    while (l >= 0 && links[l].first == r) {
-      ++added;
-      --l;
-    }
-    const int32_t new_begin = begin + shift - added;
-    std::copy_backward(items.begin() + begin, items.begin() + end,
-                       items.begin() + end + shift - added);
-    for (int32_t k = 0; k < added; ++k) {
-      items[end + shift - added + k] = links[l + 1 + k].second;
-    }
-    if (added > 0) {
-      std::sort(items.begin() + new_begin, items.begin() + end + shift);
-    }
-    offsets[r + 1] = end + shift;
+    for (; l >= 0 && links[l].first == r; --l) ++added;
+    const int32_t end = offsets[r + 1];
+    std::memmove(items + end + shift, items + end,
+                 static_cast<size_t>(offsets[above] - end) * sizeof(int32_t));
     shift -= added;
+    const int32_t begin = offsets[r];
+    std::memmove(items + begin + shift, items + begin,
+                 static_cast<size_t>(end - begin) * sizeof(int32_t));
+    for (int32_t k = 0; k < added; ++k) {
+      items[end + shift + k] = links[l + 1 + k].second;
+    }
+    std::sort(items + begin + shift, items + end + shift + added);
+    above = r;
+  }
+  // Then the offsets after the first link's row.
+  size_t l = 0;
+  for (int32_t r = links[0].first; r < rows; ++r) {
+    while (l < links.size() && links[l].first == r) ++l;
+    offsets[r + 1] += static_cast<int32_t>(l);
   }
 }
 
@@ -54,31 +61,46 @@ void AddLinks(StreamContext& c,
 absl::Status SplitWithoutPeers(StreamContext& c, int cap) {
   const int n = c.num_nodes();
   const int num_streams = static_cast<int>(c.streams.size());
+  // Raw pointers in locals: the walk below stores into vectors of the same
+  // element type, after which members would be reloaded.
+  const NodeId* order = c.dag.order.data();
+  const int32_t* stream_of = c.stream_of.data();
+  const int32_t* signal = c.signal.data();
+  const int32_t* offsets = c.waits.offsets.data();
+  const int32_t* items = c.waits.items.data();
   // Each stream's last node, which may fill it to the limit: found from
   // the end, where every stream usually ends.
   std::vector<int32_t> last(num_streams, -1);
   int missing = num_streams;
   for (int32_t i = n - 1; i >= 0 && missing > 0; --i) {
-    int32_t& l = last[c.stream_of[c.dag.order[i]]];
+    int32_t& l = last[stream_of[order[i]]];
     if (l < 0) {
       l = i;
       --missing;
     }
   }
-  std::vector<NodeId> signaller;  // by event, once needed
+  // The node signalling each event, built only if some wait's event is
+  // not signalled by one of the waiting node's predecessors (where the
+  // events of insert_events_pass.h come from).
+  std::vector<NodeId> signaller;
+  auto signaller_of = [&](NodeId v, int32_t e) {
+    if (signaller.empty()) {
+      for (NodeId p : c.dag.Preds(v)) {
+        if (signal[p] == e) return p;
+      }
+      signaller.assign(c.num_events, -1);
+      for (NodeId u = 0; u < n; ++u) {
+        if (signal[u] >= 0) signaller[signal[u]] = u;
+      }
+    }
+    return signaller[e];
+  };
   // Does the node at `pos` know, through its waits, that `prev` (on its
   // stream s) finished?
   auto implied = [&](int32_t pos, NodeId prev, int32_t s) {
-    if (signaller.empty() && c.num_events > 0) {
-      signaller.assign(c.num_events, -1);
-      for (NodeId v = 0; v < n; ++v) {
-        if (c.signal[v] >= 0) signaller[c.signal[v]] = v;
-      }
-    }
     const int32_t need = c.seq[prev];
-    for (int32_t k = c.waits.offsets[pos]; k < c.waits.offsets[pos + 1];
-         ++k) {
-      const NodeId u = signaller[c.waits.items[k]];
+    for (int32_t k = offsets[pos]; k < offsets[pos + 1]; ++k) {
+      const NodeId u = signaller_of(order[pos], items[k]);
       if (c.clocks.Known(c.clock_of[u], s) >= need) return true;
     }
     return false;
@@ -91,17 +113,19 @@ absl::Status SplitWithoutPeers(StreamContext& c, int cap) {
     int32_t part;  // the new part's stream id
   };
   std::vector<Split> splits;
-  std::vector<int64_t> count(num_streams, 0);
-  std::vector<NodeId> prev(num_streams, -1);
-  const int32_t* offsets = c.waits.offsets.data();
+  std::vector<int64_t> count_vector(num_streams, 0);
+  std::vector<NodeId> prev_vector(num_streams, -1);
+  int64_t* count = count_vector.data();
+  NodeId* prev = prev_vector.data();
+  const int32_t* last_pos = last.data();
   for (int32_t i = 0; i < n; ++i) {
-    const NodeId v = c.dag.order[i];
-    const int32_t s = c.stream_of[v];
-    int64_t t = 1 + (offsets[i + 1] - offsets[i]) + (c.signal[v] >= 0);
+    const NodeId v = order[i];
+    const int32_t s = stream_of[v];
+    int64_t t = 1 + (offsets[i + 1] - offsets[i]) + (signal[v] >= 0);
     // Keep one task of room for a record continuing the stream, unless
-    // this is the stream's last node.
-    const int64_t limit = i == last[s] ? cap : cap - 1;
-    if (prev[s] >= 0 && count[s] + t > limit) {
+    // this is the stream's last node (looked at only when it matters).
+    if (const int64_t total = count[s] + t;
+        total >= cap && (total > cap || i != last_pos[s]) && prev[s] >= 0) {
       const bool link = !implied(i, prev[s], s);
       splits.push_back({s, i, prev[s], link, -1});
       t += link;
@@ -133,22 +157,30 @@ absl::Status SplitWithoutPeers(StreamContext& c, int cap) {
     }
     first_pos = std::min(first_pos, split.pos);
   }
-  // Move each node after a split to its part.
-  std::vector<int32_t> part(num_streams);
-  for (int s = 0; s < num_streams; ++s) part[s] = s;
+  // Move each node after a split to its part: the position of each
+  // stream's next split (n: none) and its current part.
+  std::vector<int32_t> part_vector(num_streams);
+  std::vector<int32_t> next_pos_vector(num_streams, n);
+  for (int s = 0; s < num_streams; ++s) {
+    part_vector[s] = s;
+    if (next_split[s] >= 0) next_pos_vector[s] = splits[next_split[s]].pos;
+  }
+  int32_t* part = part_vector.data();
+  int32_t* next_pos = next_pos_vector.data();
+  int32_t* new_stream_of = c.stream_of.data();
   for (int32_t i = first_pos; i < n; ++i) {
-    const NodeId v = c.dag.order[i];
-    const int32_t s = c.stream_of[v];
-    int32_t& k = next_split[s];
-    if (k >= 0 && splits[k].pos == i) {
+    const NodeId v = order[i];
+    const int32_t s = new_stream_of[v];
+    if (next_pos[s] == i) {
+      int32_t& k = next_split[s];
       part[s] = splits[k].part;
       ++k;
-      if (k == static_cast<int32_t>(splits.size()) ||
-          splits[k].stream != s) {
-        k = -1;
-      }
+      next_pos[s] = k < static_cast<int32_t>(splits.size()) &&
+                            splits[k].stream == s
+                        ? splits[k].pos
+                        : n;
     }
-    c.stream_of[v] = part[s];
+    new_stream_of[v] = part[s];
   }
   AddLinks(c, links);
   return absl::OkStatus();

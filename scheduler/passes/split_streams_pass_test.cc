@@ -86,6 +86,30 @@ TEST(SplitStreamsPassTest, NoLinkWhenTheWaitsAlreadyOrder) {
   EXPECT_THAT(f.waits("c"), ElementsAre(f.signal("b")));
 }
 
+TEST(SplitStreamsPassTest, NoLinkWhenAWaitOnANodeNotDependedOnOrders) {
+  // b and c both only read what a wrote; c is given a wait on b's event
+  // by hand, which the DAG does not ask for. Splitting s0 between a and c
+  // still needs no new event: b waited for a.
+  GraphMaker m;
+  m.Buffer("x").Buffer("y");
+  m.Node("a", "x:w").Node("b", "x:r y:w").Node("c", "x:r");
+  PassFixture f(m.Build(), {.max_nodes_per_stream = 3});
+  f.SetStreams({{"a", 0}, {"b", 1}, {"c", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  StreamContext& c = f.context();
+  ASSERT_EQ(c.num_events, 1);
+  c.signal[f.id("b")] = c.num_events++;
+  ASSERT_EQ(c.dag.pos(f.id("c")), 2);
+  c.waits.items.push_back(c.signal[f.id("b")]);
+  ++c.waits.offsets.back();
+  ASSERT_TRUE(f.Run(EventIdContinuityPass()).ok());
+  ASSERT_TRUE(f.Run(SplitStreamsPass()).ok());
+  EXPECT_EQ(f.stream("a"), 0);
+  EXPECT_EQ(f.stream("c"), 2);
+  EXPECT_EQ(c.num_events, 2);
+  EXPECT_THAT(f.waits("c"), ElementsAre(f.signal("b")));
+}
+
 TEST(SplitStreamsPassTest, ZeroMeansNoLimit) {
   PassFixture f(Chain6(), {.max_nodes_per_stream = 0});
   OneStreamWithEvents(f);
