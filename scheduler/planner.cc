@@ -287,6 +287,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   stream_options.mode = options.stream_mode;
   stream_options.max_streams_per_device = options.max_streams_per_device;
   stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
+  stream_options.record_choices = options.explain;
   StreamContext streams(graph, dag, levels, std::move(devices.device),
                         stream_options);
   streams.peer_device = std::move(copy_sources);

@@ -75,7 +75,7 @@ class Walk {
   void Place(NodeId v, int32_t pv, int s, StreamChoice::Why why,
              NodeId related) {
     c_.stream_of[v] = s;
-    c_.choice[v] = {why, related};
+    c_.SetChoice(v, {why, related});
     Touch(v, pv, s);
   }
 

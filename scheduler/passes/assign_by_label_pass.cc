@@ -23,7 +23,7 @@ absl::Status AssignByLabelPass::Run(StreamContext& context) const {
                .first;
     }
     context.stream_of[v] = it->second;
-    context.choice[v] = {StreamChoice::Why::kLabel, -1};
+    context.SetChoice(v, {StreamChoice::Why::kLabel, -1});
   }
   return absl::OkStatus();
 }

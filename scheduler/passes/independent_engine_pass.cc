@@ -20,7 +20,7 @@ absl::Status IndependentEnginePass::Run(StreamContext& context) const {
           device, Engine::kCollective, LogicalStream::Kind::kIndependent);
     }
     context.stream_of[v] = by_device[device];
-    context.choice[v] = {StreamChoice::Why::kIndependent, -1};
+    context.SetChoice(v, {StreamChoice::Why::kIndependent, -1});
   }
   return absl::OkStatus();
 }

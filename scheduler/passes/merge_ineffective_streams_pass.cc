@@ -107,7 +107,7 @@ absl::Status MergeIneffectiveStreamsPass::Run(StreamContext& c) const {
         const NodeId v = c.dag.order[pos];
         if (c.stream_of[v] == s) {
           c.stream_of[v] = into;
-          c.choice[v] = {StreamChoice::Why::kMerged, first};
+          c.SetChoice(v, {StreamChoice::Why::kMerged, first});
         } else {
           c.peer_stream[v] = into;  // streams of one device: never `into`
         }

@@ -32,7 +32,7 @@ absl::Status SingleStreamPass::Run(StreamContext& context) const {
   }
   for (NodeId v : context.dag.order) {
     context.stream_of[v] = stream_of_device(context.device[v]);
-    context.choice[v] = {StreamChoice::Why::kSingle, -1};
+    context.SetChoice(v, {StreamChoice::Why::kSingle, -1});
     const int peer = context.peer_device_of(v);
     if (peer >= 0) context.peer_stream[v] = stream_of_device(peer);
   }

@@ -74,7 +74,7 @@ StreamContext::StreamContext(const Graph& graph, const Dag& dag,
       device(std::move(device)),
       options(options),
       stream_of(graph.num_nodes(), -1),
-      choice(graph.num_nodes()) {}
+      choice(options.record_choices ? graph.num_nodes() : 0) {}
 
 ReachabilityQuery& StreamContext::query() {
   if (shared_query == nullptr) {

@@ -42,6 +42,9 @@ struct StreamOptions {
   // Tasks (nodes, event records and event waits) a stream may hold before
   // it is split in two; 0: no limit.
   int max_nodes_per_stream = 0;
+  // Whether passes record why each node got its stream
+  // (StreamContext::choice); plans that nobody reads need not.
+  bool record_choices = true;
 };
 
 // Why a node went to its stream.
@@ -218,7 +221,12 @@ struct StreamContext {
   std::vector<int32_t> stream_of;     // by NodeId; -1: not yet assigned
   // By NodeId, or empty when no node has a peer device; -1: none.
   std::vector<int32_t> peer_stream;
-  std::vector<StreamChoice> choice;   // by NodeId
+  // By NodeId; empty unless options.record_choices. Passes set it with
+  // SetChoice.
+  std::vector<StreamChoice> choice;
+  void SetChoice(NodeId v, StreamChoice why) {
+    if (!choice.empty()) choice[v] = why;
+  }
   std::vector<LogicalStream> streams;
   // Orderings the soft cap added: (node before, node after) on one stream
   // where the DAG does not order them.

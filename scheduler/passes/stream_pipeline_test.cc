@@ -75,5 +75,30 @@ TEST(StreamPipelineTest, SingleModeRunsTheSingleChain) {
   EXPECT_EQ(f.choice("b").why, StreamChoice::Why::kSingle);
 }
 
+TEST(StreamPipelineTest, WithoutChoicesPlansTheSameAndRecordsNone) {
+  // Every rule at work: a label, a collective, copies, a chain, a wait.
+  auto graph = [] {
+    GraphMaker m;
+    m.Buffer("x").Buffer("g").Buffer("h").Buffer("y");
+    m.Node("load", "x:w", {.label = "io"});
+    m.Node("grad", "x:r g:w");
+    m.Node("reduce", "g:rw", {.engine = Engine::kCollective});
+    m.Node("side", "x:r h:w");
+    m.Node("apply", "g:r h:r y:w");
+    m.Node("save", "y:r", {.engine = Engine::kCopy});
+    return m.Build();
+  };
+  PassFixture with(graph());
+  PassFixture without(graph(), {.record_choices = false});
+  ASSERT_TRUE(RunStreamPipeline(with.context()).ok());
+  ASSERT_TRUE(RunStreamPipeline(without.context()).ok());
+  EXPECT_EQ(with.context().choice.size(), 6u);
+  EXPECT_TRUE(without.context().choice.empty());
+  EXPECT_EQ(without.context().stream_of, with.context().stream_of);
+  EXPECT_EQ(without.context().signal, with.context().signal);
+  EXPECT_EQ(without.context().waits, with.context().waits);
+  EXPECT_EQ(without.context().num_events, with.context().num_events);
+}
+
 }  // namespace
 }  // namespace weft::scheduler
