@@ -35,8 +35,9 @@ TEST(StreamPipelineTest, PassOrder) {
                           "split_streams"));
 }
 
-TEST(StreamPipelineTest, RulesInPriorityOrder) {
-  // A labelled node, an all-reduce, a copy and compute work, on one device.
+// A labelled node, an all-reduce, a copy and compute work, on one device:
+// every rule of the pipeline has something to do.
+Graph EveryRule() {
   GraphMaker m;
   m.Buffer("x").Buffer("g").Buffer("h").Buffer("y");
   m.Node("load", "x:w", {.label = "io"});
@@ -45,7 +46,11 @@ TEST(StreamPipelineTest, RulesInPriorityOrder) {
   m.Node("side", "x:r h:w");
   m.Node("apply", "g:r h:r y:w");
   m.Node("save", "y:r", {.engine = Engine::kCopy});
-  PassFixture f(m.Build());
+  return m.Build();
+}
+
+TEST(StreamPipelineTest, RulesInPriorityOrder) {
+  PassFixture f(EveryRule());
   ASSERT_TRUE(RunStreamPipeline(f.context()).ok());
   // Streams by first use: io (load), grad's, the collective, side's, copy.
   ASSERT_EQ(f.context().streams.size(), 5u);
@@ -76,20 +81,8 @@ TEST(StreamPipelineTest, SingleModeRunsTheSingleChain) {
 }
 
 TEST(StreamPipelineTest, WithoutChoicesPlansTheSameAndRecordsNone) {
-  // Every rule at work: a label, a collective, copies, a chain, a wait.
-  auto graph = [] {
-    GraphMaker m;
-    m.Buffer("x").Buffer("g").Buffer("h").Buffer("y");
-    m.Node("load", "x:w", {.label = "io"});
-    m.Node("grad", "x:r g:w");
-    m.Node("reduce", "g:rw", {.engine = Engine::kCollective});
-    m.Node("side", "x:r h:w");
-    m.Node("apply", "g:r h:r y:w");
-    m.Node("save", "y:r", {.engine = Engine::kCopy});
-    return m.Build();
-  };
-  PassFixture with(graph());
-  PassFixture without(graph(), {.record_choices = false});
+  PassFixture with(EveryRule());
+  PassFixture without(EveryRule(), {.record_choices = false});
   ASSERT_TRUE(RunStreamPipeline(with.context()).ok());
   ASSERT_TRUE(RunStreamPipeline(without.context()).ok());
   EXPECT_EQ(with.context().choice.size(), 6u);
