@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/numeric/bits.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/huge_pages.h"
@@ -23,16 +24,6 @@ namespace {
 
 constexpr int32_t kNowhere = -2;  // a buffer not created anywhere yet
 
-// What a node waits for or does, in order.
-enum class Phase : uint8_t {
-  kBlocked,       // behind its stream or its events
-  kTransferWait,  // waiting for a copy engine to fetch its inputs
-  kTransfer,      // fetching its inputs
-  kUnitWait,      // waiting for its kernel slot or copy engine
-  kRunning,
-  kDone,
-};
-
 // Execution units: per device, kernel slots and copy engines.
 enum class UnitKind : uint8_t { kKernel, kCopy, kHost };
 
@@ -49,19 +40,30 @@ UnitKind UnitOf(Engine engine) {
   return UnitKind::kHost;
 }
 
+// A node's issue position with one bit for what it is queued or running
+// for: its transfer (fetching its inputs) or the node itself. A node is in
+// at most one queue, and has at most one completion pending, at a time, so
+// tags order like positions wherever they meet.
+inline uint32_t Tag(int32_t position, bool transfer) {
+  return (static_cast<uint32_t>(position) << 1) |
+         static_cast<uint32_t>(transfer);
+}
+inline int32_t PositionOf(uint32_t tag) {
+  return static_cast<int32_t>(tag >> 1);
+}
+inline bool IsTransfer(uint32_t tag) { return (tag & 1) != 0; }
+
 // A node's completion (or its transfer's): earliest first, then lowest
-// issue position. A node has at most one pending at a time, so no two are
-// equal.
+// issue position. No two are equal.
 struct Completion {
   double time;
-  int32_t position;
+  uint32_t tag;
 };
 
 inline bool operator<(const Completion& a, const Completion& b) {
   // Non-short-circuit on purpose: the heap's comparisons then compile to
   // flag arithmetic instead of hard-to-predict branches.
-  return (a.time < b.time) |
-         ((a.time == b.time) & (a.position < b.position));
+  return (a.time < b.time) | ((a.time == b.time) & (a.tag < b.tag));
 }
 
 // Per buffer: the devices holding it up to date (bit d; kHostBit for the
@@ -123,9 +125,10 @@ class Simulation {
       now_ = completions_.top().time;
       // Apply everything ending now before starting anything new.
       while (!completions_.empty() && completions_.top().time == now_) {
-        const int32_t i = completions_.top().position;
+        const uint32_t tag = completions_.top().tag;
         completions_.pop();
-        if (phase_[i] == Phase::kTransfer) {
+        const int32_t i = PositionOf(tag);
+        if (IsTransfer(tag)) {
           FinishTransfer(i);
         } else {
           ++finished;
@@ -147,8 +150,87 @@ class Simulation {
  private:
   static constexpr uint64_t kHostBit = uint64_t{1} << 63;
 
-  // Checks the schedule's references and links the streams, in one pass.
+  // The last transfer time computed between two memories, and for what
+  // size (0 bytes take no time).
+  struct TransferMemo {
+    uint64_t bytes = 0;
+    double us = 0;
+  };
+
+  // Checks the schedule's references and links the streams. Without
+  // copies between devices, IndexQuickly does it in a few tight passes
+  // that do not branch on the data; only a schedule that fails them (or
+  // has such copies) is walked node by node, by IndexByNode, which also
+  // finds the first bad reference for the message.
   absl::Status Index() {
+    const Schedule& sc = schedule_;
+    if (!sc.peer_stream.empty() || !sc.peer_device.empty() ||
+        static_cast<int>(sc.device.size()) != n_ ||
+        static_cast<int>(sc.stream.size()) != n_ ||
+        static_cast<int>(sc.signal.size()) != n_ || sc.waits.rows() != n_ ||
+        !IndexQuickly()) {
+      return IndexByNode();
+    }
+    return absl::OkStatus();
+  }
+
+  // Links the streams of a schedule without copies between devices; true
+  // if every reference is in range and every event has exactly one
+  // signaller.
+  bool IndexQuickly() {
+    const Schedule& sc = schedule_;
+    const uint32_t num_nodes = graph_.num_nodes();
+    const uint32_t num_streams = sc.num_streams;
+    const uint32_t num_devices = num_devices_;
+    const uint32_t num_events = sc.num_events;
+    ReserveHuge(next_, n_);
+    next_.resize(n_);
+    head_.assign(num_streams, -1);
+    next_blocked_.assign(num_streams, -1);
+    // Per stream, where its next position goes: its head, then the next_
+    // of its last position so far. Out-of-range streams link into `spare`.
+    int32_t spare = -1;
+    std::vector<int32_t*> tail(num_streams + 1, &spare);
+    for (uint32_t s = 0; s < num_streams; ++s) tail[s] = &head_[s];
+    // Signallers per event; nodes that signal nothing (or out of range)
+    // count in kSpareClaims spare slots after the events, spread so that
+    // consecutive increments do not wait on each other.
+    constexpr uint32_t kSpareClaims = 8;
+    event_.assign(num_events + kSpareClaims, 0);
+    int32_t* const claims = event_.data();
+    int32_t* const next = next_.data();
+    int32_t** const tails = tail.data();
+    bool ok = true;
+    for (int32_t i = 0; i < n_; ++i) {
+      const uint32_t s = stream_[i];
+      const bool known = s < num_streams;
+      ok &= known;
+      const uint32_t t = known ? s : num_streams;
+      *tails[t] = i;
+      tails[t] = &next[i];
+      ok &= static_cast<uint32_t>(node_[i]) < num_nodes;
+      ok &= static_cast<uint32_t>(device_[i]) < num_devices;
+      const int32_t e = signal_[i];
+      ok &= e < static_cast<int32_t>(num_events);
+      const uint32_t c = static_cast<uint32_t>(e) < num_events
+                             ? static_cast<uint32_t>(e)
+                             : num_events + (i & (kSpareClaims - 1));
+      ++claims[c];
+    }
+    for (uint32_t s = 0; s < num_streams; ++s) *tail[s] = -1;
+    const int32_t first = wait_offsets_[0];
+    const int32_t end = wait_offsets_[n_];
+    for (int32_t k = first; k < end; ++k) {
+      ok &= static_cast<uint32_t>(wait_items_[k]) < num_events;
+    }
+    for (uint32_t e = 0; e < num_events; ++e) ok &= claims[e] == 1;
+    event_.resize(num_events);
+    std::fill(event_.begin(), event_.end(), kUnsignalled);
+    return ok;
+  }
+
+  // Checks the schedule's references and links the streams, in one pass.
+  absl::Status IndexByNode() {
     const Schedule& sc = schedule_;
     const int num_streams = sc.num_streams;
     const int num_events = sc.num_events;
@@ -166,9 +248,7 @@ class Simulation {
     next_blocked_.assign(num_streams, -1);
     std::vector<int32_t> last(num_streams, -1);
     ReserveHuge(next_, n_);
-    ReserveHuge(unit_, n_);
     next_.resize(n_);
-    unit_.resize(n_);
     if (peers) peer_next_.resize(n_);
     // Appends position i to stream s.
     auto append = [&](int32_t i, int32_t s) {
@@ -212,7 +292,6 @@ class Simulation {
               absl::StrCat("plan node ", i, " waits on unknown event ", w));
         }
       }
-      unit_[i] = UnitOf(graph_.engine(v));
       next_[i] = -1;
       append(i, s);
       if (peers) {
@@ -241,8 +320,6 @@ class Simulation {
 
   void Setup() {
     const int num_streams = schedule_.num_streams;
-    ReserveHuge(phase_, n_);
-    phase_.assign(n_, Phase::kBlocked);
     ReserveHuge(start_, n_);
     ReserveHuge(transfer_, n_);
     start_.assign(n_, 0);
@@ -255,6 +332,7 @@ class Simulation {
     kernel_ready_.resize(num_devices_);
     copy_ready_.resize(num_devices_);
     parked_.resize(num_devices_);
+    transfer_memo_.assign((num_devices_ + 1) * num_devices_, TransferMemo());
     if (!options_.model_transfers) return;
     const int num_buffers = graph_.num_buffers();
     ReserveHuge(buffers_, num_buffers);
@@ -269,7 +347,7 @@ class Simulation {
 
   // Starts the node at the head of stream s on its way to its unit once
   // its events allow; parks the stream on the first event still missing.
-  void TryActivate(int s) {
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void TryActivate(int s) {
     if (busy_[s]) return;
     const int32_t i = head_[s];
     if (i < 0) return;
@@ -290,8 +368,7 @@ class Simulation {
     }
     busy_[s] = 1;
     if (options_.model_transfers && NeedsTransfer(i)) {
-      phase_[i] = Phase::kTransferWait;
-      PushCopy(i);
+      PushCopy(Tag(i, /*transfer=*/true));
     } else {
       EnqueueForUnit(i);
     }
@@ -342,10 +419,20 @@ class Simulation {
       BufferState& b = buffers_[use.buffer];
       if ((b.where & bit) || b.stamp == i) continue;
       b.stamp = i;
-      total += topology_.TransferUs(graph_.buffer_bytes(use.buffer), b.latest,
-                                    device);
+      total += TransferUs(graph_.buffer_bytes(use.buffer), b.latest, device);
     }
     return total;
+  }
+
+  // Topology::TransferUs, remembering the last answer for each pair of
+  // memories (buffers often share a size).
+  double TransferUs(uint64_t bytes, int from, int to) {
+    TransferMemo& memo = transfer_memo_[(from + 1) * num_devices_ + to];
+    if (memo.bytes != bytes) {
+      memo.bytes = bytes;
+      memo.us = topology_.TransferUs(bytes, from, to);
+    }
+    return memo.us;
   }
 
   void FinishTransfer(int32_t i) {
@@ -358,14 +445,13 @@ class Simulation {
   }
 
   void EnqueueForUnit(int32_t i) {
-    phase_[i] = Phase::kUnitWait;
-    switch (unit_[i]) {
+    switch (Unit(i)) {
       case UnitKind::kKernel:
         kernel_ready_[device_[i]].push(i);
         Touch(device_[i]);
         break;
       case UnitKind::kCopy:
-        PushCopy(i);
+        PushCopy(Tag(i, /*transfer=*/false));
         break;
       case UnitKind::kHost:
         host_ready_.push(i);
@@ -373,24 +459,23 @@ class Simulation {
     }
   }
 
-  void Start(int32_t i) {
-    if (phase_[i] == Phase::kTransferWait) {
-      phase_[i] = Phase::kTransfer;
-      const double t = TransferTime(i);
-      transfer_[i] = t;
-      completions_.push({now_ + t, i});
-      return;
-    }
-    phase_[i] = Phase::kRunning;
-    start_[i] = now_;
-    completions_.push({now_ + graph_.cost_us(node_[i]), i});
+  void StartTransfer(int32_t i) {
+    const double t = TransferTime(i);
+    transfer_[i] = t;
+    completions_.push({now_ + t, Tag(i, /*transfer=*/true)});
   }
 
-  void Dispatch() {
+  void StartNode(int32_t i) {
+    start_[i] = now_;
+    completions_.push(
+        {now_ + graph_.cost_us(node_[i]), Tag(i, /*transfer=*/false)});
+  }
+
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Dispatch() {
     while (!host_ready_.empty()) {
       const int32_t i = host_ready_.top();
       host_ready_.pop();
-      Start(i);
+      StartNode(i);
     }
     // Only devices whose queues or free units changed can start anything.
     for (uint64_t todo = std::exchange(touched_, 0); todo != 0;
@@ -400,13 +485,18 @@ class Simulation {
         --kernel_free_[d];
         const int32_t i = kernel_ready_[d].top();
         kernel_ready_[d].pop();
-        Start(i);
+        StartNode(i);
       }
       while (copy_free_[d] > 0 && !copy_ready_[d].empty()) {
-        const int32_t i = copy_ready_[d].top();
+        const uint32_t tag = copy_ready_[d].top();
         copy_ready_[d].pop();
-        if (phase_[i] == Phase::kUnitWait && Peer(i) >= 0 &&
-            unit_[i] == UnitKind::kCopy) {
+        const int32_t i = PositionOf(tag);
+        if (IsTransfer(tag)) {
+          --copy_free_[d];
+          StartTransfer(i);
+          continue;
+        }
+        if (Peer(i) >= 0) {
           // A copy between devices takes an engine on both devices at
           // once, or waits (holding neither) for one to free on the peer.
           const int peer = peer_device_[i];
@@ -417,15 +507,15 @@ class Simulation {
           --copy_free_[peer];
         }
         --copy_free_[d];
-        Start(i);
+        StartNode(i);
       }
     }
   }
 
   void FinishNode(int32_t i) {
-    phase_[i] = Phase::kDone;
     const int device = device_[i];
-    switch (unit_[i]) {
+    const UnitKind unit = Unit(i);
+    switch (unit) {
       case UnitKind::kKernel:
         ++kernel_free_[device];
         Touch(device);
@@ -437,7 +527,7 @@ class Simulation {
         break;
     }
     const int32_t peer = Peer(i);
-    if (peer >= 0 && unit_[i] == UnitKind::kCopy) {
+    if (peer >= 0 && unit == UnitKind::kCopy) {
       FreeCopyEngine(peer_device_[i]);
     }
     if (options_.model_transfers) {
@@ -463,6 +553,8 @@ class Simulation {
     if (e >= 0) Signal(e);
   }
 
+  UnitKind Unit(int32_t i) const { return UnitOf(graph_.engine(node_[i])); }
+
   int32_t Peer(int32_t i) const {
     return peer_stream_ == nullptr ? -1 : peer_stream_[i];
   }
@@ -480,13 +572,15 @@ class Simulation {
   void FreeCopyEngine(int device) {
     ++copy_free_[device];
     Touch(device);
-    for (int32_t i : parked_[device]) PushCopy(i);
+    for (int32_t i : parked_[device]) PushCopy(Tag(i, /*transfer=*/false));
     parked_[device].clear();
   }
 
-  void PushCopy(int32_t i) {
-    copy_ready_[device_[i]].push(i);
-    Touch(device_[i]);
+  // Queues a transfer or a copy (by tag) for a copy engine.
+  void PushCopy(uint32_t tag) {
+    const int device = device_[PositionOf(tag)];
+    copy_ready_[device].push(tag);
+    Touch(device);
   }
 
   // Marks `device` for the next Dispatch.
@@ -513,8 +607,6 @@ class Simulation {
   // By issue position.
   std::vector<int32_t> next_;       // next position on its stream, or -1
   std::vector<int32_t> peer_next_;  // on its peer stream (empty: no peers)
-  std::vector<UnitKind> unit_;
-  std::vector<Phase> phase_;
   std::vector<double>& start_;
   std::vector<double>& transfer_;
   double& makespan_;
@@ -529,7 +621,7 @@ class Simulation {
   std::vector<int> kernel_free_;  // by device
   std::vector<int> copy_free_;    // by device
   std::vector<MinHeap<int32_t>> kernel_ready_;
-  std::vector<MinHeap<int32_t>> copy_ready_;  // transfers and COPY nodes
+  std::vector<MinHeap<uint32_t>> copy_ready_;  // tags: transfers and copies
   // By device: copies between devices waiting for one of its engines.
   std::vector<std::vector<int32_t>> parked_;
   MinHeap<int32_t> host_ready_;
@@ -537,6 +629,8 @@ class Simulation {
   MinHeap<Completion> completions_;
 
   std::vector<BufferState> buffers_;  // by buffer
+  // By (source memory + 1) * num_devices_ + device.
+  std::vector<TransferMemo> transfer_memo_;
 };
 
 }  // namespace

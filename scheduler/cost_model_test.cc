@@ -339,5 +339,94 @@ TEST(SimulatePlanTest, PeerStreamMustLieOnAnotherDevice) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("bad peer stream 0"));
 }
 
+// Buffers of different sizes read from the same device each take their
+// own time; a buffer read twice by one node is fetched once.
+TEST(SimulatePlanTest, TransfersAddUpPerBuffer) {
+  GraphMaker m;
+  m.Buffer("x", 3000000).Buffer("y", 6000000).Buffer("z", 3000000);
+  m.Buffer("o").Buffer("p");
+  m.Node("a", "x:w y:w z:w", {.cost = 1});
+  m.Node("b", "x:r y:r x:r o:w", {.cost = 1});
+  m.Node("c", "z:r p:w", {.cost = 1});
+  Graph g = m.Build();
+  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1},
+                        {2, 1, {}, -1, 1}},
+                       2, 1, {0, 1});
+  ASSERT_TRUE(SimulatePlan(g, &plan).ok());
+  // 3 MB and 6 MB at 300 GB/s, then 3 MB again.
+  EXPECT_DOUBLE_EQ(plan.estimates[1].transfer_us, 30);
+  EXPECT_DOUBLE_EQ(plan.estimates[1].start_us, 31);
+  EXPECT_DOUBLE_EQ(plan.estimates[2].transfer_us, 10);
+  EXPECT_DOUBLE_EQ(plan.estimates[2].start_us, 42);
+}
+
+// a (stream 0) signals event 0; b (stream 1) waits for it; c follows a.
+Schedule ThreeNodeSchedule() {
+  Schedule s;
+  s.node = {0, 1, 2};
+  s.device = {0, 0, 0};
+  s.stream = {0, 1, 0};
+  s.signal = {0, -1, -1};
+  s.waits.AppendRow({});
+  s.waits.AppendRow({0});
+  s.waits.AppendRow({});
+  s.num_streams = 2;
+  s.num_events = 1;
+  s.num_devices = 1;
+  return s;
+}
+
+TEST(SimulateScheduleTest, RunsAWellFormedSchedule) {
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
+  ScheduleTimes times;
+  ASSERT_TRUE(SimulateSchedule(g, ThreeNodeSchedule(), {}, &times).ok());
+  EXPECT_THAT(times.start_us, ElementsAre(0, 3, 8));
+  EXPECT_EQ(times.makespan_us, 10);
+  // Any negative signal means none.
+  Schedule s = ThreeNodeSchedule();
+  s.signal[2] = -7;
+  ASSERT_TRUE(SimulateSchedule(g, s, {}, &times).ok());
+  EXPECT_EQ(times.makespan_us, 10);
+}
+
+TEST(SimulateScheduleTest, NamesTheFirstBadReference) {
+  Graph g =
+      ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
+  struct Case {
+    void (*spoil)(Schedule&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](Schedule& s) { s.node[1] = 7; },
+       "plan node 1 refers to unknown node 7"},
+      {[](Schedule& s) { s.stream[2] = 5; },
+       "plan node 2 is on unknown stream 5"},
+      {[](Schedule& s) { s.stream[1] = -1; },
+       "plan node 1 is on unknown stream -1"},
+      {[](Schedule& s) { s.device[0] = 3; }, "plan node 0 is on device 3"},
+      {[](Schedule& s) { s.signal[1] = 4; },
+       "plan node 1 signals bad event 4"},
+      {[](Schedule& s) { s.signal[2] = 0; },
+       "plan node 2 signals bad event 0"},
+      {[](Schedule& s) { s.waits.items[0] = 9; },
+       "plan node 1 waits on unknown event 9"},
+      {[](Schedule& s) { s.signal[0] = -1; }, "event 0 is never signalled"},
+      {[](Schedule& s) {
+         s.stream[2] = 9;
+         s.device[1] = 2;
+       },
+       "plan node 1 is on device 2"},
+  };
+  for (const Case& c : cases) {
+    Schedule s = ThreeNodeSchedule();
+    c.spoil(s);
+    ScheduleTimes times;
+    absl::Status status = SimulateSchedule(g, s, {}, &times);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << c.message;
+    EXPECT_EQ(status.message(), c.message);
+  }
+}
+
 }  // namespace
 }  // namespace weft::scheduler

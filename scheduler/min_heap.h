@@ -28,7 +28,10 @@ class MinHeap {
 
   void push(Key key) {
     size_t i = keys_.size();
-    keys_.push_back(key);
+    // Room at the end, without storing `key` there first: a key built in
+    // registers is then stored once, in place, instead of being read back
+    // whole from the smaller stores that built it (which stalls).
+    keys_.emplace_back();
     while (i > 0) {
       const size_t parent = (i - 1) / 2;
       if (!(key < keys_[parent])) break;
