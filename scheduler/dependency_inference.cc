@@ -483,74 +483,83 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph,
   const int n = graph.num_nodes();
   if (levels != nullptr) InitLevels(n, *levels);
   Dag dag;
-  ReserveHuge(dag.raw_preds.offsets, n + 1);
-  ReserveHuge(dag.raw_preds.items, EdgeRoom(graph));
   ReserveHuge(dag.preds.offsets, n + 1);
   ReserveHuge(dag.preds.items, EdgeRoom(graph));
   dag.reach = ReachabilityIndex(n);
-  Reducer reducer(dag.reach, dag.raw_preds, n);
+  ReserveHuge(dag.order, n);
   std::vector<NodeId> pending;  // nodes whose rows Reduce left undecided
   std::vector<uint8_t> keep;
 
   // One pass in node order finds each node's predecessors and, as long as
   // node order is topological (every edge points back), labels and
-  // reduces the node right away.
-  Collector collector(graph);
-  bool forward = true;
-  for (NodeId v = 0; v < n; ++v) {
-    const absl::Span<const NodeId> row = collector.Next(v, dag.raw_preds);
-    if (!forward) continue;
-    if (!row.empty() && row.back() >= v) {
-      forward = false;
-      continue;
-    }
-    const uint64_t inherited = dag.reach.Label(v, v, row);
-    const std::optional<uint32_t> redundant =
-        reducer.Reduce(v, row, inherited);
-    // A pending row keeps every edge for now (its levels too are redone).
-    if (!redundant.has_value()) pending.push_back(v);
-    const uint32_t drop = redundant.value_or(0);
-    double top = 0;
-    for (size_t i = 0; i < row.size(); ++i) {
-      // drop is 0 beyond Reducer::kFewPreds predecessors.
-      if (drop != 0 && ((drop >> i) & 1)) continue;
-      const NodeId p = row[i];
-      dag.preds.items.push_back(p);
-      if (levels != nullptr) {
-        top = std::max(top, levels->top_us[p] + graph.cost_us(p));
+  // reduces the node right away: its row is collected at the end of
+  // dag.preds and the redundant edges are squeezed out of it in place.
+  // Searches run over the rows before it, already final (a pending row
+  // keeps all its edges, so every row has the DAG's reachability).
+  {
+    Reducer reducer(dag.reach, dag.preds, n);
+    Collector collector(graph);
+    for (NodeId v = 0; v < n; ++v) {
+      const size_t start = dag.preds.items.size();
+      const absl::Span<const NodeId> row = collector.Next(v, dag.preds);
+      if (!row.empty() && row.back() >= v) {
+        // An `after` edge points forward: start over, below.
+        dag.order.clear();
+        break;
       }
+      const uint64_t inherited = dag.reach.Label(v, v, row);
+      const std::optional<uint32_t> redundant =
+          reducer.Reduce(v, row, inherited);
+      // A pending row keeps every edge for now (its levels too are
+      // redone).
+      if (!redundant.has_value()) pending.push_back(v);
+      const uint32_t drop = redundant.value_or(0);
+      NodeId* out = dag.preds.items.data() + start;
+      double top = 0;
+      for (size_t i = 0; i < row.size(); ++i) {
+        // drop is 0 beyond Reducer::kFewPreds predecessors.
+        if (drop != 0 && ((drop >> i) & 1)) continue;
+        const NodeId p = row[i];
+        *out++ = p;  // never ahead of row[i]
+        if (levels != nullptr) {
+          top = std::max(top, levels->top_us[p] + graph.cost_us(p));
+        }
+      }
+      dag.preds.items.resize(out - dag.preds.items.data());
+      dag.preds.offsets.back() = static_cast<int32_t>(dag.preds.items.size());
+      if (levels != nullptr) AddNodeLevels(graph, v, top, *levels);
+      dag.order.push_back(v);
     }
-    dag.preds.offsets.push_back(static_cast<int32_t>(dag.preds.items.size()));
-    if (levels != nullptr) AddNodeLevels(graph, v, top, *levels);
   }
+  const bool forward = static_cast<int>(dag.order.size()) == n;
 
-  if (forward) {
-    ReserveHuge(dag.order, n);
-    for (NodeId v = 0; v < n; ++v) dag.order.push_back(v);
-  } else {
-    // An `after` edge points forward: order first, then label and reduce
-    // in that order, and gather the rows by NodeId.
-    WEFT_ASSIGN_OR_RETURN(dag.order, TopologicalOrder(graph, dag.raw_preds));
+  // Without node order: the unreduced rows, in a topological order.
+  Csr raw;
+  if (!forward) {
+    // Order first, then label and reduce in that order, and gather the
+    // rows by NodeId.
+    raw = CollectDependencies(graph);
+    WEFT_ASSIGN_OR_RETURN(dag.order, TopologicalOrder(graph, raw));
     pending.clear();
-    std::vector<uint8_t> kept(dag.raw_preds.items.size(), 1);
+    Reducer reducer(dag.reach, raw, n);
+    std::vector<uint8_t> kept(raw.items.size(), 1);
     for (int32_t i = 0; i < n; ++i) {
       const NodeId v = dag.order[i];
-      auto raw_row = dag.raw_preds.Row(v);
+      auto raw_row = raw.Row(v);
       const std::optional<uint32_t> redundant =
           reducer.Reduce(v, raw_row, dag.reach.Label(v, i, raw_row));
       if (!redundant.has_value()) pending.push_back(v);
       const uint32_t drop = redundant.value_or(0);
       for (size_t k = 0; drop != 0 && k < raw_row.size(); ++k) {
-        kept[dag.raw_preds.offsets[v] + k] = !((drop >> k) & 1);
+        kept[raw.offsets[v] + k] = !((drop >> k) & 1);
       }
     }
     std::sort(pending.begin(), pending.end());
     dag.preds.items.clear();
     dag.preds.offsets.assign(1, 0);
     for (NodeId v = 0; v < n; ++v) {
-      for (int32_t k = dag.raw_preds.offsets[v];
-           k < dag.raw_preds.offsets[v + 1]; ++k) {
-        if (kept[k]) dag.preds.items.push_back(dag.raw_preds.items[k]);
+      for (int32_t k = raw.offsets[v]; k < raw.offsets[v + 1]; ++k) {
+        if (kept[k]) dag.preds.items.push_back(raw.items[k]);
       }
       dag.preds.offsets.push_back(static_cast<int32_t>(dag.preds.items.size()));
     }
@@ -559,9 +568,12 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph,
   if (!pending.empty()) {
     // Some edges need more than the window and short searches: label the
     // intervals (kept in the index for later queries) and redo those rows.
-    dag.reach.set_intervals(
-        IntervalLabels(dag.raw_preds, dag.raw_preds.Transpose(n)));
-    ReachabilityQuery query(dag.reach, dag.raw_preds);
+    // In node order, dag.preds holds them whole (with every other row, in
+    // part reduced: the same reachability).
+    const Csr& rows = forward ? dag.preds : raw;
+    dag.reach.set_intervals(IntervalLabels(rows, rows.Transpose(n)));
+    ReachabilityQuery query(dag.reach, rows);
+    Reducer reducer(dag.reach, rows, n);
     Csr preds;
     ReserveHuge(preds.offsets, n + 1);
     ReserveHuge(preds.items, dag.preds.items.size());
@@ -569,13 +581,10 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph,
     for (NodeId v = 0; v < n; ++v) {
       if (next < pending.size() && pending[next] == v) {
         ++next;
-        reducer.ReduceExact(v, dag.raw_preds.Row(v), query, keep);
-        AppendKept(dag.raw_preds.Row(v), keep, preds);
+        reducer.ReduceExact(v, rows.Row(v), query, keep);
+        AppendKept(rows.Row(v), keep, preds);
       } else {
-        auto kept_row = dag.preds.Row(v);
-        preds.items.insert(preds.items.end(), kept_row.begin(),
-                           kept_row.end());
-        preds.offsets.push_back(static_cast<int32_t>(preds.items.size()));
+        preds.AppendRow(dag.preds.Row(v));
       }
     }
     dag.preds = std::move(preds);

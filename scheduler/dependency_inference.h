@@ -12,14 +12,15 @@
 // buffer since its last write are kept in linked lists in one pool) and,
 // as long as node order is topological (no `after` edge points forward),
 // labels the node in the reachability index (reachability.h) and reduces
-// its row at once: a predecessor within 64 positions is redundant if the
+// its row at once, in place (the unreduced rows are not kept): a
+// predecessor within 64 positions is redundant if the
 // window of another predecessor holds it (one bit test); a farther one u
 // is checked against the other predecessors w, by u's window where w lies
 // within 64 positions after u, otherwise by a short backward search. The
 // top cost levels follow in the same pass; one backward pass then builds
 // the successor rows and the bottom levels. An `after` edge pointing
-// forward costs a topological sort first (O(V log V + E)) and a second
-// pass in that order. Rows the window and short searches cannot settle
+// forward costs a second collection, a topological sort (O(V log V + E))
+// and a pass in that order. Rows the window and short searches cannot settle
 // (more than 16 predecessors, or searches past their budget) are redone
 // with interval labels (built only then) and a sorted range scan.
 // Near-linear on typical graphs; the worst case is O(V * E).
@@ -41,7 +42,6 @@ namespace weft::scheduler {
 struct Dag {
   Csr preds;      // direct predecessors, transitively reduced
   Csr succs;      // transpose of preds
-  Csr raw_preds;  // before reduction (same reachability; used by queries)
   std::vector<NodeId> order;  // a topological order: the issue order
   ReachabilityIndex reach;
 

@@ -79,7 +79,7 @@ StreamContext::StreamContext(const Graph& graph, const Dag& dag,
 ReachabilityQuery& StreamContext::query() {
   if (shared_query == nullptr) {
     shared_query = std::make_unique<ReachabilityQuery>(dag.reach,
-                                                       dag.raw_preds);
+                                                       dag.preds);
   }
   return *shared_query;
 }
