@@ -49,6 +49,11 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
         "plan.deps and plan.waits have ", plan.deps.rows(), " and ",
         plan.waits.rows(), " rows; the plan lists ", n, " nodes"));
   }
+  if (!plan.deps.WellFormed() || !plan.waits.WellFormed()) {
+    return absl::InvalidArgumentError(
+        "plan.deps or plan.waits: offsets must start at 0, never go down "
+        "and end at the item count");
+  }
   if (plan.num_events < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan.num_events is negative (", plan.num_events, ")"));

@@ -113,6 +113,16 @@ TEST(ValidatePlanTest, RejectsDependencyIssuedLater) {
   ExpectInvalid(plan, "dependency 1 is not issued before it");
 }
 
+TEST(ValidatePlanTest, RejectsMalformedRows) {
+  Plan plan = GoodPlan();
+  plan.waits.offsets = {0, 0, 3};  // one item, three claimed
+  ExpectInvalid(plan, "offsets must start at 0, never go down");
+  plan = GoodPlan();
+  plan.deps.offsets = {0, 1, 1};  // row 0 claims node 1's item
+  plan.deps.offsets[1] = 2;
+  ExpectInvalid(plan, "plan.deps or plan.waits");
+}
+
 TEST(ValidatePlanTest, RejectsListsOfTheWrongLength) {
   Plan plan = GoodPlan();
   plan.waits = Rows({{}});

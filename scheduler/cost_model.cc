@@ -643,6 +643,14 @@ absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
         absl::StrCat("the plan uses ", schedule.num_devices,
                      " devices; the simulation supports 1 to 63"));
   }
+  if (schedule.num_streams < 0 || schedule.num_events < 0) {
+    return absl::InternalError(absl::StrCat(
+        "the plan has ", schedule.num_streams, " streams and ",
+        schedule.num_events, " events"));
+  }
+  if (!schedule.waits.WellFormed()) {
+    return absl::InternalError("the plan's rows of waits are malformed");
+  }
   std::unique_ptr<Topology> owned;
   const Topology* topology = options.topology;
   if (topology == nullptr) {

@@ -417,6 +417,14 @@ TEST(SimulateScheduleTest, NamesTheFirstBadReference) {
          s.device[1] = 2;
        },
        "plan node 1 is on device 2"},
+      {[](Schedule& s) { s.num_events = -1; },
+       "the plan has 2 streams and -1 events"},
+      {[](Schedule& s) { s.num_streams = -2; },
+       "the plan has -2 streams and 1 events"},
+      {[](Schedule& s) { s.waits.offsets.back() += 2; },
+       "the plan's rows of waits are malformed"},
+      {[](Schedule& s) { s.waits.offsets[0] = 1; },
+       "the plan's rows of waits are malformed"},
   };
   for (const Case& c : cases) {
     Schedule s = ThreeNodeSchedule();

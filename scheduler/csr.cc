@@ -4,6 +4,18 @@
 
 namespace weft::scheduler {
 
+bool Csr::WellFormed() const {
+  if (offsets.empty() || offsets[0] != 0 ||
+      static_cast<size_t>(offsets.back()) != items.size()) {
+    return false;
+  }
+  bool monotone = true;
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    monotone &= offsets[i - 1] <= offsets[i];
+  }
+  return monotone;
+}
+
 Csr Csr::Transpose(int num_cols) const {
   Csr t;
   ReserveHuge(t.offsets, num_cols + 1);

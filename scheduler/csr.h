@@ -24,7 +24,11 @@ struct Csr {
     return absl::Span<const int32_t>(items.data() + offsets[i],
                                      offsets[i + 1] - offsets[i]);
   }
-  // Appends `row` as the next row.
+  // Whether the offsets start at 0, never go down and end at the item
+  // count: what Row needs. O(rows).
+  bool WellFormed() const;
+  // Appends `row` as the next row. REQUIRES: `row` is not in this list's
+  // own storage.
   void AppendRow(absl::Span<const int32_t> row) {
     items.insert(items.end(), row.begin(), row.end());
     offsets.push_back(static_cast<int32_t>(items.size()));

@@ -42,6 +42,22 @@ TEST(CsrTest, Transpose) {
   EXPECT_TRUE(succs.Row(3).empty());
 }
 
+TEST(CsrTest, WellFormed) {
+  EXPECT_TRUE(Csr().WellFormed());
+  EXPECT_TRUE(FromRows({{1, 2}, {}, {3}}).WellFormed());
+  Csr bad = FromRows({{1, 2}, {}, {3}});
+  bad.offsets[0] = 1;  // does not start at 0
+  EXPECT_FALSE(bad.WellFormed());
+  bad = FromRows({{1, 2}, {}, {3}});
+  bad.offsets[2] = 1;  // goes down
+  EXPECT_FALSE(bad.WellFormed());
+  bad = FromRows({{1, 2}, {}, {3}});
+  bad.items.pop_back();  // ends past the items
+  EXPECT_FALSE(bad.WellFormed());
+  bad.offsets.clear();  // no rows, not even the leading 0
+  EXPECT_FALSE(bad.WellFormed());
+}
+
 TEST(CsrTest, EqualityComparesRowsAndItems) {
   EXPECT_EQ(FromRows({{1}, {}}), FromRows({{1}, {}}));
   EXPECT_NE(FromRows({{1}, {}}), FromRows({{}, {1}}));

@@ -80,7 +80,8 @@ struct Plan {
   // The simulated times of the node at issue position i; all 0 when the
   // plan was not simulated.
   NodeEstimate Estimate(int i) const {
-    return estimates.empty() ? NodeEstimate() : estimates[i];
+    return static_cast<size_t>(i) < estimates.size() ? estimates[i]
+                                                     : NodeEstimate();
   }
   // Appends a node in issue order with its lists (how plans are built by
   // hand, e.g. in tests).

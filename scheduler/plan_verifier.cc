@@ -101,6 +101,9 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
                              plan.waits.rows(), " of waits for ", n,
                              " nodes"));
   }
+  if (!plan.deps.WellFormed() || !plan.waits.WellFormed()) {
+    return Fail("plan's rows of deps or waits are malformed");
+  }
   if (!plan.estimates.empty() &&
       static_cast<int>(plan.estimates.size()) != n) {
     return Fail(absl::StrCat("plan has ", plan.estimates.size(),

@@ -464,8 +464,12 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
     out->set_name(graph.node(pn.node).name);
     out->set_device(pn.device);
     out->set_stream(pn.stream);
-    for (NodeId d : plan.Deps(i)) out->add_deps(graph.node(d).name);
-    for (int e : plan.Waits(i)) out->add_wait_events(e);
+    if (static_cast<int>(i) < plan.deps.rows()) {
+      for (NodeId d : plan.Deps(i)) out->add_deps(graph.node(d).name);
+    }
+    if (static_cast<int>(i) < plan.waits.rows()) {
+      for (int e : plan.Waits(i)) out->add_wait_events(e);
+    }
     out->set_signal_event(pn.signal_event);
     if (pn.peer_stream >= 0) out->set_peer_stream(pn.peer_stream);
     if (i < plan.reasons.size()) out->set_reason(plan.reasons[i]);

@@ -25,7 +25,10 @@ absl::StatusOr<std::vector<StreamChoice>> AssignStreams(
     device[pn.node] = pn.device;
   }
   std::vector<int> copy_sources = CopySourceDevices(graph, dag.order, device);
-  StreamContext context(graph, dag, levels, std::move(device), options);
+  // The choices are this function's result.
+  StreamOptions recording = options;
+  recording.record_choices = true;
+  StreamContext context(graph, dag, levels, std::move(device), recording);
   context.peer_device = std::move(copy_sources);
   absl::Status status = RunStreamPipeline(context);
   if (!status.ok()) return status;

@@ -83,6 +83,15 @@ TEST(StreamAssignmentTest, ChainUsesOneStream) {
   EXPECT_EQ(a.choices[a.graph.FindNode("c")].related, a.graph.FindNode("b"));
 }
 
+TEST(StreamAssignmentTest, ReturnsChoicesWhateverTheOptionSays) {
+  GraphMaker m;
+  m.Buffer("x").Node("a", "x:w").Node("b", "x:rw");
+  Assigned a = Assign(m.Build(), {.record_choices = false});
+  ASSERT_EQ(a.choices.size(), 2u);
+  EXPECT_EQ(a.why("a"), Why::kNew);
+  EXPECT_EQ(a.why("b"), Why::kChain);
+}
+
 // src -> {b1, b2, b3} -> join; b2 is the most expensive branch.
 GraphMaker ForkJoin(double c1, double c2, double c3) {
   GraphMaker m;

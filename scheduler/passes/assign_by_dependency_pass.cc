@@ -228,7 +228,7 @@ class Walk {
     NodeId cur = v;
     while (true) {
       NodeId best = -1;
-      double best_bottom = -1;  // ranks are never negative
+      double best_bottom = -std::numeric_limits<double>::infinity();
       int32_t best_hops = 0;
       bool best_has_op = false;
       const uint64_t ops = tracks_[s].ops;

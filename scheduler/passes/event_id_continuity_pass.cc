@@ -18,6 +18,10 @@ absl::Status EventIdContinuityPass::Run(StreamContext& c) const {
   // the places waited on. Only if some event is not waited on are the
   // places numbered again without it: a monotone map, which keeps rows
   // sorted.
+  if (c.num_events < 0) {
+    return absl::InternalError(
+        absl::StrCat("negative event count ", c.num_events));
+  }
   const int32_t num_events = c.num_events;
   // By event; one more entry absorbs the stores of nodes without a signal.
   std::vector<int32_t> place(num_events + 1, -1);

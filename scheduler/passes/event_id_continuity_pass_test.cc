@@ -91,6 +91,16 @@ TEST(EventIdContinuityPassTest, RejectsAnEventSignalledTwice) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("signalled twice"));
 }
 
+TEST(EventIdContinuityPassTest, RejectsANegativeEventCount) {
+  PassFixture f(ForkJoin());
+  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
+  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
+  f.context().num_events = -1;
+  absl::Status s = f.Run(EventIdContinuityPass());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("negative event count"));
+}
+
 TEST(EventIdContinuityPassTest, RejectsAWaitOnAnUnknownEvent) {
   PassFixture f(ForkJoin());
   f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
