@@ -507,17 +507,24 @@ TEST_F(SimStreamTest, CallbackSynchronizingAnotherStreamDoesNotDeadlock) {
   EXPECT_GE(pool.threads(), 2);
 }
 
+// Blocks a worker in a callback of `a` until a callback of `b` runs, and
+// waits for both streams: with one worker to start with, only a worker the
+// pool adds can run b's.
+void BlockOnAnotherStream(SimStream& a, SimStream& b) {
+  absl::Notification from_b;
+  a.EnqueueCallback([&](absl::Status) { from_b.WaitForNotification(); });
+  b.EnqueueCallback([&](absl::Status) { from_b.Notify(); });
+  ASSERT_TRUE(a.Synchronize().ok());
+  ASSERT_TRUE(b.Synchronize().ok());
+}
+
 // Host code that blocks without the pool knowing (here a callback waiting
 // for another stream's callback) stalls the queue; the pool adds a worker.
 TEST_F(SimStreamTest, BlockedWorkersAreReplacedAfterAStall) {
   SimWorkerPool pool(1);
   SimStream a("a", &unpaced_, nullptr, &pool);
   SimStream b("b", &unpaced_, nullptr, &pool);
-  absl::Notification from_b;
-  a.EnqueueCallback([&](absl::Status) { from_b.WaitForNotification(); });
-  b.EnqueueCallback([&](absl::Status) { from_b.Notify(); });
-  ASSERT_TRUE(a.Synchronize().ok());
-  ASSERT_TRUE(b.Synchronize().ok());
+  BlockOnAnotherStream(a, b);
   EXPECT_GE(pool.threads(), 2);
 }
 
@@ -532,11 +539,7 @@ TEST_F(SimStreamTest, StreamQueuedBehindABlockedWorkerGetsAnother) {
     SimStream b("b", &unpaced_, nullptr, &pool);
     a.Enqueue(Lasting(0));
     ASSERT_TRUE(a.Synchronize().ok());  // the pool is idle again
-    absl::Notification from_b;
-    a.EnqueueCallback([&](absl::Status) { from_b.WaitForNotification(); });
-    b.EnqueueCallback([&](absl::Status) { from_b.Notify(); });
-    ASSERT_TRUE(a.Synchronize().ok());
-    ASSERT_TRUE(b.Synchronize().ok());
+    BlockOnAnotherStream(a, b);
     EXPECT_GE(pool.threads(), 2);
   }
 }

@@ -81,44 +81,45 @@ TEST(EventIdContinuityPassTest, SortsLongRows) {
   EXPECT_EQ(f.waits("join"), expected);
 }
 
-TEST(EventIdContinuityPassTest, RejectsAnEventSignalledTwice) {
+// Plans the fork-join's events on three streams, lets `spoil` break what
+// they say, and runs the pass.
+absl::Status RunOnSpoiledEvents(void (*spoil)(PassFixture&)) {
   PassFixture f(ForkJoin());
   f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
-  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
-  f.context().signal[f.id("b2")] = f.context().signal[f.id("b1")];
-  absl::Status s = f.Run(EventIdContinuityPass());
+  absl::Status planned = f.Run(InsertEventsPass());
+  if (!planned.ok()) return planned;
+  spoil(f);
+  return f.Run(EventIdContinuityPass());
+}
+
+TEST(EventIdContinuityPassTest, RejectsAnEventSignalledTwice) {
+  absl::Status s = RunOnSpoiledEvents([](PassFixture& f) {
+    f.context().signal[f.id("b2")] = f.context().signal[f.id("b1")];
+  });
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("signalled twice"));
 }
 
 TEST(EventIdContinuityPassTest, RejectsANegativeEventCount) {
-  PassFixture f(ForkJoin());
-  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
-  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
-  f.context().num_events = -1;
-  absl::Status s = f.Run(EventIdContinuityPass());
+  absl::Status s = RunOnSpoiledEvents(
+      [](PassFixture& f) { f.context().num_events = -1; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("negative event count"));
 }
 
 TEST(EventIdContinuityPassTest, RejectsAWaitOnAnUnknownEvent) {
-  PassFixture f(ForkJoin());
-  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
-  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
-  // join is issued last: its row ends the list.
-  f.context().waits.items.push_back(f.context().num_events);
-  ++f.context().waits.offsets.back();
-  absl::Status s = f.Run(EventIdContinuityPass());
+  absl::Status s = RunOnSpoiledEvents([](PassFixture& f) {
+    // join is issued last: its row ends the list.
+    f.context().waits.items.push_back(f.context().num_events);
+    ++f.context().waits.offsets.back();
+  });
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("unknown event"));
 }
 
 TEST(EventIdContinuityPassTest, RejectsAWaitOnAnEventNothingSignals) {
-  PassFixture f(ForkJoin());
-  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
-  ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
-  f.context().signal[f.id("b1")] = -1;
-  absl::Status s = f.Run(EventIdContinuityPass());
+  absl::Status s = RunOnSpoiledEvents(
+      [](PassFixture& f) { f.context().signal[f.id("b1")] = -1; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("nothing signals"));
 }
