@@ -72,6 +72,9 @@ struct KernelLaunch {
   std::string op;
   std::vector<KernelArg> args;
   double cost_us = 0;  // the node's estimated cost; `spin` runs this long
+  // The share of the device the kernel keeps busy (scheduler/occupancy.h);
+  // simulated devices run kernels side by side while their units fit.
+  int32_t occupancy_units = scheduler::kOccupancyUnits;
   // User kernels only. Not owned; they point into the job's Graph and need
   // stay valid only during the Launch call (a backend copies what it keeps).
   const scheduler::KernelSpec* user_kernel = nullptr;

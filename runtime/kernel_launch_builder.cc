@@ -11,6 +11,7 @@ KernelLaunch BuildKernelLaunch(
   KernelLaunch launch;
   launch.op = node.op;
   launch.cost_us = node.cost_us;
+  launch.occupancy_units = scheduler::OccupancyUnits(node.occupancy);
   if (node.kernel.has_value()) {
     launch.user_kernel = &*node.kernel;
     launch.module = &graph.module(node.kernel->module);

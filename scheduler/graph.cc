@@ -87,6 +87,7 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
   after_offsets_.push_back(0);
   engines_.reserve(n);
   costs_.reserve(n);
+  occupancy_units_.reserve(n);
   labelled_.reserve(n);
   pins_.reserve(n);
   op_ids_.reserve(n);
@@ -102,6 +103,7 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
     after_offsets_.push_back(static_cast<int32_t>(after_.size()));
     engines_.push_back(node.engine);
     costs_.push_back(node.cost_us);
+    occupancy_units_.push_back(OccupancyUnits(node.occupancy));
     labelled_.push_back(node.stream_label.empty() ? 0 : 1);
     pins_.push_back(node.device.has_value() ? *node.device : -1);
     // Neighbouring nodes often share an op: compare before hashing.

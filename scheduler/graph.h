@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "scheduler/occupancy.h"
 
 namespace weft::scheduler {
 
@@ -95,6 +96,9 @@ struct NodeSpec {
   std::string stream_label;
   Engine engine = Engine::kCompute;
   double cost_us = 0;
+  // Fraction of its device the node fills while it runs, in (0, 1]
+  // (weft.v1.Cost.occupancy; 1 when unset).
+  double occupancy = 1.0;
   std::optional<int> device;  // pinned device
 };
 
@@ -147,6 +151,9 @@ class Graph {
   }
   Engine engine(NodeId id) const { return engines_[id]; }
   double cost_us(NodeId id) const { return costs_[id]; }
+  // Device share of node `id` in units of kOccupancyUnits (occupancy.h):
+  // at least 1, kOccupancyUnits for a node that fills its device.
+  int32_t occupancy_units(NodeId id) const { return occupancy_units_[id]; }
   bool has_label(NodeId id) const { return labelled_[id] != 0; }
   // The device `id` is pinned to, or -1.
   int pin(NodeId id) const { return pins_[id]; }
@@ -170,6 +177,7 @@ class Graph {
   std::vector<NodeId> after_;
   std::vector<Engine> engines_;
   std::vector<double> costs_;
+  std::vector<int32_t> occupancy_units_;
   std::vector<uint8_t> labelled_;
   std::vector<int32_t> pins_;
   std::vector<int32_t> op_ids_;

@@ -437,6 +437,23 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
                      absl::StrCat("cost must not be negative, got ", cost));
     }
     spec.cost_us = cost;
+    const double occupancy = n.cost().occupancy();
+    if (!(occupancy >= 0 && occupancy <= 1)) {
+      return Invalid(field + ".cost.occupancy",
+                     absl::StrCat("occupancy must be in [0, 1] (0: the "
+                                  "default 1, a kernel that fills the "
+                                  "device), got ",
+                                  occupancy));
+    }
+    if (occupancy > 0 && (spec.engine == Engine::kCopy ||
+                          spec.engine == Engine::kHost) &&
+        occupancy != 1) {
+      return Invalid(field + ".cost.occupancy",
+                     absl::StrCat("only COMPUTE and COLLECTIVE nodes share a "
+                                  "device by occupancy; this node runs on the ",
+                                  EngineName(spec.engine), " engine"));
+    }
+    spec.occupancy = occupancy > 0 ? occupancy : 1.0;
     if (n.has_device()) {
       if (n.device() < 0 || n.device() >= limits.num_devices) {
         return Invalid(field + ".device",
