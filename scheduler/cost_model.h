@@ -2,36 +2,42 @@
 //
 // Costs are NodeSpec::cost_us, each node's estimated time with its engine
 // to itself. CostLevels are static: they look at dependencies only.
-// SimulatePlan is a deterministic discrete-event simulation of a Plan:
+// SimulatePlan runs a Plan on a model of the machine, issuing its nodes in
+// plan order exactly as the executor (runtime/job.h) issues them to a
+// backend, and booking each piece of work as the simulated backend
+// (runtime/sim) books it, so that a plan's estimate is what a simulated
+// device runs:
 //
-//   - every logical stream is a FIFO: a node starts only after the node
-//     before it on its stream has finished;
-//   - a node starts only after the signalling node of each event it waits
-//     on has finished;
-//   - inputs move at the topology's bandwidth (topology.h): when a node
-//     reaches the head of its stream with its waits satisfied, every buffer
-//     it reads that is not up to date on its device is copied there from
-//     the device that wrote it last (the host for initial data; a zero- or
-//     fill-initialized buffer is created in place for free), occupying one
-//     of the device's copy engines, before the node runs. A write leaves
-//     the buffer up to date on the writer's device only;
-//   - each device runs at most max_concurrent_kernels COMPUTE or COLLECTIVE
-//     nodes at a time and copy_engines_per_device copies (transfers and
-//     COPY nodes) at a time; HOST nodes run on the host and are limited only
-//     by their streams;
-//   - among nodes waiting for the same unit, the one issued first starts
-//     first; all completions at one instant are applied before anything
-//     new starts;
-//   - a copy between devices (a node with a peer stream) is at the head of
-//     both of its streams before it starts, and holds both streams and a
-//     copy engine on each of the two devices while it runs; its inputs up
-//     to date on the peer device need no transfer first (the copy itself
-//     reads them there).
+//   - every logical stream is a FIFO: work is ready once the work before
+//     it on its stream and the events it waits on have finished (a wait on
+//     an event whose node is issued later is an error);
+//   - before a node runs, each buffer it uses (in argument order, each
+//     once) is made current in its memory (its device, or the host for a
+//     HOST node) on the node's stream: a buffer that exists nowhere yet is
+//     created there (an upload from the host for initial data; zero- and
+//     fill-initialized buffers are free), one current there already is
+//     waited for if another stream readied it, and otherwise it is copied
+//     from the memory of its latest writer, taking bytes / bandwidth from
+//     the topology (topology.h). A write leaves the buffer current only
+//     where it was written;
+//   - each device has one kernel capacity (occupancy.h): COMPUTE and
+//     COLLECTIVE nodes share it by occupancy, at most
+//     max_concurrent_kernels at a time; and three copy engines, each
+//     running copy_engines_per_device copies at a time: host-to-device
+//     (uploads into the device), device-to-host (downloads from it) and
+//     device-to-device (copies into it from another device, and COPY nodes
+//     on it). HOST nodes run on the host, limited only by their streams;
+//   - a copy between devices (a node with a peer stream) starts after the
+//     work issued before it on its peer stream, and work issued later there
+//     runs after it;
+//   - every kernel and copy is booked in issue order, at the earliest time
+//     at or after it is ready at which its unit has room for its whole
+//     duration, filling gaps left by earlier bookings;
+//   - once every node is issued, each output buffer last written on a
+//     device is downloaded to the host (in buffer order), after the work of
+//     the stream that wrote it. The makespan ends with the last of them.
 //
-// So the makespan is never below the critical path (every dependency is
-// honoured and transfers only add time) nor below the device work divided
-// by the devices' kernel slots: the plan's lower bound
-// max(critical path, device work / (devices * max_concurrent_kernels)).
+// So the makespan is never below the plan's lower bound (lower_bound.h).
 #ifndef WEFT_SCHEDULER_COST_MODEL_H_
 #define WEFT_SCHEDULER_COST_MODEL_H_
 
@@ -46,15 +52,14 @@
 
 namespace weft::scheduler {
 
-// max(critical path, device work / (num_devices * kernels_per_device)).
-double LowerBound(const CostLevels& levels, int num_devices,
-                  int kernels_per_device = 1);
-
 struct SimulationOptions {
   // Not owned; null: Topology::Default(plan->num_devices).
   const Topology* topology = nullptr;
-  int max_concurrent_kernels = 1;
-  int copy_engines_per_device = 2;
+  // Kernels one device runs at once (its hardware work queues), however
+  // small their occupancy.
+  int max_concurrent_kernels = 32;
+  // Copies each copy engine of a device runs at once.
+  int copy_engines_per_device = 1;
   // False: data is everywhere at no cost.
   bool model_transfers = true;
 };
@@ -88,8 +93,8 @@ absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
                               ScheduleTimes* times);
 
 // Fills plan->estimates (a NodeEstimate per planned node) and
-// plan->estimated_makespan_us. O((V + W + A) log V)
-// for W event waits and A buffer arguments. INTERNAL if the plan is
+// plan->estimated_makespan_us. O(V + W + A) bookings for W event waits
+// and A buffer arguments, each a search of its unit's timeline. INTERNAL if the plan is
 // malformed or cannot run to completion; INVALID_ARGUMENT if the topology
 // has fewer devices than the plan.
 absl::Status SimulatePlan(const Graph& graph, Plan* plan,

@@ -14,6 +14,7 @@
 #include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
 #include "scheduler/huge_pages.h"
+#include "scheduler/lower_bound.h"
 #include "scheduler/passes/split_streams_pass.h"
 #include "scheduler/passes/stream_context.h"
 #include "scheduler/passes/stream_pipeline.h"
@@ -311,8 +312,12 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   plan.num_events = streams.num_events;
   plan.estimated_makespan_us = times.makespan_us;
   plan.critical_path_us = levels.critical_path_us;
-  plan.lower_bound_us = LowerBound(levels, options.num_devices,
-                                   options.max_concurrent_kernels);
+  LowerBoundOptions bound;
+  bound.num_devices = options.num_devices;
+  bound.topology = &topology;
+  bound.max_concurrent_kernels = options.max_concurrent_kernels;
+  bound.copy_engines_per_device = options.copy_engines_per_device;
+  plan.lower_bound_us = ComputeLowerBound(graph, dag, bound).bound_us;
   plan.streams.reserve(streams.streams.size());
   for (size_t s = 0; s < streams.streams.size(); ++s) {
     const LogicalStream& ls = streams.streams[s];

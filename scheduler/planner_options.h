@@ -17,6 +17,7 @@ enum class DevicePolicyKind {
   kMinMinTransferTime,
   kMinMaxTransferTime,
   kMinFinishTime,
+  kLookaheadFinishTime,
 };
 
 enum class StreamMode { kMulti, kSingle };
@@ -45,11 +46,11 @@ struct PlannerOptions {
   // records or waits on) per stream before the rest moves to a new stream;
   // 0: no limit, else at least 3.
   int max_nodes_per_stream = 65536;
-  // The cost model's machine: kernels one device runs at once (a kernel's
-  // cost is its time with the device to itself, so 1 keeps the lower bound
-  // tight) and copy engines per device.
-  int max_concurrent_kernels = 1;
-  int copy_engines_per_device = 2;
+  // The cost model's machine (cost_model.h): kernels one device runs at
+  // once, however small their occupancy (the simulated device's kernel
+  // slots), and copies each copy engine of a device runs at once.
+  int max_concurrent_kernels = 32;
+  int copy_engines_per_device = 1;
   // Fill Plan::reasons (one line per node on why its device and stream).
   // Costs a string per node; planning is faster without.
   bool explain = true;

@@ -81,9 +81,10 @@ TEST(PlannerTest, PlansAForkJoinOnOneDevice) {
   EXPECT_EQ(plan->streams.size(), 2u);
   EXPECT_EQ(plan->num_events, 2);
   EXPECT_EQ(plan->critical_path_us, 13);
-  // One device runs one kernel at a time: all 17 us of work in sequence.
+  // One device runs one full kernel at a time: all 17 us of work in
+  // sequence, then `out` (4 bytes) goes back to the host.
   EXPECT_EQ(plan->lower_bound_us, 17);
-  EXPECT_EQ(plan->estimated_makespan_us, 17);
+  EXPECT_DOUBLE_EQ(plan->estimated_makespan_us, 17 + 4 / 25e3);
   EXPECT_THAT(plan->reasons[0], HasSubstr("device 0 (round robin)"));
   EXPECT_THAT(plan->reasons[0], HasSubstr("new stream 0"));
   EXPECT_THAT(plan->reasons[1], HasSubstr("continues after 'init'"));
@@ -101,7 +102,7 @@ TEST(PlannerTest, PlansAForkJoinOnOneDevice) {
   EXPECT_EQ(proto.num_events(), 2);
   EXPECT_EQ(proto.critical_path_us(), 13);
   EXPECT_EQ(proto.lower_bound_us(), 17);
-  EXPECT_EQ(proto.estimated_makespan_us(), 17);
+  EXPECT_DOUBLE_EQ(proto.estimated_makespan_us(), 17 + 4 / 25e3);
   EXPECT_EQ(proto.nodes(3).estimated_end_us(), 17);
   EXPECT_EQ(proto.num_devices(), 1);
 }

@@ -64,6 +64,7 @@ Graph GraphMaker::Build() const {
     spec.stream_label = p.options.label;
     spec.engine = p.options.engine;
     spec.cost_us = p.options.cost;
+    spec.occupancy = p.options.occupancy;
     spec.device = p.options.device;
     nodes.push_back(std::move(spec));
   }

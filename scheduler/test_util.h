@@ -25,6 +25,7 @@ struct NodeOptions {
   std::string label;
   Engine engine = Engine::kCompute;
   double cost = 1;
+  double occupancy = 1.0;
   std::optional<int> device;
   std::string op = "spin";
 };

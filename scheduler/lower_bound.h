@@ -1,0 +1,59 @@
+// The plan's lower bound: a makespan no schedule of a graph can beat on the
+// cost model's machine (cost_model.h), whatever its devices, streams and
+// order.
+//
+// It is the largest of:
+//   - the critical path with compulsory transfers: a node starts only
+//     after its predecessors have finished, and after the host data it uses
+//     has reached a device (a buffer with initial data takes at least its
+//     bytes over the fastest host link; several of them together at least
+//     their sum over all the devices' upload engines); an output buffer
+//     last written on a device reaches the host only after its writer has
+//     finished and its bytes have crossed the fastest link to the host;
+//   - the occupancy-weighted kernel work spread over the devices (a kernel
+//     of occupancy o keeps o of a device busy for its cost), and at most
+//     max_concurrent_kernels kernels run on a device at once;
+//   - kernels that fill more than half a device never overlap one another
+//     on a device: among the j x devices + 1 longest of them some device
+//     runs j + 1 one after the other;
+//   - the work of the copy engines: COPY nodes on the devices'
+//     device-to-device engines, and every host buffer a device uses
+//     uploaded at least once over the upload engines.
+//
+// O(V + E + A) plus a sort of the long kernels' costs, for A buffer uses.
+#ifndef WEFT_SCHEDULER_LOWER_BOUND_H_
+#define WEFT_SCHEDULER_LOWER_BOUND_H_
+
+#include "scheduler/dependency_inference.h"
+#include "scheduler/graph.h"
+#include "scheduler/topology.h"
+
+namespace weft::scheduler {
+
+struct LowerBoundOptions {
+  int num_devices = 1;
+  // Not owned; null: Topology::Default(num_devices).
+  const Topology* topology = nullptr;
+  int max_concurrent_kernels = 32;
+  int copy_engines_per_device = 1;
+  // False: data is everywhere at no cost (no transfer terms).
+  bool model_transfers = true;
+};
+
+// The terms above, apart, and their maximum.
+struct LowerBoundTerms {
+  double critical_path_us = 0;  // with compulsory transfers
+  double kernel_work_us = 0;    // occupancy-weighted, over the devices
+  double long_kernels_us = 0;   // kernels that cannot share a device
+  double copy_work_us = 0;      // copy engines
+  double bound_us = 0;          // the largest
+};
+
+// REQUIRES: `dag` is InferDependencies(graph); options.num_devices >= 1
+// and the topology (if any) describes at least that many devices.
+LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
+                                  const LowerBoundOptions& options);
+
+}  // namespace weft::scheduler
+
+#endif  // WEFT_SCHEDULER_LOWER_BOUND_H_

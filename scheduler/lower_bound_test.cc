@@ -1,0 +1,198 @@
+#include "scheduler/lower_bound.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "scheduler/cost_model.h"
+#include "scheduler/dependency_inference.h"
+#include "scheduler/planner.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler {
+namespace {
+
+using testing::GraphMaker;
+
+LowerBoundTerms BoundOf(const Graph& g, int devices) {
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  EXPECT_TRUE(dag.ok()) << dag.status();
+  LowerBoundOptions options;
+  options.num_devices = devices;
+  return ComputeLowerBound(g, *dag, options);
+}
+
+TEST(LowerBoundTest, CriticalPathAndWork) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z");
+  m.Node("a", "x:w", {.cost = 4});
+  m.Node("b", "x:r y:w", {.cost = 6});
+  m.Node("c", "z:w", {.cost = 8});
+  Graph g = m.Build();
+  EXPECT_EQ(BoundOf(g, 1).critical_path_us, 10);
+  EXPECT_EQ(BoundOf(g, 1).kernel_work_us, 18);
+  EXPECT_EQ(BoundOf(g, 1).bound_us, 18);
+  EXPECT_EQ(BoundOf(g, 2).bound_us, 10);
+}
+
+TEST(LowerBoundTest, WorkIsWeightedByOccupancy) {
+  GraphMaker m;
+  m.Buffer("x");
+  for (int i = 0; i < 8; ++i) {
+    m.Node(absl::StrCat("q", i), "x:r", {.cost = 10, .occupancy = 0.25});
+  }
+  Graph g = m.Build();
+  EXPECT_EQ(BoundOf(g, 1).kernel_work_us, 20);  // 8 x 10 x 1/4
+  EXPECT_EQ(BoundOf(g, 2).kernel_work_us, 10);
+  EXPECT_EQ(BoundOf(g, 1).long_kernels_us, 0);
+}
+
+TEST(LowerBoundTest, LongKernelsCannotShareADevice) {
+  // Ten independent full kernels on four devices: some device runs three.
+  GraphMaker m;
+  m.Buffer("x");
+  for (int i = 0; i < 10; ++i) m.Node(absl::StrCat("k", i), "x:r", {.cost = 5});
+  Graph g = m.Build();
+  EXPECT_EQ(BoundOf(g, 4).kernel_work_us, 12.5);
+  EXPECT_EQ(BoundOf(g, 4).long_kernels_us, 15);
+  EXPECT_EQ(BoundOf(g, 4).bound_us, 15);
+  EXPECT_EQ(BoundOf(g, 5).bound_us, 10);
+  EXPECT_EQ(BoundOf(g, 10).bound_us, 5);
+}
+
+TEST(LowerBoundTest, HostDataMustComeUp) {
+  std::vector<BufferSpec> buffers(3);
+  for (int b = 0; b < 3; ++b) {
+    buffers[b].name = absl::StrCat("in", b);
+    buffers[b].size_bytes = 2500000;  // 100 us at 25 GB/s
+    buffers[b].init = BufferSpec::Init::kData;
+  }
+  buffers[2].init = BufferSpec::Init::kZero;
+  buffers[2].output = true;
+  std::vector<NodeSpec> nodes(1);
+  nodes[0].name = "sum";
+  nodes[0].op = "spin";
+  nodes[0].cost_us = 10;
+  nodes[0].args = {BufferUse{0, Access::kRead}, BufferUse{1, Access::kRead},
+                   BufferUse{2, Access::kWrite}};
+  Graph g("up", std::move(buffers), std::move(nodes));
+  // One device: both inputs over its one upload engine, then the output
+  // back down.
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).critical_path_us, 200 + 10 + 100);
+  // Two devices: the uploads may go over both engines at once.
+  EXPECT_DOUBLE_EQ(BoundOf(g, 2).critical_path_us, 100 + 10 + 100);
+}
+
+// A random DAG of every engine, occupancy, size and initialization.
+Graph RandomGraph(std::mt19937& rng, int num_nodes) {
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<BufferSpec> buffers;
+  const int inputs = 1 + static_cast<int>(rng() % 4);
+  for (int i = 0; i < inputs + num_nodes; ++i) {
+    BufferSpec b;
+    b.name = absl::StrCat("b", i);
+    b.size_bytes = uint64_t{1} << (6 + rng() % 20);
+    if (i < inputs) {
+      b.init = BufferSpec::Init::kData;
+      b.data = "x";
+    }
+    b.output = unit(rng) < 0.2;
+    buffers.push_back(b);
+  }
+  std::vector<NodeSpec> nodes(num_nodes);
+  for (int i = 0; i < num_nodes; ++i) {
+    NodeSpec& n = nodes[i];
+    n.name = absl::StrCat("n", i);
+    n.op = "spin";
+    const double e = unit(rng);
+    n.engine = e < 0.75   ? Engine::kCompute
+               : e < 0.85 ? Engine::kCopy
+               : e < 0.95 ? Engine::kHost
+                          : Engine::kCollective;
+    n.cost_us = unit(rng) < 0.05 ? 0 : 1 + unit(rng) * 200;
+    if (n.engine == Engine::kCompute || n.engine == Engine::kCollective) {
+      n.occupancy = unit(rng) < 0.5 ? 1.0 : 0.05 + 0.95 * unit(rng);
+    }
+    const int reads = static_cast<int>(rng() % 3);
+    for (int r = 0; r < reads; ++r) {
+      const int b = static_cast<int>(rng() % (inputs + i));
+      n.args.push_back(BufferUse{b, Access::kRead});
+    }
+    // Write a buffer of its own, or sometimes one written before.
+    const int w = unit(rng) < 0.8 ? inputs + i
+                                  : static_cast<int>(rng() % (inputs + i + 1));
+    n.args.push_back(
+        BufferUse{w, unit(rng) < 0.5 ? Access::kWrite : Access::kReadWrite});
+  }
+  return Graph("random", std::move(buffers), std::move(nodes));
+}
+
+// The simulated makespan of a plan of any policy on 1 to 8 devices is
+// never below the bound, and the bound is at least the plain critical
+// path.
+TEST(LowerBoundPropertyTest, NoPlanBeatsTheBound) {
+  std::mt19937 rng(2026);
+  int plans = 0;
+  int tight = 0;
+  for (int round = 0; round < 1500; ++round) {
+    Graph g = RandomGraph(rng, 2 + static_cast<int>(rng() % 40));
+    const int devices = 1 << (rng() % 4);
+    PlannerOptions options;
+    options.num_devices = devices;
+    options.device_policy =
+        static_cast<DevicePolicyKind>(rng() % 7);
+    options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
+    options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
+    options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    if (!plan.ok() &&
+        options.device_policy == DevicePolicyKind::kLookaheadFinishTime) {
+      continue;
+    }
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ++plans;
+    EXPECT_GE(plan->lower_bound_us, plan->critical_path_us - 1e-9);
+    EXPECT_GE(plan->estimated_makespan_us,
+              plan->lower_bound_us * (1 - 1e-12) - 1e-9)
+        << "round " << round << " on " << devices << " devices, policy "
+        << static_cast<int>(options.device_policy);
+    if (plan->estimated_makespan_us <= plan->lower_bound_us * 1.0001) ++tight;
+  }
+  EXPECT_GT(plans, 1000);
+  // The bound is not vacuous: some plans reach it.
+  EXPECT_GT(tight, plans / 20);
+}
+
+// Wide graphs of independent kernels, some of which can share a device:
+// the long-kernel term must count only kernels that cannot.
+TEST(LowerBoundPropertyTest, WideGraphsOfMixedOccupancy) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> unit(0, 1);
+  for (int round = 0; round < 300; ++round) {
+    GraphMaker m;
+    m.Buffer("x");
+    const int width = 2 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < width; ++i) {
+      const double occupancy = unit(rng) < 0.3 ? 1.0 : 0.26 + 0.24 * unit(rng);
+      m.Node(absl::StrCat("k", i), "x:r",
+             {.cost = 1 + 99 * unit(rng), .occupancy = occupancy});
+    }
+    Graph g = m.Build();
+    PlannerOptions options;
+    options.num_devices = 1 + static_cast<int>(rng() % 4);
+    options.device_policy = DevicePolicyKind::kMinFinishTime;
+    options.max_streams_per_device = 32;
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_GE(plan->estimated_makespan_us,
+              plan->lower_bound_us * (1 - 1e-12) - 1e-9)
+        << "round " << round;
+  }
+}
+
+}  // namespace
+}  // namespace weft::scheduler

@@ -1,0 +1,379 @@
+// Schedule quality: how close the planner's schedules come to the lower
+// bound, and how they speed up with more devices.
+//
+// Plans every graph of AllScheduleCases (benchmark_graphs.h: GrCUDA's
+// benchmark DAGs, fork/joins, random layered DAGs) on 1, 2, 4 and 8
+// simulated devices (Topology::Default: 25 GB/s host links, 32 kernel slots
+// per device) with every device policy, and with the planner's default
+// options. For each plan it takes the cost model's simulated makespan over
+// the plan's lower bound (max(critical path, device work / kernel slots);
+// transfers are not in the bound, so uploads alone keep some ratios above
+// 1). It prints:
+//
+//   - the ratio per case, device count and policy ("n/a": a policy the
+//     planner does not offer yet; "err": planning failed, see stderr);
+//   - per policy, the mean and the worst ratio and how many plans are
+//     within 1.05x of the bound;
+//   - with the default options, each case's speedup on n devices over one
+//     device (makespan(1) / makespan(n)) and the geometric means over
+//     GrCUDA's multi-GPU cases and over all cases, beside the means GrCUDA
+//     published for 2, 4 and 8 V100s.
+//
+//   bazel run -c opt //scheduler:schedule_quality_bench
+//   bazel run -c opt //scheduler:schedule_quality_bench -- [--csv]
+//       [--cases=SUBSTRING] [--devices=1,2,4,8]
+//
+// --cases keeps the cases whose name contains SUBSTRING (e.g. "B9M");
+// --devices sets the device counts (speedups need 1 among them); --csv
+// prints the same figures as comma-separated rows tagged ratio, summary,
+// speedup and speedup_mean.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "scheduler/benchmark_graphs.h"
+#include "scheduler/device_policy.h"
+#include "scheduler/planner.h"
+#include "scheduler/topology.h"
+
+namespace weft::scheduler {
+namespace {
+
+// The simulated device's kernel slots.
+constexpr int kKernelSlots = 32;
+// A plan this close to its lower bound counts as good.
+constexpr double kNearBound = 1.05;
+
+struct Flags {
+  std::string cases;
+  std::vector<int> devices = {1, 2, 4, 8};
+  bool csv = false;
+};
+
+bool ParseDevices(absl::string_view list, std::vector<int>& devices) {
+  devices.clear();
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    int n = 0;
+    // Counts beyond the planner's limit show as "err".
+    if (!absl::SimpleAtoi(item, &n) || n < 1) return false;
+    devices.push_back(n);
+  }
+  std::sort(devices.begin(), devices.end());
+  devices.erase(std::unique(devices.begin(), devices.end()), devices.end());
+  return !devices.empty();
+}
+
+bool ParseFlags(int argc, char** argv, Flags& flags) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--cases=")) {
+      flags.cases = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "--devices=")) {
+      if (!ParseDevices(arg, flags.devices)) return false;
+    } else if (arg == "--csv") {
+      flags.csv = true;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// One column of the tables: the default options, or one policy.
+struct Column {
+  std::string name;
+  std::optional<DevicePolicyKind> policy;  // empty: the defaults
+  bool available = true;
+};
+
+std::vector<Column> Columns() {
+  // Short names, in DevicePolicyKind order.
+  const char* const kNames[] = {"rr",     "stream", "minsize",  "minmin",
+                                "minmax", "finish", "lookahead"};
+  std::vector<Column> columns = {{"default", std::nullopt, true}};
+  constexpr int kLast = static_cast<int>(DevicePolicyKind::kLookaheadFinishTime);
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kLast + 1);
+  for (int k = 0; k <= kLast; ++k) {
+    const auto kind = static_cast<DevicePolicyKind>(k);
+    // A policy still being written has no implementation yet.
+    columns.push_back({kNames[k], kind, CreateDevicePolicy(kind).ok()});
+  }
+  return columns;
+}
+
+PlannerOptions OptionsFor(const Column& column, int devices) {
+  PlannerOptions options;
+  options.num_devices = devices;
+  options.max_concurrent_kernels = kKernelSlots;
+  options.topology = Topology::Default(devices);
+  if (column.policy.has_value()) {
+    options.device_policy = *column.policy;
+    options.explain = false;
+    options.simulate = true;
+  }
+  return options;
+}
+
+struct Outcome {
+  bool ok = false;
+  double makespan_us = 0;
+  double lower_bound_us = 0;
+  double ratio() const { return makespan_us / lower_bound_us; }
+};
+
+// outcomes[case][device index][column].
+using Outcomes = std::vector<std::vector<std::vector<Outcome>>>;
+
+Outcome PlanOne(const BenchmarkCase& c, const Column& column, int devices) {
+  Outcome outcome;
+  if (!column.available) return outcome;
+  absl::StatusOr<Plan> plan = PlanGraph(c.graph, OptionsFor(column, devices));
+  if (!plan.ok()) {
+    std::fprintf(stderr, "%s, %d devices, %s: %s\n", c.name.c_str(), devices,
+                 column.name.c_str(), plan.status().ToString().c_str());
+    return outcome;
+  }
+  outcome.ok = plan->lower_bound_us > 0;
+  outcome.makespan_us = plan->estimated_makespan_us;
+  outcome.lower_bound_us = plan->lower_bound_us;
+  return outcome;
+}
+
+Outcomes PlanAll(const std::vector<BenchmarkCase>& cases,
+                 const std::vector<Column>& columns, const Flags& flags) {
+  Outcomes outcomes(cases.size());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int devices : flags.devices) {
+      std::vector<Outcome>& row = outcomes[c].emplace_back();
+      for (const Column& column : columns) {
+        row.push_back(PlanOne(cases[c], column, devices));
+      }
+    }
+  }
+  return outcomes;
+}
+
+std::string Cell(const Column& column, const Outcome& outcome) {
+  if (!column.available) return "n/a";
+  if (!outcome.ok) return "err";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", outcome.ratio());
+  return text;
+}
+
+void PrintRatios(const std::vector<BenchmarkCase>& cases,
+                 const std::vector<Column>& columns, const Flags& flags,
+                 const Outcomes& outcomes) {
+  if (flags.csv) {
+    std::printf("ratio,case,devices,column,makespan_us,lower_bound_us,ratio\n");
+  } else {
+    std::printf("makespan / lower bound (%d kernel slots per device)\n",
+                kKernelSlots);
+    std::printf("%-18s %4s", "case", "devs");
+    for (const Column& column : columns) {
+      std::printf(" %9s", column.name.c_str());
+    }
+    std::printf("\n");
+  }
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (size_t d = 0; d < flags.devices.size(); ++d) {
+      if (!flags.csv) {
+        std::printf("%-18s %4d", cases[c].name.c_str(), flags.devices[d]);
+      }
+      for (size_t k = 0; k < columns.size(); ++k) {
+        const Outcome& o = outcomes[c][d][k];
+        const std::string cell = Cell(columns[k], o);
+        if (flags.csv) {
+          std::printf("ratio,%s,%d,%s,%.1f,%.1f,%s\n", cases[c].name.c_str(),
+                      flags.devices[d], columns[k].name.c_str(),
+                      o.makespan_us, o.lower_bound_us, cell.c_str());
+        } else {
+          std::printf(" %9s", cell.c_str());
+        }
+      }
+      if (!flags.csv) std::printf("\n");
+    }
+  }
+}
+
+void PrintSummary(const std::vector<BenchmarkCase>& cases,
+                  const std::vector<Column>& columns, const Flags& flags,
+                  const Outcomes& outcomes) {
+  if (flags.csv) {
+    std::printf("summary,column,mean,worst,worst_case,within_1.05,plans\n");
+  } else {
+    std::printf("\nper policy, over all cases and device counts\n");
+    std::printf("%-10s %8s %8s  %-24s %12s\n", "policy", "mean", "worst",
+                "worst at", "within 1.05x");
+  }
+  for (size_t k = 0; k < columns.size(); ++k) {
+    double sum = 0, worst = 0;
+    int plans = 0, near = 0;
+    std::string worst_at = "-";
+    for (size_t c = 0; c < cases.size(); ++c) {
+      for (size_t d = 0; d < flags.devices.size(); ++d) {
+        const Outcome& o = outcomes[c][d][k];
+        if (!o.ok) continue;
+        const double ratio = o.ratio();
+        sum += ratio;
+        ++plans;
+        near += ratio <= kNearBound;
+        if (ratio > worst) {
+          worst = ratio;
+          worst_at = cases[c].name + " x" + std::to_string(flags.devices[d]);
+        }
+      }
+    }
+    const char* name = columns[k].name.c_str();
+    if (plans == 0) {
+      if (flags.csv) {
+        std::printf("summary,%s,n/a,n/a,,0,0\n", name);
+      } else {
+        std::printf("%-10s %8s %8s\n", name, "n/a", "n/a");
+      }
+    } else if (flags.csv) {
+      std::printf("summary,%s,%.3f,%.3f,%s,%d,%d\n", name, sum / plans, worst,
+                  worst_at.c_str(), near, plans);
+    } else {
+      std::printf("%-10s %8.3f %8.3f  %-24s %7d / %d\n", name, sum / plans,
+                  worst, worst_at.c_str(), near, plans);
+    }
+  }
+}
+
+// GrCUDA's mean multi-GPU speedups over one V100 (grcuda-policies.md §4);
+// 0 where none was published.
+double GrcudaSpeedup(int devices) {
+  switch (devices) {
+    case 2:
+      return 1.53;
+    case 4:
+      return 2.21;
+    case 8:
+      return 2.62;
+    default:
+      return 0;
+  }
+}
+
+void PrintSpeedups(const std::vector<BenchmarkCase>& cases, const Flags& flags,
+                   const Outcomes& outcomes) {
+  const auto one = std::find(flags.devices.begin(), flags.devices.end(), 1);
+  if (one == flags.devices.end() || flags.devices.size() < 2) return;
+  const size_t base = one - flags.devices.begin();
+  constexpr size_t kDefault = 0;  // the default options' column
+  const size_t n = flags.devices.size();
+  // Sums of logs, for the geometric means: [0] multi-GPU cases, [1] all.
+  std::vector<double> log_sum[2] = {std::vector<double>(n, 0),
+                                    std::vector<double>(n, 0)};
+  std::vector<int> count[2] = {std::vector<int>(n, 0), std::vector<int>(n, 0)};
+  if (flags.csv) {
+    std::printf("speedup,case,devices,speedup\n");
+  } else {
+    std::printf("\nspeedup over 1 device, default options\n%-18s", "case");
+    for (size_t d = 0; d < n; ++d) {
+      if (d != base) std::printf(" %7dx", flags.devices[d]);
+    }
+    std::printf("\n");
+  }
+  for (size_t c = 0; c < cases.size(); ++c) {
+    const Outcome& alone = outcomes[c][base][kDefault];
+    if (!flags.csv) std::printf("%-18s", cases[c].name.c_str());
+    for (size_t d = 0; d < n; ++d) {
+      if (d == base) continue;
+      const Outcome& o = outcomes[c][d][kDefault];
+      const bool ok = alone.ok && o.ok && o.makespan_us > 0;
+      const double speedup = ok ? alone.makespan_us / o.makespan_us : 0;
+      if (ok) {
+        for (int set = 0; set < 2; ++set) {
+          if (set == 0 && cases[c].suite != Suite::kGrcudaMultiGpu) continue;
+          log_sum[set][d] += std::log(speedup);
+          ++count[set][d];
+        }
+      }
+      if (flags.csv) {
+        std::printf("speedup,%s,%d,%.3f\n", cases[c].name.c_str(),
+                    flags.devices[d], speedup);
+      } else if (ok) {
+        std::printf(" %8.3f", speedup);
+      } else {
+        std::printf(" %8s", "err");
+      }
+    }
+    if (!flags.csv) std::printf("\n");
+  }
+  if (flags.csv) {
+    std::printf("speedup_mean,set,devices,geomean,grcuda_v100\n");
+  } else {
+    std::printf("\ngeometric mean speedup, default options\n");
+    std::printf("%7s %12s %12s %12s\n", "devices", "multi-GPU", "all cases",
+                "GrCUDA V100");
+  }
+  for (size_t d = 0; d < n; ++d) {
+    if (d == base) continue;
+    double mean[2];
+    for (int set = 0; set < 2; ++set) {
+      mean[set] =
+          count[set][d] > 0 ? std::exp(log_sum[set][d] / count[set][d]) : 0;
+    }
+    const double grcuda = GrcudaSpeedup(flags.devices[d]);
+    if (flags.csv) {
+      std::printf("speedup_mean,multi_gpu,%d,%.3f,%.2f\n", flags.devices[d],
+                  mean[0], grcuda);
+      std::printf("speedup_mean,all,%d,%.3f,%.2f\n", flags.devices[d],
+                  mean[1], grcuda);
+    } else {
+      char published[16] = "-";
+      if (grcuda > 0) std::snprintf(published, sizeof(published), "%.2f", grcuda);
+      std::printf("%7d %12.3f %12.3f %12s\n", flags.devices[d], mean[0],
+                  mean[1], published);
+    }
+  }
+}
+
+int Run(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr,
+                 "usage: schedule_quality_bench [--cases=SUBSTRING] "
+                 "[--devices=1,2,4,8] [--csv]\n");
+    return 2;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<BenchmarkCase> cases;
+  for (BenchmarkCase& c : AllScheduleCases()) {
+    if (absl::StrContains(c.name, flags.cases)) cases.push_back(std::move(c));
+  }
+  if (cases.empty()) {
+    std::fprintf(stderr, "no case name contains '%s'\n", flags.cases.c_str());
+    return 2;
+  }
+  const std::vector<Column> columns = Columns();
+  const Outcomes outcomes = PlanAll(cases, columns, flags);
+  PrintRatios(cases, columns, flags, outcomes);
+  PrintSummary(cases, columns, flags, outcomes);
+  PrintSpeedups(cases, flags, outcomes);
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  // On stderr in CSV mode, to keep stdout machine-readable.
+  std::fprintf(flags.csv ? stderr : stdout,
+               "\n%zu cases x %zu device counts x %zu columns in %.1f s\n",
+               cases.size(), flags.devices.size(), columns.size(), seconds);
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::scheduler
+
+int main(int argc, char** argv) { return weft::scheduler::Run(argc, argv); }
