@@ -51,9 +51,13 @@ Commands:
                      --priority=N                higher runs first
                      --request_id=ID             idempotency key: a repeat
                                                  returns the original job
-                     --policy=round_robin|stream_aware|min_transfer_size|
-                              minmin_transfer_time|minmax_transfer_time|
-                              min_finish_time
+                     --policy=lookahead_finish_time|min_finish_time|
+                              round_robin|stream_aware|min_transfer_size|
+                              minmin_transfer_time|minmax_transfer_time
+                                                 device policy; by default
+                                                 lookahead_finish_time: each
+                                                 node where it and what
+                                                 follows it finish first
                      --stream_mode=multi|single
                      --max_streams_per_device=N
                      --data_threshold=F          fraction of a node's

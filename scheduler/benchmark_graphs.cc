@@ -64,7 +64,8 @@ class ShapeBuilder {
   double Bytes(const std::vector<Use>& uses) const {
     double bytes = 0;
     for (const Use& use : uses) {
-      bytes += use.passes * static_cast<double>(buffers_[use.buffer].size_bytes);
+      bytes +=
+          use.passes * static_cast<double>(buffers_[use.buffer].size_bytes);
     }
     return bytes;
   }
@@ -76,8 +77,7 @@ class ShapeBuilder {
                 kLaunchUs + factor * Bytes(uses) / kBytesPerUs);
   }
 
-  NodeId Spin(std::string name, const std::vector<Use>& uses,
-              double cost_us) {
+  NodeId Spin(std::string name, const std::vector<Use>& uses, double cost_us) {
     NodeSpec node;
     node.name = std::move(name);
     node.op = "spin";
@@ -94,8 +94,7 @@ class ShapeBuilder {
   }
 
  private:
-  BufferId AddBuffer(std::string name, uint64_t bytes,
-                     BufferSpec::Init init) {
+  BufferId AddBuffer(std::string name, uint64_t bytes, BufferSpec::Init init) {
     BufferSpec buffer;
     buffer.name = std::move(name);
     buffer.size_bytes = bytes;
@@ -126,17 +125,17 @@ constexpr double kVecFactor = 4;
 constexpr double kBlackScholesFactor = 18;
 
 // One B1 join: two squares and a reduction; `suffix` names partition i.
-void AddVecJoin(ShapeBuilder& b, uint64_t n, const std::string& suffix) {
+// B1's squares take their input as a non-const pointer, B1M's as const.
+void AddVecJoin(ShapeBuilder& b, uint64_t n, const std::string& suffix,
+                Access input) {
   const BufferId x = b.HostWritten("x" + suffix, n * kFloat);
   const BufferId y = b.HostWritten("y" + suffix, n * kFloat);
   const BufferId x1 = b.Resident("x1" + suffix, n * kFloat);
   const BufferId y1 = b.Resident("y1" + suffix, n * kFloat);
   const BufferId res = b.HostWritten("res" + suffix, kFloat);
   b.MarkOutput(res);
-  // B1's square takes non-const pointers, B1M's a const input.
-  const Access in = suffix.empty() ? Access::kReadWrite : Access::kRead;
-  b.Kernel("square_x" + suffix, {{x, in, 1}, Rw(x1)}, kVecFactor);
-  b.Kernel("square_y" + suffix, {{y, in, 1}, Rw(y1)}, kVecFactor);
+  b.Kernel("square_x" + suffix, {{x, input, 1}, Rw(x1)}, kVecFactor);
+  b.Kernel("square_y" + suffix, {{y, input, 1}, Rw(y1)}, kVecFactor);
   b.Kernel("reduce" + suffix, {Read(x1), Read(y1), Rw(res)}, kVecFactor);
 }
 
@@ -153,7 +152,8 @@ void AddBlackScholes(ShapeBuilder& b, int kernels, uint64_t n) {
 
 BenchmarkCase B1Vec(int scale) {
   ShapeBuilder b("b1_vec");
-  AddVecJoin(b, Scaled(160'000'000, 950'000'000, scale), "");
+  AddVecJoin(b, Scaled(160'000'000, 950'000'000, scale), "",
+             Access::kReadWrite);
   return MakeCase(ScaleName("B1", scale), Suite::kGrcudaSingleGpu,
                   std::move(b));
 }
@@ -326,7 +326,7 @@ BenchmarkCase B1mVec(int scale) {
       CeilDiv(Scaled(160'000'000, 950'000'000, scale), kPartitions);
   ShapeBuilder b("b1m_vec");
   for (int i = 0; i < kPartitions; ++i) {
-    AddVecJoin(b, chunk, absl::StrCat("_", i));
+    AddVecJoin(b, chunk, absl::StrCat("_", i), Access::kRead);
   }
   return MakeCase(ScaleName("B1M", scale), Suite::kGrcudaMultiGpu,
                   std::move(b));
@@ -482,8 +482,7 @@ BenchmarkCase ForkJoin(int width, int length) {
     BufferId prev = root;
     for (int k = 0; k < length; ++k) {
       const BufferId out = b.Resident(absl::StrCat("b", w, "_", k), kBytes);
-      b.Spin(absl::StrCat("n", w, "_", k), {Read(prev), Write(out)},
-             cost(rng));
+      b.Spin(absl::StrCat("n", w, "_", k), {Read(prev), Write(out)}, cost(rng));
       prev = out;
     }
     tails.push_back(prev);
@@ -538,26 +537,25 @@ std::vector<BenchmarkCase> AllScheduleCases() {
   std::vector<BenchmarkCase> cases;
   using Builder = BenchmarkCase (*)(int);
   const Builder grcuda[] = {
-      B1Vec,
-      B5BlackScholes,
-      B6Ml,
-      [](int scale) { return B7Hits(scale); },
-      B8Image,
-      B10Dl,
-      B1mVec,
-      B5mBlackScholes,
-      B6mMl,
-      [](int scale) { return B9mCg(scale); },
-      B11mMul,
+      B1Vec,                                    // VEC
+      B5BlackScholes,                           // B&S
+      B6Ml,                                     // ML
+      [](int scale) { return B7Hits(scale); },  // HITS
+      B8Image,                                  // IMG
+      B10Dl,                                    // DL
+      B1mVec,                                   // multi-GPU VEC
+      B5mBlackScholes,                          // multi-GPU B&S
+      B6mMl,                                    // multi-GPU ML
+      [](int scale) { return B9mCg(scale); },   // CG
+      B11mMul,                                  // MUL
   };
   for (Builder build : grcuda) {
     for (int scale = kMinScale; scale <= kMaxScale; ++scale) {
       cases.push_back(build(scale));
     }
   }
-  for (const auto& [width, length] :
-       {std::pair{4, 4}, std::pair{16, 4}, std::pair{16, 16},
-        std::pair{64, 8}}) {
+  for (const auto& [width, length] : {std::pair{4, 4}, std::pair{16, 4},
+                                      std::pair{16, 16}, std::pair{64, 8}}) {
     cases.push_back(ForkJoin(width, length));
   }
   for (const auto& [nodes, width] :

@@ -5,10 +5,10 @@
 // The GrCUDA shapes follow its benchmark suite (single GPU: B1 VEC, B5 B&S,
 // B6 ML, B7 HITS, B8 IMG, B10 DL; multi-GPU, P = 16 partitions: B1M VEC,
 // B5M B&S, B6M ML, B9M CG, B11M MUL): one node per kernel launch, in
-// GrCUDA's issue order, with the read/write sets the scheduler sees there
-// (a `const` pointer is READ, any other pointer READ_WRITE, including the
-// outputs GrCUDA deliberately declares const to avoid false serialization,
-// which stay READ). One graph is one steady-state iteration:
+// GrCUDA's issue order, with the read/write sets its scheduler sees: a
+// `const` pointer is READ (so are the outputs GrCUDA deliberately declares
+// const to avoid false serialization), any other pointer READ_WRITE. One
+// graph is one steady-state iteration:
 //
 //   - arrays the host rewrites every iteration start on the host
 //     (BufferSpec::Init::kData, their real size), so their uploads over the

@@ -1,9 +1,7 @@
 #include "scheduler/benchmark_graphs.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -101,8 +99,7 @@ TEST(BenchmarkGraphsTest, GraphsAreWellFormed) {
       const NodeSpec& node = g.node(v);
       EXPECT_TRUE(node_names.insert(node.name).second) << node.name;
       EXPECT_EQ(node.op, "spin");
-      EXPECT_TRUE(std::isfinite(node.cost_us) && node.cost_us > 0)
-          << node.name;
+      EXPECT_TRUE(std::isfinite(node.cost_us) && node.cost_us > 0) << node.name;
       EXPECT_FALSE(g.Uses(v).empty()) << node.name;
       for (const BufferUse& use : g.Uses(v)) {
         EXPECT_GE(use.buffer, 0) << node.name;
@@ -128,9 +125,8 @@ TEST(BenchmarkGraphsTest, PlansEveryCaseOnTwoDevices) {
 
 TEST(BenchmarkGraphsTest, ScaleGrowsTheArrays) {
   using Builder = BenchmarkCase (*)(int);
-  for (Builder build :
-       {B1Vec, B5BlackScholes, B6Ml, B8Image, B10Dl, B1mVec, B5mBlackScholes,
-        B6mMl, B11mMul}) {
+  for (Builder build : {B1Vec, B5BlackScholes, B6Ml, B8Image, B10Dl, B1mVec,
+                        B5mBlackScholes, B6mMl, B11mMul}) {
     const BenchmarkCase small = build(kMinScale);
     const BenchmarkCase large = build(kMaxScale);
     // B6M's sizes span the least: 1.0M to 1.8M rows.
@@ -211,9 +207,9 @@ TEST(BenchmarkGraphsTest, ImagePipelineEdges) {
   EXPECT_THAT(Preds(g, "maximum"), ElementsAre("sobel_large"));
   EXPECT_THAT(Preds(g, "minimum"), ElementsAre("sobel_large"));
   EXPECT_THAT(Preds(g, "extend"), UnorderedElementsAre("maximum", "minimum"));
-  EXPECT_THAT(Preds(g, "unsharpen"),
-              UnorderedElementsAre("blur_small", "blur_large",
-                                   "blur_unsharpen"));
+  EXPECT_THAT(
+      Preds(g, "unsharpen"),
+      UnorderedElementsAre("blur_small", "blur_large", "blur_unsharpen"));
   EXPECT_THAT(Preds(g, "combine"), UnorderedElementsAre("extend", "unsharpen"));
   EXPECT_THAT(Preds(g, "combine_2"),
               UnorderedElementsAre("combine", "sobel_small", "reset_2d"));

@@ -53,7 +53,7 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
                                const DeviceContext& context,
                                const Topology& topology,
                                bool track_finish_times, bool track_locations,
-                               bool track_streams)
+                               bool track_streams, bool lookahead)
     : graph_(graph),
       dag_(dag),
       context_(context),
@@ -65,13 +65,19 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
       track_streams_(track_streams),
       track_locations_(track_locations),
       track_finish_(track_finish_times),
-      finish_(track_finish_times ? graph.num_nodes() : 0, 0),
-      kernel_free_(static_cast<size_t>(context.num_devices) *
-                       std::max(context.max_concurrent_kernels, 1),
-                   0),
-      copy_free_(static_cast<size_t>(context.num_devices) *
-                     std::max(context.copy_engines_per_device, 1),
-                 0) {}
+      finish_(track_finish_times ? graph.num_nodes() : 0, 0) {
+  if (!track_finish_) return;
+  const int lanes = std::max(context.copy_engines_per_device, 1);
+  copy_units_ = std::max<int32_t>(1, kOccupancyUnits / lanes);
+  for (int d = 0; d < context.num_devices; ++d) {
+    kernels_.emplace_back(std::max(context.max_concurrent_kernels, 1));
+    uploads_.emplace_back(lanes);
+    peer_copies_.emplace_back(lanes);
+  }
+  created_.assign(graph.num_buffers(), 0);
+  stamp_.assign(graph.num_buffers(), -1);
+  if (lookahead && context.num_devices > 1) ComputeLookahead();
+}
 
 int PlacementState::PeekRoundRobin(absl::Span<const int> candidates) const {
   // Usually every device is a candidate, and the counter is in range.
@@ -86,62 +92,130 @@ int PlacementState::BusyStreams(int device) const {
   return others + opened_[device];
 }
 
-int PlacementState::NumSlots(NodeId v) const {
+const OccupancyTimeline* PlacementState::UnitOf(NodeId v, int device) const {
   switch (graph_.engine(v)) {
     case Engine::kCompute:
     case Engine::kCollective:
-      return std::max(context_.max_concurrent_kernels, 1);
+      return &kernels_[device];
     case Engine::kCopy:
-      return std::max(context_.copy_engines_per_device, 1);
+      return &peer_copies_[device];
     case Engine::kHost:
-      return 0;
+      return nullptr;
   }
-  return 0;
+  return nullptr;
 }
 
-const double* PlacementState::UnitSlots(NodeId v, int device) const {
-  const int n = NumSlots(v);
-  if (n == 0) return nullptr;
-  return graph_.engine(v) == Engine::kCopy
-             ? copy_free_.data() + static_cast<size_t>(device) * n
-             : kernel_free_.data() + static_cast<size_t>(device) * n;
+OccupancyTimeline* PlacementState::UnitOf(NodeId v, int device) {
+  return const_cast<OccupancyTimeline*>(
+      static_cast<const PlacementState*>(this)->UnitOf(v, device));
 }
 
-double* PlacementState::UnitSlots(NodeId v, int device) {
-  return const_cast<double*>(
-      static_cast<const PlacementState*>(this)->UnitSlots(v, device));
+double PlacementState::Transfers(NodeId v, int device, double ready) const {
+  return const_cast<PlacementState*>(this)->Transfers(v, device, ready,
+                                                      /*book=*/false);
+}
+
+double PlacementState::Transfers(NodeId v, int device, double ready,
+                                 bool book) {
+  if (graph_.engine(v) == Engine::kHost) return ready;
+  double t = ready;
+  // A stamp per evaluation, so that a buffer used twice moves once.
+  const int64_t stamp = ++evaluations_;
+  for (const BufferUse& use : graph_.Uses(v)) {
+    const BufferId b = use.buffer;
+    if (stamp_[b] == stamp) continue;
+    stamp_[b] = stamp;
+    if (locations_.OnDevice(b, device)) continue;
+    const DataLocations::Mask mask = locations_.mask(b);
+    const uint64_t bytes = graph_.buffer_bytes(b);
+    bool from_host = true;
+    double us = 0;
+    if ((mask & ~DataLocations::kHostBit) != 0) {
+      // From the fastest device holding it (or the host, if faster).
+      us = kInfinity;
+      ForEachPlace(mask, [&](int from) {
+        const double x = topology_.TransferUs(bytes, from, device);
+        if (x < us) {
+          us = x;
+          from_host = from == Topology::kHost;
+        }
+      });
+    } else if (created_[b] || graph_.has_initial_data(b)) {
+      us = topology_.TransferUs(bytes, Topology::kHost, device);
+    } else {
+      continue;  // created in place
+    }
+    OccupancyTimeline& engine =
+        from_host ? uploads_[device] : peer_copies_[device];
+    const double start = book ? engine.Book(t, us, copy_units_)
+                              : engine.EarliestStart(t, us, copy_units_);
+    t = start + us;
+  }
+  return t;
 }
 
 double PlacementState::EstimateFinish(NodeId v, int device) const {
   double ready = 0;
-  if (track_finish_) {
-    for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+  if (!track_finish_) return graph_.cost_us(v);
+  for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+  const double t = Transfers(v, device, ready);
+  const double cost = std::max(graph_.cost_us(v), 0.0);
+  const OccupancyTimeline* unit = UnitOf(v, device);
+  const double start =
+      unit == nullptr ? t
+                      : unit->EarliestStart(t, cost, graph_.occupancy_units(v));
+  return start + cost;
+}
+
+void PlacementState::ComputeLookahead() {
+  const int devices = context_.num_devices;
+  const int n = graph_.num_nodes();
+  lookahead_.assign(static_cast<size_t>(n) * devices, 0);
+  // The fastest link between two devices, for what a node hands on.
+  double peer_gbps = 0;
+  for (int a = 0; a < devices; ++a) {
+    for (int b = 0; b < devices; ++b) {
+      if (a != b) peer_gbps = std::max(peer_gbps, topology_.gbps(a, b));
+    }
   }
-  double transfer = 0;
-  for (const BufferUse& use : graph_.Uses(v)) {
-    if (!Reads(use.access)) continue;
-    if (locations_.OnDevice(use.buffer, device)) continue;
-    const uint64_t bytes = graph_.buffer_bytes(use.buffer);
-    double best = kInfinity;
-    ForEachPlace(locations_.mask(use.buffer), [&](int from) {
-      best = std::min(best, topology_.TransferUs(bytes, from, device));
-    });
-    transfer += best;
+  std::vector<double> best(n, 0);  // min over devices of OCT + cost
+  std::vector<NodeId> writer(graph_.num_buffers(), -1);
+  for (auto it = dag_.order.rbegin(); it != dag_.order.rend(); ++it) {
+    const NodeId v = *it;
+    for (const BufferUse& use : graph_.Uses(v)) {
+      if (Writes(use.access)) writer[use.buffer] = v;
+    }
+    double* row = &lookahead_[static_cast<size_t>(v) * devices];
+    for (const NodeId s : dag_.Succs(v)) {
+      // Bytes of what v wrote that s uses.
+      uint64_t bytes = 0;
+      for (const BufferUse& use : graph_.Uses(s)) {
+        if (writer[use.buffer] == v) bytes += graph_.buffer_bytes(use.buffer);
+      }
+      const double move =
+          peer_gbps > 0 ? static_cast<double>(bytes) / (peer_gbps * 1e3) : 0;
+      const double cost = std::max(graph_.cost_us(s), 0.0);
+      const double* next = &lookahead_[static_cast<size_t>(s) * devices];
+      for (int d = 0; d < devices; ++d) {
+        row[d] = std::max(row[d], std::min(next[d] + cost, best[s] + move));
+      }
+    }
+    best[v] = *std::min_element(row, row + devices) +
+              std::max(graph_.cost_us(v), 0.0);
   }
-  double start = ready + transfer;
-  if (const double* slots = UnitSlots(v, device); slots != nullptr) {
-    start = std::max(start, *std::min_element(slots, slots + NumSlots(v)));
-  }
-  return start + graph_.cost_us(v);
 }
 
 void PlacementState::Place(NodeId v, int device) {
   if (track_finish_) {
-    const double finish = EstimateFinish(v, device);
-    finish_[v] = finish;
-    if (double* slots = UnitSlots(v, device); slots != nullptr) {
-      *std::min_element(slots, slots + NumSlots(v)) = finish;
-    }
+    double ready = 0;
+    for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+    const double t = Transfers(v, device, ready, /*book=*/true);
+    const double cost = std::max(graph_.cost_us(v), 0.0);
+    OccupancyTimeline* unit = UnitOf(v, device);
+    const double start =
+        unit == nullptr ? t : unit->Book(t, cost, graph_.occupancy_units(v));
+    finish_[v] = start + cost;
+    for (const BufferUse& use : graph_.Uses(v)) created_[use.buffer] = 1;
   }
   device_[v] = device;
   if (track_locations_) locations_.Apply(graph_.Uses(v), device);
@@ -297,6 +371,29 @@ DeviceDecision MinFinishTimePolicy::Decide(
   return d;
 }
 
+DeviceDecision LookaheadFinishTimePolicy::Decide(
+    NodeId v, absl::Span<const int> candidates,
+    const PlacementState& state) const {
+  DeviceDecision d;
+  bool found = false;
+  double finish = 0;
+  for (int c : candidates) {
+    const double f = state.EstimateFinish(v, c);
+    const double score = f + state.Lookahead(v, c);
+    if (!found || score < d.score) {
+      found = true;
+      d.device = c;
+      d.score = score;
+      finish = f;
+    }
+  }
+  d.decisive = true;
+  d.choice.why = DeviceChoice::Why::kLookaheadFinishTime;
+  d.choice.value = finish;
+  d.choice.total = d.score - finish;
+  return d;
+}
+
 // ---------------------------------------------------------------------------
 // The walk
 
@@ -332,9 +429,11 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
 
   const bool data_aware = kind() != DevicePolicyKind::kRoundRobin &&
                           kind() != DevicePolicyKind::kStreamAware;
-  PlacementState state(graph, dag, context, *topology,
-                       kind() == DevicePolicyKind::kMinFinishTime, data_aware,
-                       kind() == DevicePolicyKind::kStreamAware);
+  const bool finish_times = kind() == DevicePolicyKind::kMinFinishTime ||
+                            kind() == DevicePolicyKind::kLookaheadFinishTime;
+  PlacementState state(graph, dag, context, *topology, finish_times,
+                       data_aware, kind() == DevicePolicyKind::kStreamAware,
+                       kind() == DevicePolicyKind::kLookaheadFinishTime);
   DeviceAssignment out;
   if (context.record_choices) out.choice.resize(graph.num_nodes());
   DeviceChoice ignored;
@@ -400,6 +499,8 @@ absl::string_view DevicePolicyName(DevicePolicyKind kind) {
       return "MINMAX_TRANSFER_TIME";
     case DevicePolicyKind::kMinFinishTime:
       return "MIN_FINISH_TIME";
+    case DevicePolicyKind::kLookaheadFinishTime:
+      return "LOOKAHEAD_FINISH_TIME";
   }
   return "UNKNOWN";
 }
@@ -419,6 +520,8 @@ absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
       return std::make_unique<TransferTimePolicy>(/*best_link=*/false);
     case DevicePolicyKind::kMinFinishTime:
       return std::make_unique<MinFinishTimePolicy>();
+    case DevicePolicyKind::kLookaheadFinishTime:
+      return std::make_unique<LookaheadFinishTimePolicy>();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("options.device_policy: unknown device policy ",

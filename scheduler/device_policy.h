@@ -45,15 +45,26 @@
 //     device, the candidates holding more than data_threshold of the bytes
 //     compete on time; if there is none, or no argument is on a device,
 //     round robin.
-//   MIN_FINISH_TIME (beyond GrCUDA; HEFT's earliest finish time): the
-//     device where the node would finish first: after its predecessors'
+//   MIN_FINISH_TIME (beyond GrCUDA; HEFT's earliest finish time with
+//     insertion): the device where the node would finish first on the
+//     cost model's machine (cost_model.h): after its predecessors'
 //     estimated finish, the transfers of the inputs not up to date there
-//     (from their fastest source), and the first free kernel slot (copy
-//     engine for COPY nodes; HOST nodes wait for nothing) on that device,
-//     plus its cost.
+//     (from their fastest source, on that device's upload or
+//     device-to-device engine), and the earliest time the device has room
+//     for it by occupancy (its device-to-device engine for COPY nodes;
+//     HOST nodes wait for nothing), plus its cost. Each placement books
+//     the node and its transfers on the model.
+//   LOOKAHEAD_FINISH_TIME (the default; PEFT): MIN_FINISH_TIME's finish
+//     plus an optimistic estimate of the rest of the graph after the node
+//     on that device: the longest path through its successors, each on its
+//     best device, paying the transfer of what the node wrote where a
+//     successor moves to another device. So a chain stays on its device
+//     unless splitting it pays, and the next kernel's data needs decide
+//     ties.
 //
 // Cost per node: O(arguments x devices) for the data-aware policies, plus
-// O(in-degree) for the model.
+// O(in-degree) for the model and O(out-degree x devices) for the
+// lookahead.
 #ifndef WEFT_SCHEDULER_DEVICE_POLICY_H_
 #define WEFT_SCHEDULER_DEVICE_POLICY_H_
 
@@ -68,6 +79,7 @@
 #include "scheduler/data_location.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/graph.h"
+#include "scheduler/occupancy.h"
 #include "scheduler/planner_options.h"
 #include "scheduler/topology.h"
 
@@ -83,6 +95,9 @@ struct DeviceChoice {
     kMostDataPresent,    // MIN_TRANSFER_SIZE; `value` of `total` bytes
     kMinTransferTime,    // MINMIN/MINMAX; `value` us of transfers
     kMinFinishTime,      // MIN_FINISH_TIME; finishes at `value` us
+    // LOOKAHEAD_FINISH_TIME; finishes at `value` us, the graph at best
+    // `total` us later.
+    kLookaheadFinishTime,
   };
   Why why = Why::kRoundRobin;
   bool fallback = false;      // kRoundRobin for lack of data on a device
@@ -108,9 +123,10 @@ struct DeviceContext {
   // more than this fraction of a node's argument bytes to be preferred.
   double data_threshold = 0.1;
   bool restrict_to_parent_devices = false;
-  // MIN_FINISH_TIME's model of a device.
-  int max_concurrent_kernels = 1;
-  int copy_engines_per_device = 2;
+  // MIN_FINISH_TIME's and LOOKAHEAD_FINISH_TIME's model of a device (the
+  // cost model's, cost_model.h).
+  int max_concurrent_kernels = 32;
+  int copy_engines_per_device = 1;
   // Fill DeviceAssignment::choice (for explanations).
   bool record_choices = true;
 };
@@ -156,7 +172,7 @@ class PlacementState {
   PlacementState(const Graph& graph, const Dag& dag,
                  const DeviceContext& context, const Topology& topology,
                  bool track_finish_times, bool track_locations = true,
-                 bool track_streams = true);
+                 bool track_streams = true, bool lookahead = false);
 
   const Graph& graph() const { return graph_; }
   const Dag& dag() const { return dag_; }
@@ -178,14 +194,31 @@ class PlacementState {
   int BusyStreams(int device) const;
   // MIN_FINISH_TIME: when `v` would finish on `device`.
   double EstimateFinish(NodeId v, int device) const;
+  // LOOKAHEAD_FINISH_TIME: an optimistic time from the end of `v` on
+  // `device` to the end of the graph (PEFT's optimistic cost table).
+  double Lookahead(NodeId v, int device) const {
+    return lookahead_.empty()
+               ? 0
+               : lookahead_[static_cast<size_t>(v) * context_.num_devices +
+                            device];
+  }
 
   // Commits node `v` to `device` and updates the model.
   void Place(NodeId v, int device);
 
  private:
-  double* UnitSlots(NodeId v, int device);
-  const double* UnitSlots(NodeId v, int device) const;
-  int NumSlots(NodeId v) const;
+  // The timeline of the unit `v` runs on, on `device`; null for HOST
+  // nodes.
+  OccupancyTimeline* UnitOf(NodeId v, int device);
+  const OccupancyTimeline* UnitOf(NodeId v, int device) const;
+  // Where node v's inputs come from and when they are on `device`, from
+  // `ready` on, as the cost model moves them (each buffer not there from
+  // its fastest source, one after another on the node's stream); books
+  // the copies when `book`.
+  double Transfers(NodeId v, int device, double ready, bool book);
+  double Transfers(NodeId v, int device, double ready) const;
+  // Fills lookahead_ (PEFT's optimistic cost table), backwards.
+  void ComputeLookahead();
 
   const Graph& graph_;
   const Dag& dag_;
@@ -199,11 +232,23 @@ class PlacementState {
   std::vector<uint8_t> handed_;   // by NodeId: its stream was inherited
   bool track_streams_;
   bool track_locations_;
-  // MIN_FINISH_TIME model.
+  // MIN_FINISH_TIME model: the cost model's machine, booked in issue
+  // order.
   bool track_finish_;
-  std::vector<double> finish_;        // by NodeId
-  std::vector<double> kernel_free_;   // device * kernels + slot
-  std::vector<double> copy_free_;     // device * engines + engine
+  std::vector<double> finish_;                // by NodeId
+  std::vector<OccupancyTimeline> kernels_;    // by device
+  // By device: its host-to-device and device-to-device copy engines.
+  std::vector<OccupancyTimeline> uploads_;
+  std::vector<OccupancyTimeline> peer_copies_;
+  int32_t copy_units_ = kOccupancyUnits;
+  // By buffer: some node has used it (it exists somewhere), and the last
+  // evaluation that counted it.
+  std::vector<uint8_t> created_;
+  // Scratch of the estimates, which are const for their callers.
+  mutable std::vector<int64_t> stamp_;
+  mutable int64_t evaluations_ = 0;
+  // LOOKAHEAD_FINISH_TIME: by NodeId * num_devices + device.
+  std::vector<double> lookahead_;
 };
 
 // Per-argument bytes present on a device, and the total (each buffer
@@ -269,6 +314,15 @@ class MinFinishTimePolicy final : public DevicePolicy {
  public:
   DevicePolicyKind kind() const override {
     return DevicePolicyKind::kMinFinishTime;
+  }
+  DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
+                        const PlacementState& state) const override;
+};
+
+class LookaheadFinishTimePolicy final : public DevicePolicy {
+ public:
+  DevicePolicyKind kind() const override {
+    return DevicePolicyKind::kLookaheadFinishTime;
   }
   DeviceDecision Decide(NodeId v, absl::Span<const int> candidates,
                         const PlacementState& state) const override;

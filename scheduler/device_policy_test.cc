@@ -333,15 +333,28 @@ TEST(MinFinishTimePolicyTest, EarliestFinishCountsSlotsAndTransfers) {
   EXPECT_EQ(out.choice[2].value, 15);
 }
 
-TEST(MinFinishTimePolicyTest, MoreKernelSlotsOverlapWork) {
-  GraphMaker m;
-  m.Buffer("xa").Buffer("xb");
-  m.Node("a", "xa:w", {.cost = 10}).Node("b", "xb:w", {.cost = 10});
-  DeviceContext context = Devices(2);
-  context.max_concurrent_kernels = 2;
-  DeviceAssignment out =
-      Place(m.Build(), DevicePolicyKind::kMinFinishTime, context);
-  EXPECT_THAT(out.device, ElementsAre(0, 0));
+TEST(MinFinishTimePolicyTest, KernelsShareADeviceByOccupancy) {
+  // Two full kernels finish first on two devices; two half kernels fit
+  // side by side on one.
+  GraphMaker full;
+  full.Buffer("xa").Buffer("xb");
+  full.Node("a", "xa:w", {.cost = 10}).Node("b", "xb:w", {.cost = 10});
+  EXPECT_THAT(
+      Place(full.Build(), DevicePolicyKind::kMinFinishTime, Devices(2)).device,
+      ElementsAre(0, 1));
+  GraphMaker half;
+  half.Buffer("xa").Buffer("xb");
+  half.Node("a", "xa:w", {.cost = 10, .occupancy = 0.5});
+  half.Node("b", "xb:w", {.cost = 10, .occupancy = 0.5});
+  EXPECT_THAT(
+      Place(half.Build(), DevicePolicyKind::kMinFinishTime, Devices(2)).device,
+      ElementsAre(0, 0));
+  // At most one kernel at a time, however small.
+  DeviceContext one = Devices(2);
+  one.max_concurrent_kernels = 1;
+  EXPECT_THAT(
+      Place(half.Build(), DevicePolicyKind::kMinFinishTime, one).device,
+      ElementsAre(0, 1));
 }
 
 TEST(DevicePolicyTest, PinsAndLabelsBindEveryPolicy) {

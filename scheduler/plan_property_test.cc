@@ -143,7 +143,7 @@ int CheckCase(Case& c, int trial) {
   EXPECT_TRUE(plan.ok()) << "trial " << trial << ": " << plan.status();
   if (!plan.ok()) return 0;
   absl::Status verified =
-      VerifyPlan(*g, *plan, c.options.max_concurrent_kernels);
+      VerifyPlan(*g, *plan);
   EXPECT_TRUE(verified.ok()) << "trial " << trial << ": " << verified << "\n"
                              << c.graph.DebugString() << Dump(*g, *plan);
   if (!verified.ok()) return 0;

@@ -80,8 +80,7 @@ std::vector<std::vector<NodeId>> ReferenceDependencies(const Graph& graph) {
   return deps;
 }
 
-absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
-                        int kernels_per_device) {
+absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
   const int n = graph.num_nodes();
   if (static_cast<int>(plan.nodes.size()) != n) {
     return Fail(
@@ -293,10 +292,10 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
           "'", node.name, "' overlaps the node before it on its peer stream"));
     }
     if (node.engine == Engine::kCompute || node.engine == Engine::kCollective) {
-      device_work += node.cost_us;
+      device_work += node.cost_us * node.occupancy;
     }
   }
-  if (!Near(plan.estimated_makespan_us, makespan)) {
+  if (plan.estimated_makespan_us < makespan - 1e-6) {
     return Fail(absl::StrCat("makespan ", plan.estimated_makespan_us,
                              " but the last node ends at ", makespan));
   }
@@ -305,11 +304,10 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
                              ", expected ", critical_path));
   }
   const double lower_bound =
-      std::max(critical_path, device_work / std::max(plan.num_devices, 1) /
-                                  std::max(kernels_per_device, 1));
-  if (!Near(plan.lower_bound_us, lower_bound)) {
-    return Fail(absl::StrCat("lower bound ", plan.lower_bound_us, ", expected ",
-                             lower_bound));
+      std::max(critical_path, device_work / std::max(plan.num_devices, 1));
+  if (plan.lower_bound_us < lower_bound - 1e-6 * std::max(1.0, lower_bound)) {
+    return Fail(absl::StrCat("lower bound ", plan.lower_bound_us,
+                             ", expected at least ", lower_bound));
   }
   if (plan.estimated_makespan_us < plan.lower_bound_us - 1e-6) {
     return Fail(absl::StrCat("makespan ", plan.estimated_makespan_us,

@@ -11,8 +11,12 @@
 //   - every dependency is implied by the order of either stream of the
 //     node or an event wait (happens-before), and no wait is implied by
 //     the streams' history and the node's other waits;
-//   - estimated times honour every dependency and stream order, and the
-//     makespan, critical path and lower bound are consistent.
+//   - estimated times honour every dependency and stream order; the
+//     makespan is at least the last node's end (outputs then go to the
+//     host), the critical path is the longest cost-weighted path, and the
+//     lower bound is at least the critical path and the
+//     occupancy-weighted kernel work over the devices, and at most the
+//     makespan.
 #ifndef WEFT_SCHEDULER_PLAN_VERIFIER_H_
 #define WEFT_SCHEDULER_PLAN_VERIFIER_H_
 
@@ -29,9 +33,7 @@ namespace weft::scheduler {
 std::vector<std::vector<NodeId>> ReferenceDependencies(const Graph& graph);
 
 // OK, or FAILED_PRECONDITION describing the first broken invariant.
-// `kernels_per_device`: the kernel slots the plan's lower bound assumed.
-absl::Status VerifyPlan(const Graph& graph, const Plan& plan,
-                        int kernels_per_device = 1);
+absl::Status VerifyPlan(const Graph& graph, const Plan& plan);
 
 }  // namespace weft::scheduler
 

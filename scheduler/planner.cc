@@ -127,6 +127,10 @@ void AppendDeviceReason(const Graph& graph, const PlannedNode& pn,
     case DeviceChoice::Why::kMinFinishTime:
       absl::StrAppend(out, "earliest estimated finish: ", Us(choice.value));
       break;
+    case DeviceChoice::Why::kLookaheadFinishTime:
+      absl::StrAppend(out, "earliest estimated finish with what follows: ",
+                      Us(choice.value), " + at least ", Us(choice.total));
+      break;
   }
   if (choice.parents_only) out->append(", a predecessor's device");
   out->push_back(')');
@@ -390,7 +394,8 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
         "num_devices: need at least one device, got ", num_devices));
   }
   options.num_devices = num_devices;
-  switch (proto.device_policy()) {
+  switch (proto.has_device_policy() ? proto.device_policy()
+                                     : weft::v1::LOOKAHEAD_FINISH_TIME) {
     case weft::v1::ROUND_ROBIN:
       options.device_policy = DevicePolicyKind::kRoundRobin;
       break;
@@ -408,6 +413,9 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
       break;
     case weft::v1::MIN_FINISH_TIME:
       options.device_policy = DevicePolicyKind::kMinFinishTime;
+      break;
+    case weft::v1::LOOKAHEAD_FINISH_TIME:
+      options.device_policy = DevicePolicyKind::kLookaheadFinishTime;
       break;
     default:
       return absl::InvalidArgumentError(

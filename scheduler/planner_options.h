@@ -24,9 +24,12 @@ enum class StreamMode { kMulti, kSingle };
 
 struct PlannerOptions {
   int num_devices = 1;
-  DevicePolicyKind device_policy = DevicePolicyKind::kRoundRobin;
+  DevicePolicyKind device_policy = DevicePolicyKind::kLookaheadFinishTime;
   StreamMode stream_mode = StreamMode::kMulti;
-  int max_streams_per_device = 8;  // soft cap
+  // Soft cap; by default as many as a device runs kernels at once
+  // (max_concurrent_kernels), so streams never serialize what the device
+  // could run side by side.
+  int max_streams_per_device = 32;
   // Busy streams per device from other running jobs (STREAM_AWARE); empty
   // means all idle.
   std::vector<int> busy_streams;

@@ -69,7 +69,9 @@ constexpr char kForkJoin[] = R"pb(
 
 TEST(PlannerTest, PlansAForkJoinOnOneDevice) {
   Graph g = FromText(kForkJoin);
-  absl::StatusOr<Plan> plan = PlanGraph(g, PlannerOptions());
+  PlannerOptions options;
+  options.device_policy = DevicePolicyKind::kRoundRobin;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_EQ(plan->nodes.size(), 4u);
   EXPECT_EQ(plan->num_devices, 1);
@@ -111,13 +113,15 @@ TEST(PlannerTest, RoundRobinSplitsAcrossDevices) {
   Graph g = FromText(kForkJoin);
   PlannerOptions options;
   options.num_devices = 2;
+  options.device_policy = DevicePolicyKind::kRoundRobin;
   absl::StatusOr<Plan> plan = PlanGraph(g, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   std::vector<int> devices;
   for (const PlannedNode& pn : plan->nodes) devices.push_back(pn.device);
   EXPECT_THAT(devices, ElementsAre(0, 1, 0, 1));
   EXPECT_EQ(plan->streams.size(), 2u);
-  EXPECT_EQ(plan->lower_bound_us, 13);
+  // The critical path, then `out` (4 bytes) back to the host.
+  EXPECT_DOUBLE_EQ(plan->lower_bound_us, 13 + 4 / 25e3);
   EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us);
 }
 
@@ -282,6 +286,7 @@ TEST(PlannerTest, TopologySlowsCrossDeviceWork) {
   Graph g = FromText(kForkJoin);
   PlannerOptions options;
   options.num_devices = 2;
+  options.device_policy = DevicePolicyKind::kRoundRobin;
   absl::StatusOr<Plan> fast = PlanGraph(g, options);
   ASSERT_TRUE(fast.ok());
   absl::StatusOr<Topology> slow = Topology::FromCsv(
@@ -397,9 +402,15 @@ TEST(PlannerOptionsTest, MapsTheWireEnums) {
 
   options = PlannerOptionsFromProto(weft::v1::ScheduleOptions(), 2, 16);
   ASSERT_TRUE(options.ok());
-  EXPECT_EQ(options->device_policy, DevicePolicyKind::kRoundRobin);
+  EXPECT_EQ(options->device_policy, DevicePolicyKind::kLookaheadFinishTime);
   EXPECT_EQ(options->stream_mode, StreamMode::kMulti);
   EXPECT_EQ(options->max_streams_per_device, 16);  // 0 -> the default
+
+  // ROUND_ROBIN is the enum's zero: set, it is kept.
+  proto.set_device_policy(weft::v1::ROUND_ROBIN);
+  options = PlannerOptionsFromProto(proto, 2, 16);
+  ASSERT_TRUE(options.ok());
+  EXPECT_EQ(options->device_policy, DevicePolicyKind::kRoundRobin);
 }
 
 TEST(PlannerOptionsTest, RejectsNegativeStreamCap) {
@@ -537,10 +548,11 @@ TEST(PlannerTest, CopyBetweenDevicesHoldsAPeerStreamOnTheSource) {
   EXPECT_THAT(plan->Waits(1), ElementsAre(0));
   EXPECT_THAT(plan->Waits(2), ElementsAre(1));
   EXPECT_EQ(plan->num_events, 2);
-  // The copy reads x on device 0 itself: no transfer before it.
-  EXPECT_EQ(plan->estimates[1].transfer_us, 0);
-  EXPECT_EQ(plan->estimates[1].start_us, 1);
-  EXPECT_EQ(plan->estimated_makespan_us, 7);
+  // As the executor runs it, x first comes over to device 1 (3 MB at
+  // 300 GB/s) and the copy then runs there; `out` goes back at the end.
+  EXPECT_EQ(plan->estimates[1].transfer_us, 10);
+  EXPECT_EQ(plan->estimates[1].start_us, 11);
+  EXPECT_DOUBLE_EQ(plan->estimated_makespan_us, 17 + 4 / 25e3);
   EXPECT_THAT(plan->reasons[1],
               HasSubstr("peer copy stream 2 on device 0"));
 

@@ -6,9 +6,8 @@
 // simulated devices (Topology::Default: 25 GB/s host links, 32 kernel slots
 // per device) with every device policy, and with the planner's default
 // options. For each plan it takes the cost model's simulated makespan over
-// the plan's lower bound (max(critical path, device work / kernel slots);
-// transfers are not in the bound, so uploads alone keep some ratios above
-// 1). It prints:
+// the plan's lower bound (lower_bound.h: no schedule on the cost model's
+// machine beats it, so 1 is optimal and 1.05 close). It prints:
 //
 //   - the ratio per case, device count and policy ("n/a": a policy the
 //     planner does not offer yet; "err": planning failed, see stderr);
@@ -101,7 +100,8 @@ std::vector<Column> Columns() {
   const char* const kNames[] = {"rr",     "stream", "minsize",  "minmin",
                                 "minmax", "finish", "lookahead"};
   std::vector<Column> columns = {{"default", std::nullopt, true}};
-  constexpr int kLast = static_cast<int>(DevicePolicyKind::kLookaheadFinishTime);
+  constexpr int kLast =
+      static_cast<int>(DevicePolicyKind::kLookaheadFinishTime);
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kLast + 1);
   for (int k = 0; k <= kLast; ++k) {
     const auto kind = static_cast<DevicePolicyKind>(k);
@@ -111,6 +111,9 @@ std::vector<Column> Columns() {
   return columns;
 }
 
+// The default column sets only the machine and leaves everything else,
+// the policy included, to PlannerOptions' defaults (reasons too: they cost
+// time but do not change the plan).
 PlannerOptions OptionsFor(const Column& column, int devices) {
   PlannerOptions options;
   options.num_devices = devices;
@@ -163,12 +166,16 @@ Outcomes PlanAll(const std::vector<BenchmarkCase>& cases,
   return outcomes;
 }
 
+std::string Fixed(double value, int decimals) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.*f", decimals, value);
+  return text;
+}
+
 std::string Cell(const Column& column, const Outcome& outcome) {
   if (!column.available) return "n/a";
   if (!outcome.ok) return "err";
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.3f", outcome.ratio());
-  return text;
+  return Fixed(outcome.ratio(), 3);
 }
 
 void PrintRatios(const std::vector<BenchmarkCase>& cases,
@@ -179,6 +186,14 @@ void PrintRatios(const std::vector<BenchmarkCase>& cases,
   } else {
     std::printf("makespan / lower bound (%d kernel slots per device)\n",
                 kKernelSlots);
+    std::printf("default: PlannerOptions' defaults;");
+    for (const Column& column : columns) {
+      if (column.policy.has_value()) {
+        std::printf(" %s %s", column.name.c_str(),
+                    std::string(DevicePolicyName(*column.policy)).c_str());
+      }
+    }
+    std::printf("\n");
     std::printf("%-18s %4s", "case", "devs");
     for (const Column& column : columns) {
       std::printf(" %9s", column.name.c_str());
@@ -195,8 +210,8 @@ void PrintRatios(const std::vector<BenchmarkCase>& cases,
         const std::string cell = Cell(columns[k], o);
         if (flags.csv) {
           std::printf("ratio,%s,%d,%s,%.1f,%.1f,%s\n", cases[c].name.c_str(),
-                      flags.devices[d], columns[k].name.c_str(),
-                      o.makespan_us, o.lower_bound_us, cell.c_str());
+                      flags.devices[d], columns[k].name.c_str(), o.makespan_us,
+                      o.lower_bound_us, cell.c_str());
         } else {
           std::printf(" %9s", cell.c_str());
         }
@@ -321,22 +336,24 @@ void PrintSpeedups(const std::vector<BenchmarkCase>& cases, const Flags& flags,
   }
   for (size_t d = 0; d < n; ++d) {
     if (d == base) continue;
-    double mean[2];
+    // "-" where there is nothing to average or GrCUDA published nothing.
+    std::string mean[2];
     for (int set = 0; set < 2; ++set) {
-      mean[set] =
-          count[set][d] > 0 ? std::exp(log_sum[set][d] / count[set][d]) : 0;
+      mean[set] = count[set][d] > 0
+                      ? Fixed(std::exp(log_sum[set][d] / count[set][d]), 3)
+                      : "-";
     }
     const double grcuda = GrcudaSpeedup(flags.devices[d]);
+    const std::string published = grcuda > 0 ? Fixed(grcuda, 2) : "-";
     if (flags.csv) {
-      std::printf("speedup_mean,multi_gpu,%d,%.3f,%.2f\n", flags.devices[d],
-                  mean[0], grcuda);
-      std::printf("speedup_mean,all,%d,%.3f,%.2f\n", flags.devices[d],
-                  mean[1], grcuda);
+      const char* sets[2] = {"multi_gpu", "all"};
+      for (int set = 0; set < 2; ++set) {
+        std::printf("speedup_mean,%s,%d,%s,%s\n", sets[set], flags.devices[d],
+                    mean[set].c_str(), published.c_str());
+      }
     } else {
-      char published[16] = "-";
-      if (grcuda > 0) std::snprintf(published, sizeof(published), "%.2f", grcuda);
-      std::printf("%7d %12.3f %12.3f %12s\n", flags.devices[d], mean[0],
-                  mean[1], published);
+      std::printf("%7d %12s %12s %12s\n", flags.devices[d], mean[0].c_str(),
+                  mean[1].c_str(), published.c_str());
     }
   }
 }
@@ -363,9 +380,9 @@ int Run(int argc, char** argv) {
   PrintRatios(cases, columns, flags, outcomes);
   PrintSummary(cases, columns, flags, outcomes);
   PrintSpeedups(cases, flags, outcomes);
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   // On stderr in CSV mode, to keep stdout machine-readable.
   std::fprintf(flags.csv ? stderr : stdout,
                "\n%zu cases x %zu device counts x %zu columns in %.1f s\n",

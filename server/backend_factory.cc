@@ -14,6 +14,8 @@
 namespace weft::server {
 namespace {
 
+constexpr int kCudaHardwareQueues = 32;
+
 // Stands in for an instantaneous copy in the planner's topology, which
 // takes finite bandwidths only: a GB takes a microsecond.
 constexpr double kInstantGbps = 1e6;
@@ -92,6 +94,10 @@ absl::StatusOr<CreatedBackend> CreateCuda(const BackendOptions& options) {
     WEFT_ASSIGN_OR_RETURN(created.topology,
                           LoadTopology(options.topology_file, n));
   }
+  // Every GPU since Kepler has 32 hardware work queues (the most
+  // CUDA_DEVICE_MAX_CONNECTIONS allows): the kernels one device can take
+  // from independent streams at once.
+  created.max_concurrent_kernels = kCudaHardwareQueues;
   created.backend = std::move(backend);
   return created;
 }

@@ -128,9 +128,10 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--max_message_bytes must be at least 1024, got ",
         o.max_message_bytes));
   }
-  if (o.max_streams_per_device < 1) {
+  if (o.max_streams_per_device < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--max_streams_per_device must be at least 1, got ",
+        "--max_streams_per_device must be 0 (the device's concurrent "
+        "kernels) or more, got ",
         o.max_streams_per_device));
   }
   if (o.memory_pool_max_cached_bytes < -1) {
@@ -234,8 +235,13 @@ absl::Status Daemon::Start() {
   service_options.jobs = jobs_.get();
   service_options.backend = backend_.get();
   service_options.executor = executor_.get();
+  // By default as many streams as a device runs kernels at once, so that
+  // streams never serialize what the device could run side by side.
   service_options.default_max_streams_per_device =
-      options_.max_streams_per_device;
+      options_.max_streams_per_device > 0 ? options_.max_streams_per_device
+      : created.max_concurrent_kernels > 0
+          ? created.max_concurrent_kernels
+          : scheduler::PlannerOptions().max_concurrent_kernels;
   service_options.topology = created.topology;
   service_options.max_concurrent_kernels = created.max_concurrent_kernels;
   service_options.max_chunk_bytes = static_cast<uint32_t>(

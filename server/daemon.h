@@ -52,7 +52,8 @@ class Daemon {
     std::string metrics_listen = "127.0.0.1:9464";  // "" disables
     BackendOptions backend;
     int max_message_bytes = 64 << 20;
-    int max_streams_per_device = 8;
+    // 0: as many as a device runs kernels at once.
+    int max_streams_per_device = 0;
     // Bytes of freed device memory each device's pool keeps for reuse
     // (runtime/memory_pool.h). -1: no cap (the cache is released when a
     // device runs out of memory); 0: no caching.

@@ -42,9 +42,10 @@ ABSL_FLAG(std::string, topology, "",
 ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
           "Largest gRPC message received or sent, in bytes (large graphs "
           "must fit).");
-ABSL_FLAG(int32_t, max_streams_per_device, 8,
+ABSL_FLAG(int32_t, max_streams_per_device, 0,
           "Planner default soft cap on streams per device (a request's "
-          "options.max_streams_per_device overrides it).");
+          "options.max_streams_per_device overrides it); 0: as many as a "
+          "device runs kernels at once (32).");
 ABSL_FLAG(int64_t, memory_pool_max_cached_bytes, -1,
           "Bytes of freed device memory kept cached per device for reuse by "
           "later jobs (a job whose buffer sizes were seen before allocates "

@@ -201,13 +201,16 @@ class Client:
     def _options(policy, stream_mode, max_streams_per_device, data_threshold=0.0,
                  restrict_to_parent_devices=False, max_nodes_per_stream=0):
         """ScheduleOptions; 0 / None / False leave the daemon's defaults."""
-        return weft_pb2.ScheduleOptions(
-            device_policy=_enum_value(weft_pb2.DevicePolicy, policy, "policy"),
+        options = weft_pb2.ScheduleOptions(
             stream_mode=_enum_value(weft_pb2.StreamMode, stream_mode, "stream mode"),
             max_streams_per_device=max_streams_per_device,
             data_threshold=data_threshold,
             restrict_to_parent_devices=restrict_to_parent_devices,
             max_nodes_per_stream=max_nodes_per_stream)
+        if policy is not None:
+            options.device_policy = _enum_value(
+                weft_pb2.DevicePolicy, policy, "policy")
+        return options
 
     # ------------------------------------------------------------------ jobs
 
