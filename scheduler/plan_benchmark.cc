@@ -2,8 +2,8 @@
 //
 // For each size N: a graph of N `spin` nodes in layers of `width`; every
 // node writes its own buffer and reads one to three buffers written in the
-// previous two layers. Prints the time of PlanGraph (2 devices, round
-// robin) beside the time of a bare topological sort (Kahn) of the same
+// previous two layers. Prints the time of PlanGraph (2 devices, the
+// default device policy unless --policy says otherwise) beside the time of a bare topological sort (Kahn) of the same
 // dependency edges, all in the same run, as thread CPU time (best of
 // three): a full plan without reasons (plan_s: devices, streams, events and
 // the simulated times), the plan weftd makes for a job (job_s: no reasons,
@@ -18,7 +18,8 @@
 //   bazel run -c opt //scheduler:plan_benchmark -- --digest [N ...]
 //   bazel run -c opt //scheduler:plan_benchmark -- --profile[_job] [N [K]]
 //
-// K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME).
+// K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME,
+// 6 LOOKAHEAD_FINISH_TIME).
 // --compare plans one graph of N nodes (default 10000; costs 1-100 us,
 // 1 MB buffers) with every policy, with and without
 // restrict_to_parent_devices, and prints the cross-device dependencies,
@@ -304,7 +305,7 @@ int Run(int argc, char** argv) {
     return PrintDigests(sizes);
   }
   std::vector<int> sizes;
-  DevicePolicyKind policy = DevicePolicyKind::kRoundRobin;
+  DevicePolicyKind policy = PlannerOptions().device_policy;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg.rfind("--policy=", 0) == 0) {
