@@ -39,14 +39,16 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     owned = std::make_unique<Topology>(Topology::Default(devices));
     topology = owned.get();
   }
-  const double lanes =
-      static_cast<double>(devices) * std::max(options.copy_engines_per_device, 1);
+  const double lanes = static_cast<double>(devices) *
+                       std::max(options.copy_engines_per_device, 1);
   const bool transfers = options.model_transfers;
   const int n = graph.num_nodes();
   const int num_buffers = graph.num_buffers();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
 
-  // Upload time of each host buffer (negative: not computed yet), and a
-  // stamp so that each node counts a buffer once.
+  // Per buffer: its upload time (negative: not computed yet), the last
+  // node that counted it, whether some device node needs it uploaded, and
+  // its last writer.
   std::vector<double> upload_us(transfers ? num_buffers : 0, -1);
   std::vector<int32_t> stamp(transfers ? num_buffers : 0, -1);
   std::vector<uint8_t> uploaded(transfers ? num_buffers : 0, 0);
@@ -59,29 +61,27 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     return upload_us[b];
   };
 
-  LowerBoundTerms terms;
-  std::vector<double> finish(n, 0);
-  double weighted_work = 0;
-  double kernel_time = 0;
-  double copy_work = 0;
+  // Forward: the earliest start of every node (its head).
+  std::vector<double> head(n, 0);
+  std::vector<uint8_t> uses_host_data(n, 0);
   double upload_work = 0;
-  std::vector<double> long_kernels;
   for (const NodeId v : dag.order) {
     double start = 0;
-    for (const NodeId p : dag.Preds(v)) start = std::max(start, finish[p]);
-    const Engine engine = graph.engine(v);
-    const double cost = std::max(graph.cost_us(v), 0.0);
+    for (const NodeId p : dag.Preds(v)) {
+      start = std::max(start, head[p] + std::max(graph.cost_us(p), 0.0));
+    }
     if (transfers) {
       double most = 0;
       double sum = 0;
       for (const BufferUse& use : graph.Uses(v)) {
         const BufferId b = use.buffer;
         if (Writes(use.access)) last_writer[b] = v;
-        if (engine == Engine::kHost || !graph.has_initial_data(b) ||
+        if (graph.engine(v) == Engine::kHost || !graph.has_initial_data(b) ||
             stamp[b] == v) {
           continue;
         }
         stamp[b] = v;
+        uses_host_data[v] = 1;
         const double us = upload_of(b);
         most = std::max(most, us);
         sum += us;
@@ -92,17 +92,13 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
       }
       start = std::max(start, std::max(most, sum / lanes));
     }
-    finish[v] = start + cost;
-    terms.critical_path_us = std::max(terms.critical_path_us, finish[v]);
-    if (IsKernel(engine)) {
-      const int32_t units = graph.occupancy_units(v);
-      weighted_work += OccupancyOf(units) * cost;
-      kernel_time += cost;
-      if (units > kOccupancyUnits / 2 && cost > 0) long_kernels.push_back(cost);
-    } else if (engine == Engine::kCopy) {
-      copy_work += cost;
-    }
+    head[v] = start;
   }
+  // Backward: the least time from every node's end to the end of the
+  // graph (its tail), outputs' downloads included.
+  std::vector<double> tail(n, 0);
+  double download_work = 0;
+  double download_head = kInf;
   if (transfers) {
     for (BufferId b = 0; b < num_buffers; ++b) {
       const NodeId w = last_writer[b];
@@ -110,26 +106,96 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
           graph.engine(w) == Engine::kHost) {
         continue;
       }
-      terms.critical_path_us = std::max(
-          terms.critical_path_us,
-          finish[w] + FastestHostLinkUs(*topology, devices,
-                                        graph.buffer_bytes(b), true));
+      const double us = FastestHostLinkUs(*topology, devices,
+                                          graph.buffer_bytes(b), true);
+      tail[w] = std::max(tail[w], us);
+      download_work += us;
+      download_head =
+          std::min(download_head, head[w] + std::max(graph.cost_us(w), 0.0));
     }
   }
-  terms.kernel_work_us =
-      std::max(weighted_work / devices,
-               kernel_time / devices / std::max(options.max_concurrent_kernels, 1));
+  for (auto it = dag.order.rbegin(); it != dag.order.rend(); ++it) {
+    const NodeId v = *it;
+    for (const NodeId s : dag.Succs(v)) {
+      tail[v] = std::max(tail[v], std::max(graph.cost_us(s), 0.0) + tail[s]);
+    }
+  }
+
+  LowerBoundTerms terms;
+  // Per unit kind: its work, and the least head and tail of its work.
+  double weighted_work = 0, kernel_time = 0, copy_work = 0;
+  double kernel_head = kInf, kernel_tail = kInf;
+  double copy_head = kInf, copy_tail = kInf;
+  double upload_tail = kInf;  // after an upload: its consumer and tail
+  struct LongKernel {
+    double cost, head, tail;
+  };
+  std::vector<LongKernel> long_kernels;
+  for (NodeId v = 0; v < n; ++v) {
+    const double cost = std::max(graph.cost_us(v), 0.0);
+    terms.critical_path_us =
+        std::max(terms.critical_path_us, head[v] + cost + tail[v]);
+    if (uses_host_data[v]) upload_tail = std::min(upload_tail, cost + tail[v]);
+    if (!(cost > 0)) continue;
+    const Engine engine = graph.engine(v);
+    if (IsKernel(engine)) {
+      const int32_t units = graph.occupancy_units(v);
+      weighted_work += OccupancyOf(units) * cost;
+      kernel_time += cost;
+      kernel_head = std::min(kernel_head, head[v]);
+      kernel_tail = std::min(kernel_tail, tail[v]);
+      if (units > kOccupancyUnits / 2) {
+        long_kernels.push_back({cost, head[v], tail[v]});
+      }
+    } else if (engine == Engine::kCopy) {
+      copy_work += cost;
+      copy_head = std::min(copy_head, head[v]);
+      copy_tail = std::min(copy_tail, tail[v]);
+    }
+  }
+  // The busiest device runs at least its share of the work, starting no
+  // earlier than the first kernel can and leaving at least the least tail.
+  if (kernel_time > 0) {
+    terms.kernel_work_us =
+        kernel_head +
+        std::max(weighted_work / devices,
+                 kernel_time / devices /
+                     std::max(options.max_concurrent_kernels, 1)) +
+        kernel_tail;
+  }
   // Among the j * devices + 1 longest kernels that fill more than half a
-  // device, some device runs j + 1 of them one after another.
+  // device, some device runs j + 1 one after another.
   if (static_cast<int>(long_kernels.size()) > devices) {
-    std::sort(long_kernels.begin(), long_kernels.end(), std::greater<>());
-    for (size_t j = 1; j * devices < long_kernels.size(); ++j) {
-      terms.long_kernels_us =
-          std::max(terms.long_kernels_us,
-                   static_cast<double>(j + 1) * long_kernels[j * devices]);
+    std::sort(long_kernels.begin(), long_kernels.end(),
+              [](const LongKernel& a, const LongKernel& b) {
+                return a.cost > b.cost;
+              });
+    double least_head = kInf, least_tail = kInf;
+    for (size_t i = 0; i < long_kernels.size(); ++i) {
+      least_head = std::min(least_head, long_kernels[i].head);
+      least_tail = std::min(least_tail, long_kernels[i].tail);
+      if (i == 0 || i % devices != 0) continue;
+      const size_t j = i / devices;
+      terms.long_kernels_us = std::max(
+          terms.long_kernels_us, least_head +
+                                     static_cast<double>(j + 1) *
+                                         long_kernels[i].cost +
+                                     least_tail);
     }
   }
-  terms.copy_work_us = std::max(copy_work, upload_work) / lanes;
+  // Copy engines: COPY nodes, uploads (each host buffer at least once)
+  // and downloads, each over every device's engine of its kind.
+  if (copy_work > 0) {
+    terms.copy_work_us = copy_head + copy_work / lanes + copy_tail;
+  }
+  if (upload_work > 0) {
+    terms.copy_work_us =
+        std::max(terms.copy_work_us, upload_work / lanes + upload_tail);
+  }
+  if (download_work > 0) {
+    terms.copy_work_us =
+        std::max(terms.copy_work_us, download_head + download_work / lanes);
+  }
   terms.bound_us = std::max({terms.critical_path_us, terms.kernel_work_us,
                              terms.long_kernels_us, terms.copy_work_us});
   return terms;

@@ -4,23 +4,27 @@
 //
 // It is the largest of:
 //   - the critical path with compulsory transfers: a node starts only
-//     after its predecessors have finished, and after the host data it uses
-//     has reached a device (a buffer with initial data takes at least its
-//     bytes over the fastest host link; several of them together at least
-//     their sum over all the devices' upload engines); an output buffer
-//     last written on a device reaches the host only after its writer has
-//     finished and its bytes have crossed the fastest link to the host;
+//     after its predecessors have finished (its head), and after the host
+//     data it uses has reached a device (a buffer with initial data takes
+//     at least its bytes over the fastest host link; several of them
+//     together at least their sum over all the devices' upload engines);
+//     after it, its successors and the downloads of the outputs it writes
+//     last still take time (its tail);
 //   - the occupancy-weighted kernel work spread over the devices (a kernel
-//     of occupancy o keeps o of a device busy for its cost), and at most
-//     max_concurrent_kernels kernels run on a device at once;
+//     of occupancy o keeps o of a device busy for its cost; at most
+//     max_concurrent_kernels kernels run on a device at once), after the
+//     least head and before the least tail of any kernel;
 //   - kernels that fill more than half a device never overlap one another
 //     on a device: among the j x devices + 1 longest of them some device
-//     runs j + 1 one after the other;
-//   - the work of the copy engines: COPY nodes on the devices'
-//     device-to-device engines, and every host buffer a device uses
-//     uploaded at least once over the upload engines.
+//     runs j + 1 one after the other, between their least head and least
+//     tail;
+//   - the work of the copy engines, each kind over every device's engine
+//     of that kind: COPY nodes (between their least head and tail), every
+//     host buffer a device uses uploaded at least once (before the least
+//     tail of a node that uses one), every output downloaded (after the
+//     least end of its last writer).
 //
-// O(V + E + A) plus a sort of the long kernels' costs, for A buffer uses.
+// O(V + E + A) plus a sort of the long kernels, for A buffer uses.
 #ifndef WEFT_SCHEDULER_LOWER_BOUND_H_
 #define WEFT_SCHEDULER_LOWER_BOUND_H_
 
