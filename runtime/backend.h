@@ -75,6 +75,10 @@ struct KernelLaunch {
   // The share of the device the kernel keeps busy (scheduler/occupancy.h);
   // simulated devices run kernels side by side while their units fit.
   int32_t occupancy_units = scheduler::kOccupancyUnits;
+  // The node's engine. A simulated device runs a kCopy launch on its
+  // device-to-device copy engine instead of beside its kernels; every
+  // other engine shares the kernels' capacity by occupancy_units.
+  scheduler::Engine engine = scheduler::Engine::kCompute;
   // User kernels only. Not owned; they point into the job's Graph and need
   // stay valid only during the Launch call (a backend copies what it keeps).
   const scheduler::KernelSpec* user_kernel = nullptr;

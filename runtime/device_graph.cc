@@ -224,6 +224,10 @@ std::string DeviceGraphParameters(const DeviceGraph& graph) {
         static_assert(sizeof(cost_bits) == sizeof(node.launch.cost_us));
         std::memcpy(&cost_bits, &node.launch.cost_us, sizeof(cost_bits));
         PutU64(out, cost_bits);
+        // How a simulated device books the kernel: its share of the device
+        // and its engine (a COPY node runs on a copy engine).
+        PutI32(out, node.launch.occupancy_units);
+        out.push_back(static_cast<char>(node.launch.engine));
         for (const KernelArg& arg : node.launch.args) {
           std::visit(
               [&out](const auto& v) {

@@ -16,8 +16,9 @@
 // access modes, copy directions and sizes, the devices a copy touches, and
 // every edge. It leaves out what can be updated in place before a launch:
 // device addresses, scalar argument values, a kernel's cost_us (a spin's
-// duration), host addresses and event handles. Two graphs with equal
-// signatures differ at most in parameters.
+// duration), occupancy_units and engine (how a simulated device books it),
+// host addresses and event handles. Two graphs with equal signatures differ
+// at most in parameters.
 //
 // Plain values; not thread-safe.
 #ifndef WEFT_RUNTIME_DEVICE_GRAPH_H_
@@ -80,9 +81,10 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph);
 // hash, so a cache keyed by it has no collisions.
 std::string DeviceGraphSignature(const DeviceGraph& graph);
 
-// What the signature leaves out (addresses, scalar values, cost_us, host
-// addresses, event handles), encoded for comparison: two graphs with equal
-// signatures and equal parameters launch the same work.
+// What the signature leaves out (addresses, scalar values, cost_us,
+// occupancy_units, engine, host addresses, event handles), encoded for
+// comparison: two graphs with equal signatures and equal parameters launch
+// the same work.
 std::string DeviceGraphParameters(const DeviceGraph& graph);
 
 // Places the nodes of `graph` on lanes (streams) for enqueueing: a node

@@ -145,6 +145,21 @@ TEST(DeviceGraphTest, ParametersTrackWhatTheSignatureLeavesOut) {
   EXPECT_NE(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 8)));
 }
 
+TEST(DeviceGraphTest, OccupancyAndEngineAreParameters) {
+  const DeviceGraph base = Sample(0x1000, 0x2000, 2, 5, 7);
+  const std::string key = DeviceGraphSignature(base);
+  const std::string params = DeviceGraphParameters(base);
+  DeviceGraph quarter = base;
+  quarter.nodes[1].launch.occupancy_units = scheduler::kOccupancyUnits / 4;
+  EXPECT_EQ(DeviceGraphSignature(quarter), key);
+  EXPECT_NE(DeviceGraphParameters(quarter), params);
+  DeviceGraph copy = base;
+  copy.nodes[1].launch.engine = scheduler::Engine::kCopy;
+  EXPECT_EQ(DeviceGraphSignature(copy), key);
+  EXPECT_NE(DeviceGraphParameters(copy), params);
+  EXPECT_NE(DeviceGraphParameters(copy), DeviceGraphParameters(quarter));
+}
+
 KernelLaunch Spin() {
   KernelLaunch launch;
   launch.op = "spin";

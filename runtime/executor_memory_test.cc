@@ -120,6 +120,44 @@ TEST_F(ExecutorMemoryTest, WarmJobsOfAKnownShapeAllocateNothing) {
   EXPECT_GT(now0.cached_bytes, 0u);
 }
 
+// Spins never touch contents, so their buffers get no host memory on the
+// simulator, however large: zero and zero-fill initializations, the spins
+// and the copies between devices all leave it without contents.
+TEST_F(ExecutorMemoryTest, SpinsOnLargeBuffersTakeNoHostMemory) {
+  Make(uint64_t{2} << 30);
+  constexpr uint64_t kBig = uint64_t{256} << 20;
+  TestJob job(2, {0, 1});
+  const int a = job.Buffer("a", kBig, DType::kFloat32);
+  const int b = job.Buffer("b", kBig, DType::kFloat32,
+                           BufferSpec::Init::kFill, 0.0);
+  const int c = job.Buffer("c", kBig, DType::kFloat32);
+  job.Node("first", "spin", {Use(a, Access::kRead), Use(b, Access::kWrite)},
+           0, {}, 0, 10);
+  job.Node("second", "spin", {Use(b, Access::kRead), Use(c, Access::kWrite)},
+           1, {0}, 1, 10);
+  job.Node("third", "spin", {Use(c, Access::kRead), Use(a, Access::kWrite)},
+           0, {1}, -1, 10);
+  Outcome outcome;
+  Start(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  // a, b and c on device 0, b and c on device 1, accounted by size.
+  EXPECT_EQ(sim_->memory_used_bytes(0), 3 * kBig);
+  EXPECT_EQ(sim_->memory_used_bytes(1), 2 * kBig);
+  EXPECT_EQ(sim_->materialized_bytes(0), 0u);
+  EXPECT_EQ(sim_->materialized_bytes(1), 0u);
+
+  // Real ops on the same backend still compute right, and only their
+  // buffers get host memory.
+  Outcome pipeline;
+  Start(VectorPipeline(1.5f), pipeline);
+  ASSERT_TRUE(pipeline.Wait());
+  ExpectPipelineResult(pipeline, 1.5f);
+  EXPECT_GT(sim_->materialized_bytes(0), 0u);
+  EXPECT_LT(sim_->materialized_bytes(0) + sim_->materialized_bytes(1),
+            uint64_t{1} << 20);
+}
+
 TEST_F(ExecutorMemoryTest, WithoutCachingEveryJobAllocates) {
   Make(uint64_t{64} << 20, /*max_cached=*/0);
   for (int i = 0; i < 3; ++i) {

@@ -12,6 +12,7 @@ KernelLaunch BuildKernelLaunch(
   launch.op = node.op;
   launch.cost_us = node.cost_us;
   launch.occupancy_units = scheduler::OccupancyUnits(node.occupancy);
+  launch.engine = node.engine;
   if (node.kernel.has_value()) {
     launch.user_kernel = &*node.kernel;
     launch.module = &graph.module(node.kernel->module);

@@ -52,6 +52,42 @@ TEST(KernelLaunchBuilderTest, BuiltInOpResolvesBuffersOnTheDevice) {
   EXPECT_EQ(y.access, scheduler::Access::kReadWrite);
 }
 
+TEST(KernelLaunchBuilderTest, CarriesOccupancyAndEngine) {
+  const scheduler::Graph graph = Build(R"pb(
+    buffers { name: "x" size_bytes: 64 dtype: FLOAT32 }
+    buffers { name: "y" size_bytes: 64 dtype: FLOAT32 }
+    nodes {
+      name: "quarter"
+      op: "spin"
+      args { buffer { name: "x" access: READ } }
+      cost { estimated_us: 5 occupancy: 0.25 }
+    }
+    nodes {
+      name: "copy"
+      op: "copy"
+      engine: COPY
+      args { buffer { name: "x" access: READ } }
+      args { buffer { name: "y" access: WRITE } }
+      cost { estimated_us: 3 }
+    }
+    nodes {
+      name: "whole"
+      op: "spin"
+      args { buffer { name: "y" access: READ } }
+    }
+  )pb");
+  auto address = [](scheduler::BufferId) { return DevicePtr{0, 0x1000}; };
+  const KernelLaunch quarter = BuildKernelLaunch(graph, graph.node(0), address);
+  EXPECT_EQ(quarter.occupancy_units, scheduler::kOccupancyUnits / 4);
+  EXPECT_EQ(quarter.engine, scheduler::Engine::kCompute);
+  const KernelLaunch copy = BuildKernelLaunch(graph, graph.node(1), address);
+  EXPECT_EQ(copy.engine, scheduler::Engine::kCopy);
+  EXPECT_EQ(copy.occupancy_units, scheduler::kOccupancyUnits);
+  EXPECT_EQ(copy.cost_us, 3);
+  const KernelLaunch whole = BuildKernelLaunch(graph, graph.node(2), address);
+  EXPECT_EQ(whole.occupancy_units, scheduler::kOccupancyUnits);
+}
+
 TEST(KernelLaunchBuilderTest, UserKernelCarriesItsModuleAndTypedScalars) {
   const scheduler::Graph graph = Build(R"pb(
     modules { name: "m" ptx: ".version 8.0\n.target sm_90\n" }

@@ -5,9 +5,16 @@
 // layers above it; the first layer reads host-initialized inputs), plans
 // each with PlanGraph under several device policies, runs the plan on a
 // fresh simulated machine that matches the planner's model (same topology,
-// same kernel slots per device, unpaced clock), and compares the makespan
-// the job's trace shows (from its first piece of work to the end of its
-// last node, on the device clock) with plan.estimated_makespan_us.
+// same kernel work queues per device, one copy at a time per copy engine,
+// unpaced clock), and compares the makespan the job's trace shows (from
+// its first piece of work to the end of its last node, on the device
+// clock) with plan.estimated_makespan_us.
+//
+// Shapes vary the buffer sizes (up to tens of MiB, where transfers weigh
+// as much as kernels) and the nodes' occupancy (a share of the device, so
+// that kernels pack side by side). The host_MiB column is the host memory
+// the simulated devices hold at the end: spins never need contents, so
+// only the uploaded inputs have any.
 //
 // WEFT_BENCH_FAST_LINKS=1 makes every copy (nearly) free on both sides, to
 // compare the kernel schedules alone. WEFT_BENCH_LAUNCH_MODE=graphs runs
@@ -46,13 +53,21 @@ struct Shape {
   int nodes;
   int width;
   uint32_t seed;
+  // Buffer sizes, uniform in [min_bytes, max_bytes].
+  uint64_t min_bytes = 16 << 10;
+  uint64_t max_bytes = 1 << 20;
+  // Node occupancies, drawn uniformly from these (empty: all 1).
+  std::vector<double> occupancies;
 };
 
 scheduler::Graph RandomGraph(const Shape& shape) {
   std::mt19937 rng(shape.seed);
   std::uniform_real_distribution<double> cost(10, 200);
   std::uniform_int_distribution<int> fan_in(1, 3);
-  std::uniform_int_distribution<uint64_t> size(16 << 10, 1 << 20);
+  std::uniform_int_distribution<uint64_t> size(shape.min_bytes,
+                                               shape.max_bytes);
+  std::uniform_int_distribution<size_t> occupancy(
+      0, shape.occupancies.empty() ? 0 : shape.occupancies.size() - 1);
   std::vector<BufferSpec> buffers;
   std::vector<scheduler::NodeSpec> nodes(shape.nodes);
   // Inputs with initial data, read by the first layer.
@@ -75,6 +90,9 @@ scheduler::Graph RandomGraph(const Shape& shape) {
     node.name = absl::StrCat("n", i);
     node.op = "spin";
     node.cost_us = cost(rng);
+    if (!shape.occupancies.empty()) {
+      node.occupancy = shape.occupancies[occupancy(rng)];
+    }
     const int layer = i / shape.width;
     const int k = fan_in(rng);
     for (int a = 0; a < k; ++a) {
@@ -94,16 +112,21 @@ scheduler::Graph RandomGraph(const Shape& shape) {
                           std::move(buffers), std::move(nodes));
 }
 
-// Runs `plan` on a fresh simulated machine; the measured makespan (first
-// work to last node end), or -1 on failure.
-double Execute(std::shared_ptr<const scheduler::Graph> graph,
-               std::shared_ptr<const scheduler::Plan> plan,
-               const scheduler::Topology& topology, int kernel_slots) {
+struct Measured {
+  double makespan_us = -1;  // first work to last node end; -1: failed
+  uint64_t host_bytes = 0;  // materialised simulated memory at the end
+};
+
+// Runs `plan` on a fresh simulated machine.
+Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
+                 std::shared_ptr<const scheduler::Plan> plan,
+                 const scheduler::Topology& topology, int kernel_slots) {
   SimBackend::Options sim;
   sim.num_devices = topology.num_devices();
   sim.bandwidth_gbps = topology.Matrix();
   sim.max_concurrent_kernels = kernel_slots;
   sim.time_scale = 0;
+  sim.memory_bytes = uint64_t{64} << 30;  // accounted only; see host_bytes
   auto backend = SimBackend::Create(sim).value();
   Executor::Options options;
   options.backend = backend.get();
@@ -123,12 +146,16 @@ double Execute(std::shared_ptr<const scheduler::Graph> graph,
   job_options.launch_mode =
       graphs ? LaunchMode::kDeviceGraphs : LaunchMode::kStreams;
   if (!executor->Start(graph, plan, std::move(callbacks), job_options).ok()) {
-    return -1;
+    return Measured();
   }
   done.WaitForNotification();
   if (!status.ok()) {
     std::fprintf(stderr, "job failed: %s\n", status.ToString().c_str());
-    return -1;
+    return Measured();
+  }
+  Measured measured;
+  for (int d = 0; d < sim.num_devices; ++d) {
+    measured.host_bytes += backend->materialized_bytes(d);
   }
   // The trace starts (0) at the job's first work, uploads included.
   double last = 0;
@@ -137,7 +164,8 @@ double Execute(std::shared_ptr<const scheduler::Graph> graph,
       last = std::max(last, span.end_us);
     }
   }
-  return last;
+  measured.makespan_us = last;
+  return measured;
 }
 
 const char* PolicyName(scheduler::DevicePolicyKind kind) {
@@ -154,13 +182,30 @@ const char* PolicyName(scheduler::DevicePolicyKind kind) {
       return "minmax-transfer";
     case scheduler::DevicePolicyKind::kMinFinishTime:
       return "min-finish-time";
+    case scheduler::DevicePolicyKind::kLookaheadFinishTime:
+      return "lookahead-finish";
   }
   return "?";
 }
 
 int Main() {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  const std::vector<double> partial = {0.125, 0.25, 0.5, 1.0};
   const std::vector<Shape> shapes = {
-      {200, 8, 1}, {500, 16, 2}, {1000, 32, 3}, {2000, 16, 4}, {2000, 64, 5}};
+      {200, 8, 1},
+      {500, 16, 2},
+      {1000, 32, 3},
+      {2000, 16, 4},
+      {2000, 64, 5},
+      // Large buffers: transfers of tens of MiB.
+      {100, 8, 6, 16 * kMiB, 64 * kMiB},
+      {200, 16, 7, 8 * kMiB, 32 * kMiB},
+      // Partial occupancy: kernels share devices.
+      {500, 16, 8, 16 << 10, 1 << 20, partial},
+      {2000, 64, 9, 16 << 10, 1 << 20, partial},
+      // Both.
+      {200, 16, 10, 8 * kMiB, 32 * kMiB, partial},
+  };
   const std::vector<scheduler::DevicePolicyKind> policies = {
       scheduler::DevicePolicyKind::kRoundRobin,
       scheduler::DevicePolicyKind::kMinTransferSize,
@@ -174,8 +219,9 @@ int Main() {
                        kDevices + 1, std::vector<double>(kDevices + 1, 1e9)))
                    .value();
   }
-  std::printf("%6s %5s %-18s %12s %12s %8s %12s\n", "nodes", "width",
-              "policy", "estimate_us", "measured_us", "ratio", "lower_bound");
+  std::printf("%6s %5s %7s %5s %-18s %12s %12s %8s %12s %8s\n", "nodes",
+              "width", "MiB", "occ", "policy", "estimate_us", "measured_us",
+              "ratio", "lower_bound", "host_MiB");
   double worst = 0;
   std::vector<double> ratios;
   for (const Shape& shape : shapes) {
@@ -187,23 +233,32 @@ int Main() {
       options.device_policy = policy;
       options.topology = topology;
       options.explain = false;
+      // The simulated machine: each copy engine moves one copy at a time.
+      options.copy_engines_per_device = 1;
+      const std::string sizes =
+          absl::StrCat(shape.max_bytes / kMiB > 0 ? shape.max_bytes / kMiB
+                                                  : 1);
+      const char* occupancy = shape.occupancies.empty() ? "1" : "mixed";
       absl::StatusOr<scheduler::Plan> plan = PlanGraph(*graph, options);
       if (!plan.ok()) {
-        std::printf("%6d %5d %-18s %s\n", shape.nodes, shape.width,
-                    PolicyName(policy), plan.status().ToString().c_str());
+        std::printf("%6d %5d %7s %5s %-18s %s\n", shape.nodes, shape.width,
+                    sizes.c_str(), occupancy, PolicyName(policy),
+                    plan.status().ToString().c_str());
         continue;
       }
       auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
-      const double measured =
+      const Measured measured =
           Execute(graph, shared, topology, options.max_concurrent_kernels);
-      if (measured < 0) return 1;
-      const double ratio = measured / shared->estimated_makespan_us;
+      if (measured.makespan_us < 0) return 1;
+      const double ratio =
+          measured.makespan_us / shared->estimated_makespan_us;
       ratios.push_back(ratio);
       worst = std::max(worst, std::abs(ratio - 1));
-      std::printf("%6d %5d %-18s %12.1f %12.1f %8.4f %12.1f\n", shape.nodes,
-                  shape.width, PolicyName(policy),
-                  shared->estimated_makespan_us, measured, ratio,
-                  shared->lower_bound_us);
+      std::printf("%6d %5d %7s %5s %-18s %12.1f %12.1f %8.4f %12.1f %8.1f\n",
+                  shape.nodes, shape.width, sizes.c_str(), occupancy,
+                  PolicyName(policy), shared->estimated_makespan_us,
+                  measured.makespan_us, ratio, shared->lower_bound_us,
+                  static_cast<double>(measured.host_bytes) / kMiB);
     }
   }
   if (ratios.empty()) return 1;

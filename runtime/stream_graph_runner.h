@@ -10,7 +10,7 @@
 // stream that every lane waits for, enqueues the nodes in order, and has
 // the caller's stream wait for every lane's end, so the launch behaves as
 // one piece of work on that stream. The work runs with the backend's own
-// launches and copies, so its timing (kernel slots, copy engines) is the
+// launches and copies, so its timing (kernel occupancy, copy engines) is the
 // backend's as if the nodes had been issued one by one.
 //
 // Instances are cached by DeviceGraphSignature, least recently used first

@@ -176,12 +176,33 @@ TEST(StreamGraphRunnerTest, TimingFollowsTheEdges) {
     EXPECT_TRUE(backend->SynchronizeStream(stream).ok());
     return *backend->EventTimeUs(after) - *backend->EventTimeUs(before);
   };
+  // Kernels of a quarter of the device each: the three independent ones
+  // run side by side, on lanes of their own.
+  KernelLaunch quarter = Op("spin", 10);
+  quarter.occupancy_units = scheduler::kOccupancyUnits / 4;
   DeviceGraph fan;
-  const int a = fan.AddKernel(Op("spin", 10), {});
-  const int b = fan.AddKernel(Op("spin", 10), {});
-  const int c = fan.AddKernel(Op("spin", 10), {});
+  const int a = fan.AddKernel(quarter, {});
+  const int b = fan.AddKernel(quarter, {});
+  const int c = fan.AddKernel(quarter, {});
   fan.AddKernel(Op("spin", 5), {a, b, c});
   EXPECT_DOUBLE_EQ(elapsed(fan), 15);
+
+  // Kernels that fill the device run one at a time, lanes or not.
+  DeviceGraph full;
+  const int f = full.AddKernel(Op("spin", 10), {});
+  const int g = full.AddKernel(Op("spin", 10), {});
+  const int h = full.AddKernel(Op("spin", 10), {});
+  full.AddKernel(Op("spin", 5), {f, g, h});
+  EXPECT_DOUBLE_EQ(elapsed(full), 35);
+
+  // A COPY node books the device's copy engine: it runs beside a kernel.
+  KernelLaunch copy = Op("spin", 10);
+  copy.engine = scheduler::Engine::kCopy;
+  DeviceGraph beside;
+  const int k = beside.AddKernel(Op("spin", 10), {});
+  const int m = beside.AddKernel(copy, {});
+  beside.AddKernel(Op("spin", 5), {k, m});
+  EXPECT_DOUBLE_EQ(elapsed(beside), 15);
 
   DeviceGraph chain;
   const int d = chain.AddKernel(Op("spin", 10), {});

@@ -170,6 +170,7 @@ class Simulation {
     latest_.assign(num_buffers, kNowhere);
     where_.assign(num_buffers, 0);
     writer_.assign(num_buffers, -1);
+    written_.assign(num_buffers, 0);
     ready_.assign(static_cast<size_t>(num_buffers) * memories_, 0);
     ready_stream_.assign(static_cast<size_t>(num_buffers) * memories_,
                          kNotPending);
@@ -250,6 +251,13 @@ class Simulation {
       WaitReady(copy, s, t);
       return;
     }
+    if (!written_[b] && !graph_.has_initial_data(b)) {
+      // Still its initial zeros or fill: created here too, for free.
+      where_[b] |= Bit(where);
+      ready_[copy] = *t;
+      ready_stream_[copy] = s;
+      return;
+    }
     const int from = latest_[b];
     WaitReady(Slot(b, from), s, t);
     const double us = TransferUs(graph_.buffer_bytes(b),
@@ -281,6 +289,7 @@ class Simulation {
       latest_[b] = where;
       where_[b] = Bit(where);
       writer_[b] = s;
+      written_[b] = 1;
       std::fill_n(ready_stream_.begin() + Slot(b, 0), memories_, kNotPending);
     }
   }
@@ -352,6 +361,7 @@ class Simulation {
   std::vector<int32_t> latest_;
   std::vector<uint64_t> where_;
   std::vector<int32_t> writer_;
+  std::vector<uint8_t> written_;  // some node has written it
   // By buffer and memory: when the copy there is ready, and the stream
   // that readies it (kNotPending: the plan orders its uses).
   std::vector<double> ready_;

@@ -15,9 +15,10 @@
 //     once) is made current in its memory (its device, or the host for a
 //     HOST node) on the node's stream: a buffer that exists nowhere yet is
 //     created there (an upload from the host for initial data; zero- and
-//     fill-initialized buffers are free), one current there already is
-//     waited for if another stream readied it, and otherwise it is copied
-//     from the memory of its latest writer, taking bytes / bandwidth from
+//     fill-initialized buffers are free, and so is another copy of one that
+//     nothing has written yet), one current there already is waited for if
+//     another stream readied it, and otherwise it is copied from the memory
+//     of its latest writer, taking bytes / bandwidth from
 //     the topology (topology.h). A write leaves the buffer current only
 //     where it was written;
 //   - each device has one kernel capacity (occupancy.h): COMPUTE and

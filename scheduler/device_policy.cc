@@ -74,7 +74,7 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
     uploads_.emplace_back(lanes);
     peer_copies_.emplace_back(lanes);
   }
-  created_.assign(graph.num_buffers(), 0);
+  written_.assign(graph.num_buffers(), 0);
   stamp_.assign(graph.num_buffers(), -1);
   if (lookahead && context.num_devices > 1) ComputeLookahead();
 }
@@ -130,6 +130,9 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     const uint64_t bytes = graph_.buffer_bytes(b);
     bool from_host = true;
     double us = 0;
+    if (!written_[b] && !graph_.has_initial_data(b)) {
+      continue;  // initial zeros or fill: created in place
+    }
     if ((mask & ~DataLocations::kHostBit) != 0) {
       // From the fastest device holding it (or the host, if faster).
       us = kInfinity;
@@ -140,10 +143,8 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
           from_host = from == Topology::kHost;
         }
       });
-    } else if (created_[b] || graph_.has_initial_data(b)) {
-      us = topology_.TransferUs(bytes, Topology::kHost, device);
     } else {
-      continue;  // created in place
+      us = topology_.TransferUs(bytes, Topology::kHost, device);
     }
     OccupancyTimeline& engine =
         from_host ? uploads_[device] : peer_copies_[device];
@@ -215,7 +216,9 @@ void PlacementState::Place(NodeId v, int device) {
     const double start =
         unit == nullptr ? t : unit->Book(t, cost, graph_.occupancy_units(v));
     finish_[v] = start + cost;
-    for (const BufferUse& use : graph_.Uses(v)) created_[use.buffer] = 1;
+    for (const BufferUse& use : graph_.Uses(v)) {
+      if (Writes(use.access)) written_[use.buffer] = 1;
+    }
   }
   device_[v] = device;
   if (track_locations_) locations_.Apply(graph_.Uses(v), device);

@@ -241,9 +241,10 @@ class PlacementState {
   std::vector<OccupancyTimeline> uploads_;
   std::vector<OccupancyTimeline> peer_copies_;
   int32_t copy_units_ = kOccupancyUnits;
-  // By buffer: some node has used it (it exists somewhere), and the last
+  // By buffer: some node has written it (before, it holds its initial
+  // zeros or fill wherever it is needed, for free), and the last
   // evaluation that counted it.
-  std::vector<uint8_t> created_;
+  std::vector<uint8_t> written_;
   // Scratch of the estimates, which are const for their callers.
   mutable std::vector<int64_t> stamp_;
   mutable int64_t evaluations_ = 0;

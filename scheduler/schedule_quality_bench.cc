@@ -23,6 +23,7 @@
 //       [--cases=SUBSTRING] [--devices=1,2,4,8]
 //
 // --cases keeps the cases whose name contains SUBSTRING (e.g. "B9M");
+// --show prints the default plan of each case node by node instead;
 // --devices sets the device counts (speedups need 1 among them); --csv
 // prints the same figures as comma-separated rows tagged ratio, summary,
 // speedup and speedup_mean.
@@ -57,6 +58,8 @@ struct Flags {
   std::string cases;
   std::vector<int> devices = {1, 2, 4, 8};
   bool csv = false;
+  // Print the default plan of each case, node by node, instead.
+  bool show = false;
 };
 
 bool ParseDevices(absl::string_view list, std::vector<int>& devices) {
@@ -81,6 +84,8 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       if (!ParseDevices(arg, flags.devices)) return false;
     } else if (arg == "--csv") {
       flags.csv = true;
+    } else if (arg == "--show") {
+      flags.show = true;
     } else {
       return false;
     }
@@ -358,12 +363,38 @@ void PrintSpeedups(const std::vector<BenchmarkCase>& cases, const Flags& flags,
   }
 }
 
+// The default plan of one case: every node's device, stream, transfer
+// time, start and end.
+void ShowPlan(const BenchmarkCase& c, int devices) {
+  PlannerOptions options = OptionsFor(Column{"default", std::nullopt}, devices);
+  options.explain = true;
+  absl::StatusOr<Plan> plan = PlanGraph(c.graph, options);
+  if (!plan.ok()) {
+    std::printf("%s on %d: %s\n", c.name.c_str(), devices,
+                plan.status().ToString().c_str());
+    return;
+  }
+  std::printf("%s on %d devices: makespan %.1f us, lower bound %.1f us "
+              "(%.3f)\n",
+              c.name.c_str(), devices, plan->estimated_makespan_us,
+              plan->lower_bound_us,
+              plan->estimated_makespan_us / plan->lower_bound_us);
+  for (size_t i = 0; i < plan->nodes.size(); ++i) {
+    const PlannedNode& pn = plan->nodes[i];
+    const NodeEstimate e = plan->Estimate(static_cast<int>(i));
+    std::printf("  %-14s d%d s%-3d xfer %9.1f  %10.1f .. %10.1f  %s\n",
+                c.graph.node(pn.node).name.c_str(), pn.device, pn.stream,
+                e.transfer_us, e.start_us, e.end_us,
+                plan->reasons[i].c_str());
+  }
+}
+
 int Run(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
                  "usage: schedule_quality_bench [--cases=SUBSTRING] "
-                 "[--devices=1,2,4,8] [--csv]\n");
+                 "[--devices=1,2,4,8] [--csv] [--show]\n");
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
@@ -374,6 +405,12 @@ int Run(int argc, char** argv) {
   if (cases.empty()) {
     std::fprintf(stderr, "no case name contains '%s'\n", flags.cases.c_str());
     return 2;
+  }
+  if (flags.show) {
+    for (const BenchmarkCase& c : cases) {
+      for (int devices : flags.devices) ShowPlan(c, devices);
+    }
+    return 0;
   }
   const std::vector<Column> columns = Columns();
   const Outcomes outcomes = PlanAll(cases, columns, flags);

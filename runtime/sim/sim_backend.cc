@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <thread>
 #include <utility>
 
@@ -36,6 +36,29 @@ struct KernelLookup {
 };
 thread_local KernelLookup tls_kernel_lookup;
 std::atomic<uint64_t> next_backend_id{1};
+
+// Whether `kernel` is the built-in function `fn` (cpu_kernels.h).
+bool IsBuiltin(const CpuKernel* kernel,
+               absl::Status (*fn)(absl::Span<const HostArg>)) {
+  if (kernel == nullptr) return false;
+  auto* const* target =
+      kernel->target<absl::Status (*)(absl::Span<const HostArg>)>();
+  return target != nullptr && *target == fn;
+}
+
+// Whether a scalar argument is a zero whose bytes are all zero in every
+// dtype (not -0.0).
+bool IsPlainZero(const KernelArg& arg) {
+  if (const auto* f = std::get_if<float>(&arg)) {
+    return *f == 0 && !std::signbit(*f);
+  }
+  if (const auto* d = std::get_if<double>(&arg)) {
+    return *d == 0 && !std::signbit(*d);
+  }
+  if (const auto* i = std::get_if<int32_t>(&arg)) return *i == 0;
+  if (const auto* l = std::get_if<int64_t>(&arg)) return *l == 0;
+  return false;
+}
 
 }  // namespace
 
@@ -173,6 +196,14 @@ SimBackend::SimBackend(Options options)
   } else {
     kernels_ = options_.kernels;
   }
+  if (const CpuKernel* spin = kernels_->Find("spin");
+      IsBuiltin(spin, &SpinKernel)) {
+    spin_kernel_ = spin;
+  }
+  if (const CpuKernel* fill = kernels_->Find("fill");
+      IsBuiltin(fill, &FillKernel)) {
+    fill_kernel_ = fill;
+  }
   const int n = num_devices_;
   bandwidth_gbps_.assign((n + 1) * (n + 1), 0);
   for (int from = 0; from <= n; ++from) {
@@ -224,33 +255,41 @@ SimBackend::SimBackend(Options options)
 }
 
 std::shared_ptr<SimStream::Waker> SimBackend::AdvanceTurnLocked(
-    DeviceModel& model) {
-  ++model.next_to_book;
-  while (!model.given_up.empty() &&
-         *model.given_up.begin() == model.next_to_book) {
-    model.given_up.erase(model.given_up.begin());
-    ++model.next_to_book;
+    DeviceModel& model, Engine engine) {
+  EngineBook& book = model.books[EngineIndex(engine)];
+  ++book.next_to_book;
+  while (!book.given_up.empty() &&
+         *book.given_up.begin() == book.next_to_book) {
+    book.given_up.erase(book.given_up.begin());
+    ++book.next_to_book;
   }
-  auto it = model.turn_waiters.find(model.next_to_book);
-  if (it == model.turn_waiters.end()) return nullptr;
+  auto it = book.turn_waiters.find(book.next_to_book);
+  if (it == book.turn_waiters.end()) return nullptr;
   std::shared_ptr<SimStream::Waker> waker = std::move(it->second);
-  model.turn_waiters.erase(it);
+  book.turn_waiters.erase(it);
   return waker;
 }
 
-SimBackend::KernelTicket::~KernelTicket() {
+SimBackend::Ticket::~Ticket() {
   if (booked) return;
   std::shared_ptr<SimStream::Waker> next;
   {
     absl::MutexLock lock(&model->mu);
-    model->turn_waiters.erase(ticket);
-    if (ticket != model->next_to_book) {
-      model->given_up.insert(ticket);
+    EngineBook& book = model->books[EngineIndex(engine)];
+    book.turn_waiters.erase(number);
+    if (number != book.next_to_book) {
+      book.given_up.insert(number);
       return;
     }
-    next = AdvanceTurnLocked(*model);
+    next = AdvanceTurnLocked(*model, engine);
   }
   if (next != nullptr) next->Wake();
+}
+
+SimBackend::Allocation::~Allocation() {
+  if (data != nullptr && materialized != nullptr) {
+    materialized->fetch_sub(size, std::memory_order_relaxed);
+  }
 }
 
 SimBackend::~SimBackend() {
@@ -264,17 +303,19 @@ SimBackend::~SimBackend() {
     gates.swap(gates_);
   }
   // Stop every stream first: their pending and parked items are dropped
-  // without running (callbacks included), so waking the launches that
-  // wait for their kernel slot below runs nothing more.
+  // without running (callbacks included), so waking the work that waits
+  // for its turn below runs nothing more.
   for (auto& [handle, stream] : streams) stream.queue->Stop();
   std::vector<std::shared_ptr<SimStream::Waker>> parked;
   for (const auto& model : models_) {
     absl::MutexLock lock(&model->mu);
-    model->closed = true;  // launches waiting for their turn give up
-    for (auto& [ticket, waker] : model->turn_waiters) {
-      parked.push_back(std::move(waker));
+    model->closed = true;  // work waiting for its turn gives up
+    for (EngineBook& book : model->books) {
+      for (auto& [ticket, waker] : book.turn_waiters) {
+        parked.push_back(std::move(waker));
+      }
+      book.turn_waiters.clear();
     }
-    model->turn_waiters.clear();
   }
   for (const auto& waker : parked) waker->Wake();
   for (auto& [handle, stream] : streams) stream.queue->Shutdown();
@@ -291,6 +332,11 @@ uint64_t SimBackend::memory_used_bytes(int device) const {
   if (device < 0 || device >= num_devices_) return 0;
   absl::MutexLock lock(&mu_);
   return devices_[device].used;
+}
+
+uint64_t SimBackend::materialized_bytes(int device) const {
+  if (device < 0 || device >= num_devices_) return 0;
+  return models_[device]->materialized.load(std::memory_order_relaxed);
 }
 
 int SimBackend::stream_count() const {
@@ -588,14 +634,10 @@ absl::StatusOr<DevicePtr> SimBackend::Allocate(int device, uint64_t bytes) {
   }
   auto allocation = std::make_shared<Allocation>();
   allocation->size = bytes;
-  // Zero-byte allocations still get a distinct address.
+  allocation->materialized = &models_[device]->materialized;
+  // No host memory yet (Materialize). Zero-byte allocations still get a
+  // distinct address.
   const uint64_t backing = bytes == 0 ? 1 : bytes;
-  allocation->data.reset(new (std::nothrow) char[backing]);
-  if (allocation->data == nullptr) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "device ", device, ": host memory for a ", bytes,
-        "-byte simulated allocation is exhausted"));
-  }
   const uint64_t address = dev.next_address;
   allocation->address = address;
   dev.next_address += (backing + kAlignment - 1) / kAlignment * kAlignment;
@@ -624,16 +666,21 @@ absl::Status SimBackend::Free(DevicePtr ptr) {
 }
 
 absl::StatusOr<SimBackend::Resolved> SimBackend::Resolve(DevicePtr ptr,
-                                                         uint64_t bytes) const {
+                                                         uint64_t bytes,
+                                                         Need need) const {
   WEFT_RETURN_IF_ERROR(CheckDevice(ptr.device));
   const Device& dev = devices_[ptr.device];
   auto it = dev.allocations.upper_bound(ptr.address);
   if (it != dev.allocations.begin()) {
     --it;
-    const Allocation& a = *it->second;
+    Allocation& a = *it->second;
     const uint64_t offset = ptr.address - a.address;
     if (offset <= a.size && bytes <= a.size - offset) {
-      return Resolved{it->second, a.data.get() + offset};
+      if (need == Need::kContents) {
+        WEFT_RETURN_IF_ERROR(Materialize(ptr.device, a));
+      }
+      char* data = a.data == nullptr ? nullptr : a.data.get() + offset;
+      return Resolved{it->second, data};
     }
   }
   return absl::InvalidArgumentError(
@@ -642,9 +689,27 @@ absl::StatusOr<SimBackend::Resolved> SimBackend::Resolve(DevicePtr ptr,
 }
 
 absl::StatusOr<SimBackend::Resolved> SimBackend::ResolveUnlocked(
-    DevicePtr ptr, uint64_t bytes) const {
+    DevicePtr ptr, uint64_t bytes, Need need) const {
   absl::MutexLock lock(&mu_);
-  return Resolve(ptr, bytes);
+  return Resolve(ptr, bytes, need);
+}
+
+absl::Status SimBackend::Materialize(int device,
+                                     Allocation& allocation) const {
+  if (allocation.data != nullptr) return absl::OkStatus();
+  // calloc: zeroed pages the OS hands out lazily, so even a large buffer
+  // costs no host time to zero here. A zero-byte allocation gets a byte,
+  // so that its address is never null.
+  const uint64_t bytes = std::max<uint64_t>(allocation.size, 1);
+  allocation.data.reset(static_cast<char*>(std::calloc(bytes, 1)));
+  if (allocation.data == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "device ", device, ": host memory for the contents of a ",
+        allocation.size, "-byte simulated allocation is exhausted"));
+  }
+  allocation.materialized->fetch_add(allocation.size,
+                                     std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 double SimBackend::CopyUs(uint64_t bytes, int from, int to) const {
@@ -658,24 +723,20 @@ double SimBackend::CopyUs(uint64_t bytes, int from, int to) const {
   return static_cast<double>(bytes) / (gbps * 1e3);
 }
 
-double SimBackend::Book(int device, Engine engine, double ready,
-                        double duration) const {
-  if (!(duration > 0)) return ready;
-  DeviceModel& model = *models_[device];
-  // Paced, nothing can start before now: older bookings are history.
-  const double horizon = clock_.NowUs();
-  absl::MutexLock lock(&model.mu);
-  switch (engine) {
-    case Engine::kKernels:
-      return model.kernels.Book(ready, duration, horizon);
-    case Engine::kHostToDevice:
-      return model.host_to_device.Book(ready, duration, horizon);
-    case Engine::kDeviceToHost:
-      return model.device_to_host.Book(ready, duration, horizon);
-    case Engine::kDeviceToDevice:
-      return model.device_to_device.Book(ready, duration, horizon);
+void SimBackend::EnqueueInTurn(SimStream& queue, int device, Engine engine,
+                               double duration, std::optional<Ticket>* ticket,
+                               SimStream::Work work) const {
+  if (clock_.paced() || !(duration > 0)) {
+    queue.Enqueue(std::move(work));
+    return;
   }
-  return ready;
+  // Unpaced: take a ticket and enqueue under the device's lock, so tickets
+  // follow the order of the work on every stream.
+  DeviceModel& model = *models_[device];
+  absl::MutexLock lock(&model.mu);
+  EngineBook& book = model.books[EngineIndex(engine)];
+  ticket->emplace(&model, engine, book.next_ticket++);
+  queue.Enqueue(std::move(work));
 }
 
 absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
@@ -687,18 +748,15 @@ absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
   WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
-  const double duration = CopyUs(bytes, num_devices_, dst.device);
-  MaybeHold(stream->queue);
-  stream->queue->Enqueue([this, dst, src, bytes, duration](
-                             SimStream::Timing& timing) -> absl::Status {
-    WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
-    WEFT_ASSIGN_OR_RETURN(Resolved to, ResolveUnlocked(dst, bytes));
-    if (bytes > 0) std::memcpy(to.data, src, bytes);
-    timing.end_us = Book(dst.device, Engine::kHostToDevice, timing.ready_us,
-                         duration) +
-                    duration;
-    return absl::OkStatus();
-  });
+  auto copy = std::make_unique<CopyRecord>();
+  copy->kind = CopyKind::kHostToDevice;
+  copy->dst = dst;
+  copy->host_src = src;
+  copy->bytes = bytes;
+  copy->engine_device = dst.device;
+  copy->engine = Engine::kHostToDevice;
+  copy->duration = CopyUs(bytes, num_devices_, dst.device);
+  EnqueueCopy(*stream, std::move(copy));
   return absl::OkStatus();
 }
 
@@ -711,18 +769,15 @@ absl::Status SimBackend::CopyDeviceToHost(void* dst, DevicePtr src,
   WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
-  const double duration = CopyUs(bytes, src.device, num_devices_);
-  MaybeHold(stream->queue);
-  stream->queue->Enqueue([this, dst, src, bytes, duration](
-                             SimStream::Timing& timing) -> absl::Status {
-    WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
-    WEFT_ASSIGN_OR_RETURN(Resolved from, ResolveUnlocked(src, bytes));
-    if (bytes > 0) std::memcpy(dst, from.data, bytes);
-    timing.end_us = Book(src.device, Engine::kDeviceToHost, timing.ready_us,
-                         duration) +
-                    duration;
-    return absl::OkStatus();
-  });
+  auto copy = std::make_unique<CopyRecord>();
+  copy->kind = CopyKind::kDeviceToHost;
+  copy->src = src;
+  copy->host_dst = dst;
+  copy->bytes = bytes;
+  copy->engine_device = src.device;
+  copy->engine = Engine::kDeviceToHost;
+  copy->duration = CopyUs(bytes, src.device, num_devices_);
+  EnqueueCopy(*stream, std::move(copy));
   return absl::OkStatus();
 }
 
@@ -737,21 +792,88 @@ absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
   WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(src, bytes).status());
   WEFT_RETURN_IF_ERROR(ResolveUnlocked(dst, bytes).status());
-  const double duration = CopyUs(bytes, src.device, dst.device);
-  const int engine_device = stream->device;
-  MaybeHold(stream->queue);
-  stream->queue->Enqueue([this, dst, src, bytes, duration, engine_device](
-                             SimStream::Timing& timing) -> absl::Status {
-    WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
-    WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
-    WEFT_ASSIGN_OR_RETURN(Resolved from, ResolveUnlocked(src, bytes));
-    WEFT_ASSIGN_OR_RETURN(Resolved to, ResolveUnlocked(dst, bytes));
-    if (bytes > 0) std::memmove(to.data, from.data, bytes);
-    timing.end_us = Book(engine_device, Engine::kDeviceToDevice,
-                         timing.ready_us, duration) +
-                    duration;
-    return absl::OkStatus();
-  });
+  auto copy = std::make_unique<CopyRecord>();
+  copy->kind = CopyKind::kDeviceToDevice;
+  copy->dst = dst;
+  copy->src = src;
+  copy->bytes = bytes;
+  // Copies into a device run on its device-to-device engine, whichever
+  // stream issued them.
+  copy->engine_device = dst.device;
+  copy->engine = Engine::kDeviceToDevice;
+  copy->duration = CopyUs(bytes, src.device, dst.device);
+  EnqueueCopy(*stream, std::move(copy));
+  return absl::OkStatus();
+}
+
+void SimBackend::EnqueueCopy(const Stream& stream,
+                             std::unique_ptr<CopyRecord> copy) const {
+  MaybeHold(stream.queue);
+  CopyRecord* const kept = copy.get();  // owned by the work from here
+  EnqueueInTurn(*stream.queue, kept->engine_device, kept->engine,
+                kept->duration, &kept->ticket,
+                [this, copy = std::move(copy)](SimStream::Timing& timing) {
+                  return RunCopy(*copy, timing);
+                });
+}
+
+absl::Status SimBackend::RunCopy(CopyRecord& copy,
+                                 SimStream::Timing& timing) const {
+  // The bytes move once; before its turn the stream parks and comes back
+  // to book (`moved` remembers).
+  if (!copy.moved) {
+    WEFT_RETURN_IF_ERROR(MoveBytes(copy));
+    copy.moved = true;
+  }
+  return BookInTurn(copy.engine_device, copy.engine, copy.duration,
+                    scheduler::kOccupancyUnits,
+                    copy.ticket.has_value() ? &*copy.ticket : nullptr, timing);
+}
+
+absl::Status SimBackend::MoveBytes(const CopyRecord& copy) const {
+  switch (copy.kind) {
+    case CopyKind::kHostToDevice: {
+      WEFT_RETURN_IF_ERROR(CheckHealthy(copy.dst.device));
+      if (copy.bytes == 0) {
+        return ResolveUnlocked(copy.dst, copy.bytes).status();
+      }
+      WEFT_ASSIGN_OR_RETURN(
+          Resolved to, ResolveUnlocked(copy.dst, copy.bytes, Need::kContents));
+      std::memcpy(to.data, copy.host_src, copy.bytes);
+      return absl::OkStatus();
+    }
+    case CopyKind::kDeviceToHost: {
+      WEFT_RETURN_IF_ERROR(CheckHealthy(copy.src.device));
+      WEFT_ASSIGN_OR_RETURN(Resolved from,
+                            ResolveUnlocked(copy.src, copy.bytes));
+      if (copy.bytes == 0) return absl::OkStatus();
+      if (from.data == nullptr) {
+        std::memset(copy.host_dst, 0, copy.bytes);  // no contents: zeros
+      } else {
+        std::memcpy(copy.host_dst, from.data, copy.bytes);
+      }
+      return absl::OkStatus();
+    }
+    case CopyKind::kDeviceToDevice: {
+      WEFT_RETURN_IF_ERROR(CheckHealthy(copy.src.device));
+      WEFT_RETURN_IF_ERROR(CheckHealthy(copy.dst.device));
+      WEFT_ASSIGN_OR_RETURN(Resolved from,
+                            ResolveUnlocked(copy.src, copy.bytes));
+      // Zeros onto memory without contents change nothing.
+      const Need need = from.data != nullptr && copy.bytes > 0
+                            ? Need::kContents
+                            : Need::kAddress;
+      WEFT_ASSIGN_OR_RETURN(Resolved to,
+                            ResolveUnlocked(copy.dst, copy.bytes, need));
+      if (copy.bytes == 0 || to.data == nullptr) return absl::OkStatus();
+      if (from.data == nullptr) {
+        std::memset(to.data, 0, copy.bytes);
+      } else {
+        std::memmove(to.data, from.data, copy.bytes);
+      }
+      return absl::OkStatus();
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -787,10 +909,22 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   record->launch.op = launch.op;
   record->launch.args = launch.args;
   record->launch.cost_us = launch.cost_us;
+  record->launch.occupancy_units = launch.occupancy_units;
+  record->launch.engine = launch.engine;
   record->launch.user_kernel = launch.user_kernel;
   record->launch.module = launch.module;
   record->kernel = kernel;
+  record->contents = ContentsOf(kernel, launch);
   record->device = device;
+  // A COPY-engine node runs on its device's device-to-device engine, one
+  // copy at a time; everything else shares the kernels' capacity.
+  if (launch.engine == scheduler::Engine::kCopy) {
+    record->engine = Engine::kDeviceToDevice;
+    record->units = scheduler::kOccupancyUnits;
+  } else {
+    record->engine = Engine::kKernels;
+    record->units = launch.occupancy_units;
+  }
   record->fault = NextLaunchFault(device, launch);
   MaybeHold(stream->queue);
   LaunchRecord* const kept = record.get();  // owned by `work` from here
@@ -802,22 +936,29 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   };
   static_assert(sizeof(work) <= 2 * sizeof(void*),
                 "stored in place by SimStream::Work");
-  if (clock_.paced() || !(launch.cost_us > 0)) {
-    stream->queue->Enqueue(std::move(work));
-    return absl::OkStatus();
-  }
-  // Unpaced: take a ticket and enqueue under the device's lock, so tickets
-  // follow the order of the work on every stream.
-  DeviceModel& model = *models_[device];
-  absl::MutexLock lock(&model.mu);
-  kept->ticket.emplace(&model, model.next_ticket++);
-  stream->queue->Enqueue(std::move(work));
+  EnqueueInTurn(*stream->queue, device, kept->engine, launch.cost_us,
+                &kept->ticket, std::move(work));
   return absl::OkStatus();
+}
+
+SimBackend::Contents SimBackend::ContentsOf(const CpuKernel* kernel,
+                                            const KernelLaunch& launch) const {
+  if (kernel == &user_kernel_stand_in_ || kernel == spin_kernel_) {
+    return Contents::kNone;
+  }
+  // fill(buffer, +0): memory without contents reads as zeros already.
+  if (kernel == fill_kernel_ && launch.args.size() == 2 &&
+      std::holds_alternative<DeviceBufferArg>(launch.args[0]) &&
+      IsPlainZero(launch.args[1])) {
+    return Contents::kZeroFill;
+  }
+  return Contents::kCompute;
 }
 
 void SimBackend::LaunchRecord::Clear() {
   ticket.reset();
   fault = absl::OkStatus();
+  contents = Contents::kCompute;
   launch.args.clear();
   launch.user_kernel = nullptr;
   launch.module = nullptr;
@@ -875,7 +1016,8 @@ absl::Status SimBackend::RunLaunch(LaunchRecord& record,
     WEFT_RETURN_IF_ERROR(RunKernel(record));
     record.ran = true;
   }
-  return BookKernel(record.launch, record.device,
+  return BookInTurn(record.device, record.engine, record.launch.cost_us,
+                    record.units,
                     record.ticket.has_value() ? &*record.ticket : nullptr,
                     timing);
 }
@@ -890,17 +1032,22 @@ absl::Status SimBackend::RunKernel(LaunchRecord& record) const {
     args.clear();
     keep_alive.clear();
   };
+  // Only a kernel that computes on its buffers gives them contents.
+  const Need need = record.contents == Contents::kCompute ? Need::kContents
+                                                          : Need::kAddress;
+  bool has_contents = false;
   if (!launch.args.empty()) {
     args.reserve(launch.args.size());
     absl::MutexLock lock(&mu_);
     for (const KernelArg& arg : launch.args) {
       if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
-        absl::StatusOr<Resolved> r = Resolve(b->ptr, b->size_bytes);
+        absl::StatusOr<Resolved> r = Resolve(b->ptr, b->size_bytes, need);
         if (!r.ok()) {
           return absl::Status(r.status().code(),
                               absl::StrCat(launch.op, " on device ", device,
                                            ": ", r.status().message()));
         }
+        has_contents |= r->data != nullptr;
         args.push_back(HostBufferArg{r->data, b->size_bytes, b->dtype,
                                      b->access});
         keep_alive.push_back(std::move(r->owner));
@@ -919,6 +1066,10 @@ absl::Status SimBackend::RunKernel(LaunchRecord& record) const {
     absl::Status fault = options_.launch_fault(device, launch);
     if (!fault.ok()) return fault;
   }
+  // Zeros onto memory without contents: nothing to do.
+  if (record.contents == Contents::kZeroFill && !has_contents) {
+    return absl::OkStatus();
+  }
   absl::Status status = (*record.kernel)(args);
   if (!status.ok()) {
     return absl::Status(status.code(),
@@ -928,33 +1079,44 @@ absl::Status SimBackend::RunKernel(LaunchRecord& record) const {
   return absl::OkStatus();
 }
 
-absl::Status SimBackend::BookKernel(const KernelLaunch& launch, int device,
-                                    KernelTicket* ticket,
+absl::Status SimBackend::BookInTurn(int device, Engine engine,
+                                    double duration, int32_t units,
+                                    Ticket* ticket,
                                     SimStream::Timing& timing) const {
-  const double duration = launch.cost_us > 0 ? launch.cost_us : 0;
-  if (ticket == nullptr) {
-    timing.end_us =
-        Book(device, Engine::kKernels, timing.ready_us, duration) + duration;
+  if (!(duration > 0)) {
+    timing.end_us = timing.ready_us;  // occupies nothing
     return absl::OkStatus();
   }
-  // Book in launch order: whichever stream gets here first, the schedule
+  DeviceModel& model = *models_[device];
+  if (ticket == nullptr) {
+    // Paced: booked as it comes. Nothing is forgotten by time: work may be
+    // ready before now (virtual times do not wait for the host; sim_stream.h)
+    // and must still find the gaps it would have had. The timeline's own
+    // bound on breakpoints keeps it small.
+    absl::MutexLock lock(&model.mu);
+    timing.end_us = model.books[EngineIndex(engine)].timeline.Book(
+                        timing.ready_us, duration, units) +
+                    duration;
+    return absl::OkStatus();
+  }
+  // Book in enqueue order: whichever stream gets here first, the schedule
   // is the same (and deterministic). Before its turn the stream parks, so
   // the worker runs other streams, the one whose turn it is among them.
-  DeviceModel& model = *models_[device];
   std::shared_ptr<SimStream::Waker> next;
   {
     absl::MutexLock lock(&model.mu);
     if (model.closed) {
       return absl::AbortedError("the simulated backend is shutting down");
     }
-    if (model.next_to_book != ticket->ticket) {
-      model.turn_waiters[ticket->ticket] = timing.Park();
+    EngineBook& book = model.books[EngineIndex(engine)];
+    if (book.next_to_book != ticket->number) {
+      book.turn_waiters[ticket->number] = timing.Park();
       return absl::OkStatus();
     }
-    const double start = model.kernels.Book(timing.ready_us, duration);
+    const double start = book.timeline.Book(timing.ready_us, duration, units);
     timing.end_us = start + duration;
     ticket->booked = true;
-    next = AdvanceTurnLocked(model);
+    next = AdvanceTurnLocked(model, engine);
   }
   if (next != nullptr) next->Wake();
   return absl::OkStatus();

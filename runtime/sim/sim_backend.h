@@ -1,7 +1,7 @@
 // A Backend made of CPU threads: simulated GPUs with checkable results.
 //
-// Each simulated device has a memory capacity (allocations are host memory,
-// accounted against it; running out is RESOURCE_EXHAUSTED naming the device,
+// Each simulated device has a memory capacity (allocations are accounted
+// against it by size; running out is RESOURCE_EXHAUSTED naming the device,
 // the request and the free bytes). Each stream is a SimStream: a FIFO queue
 // that the backend's pool of worker threads drains (Options::worker_threads,
 // however many streams there are; sim_stream.h). Kernels run the CPU
@@ -9,30 +9,67 @@
 // copies move the bytes. A stream waiting on an event really waits until
 // that work has completed, parked: it holds no thread meanwhile.
 //
+// Memory. An allocation's contents are host memory, but only once some
+// operation needs real contents: a kernel that computes on it (every op
+// but `spin` and user kernels, which the simulator does not run), a copy
+// from the host, a fill with anything but zero, or a copy from memory that
+// has contents. Until then it reads as zeros and takes no host memory: a
+// zero fill of it does nothing, a copy from it to memory without contents
+// does nothing, and a copy from it to the host writes zeros. So a graph of
+// spins over large buffers costs no host memory (materialized_bytes()).
+//
 // Timing model. Work is scheduled on a virtual clock in microseconds, one
-// for all devices (sim_timeline.h). A kernel lasts its launch's cost_us (a
-// `spin` does nothing else) and occupies one of the device's
-// max_concurrent_kernels slots; a copy lasts bytes / bandwidth, from the
-// bandwidth matrix (source row, destination column, the host last), and
-// occupies one of the device's copy engines: host-to-device (the
-// destination's), device-to-host (the source's) or device-to-device (the
-// stream's device, for peer and on-device copies). Each engine does one copy
-// at a time. A piece of work starts when its stream, the events it waits on
-// and a slot or engine allow. With time_scale > 0 the clock is paced (work
-// completes no earlier in real time than its virtual end, scaled); with 0 it
-// is unpaced: work completes as fast as the host runs it and the virtual
-// times stay exact. Unpaced, kernels book their slots in launch order (a
-// kernel ready early but launched late still fills an earlier idle gap), so
+// for all devices (sim_timeline.h), and each piece of work is booked on one
+// unit of one device, a scheduler::OccupancyTimeline (scheduler/
+// occupancy.h), exactly as the planner's cost model (scheduler/
+// cost_model.h) books it:
+//   - kernels: a launch lasts its cost_us (a `spin` does nothing else) and
+//     keeps occupancy_units of its stream's device busy; kernels run side
+//     by side while their units add up to at most kOccupancyUnits and there
+//     are at most max_concurrent_kernels of them. A kernel of full
+//     occupancy (the default) thus runs alone on its device. Every launch
+//     books this way except those of COPY-engine nodes
+//     (KernelLaunch::engine kCopy), which run on the device-to-device
+//     engine of their stream's device;
+//   - copies: a copy lasts bytes / bandwidth, from the bandwidth matrix
+//     (source row, destination column, the host last), on one of three
+//     engines per device, each running one copy at a time: host-to-device
+//     (uploads into the device), device-to-host (downloads from it) and
+//     device-to-device (copies into it from another device, copies within
+//     it, and COPY-engine launches on it). A copy between two devices
+//     without a link goes through the host: it lasts both legs, back to
+//     back, on the destination's device-to-device engine.
+// Work of no duration books nothing.
+// A piece of work is ready once the work before it on its stream and the
+// events it waits on have finished, and starts at the earliest time at or
+// after that at which its unit has room for its whole duration, filling
+// gaps left by earlier bookings. With time_scale 0 the clock is unpaced:
+// work completes as fast as the host runs it and the virtual times are
+// exact; every unit books its work in the order it was enqueued (launch
+// and copy calls take a ticket per unit, and work that reaches its unit
+// before an earlier ticket has booked parks its stream until it has), so
 // the schedule does not depend on which thread runs first: it is
-// deterministic, and it is what a plan's cost model (a discrete-event
-// simulation in issue order) predicts. Events report the virtual time of
-// their capture (EventTimeUs), which traces use.
+// deterministic, and it is what the cost model predicts for the same
+// issue order. With time_scale > 0 the clock is paced: work completes no
+// earlier in real time than its virtual end (scaled), each unit books work
+// as it arrives, and nothing starts before the host enqueued it.
+//
+// Virtual times never include the host time the simulation itself takes:
+// moving bytes, computing a kernel's results and a worker's turn delay only
+// when work completes in real time, never its virtual start or end (on a
+// paced clock an item is ready when the item before it ends or when the
+// host enqueued it, not when a worker ran it; sim_stream.h). What does
+// enter them, paced, is when the host enqueued the work, and the host work
+// behind a host gate (Backend::EnqueueHostGate), which is real: the gate
+// ends no earlier than the host opened it (unpaced, it lasts the busy time
+// OpenHostGate is given). Events report the virtual time of their capture
+// (EventTimeUs), which traces use.
 //
 // User kernels (KernelLaunch::user_kernel) are NOT executed: the simulator
-// has no GPU to run CUDA code on, so a user kernel only occupies a kernel
-// slot for its cost_us, and the buffers it was given keep their contents.
-// Its buffer arguments are still resolved, so a bad address fails as it
-// would for a built-in op. PrepareModules accepts every module.
+// has no GPU to run CUDA code on, so a user kernel only occupies its share
+// of the device for its cost_us, and the buffers it was given keep their
+// contents. Its buffer arguments are still resolved, so a bad address fails
+// as it would for a built-in op. PrepareModules accepts every module.
 //
 // Errors: synchronous ones (unknown handle, unknown op, an address outside
 // any allocation, a lost device) are returned by the call; errors of
@@ -65,13 +102,15 @@
 #ifndef WEFT_RUNTIME_SIM_SIM_BACKEND_H_
 #define WEFT_RUNTIME_SIM_SIM_BACKEND_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +128,7 @@
 #include "runtime/sim/sim_stream.h"
 #include "runtime/sim/sim_timeline.h"
 #include "runtime/stream_graph_runner.h"
+#include "scheduler/occupancy.h"
 
 namespace weft::runtime {
 
@@ -118,8 +158,9 @@ class SimBackend final : public Backend {
     // needs a non-zero link to and from the host. Replaces the three values
     // above.
     std::vector<std::vector<double>> bandwidth_gbps;
-    // Kernels that run at once on one device; more wait for a slot. 32 is
-    // the number of hardware work queues (Hyper-Q) of current GPUs.
+    // Kernels that run at once on one device, however small their
+    // occupancy; more wait. 32 is the number of hardware work queues
+    // (Hyper-Q) of current GPUs.
     int max_concurrent_kernels = 32;
     // Real time per unit of virtual time: 1 runs the model in real time,
     // 2 at half speed, 0 unpaced (as fast as the host can, with exact
@@ -246,12 +287,27 @@ class SimBackend final : public Backend {
   int worker_threads() const { return pool_->threads(); }
   // The virtual clock: paced, the time now; unpaced, 0.
   double NowUs() const { return clock_.NowUs(); }
+  // Host bytes holding the contents of `device`'s memory (allocations not
+  // yet materialised hold none; freed ones count until the work using them
+  // has let go). For tests.
+  uint64_t materialized_bytes(int device) const;
 
  private:
+  // Frees what std::calloc gave.
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+
   struct Allocation {
+    ~Allocation();
     uint64_t address = 0;
     uint64_t size = 0;
-    std::unique_ptr<char[]> data;
+    // The contents, zero-filled when first needed (Materialize); null while
+    // the memory reads as zeros. Set once, under the backend's mu_, and
+    // read under it (Resolve); the bytes themselves are the work's.
+    std::unique_ptr<char, FreeDeleter> data;
+    // The device's count of materialised bytes (DeviceModel::materialized).
+    std::atomic<uint64_t>* materialized = nullptr;
   };
 
   struct Device {
@@ -279,46 +335,61 @@ class SimBackend final : public Backend {
     std::shared_ptr<SimStream::Gate> gate;
   };
 
+  // The units of a device that work books (the header comment).
   enum class Engine { kKernels, kHostToDevice, kDeviceToHost, kDeviceToDevice };
+  static constexpr int kEngines = 4;
+  static constexpr size_t EngineIndex(Engine engine) {
+    return static_cast<size_t>(engine);
+  }
 
-  // A device's health and the timelines of its kernel slots and copy
-  // engines.
+  // One unit's bookings and, unpaced, their order: tickets are handed out
+  // as work is enqueued, and work books only when every earlier ticket has
+  // booked or been given up (its work never ran).
+  struct EngineBook {
+    explicit EngineBook(int max_kernels) : timeline(max_kernels) {}
+    scheduler::OccupancyTimeline timeline;
+    uint64_t next_ticket = 0;
+    uint64_t next_to_book = 0;
+    std::set<uint64_t> given_up;
+    // Streams parked until their ticket's turn, by ticket.
+    std::map<uint64_t, std::shared_ptr<SimStream::Waker>> turn_waiters;
+  };
+
+  // A device's health, its units and the host bytes behind its memory.
   struct DeviceModel {
     explicit DeviceModel(int kernel_slots)
-        : kernels(kernel_slots),
-          host_to_device(1),
-          device_to_host(1),
-          device_to_device(1) {}
+        : books{{EngineBook(kernel_slots), EngineBook(1), EngineBook(1),
+                 EngineBook(1)}} {}
     SimDeviceHealth health;
     // Counted by the thread that launches, while workers read `health`
     // for every item: each on a cache line of its own.
     alignas(64) std::atomic<uint64_t> launches{0};
+    alignas(64) std::atomic<uint64_t> materialized{0};
     alignas(64) absl::Mutex mu;
-    Timeline kernels ABSL_GUARDED_BY(mu);
-    // Unpaced, kernels that occupy a slot book it in launch order: tickets
-    // are handed out at Launch, and a kernel books only when every earlier
-    // ticket has booked or been given up (its launch never ran).
-    uint64_t next_ticket ABSL_GUARDED_BY(mu) = 0;
-    uint64_t next_to_book ABSL_GUARDED_BY(mu) = 0;
-    std::set<uint64_t> given_up ABSL_GUARDED_BY(mu);
-    // Streams parked until their ticket's turn, by ticket.
-    std::map<uint64_t, std::shared_ptr<SimStream::Waker>> turn_waiters
-        ABSL_GUARDED_BY(mu);
+    // By Engine.
+    std::array<EngineBook, kEngines> books ABSL_GUARDED_BY(mu);
     bool closed ABSL_GUARDED_BY(mu) = false;
-    Timeline host_to_device ABSL_GUARDED_BY(mu);
-    Timeline device_to_host ABSL_GUARDED_BY(mu);
-    Timeline device_to_device ABSL_GUARDED_BY(mu);
   };
 
-  // A launch's place in its device's booking order; given up when the
-  // launch is dropped without booking (skipped, failed, never run).
-  struct KernelTicket {
-    KernelTicket(DeviceModel* model, uint64_t ticket)
-        : model(model), ticket(ticket) {}
-    ~KernelTicket();
+  // A piece of work's place in its unit's booking order; given up when the
+  // work is dropped without booking (skipped, failed, never run).
+  struct Ticket {
+    Ticket(DeviceModel* model, Engine engine, uint64_t number)
+        : model(model), engine(engine), number(number) {}
+    Ticket(const Ticket&) = delete;
+    Ticket& operator=(const Ticket&) = delete;
+    ~Ticket();
     DeviceModel* const model;
-    const uint64_t ticket;
+    const Engine engine;
+    const uint64_t number;
     bool booked = false;
+  };
+
+  // What a kernel does to the contents of its buffers.
+  enum class Contents {
+    kNone,      // nothing (`spin`, user kernels): none is materialised
+    kZeroFill,  // writes zeros: nothing to do where there are none yet
+    kCompute,   // reads or writes them: all are materialised
   };
 
   // What the work of one launch keeps. Records are pooled: Launch takes
@@ -336,10 +407,13 @@ class SimBackend final : public Backend {
     SimBackend* const owner;
     KernelLaunch launch;
     const CpuKernel* kernel = nullptr;
+    Contents contents = Contents::kCompute;
     int device = 0;
+    Engine engine = Engine::kKernels;
+    int32_t units = scheduler::kOccupancyUnits;
     absl::Status fault;  // an injected fault, returned instead of running
-    // Unpaced launches that take time book their slot in launch order.
-    std::optional<KernelTicket> ticket;
+    // Unpaced launches that take time book their unit in launch order.
+    std::optional<Ticket> ticket;
     bool ran = false;  // the kernel ran; only booking is left
     // RunKernel's arguments, kept for their capacity.
     std::vector<HostArg> host_args;
@@ -358,10 +432,31 @@ class SimBackend final : public Backend {
     absl::Status status;
   };
 
-  // A resolved address: host memory kept alive by `owner`.
+  // A resolved address: host memory kept alive by `owner`; null `data`
+  // for memory without contents yet (it reads as zeros).
   struct Resolved {
     std::shared_ptr<Allocation> owner;
     char* data = nullptr;
+  };
+  // Whether resolving gives memory contents.
+  enum class Need { kAddress, kContents };
+
+  // One copy's work: moves the bytes once, then books its engine.
+  enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+  struct CopyRecord {
+    CopyKind kind = CopyKind::kDeviceToDevice;
+    DevicePtr dst;
+    DevicePtr src;
+    void* host_dst = nullptr;
+    const void* host_src = nullptr;
+    uint64_t bytes = 0;
+    // The engine it books: the destination's for uploads and device
+    // copies, the source's for downloads.
+    int engine_device = 0;
+    Engine engine = Engine::kDeviceToDevice;
+    double duration = 0;
+    std::optional<Ticket> ticket;
+    bool moved = false;  // the bytes moved; only booking is left
   };
 
   // The calling thread's batch (BeginBatch .. EndBatch); sim_backend.cc.
@@ -384,16 +479,23 @@ class SimBackend final : public Backend {
   absl::StatusOr<Event> FindEvent(EventHandle handle) const
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckDevice(int device) const;
-  // The memory at [ptr, ptr + bytes).
-  absl::StatusOr<Resolved> Resolve(DevicePtr ptr, uint64_t bytes) const
+  // The memory at [ptr, ptr + bytes); with kContents, materialised first
+  // (RESOURCE_EXHAUSTED when the host has no memory for it).
+  absl::StatusOr<Resolved> Resolve(DevicePtr ptr, uint64_t bytes,
+                                   Need need = Need::kAddress) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<Resolved> ResolveUnlocked(DevicePtr ptr, uint64_t bytes) const
+  absl::StatusOr<Resolved> ResolveUnlocked(DevicePtr ptr, uint64_t bytes,
+                                           Need need = Need::kAddress) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Gives `allocation` of `device` its (zeroed) host bytes, once.
+  absl::Status Materialize(int device, Allocation& allocation) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Virtual microseconds a copy of `bytes` from memory `from` to memory
   // `to` takes (num_devices_ is the host).
   double CopyUs(uint64_t bytes, int from, int to) const;
-  // Books `duration` on a device engine at or after `ready`; the start.
-  double Book(int device, Engine engine, double ready, double duration) const;
+  // What `kernel` running `launch` does to its buffers' contents.
+  Contents ContentsOf(const CpuKernel* kernel,
+                      const KernelLaunch& launch) const;
   absl::Status CheckHealthy(int device) const;
   // Inside this thread's batch: holds `stream` until EndBatch.
   void MaybeHold(const std::shared_ptr<SimStream>& stream) const;
@@ -407,20 +509,35 @@ class SimBackend final : public Backend {
   RecordPtr TakeLaunchRecord() ABSL_LOCKS_EXCLUDED(records_mu_);
   void GiveBackLaunchRecord(LaunchRecord* record)
       ABSL_LOCKS_EXCLUDED(records_mu_);
+  // Enqueues `work` on `queue`. Unpaced work that takes time first takes
+  // a ticket of `engine` on `device` into `*ticket` (which `work` owns),
+  // under the device's lock, so that every unit's tickets follow the order
+  // of the work on every stream.
+  void EnqueueInTurn(SimStream& queue, int device, Engine engine,
+                     double duration, std::optional<Ticket>* ticket,
+                     SimStream::Work work) const;
   // The work of a launch, on a worker: runs its kernel, then books it.
   absl::Status RunLaunch(LaunchRecord& record, SimStream::Timing& timing) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Runs the kernel of a launch on a worker.
   absl::Status RunKernel(LaunchRecord& record) const ABSL_LOCKS_EXCLUDED(mu_);
-  // Books the launch's kernel slot. `ticket` is null when the launch books
-  // as it comes (paced, or no duration); otherwise, before its turn, it
-  // parks the stream (timing.Park()) until the turn comes.
-  absl::Status BookKernel(const KernelLaunch& launch, int device,
-                          KernelTicket* ticket,
+  // Enqueues `copy` on `stream` (EnqueueInTurn).
+  void EnqueueCopy(const Stream& stream,
+                   std::unique_ptr<CopyRecord> copy) const;
+  // The work of a copy, on a worker: moves the bytes, then books it.
+  absl::Status RunCopy(CopyRecord& copy, SimStream::Timing& timing) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status MoveBytes(const CopyRecord& copy) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Books `duration` of `units` on `engine` of `device` from
+  // timing.ready_us and sets timing.end_us. `ticket` is null when the work
+  // books as it comes (paced, or no duration); otherwise, before its turn,
+  // it parks the stream (timing.Park()) until the turn comes.
+  absl::Status BookInTurn(int device, Engine engine, double duration,
+                          int32_t units, Ticket* ticket,
                           SimStream::Timing& timing) const;
-  // The next ticket's turn; the stream waiting for it, if any.
+  // The next ticket's turn on `engine`; the stream waiting for it, if any.
   static std::shared_ptr<SimStream::Waker> AdvanceTurnLocked(
-      DeviceModel& model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(model.mu);
+      DeviceModel& model, Engine engine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(model.mu);
 
   // Constant after construction.
   const uint64_t id_;  // unique among the backends of the process
@@ -431,6 +548,9 @@ class SimBackend final : public Backend {
   // What a user kernel runs here: nothing (its cost is its only effect).
   const CpuKernel user_kernel_stand_in_ =
       [](absl::Span<const HostArg>) { return absl::OkStatus(); };
+  // The table's kernels that are the built-in `spin` and `fill`, or null.
+  const CpuKernel* spin_kernel_ = nullptr;
+  const CpuKernel* fill_kernel_ = nullptr;
   std::vector<DeviceInfo> device_infos_;
   // (num_devices_ + 1)^2 bandwidths, row-major, source by destination.
   std::vector<double> bandwidth_gbps_;

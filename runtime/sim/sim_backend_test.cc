@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -42,12 +43,18 @@ std::unique_ptr<SimBackend> MakeBackend(SimBackend::Options options) {
   return std::move(backend).value();
 }
 
-KernelLaunch Spin(double cost_us) {
+// A spin of `cost_us` that keeps `units` of its device busy (all of it by
+// default).
+KernelLaunch Spin(double cost_us,
+                  int32_t units = scheduler::kOccupancyUnits) {
   KernelLaunch launch;
   launch.op = "spin";
   launch.cost_us = cost_us;
+  launch.occupancy_units = units;
   return launch;
 }
+
+constexpr int32_t kQuarter = scheduler::kOccupancyUnits / 4;
 
 KernelLaunch FillF32(DevicePtr ptr, uint64_t bytes, float value) {
   KernelLaunch launch;
@@ -496,6 +503,14 @@ double TimeAfter(SimBackend& backend, StreamHandle s, int device) {
   return t.value_or(-1);
 }
 
+// Reads the first float of `ptr` through `s`.
+float FirstFloat(SimBackend& backend, DevicePtr ptr, StreamHandle s) {
+  float value = 0;
+  EXPECT_TRUE(backend.CopyDeviceToHost(&value, ptr, 4, s).ok());
+  EXPECT_TRUE(backend.SynchronizeStream(s).ok());
+  return value;
+}
+
 TEST(SimBackendTimingTest, KernelsLastTheirCostOnTheVirtualClock) {
   auto backend = MakeBackend(Unpaced());
   StreamHandle s = backend->CreateStream(0).value();
@@ -550,17 +565,121 @@ TEST(SimBackendTimingTest, ConcurrentKernelsAreLimitedPerDevice) {
   std::vector<StreamHandle> streams;
   for (int i = 0; i < 4; ++i) {
     streams.push_back(backend->CreateStream(0).value());
-    ASSERT_TRUE(backend->Launch(Spin(100), streams.back()).ok());
+    // Four quarters would fit side by side; two work queues do not.
+    ASSERT_TRUE(backend->Launch(Spin(100, kQuarter), streams.back()).ok());
   }
   StreamHandle other = backend->CreateStream(1).value();
-  ASSERT_TRUE(backend->Launch(Spin(100), other).ok());
+  ASSERT_TRUE(backend->Launch(Spin(100, kQuarter), other).ok());
   std::vector<double> ends;
   for (StreamHandle s : streams) ends.push_back(TimeAfter(*backend, s, 0));
   std::sort(ends.begin(), ends.end());
-  // Two slots: two kernels end at 100, two wait and end at 200.
+  // Two at a time: two kernels end at 100, two wait and end at 200.
   EXPECT_THAT(ends, ::testing::ElementsAre(100, 100, 200, 200));
-  // Another device has slots of its own.
+  // Another device has queues of its own.
   EXPECT_EQ(TimeAfter(*backend, other, 1), 100);
+}
+
+TEST(SimBackendTimingTest, FullOccupancyKernelsRunOneAfterTheOther) {
+  auto backend = MakeBackend(Unpaced());  // 32 work queues
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(100), a).ok());
+  ASSERT_TRUE(backend->Launch(Spin(100), b).ok());
+  // Each fills the device: the second (in launch order) waits.
+  EXPECT_EQ(TimeAfter(*backend, a, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, b, 0), 200);
+}
+
+TEST(SimBackendTimingTest, PartialOccupancyKernelsRunSideBySide) {
+  auto backend = MakeBackend(Unpaced());
+  std::vector<StreamHandle> streams;
+  for (int i = 0; i < 5; ++i) {
+    streams.push_back(backend->CreateStream(0).value());
+    ASSERT_TRUE(backend->Launch(Spin(100, kQuarter), streams.back()).ok());
+  }
+  // Four quarters fill the device; the fifth starts when one ends.
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(TimeAfter(*backend, streams[i], 0), 100) << i;
+  }
+  EXPECT_EQ(TimeAfter(*backend, streams[4], 0), 200);
+  // On device 1: a half fits beside a quarter, a second half does not.
+  StreamHandle q = backend->CreateStream(1).value();
+  StreamHandle h1 = backend->CreateStream(1).value();
+  StreamHandle h2 = backend->CreateStream(1).value();
+  const int32_t half = scheduler::kOccupancyUnits / 2;
+  ASSERT_TRUE(backend->Launch(Spin(1000, kQuarter), q).ok());  // 0..1000
+  ASSERT_TRUE(backend->Launch(Spin(100, half), h1).ok());      // 0..100
+  ASSERT_TRUE(backend->Launch(Spin(100, half), h2).ok());      // 100..200
+  EXPECT_EQ(TimeAfter(*backend, h1, 1), 100);
+  EXPECT_EQ(TimeAfter(*backend, h2, 1), 200);
+  EXPECT_EQ(TimeAfter(*backend, q, 1), 1000);
+}
+
+TEST(SimBackendTimingTest, KernelsOnTwoDevicesRunInParallel) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(1).value();
+  ASSERT_TRUE(backend->Launch(Spin(100), a).ok());
+  ASSERT_TRUE(backend->Launch(Spin(100), b).ok());
+  EXPECT_EQ(TimeAfter(*backend, a, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, b, 1), 100);
+}
+
+TEST(SimBackendTimingTest, CopyLaunchBooksTheDeviceToDeviceEngine) {
+  SimBackend::Options options = Unpaced();
+  // 1 GB/s everywhere: 1000 bytes per microsecond.
+  options.bandwidth_gbps = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
+  auto backend = MakeBackend(options);
+  DevicePtr x = backend->Allocate(0, 100000).value();
+  DevicePtr y = backend->Allocate(0, 100000).value();
+  DevicePtr w = backend->Allocate(0, 100000).value();
+  DevicePtr z = backend->Allocate(1, 100000).value();
+  StreamHandle copier = backend->CreateStream(0).value();
+  StreamHandle kernel = backend->CreateStream(0).value();
+  StreamHandle peer = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(FillF32(x, 100000, 2.5f), copier).ok());
+  KernelLaunch copy;
+  copy.op = "copy";
+  copy.engine = scheduler::Engine::kCopy;
+  copy.cost_us = 100;
+  copy.args = {DeviceBufferArg{x, 100000, DType::kFloat32, Access::kRead},
+               DeviceBufferArg{y, 100000, DType::kFloat32, Access::kWrite}};
+  ASSERT_TRUE(backend->Launch(copy, copier).ok());
+  // A full-occupancy kernel runs beside it: they use different units.
+  ASSERT_TRUE(backend->Launch(Spin(100), kernel).ok());
+  // A copy into device 0 from device 1 shares its device-to-device engine
+  // with the COPY launch: it waits for it.
+  ASSERT_TRUE(backend->CopyDeviceToDevice(w, z, 50000, peer).ok());
+  EXPECT_EQ(TimeAfter(*backend, copier, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, kernel, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, peer, 0), 150);
+  // The COPY launch still ran its op.
+  EXPECT_EQ(FirstFloat(*backend, y, copier), 2.5f);
+}
+
+TEST(SimBackendTimingTest, UploadAndDownloadOverlapButTwoUploadsDoNot) {
+  SimBackend::Options options = Unpaced();
+  options.bandwidth_gbps = {{0, 1, 1}, {1, 0, 1}, {1, 1, 0}};
+  auto backend = MakeBackend(options);
+  std::string in(100000, 'x'), out(100000, '\0');
+  DevicePtr a = backend->Allocate(0, in.size()).value();
+  DevicePtr b = backend->Allocate(0, in.size()).value();
+  DevicePtr c = backend->Allocate(0, in.size()).value();
+  StreamHandle up1 = backend->CreateStream(0).value();
+  StreamHandle down = backend->CreateStream(0).value();
+  StreamHandle up2 = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->CopyHostToDevice(a, in.data(), in.size(), up1).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), c, in.size(), down).ok());
+  ASSERT_TRUE(backend->CopyHostToDevice(b, in.data(), in.size(), up2).ok());
+  EXPECT_EQ(TimeAfter(*backend, up1, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, down, 0), 100);  // its own engine
+  EXPECT_EQ(TimeAfter(*backend, up2, 0), 200);   // after the first upload
+  // Another device's engines are its own.
+  DevicePtr d = backend->Allocate(1, in.size()).value();
+  StreamHandle up3 = backend->CreateStream(1).value();
+  const double before = TimeAfter(*backend, up3, 1);
+  ASSERT_TRUE(backend->CopyHostToDevice(d, in.data(), in.size(), up3).ok());
+  EXPECT_EQ(TimeAfter(*backend, up3, 1) - before, 100);
 }
 
 TEST(SimBackendTimingTest, UnpacedKernelsBookSlotsInLaunchOrder) {
@@ -588,6 +707,41 @@ TEST(SimBackendTimingTest, UnpacedKernelsBookSlotsInLaunchOrder) {
   kernels.release.Notify();
   EXPECT_EQ(TimeAfter(*backend, a, 0), 100);
   EXPECT_EQ(TimeAfter(*backend, b, 0), 150);
+}
+
+// Copies book their engine in the order they were enqueued, as kernels do.
+TEST(SimBackendTimingTest, UnpacedCopiesBookTheirEngineInEnqueueOrder) {
+  TestKernels kernels;
+  SimBackend::Options options = Unpaced();
+  options.kernels = &kernels.table;
+  options.bandwidth_gbps = {{0, 1, 1}, {1, 0, 1}, {1, 1, 0}};
+  auto backend = MakeBackend(options);
+  std::string in(100000, 'x');
+  DevicePtr x = backend->Allocate(0, in.size()).value();
+  DevicePtr y = backend->Allocate(0, in.size()).value();
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  StreamHandle c = backend->CreateStream(1).value();
+  EventHandle e = backend->CreateEvent(1).value();
+  KernelLaunch block;
+  block.op = "block";
+  ASSERT_TRUE(backend->Launch(block, c).ok());
+  ASSERT_TRUE(backend->RecordEvent(e, c).ok());
+  // Enqueued first, but held up (in real time) by the wait.
+  ASSERT_TRUE(backend->StreamWaitEvent(a, e).ok());
+  ASSERT_TRUE(backend->CopyHostToDevice(x, in.data(), in.size(), a).ok());
+  // Enqueued second and free to run at once: it still books after.
+  ASSERT_TRUE(backend->CopyHostToDevice(y, in.data(), in.size(), b).ok());
+  // A kernel launched meanwhile books a unit of its own: no wait.
+  StreamHandle k = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(10), k).ok());
+  EXPECT_EQ(TimeAfter(*backend, k, 0), 10);
+  EventHandle after_b = backend->CreateEvent(0).value();
+  ASSERT_TRUE(backend->RecordEvent(after_b, b).ok());
+  EXPECT_FALSE(backend->QueryEvent(after_b).value());
+  kernels.release.Notify();
+  EXPECT_EQ(TimeAfter(*backend, a, 0), 100);
+  EXPECT_EQ(TimeAfter(*backend, b, 0), 200);
 }
 
 TEST(SimBackendTimingTest, CopiesSerializePerEngineAtTheTopologyBandwidth) {
@@ -757,14 +911,6 @@ TEST(SimBackendBatchTest, ManyStreamsKeepTheirOrderInsideABatch) {
 
 // ---- Launch records (pooled: taken per launch, given back when its work
 // is done or dropped).
-
-// Reads the first float of `ptr` through `s`.
-float FirstFloat(SimBackend& backend, DevicePtr ptr, StreamHandle s) {
-  float value = 0;
-  EXPECT_TRUE(backend.CopyDeviceToHost(&value, ptr, 4, s).ok());
-  EXPECT_TRUE(backend.SynchronizeStream(s).ok());
-  return value;
-}
 
 TEST(SimBackendRecordTest, ReusedRecordsCarryNothingOver) {
   SimBackend::Options options = Unpaced();
@@ -1025,6 +1171,127 @@ TEST(SimBackendFaultTest, LostDeviceFailsEverythingOnItOnly) {
   EXPECT_TRUE(backend->SynchronizeStream(s0).ok());
 }
 
+// ---- Memory contents: host memory only where real contents are needed.
+
+TEST(SimBackendMemoryTest, SpinsOnLargeBuffersMaterializeNothing) {
+  SimBackend::Options options = Unpaced();
+  options.memory_bytes = uint64_t{1} << 30;
+  auto backend = MakeBackend(options);
+  constexpr uint64_t kBig = uint64_t{256} << 20;
+  DevicePtr a = backend->Allocate(0, kBig).value();
+  DevicePtr b = backend->Allocate(0, kBig).value();
+  DevicePtr c = backend->Allocate(1, kBig).value();
+  EXPECT_EQ(backend->memory_used_bytes(0), 2 * kBig);  // accounted by size
+  StreamHandle s0 = backend->CreateStream(0).value();
+  StreamHandle s1 = backend->CreateStream(1).value();
+  KernelLaunch spin = Spin(10);
+  spin.args = {DeviceBufferArg{a, kBig, DType::kFloat32, Access::kRead},
+               DeviceBufferArg{b, kBig, DType::kFloat32, Access::kReadWrite}};
+  // Zero fills, spins and copies between memory without contents.
+  KernelLaunch zero;
+  zero.op = "fill";
+  zero.args = {DeviceBufferArg{a, kBig, DType::kBytes, Access::kWrite}, 0.0};
+  ASSERT_TRUE(backend->Launch(zero, s0).ok());
+  ASSERT_TRUE(backend->Launch(FillF32(b, kBig, 0.0f), s0).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(backend->Launch(spin, s0).ok());
+  ASSERT_TRUE(backend->CopyDeviceToDevice(b, a, kBig, s0).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s0).ok());
+  ASSERT_TRUE(backend->CopyDeviceToDevice(c, b, kBig, s1).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s1).ok());
+  EXPECT_EQ(backend->materialized_bytes(0), 0u);
+  EXPECT_EQ(backend->materialized_bytes(1), 0u);
+  // Reading memory without contents sees zeros.
+  std::vector<char> out(4096, 'x');
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), c, out.size(), s1).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s1).ok());
+  EXPECT_EQ(out, std::vector<char>(out.size(), '\0'));
+  EXPECT_EQ(backend->materialized_bytes(1), 0u);
+  // The timing is the model's all the same: four spins of 10 us (the
+  // fills cost nothing, the copies are instantaneous here).
+  EXPECT_EQ(TimeAfter(*backend, s0, 0), 40);
+}
+
+TEST(SimBackendMemoryTest, RealOpsGetContentsAndComputeRight) {
+  auto backend = MakeBackend(Unpaced());
+  constexpr uint64_t kBytes = 4096;
+  constexpr int kFloats = kBytes / sizeof(float);
+  DevicePtr x = backend->Allocate(0, kBytes).value();
+  DevicePtr y = backend->Allocate(0, kBytes).value();
+  DevicePtr z = backend->Allocate(0, kBytes).value();
+  StreamHandle s = backend->CreateStream(0).value();
+  // fill(x, 2); y stays without contents (zeros); y = 3 * x + y.
+  ASSERT_TRUE(backend->Launch(FillF32(x, kBytes, 2.0f), s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(backend->materialized_bytes(0), kBytes);
+  KernelLaunch axpy;
+  axpy.op = "axpy";
+  axpy.args = {3.0f,
+               DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
+               DeviceBufferArg{y, kBytes, DType::kFloat32, Access::kReadWrite}};
+  ASSERT_TRUE(backend->Launch(axpy, s).ok());
+  std::vector<float> out(kFloats);
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), y, kBytes, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_THAT(out, ::testing::Each(6.0f));
+  EXPECT_EQ(backend->materialized_bytes(0), 2 * kBytes);
+  // A zero fill of memory with contents does write zeros, and a copy from
+  // memory without contents (z) over it does too.
+  ASSERT_TRUE(backend->Launch(FillF32(x, kBytes, 0.0f), s).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), x, kBytes, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_THAT(out, ::testing::Each(0.0f));
+  ASSERT_TRUE(backend->CopyDeviceToDevice(y, z, kBytes, s).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), y, kBytes, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_THAT(out, ::testing::Each(0.0f));
+  EXPECT_EQ(backend->materialized_bytes(0), 2 * kBytes);  // z still none
+  // A -0.0 fill is not all zero bytes: it gets contents.
+  ASSERT_TRUE(backend->Launch(FillF32(z, kBytes, -0.0f), s).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), z, kBytes, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_TRUE(std::signbit(out[0]));
+  // An upload gives contents; freeing gives the host memory back.
+  DevicePtr u = backend->Allocate(0, 8).value();
+  const char data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_TRUE(backend->CopyHostToDevice(u, data, 8, s).ok());
+  char back[8] = {};
+  ASSERT_TRUE(backend->CopyDeviceToHost(back, u, 8, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(std::memcmp(back, data, 8), 0);
+  EXPECT_EQ(backend->materialized_bytes(0), 3 * kBytes + 8);
+  for (DevicePtr p : {x, y, z, u}) ASSERT_TRUE(backend->Free(p).ok());
+  EXPECT_EQ(backend->materialized_bytes(0), 0u);
+}
+
+// ---- Paced: the host's time running the work is not device time.
+
+TEST(SimBackendTimingTest, PacedHostWorkDoesNotDelayVirtualTime) {
+  CpuKernelTable table = CpuKernelTable::WithBuiltins();
+  // A kernel whose CPU implementation takes far longer than its cost.
+  ASSERT_TRUE(table
+                  .Register("slow",
+                            [](absl::Span<const HostArg>) {
+                              absl::SleepFor(absl::Milliseconds(100));
+                              return absl::OkStatus();
+                            })
+                  .ok());
+  SimBackend::Options options = FastOptions();
+  options.time_scale = 1;
+  options.kernels = &table;
+  auto backend = MakeBackend(options);
+  StreamHandle s = backend->CreateStream(0).value();
+  const double enqueued = backend->NowUs();
+  KernelLaunch slow;
+  slow.op = "slow";
+  slow.cost_us = 1000;
+  ASSERT_TRUE(backend->Launch(slow, s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1000), s).ok());
+  const double end = TimeAfter(*backend, s, 0);
+  // 2 ms of model from when the work was enqueued (give or take the time
+  // the test took to enqueue it), not 100 ms of host time plus 1 ms.
+  EXPECT_GE(end, enqueued + 2000);
+  EXPECT_LT(end, enqueued + 2000 + 50000);
+}
 
 // ---- User kernels: not run, only timed.
 

@@ -240,6 +240,7 @@ void SimStream::WakeLocked() {
 
 uint64_t SimStream::Push(Item item) {
   // `item`, when dropped, is destroyed by the caller, outside the locks.
+  if (clock_->paced()) item.enqueued_us = clock_->NowUs();
   absl::MutexLock push_lock(&push_mu_);
   const uint64_t seq = ++enqueued_;
   if (push_stopped_) return seq;
@@ -319,6 +320,7 @@ absl::Status SimStream::OpenGate(Gate& gate, absl::Status status,
   gate.open = true;
   gate.status = std::move(status);
   gate.busy_us = std::max(0.0, busy_us);
+  gate.opened_us = clock_->NowUs();
   WakeLocked();
   return absl::OkStatus();
 }
@@ -578,6 +580,7 @@ SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
   }
   Gate* gate = std::get<std::shared_ptr<Gate>>(item.what).get();
   double busy = 0;
+  double opened = 0;
   {
     absl::MutexLock lock(&mu_);
     if (!gate->open) {
@@ -588,10 +591,11 @@ SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
     }
     status = gate->status;
     busy = gate->busy_us;
+    opened = gate->opened_us;
   }
   // The host work started when the stream reached the gate; on a paced
-  // clock it ended no earlier than now.
-  end = std::max(ready + busy, clock_->NowUs());
+  // clock it ended no earlier than the host opened the gate (0 unpaced).
+  end = std::max(ready + busy, opened);
   if (!scope_error.ok()) status = scope_error;
   return Outcome::kDone;
 }
@@ -644,9 +648,11 @@ void SimStream::RunSlice() {
       scope_error = ScopeError(item->scope);
     }
     if (!wake.empty()) WakeAll(wake);
-    // A resumed item started when it first ran: a gate's host work and a
-    // wait count from then, not from the wake.
-    if (clock_->paced() && !resumed) ready = std::max(ready, clock_->NowUs());
+    // Paced, nothing starts before the host enqueued it; but not "now":
+    // host time spent on earlier items (or waiting for a worker) is not
+    // device time. A resumed item keeps the ready time it first had: a
+    // gate's host work and a wait count from then, not from the wake.
+    if (!resumed) ready = std::max(ready, item->enqueued_us);
     double end = 0;
     absl::Status status;
     if (Run(*item, scope_error, ready, end, status) == Outcome::kParked) {

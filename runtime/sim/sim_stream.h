@@ -6,15 +6,22 @@
 // "item s has completed" is `completed() >= s`. Kinds of item:
 //   work      returns a Status and its virtual end time (from its ready time:
 //             the end of the previous item, and on a paced clock no earlier
-//             than now); work that cannot go on yet may park the stream
-//             (Timing::Park) and is run again once woken;
+//             than the virtual time at which it was enqueued); work that
+//             cannot go on yet may park the stream (Timing::Park) and is
+//             run again once woken;
 //   callback  a host callback, told the first error of its error scope;
 //   wait      lasts until another stream's mark has completed, and moves
 //             this stream's virtual time up to the mark's;
 //   gate      lasts until the host opens it, then the time the host says
 //             its work took.
 // On a paced clock an item completes no earlier in real time than its
-// virtual end.
+// virtual end. Its virtual times do not depend on how long the host took
+// to run it or the items before it: an item is ready at the end of the one
+// before it or when it was enqueued, whichever is later, not when a worker
+// got to it, so host time spent running work (copying bytes, computing a
+// kernel's results) delays only when the work completes in real time. The
+// one exception is a gate, whose host work is real: it ends no earlier
+// than the (virtual) time at which the host opened it.
 //
 // Scheduling: a stream owns no thread. A stream with items to run is
 // runnable and queued on its pool; a worker takes it and runs its items in
@@ -245,6 +252,7 @@ class SimStream {
     bool open = false;
     absl::Status status;
     double busy_us = 0;
+    double opened_us = 0;  // the virtual time OpenGate was called at
   };
 
   // `name` labels error messages. `clock` and `health` are not owned and
@@ -344,6 +352,9 @@ class SimStream {
   struct Item {
     uint64_t scope = 0;
     std::variant<Work, HostCallback, WaitFor, std::shared_ptr<Gate>> what;
+    // Paced: the virtual time at which the host enqueued it, the earliest
+    // it can start (0 unpaced).
+    double enqueued_us = 0;
   };
   // runnable: queued on the pool; running: a worker has it; parked: its
   // next item waits to be woken; pacing: its last item completes at a

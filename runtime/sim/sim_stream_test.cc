@@ -372,6 +372,30 @@ TEST_F(SimStreamTest, PacedClockTakesAtLeastTheVirtualTime) {
   EXPECT_LT(took, absl::Milliseconds(500));
 }
 
+// Host time spent running an item (here 100 ms) is not virtual time: the
+// next item is ready when the first ends in the model, and both were
+// enqueued at (about) the clock's start.
+TEST_F(SimStreamTest, PacedItemsAreReadyFromTheirEnqueueNotTheirRun) {
+  SimClock paced(1.0);
+  SimStream stream("s", &paced);
+  const double enqueued = paced.NowUs();
+  stream.Enqueue([](SimStream::Timing& t) {
+    absl::SleepFor(absl::Milliseconds(100));  // the host's work
+    t.end_us = t.ready_us + 1000;
+    return absl::OkStatus();
+  });
+  stream.Enqueue(Lasting(1000));
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_GE(stream.last_end_us(), enqueued + 2000);
+  EXPECT_LT(stream.last_end_us(), enqueued + 2000 + 50000);
+  // Work enqueued later starts no earlier than it was enqueued.
+  absl::SleepFor(absl::Milliseconds(5));
+  const double later = paced.NowUs();
+  stream.Enqueue(Lasting(10));
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_GE(stream.last_end_us(), later + 10);
+}
+
 TEST_F(SimStreamTest, ShutdownDropsPendingWorkAndWakesWaiters) {
   SimClock paced(1.0);
   auto stream = std::make_unique<SimStream>("s", &paced);

@@ -7,18 +7,11 @@
 // 0), work completes as fast as the host runs it while virtual time is still
 // modelled, which makes long simulations cheap and their timing exact.
 //
-// A Timeline is a resource with a fixed number of lanes (kernel slots of a
-// device, or one copy engine): each booking occupies one lane for a duration.
-// Book finds the earliest start at or after a ready time at which some lane
-// is free for the whole duration, filling gaps left by earlier bookings, so
-// work booked late (the host runs it late) but ready early still gets the
-// idle time it would have had on a real device.
+// What work occupies on a device (its kernel capacity and copy engines) is
+// booked on scheduler::OccupancyTimeline (scheduler/occupancy.h), the same
+// booking the planner's cost model makes (sim_backend.h).
 #ifndef WEFT_RUNTIME_SIM_SIM_TIMELINE_H_
 #define WEFT_RUNTIME_SIM_SIM_TIMELINE_H_
-
-#include <cstddef>
-#include <map>
-#include <vector>
 
 #include "absl/time/time.h"
 
@@ -42,39 +35,6 @@ class SimClock {
  private:
   const double scale_;
   const absl::Time epoch_;
-};
-
-// Not thread-safe: its owner serializes access.
-class Timeline {
- public:
-  // Most intervals kept per lane; beyond it the earliest are forgotten (and
-  // their time counts as free), which bounds memory on unpaced runs.
-  static constexpr size_t kMaxIntervalsPerLane = 4096;
-
-  // REQUIRES: lanes >= 1.
-  explicit Timeline(int lanes);
-
-  int lanes() const { return static_cast<int>(lanes_.size()); }
-
-  // Books `duration_us` on the lane that can start it first, at or after
-  // `ready_us`, and returns the start. Zero or negative durations occupy
-  // nothing and start at `ready_us`. Intervals that end before
-  // `forget_before_us` are dropped first (nothing can start before it).
-  double Book(double ready_us, double duration_us,
-              double forget_before_us = 0);
-
-  // Intervals currently held, over all lanes (for tests).
-  size_t intervals() const;
-
- private:
-  // Start -> end of disjoint busy intervals.
-  using Lane = std::map<double, double>;
-
-  // The earliest start >= ready at which `lane` is free for `duration`.
-  static double EarliestGap(const Lane& lane, double ready, double duration);
-  static void Insert(Lane& lane, double start, double end);
-
-  std::vector<Lane> lanes_;
 };
 
 }  // namespace weft::runtime
