@@ -429,6 +429,8 @@ weft::v1::Graph TransferAndTwoSpins(uint64_t bytes) {
     arg->set_name(buffer);
     arg->set_access(buffer == "in" ? weft::v1::READ : weft::v1::READ_WRITE);
     node->mutable_cost()->set_estimated_us(100);
+    // The spins share the device: two halves fit side by side.
+    if (buffer != "in") node->mutable_cost()->set_occupancy(0.5);
   }
   return g;
 }
@@ -461,7 +463,7 @@ TEST_F(DaemonTest, PlansWithTheSimulatorsBandwidthAndKernelSlots) {
       PlannedStarts(daemon->get(), TransferAndTwoSpins(2000000));
   // 2 MB at 20 GB/s (20e3 bytes per microsecond).
   EXPECT_NEAR(starts["load"], 100, 1e-6);
-  // The simulator runs the two spins at once on device 0.
+  // The simulator runs the two half-occupancy spins at once on device 0.
   EXPECT_EQ(starts["s0"], 0);
   EXPECT_EQ(starts["s1"], 0);
 }
