@@ -509,6 +509,14 @@ absl::Status Job::MakeCurrent(BufferId b, int where, int stream_device,
   Copy& dst = state.copies[where];
   if (state.latest < 0) return Materialize(b, where, stream_device, stream);
   if (dst.current) return WaitReady(dst, stream);
+  if (!state.written &&
+      graph_->buffer(b).init != BufferSpec::Init::kData) {
+    // Still its initial zeros or fill: made here too instead of copied.
+    const int latest = state.latest;
+    WEFT_RETURN_IF_ERROR(Materialize(b, where, stream_device, stream));
+    state.latest = latest;
+    return absl::OkStatus();
+  }
   Copy& src = state.copies[state.latest];
   WEFT_RETURN_IF_ERROR(WaitReady(src, stream));
   const BufferSpec& spec = graph_->buffer(b);
@@ -615,6 +623,7 @@ void Job::MarkWritten(const std::vector<BufferUse>& uses, int where,
     if (!scheduler::Writes(use.access)) continue;
     BufferState& state = buffers_[use.buffer];
     state.latest = where;
+    state.written = true;
     for (Copy& copy : state.copies) {
       copy.current = false;
       // From here on the plan orders every later use of this buffer.

@@ -183,6 +183,9 @@ class Job {
   struct BufferState {
     std::vector<Copy> copies;  // by location: devices, then the host
     int latest = -1;           // location of the latest version; -1: none
+    // Some node has written it; until then every copy holds its initial
+    // contents, and a zero- or fill-initialized one is made in place.
+    bool written = false;
     std::string host_data;     // the host copy's memory, once used
   };
 
