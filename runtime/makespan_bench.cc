@@ -32,12 +32,21 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "runtime/executor.h"
 #include "runtime/sim/sim_backend.h"
 #include "runtime/trace.h"
+#include "scheduler/benchmark_graphs.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
 #include "scheduler/topology.h"
@@ -113,7 +122,10 @@ scheduler::Graph RandomGraph(const Shape& shape) {
 }
 
 struct Measured {
-  double makespan_us = -1;  // first work to last node end; -1: failed
+  // From the job's first piece of work to the end of its last, output
+  // downloads included; -1: the job failed.
+  double makespan_us = -1;
+  double last_node_us = 0;  // the end of the last graph node (or graph)
   uint64_t host_bytes = 0;  // materialised simulated memory at the end
 };
 
@@ -157,11 +169,14 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
   for (int d = 0; d < sim.num_devices; ++d) {
     measured.host_bytes += backend->materialized_bytes(d);
   }
-  // The trace starts (0) at the job's first work, uploads included.
+  // The trace starts (0) at the job's first work, uploads included, and
+  // has a span for every piece of device work: nodes, uploads, copies
+  // between devices, fills and the output downloads that end the job.
   double last = 0;
   for (const TraceSpan& span : trace.spans) {
+    last = std::max(last, span.end_us);
     if (span.node >= 0 || span.op == "graph") {
-      last = std::max(last, span.end_us);
+      measured.last_node_us = std::max(measured.last_node_us, span.end_us);
     }
   }
   measured.makespan_us = last;
@@ -188,8 +203,82 @@ const char* PolicyName(scheduler::DevicePolicyKind kind) {
   return "?";
 }
 
-int Main() {
-  constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+
+// Measured / estimate ratios and the worst deviation from 1.
+class Summary {
+ public:
+  void Add(double ratio, const std::string& label) {
+    ratios_.push_back(ratio);
+    if (std::abs(ratio - 1) > worst_) {
+      worst_ = std::abs(ratio - 1);
+      worst_label_ = label;
+    }
+    if (ratio == 1) ++exact_;
+  }
+  bool empty() const { return ratios_.empty(); }
+  void Print(const char* what) {
+    if (ratios_.empty()) {
+      std::printf("%s: nothing measured\n", what);
+      return;
+    }
+    std::sort(ratios_.begin(), ratios_.end());
+    std::printf(
+        "%s: measured / estimate over %zu runs (%d exact): min %.4f, median "
+        "%.4f, max %.4f; worst deviation %.2f%%%s%s\n",
+        what, ratios_.size(), exact_, ratios_.front(),
+        ratios_[ratios_.size() / 2], ratios_.back(), 100 * worst_,
+        worst_label_.empty() ? "" : " at ", worst_label_.c_str());
+  }
+
+ private:
+  std::vector<double> ratios_;
+  double worst_ = 0;
+  std::string worst_label_;
+  int exact_ = 0;
+};
+
+struct Flags {
+  bool random_shapes = true;
+  bool schedule_cases = false;
+  std::string cases;  // keep the schedule cases whose name contains this
+  std::vector<int> devices = {1, 2, 4, 8};
+  // Schedule cases whose host staging (see StagedBytes) exceeds this are
+  // skipped.
+  uint64_t max_staged_bytes = uint64_t{2} << 30;
+};
+
+bool ParseFlags(int argc, char** argv, Flags& flags) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--schedule_cases") {
+      flags.schedule_cases = true;
+      flags.random_shapes = false;
+    } else if (arg == "--all") {
+      flags.schedule_cases = true;
+      flags.random_shapes = true;
+    } else if (absl::ConsumePrefix(&arg, "--cases=")) {
+      flags.cases = std::string(arg);
+    } else if (absl::ConsumePrefix(&arg, "--devices=")) {
+      flags.devices.clear();
+      for (absl::string_view item : absl::StrSplit(arg, ',')) {
+        int n = 0;
+        if (!absl::SimpleAtoi(item, &n) || n < 1) return false;
+        flags.devices.push_back(n);
+      }
+      if (flags.devices.empty()) return false;
+    } else if (absl::ConsumePrefix(&arg, "--max_staged_mib=")) {
+      uint64_t mib = 0;
+      if (!absl::SimpleAtoi(arg, &mib)) return false;
+      flags.max_staged_bytes = mib * kMiB;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+int RunRandomShapes() {
   const std::vector<double> partial = {0.125, 0.25, 0.5, 1.0};
   const std::vector<Shape> shapes = {
       {200, 8, 1},
@@ -210,6 +299,8 @@ int Main() {
       scheduler::DevicePolicyKind::kRoundRobin,
       scheduler::DevicePolicyKind::kMinTransferSize,
       scheduler::DevicePolicyKind::kMinFinishTime,
+      // The planner's default.
+      scheduler::PlannerOptions().device_policy,
   };
   constexpr int kDevices = 2;
   scheduler::Topology topology = scheduler::Topology::Default(kDevices);
@@ -222,8 +313,7 @@ int Main() {
   std::printf("%6s %5s %7s %5s %-18s %12s %12s %8s %12s %8s\n", "nodes",
               "width", "MiB", "occ", "policy", "estimate_us", "measured_us",
               "ratio", "lower_bound", "host_MiB");
-  double worst = 0;
-  std::vector<double> ratios;
+  Summary summary;
   for (const Shape& shape : shapes) {
     auto graph =
         std::make_shared<const scheduler::Graph>(RandomGraph(shape));
@@ -252,8 +342,8 @@ int Main() {
       if (measured.makespan_us < 0) return 1;
       const double ratio =
           measured.makespan_us / shared->estimated_makespan_us;
-      ratios.push_back(ratio);
-      worst = std::max(worst, std::abs(ratio - 1));
+      summary.Add(ratio, absl::StrCat("seed ", shape.seed, " ",
+                                      PolicyName(policy)));
       std::printf("%6d %5d %7s %5s %-18s %12.1f %12.1f %8.4f %12.1f %8.1f\n",
                   shape.nodes, shape.width, sizes.c_str(), occupancy,
                   PolicyName(policy), shared->estimated_makespan_us,
@@ -261,19 +351,121 @@ int Main() {
                   static_cast<double>(measured.host_bytes) / kMiB);
     }
   }
-  if (ratios.empty()) return 1;
-  std::sort(ratios.begin(), ratios.end());
-  std::printf("measured / estimate: min %.4f, median %.4f, max %.4f; worst "
-              "deviation %.2f%%\n",
-              ratios.front(), ratios[ratios.size() / 2], ratios.back(),
-              100 * worst);
+  if (summary.empty()) return 1;
+  summary.Print("random DAGs");
+  return 0;
+}
+
+// Host memory a job of `graph` takes in the executor before any simulated
+// device holds a byte (runtime/job.cc): the contents of every
+// host-initialized buffer, staged in a host string of its full size for
+// its first upload (which then materialises the device copy as well), and
+// a host string of every output's full size for its download.
+struct Staged {
+  uint64_t initial = 0;
+  uint64_t outputs = 0;
+  uint64_t total() const { return initial + outputs; }
+};
+
+Staged StagedBytes(const scheduler::Graph& graph) {
+  Staged staged;
+  for (const BufferSpec& buffer : graph.buffers()) {
+    if (buffer.init == BufferSpec::Init::kData) {
+      staged.initial += buffer.size_bytes;
+    }
+    if (buffer.output) staged.outputs += buffer.size_bytes;
+  }
+  return staged;
+}
+
+int RunScheduleCases(const Flags& flags) {
+  const scheduler::PlannerOptions defaults;
+  std::printf(
+      "schedule cases, default options (%s), Topology::Default, %d kernel "
+      "slots per device\n",
+      PolicyName(defaults.device_policy), defaults.max_concurrent_kernels);
+  std::printf("%-16s %3s %5s %8s %8s %12s %12s %8s %12s %12s %8s %7s\n",
+              "case", "dev", "nodes", "init_MiB", "out_MiB", "estimate_us",
+              "measured_us", "ratio", "last_node_us", "lower_bound",
+              "host_MiB", "wall_s");
+  Summary summary;
+  std::vector<std::string> skipped;
+  for (scheduler::BenchmarkCase& c : scheduler::AllScheduleCases()) {
+    if (!absl::StrContains(c.name, flags.cases)) continue;
+    const Staged staged = StagedBytes(c.graph);
+    if (staged.total() > flags.max_staged_bytes) {
+      skipped.push_back(c.name);
+      std::printf("%-16s skipped: the executor would stage %.0f MiB on the "
+                  "host (%.0f MiB of initial data, %.0f MiB of outputs; "
+                  "limit %.0f MiB)\n",
+                  c.name.c_str(), static_cast<double>(staged.total()) / kMiB,
+                  static_cast<double>(staged.initial) / kMiB,
+                  static_cast<double>(staged.outputs) / kMiB,
+                  static_cast<double>(flags.max_staged_bytes) / kMiB);
+      continue;
+    }
+    auto graph = std::make_shared<const scheduler::Graph>(std::move(c.graph));
+    for (int devices : flags.devices) {
+      scheduler::PlannerOptions options;
+      options.num_devices = devices;
+      options.topology = scheduler::Topology::Default(devices);
+      options.explain = false;  // reasons only; the plan is the same
+      absl::StatusOr<scheduler::Plan> plan = PlanGraph(*graph, options);
+      if (!plan.ok()) {
+        std::printf("%-16s %3d %s\n", c.name.c_str(), devices,
+                    plan.status().ToString().c_str());
+        continue;
+      }
+      auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
+      const absl::Time start = absl::Now();
+      const Measured measured = Execute(graph, shared, *options.topology,
+                                        options.max_concurrent_kernels);
+      const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+      if (measured.makespan_us < 0) return 1;
+      const double ratio =
+          measured.makespan_us / shared->estimated_makespan_us;
+      summary.Add(ratio, absl::StrCat(c.name, " on ", devices));
+      std::printf(
+          "%-16s %3d %5d %8.1f %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f %8.1f "
+          "%7.2f\n",
+          c.name.c_str(), devices, graph->num_nodes(),
+          static_cast<double>(staged.initial) / kMiB,
+          static_cast<double>(staged.outputs) / kMiB,
+          shared->estimated_makespan_us, measured.makespan_us, ratio,
+          measured.last_node_us, shared->lower_bound_us,
+          static_cast<double>(measured.host_bytes) / kMiB, wall_s);
+      std::fflush(stdout);
+    }
+  }
+  if (summary.empty()) return 1;
+  summary.Print("schedule cases");
+  if (!skipped.empty()) {
+    std::printf("skipped %zu cases over the host staging limit: %s\n",
+                skipped.size(), absl::StrJoin(skipped, ", ").c_str());
+  }
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, flags)) {
+    std::fprintf(stderr,
+                 "usage: makespan_bench [--schedule_cases | --all] "
+                 "[--cases=SUBSTRING] [--devices=1,2,4,8] "
+                 "[--max_staged_mib=N]\n");
+    return 2;
+  }
+  if (flags.random_shapes) {
+    if (int rc = RunRandomShapes(); rc != 0) return rc;
+  }
+  if (flags.schedule_cases) return RunScheduleCases(flags);
   return 0;
 }
 
 }  // namespace
 }  // namespace weft::runtime
 
-int main() {
+int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  return weft::runtime::Main();
+  return weft::runtime::Main(argc, argv);
 }

@@ -12,6 +12,9 @@
 namespace weft::scheduler {
 namespace {
 
+// The longest kernels per device the long-kernel term looks at.
+constexpr int kLongKernelsPerDevice = 64;
+
 bool IsKernel(Engine e) {
   return e == Engine::kCompute || e == Engine::kCollective;
 }
@@ -166,12 +169,23 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   // Among the j * devices + 1 longest kernels that fill more than half a
   // device, some device runs j + 1 one after another.
   if (static_cast<int>(long_kernels.size()) > devices) {
-    std::sort(long_kernels.begin(), long_kernels.end(),
-              [](const LongKernel& a, const LongKernel& b) {
-                return a.cost > b.cost;
-              });
+    // Only the longest kLongKernelsPerDevice x devices count: beyond them
+    // the work term is as strong (and the bound stays valid with fewer
+    // terms), and a full sort of millions of kernels would cost more than
+    // the rest of the bound.
+    const size_t keep = std::min(
+        long_kernels.size(),
+        static_cast<size_t>(kLongKernelsPerDevice) * devices + 1);
+    auto longer = [](const LongKernel& a, const LongKernel& b) {
+      return a.cost > b.cost;
+    };
+    if (keep < long_kernels.size()) {
+      std::nth_element(long_kernels.begin(), long_kernels.begin() + keep,
+                       long_kernels.end(), longer);
+    }
+    std::sort(long_kernels.begin(), long_kernels.begin() + keep, longer);
     double least_head = kInf, least_tail = kInf;
-    for (size_t i = 0; i < long_kernels.size(); ++i) {
+    for (size_t i = 0; i < keep; ++i) {
       least_head = std::min(least_head, long_kernels[i].head);
       least_tail = std::min(least_tail, long_kernels[i].tail);
       if (i == 0 || i % devices != 0) continue;

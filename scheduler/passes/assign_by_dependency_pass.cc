@@ -62,6 +62,14 @@ class Walk {
     return s;
   }
 
+  // p is a direct predecessor of v.
+  bool IsPred(NodeId p, NodeId v) const {
+    for (NodeId q : c_.dag.Preds(v)) {
+      if (q == p) return true;
+    }
+    return false;
+  }
+
   // v, at issue position pv, runs on s.
   void Touch(NodeId v, int32_t pv, int s) {
     Track& t = tracks_[s];
@@ -126,9 +134,23 @@ class Walk {
       behind[num_behind] = k;
       num_behind += t.last_pos < pv;
     }
-    // Ask about ancestry only where the answer could change the choice.
+    // A stream whose last node is one of v's direct predecessors is
+    // recyclable without asking the index (one that ran v's op first, then
+    // the oldest); the others are asked only when none is.
     bool recycled_has_op = false;
     for (int j = 0; j < num_behind; ++j) {
+      const int k = behind[j];
+      if (found.recycled >= 0 && (recycled_has_op || !has_ops[k])) continue;
+      const NodeId last = tracks[streams[k]].last;
+      if (last >= 0 && c_.stream_of[last] == streams[k] &&
+          IsPred(last, v)) {
+        found.recycled = streams[k];
+        recycled_has_op = has_ops[k];
+      }
+    }
+    const bool pred_found = found.recycled >= 0;
+    // Ask about ancestry only where the answer could change the choice.
+    for (int j = 0; j < num_behind && !pred_found; ++j) {
       const int k = behind[j];
       if (found.recycled >= 0 && (recycled_has_op || !has_ops[k])) continue;
       const Track& t = tracks[streams[k]];

@@ -3,8 +3,9 @@
 // Every node still without a stream (after labels and independent engines)
 // is placed by one walk in issue order. An unassigned node takes a
 // recyclable stream of its device and engine: one whose last node is its
-// ancestor, so the reuse adds no ordering (a stream that already ran the
-// node's op is preferred, then the lowest id); else a new stream while its
+// ancestor, so the reuse adds no ordering (one whose last node is a direct
+// predecessor is preferred, then a stream that already ran the node's op,
+// then the lowest id); else a new stream while its
 // device and engine have fewer than max_streams_per_device; else (the cap
 // is soft) the stream that delays it least: the one whose node just before
 // it in issue order is expected to finish first on unlimited hardware
