@@ -1,0 +1,108 @@
+// Schedule quality under the default options, on GrCUDA's benchmark shapes
+// (benchmark_graphs.h): the cases where the default reaches the lower bound
+// must keep reaching it, and must beat GrCUDA's own policies where those
+// fall short. schedule_quality_bench prints the whole table.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "scheduler/benchmark_graphs.h"
+#include "scheduler/planner.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler {
+namespace {
+
+Plan PlanDefault(const Graph& graph, int devices,
+                 std::optional<DevicePolicyKind> policy = std::nullopt) {
+  PlannerOptions options;
+  options.num_devices = devices;
+  options.explain = false;
+  if (policy.has_value()) options.device_policy = *policy;
+  absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return plan.ok() ? *std::move(plan) : Plan();
+}
+
+double Ratio(const Plan& plan) {
+  return plan.estimated_makespan_us / plan.lower_bound_us;
+}
+
+std::set<int> DevicesUsed(const Plan& plan) {
+  std::set<int> used;
+  for (const PlannedNode& pn : plan.nodes) used.insert(pn.device);
+  return used;
+}
+
+TEST(ScheduleQualityTest, IndependentKernelsSpreadOverEveryDevice) {
+  // B5: ten independent kernels, each on its own uploaded input.
+  for (int devices : {1, 2, 4, 8}) {
+    const BenchmarkCase c = B5BlackScholes(2);
+    const Plan plan = PlanDefault(c.graph, devices);
+    EXPECT_EQ(static_cast<int>(DevicesUsed(plan).size()), devices);
+    EXPECT_LE(Ratio(plan), 1.05) << c.name << " on " << devices;
+  }
+}
+
+TEST(ScheduleQualityTest, MultiGpuShapesReachTheBound) {
+  for (int scale : {1, 4}) {
+    for (const BenchmarkCase& c :
+         {B5mBlackScholes(scale), B9mCg(scale), B11mMul(scale)}) {
+      for (int devices : {1, 2, 4, 8}) {
+        const Plan plan = PlanDefault(c.graph, devices);
+        EXPECT_LE(Ratio(plan), 1.05) << c.name << " on " << devices;
+      }
+    }
+  }
+}
+
+TEST(ScheduleQualityTest, SpeedupsReachGrcudasPublishedMeans) {
+  // GrCUDA's mean speedups on 2, 4 and 8 V100s: 1.53x, 2.21x, 2.62x.
+  const double grcuda[] = {1.53, 2.21, 2.62};
+  for (const BenchmarkCase& c : {B5mBlackScholes(2), B11mMul(2), B9mCg(2)}) {
+    const double one = PlanDefault(c.graph, 1).estimated_makespan_us;
+    for (int k = 0; k < 3; ++k) {
+      const int devices = 2 << k;
+      const double many = PlanDefault(c.graph, devices).estimated_makespan_us;
+      EXPECT_GE(one / many, grcuda[k]) << c.name << " on " << devices;
+    }
+  }
+}
+
+TEST(ScheduleQualityTest, BeatsRoundRobinWhereItFallsShort) {
+  const BenchmarkCase c = B1mVec(1);
+  for (int devices : {2, 4, 8}) {
+    const double ours = PlanDefault(c.graph, devices).estimated_makespan_us;
+    const double rr =
+        PlanDefault(c.graph, devices, DevicePolicyKind::kRoundRobin)
+            .estimated_makespan_us;
+    EXPECT_LT(ours, rr) << c.name << " on " << devices;
+  }
+  const BenchmarkCase fj = ForkJoin(16, 4);
+  const Plan plan = PlanDefault(fj.graph, 2);
+  EXPECT_LE(Ratio(plan), 1.05);
+  EXPECT_LT(plan.estimated_makespan_us,
+            PlanDefault(fj.graph, 2, DevicePolicyKind::kRoundRobin)
+                .estimated_makespan_us);
+}
+
+TEST(ScheduleQualityTest, AChainStaysOnOneDevice) {
+  // The shape of examples/vector_pipeline.json: each node reads what the
+  // previous one wrote.
+  testing::GraphMaker m;
+  m.Buffer("x", 4096).Buffer("y", 4096).Buffer("z", 4096).Buffer("t", 4);
+  m.Node("fill_x", "x:w", {.cost = 5});
+  m.Node("axpy", "x:r y:rw", {.cost = 10});
+  m.Node("add", "x:r y:r z:w", {.cost = 10});
+  m.Node("halve", "z:rw", {.cost = 5});
+  m.Node("sum", "z:r t:w", {.cost = 20});
+  const Plan plan = PlanDefault(m.Build(), 2);
+  EXPECT_EQ(DevicesUsed(plan).size(), 1u);
+  EXPECT_DOUBLE_EQ(plan.estimated_makespan_us, 50);
+  EXPECT_DOUBLE_EQ(Ratio(plan), 1.0);
+}
+
+}  // namespace
+}  // namespace weft::scheduler
