@@ -75,7 +75,6 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
     peer_copies_.emplace_back(lanes);
   }
   written_.assign(graph.num_buffers(), 0);
-  stamp_.assign(graph.num_buffers(), -1);
   if (lookahead && context.num_devices > 1) ComputeLookahead();
 }
 
@@ -119,13 +118,14 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
                                  bool book) {
   if (graph_.engine(v) == Engine::kHost) return ready;
   double t = ready;
-  // A stamp per evaluation, so that a buffer used twice moves once.
-  const int64_t stamp = ++evaluations_;
-  for (const BufferUse& use : graph_.Uses(v)) {
-    const BufferId b = use.buffer;
-    if (stamp_[b] == stamp) continue;
-    stamp_[b] = stamp;
+  const absl::Span<const BufferUse> uses = graph_.Uses(v);
+  for (size_t i = 0; i < uses.size(); ++i) {
+    const BufferId b = uses[i].buffer;
     if (locations_.OnDevice(b, device)) continue;
+    // A buffer used twice moves once (nodes have few arguments).
+    bool seen = false;
+    for (size_t j = 0; j < i; ++j) seen |= uses[j].buffer == b;
+    if (seen) continue;
     const DataLocations::Mask mask = locations_.mask(b);
     const uint64_t bytes = graph_.buffer_bytes(b);
     bool from_host = true;
@@ -155,11 +155,19 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
   return t;
 }
 
+double PlacementState::Ready(NodeId v) const {
+  if (ready_node_ != v) {
+    double ready = 0;
+    for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
+    ready_node_ = v;
+    ready_us_ = ready;
+  }
+  return ready_us_;
+}
+
 double PlacementState::EstimateFinish(NodeId v, int device) const {
-  double ready = 0;
   if (!track_finish_) return graph_.cost_us(v);
-  for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
-  const double t = Transfers(v, device, ready);
+  const double t = Transfers(v, device, Ready(v));
   const double cost = std::max(graph_.cost_us(v), 0.0);
   const OccupancyTimeline* unit = UnitOf(v, device);
   const double start =
@@ -208,9 +216,7 @@ void PlacementState::ComputeLookahead() {
 
 void PlacementState::Place(NodeId v, int device) {
   if (track_finish_) {
-    double ready = 0;
-    for (NodeId p : dag_.Preds(v)) ready = std::max(ready, finish_[p]);
-    const double t = Transfers(v, device, ready, /*book=*/true);
+    const double t = Transfers(v, device, Ready(v), /*book=*/true);
     const double cost = std::max(graph_.cost_us(v), 0.0);
     OccupancyTimeline* unit = UnitOf(v, device);
     const double start =

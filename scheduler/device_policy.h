@@ -217,6 +217,8 @@ class PlacementState {
   // the copies when `book`.
   double Transfers(NodeId v, int device, double ready, bool book);
   double Transfers(NodeId v, int device, double ready) const;
+  // The latest estimated finish of v's predecessors.
+  double Ready(NodeId v) const;
   // Fills lookahead_ (PEFT's optimistic cost table), backwards.
   void ComputeLookahead();
 
@@ -242,12 +244,12 @@ class PlacementState {
   std::vector<OccupancyTimeline> peer_copies_;
   int32_t copy_units_ = kOccupancyUnits;
   // By buffer: some node has written it (before, it holds its initial
-  // zeros or fill wherever it is needed, for free), and the last
-  // evaluation that counted it.
+  // zeros or fill wherever it is needed, for free).
   std::vector<uint8_t> written_;
-  // Scratch of the estimates, which are const for their callers.
-  mutable std::vector<int64_t> stamp_;
-  mutable int64_t evaluations_ = 0;
+  // The ready time of the last node asked about (its predecessors'
+  // latest estimated finish), which every device's estimate shares.
+  mutable NodeId ready_node_ = -1;
+  mutable double ready_us_ = 0;
   // LOOKAHEAD_FINISH_TIME: by NodeId * num_devices + device.
   std::vector<double> lookahead_;
 };

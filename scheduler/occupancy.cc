@@ -16,9 +16,10 @@ OccupancyTimeline::OccupancyTimeline(int max_kernels, size_t max_breakpoints)
       max_breakpoints_(std::max<size_t>(4, max_breakpoints)) {}
 
 ptrdiff_t OccupancyTimeline::SegmentAt(double t) const {
-  // The common case books at or after the last breakpoint.
-  if (!time_.empty() && time_.back() <= t) {
-    return static_cast<ptrdiff_t>(time_.size()) - 1;
+  // The common cases book at or shortly before the last breakpoint.
+  const ptrdiff_t n = static_cast<ptrdiff_t>(time_.size());
+  for (ptrdiff_t k = n - 1; k >= 0 && k >= n - 8; --k) {
+    if (time_[k] <= t) return k;
   }
   auto it = std::upper_bound(time_.begin(), time_.end(), t);
   return (it - time_.begin()) - 1;

@@ -316,12 +316,14 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   plan.num_events = streams.num_events;
   plan.estimated_makespan_us = times.makespan_us;
   plan.critical_path_us = levels.critical_path_us;
-  LowerBoundOptions bound;
-  bound.num_devices = options.num_devices;
-  bound.topology = &topology;
-  bound.max_concurrent_kernels = options.max_concurrent_kernels;
-  bound.copy_engines_per_device = options.copy_engines_per_device;
-  plan.lower_bound_us = ComputeLowerBound(graph, dag, bound).bound_us;
+  if (options.simulate) {
+    LowerBoundOptions bound;
+    bound.num_devices = options.num_devices;
+    bound.topology = &topology;
+    bound.max_concurrent_kernels = options.max_concurrent_kernels;
+    bound.copy_engines_per_device = options.copy_engines_per_device;
+    plan.lower_bound_us = ComputeLowerBound(graph, dag, bound).bound_us;
+  }
   plan.streams.reserve(streams.streams.size());
   for (size_t s = 0; s < streams.streams.size(); ++s) {
     const LogicalStream& ls = streams.streams[s];

@@ -60,8 +60,9 @@ struct PlannerOptions {
   // Run the cost model's simulation (cost_model.h): fills every node's
   // estimated start, end and transfer time and the estimated makespan.
   // Executing a plan needs none of them, and planning takes about a third
-  // less time without; false leaves them 0. The critical path and the lower
-  // bound are filled either way.
+  // less time without; false leaves them and the lower bound (which only
+  // means something beside them) 0. The critical path is filled either
+  // way.
   bool simulate = true;
 };
 

@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include <cstdio>
+#include <cstdlib>
+static long g_st[16];
 
 namespace weft::scheduler {
 namespace {
@@ -154,7 +157,15 @@ class Walk {
       const int k = behind[j];
       if (found.recycled >= 0 && (recycled_has_op || !has_ops[k])) continue;
       const Track& t = tracks[streams[k]];
+      g_st[0]++; if (pv - t.last_pos > 64) g_st[1]++;
+      if (pv - t.last_pos > 64 && pv - t.last_pos <= 256) g_st[7]++;
+      if (pv - t.last_pos > 256 && pv - t.last_pos <= 1024) g_st[8]++;
+      const bool cutf = t.finish > ready; if (cutf) g_st[9]++;
+      const int dist = pv - t.last_pos;
       if (Reaches(t.last, t.last_pos, v, pv)) {
+        if (cutf) g_st[10]++;
+        if (dist > 1024) g_st[11]++; else if (dist>256) g_st[12]++; else if (dist > 64) g_st[13]++;
+        if (pv - t.last_pos > 64) g_st[2]++;
         found.recycled = streams[k];
         recycled_has_op = has_ops[k];
       }
@@ -211,6 +222,7 @@ class Walk {
     std::vector<int>& group = Group(v);
     const Candidates found = Scan(v, pv, group);
     int chosen = found.recycled;
+    g_st[3]++; if (chosen>=0) g_st[4]++; else if ((int)group.size() < c_.options.max_streams_per_device) g_st[5]++; else g_st[6]++;
     if (chosen >= 0) {
       Place(v, pv, chosen, StreamChoice::Why::kRecycled,
             tracks_[chosen].last);
@@ -318,6 +330,7 @@ absl::Status AssignByDependencyPass::Run(StreamContext& context) const {
                      context.options.max_streams_per_device));
   }
   Walk(context).Run();
+  if (getenv("WEFT_STATS")) { fprintf(stderr, "queries %ld far %ld faryes %ld | starts %ld recyc %ld new %ld cap %ld | 64-256 %ld 256-1024 %ld searched %ld intervals %d\n", g_st[0],g_st[1],g_st[2],g_st[3],g_st[4],g_st[5],g_st[6],g_st[7],g_st[8],(long)context.query().nodes_searched(), (int)context.query().built_intervals()); fprintf(stderr, "cutf %ld cutf_yes(bad) %ld yes>1024 %ld yes256-1024 %ld yes64-256 %ld\n", g_st[9], g_st[10], g_st[11], g_st[12], g_st[13]); for (auto&x:g_st) x=0;}
   return absl::OkStatus();
 }
 
