@@ -83,7 +83,9 @@ TEST_F(ExecutorTest, RunsVectorPipelineAcrossTwoDevices) {
   ASSERT_EQ(load.size(), 2u);
   EXPECT_EQ(load[0].streams_busy, 0);
   EXPECT_EQ(load[0].streams_total, 1);
-  EXPECT_EQ(load[1].streams_total, 1);
+  // Its node stream and the stream its input went up on before the first
+  // node.
+  EXPECT_EQ(load[1].streams_total, 2);
 }
 
 TEST_F(ExecutorTest, ReadersOnOtherStreamsWaitForTheTransfer) {
@@ -208,8 +210,9 @@ TEST(ExecutorFailureTest, KernelErrorFailsTheNodeAndRetiresItsStream) {
   // The failed stream was destroyed instead of going back to the pool.
   std::vector<DeviceLoad> load = executor->Load();
   EXPECT_EQ(load[0].streams_busy + load[1].streams_busy, 0);
-  EXPECT_EQ(load[1].streams_total, 1);  // the good job's device-1 stream
-  EXPECT_EQ(backend->stream_count(), 2);
+  // The good job's device-1 stream and its upload stream.
+  EXPECT_EQ(load[1].streams_total, 2);
+  EXPECT_EQ(backend->stream_count(), 3);
 }
 
 TEST_F(ExecutorTest, CancelMidRunReportsCancelledAndFreesEverything) {

@@ -188,6 +188,10 @@ void Job::Pump() {
         Fail(std::move(s), -1);
       }
     }
+    if (next_ == 0 && !prefetched_ && status_.ok()) {
+      prefetched_ = true;
+      if (absl::Status s = PrefetchUploads(); !s.ok()) Fail(std::move(s), -1);
+    }
     if (status_.ok()) IssueSome();
     const bool all_issued = next_ >= plan_->nodes.size();
     if (!status_.ok() || all_issued) {
@@ -634,9 +638,40 @@ void Job::MarkWritten(const std::vector<BufferUse>& uses, int where,
   }
 }
 
+absl::Status Job::PrefetchUploads() {
+  std::vector<StreamHandle> upload(num_devices_);
+  std::vector<uint8_t> seen(graph_->num_buffers(), 0);
+  for (const PlannedNode& pn : plan_->nodes) {
+    const scheduler::NodeSpec& node = graph_->node(pn.node);
+    const bool on_host =
+        node.engine == scheduler::Engine::kHost && env_->host_gates;
+    for (const BufferUse& use : graph_->Uses(pn.node)) {
+      const BufferId b = use.buffer;
+      if (seen[b]) continue;
+      seen[b] = 1;
+      if (on_host || buffers_[b].latest >= 0 ||
+          graph_->buffer(b).init != BufferSpec::Init::kData) {
+        continue;
+      }
+      const int device = pn.device;
+      if (upload[device].value == 0) {
+        WEFT_ASSIGN_OR_RETURN(upload[device], AcquireStream(device));
+        WEFT_RETURN_IF_ERROR(Enter(upload[device]));
+      }
+      WEFT_RETURN_IF_ERROR(Materialize(b, device, device, upload[device]));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StreamHandle> Job::StreamFor(int logical) {
   if (streams_[logical].value != 0) return streams_[logical];
-  const int device = plan_->streams[logical].device;
+  WEFT_ASSIGN_OR_RETURN(streams_[logical],
+                        AcquireStream(plan_->streams[logical].device));
+  return streams_[logical];
+}
+
+absl::StatusOr<StreamHandle> Job::AcquireStream(int device) {
   StreamPool* pool = env_->stream_pools[device];
   std::vector<StreamHandle>& own = own_streams_[device];
   StreamHandle stream;
@@ -661,7 +696,6 @@ absl::StatusOr<StreamHandle> Job::StreamFor(int logical) {
     used_streams_.push_back(stream);
     stream_devices_[stream.value] = device;
   }
-  streams_[logical] = stream;
   return stream;
 }
 

@@ -257,7 +257,16 @@ class Job {
                    StreamHandle stream);
   // The host copy's memory, sized on first use (never reallocated after).
   char* HostData(scheduler::BufferId b);
+  // The pooled stream of logical stream `logical`, acquired on first use.
   absl::StatusOr<StreamHandle> StreamFor(int logical);
+  // A pooled stream of `device` for this job (one of its own when the
+  // pool is at its cap).
+  absl::StatusOr<StreamHandle> AcquireStream(int device);
+  // Before the first node: uploads every buffer with initial data whose
+  // first use in plan order is on a device, to that device, on one stream
+  // per device, in that order. Its users wait for the copy's ready event,
+  // so uploads run from the job's start and never hold a node's stream.
+  absl::Status PrefetchUploads();
   // Puts `stream` in this job's error scope.
   absl::Status Enter(StreamHandle stream);
   // The same for `stream`, the pooled stream of logical stream `logical`,
@@ -323,6 +332,7 @@ class Job {
   std::vector<std::vector<StreamHandle>> own_streams_;
   std::vector<size_t> fold_next_;
   // Distinct pooled streams used, in first-use order: the fences go here.
+  bool prefetched_ = false;  // PrefetchUploads has run
   std::vector<StreamHandle> used_streams_;
   // Pooled stream -> whether work on it failed.
   absl::flat_hash_map<uint64_t, bool> stream_failed_;

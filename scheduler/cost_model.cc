@@ -59,6 +59,7 @@ class Simulation {
   absl::Status Run() {
     WEFT_RETURN_IF_ERROR(Check());
     Setup();
+    if (options_.model_transfers) PrefetchUploads();
     double makespan = 0;
     for (int32_t i = 0; i < n_; ++i) {
       WEFT_ASSIGN_OR_RETURN(const double end, Issue(i));
@@ -151,7 +152,8 @@ class Simulation {
     ReserveHuge(transfer_, n_);
     start_.assign(n_, 0);
     transfer_.assign(n_, 0);
-    stream_time_.assign(schedule_.num_streams, 0);
+    // The plan's streams, then one upload stream per device.
+    stream_time_.assign(schedule_.num_streams + num_devices_, 0);
     event_time_.assign(schedule_.num_events, -1);
     kernels_.reserve(num_devices_);
     for (int d = 0; d < num_devices_; ++d) {
@@ -174,6 +176,27 @@ class Simulation {
     ready_.assign(static_cast<size_t>(num_buffers) * memories_, 0);
     ready_stream_.assign(static_cast<size_t>(num_buffers) * memories_,
                          kNotPending);
+  }
+
+  // Before the first node, as the executor does: every buffer with
+  // initial data whose first use in issue order is on a device goes up to
+  // that device, in that order, on the device's upload stream.
+  void PrefetchUploads() {
+    std::vector<uint8_t> seen(graph_.num_buffers(), 0);
+    double ignored = 0;
+    for (int32_t i = 0; i < n_; ++i) {
+      const NodeId v = schedule_.node[i];
+      const bool on_host = graph_.engine(v) == Engine::kHost;
+      for (const BufferUse& use : graph_.Uses(v)) {
+        const BufferId b = use.buffer;
+        if (seen[b]) continue;
+        seen[b] = 1;
+        if (on_host || !graph_.has_initial_data(b)) continue;
+        const int device = schedule_.device[i];
+        const int32_t upload = schedule_.num_streams + device;
+        MakeCurrent(b, device, upload, &stream_time_[upload], &ignored);
+      }
+    }
   }
 
   // Issues position i: its waits, its transfers, then the node. Returns

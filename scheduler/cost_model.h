@@ -11,6 +11,9 @@
 //   - every logical stream is a FIFO: work is ready once the work before
 //     it on its stream and the events it waits on have finished (a wait on
 //     an event whose node is issued later is an error);
+//   - before the first node, every buffer with initial data whose first use
+//     in issue order is on a device is uploaded to that device, in that
+//     order, on one upload stream per device; its users wait for it;
 //   - before a node runs, each buffer it uses (in argument order, each
 //     once) is made current in its memory (its device, or the host for a
 //     HOST node) on the node's stream: a buffer that exists nowhere yet is

@@ -75,6 +75,8 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
     peer_copies_.emplace_back(lanes);
   }
   written_.assign(graph.num_buffers(), 0);
+  used_.assign(graph.num_buffers(), 0);
+  upload_stream_.assign(context.num_devices, 0);
   if (lookahead && context.num_devices > 1) ComputeLookahead();
 }
 
@@ -148,9 +150,19 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     }
     OccupancyTimeline& engine =
         from_host ? uploads_[device] : peer_copies_[device];
-    const double start = book ? engine.Book(t, us, copy_units_)
-                              : engine.EarliestStart(t, us, copy_units_);
-    t = start + us;
+    // The first use of host data uploads it from the job's start, on the
+    // device's upload stream (one upload after another, in issue order).
+    const bool prefetched = from_host && !used_[b] &&
+                            graph_.has_initial_data(b);
+    double& from = prefetched ? upload_stream_[device] : t;
+    const double start = book ? engine.Book(from, us, copy_units_)
+                              : engine.EarliestStart(from, us, copy_units_);
+    if (prefetched) {
+      if (book) upload_stream_[device] = start + us;
+      t = std::max(t, start + us);
+    } else {
+      t = start + us;
+    }
   }
   return t;
 }
@@ -224,6 +236,7 @@ void PlacementState::Place(NodeId v, int device) {
     finish_[v] = start + cost;
     for (const BufferUse& use : graph_.Uses(v)) {
       if (Writes(use.access)) written_[use.buffer] = 1;
+      used_[use.buffer] = 1;
     }
   }
   device_[v] = device;

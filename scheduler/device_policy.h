@@ -246,6 +246,10 @@ class PlacementState {
   // By buffer: some node has written it (before, it holds its initial
   // zeros or fill wherever it is needed, for free).
   std::vector<uint8_t> written_;
+  // By buffer: some node has used it (host data is uploaded for its first
+  // use from the job's start); by device: when its upload stream is free.
+  std::vector<uint8_t> used_;
+  std::vector<double> upload_stream_;
   // The ready time of the last node asked about (its predecessors'
   // latest estimated finish), which every device's estimate shares.
   mutable NodeId ready_node_ = -1;

@@ -72,7 +72,7 @@ TEST(ScheduleQualityTest, SpeedupsReachGrcudasPublishedMeans) {
 }
 
 TEST(ScheduleQualityTest, BeatsRoundRobinWhereItFallsShort) {
-  const BenchmarkCase c = B1mVec(1);
+  const BenchmarkCase c = B9mCg(1);
   for (int devices : {2, 4, 8}) {
     const double ours = PlanDefault(c.graph, devices).estimated_makespan_us;
     const double rr =

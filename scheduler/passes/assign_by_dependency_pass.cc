@@ -5,23 +5,30 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include <cstdio>
-#include <cstdlib>
-static long g_st[16];
 
 namespace weft::scheduler {
 namespace {
 
 constexpr int kNumEngines = 4;
 
-// Per-stream walk state.
+// Per-stream walk state that chain starts do not scan (see Group for the
+// rest).
 struct Track {
-  NodeId last = -1;      // its node issued last so far
-  int32_t last_pos = -1;  // the issue position of `last`
-  NodeId current = -1;   // its node issued last before the walk's position
+  NodeId last = -1;          // its node issued last so far
+  NodeId current = -1;       // its node issued last before the walk's position
   int32_t current_pos = -1;  // the issue position of `current`
-  double finish = 0;     // when `current` ends on unlimited hardware
-  uint64_t ops = 0;      // bit per op id (the first 64 ops) that ran on it
+  int32_t group = -1;        // its group, -1 for streams of earlier passes
+  int32_t slot = -1;         // its position in the group
+};
+
+// A device and engine's streams, oldest first, with the state that each
+// chain start looks at kept by slot, side by side.
+struct Group {
+  std::vector<int> streams;      // stream ids
+  std::vector<int32_t> last_pos;  // the issue position of the stream's last
+  std::vector<double> finish;    // when its `current` ends, unlimited hardware
+  std::vector<uint64_t> ops;     // bit per op id (the first 64) that ran on it
+  int size() const { return static_cast<int>(streams.size()); }
 };
 
 // Not thread-safe.
@@ -29,12 +36,18 @@ class Walk {
  public:
   explicit Walk(StreamContext& context)
       : c_(context),
-        query_(context.query()) {
+        top_(context.levels.top_us.data()) {
     for (int d : c_.device) num_devices_ = std::max(num_devices_, d + 1);
     groups_.resize(num_devices_ * kNumEngines);
     // Nodes placed by earlier passes keep their streams; those streams are
     // in no group, so their tracks are never consulted.
     tracks_.resize(c_.streams.size());
+    // The finish cut (see Reaches) needs every path to end no earlier than
+    // its first node does: costs neither negative nor NaN.
+    finish_cut_ = true;
+    for (NodeId v = 0; v < c_.num_nodes(); ++v) {
+      finish_cut_ &= c_.graph.cost_us(v) >= 0;
+    }
   }
 
   void Run() {
@@ -43,44 +56,52 @@ class Walk {
     for (int32_t i = 0; i < n; ++i) {
       const NodeId v = c_.dag.order[i];
       if (c_.stream_of[v] < 0) AssignOne(v, i);
-      const double finish = c_.levels.top_us[v] + c_.graph.cost_us(v);
-      Track& t = tracks_[c_.stream_of[v]];
-      t.current = v;
-      t.current_pos = i;
-      t.finish = finish;
-      if (c_.peer_device_of(v) >= 0) {
-        const int p = AssignPeer(v, i);
-        tracks_[p].current = v;
-        tracks_[p].current_pos = i;
-        tracks_[p].finish = finish;
-      }
+      const double finish = top_[v] + c_.graph.cost_us(v);
+      SetCurrent(c_.stream_of[v], v, i, finish);
+      if (c_.peer_device_of(v) >= 0) SetCurrent(AssignPeer(v, i), v, i, finish);
     }
   }
 
  private:
-  int NewStream(NodeId v) {
-    const int s = c_.NewStream(c_.device[v], c_.graph.engine(v),
-                               LogicalStream::Kind::kShared);
-    tracks_.emplace_back();
-    return s;
+  // v, at issue position pv and ending at `finish`, is the node of s issued
+  // last before the walk's position.
+  void SetCurrent(int s, NodeId v, int32_t pv, double finish) {
+    Track& t = tracks_[s];
+    t.current = v;
+    t.current_pos = pv;
+    if (t.group >= 0) groups_[t.group].finish[t.slot] = finish;
   }
 
-  // p is a direct predecessor of v.
-  bool IsPred(NodeId p, NodeId v) const {
-    for (NodeId q : c_.dag.Preds(v)) {
-      if (q == p) return true;
+  // A new stream of `device` and `engine`, appended to group `g`.
+  int NewStream(int device, Engine engine, int g) {
+    const int s =
+        c_.NewStream(device, engine, LogicalStream::Kind::kShared);
+    Group& group = groups_[g];
+    Track t;
+    t.group = g;
+    t.slot = group.size();
+    tracks_.push_back(t);
+    group.streams.push_back(s);
+    group.last_pos.push_back(-1);
+    group.finish.push_back(0);
+    group.ops.push_back(0);
+    const size_t words = (group.streams.size() + 63) / 64;
+    if (candidates_with_op_.size() < words) {
+      candidates_with_op_.resize(words);
+      candidates_without_op_.resize(words);
     }
-    return false;
+    return s;
   }
 
   // v, at issue position pv, runs on s.
   void Touch(NodeId v, int32_t pv, int s) {
     Track& t = tracks_[s];
-    if (t.last_pos < pv) {
+    Group& g = groups_[t.group];
+    if (g.last_pos[t.slot] < pv) {
       t.last = v;
-      t.last_pos = pv;
+      g.last_pos[t.slot] = pv;
     }
-    t.ops |= OpBit(v);
+    g.ops[t.slot] |= OpBit(v);
   }
 
   void Place(NodeId v, int32_t pv, int s, StreamChoice::Why why,
@@ -90,99 +111,110 @@ class Walk {
     Touch(v, pv, s);
   }
 
-  std::vector<int>& Group(NodeId v) {
-    return groups_[c_.device[v] * kNumEngines +
-                   static_cast<int>(c_.graph.engine(v))];
+  int GroupOf(int device, Engine engine) {
+    if (device >= num_devices_) {
+      num_devices_ = device + 1;
+      groups_.resize(num_devices_ * kNumEngines);
+    }
+    return device * kNumEngines + static_cast<int>(engine);
   }
 
-  // The two candidates of `group` for v, found in one look at its
-  // streams. `recycled`: a stream whose last node is an ancestor of v (one
-  // that ran v's op first, then the oldest), -1 if none. `least`: the
-  // stream whose node before v in issue order is expected to finish first
-  // (ties: v's op, then the oldest), -1 if the group is empty. One pass
-  // over the streams takes the least delay and lists the streams whose last
-  // node precedes v; ancestry is then asked of those only, and the least
-  // delay's first stream is picked.
-  struct Candidates {
-    int recycled = -1;
-    int least = -1;
-  };
-  Candidates Scan(NodeId v, int32_t pv, const std::vector<int>& group) {
-    const double ready = c_.levels.top_us[v];
+  // A recyclable stream of group `g` for v: one whose last node is an
+  // ancestor of v, -1 if none. A stream whose last node is one of v's
+  // direct predecessors first (found from the predecessors, without
+  // asking the index), then any; among either, one that ran v's op first,
+  // then the oldest.
+  int Recyclable(NodeId v, int32_t pv, int g) {
+    const Group& group = groups_[g];
     const uint64_t op = OpBit(v);
-    const int size = static_cast<int>(group.size());
-    if (static_cast<int>(delay_.size()) < size) {
-      delay_.resize(size);
-      has_op_.resize(size);
-      behind_.resize(size);
+    int best = -1;  // a slot
+    bool best_has_op = false;
+    for (NodeId p : c_.dag.Preds(v)) {
+      const Track& t = tracks_[c_.stream_of[p]];
+      if (t.group != g || t.last != p) continue;
+      const bool has_op = (group.ops[t.slot] & op) != 0;
+      if (best < 0 || (has_op && !best_has_op) ||
+          (has_op == best_has_op && t.slot < best)) {
+        best = t.slot;
+        best_has_op = has_op;
+      }
     }
-    // Raw pointers in locals: the byte stores below may alias anything
-    // reached through members.
-    const int* streams = group.data();
-    const Track* tracks = tracks_.data();
-    double* delays = delay_.data();
-    uint8_t* has_ops = has_op_.data();
-    int* behind = behind_.data();
-    Candidates found;
+    if (best >= 0) return group.streams[best];
+    // The streams whose last node comes before v and, by the finish cut,
+    // may be its ancestor; those that ran v's op are asked first, oldest
+    // first, up to the first ancestor.
+    const double ready = top_[v];
+    const int size = group.size();
+    const int32_t* last_pos = group.last_pos.data();
+    const double* finish = group.finish.data();
+    const uint64_t* ops = group.ops.data();
+    const bool cut = finish_cut_;
+    for (int base = 0; base < size; base += 64) {
+      const int end = std::min(size, base + 64);
+      uint64_t with_op = 0, without_op = 0;
+      for (int k = base; k < end; ++k) {
+        const bool may = (last_pos[k] < pv) & !(cut & (finish[k] > ready));
+        const bool has_op = (ops[k] & op) != 0;
+        with_op |= static_cast<uint64_t>(may & has_op) << (k - base);
+        without_op |= static_cast<uint64_t>(may & !has_op) << (k - base);
+      }
+      candidates_with_op_[base >> 6] = with_op;
+      candidates_without_op_[base >> 6] = without_op;
+    }
+    for (const std::vector<uint64_t>* masks :
+         {&candidates_with_op_, &candidates_without_op_}) {
+      for (int base = 0; base < size; base += 64) {
+        for (uint64_t bits = (*masks)[base >> 6]; bits != 0;
+             bits &= bits - 1) {
+          const int k = base + __builtin_ctzll(bits);
+          const int s = group.streams[k];
+          if (Reaches(tracks_[s].last, last_pos[k], v, pv)) return s;
+        }
+      }
+    }
+    return -1;
+  }
+
+  // At the cap: the stream of group `g` whose node before v in issue order
+  // is expected to finish first (ties: v's op, then the oldest).
+  int Least(NodeId v, int g) {
+    const Group& group = groups_[g];
+    const double ready = top_[v];
+    const uint64_t op = OpBit(v);
+    const int size = group.size();
+    const double* finish = group.finish.data();
+    // Delays are never NaN.
     double least = std::numeric_limits<double>::infinity();
-    int num_behind = 0;  // streams whose last node is before v, listed in
-                         // `behind` (appending without branches)
     for (int k = 0; k < size; ++k) {
-      const Track& t = tracks[streams[k]];
-      const double late = t.finish - ready;
+      const double late = finish[k] - ready;
       const double delay = late > 0.0 ? late : 0.0;
-      delays[k] = delay;
-      has_ops[k] = (t.ops & op) != 0;
       least = delay < least ? delay : least;
-      behind[num_behind] = k;
-      num_behind += t.last_pos < pv;
     }
-    // A stream whose last node is one of v's direct predecessors is
-    // recyclable without asking the index (one that ran v's op first, then
-    // the oldest); the others are asked only when none is.
-    bool recycled_has_op = false;
-    for (int j = 0; j < num_behind; ++j) {
-      const int k = behind[j];
-      if (found.recycled >= 0 && (recycled_has_op || !has_ops[k])) continue;
-      const NodeId last = tracks[streams[k]].last;
-      if (last >= 0 && c_.stream_of[last] == streams[k] &&
-          IsPred(last, v)) {
-        found.recycled = streams[k];
-        recycled_has_op = has_ops[k];
-      }
-    }
-    const bool pred_found = found.recycled >= 0;
-    // Ask about ancestry only where the answer could change the choice.
-    for (int j = 0; j < num_behind && !pred_found; ++j) {
-      const int k = behind[j];
-      if (found.recycled >= 0 && (recycled_has_op || !has_ops[k])) continue;
-      const Track& t = tracks[streams[k]];
-      g_st[0]++; if (pv - t.last_pos > 64) g_st[1]++;
-      if (pv - t.last_pos > 64 && pv - t.last_pos <= 256) g_st[7]++;
-      if (pv - t.last_pos > 256 && pv - t.last_pos <= 1024) g_st[8]++;
-      const bool cutf = t.finish > ready; if (cutf) g_st[9]++;
-      const int dist = pv - t.last_pos;
-      if (Reaches(t.last, t.last_pos, v, pv)) {
-        if (cutf) g_st[10]++;
-        if (dist > 1024) g_st[11]++; else if (dist>256) g_st[12]++; else if (dist > 64) g_st[13]++;
-        if (pv - t.last_pos > 64) g_st[2]++;
-        found.recycled = streams[k];
-        recycled_has_op = has_ops[k];
-      }
-    }
-    // Delays are never NaN: the least, preferring v's op, then the oldest
-    // stream.
     int first = -1;
     for (int k = 0; k < size; ++k) {
-      if (delays[k] != least) continue;
-      if (has_ops[k]) {
-        found.least = streams[k];
-        break;
-      }
-      if (first < 0) first = streams[k];
+      const double late = finish[k] - ready;
+      const double delay = late > 0.0 ? late : 0.0;
+      if (delay != least) continue;
+      if ((group.ops[k] & op) != 0) return group.streams[k];
+      if (first < 0) first = group.streams[k];
     }
-    if (found.least < 0) found.least = first;
-    return found;
+    return first;
+  }
+
+  // At the cap, v shares `chosen` after its node before v (-1 if none),
+  // which is returned; the ordering is recorded unless the DAG has it.
+  // The streams whose last node comes before v were all found not to be
+  // its ancestors.
+  NodeId ShareAtCap(NodeId v, int32_t pv, int chosen) {
+    const Track& t = tracks_[chosen];
+    const NodeId before = t.current;
+    if (before < 0) return before;
+    const Group& group = groups_[t.group];
+    const bool ordered =
+        !(finish_cut_ && group.finish[t.slot] > top_[v]) &&
+        group.last_pos[t.slot] >= pv && Reaches(before, t.current_pos, v, pv);
+    if (!ordered) c_.added_orderings.emplace_back(before, v);
+    return before;
   }
 
   // Gives v, a copy between devices, its peer stream: a COPY stream of its
@@ -190,27 +222,14 @@ class Walk {
   // cap the one that delays it least). Chains do not follow peers.
   int AssignPeer(NodeId v, int32_t pv) {
     const int device = c_.peer_device[v];
-    if (device >= num_devices_) {
-      num_devices_ = device + 1;
-      groups_.resize(num_devices_ * kNumEngines);
-    }
-    std::vector<int>& group =
-        groups_[device * kNumEngines + static_cast<int>(Engine::kCopy)];
-    const Candidates found = Scan(v, pv, group);
-    int chosen = found.recycled;
+    const int g = GroupOf(device, Engine::kCopy);
+    int chosen = Recyclable(v, pv, g);
     if (chosen < 0 &&
-        static_cast<int>(group.size()) < c_.options.max_streams_per_device) {
-      chosen = c_.NewStream(device, Engine::kCopy,
-                            LogicalStream::Kind::kShared);
-      tracks_.emplace_back();
-      group.push_back(chosen);
+        groups_[g].size() < c_.options.max_streams_per_device) {
+      chosen = NewStream(device, Engine::kCopy, g);
     } else if (chosen < 0) {
-      chosen = found.least;
-      const NodeId before = tracks_[chosen].current;
-      if (before >= 0 &&
-          !Reaches(before, tracks_[chosen].current_pos, v, pv)) {
-        c_.added_orderings.emplace_back(before, v);
-      }
+      chosen = Least(v, g);
+      ShareAtCap(v, pv, chosen);
     }
     c_.peer_stream[v] = chosen;
     Touch(v, pv, chosen);
@@ -219,32 +238,20 @@ class Walk {
 
   // Places v, not yet assigned, and the chain that follows it.
   void AssignOne(NodeId v, int32_t pv) {
-    std::vector<int>& group = Group(v);
-    const Candidates found = Scan(v, pv, group);
-    int chosen = found.recycled;
-    g_st[3]++; if (chosen>=0) g_st[4]++; else if ((int)group.size() < c_.options.max_streams_per_device) g_st[5]++; else g_st[6]++;
+    const int g = GroupOf(c_.device[v], c_.graph.engine(v));
+    int chosen = Recyclable(v, pv, g);
     if (chosen >= 0) {
       Place(v, pv, chosen, StreamChoice::Why::kRecycled,
             tracks_[chosen].last);
-    } else if (static_cast<int>(group.size()) <
-               c_.options.max_streams_per_device) {
-      chosen = NewStream(v);
-      group.push_back(chosen);
+    } else if (groups_[g].size() < c_.options.max_streams_per_device) {
+      chosen = NewStream(c_.device[v], c_.graph.engine(v), g);
       Place(v, pv, chosen, StreamChoice::Why::kNew, -1);
     } else {
-      chosen = SoftCap(v, pv, found.least);
+      chosen = Least(v, g);
+      const NodeId before = ShareAtCap(v, pv, chosen);
+      Place(v, pv, chosen, StreamChoice::Why::kSoftCap, before);
     }
     FollowChain(v, chosen);
-  }
-
-  // At the cap: the stream that delays v least, `chosen`.
-  int SoftCap(NodeId v, int32_t pv, int chosen) {
-    const NodeId before = tracks_[chosen].current;
-    if (before >= 0 && !Reaches(before, tracks_[chosen].current_pos, v, pv)) {
-      c_.added_orderings.emplace_back(before, v);
-    }
-    Place(v, pv, chosen, StreamChoice::Why::kSoftCap, before);
-    return chosen;
   }
 
   // Extends stream `s` from `v` down its highest-ranked unassigned
@@ -265,7 +272,7 @@ class Walk {
       double best_bottom = -std::numeric_limits<double>::infinity();
       int32_t best_hops = 0;
       bool best_has_op = false;
-      const uint64_t ops = tracks_[s].ops;
+      const uint64_t ops = groups_[tracks_[s].group].ops[tracks_[s].slot];
       for (NodeId x : c_.dag.Succs(cur)) {
         const bool eligible = (stream_of[x] < 0) & (devices[x] == device) &
                               (c_.graph.engine(x) == engine);
@@ -299,7 +306,7 @@ class Walk {
     if (pv - pu <= ReachabilityIndex::kWindow) {
       return (c_.dag.reach.window(v) >> (pv - pu - 1)) & 1;
     }
-    return query_.Reaches(u, v);
+    return c_.query().Reaches(u, v);
   }
 
   // The first 64 ops get a bit each.
@@ -309,15 +316,14 @@ class Walk {
   }
 
   StreamContext& c_;
-  ReachabilityQuery& query_;
-  // Scan's scratch space, by position in a group.
-  std::vector<double> delay_;
-  std::vector<uint8_t> has_op_;
-  std::vector<int> behind_;
-  std::vector<Track> tracks_;     // by stream
+  const double* top_;  // the levels' top_us
+  bool finish_cut_ = false;
+  // Recyclable's scratch space: candidate slots, 64 a word.
+  std::vector<uint64_t> candidates_with_op_, candidates_without_op_;
+  std::vector<Track> tracks_;  // by stream
   int num_devices_ = 1;
-  // device * kNumEngines + engine -> this pass's streams, oldest first.
-  std::vector<std::vector<int>> groups_;
+  // device * kNumEngines + engine -> this pass's streams.
+  std::vector<Group> groups_;
 };
 
 }  // namespace
@@ -330,7 +336,6 @@ absl::Status AssignByDependencyPass::Run(StreamContext& context) const {
                      context.options.max_streams_per_device));
   }
   Walk(context).Run();
-  if (getenv("WEFT_STATS")) { fprintf(stderr, "queries %ld far %ld faryes %ld | starts %ld recyc %ld new %ld cap %ld | 64-256 %ld 256-1024 %ld searched %ld intervals %d\n", g_st[0],g_st[1],g_st[2],g_st[3],g_st[4],g_st[5],g_st[6],g_st[7],g_st[8],(long)context.query().nodes_searched(), (int)context.query().built_intervals()); fprintf(stderr, "cutf %ld cutf_yes(bad) %ld yes>1024 %ld yes256-1024 %ld yes64-256 %ld\n", g_st[9], g_st[10], g_st[11], g_st[12], g_st[13]); for (auto&x:g_st) x=0;}
   return absl::OkStatus();
 }
 
