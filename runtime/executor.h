@@ -92,7 +92,10 @@ class Executor {
  public:
   struct Options {
     Backend* backend = nullptr;  // not owned; outlives the executor
-    int max_streams_per_device = 32;
+    // 64: a job's plan uses up to 32 streams per device by default (as
+    // many as a device runs kernels at once), plus its upload stream,
+    // with room for a second job beside it.
+    int max_streams_per_device = 64;
     // Threads of the host worker pool that runs host-engine nodes; 0 runs
     // them on the scheduling thread.
     int host_threads = 2;

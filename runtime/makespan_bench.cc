@@ -1,27 +1,51 @@
 // Simulated makespan of executed jobs against the plan's estimate.
 //
-// For random layered DAGs of `spin` nodes with costs and buffers (each node
-// writes a buffer of its own and reads one to three written in the two
-// layers above it; the first layer reads host-initialized inputs), plans
-// each with PlanGraph under several device policies, runs the plan on a
-// fresh simulated machine that matches the planner's model (same topology,
-// same kernel work queues per device, one copy at a time per copy engine,
-// unpaced clock), and compares the makespan the job's trace shows (from
-// its first piece of work to the end of its last node, on the device
-// clock) with plan.estimated_makespan_us.
+// Plans graphs with PlanGraph, runs each plan on a fresh simulated machine
+// that matches the planner's model (same topology, same kernel work queues
+// per device, one copy at a time per copy engine, unpaced clock), and
+// compares the makespan the job's trace shows with
+// plan.estimated_makespan_us. The measured makespan runs from the job's
+// first piece of device work to the end of its last, on the device clock:
+// uploads, kernels, copies between devices and the output downloads that
+// end the job, as the cost model's makespan does (last_node_us is the end
+// of the last graph node alone, for comparison).
 //
-// Shapes vary the buffer sizes (up to tens of MiB, where transfers weigh
-// as much as kernels) and the nodes' occupancy (a share of the device, so
-// that kernels pack side by side). The host_MiB column is the host memory
-// the simulated devices hold at the end: spins never need contents, so
-// only the uploaded inputs have any.
+// Default run: random layered DAGs of `spin` nodes with costs and buffers
+// (each node writes a buffer of its own and reads one to three written in
+// the two layers above it; the first layer reads host-initialized inputs;
+// no outputs), on 2 devices, under several device policies, the
+// planner's default one (a default-constructed PlannerOptions') last. Shapes
+// vary the buffer sizes (up to tens of MiB, where transfers weigh as much
+// as kernels) and the nodes' occupancy (a share of the device, so that
+// kernels pack side by side). The host_MiB column is the host memory the
+// simulated devices hold at the end: spins never need contents, so only
+// the uploaded inputs have any.
 //
-// WEFT_BENCH_FAST_LINKS=1 makes every copy (nearly) free on both sides, to
-// compare the kernel schedules alone. WEFT_BENCH_LAUNCH_MODE=graphs runs
-// every job as device graphs (LaunchMode::kDeviceGraphs; the measured end
-// is then that of the last graph).
+// --schedule_cases: every case of scheduler::AllScheduleCases() (GrCUDA's
+// benchmark DAGs, fork/joins, random DAGs; benchmark_graphs.h) with the
+// planner's default options on 1, 2, 4 and 8 devices (--devices), taking
+// minutes rather than seconds. The executor stages host data in host
+// memory whatever the backend (runtime/job.cc): a zeroed host copy of
+// every host-initialized buffer's full size for its first upload (which
+// the simulated device then holds too), and a host string of every
+// output's full size for its download. A case whose initial data and
+// outputs together exceed --max_staged_mib (default 2048) is skipped and
+// named as such; the rest print estimate, measured, ratio, and at the end
+// min / median / max and the worst deviation. --cases=SUBSTRING keeps the
+// cases whose name contains it; --all runs both sets.
+//
+// Under any run whose measured makespan is not exactly the estimate, a
+// line names the first divergence: the node that ends earliest in the
+// estimate among those whose traced end differs from it.
+//
+// WEFT_BENCH_FAST_LINKS=1 makes every copy of the random DAGs (nearly)
+// free on both sides, to compare the kernel schedules alone.
+// WEFT_BENCH_LAUNCH_MODE=graphs runs every job as device graphs
+// (LaunchMode::kDeviceGraphs; the last node is then the last graph).
 //
 //   bazel run -c opt //runtime:makespan_bench
+//   bazel run -c opt //runtime:makespan_bench -- --schedule_cases
+//       [--cases=SUBSTRING] [--devices=1,2,4,8] [--max_staged_mib=N]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -127,7 +151,45 @@ struct Measured {
   double makespan_us = -1;
   double last_node_us = 0;  // the end of the last graph node (or graph)
   uint64_t host_bytes = 0;  // materialised simulated memory at the end
+  // Each node's end in the trace, by NodeId (-1: no span of its own).
+  std::vector<double> node_end_us;
 };
+
+// Where a run parts from its plan: the node that ends earliest in the
+// plan's estimate among those whose traced end differs from it by more
+// than a nanosecond.
+std::string FirstDivergence(const scheduler::Graph& graph,
+                            const scheduler::Plan& plan,
+                            const Measured& measured) {
+  int first = -1;
+  for (int i = 0; i < static_cast<int>(plan.nodes.size()); ++i) {
+    const scheduler::NodeId node = plan.nodes[i].node;
+    if (i >= static_cast<int>(plan.estimates.size()) ||
+        node >= static_cast<int>(measured.node_end_us.size()) ||
+        measured.node_end_us[node] < 0) {
+      continue;
+    }
+    if (std::abs(measured.node_end_us[node] - plan.estimates[i].end_us) >
+            1e-3 &&
+        (first < 0 || plan.estimates[i].end_us < plan.estimates[first].end_us)) {
+      first = i;
+    }
+  }
+  if (first < 0) {
+    return "every node ends as estimated: the difference is in the copies "
+           "after them (downloads) or rounding";
+  }
+  const scheduler::PlannedNode& pn = plan.nodes[first];
+  const scheduler::NodeSpec& spec = graph.node(pn.node);
+  const scheduler::NodeEstimate& estimate = plan.estimates[first];
+  return absl::StrCat(
+      "first divergence: node ", spec.name, " (issue position ", first,
+      ", device ", pn.device, ", stream ", pn.stream, ", cost ",
+      spec.cost_us, " us, occupancy ", spec.occupancy, ") estimated ",
+      estimate.start_us, "..", estimate.end_us, " us (transfers ",
+      estimate.transfer_us, " us), traced end ",
+      measured.node_end_us[pn.node], " us");
+}
 
 // Runs `plan` on a fresh simulated machine.
 Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
@@ -173,10 +235,14 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
   // has a span for every piece of device work: nodes, uploads, copies
   // between devices, fills and the output downloads that end the job.
   double last = 0;
+  measured.node_end_us.assign(graph->num_nodes(), -1);
   for (const TraceSpan& span : trace.spans) {
     last = std::max(last, span.end_us);
     if (span.node >= 0 || span.op == "graph") {
       measured.last_node_us = std::max(measured.last_node_us, span.end_us);
+    }
+    if (span.node >= 0 && span.node < graph->num_nodes()) {
+      measured.node_end_us[span.node] = span.end_us;
     }
   }
   measured.makespan_us = last;
@@ -208,13 +274,15 @@ constexpr uint64_t kMiB = uint64_t{1} << 20;
 // Measured / estimate ratios and the worst deviation from 1.
 class Summary {
  public:
-  void Add(double ratio, const std::string& label) {
+  void Add(double estimate_us, double measured_us, const std::string& label) {
+    const double ratio = measured_us / estimate_us;
     ratios_.push_back(ratio);
     if (std::abs(ratio - 1) > worst_) {
       worst_ = std::abs(ratio - 1);
+      worst_us_ = measured_us - estimate_us;
       worst_label_ = label;
     }
-    if (ratio == 1) ++exact_;
+    if (measured_us == estimate_us) ++exact_;
   }
   bool empty() const { return ratios_.empty(); }
   void Print(const char* what) {
@@ -225,15 +293,19 @@ class Summary {
     std::sort(ratios_.begin(), ratios_.end());
     std::printf(
         "%s: measured / estimate over %zu runs (%d exact): min %.4f, median "
-        "%.4f, max %.4f; worst deviation %.2f%%%s%s\n",
+        "%.4f, max %.4f; worst deviation %.4f%%",
         what, ratios_.size(), exact_, ratios_.front(),
-        ratios_[ratios_.size() / 2], ratios_.back(), 100 * worst_,
-        worst_label_.empty() ? "" : " at ", worst_label_.c_str());
+        ratios_[ratios_.size() / 2], ratios_.back(), 100 * worst_);
+    if (!worst_label_.empty()) {
+      std::printf(" (%+.3g us, %s)", worst_us_, worst_label_.c_str());
+    }
+    std::printf("\n");
   }
 
  private:
   std::vector<double> ratios_;
   double worst_ = 0;
+  double worst_us_ = 0;
   std::string worst_label_;
   int exact_ = 0;
 };
@@ -342,13 +414,17 @@ int RunRandomShapes() {
       if (measured.makespan_us < 0) return 1;
       const double ratio =
           measured.makespan_us / shared->estimated_makespan_us;
-      summary.Add(ratio, absl::StrCat("seed ", shape.seed, " ",
-                                      PolicyName(policy)));
+      summary.Add(shared->estimated_makespan_us, measured.makespan_us,
+                  absl::StrCat("seed ", shape.seed, " ", PolicyName(policy)));
       std::printf("%6d %5d %7s %5s %-18s %12.1f %12.1f %8.4f %12.1f %8.1f\n",
                   shape.nodes, shape.width, sizes.c_str(), occupancy,
                   PolicyName(policy), shared->estimated_makespan_us,
                   measured.makespan_us, ratio, shared->lower_bound_us,
                   static_cast<double>(measured.host_bytes) / kMiB);
+      if (measured.makespan_us != shared->estimated_makespan_us) {
+        std::printf("  %s\n",
+                    FirstDivergence(*graph, *shared, measured).c_str());
+      }
     }
   }
   if (summary.empty()) return 1;
@@ -424,7 +500,8 @@ int RunScheduleCases(const Flags& flags) {
       if (measured.makespan_us < 0) return 1;
       const double ratio =
           measured.makespan_us / shared->estimated_makespan_us;
-      summary.Add(ratio, absl::StrCat(c.name, " on ", devices));
+      summary.Add(shared->estimated_makespan_us, measured.makespan_us,
+                  absl::StrCat(c.name, " on ", devices, " devices"));
       std::printf(
           "%-16s %3d %5d %8.1f %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f %8.1f "
           "%7.2f\n",
@@ -434,6 +511,10 @@ int RunScheduleCases(const Flags& flags) {
           shared->estimated_makespan_us, measured.makespan_us, ratio,
           measured.last_node_us, shared->lower_bound_us,
           static_cast<double>(measured.host_bytes) / kMiB, wall_s);
+      if (measured.makespan_us != shared->estimated_makespan_us) {
+        std::printf("  %s\n",
+                    FirstDivergence(*graph, *shared, measured).c_str());
+      }
       std::fflush(stdout);
     }
   }

@@ -208,8 +208,10 @@ absl::Status Daemon::Start() {
 
   runtime::Executor::Options executor_options;
   executor_options.backend = counting_.get();
+  // Room for two jobs' plans beside each other, each with its upload
+  // stream.
   executor_options.max_streams_per_device =
-      std::max(32, options_.max_streams_per_device);
+      std::max(64, 2 * options_.max_streams_per_device + 2);
   if (options_.memory_pool_max_cached_bytes >= 0) {
     executor_options.memory_pool_max_cached_bytes =
         static_cast<uint64_t>(options_.memory_pool_max_cached_bytes);

@@ -1,6 +1,6 @@
 """End-to-end schedule test: a job on simulated devices takes what its plan says.
 
-weftd's simulated devices run paced in real time, and book kernels and
+weftd's simulated devices run paced in real time and book kernels and
 copies as the planner's cost model does (runtime/sim/sim_backend.h,
 scheduler/cost_model.h). So a graph shaped like GrCUDA's B5 (independent
 full-occupancy kernels, each reading its own host-initialized input and
@@ -14,10 +14,22 @@ reads: the simulator makes it in place on each device without touching
 host memory (spins never need contents), so the job still takes what the
 plan says.
 
-The estimate is device time; the job's start and end are host times, which
-add the executor's set-up and tear-down and the host's scheduling jitter
-(this runs on two cores beside bazel). The tolerance is 5% or TOLERANCE_MS,
-whichever is larger.
+The estimate is device time with every node issued at time 0. A job's
+start and end are host times, and on a paced clock nothing starts before
+the host has enqueued it. So a job takes a few milliseconds more than its
+estimate, for reasons outside the plan:
+  - the executor stages every host-initialized buffer on its issuing thread
+    (runtime/job.cc, InitialContents: a zeroed host copy of the buffer's
+    full size) before it enqueues the upload, which delays the kernels
+    behind it (about 3-5 ms for the 6 x 4 MiB here, on a warm host heap);
+  - the job's start is taken before the executor sets the job up, and its
+    end after the last download has completed and the job is torn down
+    (about 2-3 ms);
+  - a fresh daemon's first jobs fault in fresh host memory for that
+    staging (about 20 ms more here), so WARMUP_RUNS jobs run first;
+  - scheduling jitter on a two-core host shared with bazel.
+Hence TOLERANCE_MS. A wrong plan (one device: 120 ms) or a simulator that
+materialises the 256 MiB buffer (hundreds of ms) is far outside it.
 """
 
 import json
@@ -41,12 +53,17 @@ BUFFER_BYTES = 4 * MIB
 LARGE_BYTES = 256 * MIB
 # The plan's estimate over its lower bound, at most.
 NEAR_BOUND = 1.05
-# The job's duration over the plan's estimate: this share or TOLERANCE_MS,
-# whichever is larger.
+# How much longer than the plan's estimate a job may take: this share of
+# the estimate or TOLERANCE_MS, whichever is larger (see the module
+# docstring). Nor may it be more than EARLY_MS shorter: device time cannot
+# beat the estimate.
 TOLERANCE = 0.05
-TOLERANCE_MS = 5.0
-# Runs of each case; the best one counts, so that one stall of the host
-# (another test, a bazel action) does not fail the test.
+TOLERANCE_MS = 10.0
+EARLY_MS = 1.0
+# Unmeasured jobs first (streams, memory pools, the host heap that stages
+# initial data), then up to ATTEMPTS measured ones: the first within the
+# tolerance passes, so that one stall of the host does not fail the test.
+WARMUP_RUNS = 2
 ATTEMPTS = 3
 
 
@@ -61,8 +78,8 @@ def black_scholes_graph(large_bytes=0):
     if large_bytes:
         buffers.append({"name": "table", "sizeBytes": str(large_bytes)})
     for i in range(KERNELS):
-        # One byte of data makes the buffer host-initialized: it is uploaded
-        # whole (the rest is zero padding).
+        # One byte of data ("x") makes the buffer host-initialized: it is
+        # uploaded whole, the rest zero padding.
         buffers.append({"name": "x%d" % i, "sizeBytes": str(BUFFER_BYTES), "data": "eA=="})
         buffers.append({"name": "y%d" % i, "sizeBytes": str(BUFFER_BYTES), "output": True})
         args = [{"buffer": {"name": "x%d" % i, "access": "READ"}}]
@@ -99,11 +116,10 @@ class ScheduleTest(harness.WeftdTestCase):
         """(a): both devices, the estimate near the lower bound; returns the plan."""
         plan = self.client.plan(graph)
         self.assertEqual(plan.num_devices, 2, plan)
-        devices = sorted({n.device for n in plan.nodes})
-        self.assertEqual(devices, [0, 1], [(n.name, n.device) for n in plan.nodes])
+        placement = [(n.name, n.device) for n in plan.nodes]
+        self.assertEqual(sorted({device for _, device in placement}), [0, 1], placement)
         self.assertGreater(plan.lower_bound_us, 0, plan)
-        # Both devices run three kernels back to back, between the first
-        # upload and the last download.
+        # Each device runs half the kernels back to back.
         self.assertGreaterEqual(plan.estimated_makespan_us, KERNELS // 2 * KERNEL_US)
         self.assertLessEqual(plan.estimated_makespan_us, NEAR_BOUND * plan.lower_bound_us,
                              "estimate %.1f us, lower bound %.1f us"
@@ -117,29 +133,35 @@ class ScheduleTest(harness.WeftdTestCase):
                                plan.estimated_makespan_us, delta=1e-3)
         return plan
 
+    def run_job(self, graph):
+        job = self.client.run(graph, timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+        self.assertEqual(sorted(job.output_buffers), sorted("y%d" % i for i in range(KERNELS)))
+        return job
+
     def check_runs_as_planned(self, graph, plan):
         """(b): the job takes the plan's estimate, within the tolerance."""
         estimate_ms = plan.estimated_makespan_us / 1e3
         allowed_ms = max(TOLERANCE * estimate_ms, TOLERANCE_MS)
-        runs = []
+        for _ in range(WARMUP_RUNS):
+            self.run_job(graph)
+        runs = []  # (job duration, device-clock makespan of its trace), ms
         for _ in range(ATTEMPTS):
-            job = self.client.run(graph, timeout=60)
-            self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
-            self.assertEqual(sorted(job.output_buffers),
-                             sorted("y%d" % i for i in range(KERNELS)))
+            job = self.run_job(graph)
             runs.append((duration_ms(job), trace_makespan_ms(self.client.trace(job.id))))
-            if abs(runs[-1][0] - estimate_ms) <= allowed_ms:
+            if -EARLY_MS <= runs[-1][0] - estimate_ms <= allowed_ms:
                 break
-        best = min(runs, key=lambda run: abs(run[0] - estimate_ms))
-        sys.stderr.write("%s: estimate %.2f ms, lower bound %.2f ms; job durations %s ms "
-                         "(device-clock traces %s ms)\n"
+        sys.stderr.write("%s: estimate %.2f ms (lower bound %.2f ms); job durations %s ms; "
+                         "device-clock traces %s ms\n"
                          % (self.id().split(".")[-1], estimate_ms, plan.lower_bound_us / 1e3,
                             ", ".join("%.2f" % r[0] for r in runs),
                             ", ".join("%.2f" % r[1] for r in runs)))
-        self.assertLessEqual(abs(best[0] - estimate_ms), allowed_ms,
-                             "job took %.2f ms (trace %.2f ms) against an estimate of %.2f ms "
-                             "(allowed +-%.2f ms); every run: %s"
-                             % (best[0], best[1], estimate_ms, allowed_ms, runs))
+        over_ms = runs[-1][0] - estimate_ms
+        self.assertTrue(-EARLY_MS <= over_ms <= allowed_ms,
+                        "job took %.2f ms (trace %.2f ms) against an estimate of %.2f ms "
+                        "(allowed -%.1f to +%.1f ms); every run (job, trace): %s"
+                        % (runs[-1][0], runs[-1][1], estimate_ms, EARLY_MS, allowed_ms,
+                           ["%.2f, %.2f" % r for r in runs]))
 
     def test_independent_kernels_run_as_planned(self):
         graph = black_scholes_graph()
