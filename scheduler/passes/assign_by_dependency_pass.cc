@@ -1,8 +1,13 @@
 #include "scheduler/passes/assign_by_dependency_pass.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 
@@ -10,6 +15,14 @@ namespace weft::scheduler {
 namespace {
 
 constexpr int kNumEngines = 4;
+
+// Ancestry of recent nodes (see Walk::Label): each node's ancestors among
+// the kWide - 1 positions just before it, as kWideWords words.
+constexpr int kWide = 256;
+constexpr int kWideWords = kWide / 64;
+static_assert(kWide % 64 == 0 && (kWide & (kWide - 1)) == 0);
+// Nodes a forward search (Walk::Search) enters before it asks the query.
+constexpr int kSearchNodes = 256;
 
 // Per-stream walk state that chain starts do not scan (see Group for the
 // rest).
@@ -22,12 +35,20 @@ struct Track {
 };
 
 // A device and engine's streams, oldest first, with the state that each
-// chain start looks at kept by slot, side by side.
+// chain start looks at kept by slot, side by side, so that slots are
+// compared a block of kBlock at a time. The vectors by slot are padded to
+// whole blocks with slots that are never behind and never least.
+constexpr int kBlock = 4;
 struct Group {
-  std::vector<int> streams;      // stream ids
-  std::vector<int32_t> last_pos;  // the issue position of the stream's last
-  std::vector<double> finish;    // when its `current` ends, unlimited hardware
-  std::vector<uint64_t> ops;     // bit per op id (the first 64) that ran on it
+  std::vector<int> streams;        // stream ids
+  std::vector<int32_t> last_pos;   // the issue position of the stream's last
+                                   // node (padding: the largest int32)
+  std::vector<int32_t> last_hops;  // the bottom_hops of the stream's last
+  std::vector<double> finish;      // when its `current` ends on unlimited
+                                   // hardware (padding: infinity)
+  std::vector<uint64_t> ops;       // bit per op id (the first 64) run on it
+  // Bit k of op_slots[w * 64 + op]: slot 64 * w + k ran op.
+  std::vector<uint64_t> op_slots;
   int size() const { return static_cast<int>(streams.size()); }
 };
 
@@ -36,12 +57,14 @@ class Walk {
  public:
   explicit Walk(StreamContext& context)
       : c_(context),
-        top_(context.levels.top_us.data()) {
+        top_(context.levels.top_us.data()),
+        hops_(context.levels.bottom_hops.data()) {
     for (int d : c_.device) num_devices_ = std::max(num_devices_, d + 1);
     groups_.resize(num_devices_ * kNumEngines);
     // Nodes placed by earlier passes keep their streams; those streams are
     // in no group, so their tracks are never consulted.
     tracks_.resize(c_.streams.size());
+    wide_.assign(static_cast<size_t>(kWide) * 2 * kWideWords, 0);
     // The finish cut (see Reaches) needs every path to end no earlier than
     // its first node does: costs neither negative nor NaN.
     finish_cut_ = true;
@@ -55,6 +78,7 @@ class Walk {
     const int n = c_.num_nodes();
     for (int32_t i = 0; i < n; ++i) {
       const NodeId v = c_.dag.order[i];
+      if (kWideWords > 1) Label(v, i);
       if (c_.stream_of[v] < 0) AssignOne(v, i);
       const double finish = top_[v] + c_.graph.cost_us(v);
       SetCurrent(c_.stream_of[v], v, i, finish);
@@ -82,13 +106,21 @@ class Walk {
     t.slot = group.size();
     tracks_.push_back(t);
     group.streams.push_back(s);
-    group.last_pos.push_back(-1);
-    group.finish.push_back(0);
-    group.ops.push_back(0);
+    if (t.slot % kBlock == 0) {
+      group.last_pos.resize(t.slot + kBlock,
+                            std::numeric_limits<int32_t>::max());
+      group.last_hops.resize(t.slot + kBlock, 0);
+      group.finish.resize(t.slot + kBlock,
+                          std::numeric_limits<double>::infinity());
+      group.ops.resize(t.slot + kBlock, 0);
+    }
+    if (t.slot % 64 == 0) group.op_slots.resize(group.op_slots.size() + 64);
+    group.last_pos[t.slot] = -1;
+    group.finish[t.slot] = 0;
     const size_t words = (group.streams.size() + 63) / 64;
-    if (candidates_with_op_.size() < words) {
-      candidates_with_op_.resize(words);
-      candidates_without_op_.resize(words);
+    if (may_.size() < words) {
+      may_.resize(words);
+      idle_.resize(words);
     }
     return s;
   }
@@ -100,8 +132,14 @@ class Walk {
     if (g.last_pos[t.slot] < pv) {
       t.last = v;
       g.last_pos[t.slot] = pv;
+      g.last_hops[t.slot] = hops_[v];
     }
-    g.ops[t.slot] |= OpBit(v);
+    const uint64_t op = OpBit(v);
+    g.ops[t.slot] |= op;
+    if (op != 0) {
+      g.op_slots[(t.slot >> 6) * 64 + __builtin_ctzll(op)] |=
+          uint64_t{1} << (t.slot & 63);
+    }
   }
 
   void Place(NodeId v, int32_t pv, int s, StreamChoice::Why why,
@@ -140,65 +178,125 @@ class Walk {
       }
     }
     if (best >= 0) return group.streams[best];
-    // The streams whose last node comes before v and, by the finish cut,
-    // may be its ancestor; those that ran v's op are asked first, oldest
-    // first, up to the first ancestor.
-    const double ready = top_[v];
-    const int size = group.size();
-    const int32_t* last_pos = group.last_pos.data();
-    const double* finish = group.finish.data();
-    const uint64_t* ops = group.ops.data();
-    const bool cut = finish_cut_;
-    for (int base = 0; base < size; base += 64) {
-      const int end = std::min(size, base + 64);
-      uint64_t with_op = 0, without_op = 0;
-      for (int k = base; k < end; ++k) {
-        const bool may = (last_pos[k] < pv) & !(cut & (finish[k] > ready));
-        const bool has_op = (ops[k] & op) != 0;
-        with_op |= static_cast<uint64_t>(may & has_op) << (k - base);
-        without_op |= static_cast<uint64_t>(may & !has_op) << (k - base);
-      }
-      candidates_with_op_[base >> 6] = with_op;
-      candidates_without_op_[base >> 6] = without_op;
-    }
-    for (const std::vector<uint64_t>* masks :
-         {&candidates_with_op_, &candidates_without_op_}) {
-      for (int base = 0; base < size; base += 64) {
-        for (uint64_t bits = (*masks)[base >> 6]; bits != 0;
+    // The streams whose last node comes before v and may, by the levels,
+    // be its ancestor (see Reaches); those that ran v's op are asked
+    // first, oldest first, up to the first ancestor.
+    Look(group, v, pv);
+    const int words = (group.size() + 63) / 64;
+    const int op_id = op != 0 ? __builtin_ctzll(op) : -1;
+    for (const bool with_op : {true, false}) {
+      for (int w = 0; w < words; ++w) {
+        const uint64_t ran =
+            op_id >= 0 ? group.op_slots[w * 64 + op_id] : 0;
+        for (uint64_t bits = may_[w] & (with_op ? ran : ~ran); bits != 0;
              bits &= bits - 1) {
-          const int k = base + __builtin_ctzll(bits);
+          const int k = w * 64 + __builtin_ctzll(bits);
           const int s = group.streams[k];
-          if (Reaches(tracks_[s].last, last_pos[k], v, pv)) return s;
+          if (Reaches(tracks_[s].last, group.last_pos[k], v, pv)) return s;
         }
       }
     }
     return -1;
   }
 
+  // One look at the slots of `group` for v, at pv, a block at a time:
+  // bit k of may_[w], slot 64 * w + k is a stream whose last node comes
+  // before v and may be its ancestor by the levels (it has the longer
+  // path in edges to a sink and, under the finish cut, it ends no later
+  // than v may start); of idle_[w], the slot's node before v ends no
+  // later than v may start (or its end is NaN): it delays v by nothing.
+  void Look(const Group& group, NodeId v, int32_t pv) {
+    const int size = group.size();
+    const int32_t* last_pos = group.last_pos.data();
+    const int32_t* last_hops = group.last_hops.data();
+    const double* finish = group.finish.data();
+    const int32_t hops = hops_[v];
+    const double ready = top_[v];
+    const uint64_t cut_mask = finish_cut_ ? 0 : ~uint64_t{0};
+    for (int begin = 0; begin < size; begin += 64) {
+      const int end = std::min(begin + 64, size);
+      uint64_t ints = 0;  // behind and longer
+      uint64_t idle = 0;
+#if defined(__SSE2__)
+      const __m128i pv4 = _mm_set1_epi32(pv);
+      const __m128i hops4 = _mm_set1_epi32(hops);
+      const __m128d ready2 = _mm_set1_pd(ready);
+      for (int k = begin; k < end; k += kBlock) {
+        const __m128i behind = _mm_cmplt_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(last_pos + k)),
+            pv4);
+        const __m128i longer = _mm_cmpgt_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(last_hops + k)),
+            hops4);
+        const uint64_t block_ints = static_cast<uint32_t>(_mm_movemask_ps(
+            _mm_castsi128_ps(_mm_and_si128(behind, longer))));
+        const uint64_t block_idle = static_cast<uint32_t>(
+            _mm_movemask_pd(_mm_cmpngt_pd(_mm_loadu_pd(finish + k), ready2)) |
+            (_mm_movemask_pd(
+                 _mm_cmpngt_pd(_mm_loadu_pd(finish + k + 2), ready2))
+             << 2));
+        ints |= block_ints << (k - begin);
+        idle |= block_idle << (k - begin);
+      }
+#else
+      for (int k = begin; k < end; ++k) {
+        ints |= static_cast<uint64_t>((last_pos[k] < pv) &
+                                      (last_hops[k] > hops))
+                << (k - begin);
+        idle |= static_cast<uint64_t>(!(finish[k] > ready)) << (k - begin);
+      }
+#endif
+      // Padding slots (never behind) may still compare idle.
+      const uint64_t real =
+          end - begin == 64 ? ~uint64_t{0}
+                            : (uint64_t{1} << (end - begin)) - 1;
+      may_[begin >> 6] = ints & (idle | cut_mask) & real;
+      idle_[begin >> 6] = idle & real;
+    }
+  }
+
   // At the cap: the stream of group `g` whose node before v in issue order
   // is expected to finish first (ties: v's op, then the oldest).
+  // REQUIRES: Look(group, v, ...) was the last look.
   int Least(NodeId v, int g) {
     const Group& group = groups_[g];
-    const double ready = top_[v];
-    const uint64_t op = OpBit(v);
     const int size = group.size();
-    const double* finish = group.finish.data();
-    // Delays are never NaN.
-    double least = std::numeric_limits<double>::infinity();
-    for (int k = 0; k < size; ++k) {
-      const double late = finish[k] - ready;
-      const double delay = late > 0.0 ? late : 0.0;
-      least = delay < least ? delay : least;
+    const int words = (size + 63) / 64;
+    uint64_t* ties = idle_.data();
+    bool any = false;
+    for (int w = 0; w < words; ++w) any |= ties[w] != 0;
+    if (!any) {
+      // Every stream delays v: the least delay. (Delays are never NaN
+      // here, an idle stream being one whose lateness is NaN.)
+      const double ready = top_[v];
+      const double* finish = group.finish.data();
+      double least = std::numeric_limits<double>::infinity();
+      for (int k = 0; k < size; ++k) {
+        const double delay = finish[k] - ready;
+        least = delay < least ? delay : least;
+      }
+      for (int w = 0; w < words; ++w) {
+        const int begin = w * 64;
+        const int end = std::min(begin + 64, size);
+        uint64_t bits = 0;
+        for (int k = begin; k < end; ++k) {
+          bits |= static_cast<uint64_t>(finish[k] - ready == least)
+                  << (k - begin);
+        }
+        ties[w] = bits;
+      }
     }
-    int first = -1;
-    for (int k = 0; k < size; ++k) {
-      const double late = finish[k] - ready;
-      const double delay = late > 0.0 ? late : 0.0;
-      if (delay != least) continue;
-      if ((group.ops[k] & op) != 0) return group.streams[k];
-      if (first < 0) first = group.streams[k];
+    // The least, preferring v's op, then the oldest stream.
+    const uint64_t op = OpBit(v);
+    const int op_id = op != 0 ? __builtin_ctzll(op) : -1;
+    for (int w = 0; w < words && op_id >= 0; ++w) {
+      const uint64_t both = ties[w] & group.op_slots[w * 64 + op_id];
+      if (both != 0) return group.streams[w * 64 + __builtin_ctzll(both)];
     }
-    return first;
+    for (int w = 0; w < words; ++w) {
+      if (ties[w] != 0) return group.streams[w * 64 + __builtin_ctzll(ties[w])];
+    }
+    return -1;
   }
 
   // At the cap, v shares `chosen` after its node before v (-1 if none),
@@ -212,6 +310,7 @@ class Walk {
     const Group& group = groups_[t.group];
     const bool ordered =
         !(finish_cut_ && group.finish[t.slot] > top_[v]) &&
+        hops_[before] > hops_[v] &&
         group.last_pos[t.slot] >= pv && Reaches(before, t.current_pos, v, pv);
     if (!ordered) c_.added_orderings.emplace_back(before, v);
     return before;
@@ -298,15 +397,100 @@ class Walk {
     }
   }
 
-  // Whether u, at issue position pu, reaches v, at pv. Most questions are
-  // about nodes a few positions apart, which the index's window answers
-  // exactly; the rest go to the query.
+  // The wide window of the node at issue position `pos`, one of the last
+  // kWide positions labelled: kWideWords words, after kWideWords zero
+  // words that let shifts read below the first.
+  uint64_t* Wide(int32_t pos) {
+    return wide_.data() + static_cast<size_t>(pos & (kWide - 1)) *
+                              (2 * kWideWords) +
+           kWideWords;
+  }
+
+  // Labels v, at issue position pv, with its wide window: bit k set if the
+  // node at position pv - k is v itself (k = 0) or its ancestor, for k
+  // below kWide. Bits 1 to 64 are the index's window. A path to v from an
+  // ancestor d positions before it enters v from a predecessor p at most
+  // d positions before v and stays between the two: so the window is the
+  // union of the predecessors' windows, each shifted by its distance.
+  // REQUIRES: every position before pv labelled.
+  void Label(NodeId v, int32_t pv) {
+    uint64_t acc[kWideWords] = {(c_.dag.reach.window(v) << 1) | 1};
+    for (NodeId p : c_.dag.Preds(v)) {
+      const int32_t d = pv - c_.dag.pos(p);
+      if (d >= kWide) continue;
+      const uint64_t* in = Wide(pv - d);
+      const int ws = d >> 6;
+      const int bs = d & 63;
+      // Word 0 is the index's; in[-ws..-1] are zeros.
+      for (int j = 1; j < kWideWords; ++j) {
+        acc[j] |= (in[j - ws] << bs) | ((in[j - ws - 1] >> 1) >> (63 - bs));
+      }
+    }
+    uint64_t* out = Wide(pv);
+    for (int j = 0; j < kWideWords; ++j) out[j] = acc[j];
+  }
+
+  // Whether u, at issue position pu, reaches v, the node at the walk's
+  // position pv. Most questions are about nodes a few hundred positions
+  // apart at most, which the wide windows answer exactly; the rest are
+  // searched.
   bool Reaches(NodeId u, int32_t pu, NodeId v, int32_t pv) {
     if (pu >= pv) return false;
-    if (pv - pu <= ReachabilityIndex::kWindow) {
-      return (c_.dag.reach.window(v) >> (pv - pu - 1)) & 1;
+    const int32_t d = pv - pu;
+    if (d < kWide) return Near(v, pv, d);
+    return Search(u, v, pv);
+  }
+
+  // Whether the node d positions before v (at the walk's position pv, d
+  // below kWide) is an ancestor of v.
+  bool Near(NodeId v, int32_t pv, int32_t d) {
+    if (d <= ReachabilityIndex::kWindow) {
+      return (c_.dag.reach.window(v) >> (d - 1)) & 1;
     }
-    return c_.query().Reaches(u, v);
+    return (Wide(pv)[d >> 6] >> (d & 63)) & 1;
+  }
+
+  // Whether u, at least kWide positions before v (at the walk's position
+  // pv), reaches v: a search forward from u that enters only nodes that
+  // may still reach v by their levels (an ancestor of v comes before it,
+  // is shallower, has a longer path in edges to a sink and, under the
+  // finish cut, ends no later than v may start) and asks v's wide window
+  // about those close enough. Past kSearchNodes nodes it leaves the
+  // question to the query.
+  bool Search(NodeId u, NodeId v, int32_t pv) {
+    const ReachabilityIndex& reach = c_.dag.reach;
+    const int32_t depth = reach.depth(v);
+    const int32_t hops = hops_[v];
+    const double ready = top_[v];
+    const bool cut = finish_cut_;
+    if (seen_.empty()) seen_.assign(c_.num_nodes(), 0);
+    if (++stamp_ == 0) {  // wrapped: forget every old mark
+      std::fill(seen_.begin(), seen_.end(), 0);
+      stamp_ = 1;
+    }
+    stack_.clear();
+    stack_.push_back(u);
+    for (int entered = 0; !stack_.empty(); ++entered) {
+      if (entered == kSearchNodes) return c_.query().Reaches(u, v);
+      const NodeId x = stack_.back();
+      stack_.pop_back();
+      for (NodeId y : c_.dag.Succs(x)) {
+        if (y == v) return true;
+        if (seen_[y] == stamp_) continue;
+        seen_[y] = stamp_;
+        const int32_t py = reach.pos(y);
+        if (py >= pv || reach.depth(y) >= depth || hops_[y] <= hops ||
+            (cut && top_[y] + c_.graph.cost_us(y) > ready)) {
+          continue;
+        }
+        if (const int32_t d = pv - py; d < kWide) {
+          if (Near(v, pv, d)) return true;
+          continue;
+        }
+        stack_.push_back(y);
+      }
+    }
+    return false;
   }
 
   // The first 64 ops get a bit each.
@@ -316,11 +500,19 @@ class Walk {
   }
 
   StreamContext& c_;
-  const double* top_;  // the levels' top_us
+  const double* top_;     // the levels' top_us
+  const int32_t* hops_;   // the levels' bottom_hops
   bool finish_cut_ = false;
-  // Recyclable's scratch space: candidate slots, 64 a word.
-  std::vector<uint64_t> candidates_with_op_, candidates_without_op_;
+  // The last look (see Look), 64 slots a word.
+  std::vector<uint64_t> may_, idle_;
   std::vector<Track> tracks_;  // by stream
+  // By issue position modulo kWide: the wide windows of the last kWide
+  // positions labelled (see Wide).
+  std::vector<uint64_t> wide_;
+  // Search's scratch space: a mark per node, set to stamp_ once entered.
+  std::vector<uint32_t> seen_;
+  uint32_t stamp_ = 0;
+  std::vector<NodeId> stack_;
   int num_devices_ = 1;
   // device * kNumEngines + engine -> this pass's streams.
   std::vector<Group> groups_;
