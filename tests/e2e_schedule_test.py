@@ -53,12 +53,16 @@ BUFFER_BYTES = 4 * MIB
 LARGE_BYTES = 256 * MIB
 # The plan's estimate over its lower bound, at most.
 NEAR_BOUND = 1.05
-# How much longer than the plan's estimate a job may take: this share of
-# the estimate or TOLERANCE_MS, whichever is larger (see the module
-# docstring). Nor may it be more than EARLY_MS shorter: device time cannot
+# How much longer than the plan's estimate a job may take on the paced
+# simulator: this share of the estimate or TOLERANCE_MS, whichever is
+# larger. The real-time clock runs beside other tests on a shared machine,
+# so this is a guard against host work setting the timeline (which made
+# such jobs take hundreds of times their estimate), not a measurement:
+# makespan_bench checks the executed makespan against the estimate exactly,
+# unpaced. Nor may a job be more than EARLY_MS shorter: device time cannot
 # beat the estimate.
-TOLERANCE = 0.05
-TOLERANCE_MS = 10.0
+TOLERANCE = 0.5
+TOLERANCE_MS = 30.0
 EARLY_MS = 1.0
 # Unmeasured jobs first (streams, memory pools, the host heap that stages
 # initial data), then up to ATTEMPTS measured ones: the first within the
