@@ -340,9 +340,11 @@ void Daemon::Stop() {
   stopped_ = true;
   if (server_ == nullptr) return;  // never started
 
+  // Refuse new jobs before saying so: a client that sees NOT_SERVING and
+  // submits anyway must be refused, never admitted into the drain.
+  jobs_->StopAccepting();
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) health->SetServingStatus(false);
-  jobs_->StopAccepting();
   const int queued = jobs_->CancelQueued("weftd is shutting down");
   const int64_t running = jobs_->running();
   Log(absl::StrFormat(
