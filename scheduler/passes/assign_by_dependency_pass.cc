@@ -65,7 +65,7 @@ class Walk {
     // in no group, so their tracks are never consulted.
     tracks_.resize(c_.streams.size());
     wide_.assign(static_cast<size_t>(kWide) * 2 * kWideWords, 0);
-    // The finish cut (see Reaches) needs every path to end no earlier than
+    // The finish cut (see Look) needs every path to end no earlier than
     // its first node does: costs neither negative nor NaN.
     finish_cut_ = true;
     for (NodeId v = 0; v < c_.num_nodes(); ++v) {

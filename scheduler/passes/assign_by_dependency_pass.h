@@ -23,13 +23,22 @@
 // that delays it least, recording the added ordering). Chains never follow
 // a peer stream.
 //
-// Ancestry is asked of the reachability index (reachability.h), never of an
-// O(V^2) matrix, at each chain start: for the streams of the device and
-// engine whose last node comes before the node, and only while the answer
-// can still change the choice. Nodes at most ReachabilityIndex::kWindow
-// positions apart are answered from the index's window directly. The
-// stream that delays the node least is found in the same look at the
-// group's streams.
+// Cost, with many streams per device: each chain start looks at its
+// group's streams once, a block of four at a time (streams whose last node
+// comes before it, the delay each would add), and asks about ancestry only
+// where the answer can still change the choice: never when a stream's
+// last node is a direct predecessor, and not of a stream the levels
+// already rule out (an ancestor of the node has a longer path in edges to
+// a sink and, with costs neither negative nor NaN, ends no later than the
+// node can start; CostLevels must be those of the DAG). The delays are
+// only compared when the cap is reached and nothing is recyclable. The
+// remaining questions are mostly about nodes a few hundred positions
+// apart: the walk keeps each node's ancestors among the 255 positions
+// before it (from its predecessors', a few words a node, in a ring of the
+// last 256 positions; the first 64 are ReachabilityIndex's window), and a
+// question reaching further back is a short forward search that the
+// levels prune and the ring ends, handed to the reachability query
+// (reachability.h) past a few hundred nodes.
 #ifndef WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_
 #define WEFT_SCHEDULER_PASSES_ASSIGN_BY_DEPENDENCY_PASS_H_
 

@@ -170,11 +170,11 @@ void Walk(StreamContext& c, Clocks& clocks) {
 // One counter per stream: each snapshot is a row of the arena, and a
 // stream's current clock is its latest snapshot. The waits chosen for a
 // node are read through on demand (there are few); only the commit
-// combines whole rows.
-template <bool kPeers>
+// combines whole rows. T: the arena's counters (uint16_t if narrow).
+template <bool kPeers, typename T>
 class DenseClocks {
  public:
-  using View = const int32_t*;
+  using View = const T*;
   static constexpr bool kCheapKnown = true;
 
   explicit DenseClocks(StreamContext& c)
@@ -186,14 +186,14 @@ class DenseClocks {
         peer_seq_(kPeers ? c.peer_seq.data() : nullptr),
         clock_of_(c.clock_of.data()) {}
 
-  View Now(int s) const { return arena_.Row(current_[s]); }
+  View Now(int s) const { return arena_.template RowAs<T>(current_[s]); }
   static int32_t Known(View row, int t) { return row[t]; }
   int32_t Version(int s) const { return current_[s]; }
   void Begin() {}
   int32_t Collected(const std::vector<NodeId>& chosen, int t) const {
     int32_t known = 0;
     for (NodeId q : chosen) {
-      known = std::max(known, arena_.Row(clock_of_[q])[t]);
+      known = std::max<int32_t>(known, Row(clock_of_[q])[t]);
       if (stream_of_[q] == t) known = std::max(known, seq_[q]);
       if (kPeers && peer_stream_[q] == t) {
         known = std::max(known, peer_seq_[q]);
@@ -204,34 +204,42 @@ class DenseClocks {
   void Collect(NodeId) {}
   void Commit(int s, const std::vector<NodeId>& chosen) {
     // The first wait's clock is combined as the row is written.
-    int32_t* row = arena_.MaxRow(current_[s], clock_of_[chosen[0]]);
+    T* row = arena_.template MaxRowAs<T>(current_[s], clock_of_[chosen[0]]);
     for (size_t k = 0; k < chosen.size(); ++k) {
       const NodeId q = chosen[k];
-      if (k > 0) arena_.MaxInto(row, arena_.Row(clock_of_[q]));
-      int32_t& own = row[stream_of_[q]];
-      own = std::max(own, seq_[q]);
+      if (k > 0) arena_.MaxInto(row, Row(clock_of_[q]));
+      Raise(row[stream_of_[q]], seq_[q]);
       if (kPeers) {
         if (const int32_t u = peer_stream_[q]; u >= 0) {
-          row[u] = std::max(row[u], peer_seq_[q]);
+          Raise(row[u], peer_seq_[q]);
         }
       }
     }
     current_[s] = arena_.num_versions() - 1;
   }
   void Join(int s, int t, int32_t seq) {
-    int32_t* row = arena_.CopyRow(current_[s]);
-    arena_.MaxInto(row, arena_.Row(current_[t]));
-    row[t] = std::max(row[t], seq);
+    T* row = arena_.template CopyRowAs<T>(current_[s]);
+    arena_.MaxInto(row, Row(current_[t]));
+    Raise(row[t], seq);
     current_[s] = arena_.num_versions() - 1;
   }
   void Share(int s, int t, int32_t s_seq, int32_t t_seq) {
-    int32_t* row = arena_.CopyRow(current_[s]);
-    row[s] = std::max(row[s], s_seq);
-    row[t] = std::max(row[t], t_seq);
+    T* row = arena_.template CopyRowAs<T>(current_[s]);
+    Raise(row[s], s_seq);
+    Raise(row[t], t_seq);
     current_[s] = current_[t] = arena_.num_versions() - 1;
   }
 
  private:
+  const T* Row(int32_t version) const {
+    return arena_.template RowAs<T>(version);
+  }
+  // counter = max(counter, seq); seq fits T (the arena is narrow only if
+  // every sequence number does).
+  static void Raise(T& counter, int32_t seq) {
+    counter = std::max(counter, static_cast<T>(seq));
+  }
+
   ClockArena& arena_;
   std::vector<int32_t> current_;  // version per stream
   const int32_t* stream_of_;
@@ -302,6 +310,8 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   const int num_streams = static_cast<int>(c.streams.size());
   const bool peers = !c.peer_stream.empty();
   int64_t num_peers = 0;
+  // Nodes per stream: its largest sequence number.
+  std::vector<int32_t> length(num_streams, 0);
   for (NodeId v = 0; v < n; ++v) {
     const int32_t s = c.stream_of[v];
     if (s < 0 || s >= num_streams) {
@@ -313,8 +323,14 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
       return absl::InternalError(absl::StrCat(
           "node '", c.graph.node(v).name, "' has no valid peer stream"));
     }
-    if (t >= 0) ++num_peers;
+    ++length[s];
+    if (t >= 0) {
+      ++num_peers;
+      ++length[t];
+    }
   }
+  const int32_t max_seq =
+      num_streams > 0 ? *std::max_element(length.begin(), length.end()) : 0;
   c.seq.assign(n, 0);
   if (peers) {
     c.peer_seq.assign(n, 0);
@@ -323,7 +339,7 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   }
   c.clock_of.assign(n, 0);
   c.signal.assign(n, -1);
-  c.clocks = ClockArena(num_streams);
+  c.clocks = ClockArena(num_streams, max_seq);
   // Upper bounds (a snapshot per node with a wait, two per peer; a wait per
   // edge): reserved address space that is only touched as it fills.
   c.clocks.Reserve(n + 2 * num_peers);
@@ -331,11 +347,17 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   ReserveHuge(c.waits.offsets, n + 1);
   ReserveHuge(c.waits.items, c.dag.preds.items.size());
   c.num_events = 0;
-  if (c.clocks.dense() && peers) {
-    DenseClocks<true> clocks(c);
+  if (c.clocks.narrow() && peers) {
+    DenseClocks<true, uint16_t> clocks(c);
+    Walk<true>(c, clocks);
+  } else if (c.clocks.narrow()) {
+    DenseClocks<false, uint16_t> clocks(c);
+    Walk<false>(c, clocks);
+  } else if (c.clocks.dense() && peers) {
+    DenseClocks<true, int32_t> clocks(c);
     Walk<true>(c, clocks);
   } else if (c.clocks.dense()) {
-    DenseClocks<false> clocks(c);
+    DenseClocks<false, int32_t> clocks(c);
     Walk<false>(c, clocks);
   } else if (peers) {
     SparseClocks clocks(c);

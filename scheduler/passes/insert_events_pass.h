@@ -23,7 +23,9 @@
 // later passes. Cost: O(V + E) plus O(S) per node with waits for clocks of
 // S entries (S at most the number of streams); snapshots live in one arena
 // and are taken only when a stream's clock changes, and a stream's current
-// clock is its latest snapshot (no per-stream copies).
+// clock is its latest snapshot (no per-stream copies). Dense snapshots
+// hold 16-bit counters when no stream has more than
+// ClockArena::kNarrowMax nodes (half the memory to fill), else 32-bit.
 #ifndef WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
 #define WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
 

@@ -7,38 +7,56 @@
 
 namespace weft::scheduler {
 
-ClockArena::ClockArena(int num_streams)
+ClockArena::ClockArena(int num_streams, int32_t max_seq)
     : dense_(num_streams <= kDenseStreams),
-      num_streams_(num_streams),
-      stride_((num_streams + kLanes - 1) / kLanes * kLanes) {
+      narrow_(dense_ && max_seq <= kNarrowMax),
+      num_streams_(num_streams) {
+  const int lanes = kVector / (narrow_ ? sizeof(uint16_t) : sizeof(int32_t));
+  stride_ = (num_streams + lanes - 1) / lanes * lanes;
   if (dense_) {
     Grow(stride_);
-    std::fill(rows_.get(), rows_.get() + stride_, 0);
+    if (narrow_) {
+      std::fill(narrow_rows_.get(), narrow_rows_.get() + stride_, 0);
+    } else {
+      std::fill(wide_rows_.get(), wide_rows_.get() + stride_, 0);
+    }
   } else {
     offsets_ = {0, 0};
   }
 }
 
 int32_t ClockArena::Known(int32_t version, int32_t stream) const {
-  if (dense_) return Row(version)[stream];
-  return Known(Get(version), stream);
+  if (!dense_) return Known(Get(version), stream);
+  if (narrow_) return RowAs<uint16_t>(version)[stream];
+  return Row(version)[stream];
 }
+
+namespace {
+
+// Room for `counters` counters in `rows`, keeping the first `keep`.
+template <typename T>
+void GrowRows(std::unique_ptr<T[]>& rows, size_t keep, size_t counters) {
+  std::unique_ptr<T[]> grown(new T[counters]);
+  AdviseHugePages(grown.get(), counters * sizeof(T));
+  if (rows != nullptr) std::copy(rows.get(), rows.get() + keep, grown.get());
+  rows = std::move(grown);
+}
+
+}  // namespace
 
 void ClockArena::Grow(size_t counters) {
   if (counters <= capacity_) return;
-  std::unique_ptr<int32_t[]> rows(new int32_t[counters]);
-  AdviseHugePages(rows.get(), counters * sizeof(int32_t));
-  if (rows_ != nullptr) {
-    std::copy(rows_.get(),
-              rows_.get() + static_cast<size_t>(num_versions_) * stride_,
-              rows.get());
+  const size_t keep = static_cast<size_t>(num_versions_) * stride_;
+  if (narrow_) {
+    GrowRows(narrow_rows_, keep, counters);
+  } else {
+    GrowRows(wide_rows_, keep, counters);
   }
-  rows_ = std::move(rows);
   capacity_ = counters;
 }
 
 int32_t ClockArena::AddRow(const int32_t* row) {
-  int32_t* to = AppendRow();
+  int32_t* to = AppendRow<int32_t>();
   std::copy(row, row + num_streams_, to);
   std::fill(to + num_streams_, to + stride_, 0);  // padding
   return num_versions_ - 1;

@@ -22,8 +22,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -84,53 +86,75 @@ struct LogicalStream {
 // to the last sequence number (1-based position on that stream) known
 // finished; 0 means nothing. With few streams (at most kDenseStreams) a
 // snapshot is a dense row of one counter per stream (rows are padded to a
-// multiple of kLanes counters, the padding kept 0, so that rows combine a
-// vector of counters at a time); with more, a sparse list of (stream, seq)
-// pairs sorted by stream. Version 0 is the empty clock.
+// multiple of a vector of counters, the padding kept 0, so that rows
+// combine a vector of counters at a time); with more, a sparse list of
+// (stream, seq) pairs sorted by stream. Version 0 is the empty clock.
+//
+// Dense counters are 32-bit (int32_t) unless the arena is told that no
+// sequence number exceeds kNarrowMax: then they are 16-bit (uint16_t),
+// which halves the memory that snapshots fill (narrow()). The int32_t
+// row functions below are for wide rows; the ...As<T> forms take the
+// counter type, which must match narrow().
 class ClockArena {
  public:
   using Entry = std::pair<int32_t, int32_t>;
   static constexpr int kDenseStreams = 64;
+  // 32-bit counters per vector.
   static constexpr int kLanes = 4;
+  static constexpr int32_t kNarrowMax = 65535;
 
-  explicit ClockArena(int num_streams = 0);
-  // Four counters, combined at a time with the compiler's generic vectors:
-  // one compare and a blend, on any target.
+  // `max_seq`: the largest sequence number any clock will hold.
+  explicit ClockArena(int num_streams = 0,
+                      int32_t max_seq = std::numeric_limits<int32_t>::max());
+  // Four 32-bit counters, combined at a time with the compiler's generic
+  // vectors: one compare and a blend, on any target.
   using Lanes = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))));
+  // Eight 16-bit counters, likewise.
+  using NarrowLanes = uint16_t __attribute__((vector_size(16)));
 
   bool dense() const { return dense_; }
+  // Dense rows of 16-bit counters.
+  bool narrow() const { return narrow_; }
   int num_streams() const { return num_streams_; }
   int32_t num_versions() const { return num_versions_; }
   // The sequence number `version` knows for `stream`.
   int32_t Known(int32_t version, int32_t stream) const;
 
   // Dense form: the row of `version` (num_streams counters, then padding);
-  // AddRow stores a copy of `row` and returns its version.
-  const int32_t* Row(int32_t version) const {
-    return rows_.get() + static_cast<size_t>(version) * stride_;
+  // AddRow stores a copy of `row` and returns its version. T is uint16_t
+  // if narrow(), else int32_t.
+  template <typename T>
+  const T* RowAs(int32_t version) const {
+    return Rows<T>() + static_cast<size_t>(version) * stride_;
   }
+  const int32_t* Row(int32_t version) const { return RowAs<int32_t>(version); }
   int32_t AddRow(const int32_t* row);
   // Appends a copy of the row of `version` and returns it to be refined
   // in place (valid until the next append); its version is
   // num_versions() - 1.
-  int32_t* CopyRow(int32_t version) {
-    int32_t* row = AppendRow();
-    const int32_t* from = Row(version);
+  template <typename T>
+  T* CopyRowAs(int32_t version) {
+    T* row = AppendRow<T>();
+    const T* from = RowAs<T>(version);
     // A few vectors of counters: cheaper than a call to copy bytes.
-    for (int k = 0; k < stride_; k += kLanes) {
-      std::memcpy(row + k, from + k, kLanes * sizeof(int32_t));
+    for (int k = 0; k < stride_; k += kVector / sizeof(T)) {
+      std::memcpy(row + k, from + k, kVector);
     }
     return row;
   }
+  int32_t* CopyRow(int32_t version) { return CopyRowAs<int32_t>(version); }
   // Appends the counter by counter maximum of the rows of versions `a`
   // and `b` and returns it, as CopyRow does.
-  int32_t* MaxRow(int32_t a, int32_t b) {
-    int32_t* row = AppendRow();
-    MaxOf(Row(a), Row(b), row);
+  template <typename T>
+  T* MaxRowAs(int32_t a, int32_t b) {
+    T* row = AppendRow<T>();
+    MaxOf(RowAs<T>(a), RowAs<T>(b), row);
     return row;
   }
+  int32_t* MaxRow(int32_t a, int32_t b) { return MaxRowAs<int32_t>(a, b); }
   // row[k] = max(row[k], other[k]) for every counter of two dense rows.
-  void MaxInto(int32_t* row, const int32_t* other) const {
+  template <typename T>
+  void MaxInto(T* row, const T* other) const {
     MaxOf(row, other, row);
   }
 
@@ -148,36 +172,58 @@ class ClockArena {
   void Reserve(int64_t versions);
 
  private:
-  bool dense_;
-  int num_streams_;
-  int stride_;  // dense: counters per row, num_streams rounded up
-  // out[k] = max(x[k], y[k]) for every counter of a dense row, a vector of
-  // kLanes at a time (out may be x).
-  void MaxOf(const int32_t* x, const int32_t* y, int32_t* out) const {
-    for (int k = 0; k < stride_; k += kLanes) {
-      Lanes u, w;
+  // Bytes of counters combined at a time.
+  static constexpr int kVector = 16;
+
+  template <typename T>
+  T* Rows() const {
+    static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, uint16_t>);
+    if constexpr (std::is_same_v<T, int32_t>) {
+      return wide_rows_.get();
+    } else {
+      return narrow_rows_.get();
+    }
+  }
+  // out[k] = max(x[k], y[k]) for every counter of a dense row, a vector
+  // at a time (out may be x).
+  template <typename T>
+  void MaxOf(const T* x, const T* y, T* out) const {
+    // (Spelled out: a vector_size attribute on a type that depends on T
+    // would be dropped.)
+    using Vector = std::conditional_t<std::is_same_v<T, int32_t>, Lanes,
+                                      NarrowLanes>;
+    static_assert(sizeof(Vector) == kVector);
+    for (int k = 0; k < stride_; k += kVector / sizeof(T)) {
+      Vector u, w;
       std::memcpy(&u, x + k, sizeof(u));
       std::memcpy(&w, y + k, sizeof(w));
-      const Lanes u_wins = u > w;
+      const auto u_wins = u > w;
       u = (u & u_wins) | (w & ~u_wins);
       std::memcpy(out + k, &u, sizeof(u));
     }
   }
   // Appends a row, its contents undefined, and returns it.
-  int32_t* AppendRow() {
+  template <typename T>
+  T* AppendRow() {
     const size_t at = static_cast<size_t>(num_versions_) * stride_;
     if (at + stride_ > capacity_) Grow(std::max(2 * capacity_, at + stride_));
     ++num_versions_;
-    return rows_.get() + at;
+    return Rows<T>() + at;
   }
   // Room for `counters` counters in all, keeping the rows so far.
   void Grow(size_t counters);
 
+  bool dense_;
+  bool narrow_;
+  int num_streams_;
+  int stride_;  // dense: counters per row, num_streams rounded up to a
+                // whole vector
   int32_t num_versions_ = 1;
-  // Dense: num_versions rows, then room for capacity_ counters in all;
-  // rows are written whole before they are read, so the room is left
-  // uninitialized.
-  std::unique_ptr<int32_t[]> rows_;
+  // Dense: num_versions rows, then room for capacity_ counters in all, in
+  // the one of the two that matches narrow_; rows are written whole before
+  // they are read, so the room is left uninitialized.
+  std::unique_ptr<int32_t[]> wide_rows_;
+  std::unique_ptr<uint16_t[]> narrow_rows_;
   size_t capacity_ = 0;
   std::vector<Entry> entries_;     // sparse
   std::vector<int64_t> offsets_;   // sparse

@@ -61,6 +61,44 @@ TEST(ClockArenaTest, ManyRowsGrowInBlocksWithoutLosingAny) {
   EXPECT_EQ(arena.Known(3, 2), 1);
 }
 
+TEST(ClockArenaTest, NarrowRowsWhileSequenceNumbersFitSixteenBits) {
+  EXPECT_FALSE(ClockArena(3).narrow());
+  EXPECT_FALSE(ClockArena(3, ClockArena::kNarrowMax + 1).narrow());
+  EXPECT_FALSE(ClockArena(ClockArena::kDenseStreams + 1, 1).narrow());
+  ClockArena arena(10, ClockArena::kNarrowMax);
+  ASSERT_TRUE(arena.dense());
+  ASSERT_TRUE(arena.narrow());
+  // Counters above 32767 compare as unsigned.
+  uint16_t* a = arena.CopyRowAs<uint16_t>(0);
+  a[0] = 40000;
+  a[9] = 7;
+  const int32_t va = arena.num_versions() - 1;
+  uint16_t* b = arena.CopyRowAs<uint16_t>(0);
+  b[0] = 100;
+  b[3] = ClockArena::kNarrowMax;
+  const int32_t vb = arena.num_versions() - 1;
+  arena.MaxRowAs<uint16_t>(va, vb);
+  const int32_t vc = arena.num_versions() - 1;
+  const std::vector<int32_t> expected = {40000, 0, 0, 65535, 0,
+                                         0,     0, 0, 0,     7};
+  for (int s = 0; s < 10; ++s) {
+    EXPECT_EQ(arena.Known(vc, s), expected[s]) << "stream " << s;
+    EXPECT_EQ(arena.Known(0, s), 0) << "stream " << s;
+  }
+  EXPECT_EQ(arena.Known(va, 0), 40000);
+  EXPECT_EQ(arena.Known(vb, 0), 100);
+  // Growing keeps every row.
+  int32_t version = vc;
+  for (int i = 0; i < 5000; ++i) {
+    uint16_t* row = arena.CopyRowAs<uint16_t>(version);
+    row[1] += 1;
+    version = arena.num_versions() - 1;
+  }
+  EXPECT_EQ(arena.Known(version, 1), 5000);
+  EXPECT_EQ(arena.Known(version, 0), 40000);
+  EXPECT_EQ(arena.Known(vc + 1, 1), 1);
+}
+
 TEST(ClockArenaTest, SparseBeyondTheDenseLimit) {
   ClockArena arena(ClockArena::kDenseStreams + 1);
   ASSERT_FALSE(arena.dense());
