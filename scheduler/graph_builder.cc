@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/op_signatures.h"
+#include "common/quote.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
@@ -18,6 +19,17 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// A name the graph defines or refers to: at most max_name_bytes. Says
+// nothing of the name itself, which may be huge.
+absl::Status CheckNameLength(absl::string_view field, absl::string_view name,
+                             const GraphLimits& limits) {
+  if (static_cast<int64_t>(name.size()) <= limits.max_name_bytes) {
+    return absl::OkStatus();
+  }
+  return Invalid(field, absl::StrCat(name.size(), " bytes exceed the limit of ",
+                                     limits.max_name_bytes));
 }
 
 absl::StatusOr<DType> ConvertDType(int value, absl::string_view field) {
@@ -75,6 +87,7 @@ absl::StatusOr<std::vector<BufferSpec>> BuildBuffers(
     const weft::v1::Buffer& b = proto.buffers(i);
     const std::string field = absl::StrCat("graph.buffers[", i, "]");
     if (b.name().empty()) return Invalid(field + ".name", "empty buffer name");
+    WEFT_RETURN_IF_ERROR(CheckNameLength(field + ".name", b.name(), limits));
     auto [it, inserted] = ids.emplace(b.name(), i);
     if (!inserted) {
       return Invalid(
@@ -154,7 +167,7 @@ absl::StatusOr<Arg> BuildArg(
       auto it = buffer_ids.find(b.name());
       if (it == buffer_ids.end()) {
         return Invalid(field + ".buffer.name",
-                       absl::StrCat("unknown buffer '", b.name(), "'"));
+                       absl::StrCat("unknown buffer ", Quote(b.name())));
       }
       BufferUse use;
       use.buffer = it->second;
@@ -191,6 +204,7 @@ absl::StatusOr<std::vector<ModuleSpec>> BuildModules(
     const weft::v1::Module& m = proto.modules(i);
     const std::string field = absl::StrCat("graph.modules[", i, "]");
     if (m.name().empty()) return Invalid(field + ".name", "empty module name");
+    WEFT_RETURN_IF_ERROR(CheckNameLength(field + ".name", m.name(), limits));
     auto [it, inserted] = ids.emplace(m.name(), i);
     if (!inserted) {
       return Invalid(
@@ -290,12 +304,14 @@ absl::StatusOr<KernelSpec> BuildKernel(
   auto it = module_ids.find(launch.module());
   if (it == module_ids.end()) {
     return Invalid(field + ".module",
-                   absl::StrCat("unknown module '", launch.module(), "'"));
+                   absl::StrCat("unknown module ", Quote(launch.module())));
   }
   spec.module = it->second;
   if (launch.kernel().empty()) {
     return Invalid(field + ".kernel", "empty kernel name");
   }
+  WEFT_RETURN_IF_ERROR(
+      CheckNameLength(field + ".kernel", launch.kernel(), limits));
   spec.kernel = launch.kernel();
   if (!launch.has_grid()) return Invalid(field + ".grid", "missing grid");
   if (!launch.has_block()) return Invalid(field + ".block", "missing block");
@@ -327,6 +343,10 @@ absl::StatusOr<KernelSpec> BuildKernel(
 
 absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
                                  const GraphLimits& limits) {
+  WEFT_RETURN_IF_ERROR(CheckNameLength("graph.name", proto.name(), limits));
+  if (proto.nodes_size() == 0) {
+    return Invalid("graph.nodes", "empty: a graph has at least one node");
+  }
   if (proto.nodes_size() > limits.max_nodes) {
     return Invalid("graph.nodes", absl::StrCat(proto.nodes_size(),
                                                " nodes exceed the limit of ",
@@ -352,6 +372,7 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     const std::string& name = proto.nodes(i).name();
     const std::string field = absl::StrCat("graph.nodes[", i, "].name");
     if (name.empty()) return Invalid(field, "empty node name");
+    WEFT_RETURN_IF_ERROR(CheckNameLength(field, name, limits));
     auto [it, inserted] = node_ids.emplace(name, i);
     if (!inserted) {
       return Invalid(field, absl::StrCat("duplicate node name '", name,
@@ -370,8 +391,8 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     if (n.has_kernel()) {
       if (!n.op().empty()) {
         return Invalid(field + ".op",
-                       absl::StrCat("op '", n.op(),
-                                    "' and kernel are both set; a node runs "
+                       absl::StrCat("op ", Quote(n.op()),
+                                    " and kernel are both set; a node runs "
                                     "either a built-in op or a user kernel"));
       }
       WEFT_ASSIGN_OR_RETURN(
@@ -385,7 +406,7 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
                                   "; or set kernel to launch a user kernel)"));
     } else if (!IsBuiltinOp(n.op())) {
       return Invalid(field + ".op",
-                     absl::StrCat("unknown op '", n.op(), "' (built-in ops: ",
+                     absl::StrCat("unknown op ", Quote(n.op()), " (built-in ops: ",
                                   absl::StrJoin(BuiltinOpNames(), ", "), ")"));
     } else {
       spec.op = n.op();
@@ -405,6 +426,11 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     }
     // Kept in request order, duplicates included, so that error messages
     // can name after[k] exactly.
+    if (n.after_size() > limits.max_after_per_node) {
+      return Invalid(field + ".after",
+                     absl::StrCat(n.after_size(), " entries exceed the limit of ",
+                                  limits.max_after_per_node));
+    }
     spec.after.reserve(n.after_size());
     for (int k = 0; k < n.after_size(); ++k) {
       const std::string after_field = absl::StrCat(field, ".after[", k, "]");
@@ -412,7 +438,7 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
       if (name.empty()) return Invalid(after_field, "empty node name");
       auto it = node_ids.find(name);
       if (it == node_ids.end()) {
-        return Invalid(after_field, absl::StrCat("unknown node '", name, "'"));
+        return Invalid(after_field, absl::StrCat("unknown node ", Quote(name)));
       }
       if (it->second == i) {
         return Invalid(after_field, absl::StrCat("node '", name,
@@ -420,6 +446,8 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
       }
       spec.after.push_back(it->second);
     }
+    WEFT_RETURN_IF_ERROR(CheckNameLength(field + ".stream_label",
+                                         n.stream_label(), limits));
     spec.stream_label = n.stream_label();
     WEFT_ASSIGN_OR_RETURN(spec.engine,
                           ConvertEngine(n.engine(), field + ".engine"));
@@ -435,6 +463,13 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     if (cost < 0) {
       return Invalid(field + ".cost.estimated_us",
                      absl::StrCat("cost must not be negative, got ", cost));
+    }
+    if (cost > limits.max_node_cost_us) {
+      return Invalid(field + ".cost.estimated_us",
+                     absl::StrCat("cost ", cost, " us exceeds the limit of ",
+                                  limits.max_node_cost_us,
+                                  " us for one node (weftd "
+                                  "--max_node_cost_seconds)"));
     }
     spec.cost_us = cost;
     const double occupancy = n.cost().occupancy();

@@ -9,9 +9,11 @@
 // absurd sizes and sizes that are not a whole number of elements, initial
 // data longer than the buffer, non-finite fills of integer buffers, unknown
 // ops, argument lists that do not match a built-in op's signature
-// (op_signatures.h), negative or non-finite costs, device pins outside
-// [0, num_devices), and graphs over the configured limits. The graph's own
-// name may be empty.
+// (op_signatures.h), negative, non-finite or over-limit costs, device pins
+// outside [0, num_devices), graphs without nodes, and graphs, names and
+// lists over the configured limits (GraphLimits). The graph's own name may
+// be empty. Messages quote client input only up to a bounded length
+// (common/quote.h).
 //
 // User kernels (weft.v1.Module, weft.v1.KernelLaunch): module names must be
 // non-empty and unique; a module has CUDA source or PTX (not empty, not a
@@ -40,6 +42,11 @@ struct GraphLimits {
   uint64_t max_buffer_bytes = uint64_t{16} << 30;  // one buffer
   uint64_t max_total_bytes = uint64_t{64} << 30;   // all buffers
   int64_t max_args_per_node = 1024;
+  int64_t max_after_per_node = 4096;
+  // Graph, buffer, node, module and kernel names and stream labels.
+  int64_t max_name_bytes = 256;
+  // One node's cost.estimated_us: what a simulated device runs for it.
+  double max_node_cost_us = 600e6;  // ten minutes
   int64_t max_modules = 1024;
   uint64_t max_module_bytes = uint64_t{16} << 20;  // one module's code
   // Dynamic shared memory of one user kernel launch (H100's opt-in limit).

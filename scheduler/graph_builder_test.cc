@@ -102,10 +102,95 @@ TEST(GraphBuilderTest, BuildsAValidGraph) {
   EXPECT_EQ(g->node(2).after[0], 0);
 }
 
-TEST(GraphBuilderTest, AcceptsAnEmptyGraph) {
+TEST(GraphBuilderTest, RejectsAnEmptyGraph) {
   absl::StatusOr<Graph> g = BuildGraph(weft::v1::Graph(), GraphLimits());
-  ASSERT_TRUE(g.ok()) << g.status();
-  EXPECT_EQ(g->num_nodes(), 0);
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("graph.nodes"));
+}
+
+TEST(GraphBuilderTest, RejectsNamesOverTheLimitWithoutEchoingThem) {
+  GraphLimits limits;
+  limits.max_name_bytes = 8;
+  const std::string huge(1 << 20, 'n');
+  struct Case {
+    std::string text;
+    std::string field;
+  };
+  const Case cases[] = {
+      {R"pb(name: "NAME" nodes { name: "a" op: "spin" })pb", "graph.name"},
+      {R"pb(nodes { name: "NAME" op: "spin" })pb", "graph.nodes[0].name"},
+      {R"pb(buffers { name: "NAME" size_bytes: 4 }
+            nodes { name: "a" op: "spin" })pb",
+       "graph.buffers[0].name"},
+      {R"pb(nodes { name: "a" op: "spin" stream_label: "NAME" })pb",
+       "graph.nodes[0].stream_label"},
+  };
+  for (const Case& c : cases) {
+    std::string text = c.text;
+    text.replace(text.find("NAME"), 4, huge);
+    weft::v1::Graph proto;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
+    absl::StatusOr<Graph> g = BuildGraph(proto, limits);
+    ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << c.field;
+    EXPECT_THAT(std::string(g.status().message()),
+                HasSubstr(c.field + ": 1048576 bytes exceed the limit of 8"));
+    EXPECT_LT(g.status().message().size(), 200u);
+  }
+}
+
+TEST(GraphBuilderTest, UnknownNamesAreQuotedBriefly) {
+  const std::string huge(1 << 20, 'u');
+  weft::v1::Graph proto;
+  weft::v1::Node* node = proto.add_nodes();
+  node->set_name("a");
+  node->set_op(huge);
+  absl::StatusOr<Graph> g = BuildGraph(proto, GraphLimits());
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("graph.nodes[0].op: unknown op 'uuu"));
+  EXPECT_LT(g.status().message().size(), 1000u);
+
+  node->set_op("spin");
+  node->add_after(huge);
+  g = BuildGraph(proto, GraphLimits());
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("graph.nodes[0].after[0]: unknown node 'uuu"));
+  EXPECT_LT(g.status().message().size(), 200u);
+}
+
+TEST(GraphBuilderTest, RejectsCostsOverTheLimit) {
+  GraphLimits limits;
+  limits.max_node_cost_us = 1e6;
+  weft::v1::Graph proto;
+  weft::v1::Node* node = proto.add_nodes();
+  node->set_name("forever");
+  node->set_op("spin");
+  node->mutable_cost()->set_estimated_us(1e18);
+  absl::StatusOr<Graph> g = BuildGraph(proto, limits);
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("graph.nodes[0].cost.estimated_us"));
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("--max_node_cost_seconds"));
+  node->mutable_cost()->set_estimated_us(1e6);
+  EXPECT_TRUE(BuildGraph(proto, limits).ok());
+}
+
+TEST(GraphBuilderTest, RejectsTooManyAfterEntries) {
+  GraphLimits limits;
+  limits.max_after_per_node = 2;
+  weft::v1::Graph proto;
+  for (const char* name : {"a", "b", "c", "d"}) {
+    weft::v1::Node* node = proto.add_nodes();
+    node->set_name(name);
+    node->set_op("spin");
+  }
+  for (const char* name : {"a", "b", "c"}) proto.mutable_nodes(3)->add_after(name);
+  absl::StatusOr<Graph> g = BuildGraph(proto, limits);
+  ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()),
+              HasSubstr("graph.nodes[3].after: 3 entries exceed the limit of 2"));
 }
 
 TEST(GraphBuilderTest, RejectsTooManyNodes) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <exception>
@@ -32,6 +33,14 @@ namespace weft::server {
 namespace {
 
 constexpr char kServiceName[] = "weft.v1.Scheduler";
+
+// Physical memory of the host (at least 1 GiB when it cannot be read).
+int64_t HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return int64_t{1} << 30;
+  return static_cast<int64_t>(pages) * page_size;
+}
 
 sigset_t TerminationSignals() {
   sigset_t set;
@@ -169,6 +178,18 @@ absl::Status CheckOptions(const Daemon::Options& o) {
   if (o.drain_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_timeout must not be negative");
   }
+  if (o.drain_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--drain_grace must not be negative");
+  }
+  if (o.retain_output_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--retain_output_bytes must not be negative, got ",
+        o.retain_output_bytes));
+  }
+  if (o.max_node_cost <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--max_node_cost_seconds must be positive");
+  }
   return absl::OkStatus();
 }
 
@@ -229,12 +250,17 @@ absl::Status Daemon::Start() {
   job_options.max_running_jobs = options_.max_running_jobs;
   job_options.retain_jobs = options_.retain_jobs;
   job_options.retain_for = options_.retain_for;
+  job_options.retain_output_bytes = options_.retain_output_bytes > 0
+                                        ? options_.retain_output_bytes
+                                        : HostMemoryBytes() / 8;
   job_options.trace_jobs = options_.trace_jobs;
   job_options.trace_max_nodes = options_.trace_max_nodes;
   WEFT_ASSIGN_OR_RETURN(jobs_, JobManager::Create(std::move(job_options)));
 
   SchedulerService::Options service_options;
   service_options.jobs = jobs_.get();
+  service_options.limits.max_node_cost_us =
+      absl::ToDoubleMicroseconds(options_.max_node_cost);
   service_options.backend = backend_.get();
   service_options.executor = executor_.get();
   // By default as many streams as a device runs kernels at once, so that
@@ -331,6 +357,13 @@ void Daemon::WaitForTermination() {
   }
   Log(absl::StrCat("received ", signal == SIGINT ? "SIGINT" : "SIGTERM",
                    ", shutting down"));
+  watchdog_ = std::make_unique<ShutdownWatchdog>(
+      absl::Now() + options_.drain_timeout + options_.drain_grace,
+      [this](const std::string& why) {
+        Log(absl::StrCat(why, ": exiting now, ", jobs_->running(),
+                         " jobs unfinished"));
+        std::_Exit(1);
+      });
   Stop();
 }
 
@@ -416,6 +449,7 @@ Daemon::~Daemon() {
   metrics_.reset();
   registry_.reset();
   backend_.reset();
+  watchdog_.reset();
 }
 
 }  // namespace weft::server

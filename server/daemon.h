@@ -40,6 +40,7 @@
 #include "server/job_manager.h"
 #include "server/metrics.h"
 #include "server/scheduler_service.h"
+#include "server/shutdown_watchdog.h"
 
 namespace weft::server {
 
@@ -68,8 +69,17 @@ class Daemon {
     int max_queued_jobs_per_tenant = 0;
     int max_running_jobs = 16;
     absl::Duration drain_timeout = absl::Seconds(30);
+    // After a termination signal, the process ends at the latest
+    // drain_timeout + drain_grace later (exit status 1), whatever still
+    // runs; a second SIGTERM or SIGINT ends it at once (also status 1).
+    absl::Duration drain_grace = absl::Seconds(5);
     int retain_jobs = 1000;
     absl::Duration retain_for = absl::InfiniteDuration();
+    // Bytes of output buffers finished jobs hold together; the oldest
+    // jobs' outputs are released first. 0: an eighth of the host's memory.
+    int64_t retain_output_bytes = 0;
+    // The largest cost.estimated_us one node may declare.
+    absl::Duration max_node_cost = absl::Minutes(10);
     // Record a trace of every job of at most trace_max_nodes nodes, kept
     // with the job for GetJobTrace.
     bool trace_jobs = true;
@@ -93,7 +103,9 @@ class Daemon {
   // thing in main(), before any thread exists.
   static void BlockTerminationSignals();
 
-  // Waits for SIGTERM or SIGINT, then drains and stops (Stop).
+  // Waits for SIGTERM or SIGINT, then drains and stops (Stop), under a
+  // ShutdownWatchdog that ends the process after drain_timeout +
+  // drain_grace or on a second signal.
   // REQUIRES: BlockTerminationSignals() was called before threads started.
   void WaitForTermination() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -130,6 +142,8 @@ class Daemon {
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<RefreshingCollectable> collectable_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  // Armed by WaitForTermination; lives until the daemon is destroyed.
+  std::unique_ptr<ShutdownWatchdog> watchdog_;
   int tcp_port_ = 0;
   int metrics_port_ = 0;
   std::string tcp_address_;

@@ -54,7 +54,13 @@ struct JobRecord {
   std::vector<weft::v1::NodeEvent> events ABSL_GUARDED_BY(mu);
   int64_t events_base ABSL_GUARDED_BY(mu) = 0;
   int watchers ABSL_GUARDED_BY(mu) = 0;
+  // The listeners of watches (JobWatch::SetListener), told of every version.
+  std::vector<const std::function<void()>*> listeners ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, OutputBuffer> outputs ABSL_GUARDED_BY(mu);
+  // The size of `outputs` while they are held; why they were released
+  // (empty while held or never produced).
+  int64_t output_bytes ABSL_GUARDED_BY(mu) = 0;
+  std::string outputs_released ABSL_GUARDED_BY(mu);
   // Delivered by the executor just before the run ends; released with the
   // job. Null for untraced jobs and jobs that never reached the devices.
   std::shared_ptr<const runtime::JobTrace> trace ABSL_GUARDED_BY(mu);
@@ -106,6 +112,11 @@ weft::v1::Job Snapshot(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
 
 int64_t EventsEnd(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
   return r.events_base + static_cast<int64_t>(r.events.size());
+}
+
+// Tells the watch listeners that `r.version` moved.
+void NotifyListeners(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
+  for (const std::function<void()>* listener : r.listeners) (*listener)();
 }
 
 // Drops the event log of a terminal job nobody watches.
@@ -231,9 +242,24 @@ JobWatch::JobWatch(std::shared_ptr<JobRecord> job) : job_(std::move(job)) {
 }
 
 JobWatch::~JobWatch() {
+  ClearListener();
   absl::MutexLock lock(&job_->mu);
   --job_->watchers;
   MaybeDropEvents(*job_);
+}
+
+void JobWatch::SetListener(std::function<void()> on_change) {
+  absl::MutexLock lock(&job_->mu);
+  if (!listener_) job_->listeners.push_back(&listener_);
+  listener_ = std::move(on_change);
+}
+
+void JobWatch::ClearListener() {
+  absl::MutexLock lock(&job_->mu);
+  if (!listener_) return;
+  std::vector<const std::function<void()>*>& all = job_->listeners;
+  all.erase(std::find(all.begin(), all.end(), &listener_));
+  listener_ = nullptr;
 }
 
 WatchUpdate JobWatch::Next(absl::Time deadline, int max_events) {
@@ -292,6 +318,10 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "retain_jobs must be >= 0, got ", options.retain_jobs));
   }
+  if (options.retain_output_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retain_output_bytes must be >= 0, got ", options.retain_output_bytes));
+  }
   if (options.max_queued_per_tenant < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_queued_per_tenant must be >= 0, got ",
@@ -324,6 +354,7 @@ JobManager::JobManager(Options options)
                                  : options.max_queued_per_tenant),
       max_running_jobs_(options.max_running_jobs),
       retain_jobs_(options.retain_jobs),
+      retain_output_bytes_(options.retain_output_bytes),
       retain_for_(options.retain_for),
       min_retry_delay_(options.min_retry_delay),
       max_retry_delay_(options.max_retry_delay),
@@ -379,11 +410,13 @@ absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
 
 void JobManager::UpdateGaugesLocked() {
   if (metrics_ == nullptr) return;
-  metrics_->SetQueueDepth(queued_);
+  metrics_->SetQueueDepth(queue_.size());
+  metrics_->SetRetainedOutputBytes(retained_output_bytes_);
   metrics_->SetJobsRunning(static_cast<int64_t>(running_.size()));
 }
 
 void JobManager::EvictLocked(absl::Time now) {
+  bool evicted = false;
   while (!finished_.empty() &&
          (static_cast<int64_t>(finished_.size()) > retain_jobs_ ||
           finished_.front().first + retain_for_ <= now)) {
@@ -393,9 +426,13 @@ void JobManager::EvictLocked(absl::Time now) {
     if (it == jobs_.end()) continue;
     JobRecord& job = *it->second;
     {
-      // A watcher may still hold the record; the trace goes now.
+      // A watcher or a reader may still hold the record; the trace and
+      // the outputs go now (a reader keeps what it is streaming).
       absl::MutexLock job_lock(&job.mu);
       job.trace.reset();
+      retained_output_bytes_ -= job.output_bytes;
+      job.output_bytes = 0;
+      job.outputs.clear();
     }
     if (!job.request_id.empty()) {
       auto rit = request_ids_.find(RequestKey(job.tenant, job.request_id));
@@ -404,7 +441,29 @@ void JobManager::EvictLocked(absl::Time now) {
       }
     }
     jobs_.erase(it);
+    evicted = true;
   }
+  if (evicted) UpdateGaugesLocked();
+}
+
+void JobManager::ReleaseOutputsLocked() {
+  while (retained_output_bytes_ > retain_output_bytes_ &&
+         !holding_outputs_.empty()) {
+    const std::string id = std::move(holding_outputs_.front());
+    holding_outputs_.pop_front();
+    std::shared_ptr<JobRecord> job = FindLocked(id);
+    if (job == nullptr) continue;  // evicted, bytes already returned
+    absl::MutexLock job_lock(&job->mu);
+    if (job->output_bytes == 0) continue;
+    retained_output_bytes_ -= job->output_bytes;
+    job->output_bytes = 0;
+    job->outputs.clear();
+    job->outputs_released = absl::StrCat(
+        "its outputs were released to keep the outputs of finished jobs "
+        "within ",
+        retain_output_bytes_, " bytes (weftd --retain_output_bytes)");
+  }
+  UpdateGaugesLocked();
 }
 
 std::optional<weft::v1::Job> JobManager::DuplicateLocked(
@@ -435,23 +494,22 @@ absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
   if (!accepting_) {
     rejection =
         absl::UnavailableError("weftd is shutting down and accepts no new jobs");
-  } else if (queued_ >= max_queued_jobs_) {
+  } else if (queue_.size() >= max_queued_jobs_) {
     rejection = WithRetryDelay(
         absl::ResourceExhaustedError(absl::StrFormat(
             "admission queue is full (%d jobs queued, %d running); retry "
             "later",
-            queued_, running_.size())),
+            queue_.size(), running_.size())),
         RetryDelayLocked(1));
   } else {
-    auto it = queued_by_tenant_.find(spec.tenant);
-    const int64_t mine = it == queued_by_tenant_.end() ? 0 : it->second;
+    const int64_t mine = queue_.queued(spec.tenant);
     if (mine >= max_queued_per_tenant_) {
       rejection = WithRetryDelay(
           absl::ResourceExhaustedError(absl::StrFormat(
               "tenant '%s' has %d jobs queued, the most one tenant may "
               "queue; retry later",
               spec.tenant, mine)),
-          RetryDelayLocked(static_cast<int>(queued_by_tenant_.size())));
+          RetryDelayLocked(queue_.tenants_waiting()));
     }
   }
   if (!rejection.ok() && metrics_ != nullptr) {
@@ -560,42 +618,16 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
 // ----------------------------------------------------------------- queue --
 
 void JobManager::EnqueueLocked(const std::shared_ptr<JobRecord>& job) {
-  Level& level = levels_[job->priority];
-  auto& fifo = level.tenants[job->tenant];
-  if (fifo.empty()) level.turns.push_back(job->tenant);
-  fifo.emplace(job->seq, job);
-  ++queued_;
-  ++queued_by_tenant_[job->tenant];
+  queue_.Push({job->id, job->tenant, job->priority, job->seq});
 }
 
 bool JobManager::DequeueLocked(const JobRecord& job) {
-  auto level_it = levels_.find(job.priority);
-  if (level_it == levels_.end()) return false;
-  Level& level = level_it->second;
-  auto tenant_it = level.tenants.find(job.tenant);
-  if (tenant_it == level.tenants.end()) return false;
-  if (tenant_it->second.erase(job.seq) == 0) return false;
-  if (tenant_it->second.empty()) {
-    level.turns.remove(job.tenant);
-    level.tenants.erase(tenant_it);
-    if (level.tenants.empty()) levels_.erase(level_it);
-  }
-  --queued_;
-  auto count = queued_by_tenant_.find(job.tenant);
-  if (--count->second == 0) queued_by_tenant_.erase(count);
-  return true;
+  return queue_.Remove(job.tenant, job.priority, job.seq);
 }
 
 std::shared_ptr<JobRecord> JobManager::PopNextLocked() {
-  Level& level = levels_.begin()->second;
-  // The tenant whose turn it is; it goes to the back of the line.
-  const std::string tenant = level.turns.front();
-  level.turns.pop_front();
-  auto& fifo = level.tenants[tenant];
-  std::shared_ptr<JobRecord> job = fifo.begin()->second;
-  if (fifo.size() > 1) level.turns.push_back(tenant);
-  DequeueLocked(*job);
-  return job;
+  std::optional<JobQueue::Entry> next = queue_.Pop();
+  return FindLocked(next->id);
 }
 
 absl::StatusOr<weft::v1::Job> JobManager::Get(absl::string_view id) {
@@ -702,6 +734,10 @@ absl::StatusOr<OutputBuffer> JobManager::ReadOutput(
         "job ", job->id, " is ", JobStateName(job->state),
         "; output buffers can be read once it has SUCCEEDED"));
   }
+  if (!job->outputs_released.empty()) {
+    return absl::NotFoundError(absl::StrCat("job ", job->id, " succeeded but ",
+                                            job->outputs_released));
+  }
   auto it = job->outputs.find(buffer);
   if (it == job->outputs.end()) {
     return absl::InternalError(absl::StrCat(
@@ -756,8 +792,8 @@ bool JobManager::CancelQueuedLocked(const std::shared_ptr<JobRecord>& job,
 int JobManager::CancelQueued(absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   int n = 0;
-  while (queued_ > 0) {
-    std::shared_ptr<JobRecord> job = PopNextLocked();
+  for (const JobQueue::Entry& entry : queue_.TakeAll()) {
+    std::shared_ptr<JobRecord> job = FindLocked(entry.id);
     {
       absl::MutexLock job_lock(&job->mu);
       job->cancel_requested = true;
@@ -793,14 +829,14 @@ bool JobManager::WaitIdle(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
   auto idle = [this]() {
     mu_.AssertHeld();
-    return queued_ == 0 && running_.empty();
+    return queue_.empty() && running_.empty();
   };
   return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
 }
 
 int64_t JobManager::queued() const {
   absl::MutexLock lock(&mu_);
-  return queued_;
+  return queue_.size();
 }
 
 int64_t JobManager::retained() const {
@@ -866,8 +902,10 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
         if (b >= 0) out.dtype = job->graph->buffer(b).dtype;
         out.data = std::make_shared<const std::string>(
             std::move(outputs.find(name)->second));
+        job->output_bytes += static_cast<int64_t>(out.data->size());
         job->outputs.emplace(name, std::move(out));
       }
+      retained_output_bytes_ += job->output_bytes;
     }
     started = job->start_time.has_value();
     run_time = started ? now - *job->start_time : absl::ZeroDuration();
@@ -883,6 +921,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->graph.reset();
     job->plan.reset();
     ++job->version;
+    NotifyListeners(*job);
     MaybeDropEvents(*job);
   }
   if (started) {
@@ -890,15 +929,17 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
                          ? run_time
                          : (mean_run_time_ * 7 + run_time) / 8;
   }
-  running_.erase(job->id);
+  if (running_.erase(job->id) > 0) queue_.Finished(job->tenant);
   finished_.emplace_back(now, job->id);
+  holding_outputs_.push_back(job->id);
   EvictLocked(now);
+  ReleaseOutputsLocked();
   UpdateGaugesLocked();
 }
 
 bool JobManager::CanDispatchLocked() const {
   return shutdown_ ||
-         (queued_ > 0 &&
+         (!queue_.empty() &&
           static_cast<int64_t>(running_.size()) < max_running_jobs_);
 }
 
@@ -939,6 +980,7 @@ void JobManager::DispatchLoop() {
         job->state = JobState::kRunning;
         job->start_time = now;
         ++job->version;
+        NotifyListeners(*job);
       }
       if (metrics_ != nullptr) metrics_->ObserveQueueWait(now - job->create_time);
       UpdateGaugesLocked();
@@ -1008,6 +1050,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
       if (kind == runtime::NodeEventKind::kFinished) ++job->nodes_done;
       job->events.push_back(std::move(event));
       ++job->version;
+      NotifyListeners(*job);
     }
     if (metrics_ != nullptr && kind == runtime::NodeEventKind::kFinished) {
       metrics_->NodeExecuted(spec.op, ctx->device[node]);

@@ -27,12 +27,13 @@
 // its caller has gone away by the time it would be admitted.
 //
 // Dispatch: one dispatcher thread starts queued jobs whenever fewer than
-// max_running_jobs are running. Order: higher priority first; within a
-// priority, tenants take turns (round robin over the tenants with queued
-// jobs, one job per turn), so a tenant with many queued jobs cannot starve
-// one with few; within a tenant, FIFO. The plan made at admission is used,
-// except that the load-aware STREAM_AWARE policy is planned again against
-// the load at dispatch. Device work never runs on the dispatcher thread.
+// max_running_jobs are running, in JobQueue's order: fairness between
+// tenants first (the tenant with the fewest jobs running, then the one
+// served longest ago), then priority among that tenant's jobs, then FIFO.
+// So a tenant flooding the queue at any priority delays another tenant's
+// first job by at most one running job's end. The plan made at admission
+// is used, except that the load-aware STREAM_AWARE policy is planned again
+// against the load at dispatch. Device work never runs on the dispatcher thread.
 //
 // Cancellation: a queued job is cancelled at once; a running job is asked to
 // stop (runtime::Executor::Cancel: no more work is issued, its streams and
@@ -44,7 +45,11 @@
 // Retention: finished jobs keep their output buffers and stay visible (Get,
 // List, ReadBuffer, idempotency) until more than retain_jobs jobs have
 // finished after them or retain_for has passed since they finished,
-// whichever comes first; then they and their outputs are released.
+// whichever comes first; then they and their outputs are released. The
+// outputs held by finished jobs are also bounded in bytes
+// (retain_output_bytes): beyond it the oldest jobs' outputs go first, the
+// jobs themselves stay visible, and reading such an output is NOT_FOUND
+// saying why.
 //
 // Watching: Watch returns a JobWatch that yields the job, then its node
 // events and state changes, until the job is terminal.
@@ -79,6 +84,7 @@
 #include "runtime/executor.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
+#include "server/job_queue.h"
 #include "server/metrics.h"
 #include "weft/v1/weft.pb.h"
 
@@ -148,11 +154,24 @@ class JobWatch {
   // call; the rest come with the next calls, which then do not block.
   WatchUpdate Next(absl::Time deadline, int max_events = 4096);
 
+  // Calls `on_change` after every change Next would report (node events, a
+  // state change), until ClearListener or destruction; replaces an earlier
+  // listener. It runs on the thread making the change while the job's lock
+  // is held: it must be quick and must not call into any JobWatch or the
+  // JobManager (hand the work to another thread). Changes before the call
+  // are not announced; Next reports them. Set/ClearListener may run while
+  // another thread is in Next.
+  void SetListener(std::function<void()> on_change);
+  // After it returns, the listener is not running and will not run again.
+  void ClearListener();
+
  private:
   friend class JobManager;
   explicit JobWatch(std::shared_ptr<JobRecord> job);
 
   const std::shared_ptr<JobRecord> job_;
+  // Read by other threads under the job's lock (JobRecord::listeners).
+  std::function<void()> listener_;
   bool first_ = true;
   int64_t seen_version_ = -1;
   int64_t next_event_ = 0;  // absolute index into the job's event log
@@ -170,6 +189,9 @@ class JobManager {
     int max_running_jobs = 16;
     int retain_jobs = 1000;
     absl::Duration retain_for = absl::InfiniteDuration();
+    // Bytes of output buffers finished jobs may hold together; beyond it
+    // the oldest jobs' outputs are released first (the jobs stay visible).
+    int64_t retain_output_bytes = int64_t{1} << 62;
     // Bounds of the retry delay suggested with RESOURCE_EXHAUSTED.
     absl::Duration min_retry_delay = absl::Milliseconds(10);
     absl::Duration max_retry_delay = absl::Seconds(30);
@@ -254,15 +276,6 @@ class JobManager {
   int64_t retained() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // The queued jobs of one priority level: per tenant a FIFO (by submission
-  // sequence), and the tenants with queued jobs in their round-robin order.
-  struct Level {
-    std::list<std::string> turns;
-    absl::flat_hash_map<std::string,
-                        std::map<uint64_t, std::shared_ptr<JobRecord>>>
-        tenants;
-  };
-
   explicit JobManager(Options options);
 
   absl::Time Now() const { return clock_(); }
@@ -282,6 +295,9 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases the outputs of the oldest finished jobs until those held fit
+  // retain_output_bytes.
+  void ReleaseOutputsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How long until the oldest finished job expires (infinite: never).
   absl::Duration UntilNextEvictionLocked(absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -292,7 +308,7 @@ class JobManager {
   // Removes `job` from the queue; false when it is not queued.
   bool DequeueLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes and returns the next job in dispatch order.
-  // REQUIRES: queued_ > 0.
+  // REQUIRES: !queue_.empty().
   std::shared_ptr<JobRecord> PopNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Moves a job that is not in the queue to its terminal state; a no-op if
@@ -322,6 +338,7 @@ class JobManager {
   const int max_queued_per_tenant_;
   const int max_running_jobs_;
   const int retain_jobs_;
+  const int64_t retain_output_bytes_;
   const absl::Duration retain_for_;
   const absl::Duration min_retry_delay_;
   const absl::Duration max_retry_delay_;
@@ -340,17 +357,18 @@ class JobManager {
   // (tenant, request_id) -> job id.
   absl::flat_hash_map<std::string, std::string> request_ids_
       ABSL_GUARDED_BY(mu_);
-  // Queued jobs by priority, highest first.
-  std::map<int32_t, Level, std::greater<int32_t>> levels_ ABSL_GUARDED_BY(mu_);
-  int64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_map<std::string, int64_t> queued_by_tenant_
-      ABSL_GUARDED_BY(mu_);
+  // Queued jobs in start order (job_queue.h).
+  JobQueue queue_ ABSL_GUARDED_BY(mu_);
   // Jobs the dispatcher took off the queue that have not finished.
   absl::flat_hash_map<std::string, std::shared_ptr<JobRecord>> running_
       ABSL_GUARDED_BY(mu_);
   // Finished jobs in finishing order, with their end times.
   std::deque<std::pair<absl::Time, std::string>> finished_
       ABSL_GUARDED_BY(mu_);
+  // Finished jobs that may hold outputs, in finishing order, and the bytes
+  // all finished jobs hold.
+  std::deque<std::string> holding_outputs_ ABSL_GUARDED_BY(mu_);
+  int64_t retained_output_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   // Moving average of run times (start to end) of jobs that ran; zero
   // before the first.
   absl::Duration mean_run_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

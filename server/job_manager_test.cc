@@ -627,7 +627,7 @@ TEST_F(JobManagerTest, InjectedClockStampsJobs) {
   EXPECT_EQ(done.end_time().seconds(), 1'700'000'000);
 }
 
-TEST_F(JobManagerTest, TenantsTakeTurnsWithinAPriority) {
+TEST_F(JobManagerTest, TenantsTakeTurnsBeforePriority) {
   JobManager::Options options;
   options.max_running_jobs = 1;
   Start(options);
@@ -641,11 +641,12 @@ TEST_F(JobManagerTest, TenantsTakeTurnsWithinAPriority) {
   ids.push_back(SubmitAs("b", SpinChain("b1", 1, 1)));
   ids.push_back(SubmitAs("b", SpinChain("b2", 1, 1)));
   ids.push_back(SubmitAs("c", SpinChain("c1", 1, 1)));
-  // Priority still comes first: c's urgent job overtakes everyone.
+  // Priority orders c's own jobs only: c-urgent overtakes c1, not a or b.
   ids.push_back(SubmitAs("c", SpinChain("c-urgent", 1, 1), 9));
   gate_.Notify();
-  EXPECT_THAT(StartOrder(ids), ElementsAre("c-urgent", "a1", "b1", "c1", "a2",
-                                           "b2", "a3", "a4"));
+  // a ran the blocker, so b and c (in the order they queued) go first.
+  EXPECT_THAT(StartOrder(ids), ElementsAre("b1", "c-urgent", "a1", "b2", "c1",
+                                           "a2", "a3", "a4"));
 }
 
 TEST_F(JobManagerTest, ALateTenantIsNotStarvedByABacklog) {
@@ -662,9 +663,9 @@ TEST_F(JobManagerTest, ALateTenantIsNotStarvedByABacklog) {
   gate_.Notify();
   std::vector<std::string> order = StartOrder(ids);
   ASSERT_EQ(order.size(), 31u);
-  // One bulk job was first in line; the newcomer runs right after it.
-  EXPECT_EQ(order[0], "bulk0");
-  EXPECT_EQ(order[1], "mine");
+  // The backlog's tenant just ran the blocker: the newcomer goes first.
+  EXPECT_EQ(order[0], "mine");
+  EXPECT_EQ(order[1], "bulk0");
 }
 
 TEST_F(JobManagerTest, PerTenantQueueBound) {
@@ -964,6 +965,35 @@ TEST_F(JobManagerTest, RetentionReleasesTheTrace) {
   EXPECT_EQ(jobs_->TraceJson(first).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_TRUE(jobs_->TraceJson(second).ok());
+}
+
+TEST_F(JobManagerTest, RetentionInBytesReleasesTheOldestOutputsFirst) {
+  JobManager::Options options;
+  options.retain_output_bytes = 100;  // one axpy output (64 bytes) fits
+  Start(options);
+  std::string first = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(first).state(), weft::v1::SUCCEEDED);
+  ASSERT_TRUE(jobs_->ReadOutput(first, "y").ok());
+  std::string second = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(second).state(), weft::v1::SUCCEEDED);
+  // The first job stays visible; its outputs went to make room.
+  EXPECT_EQ(jobs_->Get(first)->state(), weft::v1::SUCCEEDED);
+  absl::StatusOr<OutputBuffer> released = jobs_->ReadOutput(first, "y");
+  EXPECT_EQ(released.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(released.status().message(), HasSubstr("--retain_output_bytes"));
+  absl::StatusOr<OutputBuffer> kept = jobs_->ReadOutput(second, "y");
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ((*kept).data->size(), 64u);
+}
+
+TEST_F(JobManagerTest, OutputsLargerThanTheRetentionBoundAreNotKept) {
+  JobManager::Options options;
+  options.retain_output_bytes = 10;
+  Start(options);
+  std::string job = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(job).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->ReadOutput(job, "y").status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

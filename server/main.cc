@@ -69,6 +69,17 @@ ABSL_FLAG(int32_t, max_running_jobs, 16,
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long running jobs may take to finish "
           "before they are cancelled.");
+ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(5),
+          "After --drain_timeout, how long cancelled work may take to stop; "
+          "then weftd exits (status 1) whatever still runs. A second "
+          "SIGTERM/SIGINT exits at once (status 1).");
+ABSL_FLAG(int64_t, retain_output_bytes, 0,
+          "Bytes of output buffers finished jobs may hold together; beyond "
+          "it the oldest jobs' outputs are released first (the jobs stay "
+          "visible). 0: an eighth of the host's memory.");
+ABSL_FLAG(int64_t, max_node_cost_seconds, 600,
+          "The largest cost.estimated_us one node may declare, in seconds "
+          "(simulated devices run a node that long).");
 ABSL_FLAG(int32_t, retain_jobs, 1000,
           "Finished jobs kept, with their output buffers, for get/watch/read.");
 ABSL_FLAG(int64_t, retain_seconds, 0,
@@ -169,6 +180,10 @@ int main(int argc, char** argv) {
   options.launch_mode = absl::GetFlag(FLAGS_launch_mode);
   options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+  options.drain_grace = absl::GetFlag(FLAGS_drain_grace);
+  options.retain_output_bytes = absl::GetFlag(FLAGS_retain_output_bytes);
+  options.max_node_cost =
+      absl::Seconds(absl::GetFlag(FLAGS_max_node_cost_seconds));
   options.retain_jobs = absl::GetFlag(FLAGS_retain_jobs);
   options.max_queued_jobs_per_tenant =
       absl::GetFlag(FLAGS_max_queued_jobs_per_tenant);

@@ -81,6 +81,12 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                               "finished.")
                         .Register(*registry)
                         .Add({})),
+      retained_output_bytes_(BuildGauge()
+                                 .Name("weft_retained_output_bytes")
+                                 .Help("Bytes of output buffers held by "
+                                       "finished jobs.")
+                                 .Register(*registry)
+                                 .Add({})),
       node_executions_(BuildCounter()
                            .Name("weft_node_executions_total")
                            .Help("Nodes that finished, by op and device.")
@@ -191,6 +197,10 @@ void Metrics::JobFinished(absl::string_view outcome, absl::string_view tenant,
       .Increment();
   job_duration_seconds_.Add({{"outcome", label}}, duration_buckets_)
       .Observe(absl::ToDoubleSeconds(run_time));
+}
+
+void Metrics::SetRetainedOutputBytes(int64_t bytes) {
+  retained_output_bytes_.Set(static_cast<double>(bytes));
 }
 
 void Metrics::SetQueueDepth(int64_t depth) {

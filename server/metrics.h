@@ -14,6 +14,8 @@
 //       outcome: succeeded|failed|cancelled (jobs that reached that state)
 //   weft_queue_depth                                   gauge
 //   weft_jobs_running                                  gauge
+//   weft_retained_output_bytes                         gauge
+//       bytes of output buffers held by finished jobs
 //   weft_node_executions_total{op,device,UUID}         counter
 //   weft_copy_bytes_total{direction}                   counter
 //       direction: host_to_device|device_to_host|device_to_device; bytes of
@@ -111,6 +113,7 @@ class Metrics {
                    absl::Duration run_time) ABSL_LOCKS_EXCLUDED(mu_);
   void SetQueueDepth(int64_t depth);
   void SetJobsRunning(int64_t running);
+  void SetRetainedOutputBytes(int64_t bytes);
   void NodeExecuted(const std::string& op, int device);
   void BytesCopied(CopyDirection direction, uint64_t bytes);
   void ObservePlanning(absl::Duration d);
@@ -131,6 +134,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& jobs_total_;
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& jobs_running_;
+  prometheus::Gauge& retained_output_bytes_;
   prometheus::Family<prometheus::Counter>& node_executions_;
   prometheus::Family<prometheus::Counter>& copy_bytes_;
   prometheus::Counter& copy_host_to_device_;

@@ -1,0 +1,111 @@
+#include "server/job_queue.h"
+
+#include <tuple>
+#include <utility>
+
+namespace weft::server {
+
+void JobQueue::Push(Entry entry) {
+  auto [it, created] = tenants_.try_emplace(entry.tenant);
+  Tenant& tenant = it->second;
+  if (created) tenant.since = entry.seq;
+  const Key key{-static_cast<int64_t>(entry.priority), entry.seq};
+  tenant.order.insert(key);
+  tenant.ids.emplace(entry.seq, std::move(entry.id));
+  waiting_.insert(entry.tenant);
+  ++size_;
+}
+
+bool JobQueue::Remove(absl::string_view tenant_name, int32_t priority,
+                      uint64_t seq) {
+  auto it = tenants_.find(tenant_name);
+  if (it == tenants_.end()) return false;
+  Tenant& tenant = it->second;
+  if (tenant.order.erase(Key{-static_cast<int64_t>(priority), seq}) == 0) {
+    return false;
+  }
+  tenant.ids.erase(seq);
+  --size_;
+  const std::string name = it->first;
+  if (tenant.order.empty()) waiting_.erase(name);
+  MaybeForget(name);
+  return true;
+}
+
+const std::string& JobQueue::NextTenant() const {
+  // O(tenants waiting): the queue's length bounds it.
+  const std::string* best = nullptr;
+  const Tenant* best_tenant = nullptr;
+  for (const std::string& name : waiting_) {
+    const Tenant& t = tenants_.find(name)->second;
+    if (best == nullptr ||
+        std::tie(t.running, t.last_turn, t.since) <
+            std::tie(best_tenant->running, best_tenant->last_turn,
+                     best_tenant->since)) {
+      best = &name;
+      best_tenant = &t;
+    }
+  }
+  return *best;
+}
+
+std::optional<JobQueue::Entry> JobQueue::Pop() {
+  if (empty()) return std::nullopt;
+  const std::string name = NextTenant();
+  Tenant& tenant = tenants_.find(name)->second;
+  const Key key = *tenant.order.begin();
+  tenant.order.erase(tenant.order.begin());
+  Entry entry;
+  entry.tenant = name;
+  entry.priority = static_cast<int32_t>(-std::get<0>(key));
+  entry.seq = std::get<1>(key);
+  auto id = tenant.ids.find(entry.seq);
+  entry.id = std::move(id->second);
+  tenant.ids.erase(id);
+  ++tenant.running;
+  tenant.last_turn = ++turns_;
+  --size_;
+  if (tenant.order.empty()) waiting_.erase(name);
+  return entry;
+}
+
+std::vector<JobQueue::Entry> JobQueue::TakeAll() {
+  std::vector<Entry> taken;
+  taken.reserve(size_);
+  while (!empty()) taken.push_back(*Pop());
+  // None started: take back what Pop counted.
+  for (const Entry& entry : taken) {
+    --tenants_.find(entry.tenant)->second.running;
+  }
+  for (const Entry& entry : taken) MaybeForget(entry.tenant);
+  return taken;
+}
+
+void JobQueue::Finished(absl::string_view tenant_name) {
+  auto it = tenants_.find(tenant_name);
+  if (it == tenants_.end() || it->second.running == 0) return;
+  --it->second.running;
+  MaybeForget(it->first);
+}
+
+void JobQueue::MaybeForget(const std::string& name) {
+  auto it = tenants_.find(name);
+  if (it == tenants_.end()) return;
+  // A tenant with nothing queued or running starts afresh, as if never
+  // served: coming back after idling must not cost it its turn.
+  if (it->second.order.empty() && it->second.running == 0) {
+    tenants_.erase(it);
+  }
+}
+
+int64_t JobQueue::queued(absl::string_view tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : static_cast<int64_t>(it->second.order.size());
+}
+
+int64_t JobQueue::running(absl::string_view tenant) const {
+  auto it = tenants_.find(tenant);
+  return it == tenants_.end() ? 0 : it->second.running;
+}
+
+}  // namespace weft::server
