@@ -22,9 +22,24 @@
 //     of that kind: COPY nodes (between their least head and tail), every
 //     host buffer a device uses uploaded at least once (before the least
 //     tail of a node that uses one), every output downloaded (after the
-//     least end of its last writer).
+//     least end of its last writer);
+//   - host data in order: each host buffer crosses a host link before the
+//     first device node to use it starts (one of its users up to its first
+//     writer), and after that node the rest of the graph still takes its
+//     time: its path, the kernel work of it and its descendants over the
+//     devices, and the downloads of the outputs they write last, each
+//     after the work between that node and the output's writer. Over the
+//     upload engines, the buffer that comes up last among any set of them
+//     ends after the set's work, then its rest;
+//   - outputs in order: each download starts after its last writer ends,
+//     which is after the writer's path and after the kernel work of its
+//     ancestors over the devices; the outputs released at or after any
+//     time share the download engines from then on.
 //
-// O(V + E + A) plus a sort of the long kernels, for A buffer uses.
+// O(V + E + A) plus a sort of the long kernels, for A buffer uses; graphs
+// of at most 4096 nodes also weigh the work between nodes, from bitsets of
+// every node's ancestors and descendants (O(V^2 / 64) memory and O(V x E /
+// 64) time, and a bounded number of weighed sets).
 #ifndef WEFT_SCHEDULER_LOWER_BOUND_H_
 #define WEFT_SCHEDULER_LOWER_BOUND_H_
 
@@ -50,6 +65,8 @@ struct LowerBoundTerms {
   double kernel_work_us = 0;    // occupancy-weighted, over the devices
   double long_kernels_us = 0;   // kernels that cannot share a device
   double copy_work_us = 0;      // copy engines
+  double uploads_us = 0;        // host data before its first users
+  double downloads_us = 0;      // outputs after their last writers
   double bound_us = 0;          // the largest
 };
 

@@ -85,6 +85,80 @@ TEST(LowerBoundTest, HostDataMustComeUp) {
   EXPECT_DOUBLE_EQ(BoundOf(g, 2).critical_path_us, 100 + 10 + 100);
 }
 
+// A buffer of `mb` MB (40 us a MB over a 25 GB/s host link).
+BufferSpec Buffer(const std::string& name, uint64_t mb, bool host_data,
+                  bool output = false) {
+  BufferSpec b;
+  b.name = name;
+  b.size_bytes = mb * 1000000;
+  if (host_data) {
+    b.init = BufferSpec::Init::kData;
+    b.data = "x";
+  }
+  b.output = output;
+  return b;
+}
+
+NodeSpec Kernel(const std::string& name, double cost,
+                std::vector<BufferUse> args) {
+  NodeSpec n;
+  n.name = name;
+  n.op = "spin";
+  n.cost_us = cost;
+  for (const BufferUse& use : args) n.args.push_back(use);
+  return n;
+}
+
+TEST(LowerBoundTest, LastUploadIsFollowedByItsUsersChain) {
+  // Two inputs of 1000 us each over one upload engine: whichever comes up
+  // second, its user and the user's successor still run after it.
+  std::vector<BufferSpec> buffers = {Buffer("x", 25, true), Buffer("y", 25, true),
+                                     Buffer("x1", 1, false),
+                                     Buffer("y1", 1, false),
+                                     Buffer("res", 0, false, true)};
+  std::vector<NodeSpec> nodes = {
+      Kernel("sx", 50, {{0, Access::kRead}, {2, Access::kWrite}}),
+      Kernel("sy", 50, {{1, Access::kRead}, {3, Access::kWrite}}),
+      Kernel("sum", 30, {{2, Access::kRead}, {3, Access::kRead},
+                         {4, Access::kWrite}})};
+  Graph g("upload_order", std::move(buffers), std::move(nodes));
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).uploads_us, 2000 + 50 + 30);
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).bound_us, 2080);
+  // Over two engines the inputs come up side by side.
+  EXPECT_DOUBLE_EQ(BoundOf(g, 2).uploads_us, 1000 + 50 + 30);
+}
+
+TEST(LowerBoundTest, LastUploadIsFollowedByTheWorkBelowIt) {
+  // The first user of the late input has three full kernels below it,
+  // which one device runs one after another.
+  std::vector<BufferSpec> buffers = {Buffer("x", 25, true), Buffer("a", 1, false),
+                                     Buffer("b", 1, false), Buffer("c", 1, false)};
+  std::vector<NodeSpec> nodes = {
+      Kernel("k", 10, {{0, Access::kRead}, {1, Access::kWrite}}),
+      Kernel("p", 100, {{1, Access::kRead}, {2, Access::kWrite}}),
+      Kernel("q", 100, {{1, Access::kRead}, {3, Access::kWrite}})};
+  Graph g("work_below", std::move(buffers), std::move(nodes));
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).uploads_us, 1000 + 210);
+  EXPECT_DOUBLE_EQ(BoundOf(g, 2).uploads_us, 1000 + 110);
+}
+
+TEST(LowerBoundTest, DownloadsFollowTheWorkAboveTheirWriters) {
+  // Two outputs of 400 us each, written by the last two of four 100 us
+  // kernels on one device: the first download starts after three kernels,
+  // the second after the first download.
+  std::vector<BufferSpec> buffers = {
+      Buffer("a", 1, false), Buffer("b", 1, false),
+      Buffer("o1", 10, false, true), Buffer("o2", 10, false, true)};
+  std::vector<NodeSpec> nodes = {
+      Kernel("k1", 100, {{0, Access::kWrite}}),
+      Kernel("k2", 100, {{1, Access::kWrite}}),
+      Kernel("w1", 100, {{0, Access::kRead}, {2, Access::kWrite}}),
+      Kernel("w2", 100, {{1, Access::kRead}, {3, Access::kWrite}})};
+  Graph g("download_order", std::move(buffers), std::move(nodes));
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).downloads_us, 200 + 400 + 400);
+  EXPECT_DOUBLE_EQ(BoundOf(g, 2).downloads_us, 200 + 400);
+}
+
 // A random DAG of every engine, occupancy, size and initialization.
 Graph RandomGraph(std::mt19937& rng, int num_nodes) {
   std::uniform_real_distribution<double> unit(0, 1);
@@ -164,6 +238,73 @@ TEST(LowerBoundPropertyTest, NoPlanBeatsTheBound) {
   EXPECT_GT(plans, 1000);
   // The bound is not vacuous: some plans reach it.
   EXPECT_GT(tight, plans / 20);
+}
+
+// Graphs whose transfers dominate: many large host inputs, some rewritten
+// in place or first written by a HOST node, large outputs, control edges.
+Graph TransferHeavyGraph(std::mt19937& rng, int num_nodes) {
+  std::uniform_real_distribution<double> unit(0, 1);
+  std::vector<BufferSpec> buffers;
+  const int inputs = 1 + static_cast<int>(rng() % 12);
+  for (int i = 0; i < inputs + num_nodes; ++i) {
+    buffers.push_back(Buffer(absl::StrCat("b", i), 1 + rng() % 60,
+                             i < inputs || unit(rng) < 0.1,
+                             unit(rng) < 0.3));
+  }
+  std::vector<NodeSpec> nodes(num_nodes);
+  for (int i = 0; i < num_nodes; ++i) {
+    NodeSpec& n = nodes[i];
+    n.name = absl::StrCat("n", i);
+    n.op = "spin";
+    const double e = unit(rng);
+    n.engine = e < 0.8 ? Engine::kCompute
+               : e < 0.9 ? Engine::kHost
+                          : Engine::kCopy;
+    n.cost_us = unit(rng) < 0.05 ? 0 : 1 + unit(rng) * 2000;
+    if (n.engine == Engine::kCompute) {
+      n.occupancy = unit(rng) < 0.6 ? 1.0 : 0.05 + 0.95 * unit(rng);
+    }
+    const int reads = static_cast<int>(rng() % 4);
+    for (int r = 0; r < reads; ++r) {
+      // Mostly the host inputs, so that they have several users.
+      const int b = unit(rng) < 0.5 ? static_cast<int>(rng() % inputs)
+                                    : static_cast<int>(rng() % (inputs + i));
+      n.args.push_back(BufferUse{b, Access::kRead});
+    }
+    const int w = unit(rng) < 0.7 ? inputs + i
+                                  : static_cast<int>(rng() % (inputs + i + 1));
+    n.args.push_back(
+        BufferUse{w, unit(rng) < 0.5 ? Access::kWrite : Access::kReadWrite});
+    if (i > 0 && unit(rng) < 0.1) {
+      n.after.push_back(static_cast<NodeId>(rng() % i));
+    }
+  }
+  return Graph("transfer_heavy", std::move(buffers), std::move(nodes));
+}
+
+TEST(LowerBoundPropertyTest, TransferHeavyGraphs) {
+  std::mt19937 rng(77);
+  int plans = 0;
+  int tight = 0;
+  for (int round = 0; round < 1500; ++round) {
+    Graph g = TransferHeavyGraph(rng, 1 + static_cast<int>(rng() % 30));
+    PlannerOptions options;
+    options.num_devices = 1 << (rng() % 4);
+    options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
+    options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
+    options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
+    options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ++plans;
+    EXPECT_GE(plan->estimated_makespan_us,
+              plan->lower_bound_us * (1 - 1e-12) - 1e-9)
+        << "round " << round << " on " << options.num_devices
+        << " devices, policy " << static_cast<int>(options.device_policy);
+    if (plan->estimated_makespan_us <= plan->lower_bound_us * 1.0001) ++tight;
+  }
+  EXPECT_GT(tight, plans / 40);
 }
 
 // Wide graphs of independent kernels, some of which can share a device:
