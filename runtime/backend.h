@@ -170,13 +170,22 @@ class Backend {
   // Abandons the work of error scope `scope` on `stream` that has not
   // started yet: it is skipped as if the scope had failed with `status`
   // (non-OK), and the scope's later host callbacks receive `status`. Work
-  // already running finishes. Used to cancel a job promptly. The default
-  // does nothing (CUDA cannot withdraw enqueued work; a cancelled job then
-  // drains what it issued).
+  // already running stops too where interrupts_aborted_work() is true (it
+  // completes at once and its stream goes on), and finishes otherwise.
+  // Used to cancel a job promptly. The default does nothing (CUDA cannot
+  // withdraw enqueued work; a cancelled job then drains what it issued).
   virtual absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
                                        absl::Status status) {
     return absl::OkStatus();
   }
+  // Whether AbortErrorScope stops running work within milliseconds (the
+  // simulator), so that a cancelled job's streams drain at once. Without
+  // it (CUDA: a running kernel cannot be stopped short of destroying the
+  // context) the executor abandons a cancelled job's work instead: it
+  // reports the job cancelled at once and keeps the job's streams, memory
+  // and events from other jobs until the device has finished the work
+  // (job.h). The default: false.
+  virtual bool interrupts_aborted_work() const { return false; }
   // Forgets what `stream` remembers about `scope` (its first error). Called
   // once no more work of the scope is queued there, so failed and cancelled
   // jobs leave nothing behind in a long-lived stream.

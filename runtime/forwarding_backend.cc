@@ -149,6 +149,10 @@ absl::Status ForwardingBackend::AbortErrorScope(StreamHandle stream,
   return backend_->AbortErrorScope(stream, scope, std::move(status));
 }
 
+bool ForwardingBackend::interrupts_aborted_work() const {
+  return backend_->interrupts_aborted_work();
+}
+
 void ForwardingBackend::ReleaseErrorScope(StreamHandle stream,
                                           uint64_t scope) {
   backend_->ReleaseErrorScope(stream, scope);

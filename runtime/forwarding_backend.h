@@ -80,6 +80,7 @@ class ForwardingBackend : public Backend {
 
   absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
                                absl::Status status) override;
+  bool interrupts_aborted_work() const override;
   void ReleaseErrorScope(StreamHandle stream, uint64_t scope) override;
 
  protected:

@@ -52,6 +52,7 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_EQ(forwarding.supports_host_gates(), sim->supports_host_gates());
   EXPECT_EQ(forwarding.has_device_clock(), sim->has_device_clock());
   EXPECT_TRUE(forwarding.supports_host_gates());
+  EXPECT_TRUE(forwarding.interrupts_aborted_work());
   EXPECT_EQ(forwarding.supports_device_graphs(),
             sim->supports_device_graphs());
   EXPECT_EQ(forwarding.prefers_device_graphs(), sim->prefers_device_graphs());

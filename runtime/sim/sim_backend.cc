@@ -60,6 +60,13 @@ bool IsPlainZero(const KernelArg& arg) {
   return false;
 }
 
+// A duration the virtual clock can take: 0 for negative or NaN, at most
+// SimBackend::kMaxDurationUs.
+double DurationUs(double us) {
+  if (!(us > 0)) return 0;
+  return std::min(us, SimBackend::kMaxDurationUs);
+}
+
 }  // namespace
 
 // A thread's batch (Backend::BeginBatch): which backend it is for, its
@@ -908,7 +915,7 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   RecordPtr record = TakeLaunchRecord();
   record->launch.op = launch.op;
   record->launch.args = launch.args;
-  record->launch.cost_us = launch.cost_us;
+  record->launch.cost_us = DurationUs(launch.cost_us);
   record->launch.occupancy_units = launch.occupancy_units;
   record->launch.engine = launch.engine;
   record->launch.user_kernel = launch.user_kernel;
@@ -936,7 +943,7 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   };
   static_assert(sizeof(work) <= 2 * sizeof(void*),
                 "stored in place by SimStream::Work");
-  EnqueueInTurn(*stream->queue, device, kept->engine, launch.cost_us,
+  EnqueueInTurn(*stream->queue, device, kept->engine, kept->launch.cost_us,
                 &kept->ticket, std::move(work));
   return absl::OkStatus();
 }
@@ -1093,10 +1100,29 @@ absl::Status SimBackend::BookInTurn(int device, Engine engine,
     // ready before now (virtual times do not wait for the host; sim_stream.h)
     // and must still find the gaps it would have had. The timeline's own
     // bound on breakpoints keeps it small.
-    absl::MutexLock lock(&model.mu);
-    timing.end_us = model.books[EngineIndex(engine)].timeline.Book(
-                        timing.ready_us, duration, units) +
-                    duration;
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&model.mu);
+      EngineBook& book = model.books[EngineIndex(engine)];
+      const double start =
+          book.timeline->Book(timing.ready_us, duration, units);
+      timing.end_us = start + duration;
+      if (book.live.size() >= book.prune_at) {
+        const double now = clock_.NowUs();
+        book.live.erase(
+            std::remove_if(book.live.begin(), book.live.end(),
+                           [now](const LiveBooking& b) {
+                             return b.end_us <= now;
+                           }),
+            book.live.end());
+        book.prune_at = std::max<size_t>(64, 2 * book.live.size());
+      }
+      id = book.next_booking++;
+      book.live.push_back(LiveBooking{id, start, timing.end_us, units});
+    }
+    timing.OnInterrupt([this, device, engine, id](double at_us) {
+      ReleaseBooking(device, engine, id, at_us);
+    });
     return absl::OkStatus();
   }
   // Book in enqueue order: whichever stream gets here first, the schedule
@@ -1113,13 +1139,51 @@ absl::Status SimBackend::BookInTurn(int device, Engine engine,
       book.turn_waiters[ticket->number] = timing.Park();
       return absl::OkStatus();
     }
-    const double start = book.timeline.Book(timing.ready_us, duration, units);
+    const double start =
+        book.timeline->Book(timing.ready_us, duration, units);
     timing.end_us = start + duration;
     ticket->booked = true;
     next = AdvanceTurnLocked(model, engine);
   }
   if (next != nullptr) next->Wake();
   return absl::OkStatus();
+}
+
+void SimBackend::ReleaseBooking(int device, Engine engine, uint64_t id,
+                                double at_us) const {
+  DeviceModel& model = *models_[device];
+  absl::MutexLock lock(&model.mu);
+  if (model.closed) return;
+  EngineBook& book = model.books[EngineIndex(engine)];
+  auto it = std::find_if(book.live.begin(), book.live.end(),
+                         [id](const LiveBooking& b) { return b.id == id; });
+  if (it == book.live.end() || it->end_us <= at_us) return;
+  if (it->start_us >= at_us) {
+    book.live.erase(it);  // had not started: nothing of it ran
+  } else {
+    it->end_us = at_us;
+  }
+  // Nothing is booked before `at_us` any more (the floor): what ran then
+  // stays run. From there on every other live booking goes back where it
+  // was, those under way first; each fits, being part of what fitted
+  // before.
+  book.live.erase(std::remove_if(book.live.begin(), book.live.end(),
+                                 [at_us](const LiveBooking& b) {
+                                   return b.end_us <= at_us;
+                                 }),
+                  book.live.end());
+  book.timeline.emplace(book.max_kernels);
+  book.timeline->Book(at_us, 0, 1, /*forget_before_us=*/at_us);
+  for (const LiveBooking& b : book.live) {
+    if (b.start_us <= at_us) {
+      book.timeline->Book(at_us, b.end_us - at_us, b.units);
+    }
+  }
+  for (const LiveBooking& b : book.live) {
+    if (b.start_us > at_us) {
+      book.timeline->Book(b.start_us, b.end_us - b.start_us, b.units);
+    }
+  }
 }
 
 absl::Status SimBackend::AddHostCallback(StreamHandle stream_handle,
@@ -1151,9 +1215,12 @@ absl::Status SimBackend::AbortErrorScope(StreamHandle stream_handle,
   // The scope's device graphs went onto lanes: abort it there too.
   for (StreamHandle lane : graphs_->ScopeLanes(scope)) {
     absl::StatusOr<Stream> found = FindStream(lane);
-    if (found.ok()) found->queue->AbortScope(scope, status);
+    if (found.ok()) {
+      found->queue->AbortScope(scope, status, options_.interrupt_aborted_work);
+    }
   }
-  stream.queue->AbortScope(scope, std::move(status));
+  stream.queue->AbortScope(scope, std::move(status),
+                           options_.interrupt_aborted_work);
   return absl::OkStatus();
 }
 
@@ -1230,7 +1297,8 @@ absl::Status SimBackend::OpenHostGate(GateHandle gate_handle,
     pending = std::move(it->second);
     gates_.erase(it);
   }
-  return pending.stream->OpenGate(*pending.gate, std::move(status), busy_us);
+  return pending.stream->OpenGate(*pending.gate, std::move(status),
+                                  DurationUs(busy_us));
 }
 
 }  // namespace weft::runtime

@@ -71,6 +71,25 @@
 // contents. Its buffer arguments are still resolved, so a bad address fails
 // as it would for a built-in op. PrepareModules accepts every module.
 //
+// Interruption. Aborting an error scope (a cancelled job) interrupts the
+// scope's work in progress as well as skipping its queued work: on a paced
+// clock a kernel or copy that has started, or is booked to start later,
+// stops at once instead of waiting for its real-time end (sim_stream.h),
+// its stream goes on with its next item, and its booking on its unit is
+// cut at the time it stopped (given back entirely if it had not started),
+// so work booked afterwards is not held up by work that no longer runs.
+// That is what a GPU does when a context's kernels are killed: their
+// blocks retire and the next work takes the SMs. Work of other jobs booked
+// before the interruption keeps the times it was given (a GPU would start
+// it earlier; the simulator does not move bookings once made). Unpaced,
+// work completes as fast as the host runs it and nothing needs stopping.
+// A kernel's host computation (the CPU kernel of a built-in op) is not
+// interrupted: it is short next to the device time it models.
+//
+// Durations: a launch's cost_us that is negative or not a number occupies
+// nothing, and one beyond kMaxDurationUs (or infinite) counts as
+// kMaxDurationUs, so the virtual clock stays finite.
+//
 // Errors: synchronous ones (unknown handle, unknown op, an address outside
 // any allocation, a lost device) are returned by the call; errors of
 // enqueued work (a kernel rejecting its arguments, memory freed before the
@@ -182,6 +201,12 @@ class SimBackend final : public Backend {
     // infinite: never (sim_stream.h).
     absl::Duration worker_stall_timeout =
         SimWorkerPool::kDefaultStallTimeout;
+    // Whether aborting an error scope (Backend::AbortErrorScope) also
+    // interrupts the scope's work in progress: a paced kernel or copy stops
+    // within a few milliseconds and gives back the rest of its device time
+    // (interrupts_aborted_work()). False runs it to its end, as CUDA does:
+    // for tests of what the executor does then.
+    bool interrupt_aborted_work = true;
     // Fault injection: consulted on a worker just before a launch
     // runs; a non-OK answer fails that launch with this status.
     std::function<absl::Status(int device, const KernelLaunch& launch)>
@@ -189,6 +214,10 @@ class SimBackend final : public Backend {
     // Faults armed at creation.
     std::vector<LaunchFault> launch_faults;
   };
+
+  // The longest a piece of work lasts, in virtual microseconds (31.7
+  // years): longer costs are clamped to it.
+  static constexpr double kMaxDurationUs = 1e15;
 
   static absl::StatusOr<std::unique_ptr<SimBackend>> Create(Options options);
   ~SimBackend() override;
@@ -245,9 +274,14 @@ class SimBackend final : public Backend {
 
   absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  // With Options::interrupt_aborted_work, also interrupts the scope's work
+  // in progress (the header comment, Interruption).
   absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
                                absl::Status status) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  bool interrupts_aborted_work() const override {
+    return options_.interrupt_aborted_work;
+  }
   void ReleaseErrorScope(StreamHandle stream, uint64_t scope) override
       ABSL_LOCKS_EXCLUDED(mu_);
   bool supports_host_gates() const override { return true; }
@@ -345,9 +379,27 @@ class SimBackend final : public Backend {
   // One unit's bookings and, unpaced, their order: tickets are handed out
   // as work is enqueued, and work books only when every earlier ticket has
   // booked or been given up (its work never ran).
+  //
+  // Paced, it also keeps the bookings that may not have ended yet (`live`,
+  // in booking order), so that an interrupted booking can be given back:
+  // the timeline is then rebuilt from `now` on out of the others
+  // (ReleaseBooking).
+  struct LiveBooking {
+    uint64_t id = 0;
+    double start_us = 0;
+    double end_us = 0;
+    int32_t units = 0;
+  };
   struct EngineBook {
-    explicit EngineBook(int max_kernels) : timeline(max_kernels) {}
-    scheduler::OccupancyTimeline timeline;
+    explicit EngineBook(int max_kernels) : max_kernels(max_kernels) {
+      timeline.emplace(max_kernels);
+    }
+    int max_kernels;
+    // Always set; optional only to be rebuilt in place.
+    std::optional<scheduler::OccupancyTimeline> timeline;
+    std::vector<LiveBooking> live;
+    uint64_t next_booking = 1;
+    size_t prune_at = 64;  // live bookings past which ended ones are dropped
     uint64_t next_ticket = 0;
     uint64_t next_to_book = 0;
     std::set<uint64_t> given_up;
@@ -535,6 +587,12 @@ class SimBackend final : public Backend {
   absl::Status BookInTurn(int device, Engine engine, double duration,
                           int32_t units, Ticket* ticket,
                           SimStream::Timing& timing) const;
+  // Gives back what is left after `at_us` of paced booking `id` on
+  // `engine` of `device`, which stopped then (an interrupted item): the
+  // unit's timeline is rebuilt from `at_us` on out of its other live
+  // bookings, each where it was booked.
+  void ReleaseBooking(int device, Engine engine, uint64_t id,
+                      double at_us) const;
   // The next ticket's turn on `engine`; the stream waiting for it, if any.
   static std::shared_ptr<SimStream::Waker> AdvanceTurnLocked(
       DeviceModel& model, Engine engine) ABSL_EXCLUSIVE_LOCKS_REQUIRED(model.mu);

@@ -1350,5 +1350,147 @@ TEST(SimBackendUserKernelTest, AcceptsEveryModule) {
   EXPECT_TRUE(backend->PrepareModules(graph).ok());
 }
 
+// ---- Interruption: aborting a scope stops its work in progress.
+
+SimBackend::Options Paced() {
+  SimBackend::Options options = FastOptions();
+  options.time_scale = 1;
+  return options;
+}
+
+// Adds a host callback to `s` that stores its status and notifies.
+void Notify(SimBackend& backend, StreamHandle s, absl::Status* seen,
+            absl::Notification* done) {
+  ASSERT_TRUE(backend
+                  .AddHostCallback(s,
+                                   [seen, done](absl::Status status) {
+                                     *seen = std::move(status);
+                                     done->Notify();
+                                   })
+                  .ok());
+}
+
+TEST(SimBackendInterruptTest, AbortStopsARunningSpinAndFreesItsDevice) {
+  auto backend = MakeBackend(Paced());
+  EXPECT_TRUE(backend->interrupts_aborted_work());
+  StreamHandle s = backend->CreateStream(0).value();
+  StreamHandle other = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
+  ASSERT_TRUE(backend->Launch(Spin(20e6), s).ok());  // 20 s
+  absl::Status seen;
+  absl::Notification done;
+  Notify(*backend, s, &seen, &done);
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time aborted = absl::Now();
+  ASSERT_TRUE(
+      backend->AbortErrorScope(s, 1, absl::CancelledError("job cancelled"))
+          .ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(2)));
+  EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
+  EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
+  // The device's time after the interruption is free: a full-device kernel
+  // on another stream starts at once, not after 20 s.
+  const absl::Time next = absl::Now();
+  ASSERT_TRUE(backend->Launch(Spin(1000), other).ok());
+  EXPECT_LT(TimeAfter(*backend, other, 0), 3e6);
+  EXPECT_LT(absl::Now() - next, absl::Seconds(2));
+  // And the interrupted stream serves the next scope at once.
+  ASSERT_TRUE(backend->SetErrorScope(s, 2).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1000), s).ok());
+  EXPECT_LT(TimeAfter(*backend, s, 0), 3e6);
+}
+
+TEST(SimBackendInterruptTest, AbortGivesBackBookingsThatHadNotStarted) {
+  auto backend = MakeBackend(Paced());
+  std::vector<StreamHandle> streams;
+  std::vector<absl::Status> seen(64);
+  std::vector<absl::Notification> done(64);
+  // 64 full-device spins of 20 s on one device: booked one after the
+  // other, the last ends after 21 minutes.
+  for (int i = 0; i < 64; ++i) {
+    streams.push_back(backend->CreateStream(0).value());
+    ASSERT_TRUE(backend->SetErrorScope(streams[i], 1).ok());
+    ASSERT_TRUE(backend->Launch(Spin(20e6), streams[i]).ok());
+    Notify(*backend, streams[i], &seen[i], &done[i]);
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time aborted = absl::Now();
+  for (StreamHandle s : streams) {
+    ASSERT_TRUE(
+        backend->AbortErrorScope(s, 1, absl::CancelledError("job cancelled"))
+            .ok());
+  }
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(done[i].WaitForNotificationWithTimeout(absl::Seconds(2)))
+        << "stream " << i;
+    EXPECT_EQ(seen[i].code(), absl::StatusCode::kCancelled);
+  }
+  EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
+  StreamHandle fresh = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(1000), fresh).ok());
+  EXPECT_LT(TimeAfter(*backend, fresh, 0), 3e6);
+}
+
+TEST(SimBackendInterruptTest, OtherScopesKeepTheirWork) {
+  auto backend = MakeBackend(Paced());
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  // Quarter-device spins side by side: b's is not disturbed by a's abort.
+  ASSERT_TRUE(backend->SetErrorScope(a, 1).ok());
+  ASSERT_TRUE(backend->Launch(Spin(20e6, kQuarter), a).ok());
+  ASSERT_TRUE(backend->SetErrorScope(b, 2).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(backend->Launch(Spin(200000, kQuarter), b).ok());  // 200 ms
+  ASSERT_TRUE(
+      backend->AbortErrorScope(a, 1, absl::CancelledError("job cancelled"))
+          .ok());
+  EXPECT_EQ(backend->SynchronizeStream(a).code(), absl::StatusCode::kCancelled);
+  ASSERT_TRUE(backend->SynchronizeStream(b).ok());
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+}
+
+TEST(SimBackendInterruptTest, WithoutInterruptionRunningWorkFinishes) {
+  SimBackend::Options options = Paced();
+  options.interrupt_aborted_work = false;
+  auto backend = MakeBackend(options);
+  EXPECT_FALSE(backend->interrupts_aborted_work());
+  StreamHandle s = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(backend->Launch(Spin(300000), s).ok());  // 300 ms
+  ASSERT_TRUE(backend->Launch(Spin(20e6), s).ok());    // skipped
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(
+      backend->AbortErrorScope(s, 1, absl::CancelledError("job cancelled"))
+          .ok());
+  EXPECT_EQ(backend->SynchronizeStream(s).code(), absl::StatusCode::kCancelled);
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_GE(took, absl::Milliseconds(300));
+  EXPECT_LT(took, absl::Seconds(10));
+}
+
+TEST(SimBackendInterruptTest, AbsurdCostsAreClampedNotOverflowed) {
+  auto backend = MakeBackend(Unpaced());
+  StreamHandle s = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->Launch(Spin(1e18), s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(kInfinite), s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(std::nan("")), s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(-5), s).ok());
+  EXPECT_EQ(TimeAfter(*backend, s, 0), 2 * SimBackend::kMaxDurationUs);
+
+  // Paced, an endless spin is interrupted like any other.
+  auto paced = MakeBackend(Paced());
+  StreamHandle p = paced->CreateStream(1).value();
+  ASSERT_TRUE(paced->SetErrorScope(p, 3).ok());
+  ASSERT_TRUE(paced->Launch(Spin(kInfinite), p).ok());
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time aborted = absl::Now();
+  ASSERT_TRUE(
+      paced->AbortErrorScope(p, 3, absl::CancelledError("job cancelled"))
+          .ok());
+  EXPECT_EQ(paced->SynchronizeStream(p).code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
+}
+
 }  // namespace
 }  // namespace weft::runtime

@@ -107,6 +107,21 @@ void SimWorkerPool::Unschedule(SimStream* stream) {
   }
 }
 
+void SimWorkerPool::ScheduleNow(SimStream* stream) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = timers_.begin(); it != timers_.end(); ++it) {
+    if (it->second != stream) continue;
+    timers_.erase(it);
+    ready_.push_back(stream);
+    if (idle_ > 0) {
+      work_cv_.Signal();
+    } else {
+      WakeMonitorLocked();
+    }
+    return;
+  }
+}
+
 void SimWorkerPool::WaitUntilNotRunning(const SimStream* stream) {
   absl::MutexLock lock(&mu_);
   auto running = [this, stream]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -335,14 +350,32 @@ uint64_t SimStream::scope() const {
   return scope_;
 }
 
-void SimStream::AbortScope(uint64_t scope, absl::Status status) {
-  absl::MutexLock lock(&mu_);
-  scope_errors_.emplace(scope, std::move(status));
+void SimStream::AbortScope(uint64_t scope, absl::Status status,
+                           bool interrupt) {
+  InterruptHook hook;
+  double at = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    scope_errors_.emplace(scope, std::move(status));
+    if (!interrupt) return;
+    interrupted_scopes_.insert(scope);
+    if (!pacing_.has_value() || pacing_->scope != scope) return;
+    // The item has run and waits for its real-time end: it ends now. The
+    // worker that completes it (at once: its timer fires now) finds the
+    // new end.
+    at = clock_->NowUs();
+    if (pacing_->end_us <= at) return;  // ends anyway
+    pacing_->end_us = at;
+    hook = std::move(pacing_->interrupt);
+    pool_->ScheduleNow(this);
+  }
+  if (hook) hook(at);
 }
 
 void SimStream::ForgetScope(uint64_t scope) {
   absl::MutexLock lock(&mu_);
   scope_errors_.erase(scope);
+  interrupted_scopes_.erase(scope);
 }
 
 std::shared_ptr<SimStream::Mark> SimStream::Record() {
@@ -539,7 +572,8 @@ void SimStream::CompleteLocked(Done done, WakeList& wake) {
 
 SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
                                   double ready, double& end,
-                                  absl::Status& status) {
+                                  absl::Status& status,
+                                  InterruptHook& interrupt) {
   end = ready;
   if (Work* work = std::get_if<Work>(&item.what)) {
     if (!scope_error.ok()) {
@@ -554,6 +588,7 @@ SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
     status = (*work)(timing);
     if (timing.parked()) return Outcome::kParked;
     end = std::max(ready, timing.end_us);
+    interrupt = timing.TakeInterruptHook();
     return Outcome::kDone;
   }
   if (HostCallback* callback = std::get_if<HostCallback>(&item.what)) {
@@ -655,7 +690,9 @@ void SimStream::RunSlice() {
     if (!resumed) ready = std::max(ready, item->enqueued_us);
     double end = 0;
     absl::Status status;
-    if (Run(*item, scope_error, ready, end, status) == Outcome::kParked) {
+    InterruptHook interrupt;
+    if (Run(*item, scope_error, ready, end, status, interrupt) ==
+        Outcome::kParked) {
       absl::MutexLock lock(&mu_);
       if (stop_) {
         state_ = State::kIdle;
@@ -678,12 +715,24 @@ void SimStream::RunSlice() {
     if (clock_->paced()) {
       const absl::Time deadline = clock_->RealTimeOf(end);
       if (absl::Now() < deadline) {
-        absl::MutexLock lock(&mu_);
-        if (!stop_) {
-          pacing_ = Done{std::move(status), scope, end};
-          state_ = State::kPacing;
-          pool_->ScheduleAt(this, deadline);
-          break;
+        bool interrupted = false;
+        {
+          absl::MutexLock lock(&mu_);
+          interrupted = interrupted_scopes_.contains(scope);
+          if (!stop_ && !interrupted) {
+            pacing_ = Done{std::move(status), scope, end, std::move(interrupt)};
+            state_ = State::kPacing;
+            pool_->ScheduleAt(this, deadline);
+            break;
+          }
+        }
+        if (interrupted) {
+          // Aborted while it ran: it stops instead of pacing.
+          const double at = std::max(ready, clock_->NowUs());
+          if (at < end) {
+            end = at;
+            if (interrupt) interrupt(at);
+          }
         }
       }
     }

@@ -61,6 +61,15 @@
 // Sequence numbers still advance for skipped items, so nothing waiting on
 // this stream hangs.
 //
+// Interruption: AbortScope with `interrupt` also stops the scope's item in
+// progress. On a paced clock an item that has run waits for its real-time
+// end (pacing); an interrupted one completes at once instead, its virtual
+// end cut to the time of the interruption, and the hook its work left
+// (Timing::OnInterrupt) is told that time, so that whatever the work
+// booked can be given back. An item still running on a worker when the
+// interruption comes does not pace at all. The stream goes on with its
+// next item at once; the rest of the scope is skipped as for any abort.
+//
 // Lifecycle: running -> stopped (Stop) -> shut down (Shutdown). Stopping
 // drops the items not yet started (a parked one included) without running
 // them (callbacks included) and wakes every waiter; shutting down also
@@ -86,6 +95,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -156,6 +166,8 @@ class SimWorkerPool {
   void ScheduleAt(SimStream* stream, absl::Time at) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes `stream` off the queue and the timers, if it is there.
   void Unschedule(SimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
+  // Moves `stream` from the timers to the queue, if it waits there.
+  void ScheduleNow(SimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until no worker runs `stream`, or took it to run (on a worker,
   // after WorkerMayBlock's step).
   void WaitUntilNotRunning(const SimStream* stream) ABSL_LOCKS_EXCLUDED(mu_);
@@ -215,6 +227,10 @@ class SimStream {
     SimStream* stream_ ABSL_GUARDED_BY(mu_);  // null once shut down
   };
 
+  // Told the virtual time at which an interrupted item stopped (see
+  // Interruption above). Called once at most, without the stream's locks.
+  using InterruptHook = absl::AnyInvocable<void(double at_us)>;
+
   // What a work item knows and reports about its virtual time.
   class Timing {
    public:
@@ -230,10 +246,15 @@ class SimStream {
       return *waker_;
     }
     bool parked() const { return parked_; }
+    // For an item that completes: `hook` runs if the item is interrupted
+    // before its real-time end (paced clocks only).
+    void OnInterrupt(InterruptHook hook) { interrupt_ = std::move(hook); }
+    InterruptHook TakeInterruptHook() { return std::move(interrupt_); }
 
    private:
     const std::shared_ptr<Waker>* waker_;
     bool parked_ = false;
+    InterruptHook interrupt_;
   };
   // Move-only, so that work can own what it needs (and give it back when
   // destroyed, run or dropped).
@@ -291,9 +312,12 @@ class SimStream {
   uint64_t scope() const ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
 
   // Items of `scope` not yet started are skipped with `status` (non-OK),
-  // unless the scope has failed already.
-  void AbortScope(uint64_t scope, absl::Status status) ABSL_LOCKS_EXCLUDED(mu_);
-  // Drops the recorded error of `scope`.
+  // unless the scope has failed already. With `interrupt`, the scope's
+  // item in progress stops too, now and whenever one of its items runs
+  // until ForgetScope (see Interruption above).
+  void AbortScope(uint64_t scope, absl::Status status, bool interrupt = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops the recorded error of `scope` (and its interruption).
   void ForgetScope(uint64_t scope) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Starts holding for the holder `token` (non-zero); false when this
@@ -368,6 +392,8 @@ class SimStream {
     absl::Status status;
     uint64_t scope = 0;
     double end_us = 0;
+    // Paced items: what to tell when interrupted while pacing.
+    InterruptHook interrupt;
   };
   using WakeList = std::vector<std::shared_ptr<Waker>>;
 
@@ -379,8 +405,10 @@ class SimStream {
   // A wake: see Waker.
   void WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs one item; kParked leaves it to run again.
+  // A completed work item leaves its interrupt hook in `interrupt`.
   Outcome Run(Item& item, const absl::Status& scope_error, double ready,
-              double& end, absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+              double& end, absl::Status& status, InterruptHook& interrupt)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Whether item `seq` has completed (kDone), or the stream stopped first
   // (kDone, false); otherwise registers `waker` to be woken at either.
   Outcome AwaitOrRegister(uint64_t seq, const std::shared_ptr<Waker>& waker,
@@ -445,6 +473,8 @@ class SimStream {
   // First error of each scope that failed.
   absl::flat_hash_map<uint64_t, absl::Status> scope_errors_
       ABSL_GUARDED_BY(mu_);
+  // Scopes aborted with interruption: their items stop instead of pacing.
+  absl::flat_hash_set<uint64_t> interrupted_scopes_ ABSL_GUARDED_BY(mu_);
   // Marks not yet completed, in sequence order.
   std::deque<std::shared_ptr<Mark>> pending_marks_ ABSL_GUARDED_BY(mu_);
   // Parked streams waiting for an item of this one, by its sequence number.

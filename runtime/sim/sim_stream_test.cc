@@ -691,5 +691,89 @@ TEST_F(SimStreamTest, WaitOnAStoppedStreamFailsTheWaitersScope) {
   EXPECT_EQ(told, s);
 }
 
+// A paced item lasting `us` whose interruption is recorded in `*at_us`.
+SimStream::Work LastingInterruptibly(double us, double* at_us) {
+  return [us, at_us](SimStream::Timing& t) {
+    t.end_us = t.ready_us + us;
+    t.OnInterrupt([at_us](double at) { *at_us = at; });
+    return absl::OkStatus();
+  };
+}
+
+TEST_F(SimStreamTest, InterruptingAbortStopsAPacingItemAtOnce) {
+  SimClock paced(1.0);
+  SimStream stream("s", &paced);
+  double interrupted_at = -1;
+  stream.SetScope(1);
+  stream.Enqueue(LastingInterruptibly(20e6, &interrupted_at));  // 20 s
+  absl::Status seen;
+  absl::Notification done;
+  stream.EnqueueCallback([&](absl::Status s) {
+    seen = s;
+    done.Notify();
+  });
+  stream.SetScope(2);
+  stream.Enqueue(Lasting(1000));
+  // Let the item run and start pacing.
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time aborted = absl::Now();
+  stream.AbortScope(1, absl::CancelledError("job cancelled"),
+                    /*interrupt=*/true);
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(2)));
+  EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
+  EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
+  // Stopped when aborted, and the hook was told when.
+  EXPECT_GT(interrupted_at, 0);
+  EXPECT_LT(interrupted_at, 2e6);
+  // The next scope's item follows at once, from the interruption on.
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_LT(stream.last_end_us(), 3e6);
+  EXPECT_GE(stream.last_end_us(), interrupted_at + 1000);
+}
+
+TEST_F(SimStreamTest, ItemRunningWhenInterruptedDoesNotPace) {
+  SimClock paced(1.0);
+  SimStream stream("s", &paced);
+  double interrupted_at = -1;
+  absl::Notification running, aborted;
+  stream.SetScope(1);
+  stream.Enqueue([&](SimStream::Timing& t) {
+    t.end_us = t.ready_us + 20e6;  // 20 s
+    t.OnInterrupt([&](double at) { interrupted_at = at; });
+    running.Notify();
+    aborted.WaitForNotification();
+    return absl::OkStatus();
+  });
+  running.WaitForNotification();
+  const absl::Time start = absl::Now();
+  stream.AbortScope(1, absl::CancelledError("job cancelled"),
+                    /*interrupt=*/true);
+  aborted.Notify();
+  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_GT(interrupted_at, 0);
+  EXPECT_LT(interrupted_at, 2e6);
+  // Forgotten, the scope runs and paces again.
+  stream.ForgetScope(1);
+  stream.Enqueue(Lasting(20000));
+  const absl::Time again = absl::Now();
+  ASSERT_TRUE(stream.Synchronize().ok());
+  EXPECT_GE(absl::Now() - again, absl::Milliseconds(20));
+}
+
+TEST_F(SimStreamTest, AbortWithoutInterruptLetsTheItemFinish) {
+  SimClock paced(1.0);
+  SimStream stream("s", &paced);
+  double interrupted_at = -1;
+  stream.SetScope(1);
+  const absl::Time start = absl::Now();
+  stream.Enqueue(LastingInterruptibly(300000, &interrupted_at));  // 300 ms
+  absl::SleepFor(absl::Milliseconds(50));
+  stream.AbortScope(1, absl::CancelledError("job cancelled"));
+  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kCancelled);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
+  EXPECT_EQ(interrupted_at, -1);
+}
+
 }  // namespace
 }  // namespace weft::runtime
