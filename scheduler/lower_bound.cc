@@ -136,6 +136,39 @@ double ReleaseBound(std::vector<Job>& jobs, double lanes) {
   return best;
 }
 
+// A neighbour of a node (a predecessor whose data it uses, or a successor
+// that uses its data), for the bound on where they meet.
+struct Neighbour {
+  double apart;  // the node's bound if the neighbour is on another device
+  double work;   // the neighbour's occupancy-weighted kernel work
+  double time;   // and its kernel time
+  double edge;   // the neighbour's head (or tail)
+};
+
+// The node's bound over every choice of the neighbours S on its device:
+// those apart bound it by their `apart`; those in S run on one device, from
+// the least head of S (or until the least tail of S), one device's worth of
+// their work. For each choice the larger, and the least over the choices:
+// S is a prefix by decreasing `apart`. Reorders `near`.
+double MeetBound(std::vector<Neighbour>& near, double slots) {
+  if (near.empty()) return 0;
+  std::sort(near.begin(), near.end(),
+            [](const Neighbour& a, const Neighbour& b) {
+              return a.apart > b.apart;
+            });
+  double best = near[0].apart;  // none on the node's device
+  double work = 0, time = 0;
+  double edge = std::numeric_limits<double>::infinity();
+  for (size_t k = 0; k < near.size(); ++k) {
+    work += near[k].work;
+    time += near[k].time;
+    edge = std::min(edge, near[k].edge);
+    const double outside = k + 1 < near.size() ? near[k + 1].apart : 0;
+    best = std::min(best, std::max(outside, edge + std::max(work, time / slots)));
+  }
+  return best;
+}
+
 // The terms that order transfers (lower_bound.h): host data before its
 // first user and what must follow that user, outputs after their last
 // writer and the work that must precede it.
@@ -320,6 +353,51 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     return upload_us[b];
   };
 
+  // Copies between devices: the fastest pair (a copy's time is linear in
+  // its bytes); none with one device.
+  int peer_from = -1, peer_to = -1;
+  for (int a = 0; a < devices; ++a) {
+    for (int b = 0; b < devices; ++b) {
+      if (a == b) continue;
+      if (peer_from < 0 || topology->TransferUs(uint64_t{1} << 30, a, b) <
+                               topology->TransferUs(uint64_t{1} << 30,
+                                                    peer_from, peer_to)) {
+        peer_from = a;
+        peer_to = b;
+      }
+    }
+  }
+  auto peer_us = [&](uint64_t bytes) {
+    return peer_from < 0 ? kInf
+                         : topology->TransferUs(bytes, peer_from, peer_to);
+  };
+  const double slots = std::max(options.max_concurrent_kernels, 1);
+  const double copies_per_device = std::max(options.copy_engines_per_device, 1);
+  auto cost_of = [&](NodeId v) { return std::max(graph.cost_us(v), 0.0); };
+  auto on_device = [&](NodeId v) { return graph.engine(v) != Engine::kHost; };
+  auto work_of = [&](NodeId v) {
+    return IsKernel(graph.engine(v))
+               ? OccupancyOf(graph.occupancy_units(v)) * cost_of(v)
+               : 0.0;
+  };
+  auto time_of = [&](NodeId v) {
+    return IsKernel(graph.engine(v)) ? cost_of(v) : 0.0;
+  };
+  // Data edges: a device node's use of what another device node wrote last,
+  // and the least time a copy of it to another device takes.
+  struct DataEdge {
+    NodeId writer, user;
+    double us;
+  };
+  std::vector<DataEdge> data_edges;
+  std::vector<int32_t> seen(transfers ? num_buffers : 0, -1);
+  std::vector<Neighbour> near;
+  struct Copy {
+    NodeId writer;
+    double sum, most;
+  };
+  std::vector<Copy> copies;
+
   // Forward: the earliest start of every node (its head).
   std::vector<double> head(n, 0);
   std::vector<uint8_t> uses_host_data(n, 0);
@@ -328,6 +406,35 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     double start = 0;
     for (const NodeId p : dag.Preds(v)) {
       start = std::max(start, head[p] + std::max(graph.cost_us(p), 0.0));
+    }
+    if (transfers && on_device(v)) {
+      // Each device node that wrote what v uses last is on v's device, or
+      // its data comes over after it ends.
+      copies.clear();
+      for (const BufferUse& use : graph.Uses(v)) {
+        const BufferId b = use.buffer;
+        const NodeId p = last_writer[b];
+        if (seen[b] == v || p < 0 || p == v || !on_device(p)) continue;
+        seen[b] = v;
+        const double us = peer_us(graph.buffer_bytes(b));
+        auto it = std::find_if(copies.begin(), copies.end(),
+                               [&](const Copy& c) { return c.writer == p; });
+        if (it == copies.end()) {
+          copies.push_back({p, us, us});
+        } else {
+          it->sum += us;
+          it->most = std::max(it->most, us);
+        }
+      }
+      near.clear();
+      for (const Copy& c : copies) {
+        const double us = std::max(c.most, c.sum / copies_per_device);
+        data_edges.push_back({c.writer, v, us});
+        near.push_back({head[c.writer] + cost_of(c.writer) + us,
+                        work_of(c.writer), time_of(c.writer),
+                        head[c.writer]});
+      }
+      start = std::max(start, MeetBound(near, slots));
     }
     if (transfers) {
       double most = 0;
@@ -373,11 +480,29 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
           std::min(download_head, head[w] + std::max(graph.cost_us(w), 0.0));
     }
   }
+  // By writer: its data edges, grouped.
+  std::vector<int32_t> edge_start(transfers ? n + 1 : 0, 0);
+  std::vector<DataEdge> edges_by_writer(data_edges.size());
+  if (transfers) {
+    for (const DataEdge& e : data_edges) ++edge_start[e.writer + 1];
+    for (int v = 0; v < n; ++v) edge_start[v + 1] += edge_start[v];
+    std::vector<int32_t> next(edge_start.begin(), edge_start.end() - 1);
+    for (const DataEdge& e : data_edges) edges_by_writer[next[e.writer]++] = e;
+  }
   for (auto it = dag.order.rbegin(); it != dag.order.rend(); ++it) {
     const NodeId v = *it;
     for (const NodeId s : dag.Succs(v)) {
       tail[v] = std::max(tail[v], std::max(graph.cost_us(s), 0.0) + tail[s]);
     }
+    if (!transfers || edge_start[v] == edge_start[v + 1]) continue;
+    // Each user of v's data is on v's device, or starts after a copy.
+    near.clear();
+    for (int32_t i = edge_start[v]; i < edge_start[v + 1]; ++i) {
+      const NodeId s = edges_by_writer[i].user;
+      near.push_back({edges_by_writer[i].us + cost_of(s) + tail[s],
+                      work_of(s), time_of(s), tail[s]});
+    }
+    tail[v] = std::max(tail[v], MeetBound(near, slots));
   }
 
   LowerBoundTerms terms;

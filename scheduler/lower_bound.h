@@ -9,7 +9,12 @@
 //     at least its bytes over the fastest host link; several of them
 //     together at least their sum over all the devices' upload engines);
 //     after it, its successors and the downloads of the outputs it writes
-//     last still take time (its tail);
+//     last still take time (its tail). Where a device node uses what other
+//     device nodes wrote last, either they share its device (and run one
+//     after another there, by occupancy) or that data crosses the fastest
+//     link between two devices after its writer ends; the head takes the
+//     least over every choice of which of them share the device, and the
+//     tail likewise over the users of a node's data;
 //   - the occupancy-weighted kernel work spread over the devices (a kernel
 //     of occupancy o keeps o of a device busy for its cost; at most
 //     max_concurrent_kernels kernels run on a device at once), after the
