@@ -31,8 +31,10 @@ namespace {
 class StreamExecutorImpl final : public Executor {
  public:
   explicit StreamExecutorImpl(Options options);
-  // Cancels the jobs still running, waits for their on_done, then stops the
-  // scheduling thread. Must not be called from a job callback.
+  // Cancels the jobs still running, waits for their on_done and for the
+  // device to finish the work of abandoned ones (Executor::Cancel; on a
+  // backend that cannot interrupt work, as long as that work runs), then
+  // stops the scheduling thread. Must not be called from a job callback.
   ~StreamExecutorImpl() override;
 
   using Executor::Start;
@@ -78,7 +80,8 @@ class StreamExecutorImpl final : public Executor {
   alignas(64) mutable absl::Mutex mu_;
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  // Jobs started whose on_done has not returned yet.
+  // Jobs started that still exist: on_done has not returned yet, or an
+  // abandoned job's device work has not finished.
   absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
@@ -112,6 +115,7 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
   env_.host_pool = host_pool_.get();
   env_.host_gates = backend->supports_host_gates();
   env_.device_clock = backend->has_device_clock();
+  env_.interrupts_work = backend->interrupts_aborted_work();
   env_.stream_scopes = &stream_scopes_;
   env_.scope_switches = &scope_switches_;
   for (int d = 0; d < backend->device_count(); ++d) {
@@ -200,7 +204,8 @@ std::vector<DeviceLoad> StreamExecutorImpl::Load() const {
   for (size_t d = 0; d < stream_pools_.size(); ++d) {
     load.push_back(DeviceLoad{stream_pools_[d]->busy(),
                               stream_pools_[d]->total(),
-                              memory_pools_[d]->stats()});
+                              memory_pools_[d]->stats(),
+                              stream_pools_[d]->fenced()});
   }
   return load;
 }

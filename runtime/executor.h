@@ -86,6 +86,9 @@ struct DeviceLoad {
   int streams_total = 0;
   // The device's memory pool: bytes held by jobs, bytes cached, counters.
   MemoryPoolStats memory;
+  // Busy streams held by cancelled runs until the device finishes their
+  // work (Executor::Cancel); counted in streams_busy too.
+  int streams_fenced = 0;
 };
 
 class Executor {
@@ -102,10 +105,10 @@ class Executor {
     // Kernels of host-engine nodes; not owned, must outlive the executor.
     // Null: the built-in ops.
     const CpuKernelTable* host_kernels = nullptr;
-    // Most nodes of one job issued and not yet finished. Cancelling or a
-    // failure stops issuing; what is in flight still drains first (work
-    // queued on a device cannot be recalled; on the simulator, work of a
-    // failed job behind its failure is skipped).
+    // Most nodes of one job issued and not yet finished. A failure stops
+    // issuing; what is in flight still drains first (work queued on a
+    // device cannot be recalled; on the simulator, work of a failed job
+    // behind its failure is skipped). Cancelling: see Cancel.
     int max_in_flight_per_job = 4096;
     // Most bytes each device's memory pool keeps cached for reuse once jobs
     // give their buffers back (MemoryPool::Options). The default keeps them
@@ -133,8 +136,14 @@ class Executor {
                  JobOptions{});
   }
 
-  // Stops issuing work for the run; on_done reports CANCELLED once work in
-  // flight has drained. No-op for unknown or finished runs.
+  // Stops issuing work for the run and abandons what it issued; on_done
+  // reports CANCELLED within milliseconds. Where the backend interrupts
+  // running work (Backend::interrupts_aborted_work, the simulator), the
+  // run's streams and memory are free by then. Elsewhere (CUDA) the run is
+  // reported at once while the device finishes what was running, and its
+  // streams and memory stay held, away from other runs, until it has
+  // (DeviceLoad::streams_fenced counts those streams; job.h). No-op for
+  // unknown or finished runs.
   virtual void Cancel(uint64_t run) = 0;
 
   virtual std::vector<DeviceLoad> Load() const = 0;

@@ -162,15 +162,18 @@ void Job::Begin() {
   Pump();
 }
 
-void Job::Cancel() {
+void Job::Cancel(absl::Status reason) {
   if (phase_ == Phase::kDone || cancelled_) return;
   cancelled_ = true;
-  Fail(absl::CancelledError("job cancelled"), -1);
-  // Withdraw the work already issued but not started, where the backend
-  // can, so a cancelled job stops within one running op per stream.
+  if (reason.ok()) reason = absl::CancelledError("job cancelled");
+  if (status_.ok()) cancel_reason_ = reason;
+  Fail(std::move(reason), -1);
+  // Withdraw the work already issued but not started, and stop what runs
+  // where the backend can; elsewhere the job is abandoned (job.h).
   for (StreamHandle stream : used_streams_) {
     env_->backend->AbortErrorScope(stream, id_, status_).IgnoreError();
   }
+  abandon_ = !env_->interrupts_work;
   Pump();
 }
 
@@ -210,6 +213,8 @@ void Job::Pump() {
   }
   if (phase_ == Phase::kDraining && fences_pending_ == 0 && in_flight_ == 0) {
     Finish();
+  } else if (phase_ == Phase::kDraining && abandon_ && !reported_) {
+    Abandon();
   }
 }
 
@@ -449,7 +454,7 @@ void Job::OnNodeDone(int index, absl::Status status) {
     trace_->ops[trace_->node_op[index]].host_end = absl::Now();
   }
   if (status.ok()) {
-    if (callbacks_.on_node) {
+    if (callbacks_.on_node && !reported_) {
       callbacks_.on_node(pn.node, NodeEventKind::kFinished, status);
     }
   } else if (IsOwnCancellation(status)) {
@@ -457,7 +462,7 @@ void Job::OnNodeDone(int index, absl::Status status) {
     // stream is healthy.
   } else {
     stream_failed_[streams_[pn.stream].value] = true;
-    if (callbacks_.on_node) {
+    if (callbacks_.on_node && !reported_) {
       callbacks_.on_node(pn.node, NodeEventKind::kFailed, status);
     }
     Fail(std::move(status), pn.node);
@@ -794,7 +799,8 @@ void Job::StartDraining() {
 }
 
 bool Job::IsOwnCancellation(const absl::Status& status) const {
-  return cancelled_ && status.code() == absl::StatusCode::kCancelled;
+  return cancelled_ && (status.code() == absl::StatusCode::kCancelled ||
+                        (!cancel_reason_.ok() && status == cancel_reason_));
 }
 
 void Job::Finish() {
@@ -804,8 +810,15 @@ void Job::Finish() {
   for (StreamHandle stream : used_streams_) {
     backend->ReleaseErrorScope(stream, id_);
   }
+  // An abandoned job was reported already. Any other is reported once
+  // everything is given back, its trace built before its events are.
+  const bool report = !reported_;
   std::optional<JobTrace> trace;
-  if (trace_ != nullptr) trace = BuildTrace();
+  HostBuffers outputs;
+  if (report) {
+    if (trace_ != nullptr) trace = BuildTrace();
+    outputs = TakeOutputs();
+  }
   for (BufferState& state : buffers_) {
     for (Copy& copy : state.copies) {
       if (copy.allocated) {
@@ -821,11 +834,26 @@ void Job::Finish() {
   }
   held_events_.clear();
   for (const auto& [stream, device] : acquired_streams_) {
-    env_->stream_pools[device]->Release(stream, !stream_failed_[stream.value]);
+    StreamPool* pool = env_->stream_pools[device];
+    if (fenced_) pool->Unfence(stream);
+    pool->Release(stream, !stream_failed_[stream.value]);
   }
   acquired_streams_.clear();
   staging_.clear();
+  if (report) Deliver(std::move(trace), std::move(outputs));
+}
 
+void Job::Abandon() {
+  fenced_ = true;
+  for (const auto& [stream, device] : acquired_streams_) {
+    env_->stream_pools[device]->Fence(stream);
+  }
+  std::optional<JobTrace> trace;
+  if (trace_ != nullptr) trace = BuildTrace();
+  Deliver(std::move(trace), TakeOutputs());
+}
+
+HostBuffers Job::TakeOutputs() {
   HostBuffers outputs;
   if (status_.ok()) {
     for (auto& [name, data] : outputs_) outputs[name] = std::move(*data);
@@ -835,6 +863,11 @@ void Job::Finish() {
   }
   outputs_.clear();
   host_outputs_.clear();
+  return outputs;
+}
+
+void Job::Deliver(std::optional<JobTrace> trace, HostBuffers outputs) {
+  reported_ = true;
   if (trace.has_value()) callbacks_.on_trace(*std::move(trace));
   callbacks_.on_done(status_, status_.ok() ? -1 : failed_node_,
                      std::move(outputs));
@@ -963,7 +996,7 @@ void Job::OnGraphDone(int g, StreamHandle stream, absl::Status status) {
   --in_flight_;
   const JobDeviceGraph& job_graph = graphs_->graphs[g];
   if (status.ok()) {
-    if (callbacks_.on_node) {
+    if (callbacks_.on_node && !reported_) {
       for (int index : job_graph.plan_indices) {
         callbacks_.on_node(plan_->nodes[index].node, NodeEventKind::kFinished,
                            status);

@@ -19,6 +19,19 @@
 //   kDone: memory, events and streams back in their pools, the trace
 //     (if asked for) and on_done delivered, exactly once.
 //
+// Cancelling aborts the job's error scope on every stream it used
+// (Backend::AbortErrorScope), which skips its queued work. Where the
+// backend also stops running work (Backend::interrupts_aborted_work, the
+// simulator), the fences fire within milliseconds and the job drains as
+// above. Where it cannot (CUDA), the job is abandoned: it is reported
+// CANCELLED (trace, then on_done) as soon as its fences are enqueued,
+// without waiting for them; its streams are fenced off in their pools
+// (StreamPool::Fence: never shared with another job), and its memory,
+// events and streams stay held until the fences have fired, that is until
+// the device has finished what was running. Then it gives them back
+// (kDone) without reporting again, and no callback of the job runs after
+// on_done.
+//
 // Host-engine nodes run on the host worker pool, not on a device. Their
 // stream still orders them: on it go the plan's waits, downloads of their
 // inputs into host memory, a host callback and a host gate
@@ -73,6 +86,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -109,6 +123,7 @@ struct JobEnv {
   // Backend capabilities, read once.
   bool host_gates = false;
   bool device_clock = false;
+  bool interrupts_work = false;  // Backend::interrupts_aborted_work
   // Runs `fn` on the scheduling thread with the job `id`, if that job still
   // exists. Callable from any thread.
   std::function<void(uint64_t id, std::function<void(Job&)> fn)> post;
@@ -154,9 +169,12 @@ class Job {
 
   // Allocates memory and starts issuing.
   void Begin();
-  // Stops issuing; the job ends CANCELLED unless it already failed or is
-  // finishing.
-  void Cancel();
+  // Stops issuing and abandons the work issued (see Cancelling above); the
+  // job ends with `reason` (CANCELLED, or DEADLINE_EXCEEDED for a
+  // deadline) unless it already failed or is finishing.
+  void Cancel(absl::Status reason = absl::CancelledError("job cancelled"));
+  // on_done was delivered (the job may still hold resources until done()).
+  bool reported() const { return reported_; }
   // The device work of node `index` (plan index) completed with `status`.
   void NodeDone(int index, absl::Status status) {
     OnNodeDone(index, std::move(status));
@@ -275,7 +293,14 @@ class Job {
   absl::StatusOr<EventHandle> PlanEventFor(int event, int device);
   absl::Status DownloadOutputs();
   void StartDraining();
+  // Reports an abandoned job while its work drains, its streams fenced
+  // off until Finish.
+  void Abandon();
   void Finish();
+  // The output buffers, when the job succeeded.
+  HostBuffers TakeOutputs();
+  // Delivers the trace (if any) and on_done; once.
+  void Deliver(std::optional<JobTrace> trace, HostBuffers outputs);
   // True when `status` is this job's own cancellation coming back from
   // work that was skipped because of it.
   bool IsOwnCancellation(const absl::Status& status) const;
@@ -307,6 +332,13 @@ class Job {
   absl::Status status_;
   scheduler::NodeId failed_node_ = -1;
   bool cancelled_ = false;
+  // Cancelled on a backend that cannot stop running work: report before
+  // the work has drained.
+  bool abandon_ = false;
+  bool reported_ = false;
+  bool fenced_ = false;  // Abandon fenced the streams off
+  // What Cancel ended the job with, when that was the job's first error.
+  absl::Status cancel_reason_;
 
   size_t next_ = 0;   // next plan index to issue
   int in_flight_ = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
@@ -38,15 +39,21 @@ absl::StatusOr<StreamHandle> StreamPool::Acquire() {
     }
     const int alive = static_cast<int>(order_.size()) + creating_;
     if (alive >= max_streams_ && !order_.empty()) {
-      // At the cap: share the least-held healthy stream.
+      // At the cap: share the least-held healthy stream not fenced off.
       uint64_t best = 0;
       int best_holders = std::numeric_limits<int>::max();
       for (uint64_t handle : order_) {
-        const int holders = entries_[handle].holders;
-        if (holders < best_holders) {
+        const Entry& entry = entries_[handle];
+        if (entry.fences == 0 && entry.holders < best_holders) {
           best = handle;
-          best_holders = holders;
+          best_holders = entry.holders;
         }
+      }
+      if (best == 0) {
+        return absl::UnavailableError(absl::StrCat(
+            "device ", device_, ": all ", order_.size(),
+            " streams are fenced off until the device finishes the work of "
+            "cancelled jobs"));
       }
       ++entries_[best].holders;
       return StreamHandle{best};
@@ -99,6 +106,10 @@ void StreamPool::Release(StreamHandle stream, bool healthy) {
     }
     if (--entry.holders > 0) return;
     --busy_;
+    if (entry.fences > 0) {  // no holder is left to unfence it
+      entry.fences = 0;
+      --fenced_;
+    }
     if (entry.healthy) {
       free_.push_back(stream.value);
     } else {
@@ -107,6 +118,25 @@ void StreamPool::Release(StreamHandle stream, bool healthy) {
     }
   }
   if (destroy) backend_->DestroyStream(stream).IgnoreError();
+}
+
+void StreamPool::Fence(StreamHandle stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(stream.value);
+  if (it == entries_.end() || it->second.holders == 0) return;
+  if (it->second.fences++ == 0) ++fenced_;
+}
+
+void StreamPool::Unfence(StreamHandle stream) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(stream.value);
+  if (it == entries_.end() || it->second.fences == 0) return;
+  if (--it->second.fences == 0) --fenced_;
+}
+
+int StreamPool::fenced() const {
+  absl::MutexLock lock(&mu_);
+  return fenced_;
 }
 
 int StreamPool::busy() const {

@@ -10,6 +10,12 @@
 // failed stream stays failed) is never handed out again and is destroyed
 // once its last holder lets go.
 //
+// Fencing: a holder whose work on a stream was abandoned (a cancelled job
+// whose work the device cannot stop) fences the stream until the device
+// has finished that work. A fenced stream is never shared: at the cap,
+// Acquire shares only unfenced streams, and fails UNAVAILABLE when every
+// stream is fenced rather than queue a job behind abandoned work.
+//
 // Thread-safe. Calls into the backend are made without holding the lock.
 #ifndef WEFT_RUNTIME_STREAM_POOL_H_
 #define WEFT_RUNTIME_STREAM_POOL_H_
@@ -52,11 +58,17 @@ class StreamPool {
   // stream. Unknown handles are ignored.
   void Release(StreamHandle stream, bool healthy = true)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Fences a stream the caller holds (see Fencing above) until the same
+  // holder calls Unfence (before its Release). Unknown handles are ignored.
+  void Fence(StreamHandle stream) ABSL_LOCKS_EXCLUDED(mu_);
+  void Unfence(StreamHandle stream) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Streams with at least one holder.
   int busy() const ABSL_LOCKS_EXCLUDED(mu_);
   // Streams alive (busy, free, or retiring).
   int total() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Streams fenced off (busy with abandoned work).
+  int fenced() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Creates a stream outside the lock. REQUIRES: creating_ was counted.
@@ -65,6 +77,7 @@ class StreamPool {
   struct Entry {
     int holders = 0;
     bool healthy = true;
+    int fences = 0;  // holders that fenced it
   };
 
   // Constant after construction.
@@ -78,6 +91,7 @@ class StreamPool {
   std::vector<uint64_t> order_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> free_ ABSL_GUARDED_BY(mu_);
   int busy_ ABSL_GUARDED_BY(mu_) = 0;
+  int fenced_ ABSL_GUARDED_BY(mu_) = 0;
   // Streams being created (counted against the cap).
   int creating_ ABSL_GUARDED_BY(mu_) = 0;
 };

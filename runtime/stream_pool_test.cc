@@ -111,5 +111,30 @@ TEST(StreamPoolTest, DestroysItsStreams) {
   EXPECT_EQ(backend->stream_count(), 0);
 }
 
+TEST(StreamPoolTest, FencedStreamsAreNotSharedUntilUnfenced) {
+  auto backend = MakeBackend();
+  StreamPool pool(backend.get(), 0, 2);
+  StreamHandle a = pool.Acquire().value();
+  StreamHandle b = pool.Acquire().value();
+  pool.Fence(a);
+  EXPECT_EQ(pool.fenced(), 1);
+  // At the cap: only the unfenced stream is shared.
+  EXPECT_EQ(pool.Acquire().value(), b);
+  EXPECT_EQ(pool.Acquire().value(), b);
+  pool.Fence(b);
+  absl::StatusOr<StreamHandle> none = pool.Acquire();
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(none.status().message(), HasSubstr("device 0: all 2 streams"));
+  pool.Unfence(a);
+  EXPECT_EQ(pool.fenced(), 1);
+  EXPECT_EQ(pool.Acquire().value(), a);
+  // Released, a fenced stream's fence goes with its last holder.
+  pool.Release(b);
+  pool.Release(b);
+  pool.Release(b);
+  EXPECT_EQ(pool.fenced(), 0);
+  EXPECT_EQ(pool.Acquire().value(), b);
+}
+
 }  // namespace
 }  // namespace weft::runtime
