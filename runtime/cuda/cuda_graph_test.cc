@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/backend.h"
@@ -191,6 +193,40 @@ TEST_F(CudaGraphTest, ExecutorRunsJobsAsGraphs) {
   const CudaBackend::GraphCacheStats stats = backend_->graph_cache_stats();
   EXPECT_EQ(stats.instantiations + stats.cache_hits, 2u);
   EXPECT_EQ(stats.cache_hits, 1u);
+}
+
+// A running kernel cannot be stopped: a cancelled job is reported at once
+// and its streams stay fenced off until the GPU has finished its work.
+TEST_F(CudaGraphTest, CancelAbandonsRunningWorkBehindFencedStreams) {
+  using executor_testing::Outcome;
+  using executor_testing::TestJob;
+  EXPECT_FALSE(backend_->interrupts_aborted_work());
+  Executor::Options options;
+  options.backend = backend_.get();
+  std::unique_ptr<Executor> executor = Executor::Create(options).value();
+  for (LaunchMode mode : {LaunchMode::kStreams, LaunchMode::kDeviceGraphs}) {
+    TestJob job(1, {0});
+    job.Node("long", "spin", {}, 0, {}, -1, 3e6);  // 3 s on the GPU
+    Outcome outcome;
+    const absl::Time start = absl::Now();
+    const uint64_t run =
+        executor->Start(job.graph(), job.plan(), outcome.Callbacks(),
+                        JobOptions{mode})
+            .value();
+    absl::SleepFor(absl::Milliseconds(50));
+    executor->Cancel(run);
+    ASSERT_TRUE(outcome.Wait());
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+    EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+    EXPECT_GE(executor->Load()[0].streams_fenced, 1);
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (executor->Load()[0].streams_fenced > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    EXPECT_EQ(executor->Load()[0].streams_fenced, 0);
+    EXPECT_EQ(executor->Load()[0].streams_busy, 0);
+    EXPECT_GE(absl::Now() - start, absl::Seconds(3));
+  }
 }
 
 }  // namespace
