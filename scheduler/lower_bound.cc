@@ -136,6 +136,50 @@ double ReleaseBound(std::vector<Job>& jobs, double lanes) {
   return best;
 }
 
+// A kernel's work and where it may run: after its head, before its tail.
+struct KernelSpan {
+  double head, tail, work, time;
+};
+
+// The kernels whose head is at least h and whose tail is at least t all
+// run between h and t before the end: the busiest device runs its share
+// of their work in between. The largest such bound over a bounded number
+// of values of h (every distinct head on small graphs) and every t.
+// Reorders `spans`.
+double WindowedWork(std::vector<KernelSpan>& spans, double devices,
+                    double slots) {
+  if (spans.empty()) return 0;
+  std::sort(spans.begin(), spans.end(),
+            [](const KernelSpan& a, const KernelSpan& b) {
+              return a.head > b.head;
+            });
+  const size_t n = spans.size();
+  // Sorts of up to n kernels per window: about 2^22 kernels sorted in all.
+  const size_t windows =
+      std::clamp<size_t>((size_t{1} << 22) / n, 4, 64);
+  const size_t step = std::max<size_t>(1, n / windows);
+  std::vector<KernelSpan> window;
+  double best = 0;
+  for (size_t end = std::min(step, n);; end = std::min(end + step, n)) {
+    // Extend to every kernel with the same head as the last one taken.
+    while (end < n && spans[end].head == spans[end - 1].head) ++end;
+    const double h = spans[end - 1].head;
+    window.assign(spans.begin(), spans.begin() + end);
+    std::sort(window.begin(), window.end(),
+              [](const KernelSpan& a, const KernelSpan& b) {
+                return a.tail > b.tail;
+              });
+    double work = 0, time = 0;
+    for (const KernelSpan& k : window) {
+      work += k.work;
+      time += k.time;
+      best = std::max(best, h + std::max(work, time / slots) / devices + k.tail);
+    }
+    if (end == n) break;
+  }
+  return best;
+}
+
 // A neighbour of a node (a predecessor whose data it uses, or a successor
 // that uses its data), for the bound on where they meet.
 struct Neighbour {
@@ -515,6 +559,7 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     double cost, head, tail;
   };
   std::vector<LongKernel> long_kernels;
+  std::vector<KernelSpan> spans;
   for (NodeId v = 0; v < n; ++v) {
     const double cost = std::max(graph.cost_us(v), 0.0);
     terms.critical_path_us =
@@ -528,6 +573,7 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
       kernel_time += cost;
       kernel_head = std::min(kernel_head, head[v]);
       kernel_tail = std::min(kernel_tail, tail[v]);
+      spans.push_back({head[v], tail[v], OccupancyOf(units) * cost, cost});
       if (units > kOccupancyUnits / 2) {
         long_kernels.push_back({cost, head[v], tail[v]});
       }
@@ -546,6 +592,9 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
                  kernel_time / devices /
                      std::max(options.max_concurrent_kernels, 1)) +
         kernel_tail;
+    terms.kernel_work_us = std::max(
+        terms.kernel_work_us,
+        WindowedWork(spans, devices, std::max(options.max_concurrent_kernels, 1)));
   }
   // Among the j * devices + 1 longest kernels that fill more than half a
   // device, some device runs j + 1 one after another.

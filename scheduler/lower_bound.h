@@ -18,7 +18,9 @@
 //   - the occupancy-weighted kernel work spread over the devices (a kernel
 //     of occupancy o keeps o of a device busy for its cost; at most
 //     max_concurrent_kernels kernels run on a device at once), after the
-//     least head and before the least tail of any kernel;
+//     least head and before the least tail of any kernel; and likewise for
+//     the kernels whose head is at least h and whose tail at least t, over
+//     every t and up to 64 values of h;
 //   - kernels that fill more than half a device never overlap one another
 //     on a device: among the j x devices + 1 longest of them some device
 //     runs j + 1 one after the other, between their least head and least

@@ -62,6 +62,34 @@ TEST(LowerBoundTest, LongKernelsCannotShareADevice) {
   EXPECT_EQ(BoundOf(g, 10).bound_us, 5);
 }
 
+TEST(LowerBoundTest, WorkAfterAGate) {
+  // Eight half-device kernels that wait for a full one, beside four short
+  // ones that wait for nothing: on two devices the eight take 200 us after
+  // the gate's 100, whatever the short ones do.
+  GraphMaker m;
+  m.Buffer("g");
+  m.Node("gate", "g:w", {.cost = 100});
+  for (int i = 0; i < 8; ++i) {
+    m.Buffer(absl::StrCat("o", i));
+    m.Node(absl::StrCat("k", i), absl::StrCat("g:r o", i, ":w"),
+           {.cost = 100, .occupancy = 0.5});
+  }
+  for (int i = 0; i < 4; ++i) {
+    m.Buffer(absl::StrCat("p", i));
+    m.Node(absl::StrCat("s", i), absl::StrCat("p", i, ":w"),
+           {.cost = 10, .occupancy = 0.5});
+  }
+  Graph g = m.Build();
+  LowerBoundOptions options;
+  options.num_devices = 2;
+  options.model_transfers = false;
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  const LowerBoundTerms terms = ComputeLowerBound(g, *dag, options);
+  EXPECT_EQ(terms.critical_path_us, 200);
+  EXPECT_EQ(terms.kernel_work_us, 100 + 400 / 2);
+}
+
 TEST(LowerBoundTest, HostDataMustComeUp) {
   std::vector<BufferSpec> buffers(3);
   for (int b = 0; b < 3; ++b) {
