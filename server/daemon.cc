@@ -23,6 +23,7 @@
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "scheduler/status_macros.h"
@@ -137,6 +138,24 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--max_message_bytes must be at least 1024, got ",
         o.max_message_bytes));
   }
+  if (o.grpc_max_threads < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_max_threads must be at least 2, got ", o.grpc_max_threads));
+  }
+  if (o.grpc_memory_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--grpc_memory_bytes must be 0 (automatic) or more, got ",
+        o.grpc_memory_bytes));
+  }
+  if (o.max_concurrent_streams < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_concurrent_streams must be at least 1, got ",
+        o.max_concurrent_streams));
+  }
+  if (o.max_watchers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_watchers must be at least 1, got ", o.max_watchers));
+  }
   if (o.max_streams_per_device < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_streams_per_device must be 0 (the device's concurrent "
@@ -191,6 +210,18 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--max_node_cost_seconds must be positive");
   }
   return absl::OkStatus();
+}
+
+// The gRPC memory quota for `o.grpc_memory_bytes` (0: automatic).
+int64_t GrpcMemoryBytes(const Daemon::Options& o) {
+  if (o.grpc_memory_bytes > 0) return o.grpc_memory_bytes;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_bytes = sysconf(_SC_PAGE_SIZE);
+  const int64_t quarter =
+      pages > 0 && page_bytes > 0
+          ? static_cast<int64_t>(pages) * page_bytes / 4
+          : int64_t{1} << 30;
+  return std::max<int64_t>(quarter, int64_t{8} * o.max_message_bytes);
 }
 
 }  // namespace
@@ -276,6 +307,7 @@ absl::Status Daemon::Start() {
       std::max(1024, std::min(4 << 20, options_.max_message_bytes / 2)));
   service_options.default_chunk_bytes =
       std::min<uint32_t>(1 << 20, service_options.max_chunk_bytes);
+  service_options.max_watchers = options_.max_watchers;
   service_ = std::make_unique<SchedulerService>(std::move(service_options));
 
   // Both are process-wide switches of gRPC; they must precede the builder.
@@ -297,6 +329,14 @@ absl::Status Daemon::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
+  // Unary calls each hold a thread from the quota; beyond it gRPC answers
+  // RESOURCE_EXHAUSTED. Streams hold none (callback API).
+  grpc::ResourceQuota quota("weftd");
+  quota.SetMaxThreads(options_.grpc_max_threads);
+  quota.Resize(static_cast<size_t>(GrpcMemoryBytes(options_)));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             options_.max_concurrent_streams);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {

@@ -16,6 +16,13 @@
 // The gRPC API keeps answering during the drain (Get, Watch, ReadBuffer),
 // so clients can follow their jobs to the end.
 //
+// gRPC runs within a resource quota: at most grpc_max_threads threads for
+// the synchronous (unary) calls, beyond which a new call is answered
+// RESOURCE_EXHAUSTED at once, and grpc_memory_bytes of buffers. Each
+// connection carries at most max_concurrent_streams calls at once (the
+// HTTP/2 setting; a client's further calls wait for a free stream), and at
+// most max_watchers WatchJob streams are open in all (SchedulerService).
+//
 // Components are destroyed in the reverse order of creation by the
 // destructor. main.cc only turns flags into Options.
 #ifndef WEFT_SERVER_DAEMON_H_
@@ -53,6 +60,15 @@ class Daemon {
     std::string metrics_listen = "127.0.0.1:9464";  // "" disables
     BackendOptions backend;
     int max_message_bytes = 64 << 20;
+    // Threads gRPC may run unary calls on (grpc::ResourceQuota).
+    int grpc_max_threads = 64;
+    // Memory gRPC may hold in buffers (grpc::ResourceQuota); 0: a quarter
+    // of the machine's memory, at least 8 * max_message_bytes.
+    int64_t grpc_memory_bytes = 0;
+    // Concurrent calls (HTTP/2 streams) per client connection.
+    int max_concurrent_streams = 1024;
+    // WatchJob streams open at once, over all connections.
+    int max_watchers = 4096;
     // 0: as many as a device runs kernels at once.
     int max_streams_per_device = 0;
     // Bytes of freed device memory each device's pool keeps for reuse

@@ -42,6 +42,23 @@ ABSL_FLAG(std::string, topology, "",
 ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
           "Largest gRPC message received or sent, in bytes (large graphs "
           "must fit).");
+ABSL_FLAG(int32_t, grpc_max_threads, 64,
+          "Threads gRPC may use for unary calls (SubmitGraph, GetJob, "
+          "CancelJob, ...), each holding one while it runs; a call beyond "
+          "them is answered RESOURCE_EXHAUSTED at once. Streaming calls "
+          "(WatchJob, ReadBuffer, GetJobTrace) hold no thread.");
+ABSL_FLAG(int64_t, grpc_memory_bytes, 0,
+          "Memory gRPC may take for its connections and messages (its "
+          "resource quota). 0: a quarter of the machine's memory, at least "
+          "8 * --max_message_bytes.");
+ABSL_FLAG(int32_t, max_concurrent_streams, 1024,
+          "Calls one client connection may have open at once (the HTTP/2 "
+          "MAX_CONCURRENT_STREAMS setting); a client's further calls wait "
+          "in its transport until one ends.");
+ABSL_FLAG(int32_t, max_watchers, 4096,
+          "WatchJob streams open at once, over all clients; one more is "
+          "answered RESOURCE_EXHAUSTED with a retry hint "
+          "(grpc-retry-pushback-ms, google.rpc.RetryInfo) of 1 s.");
 ABSL_FLAG(int32_t, max_streams_per_device, 0,
           "Planner default soft cap on streams per device (a request's "
           "options.max_streams_per_device overrides it); 0: as many as a "
@@ -174,6 +191,10 @@ int main(int argc, char** argv) {
   options.backend.topology_file = absl::GetFlag(FLAGS_topology);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_streams_per_device = absl::GetFlag(FLAGS_max_streams_per_device);
+  options.grpc_max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
+  options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
+  options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
+  options.max_watchers = absl::GetFlag(FLAGS_max_watchers);
   options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
   options.memory_pool_max_cached_bytes =
       absl::GetFlag(FLAGS_memory_pool_max_cached_bytes);

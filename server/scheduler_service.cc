@@ -1,14 +1,18 @@
 #include "server/scheduler_service.h"
 
 #include <algorithm>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "scheduler/planner.h"
 #include "scheduler/status_macros.h"
@@ -61,7 +65,7 @@ absl::StatusOr<std::string> TenantOf(const grpc::ServerContext& context,
 
 // The status of a rejected submission, with the retry hint also as
 // `grpc-retry-pushback-ms` for clients using gRPC's built-in retries.
-grpc::Status Rejected(grpc::ServerContext* context,
+grpc::Status Rejected(grpc::ServerContextBase* context,
                       const absl::Status& status) {
   if (std::optional<absl::Duration> delay = RetryDelayOf(status)) {
     context->AddTrailingMetadata(
@@ -80,13 +84,233 @@ grpc::Status ClientGone() {
                       "the call was cancelled or its deadline passed");
 }
 
+// A streaming call answered with `status` and no message.
+template <typename Response>
+class Refused final : public grpc::ServerWriteReactor<Response> {
+ public:
+  explicit Refused(grpc::Status status) { this->Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+// Streams `total` bytes as messages of at most `chunk` bytes each (at least
+// one message, also for zero bytes); `fill(offset, n, message)` puts bytes
+// [offset, offset + n) into `message`. One write is outstanding at a time;
+// a failed write (the client went away) ends the call. Deletes itself when
+// gRPC is done with it.
+template <typename Response>
+class ChunkReactor final : public grpc::ServerWriteReactor<Response> {
+ public:
+  using Fill = std::function<void(uint64_t offset, uint64_t n, Response*)>;
+
+  ChunkReactor(uint64_t total, uint64_t chunk, Fill fill)
+      : total_(total), chunk_(std::max<uint64_t>(chunk, 1)),
+        fill_(std::move(fill)) {
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      this->Finish(ClientGone());
+      return;
+    }
+    WriteNext();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  void WriteNext() {
+    const uint64_t n = std::min(chunk_, total_ - offset_);
+    message_.Clear();
+    fill_(offset_, n, &message_);
+    offset_ += n;
+    if (offset_ >= total_) {
+      this->StartWriteAndFinish(&message_, grpc::WriteOptions(),
+                                grpc::Status::OK);
+    } else {
+      this->StartWrite(&message_);
+    }
+  }
+
+  const uint64_t total_;
+  const uint64_t chunk_;
+  const Fill fill_;
+  uint64_t offset_ = 0;
+  Response message_;  // the write outstanding
+};
+
+}  // namespace
+
+// Resumes woken watches on a thread of its own, in the order they were
+// woken. A job announces its changes while holding its lock, where the
+// watch cannot read the job, so the read and the write it starts happen
+// here. Thread-safe.
+class WatchWaker {
+ public:
+  WatchWaker() : thread_([this] { Run(); }) {}
+
+  // Runs what is queued, then stops the thread.
+  ~WatchWaker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+
+  WatchWaker(const WatchWaker&) = delete;
+  WatchWaker& operator=(const WatchWaker&) = delete;
+
+  // Runs `resume` soon on the waker's thread. Never blocks on it.
+  void Post(std::function<void()> resume) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(std::move(resume));
+  }
+
+ private:
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    while (true) {
+      std::deque<std::function<void()>> batch;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this] {
+          mu_.AssertHeld();
+          return stop_ || !queue_.empty();
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (queue_.empty()) return;  // stopping
+        batch.swap(queue_);
+      }
+      for (std::function<void()>& resume : batch) resume();
+    }
+  }
+
+  absl::Mutex mu_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the rest exists
+};
+
+namespace {
+
+// One WatchJob call: the job, then its events and state changes, until the
+// job is terminal or the client goes away. Deletes itself when gRPC is done
+// with it, giving its watcher slot back.
+//
+// `busy_` is the right to read the watch and to write. The constructor holds
+// it first; an outstanding write keeps it until OnWriteDone, which resumes
+// with it; a wake or a cancellation that finds it free takes it. So at most
+// one write is ever outstanding, and Finish is called once, by the holder,
+// which then keeps it for good (no more wakes are queued, and OnDone cannot
+// meet a queued Resume).
+class WatchReactor final
+    : public grpc::ServerWriteReactor<weft::v1::WatchJobResponse> {
+ public:
+  // `waker` and `watchers` outlive the call; the caller counted this call in
+  // `watchers`.
+  WatchReactor(std::unique_ptr<JobWatch> watch, WatchWaker* waker,
+               std::atomic<int>* watchers)
+      : watch_(std::move(watch)), waker_(waker), watchers_(watchers) {
+    watch_->SetListener([this] { Wake(); });
+    Resume();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(ClientGone());
+      return;
+    }
+    Resume();
+  }
+
+  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (busy_) return;  // the holder finishes
+      busy_ = true;
+    }
+    Finish(ClientGone());
+  }
+
+  void OnDone() override {
+    watch_.reset();  // no Wake runs after this
+    watchers_->fetch_sub(1, std::memory_order_relaxed);
+    delete this;
+  }
+
+ private:
+  // The job changed. Runs under the job's lock (JobWatch::SetListener).
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (busy_) {
+        woken_ = true;  // the holder looks again before letting go
+        return;
+      }
+      busy_ = true;
+    }
+    waker_->Post([this] { Resume(); });
+  }
+
+  // Writes what is new, finishes, or lets go of `busy_` when there is
+  // nothing to write. REQUIRES: the caller holds `busy_`. Touches nothing of
+  // this object after starting a write or finishing.
+  void Resume() ABSL_LOCKS_EXCLUDED(mu_) {
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (cancelled_) break;
+        woken_ = false;
+      }
+      WatchUpdate update = watch_->Next(absl::InfinitePast());
+      if (update.changed) {
+        message_.Clear();
+        *message_.mutable_job() = std::move(update.job);
+        for (weft::v1::NodeEvent& event : update.events) {
+          *message_.add_node_events() = std::move(event);
+        }
+        if (update.done) {
+          StartWriteAndFinish(&message_, grpc::WriteOptions(),
+                              grpc::Status::OK);
+        } else {
+          StartWrite(&message_);
+        }
+        return;
+      }
+      if (update.done) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      absl::MutexLock lock(&mu_);
+      if (!woken_ && !cancelled_) {
+        busy_ = false;
+        return;
+      }
+    }
+    Finish(ClientGone());
+  }
+
+  std::unique_ptr<JobWatch> watch_;  // used by the holder of busy_
+  WatchWaker* const waker_;
+  std::atomic<int>* const watchers_;
+  weft::v1::WatchJobResponse message_;  // the write outstanding
+
+  absl::Mutex mu_;
+  bool busy_ ABSL_GUARDED_BY(mu_) = true;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
 }  // namespace
 
 SchedulerService::SchedulerService(Options options)
     : options_([&options] {
         options.limits.num_devices = options.backend->device_count();
         return std::move(options);
-      }()) {}
+      }()),
+      waker_(std::make_unique<WatchWaker>()) {}
+
+SchedulerService::~SchedulerService() = default;
 
 absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
     const weft::v1::ScheduleOptions& proto) const {
@@ -167,29 +391,31 @@ grpc::Status SchedulerService::GetJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::WatchJob(
-    grpc::ServerContext* context, const weft::v1::WatchJobRequest* request,
-    grpc::ServerWriter<weft::v1::WatchJobResponse>* writer) {
+grpc::ServerWriteReactor<weft::v1::WatchJobResponse>*
+SchedulerService::WatchJob(grpc::CallbackServerContext* context,
+                           const weft::v1::WatchJobRequest* request) {
+  using Response = weft::v1::WatchJobResponse;
   absl::Status valid = CheckJobId(request->job_id());
-  if (!valid.ok()) return ToGrpcStatus(valid);
+  if (!valid.ok()) return new Refused<Response>(ToGrpcStatus(valid));
+  if (watchers_.fetch_add(1, std::memory_order_relaxed) >=
+      options_.max_watchers) {
+    watchers_.fetch_sub(1, std::memory_order_relaxed);
+    return new Refused<Response>(Rejected(
+        context,
+        WithRetryDelay(absl::ResourceExhaustedError(absl::StrCat(
+                           "job_id: ", request->job_id(),
+                           ": cannot watch now, ", options_.max_watchers,
+                           " watches are open (the daemon's "
+                           "--max_watchers); retry later")),
+                       options_.watcher_retry_delay)));
+  }
   absl::StatusOr<std::unique_ptr<JobWatch>> watch =
       options_.jobs->Watch(request->job_id());
-  if (!watch.ok()) return ToGrpcStatus(watch.status());
-  while (true) {
-    if (context->IsCancelled()) return ClientGone();
-    const absl::Time deadline = std::min(
-        absl::Now() + options_.watch_poll_interval, DeadlineOf(*context));
-    WatchUpdate update = (*watch)->Next(deadline);
-    if (update.changed) {
-      weft::v1::WatchJobResponse message;
-      *message.mutable_job() = std::move(update.job);
-      for (weft::v1::NodeEvent& event : update.events) {
-        *message.add_node_events() = std::move(event);
-      }
-      if (!writer->Write(message)) return ClientGone();
-    }
-    if (update.done) return grpc::Status::OK;
+  if (!watch.ok()) {
+    watchers_.fetch_sub(1, std::memory_order_relaxed);
+    return new Refused<Response>(ToGrpcStatus(watch.status()));
   }
+  return new WatchReactor(*std::move(watch), waker_.get(), &watchers_);
 }
 
 grpc::Status SchedulerService::CancelJob(
@@ -262,57 +488,55 @@ grpc::Status SchedulerService::ListDevices(
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::ReadBuffer(
-    grpc::ServerContext* context, const weft::v1::ReadBufferRequest* request,
-    grpc::ServerWriter<weft::v1::ReadBufferResponse>* writer) {
+grpc::ServerWriteReactor<weft::v1::ReadBufferResponse>*
+SchedulerService::ReadBuffer(grpc::CallbackServerContext* context,
+                             const weft::v1::ReadBufferRequest* request) {
+  using Response = weft::v1::ReadBufferResponse;
   absl::Status valid = CheckJobId(request->job_id());
-  if (!valid.ok()) return ToGrpcStatus(valid);
+  if (!valid.ok()) return new Refused<Response>(ToGrpcStatus(valid));
   if (request->buffer().empty()) {
-    return ToGrpcStatus(absl::InvalidArgumentError("buffer: empty"));
+    return new Refused<Response>(
+        ToGrpcStatus(absl::InvalidArgumentError("buffer: empty")));
   }
   absl::StatusOr<OutputBuffer> output =
       options_.jobs->ReadOutput(request->job_id(), request->buffer());
-  if (!output.ok()) return ToGrpcStatus(output.status());
+  if (!output.ok()) return new Refused<Response>(ToGrpcStatus(output.status()));
   const uint64_t chunk =
       request->chunk_bytes() == 0
           ? options_.default_chunk_bytes
           : std::min(request->chunk_bytes(), options_.max_chunk_bytes);
-  const std::string& data = *output->data;
-  uint64_t offset = 0;
-  do {
-    if (context->IsCancelled()) return ClientGone();
-    const uint64_t n = std::min<uint64_t>(chunk, data.size() - offset);
-    weft::v1::ReadBufferResponse message;
-    message.set_offset(offset);
-    message.set_data(data.substr(offset, n));
-    message.set_total_bytes(data.size());
-    message.set_dtype(DTypeToProto(output->dtype));
-    if (!writer->Write(message)) return ClientGone();
-    offset += n;
-  } while (offset < data.size());
-  return grpc::Status::OK;
+  std::shared_ptr<const std::string> data = output->data;
+  const weft::v1::DType dtype = DTypeToProto(output->dtype);
+  const uint64_t total = data->size();
+  return new ChunkReactor<Response>(
+      total, chunk,
+      [data = std::move(data), dtype](uint64_t offset, uint64_t n,
+                                      Response* message) {
+        message->set_offset(offset);
+        message->set_data(data->substr(offset, n));
+        message->set_total_bytes(data->size());
+        message->set_dtype(dtype);
+      });
 }
 
-grpc::Status SchedulerService::GetJobTrace(
-    grpc::ServerContext* context, const weft::v1::GetJobTraceRequest* request,
-    grpc::ServerWriter<weft::v1::GetJobTraceResponse>* writer) {
+grpc::ServerWriteReactor<weft::v1::GetJobTraceResponse>*
+SchedulerService::GetJobTrace(grpc::CallbackServerContext* context,
+                              const weft::v1::GetJobTraceRequest* request) {
+  using Response = weft::v1::GetJobTraceResponse;
   absl::Status valid = CheckJobId(request->job_id());
-  if (!valid.ok()) return ToGrpcStatus(valid);
+  if (!valid.ok()) return new Refused<Response>(ToGrpcStatus(valid));
   absl::StatusOr<std::string> json =
       options_.jobs->TraceJson(request->job_id());
-  if (!json.ok()) return ToGrpcStatus(json.status());
-  const uint64_t chunk = std::max<uint64_t>(1, options_.max_chunk_bytes);
-  uint64_t offset = 0;
-  do {
-    if (context->IsCancelled()) return ClientGone();
-    const uint64_t n = std::min<uint64_t>(chunk, json->size() - offset);
-    weft::v1::GetJobTraceResponse message;
-    message.set_chunk(json->substr(offset, n));
-    message.set_total_bytes(json->size());
-    if (!writer->Write(message)) return ClientGone();
-    offset += n;
-  } while (offset < json->size());
-  return grpc::Status::OK;
+  if (!json.ok()) return new Refused<Response>(ToGrpcStatus(json.status()));
+  auto trace = std::make_shared<const std::string>(*std::move(json));
+  const uint64_t total = trace->size();
+  return new ChunkReactor<Response>(
+      total, options_.max_chunk_bytes,
+      [trace = std::move(trace)](uint64_t offset, uint64_t n,
+                                 Response* message) {
+        message->set_chunk(trace->substr(offset, n));
+        message->set_total_bytes(trace->size());
+      });
 }
 
 }  // namespace weft::server

@@ -4,19 +4,34 @@
 // call the JobManager or the planner, convert the status with ToGrpcStatus.
 // No handler runs device work; SubmitGraph does compile and load a graph's
 // user modules (Backend::PrepareModules, cached), so that code that does not
-// compile is rejected with INVALID_ARGUMENT before a job exists. The service uses gRPC's synchronous API: each
-// call holds a server thread, and streaming calls (WatchJob, ReadBuffer)
-// check for client cancellation and deadlines between messages and at least
-// every `watch_poll_interval`. ReadBuffer and GetJobTrace stream their data
-// in chunks of at most max_chunk_bytes.
+// compile is rejected with INVALID_ARGUMENT before a job exists.
+//
+// Threads: the unary RPCs are synchronous (each call holds one of gRPC's
+// server threads while it plans, admits or waits for a cancellation to
+// drain). The streaming RPCs (WatchJob, ReadBuffer, GetJobTrace) use gRPC's
+// callback API and hold no thread between messages: a stream has at most
+// one write outstanding and issues the next one when that write completes.
+// A watch is woken by its job (JobWatch::SetListener) and by its client
+// going away or its deadline (OnCancel), never by a timer; everything that
+// happened while a write was outstanding goes out in the next message.
+// Job changes are announced under the job's lock, so the watches they wake
+// read the job and start their write on one thread of the service's own.
+// ReadBuffer and GetJobTrace stream their data in chunks of at most
+// max_chunk_bytes.
+//
+// At most max_watchers WatchJob calls are open at once; one more is refused
+// with RESOURCE_EXHAUSTED carrying a retry hint (a google.rpc.RetryInfo
+// detail and `grpc-retry-pushback-ms` trailing metadata) of
+// watcher_retry_delay.
 //
 // Codes: INVALID_ARGUMENT for bad graphs and options (the message names the
 // field, e.g. "graph.nodes[1].op: unknown op 'foo'"), NOT_FOUND for unknown
 // job ids and buffers (naming them), FAILED_PRECONDITION for reading a job
 // that has not succeeded, cancelling a finished one, and asking for the
 // trace of a job that has not finished or was not traced, RESOURCE_EXHAUSTED
-// when the admission queue is full (with a google.rpc.RetryInfo detail and
-// the same delay as `grpc-retry-pushback-ms` trailing metadata),
+// when the admission queue is full or max_watchers watches are open (with a
+// google.rpc.RetryInfo detail and the same delay as `grpc-retry-pushback-ms`
+// trailing metadata),
 // UNAVAILABLE while draining, DEADLINE_EXCEEDED or CANCELLED (no job
 // created) when the caller's deadline passes or the caller goes away before
 // the job is admitted.
@@ -28,14 +43,16 @@
 #ifndef WEFT_SERVER_SCHEDULER_SERVICE_H_
 #define WEFT_SERVER_SCHEDULER_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "grpcpp/support/sync_stream.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "scheduler/graph_builder.h"
@@ -49,8 +66,16 @@ namespace weft::server {
 // The metadata key that names the submitting tenant.
 inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
+class WatchWaker;  // defined in scheduler_service.cc
+
+// The streaming methods on the callback API, the unary ones synchronous.
+using SchedulerServiceBase = weft::v1::Scheduler::WithCallbackMethod_WatchJob<
+    weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
+        weft::v1::Scheduler::WithCallbackMethod_GetJobTrace<
+            weft::v1::Scheduler::Service>>>;
+
 // Thread-safe.
-class SchedulerService final : public weft::v1::Scheduler::Service {
+class SchedulerService final : public SchedulerServiceBase {
  public:
   struct Options {
     JobManager* jobs = nullptr;                 // not owned
@@ -65,7 +90,10 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
     int max_concurrent_kernels = 0;
     uint32_t default_chunk_bytes = 1 << 20;
     uint32_t max_chunk_bytes = 4 << 20;
-    absl::Duration watch_poll_interval = absl::Milliseconds(100);
+    // WatchJob calls open at once; beyond it RESOURCE_EXHAUSTED with a
+    // retry hint of watcher_retry_delay.
+    int max_watchers = 4096;
+    absl::Duration watcher_retry_delay = absl::Seconds(1);
     // How long CancelJob waits for a running job to drain before answering
     // (bounded by the call's deadline). A job still RUNNING in the answer
     // has its cancellation under way; watch it to see it end.
@@ -74,8 +102,13 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
     int max_tenant_bytes = 64;
   };
 
-  // All pointers must be set and outlive the service.
+  // All pointers must be set and outlive the service. Starts the thread
+  // that resumes woken watches.
   explicit SchedulerService(Options options);
+  // REQUIRES: no call is open (the server has shut down).
+  ~SchedulerService() override;
+  SchedulerService(const SchedulerService&) = delete;
+  SchedulerService& operator=(const SchedulerService&) = delete;
 
   grpc::Status SubmitGraph(grpc::ServerContext* context,
                            const weft::v1::SubmitGraphRequest* request,
@@ -83,9 +116,9 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
   grpc::Status GetJob(grpc::ServerContext* context,
                       const weft::v1::GetJobRequest* request,
                       weft::v1::Job* response) override;
-  grpc::Status WatchJob(
-      grpc::ServerContext* context, const weft::v1::WatchJobRequest* request,
-      grpc::ServerWriter<weft::v1::WatchJobResponse>* writer) override;
+  grpc::ServerWriteReactor<weft::v1::WatchJobResponse>* WatchJob(
+      grpc::CallbackServerContext* context,
+      const weft::v1::WatchJobRequest* request) override;
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const weft::v1::CancelJobRequest* request,
                          weft::v1::Job* response) override;
@@ -98,13 +131,15 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
   grpc::Status ListDevices(grpc::ServerContext* context,
                            const weft::v1::ListDevicesRequest* request,
                            weft::v1::ListDevicesResponse* response) override;
-  grpc::Status ReadBuffer(
-      grpc::ServerContext* context, const weft::v1::ReadBufferRequest* request,
-      grpc::ServerWriter<weft::v1::ReadBufferResponse>* writer) override;
-  grpc::Status GetJobTrace(
-      grpc::ServerContext* context,
-      const weft::v1::GetJobTraceRequest* request,
-      grpc::ServerWriter<weft::v1::GetJobTraceResponse>* writer) override;
+  grpc::ServerWriteReactor<weft::v1::ReadBufferResponse>* ReadBuffer(
+      grpc::CallbackServerContext* context,
+      const weft::v1::ReadBufferRequest* request) override;
+  grpc::ServerWriteReactor<weft::v1::GetJobTraceResponse>* GetJobTrace(
+      grpc::CallbackServerContext* context,
+      const weft::v1::GetJobTraceRequest* request) override;
+
+  // WatchJob calls open now.
+  int watchers() const { return watchers_.load(std::memory_order_relaxed); }
 
  private:
   int num_devices() const { return options_.limits.num_devices; }
@@ -113,6 +148,9 @@ class SchedulerService final : public weft::v1::Scheduler::Service {
       const weft::v1::ScheduleOptions& proto) const;
 
   const Options options_;
+  const std::unique_ptr<WatchWaker> waker_;
+  // Open WatchJob calls, each holding one of max_watchers slots.
+  std::atomic<int> watchers_{0};
 };
 
 }  // namespace weft::server

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "google/protobuf/text_format.h"
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
+#include "grpcpp/completion_queue.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
@@ -112,7 +115,7 @@ class SchedulerServiceTest : public ::testing::Test {
     service.jobs = jobs_.get();
     service.backend = backend_.get();
     service.executor = executor_.get();
-    service.watch_poll_interval = absl::Milliseconds(10);
+    service.max_watchers = max_watchers_;
     // Small, so that traces come in several chunks.
     service.default_chunk_bytes = 1024;
     service.max_chunk_bytes = 4096;
@@ -187,6 +190,7 @@ class SchedulerServiceTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  int max_watchers_ = 4096;
   absl::Notification gate_;
   std::unique_ptr<runtime::SimBackend> backend_;
   std::unique_ptr<runtime::Executor> executor_;
@@ -390,6 +394,213 @@ TEST_F(SchedulerServiceTest, WatchHonoursClientDeadline) {
   grpc::Status s = reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_GE(n, 1);
+}
+
+// The threads of this process, from /proc/self/status.
+int ThreadCount() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  }
+  return -1;
+}
+
+// Waits (bounded) until `done` holds; returns whether it does.
+template <typename Predicate>
+bool WaitFor(Predicate done, absl::Duration limit = absl::Seconds(20)) {
+  const absl::Time end = absl::Now() + limit;
+  while (!done()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
+TEST_F(SchedulerServiceTest, WatchIsWokenByTheJobEndingLongAfterItsLastEvent) {
+  weft::v1::Job gated = Submit(SpinGraph(1, kGateUs));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  weft::v1::WatchJobRequest req;
+  req.set_job_id(gated.id());
+  auto reader = stub_->WatchJob(&ctx, req);
+  weft::v1::WatchJobResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  // Nothing happens for a while: the watch waits without a message.
+  absl::SleepFor(absl::Milliseconds(300));
+  gate_.Notify();
+  const absl::Time released = absl::Now();
+  weft::v1::JobState last = msg.job().state();
+  while (reader->Read(&msg)) last = msg.job().state();
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(last, weft::v1::SUCCEEDED);
+  // Generous: the wake is immediate, a missed one would wait out the
+  // call's deadline.
+  EXPECT_LT(absl::Now() - released, absl::Seconds(20));
+}
+
+TEST_F(SchedulerServiceTest, CancelledWatchEndsAndGivesItsSlotBack) {
+  weft::v1::Job gated = Submit(SpinGraph(1, kGateUs));
+  grpc::ClientContext ctx;
+  weft::v1::WatchJobRequest req;
+  req.set_job_id(gated.id());
+  auto reader = stub_->WatchJob(&ctx, req);
+  weft::v1::WatchJobResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  EXPECT_EQ(service_->watchers(), 1);
+  ctx.TryCancel();
+  while (reader->Read(&msg)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([this] { return service_->watchers() == 0; }));
+  gate_.Notify();
+}
+
+class SchedulerServiceWatcherCapTest : public SchedulerServiceTest {
+ protected:
+  void SetUp() override {
+    max_watchers_ = 2;
+    SchedulerServiceTest::SetUp();
+  }
+};
+
+TEST_F(SchedulerServiceWatcherCapTest, WatchBeyondTheCapIsResourceExhausted) {
+  weft::v1::Job gated = Submit(SpinGraph(1, kGateUs));
+  weft::v1::WatchJobRequest req;
+  req.set_job_id(gated.id());
+  weft::v1::WatchJobResponse msg;
+  grpc::ClientContext first_ctx, second_ctx;
+  auto first = stub_->WatchJob(&first_ctx, req);
+  auto second = stub_->WatchJob(&second_ctx, req);
+  ASSERT_TRUE(first->Read(&msg));
+  ASSERT_TRUE(second->Read(&msg));
+
+  grpc::ClientContext third_ctx;
+  auto third = stub_->WatchJob(&third_ctx, req);
+  EXPECT_FALSE(third->Read(&msg));
+  grpc::Status refused = third->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--max_watchers"));
+  EXPECT_THAT(refused.error_message(), HasSubstr(gated.id()));
+  auto pushback =
+      third_ctx.GetServerTrailingMetadata().find("grpc-retry-pushback-ms");
+  ASSERT_NE(pushback, third_ctx.GetServerTrailingMetadata().end());
+  EXPECT_EQ(std::string(pushback->second.data(), pushback->second.size()),
+            "1000");
+  EXPECT_FALSE(refused.error_details().empty()) << "no RetryInfo detail";
+
+  // A slot given back is a slot for the next watch.
+  first_ctx.TryCancel();
+  while (first->Read(&msg)) {
+  }
+  first->Finish();
+  ASSERT_TRUE(WaitFor([this] { return service_->watchers() == 1; }));
+  grpc::ClientContext fourth_ctx;
+  auto fourth = stub_->WatchJob(&fourth_ctx, req);
+  EXPECT_TRUE(fourth->Read(&msg));
+  gate_.Notify();
+  while (second->Read(&msg)) {
+  }
+  EXPECT_TRUE(second->Finish().ok());
+  while (fourth->Read(&msg)) {
+  }
+  EXPECT_TRUE(fourth->Finish().ok());
+  EXPECT_EQ(msg.job().state(), weft::v1::SUCCEEDED);
+}
+
+// 1,000 watches of one job at once, on the asynchronous client API so that
+// the client holds no thread per call either: the process keeps a small,
+// fixed number of threads, every watch sees the job end when it ends, and
+// the count returns to where it was.
+TEST_F(SchedulerServiceTest, ThousandWatchesHoldNoThreadEach) {
+  constexpr int kWatches = 1000;
+  weft::v1::Job gated = Submit(SpinGraph(1, kGateUs));
+  // Let gRPC and the executor start whatever threads they keep.
+  weft::v1::Job warm = Submit(AxpyGraph());
+  (void)warm;
+  const int threads_before = ThreadCount();
+  ASSERT_GT(threads_before, 0);
+
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientAsyncReader<weft::v1::WatchJobResponse>>
+        reader;
+    weft::v1::WatchJobResponse msg;
+    grpc::Status status;
+    int messages = 0;
+    weft::v1::JobState last = weft::v1::JOB_STATE_UNSPECIFIED;
+    bool finished = false;
+  };
+  enum Op : intptr_t { kStarted = 0, kRead = 1, kFinished = 2 };
+  auto tag = [](int i, Op op) {
+    return reinterpret_cast<void*>(static_cast<intptr_t>(i) * 4 + op);
+  };
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<Watch>> watches;
+  weft::v1::WatchJobRequest req;
+  req.set_job_id(gated.id());
+  for (int i = 0; i < kWatches; ++i) {
+    watches.push_back(std::make_unique<Watch>());
+    Watch& w = *watches.back();
+    w.ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(120));
+    w.reader = stub_->AsyncWatchJob(&w.ctx, req, &cq, tag(i, kStarted));
+  }
+  int reading = 0, finished = 0;
+  // Handles one completion; false when the queue gave none in time.
+  auto step = [&]() {
+    void* got = nullptr;
+    bool ok = false;
+    if (cq.AsyncNext(&got, &ok, std::chrono::system_clock::now() +
+                                    std::chrono::seconds(30)) !=
+        grpc::CompletionQueue::GOT_EVENT) {
+      return false;
+    }
+    const intptr_t value = reinterpret_cast<intptr_t>(got);
+    Watch& w = *watches[value / 4];
+    switch (static_cast<Op>(value % 4)) {
+      case kStarted:
+        w.reader->Read(&w.msg, tag(value / 4, kRead));
+        break;
+      case kRead:
+        if (ok) {
+          if (w.messages++ == 0) ++reading;
+          w.last = w.msg.job().state();
+          w.reader->Read(&w.msg, tag(value / 4, kRead));
+        } else {
+          w.reader->Finish(&w.status, tag(value / 4, kFinished));
+        }
+        break;
+      case kFinished:
+        w.finished = true;
+        ++finished;
+        break;
+    }
+    return true;
+  };
+  while (reading < kWatches) ASSERT_TRUE(step()) << reading << " reading";
+  EXPECT_EQ(service_->watchers(), kWatches);
+  const int threads_watching = ThreadCount();
+  EXPECT_LT(threads_watching, 100);
+  EXPECT_LE(threads_watching, threads_before + 10);
+
+  gate_.Notify();
+  while (finished < kWatches) ASSERT_TRUE(step()) << finished << " finished";
+  for (const auto& w : watches) {
+    EXPECT_TRUE(w->status.ok()) << w->status.error_message();
+    EXPECT_EQ(w->last, weft::v1::SUCCEEDED);
+  }
+  EXPECT_TRUE(WaitFor([this] { return service_->watchers() == 0; }));
+  const int threads_after = ThreadCount();
+  EXPECT_LE(threads_after, threads_before + 10);
+  std::cout << "threads: " << threads_before << " before, "
+            << threads_watching << " with " << kWatches << " watches, "
+            << threads_after << " after" << std::endl;
+  cq.Shutdown();
+  void* got;
+  bool ok;
+  while (cq.Next(&got, &ok)) {
+  }
 }
 
 TEST_F(SchedulerServiceTest, PlanDevicesAndList) {
