@@ -205,6 +205,11 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--retain_output_bytes must not be negative, got ",
         o.retain_output_bytes));
   }
+  if (o.max_planning_nodes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_planning_nodes must not be negative, got ",
+        o.max_planning_nodes));
+  }
   if (o.max_node_cost <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "--max_node_cost_seconds must be positive");
@@ -308,6 +313,8 @@ absl::Status Daemon::Start() {
   service_options.default_chunk_bytes =
       std::min<uint32_t>(1 << 20, service_options.max_chunk_bytes);
   service_options.max_watchers = options_.max_watchers;
+  service_options.max_response_bytes = options_.max_message_bytes;
+  service_options.max_planning_nodes = options_.max_planning_nodes;
   service_ = std::make_unique<SchedulerService>(std::move(service_options));
 
   // Both are process-wide switches of gRPC; they must precede the builder.
@@ -397,8 +404,14 @@ void Daemon::WaitForTermination() {
   }
   Log(absl::StrCat("received ", signal == SIGINT ? "SIGINT" : "SIGTERM",
                    ", shutting down"));
+  const absl::Time exit_deadline =
+      absl::Now() + options_.drain_timeout + options_.drain_grace;
+  {
+    absl::MutexLock lock(&mu_);
+    exit_deadline_ = exit_deadline;
+  }
   watchdog_ = std::make_unique<ShutdownWatchdog>(
-      absl::Now() + options_.drain_timeout + options_.drain_grace,
+      exit_deadline,
       [this](const std::string& why) {
         Log(absl::StrCat(why, ": exiting now, ", jobs_->running(),
                          " jobs unfinished"));
@@ -447,9 +460,14 @@ void Daemon::Stop() {
       }
     }
   }
-  // Lets watchers receive the final state, then ends whatever is left.
-  server_->Shutdown(std::chrono::system_clock::now() +
-                    std::chrono::seconds(2));
+  // Lets watchers receive the final state, then ends whatever is left
+  // (health watches, for one, never end by themselves): a second at most,
+  // and never past the watchdog's deadline.
+  absl::Time calls_end = absl::Now() + absl::Seconds(1);
+  if (exit_deadline_ != absl::InfiniteFuture()) {
+    calls_end = std::min(calls_end, exit_deadline_ - absl::Milliseconds(250));
+  }
+  server_->Shutdown(absl::ToChronoTime(calls_end));
   StopExposer();
   if (!options_.unix_socket.empty()) {
     unlink(UnixPath(options_.unix_socket).c_str());

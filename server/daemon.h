@@ -96,6 +96,8 @@ class Daemon {
     int64_t retain_output_bytes = 0;
     // The largest cost.estimated_us one node may declare.
     absl::Duration max_node_cost = absl::Minutes(10);
+    // Nodes planned at once over all requests; 0: the graph node limit.
+    int64_t max_planning_nodes = 0;
     // Record a trace of every job of at most trace_max_nodes nodes, kept
     // with the job for GetJobTrace.
     bool trace_jobs = true;
@@ -166,6 +168,8 @@ class Daemon {
 
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // When the watchdog ends the process; infinite until a signal arms it.
+  absl::Time exit_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
 };
 
 }  // namespace weft::server

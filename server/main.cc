@@ -94,6 +94,10 @@ ABSL_FLAG(int64_t, retain_output_bytes, 0,
           "Bytes of output buffers finished jobs may hold together; beyond "
           "it the oldest jobs' outputs are released first (the jobs stay "
           "visible). 0: an eighth of the host's memory.");
+ABSL_FLAG(int64_t, max_planning_nodes, 0,
+          "Nodes planned at once over all PlanGraph and SubmitGraph calls; "
+          "a call beyond it gets RESOURCE_EXHAUSTED with a retry hint. 0: "
+          "the graph node limit (2,000,000).");
 ABSL_FLAG(int64_t, max_node_cost_seconds, 600,
           "The largest cost.estimated_us one node may declare, in seconds "
           "(simulated devices run a node that long).");
@@ -205,6 +209,7 @@ int main(int argc, char** argv) {
   options.retain_output_bytes = absl::GetFlag(FLAGS_retain_output_bytes);
   options.max_node_cost =
       absl::Seconds(absl::GetFlag(FLAGS_max_node_cost_seconds));
+  options.max_planning_nodes = absl::GetFlag(FLAGS_max_planning_nodes);
   options.retain_jobs = absl::GetFlag(FLAGS_retain_jobs);
   options.max_queued_jobs_per_tenant =
       absl::GetFlag(FLAGS_max_queued_jobs_per_tenant);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "scheduler/plan_size.h"
 #include "scheduler/planner.h"
 #include "scheduler/status_macros.h"
 #include "server/devices.h"
@@ -23,8 +24,16 @@
 namespace weft::server {
 namespace {
 
+// Job ids are weftd's own ("j-" and 16 hex digits); anything much longer
+// is refused without being echoed.
+constexpr size_t kMaxJobIdBytes = 128;
+
 absl::Status CheckJobId(absl::string_view id) {
   if (id.empty()) return absl::InvalidArgumentError("job_id: empty");
+  if (id.size() > kMaxJobIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "job_id: ", id.size(), " bytes exceed the limit of ", kMaxJobIdBytes));
+  }
   return absl::OkStatus();
 }
 
@@ -73,6 +82,20 @@ grpc::Status Rejected(grpc::ServerContextBase* context,
         absl::StrCat(absl::ToInt64Milliseconds(*delay)));
   }
   return ToGrpcStatus(status);
+}
+
+// Graphs from this many nodes are large enough to hand memory back to the
+// system after the call.
+constexpr int kLargeGraphNodes = 100000;
+
+absl::Status PlanTooLarge(int64_t nodes, int64_t bytes, bool estimate,
+                          int64_t limit) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "graph.nodes: the plan of ", nodes, " nodes takes ",
+      estimate ? "at least " : "", bytes,
+      " bytes, more than the largest answer weftd sends (", limit,
+      " bytes, --max_message_bytes); submit the graph as a job, which "
+      "returns no plan, or plan a part of it"));
 }
 
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
@@ -308,12 +331,20 @@ SchedulerService::SchedulerService(Options options)
         options.limits.num_devices = options.backend->device_count();
         return std::move(options);
       }()),
+      planning_(options_.max_planning_nodes > 0 ? options_.max_planning_nodes
+                                                : options_.limits.max_nodes),
       waker_(std::make_unique<WatchWaker>()) {}
 
 SchedulerService::~SchedulerService() = default;
 
 absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
     const weft::v1::ScheduleOptions& proto) const {
+  if (!weft::v1::LaunchMode_IsValid(proto.launch_mode())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.launch_mode: unknown launch mode ",
+                     static_cast<int>(proto.launch_mode()),
+                     " (LAUNCH_AUTO, LAUNCH_STREAMS or LAUNCH_DEVICE_GRAPHS)"));
+  }
   if (proto.max_streams_per_device() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "options.max_streams_per_device: must not be negative, got ",
@@ -333,6 +364,8 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
 grpc::Status SchedulerService::SubmitGraph(
     grpc::ServerContext* context, const weft::v1::SubmitGraphRequest* request,
     weft::v1::SubmitGraphResponse* response) {
+  const TrimWhenDone trim(&trimmer_,
+                          request->graph().nodes_size() >= kLargeGraphNodes);
   if (context->IsCancelled()) return ClientGone();
   if (static_cast<int>(request->request_id().size()) >
       options_.max_request_id_bytes) {
@@ -365,15 +398,21 @@ grpc::Status SchedulerService::SubmitGraph(
     case weft::v1::LAUNCH_DEVICE_GRAPHS:
       spec.launch_mode = runtime::LaunchMode::kDeviceGraphs;
       break;
-    default:
+    case weft::v1::LAUNCH_AUTO:
       spec.launch_mode = runtime::LaunchMode::kAuto;
       break;
+    default:  // refused by PlannerOptions
+      return ToGrpcStatus(absl::InternalError("unchecked launch_mode"));
   }
   spec.request_id = request->request_id();
   spec.priority = request->priority();
   spec.tenant = *std::move(tenant);
   spec.deadline = DeadlineOf(*context);
   spec.cancelled = [context] { return context->IsCancelled(); };
+  // Admission plans the graph: it counts against the planning bound.
+  absl::StatusOr<PlanningLimiter::Lease> lease =
+      planning_.TryAcquire(spec.graph->num_nodes());
+  if (!lease.ok()) return Rejected(context, lease.status());
   absl::StatusOr<weft::v1::Job> job = options_.jobs->Submit(std::move(spec));
   if (!job.ok()) return Rejected(context, job.status());
   *response->mutable_job() = *std::move(job);
@@ -460,21 +499,42 @@ grpc::Status SchedulerService::ListJobs(
 grpc::Status SchedulerService::PlanGraph(
     grpc::ServerContext* context, const weft::v1::PlanGraphRequest* request,
     weft::v1::PlanGraphResponse* response) {
-  absl::StatusOr<scheduler::Graph> graph =
-      scheduler::BuildGraph(request->graph(), options_.limits);
-  if (!graph.ok()) return ToGrpcStatus(graph.status());
+  // After a large graph, the memory of parsing, building and planning it
+  // goes back to the system, not only to the allocator.
+  const TrimWhenDone trim(&trimmer_,
+                          request->graph().nodes_size() >= kLargeGraphNodes);
+
   absl::StatusOr<scheduler::PlannerOptions> planner =
       PlannerOptions(request->options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
+  // Refused before any work when the answer could not be sent.
+  const int nodes = request->graph().nodes_size();
+  const int64_t at_least =
+      scheduler::PlanProtoBytesAtLeast(request->graph(), *planner);
+  if (at_least > options_.max_response_bytes) {
+    return ToGrpcStatus(PlanTooLarge(nodes, at_least, /*estimate=*/true,
+                                     options_.max_response_bytes));
+  }
+  absl::StatusOr<scheduler::Graph> graph =
+      scheduler::BuildGraph(request->graph(), options_.limits);
+  if (!graph.ok()) return ToGrpcStatus(graph.status());
   for (const runtime::DeviceLoad& load : options_.executor->Load()) {
     planner->busy_streams.push_back(load.streams_busy);
   }
   if (static_cast<int>(planner->busy_streams.size()) != num_devices()) {
     planner->busy_streams.clear();
   }
+  absl::StatusOr<PlanningLimiter::Lease> lease = planning_.TryAcquire(nodes);
+  if (!lease.ok()) return Rejected(context, lease.status());
   absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, *planner);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
   *response->mutable_plan() = scheduler::PlanToProto(*graph, *plan);
+  const int64_t bytes = static_cast<int64_t>(response->ByteSizeLong());
+  if (bytes > options_.max_response_bytes) {
+    response->Clear();
+    return ToGrpcStatus(PlanTooLarge(nodes, bytes, /*estimate=*/false,
+                                     options_.max_response_bytes));
+  }
   return grpc::Status::OK;
 }
 
@@ -497,6 +557,13 @@ SchedulerService::ReadBuffer(grpc::CallbackServerContext* context,
   if (request->buffer().empty()) {
     return new Refused<Response>(
         ToGrpcStatus(absl::InvalidArgumentError("buffer: empty")));
+  }
+  if (static_cast<int64_t>(request->buffer().size()) >
+      options_.limits.max_name_bytes) {
+    return new Refused<Response>(ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("buffer: ", request->buffer().size(),
+                     " bytes exceed the limit of ",
+                     options_.limits.max_name_bytes))));
   }
   absl::StatusOr<OutputBuffer> output =
       options_.jobs->ReadOutput(request->job_id(), request->buffer());

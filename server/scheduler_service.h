@@ -58,6 +58,8 @@
 #include "scheduler/graph_builder.h"
 #include "scheduler/topology.h"
 #include "server/job_manager.h"
+#include "server/memory_trimmer.h"
+#include "server/planning_limiter.h"
 #include "weft/v1/weft.grpc.pb.h"
 #include "weft/v1/weft.pb.h"
 
@@ -100,6 +102,13 @@ class SchedulerService final : public SchedulerServiceBase {
     absl::Duration cancel_wait = absl::Seconds(10);
     int max_request_id_bytes = 256;
     int max_tenant_bytes = 64;
+    // The largest answer the server sends (its max send message size): a
+    // PlanGraph whose plan cannot fit is refused before planning when the
+    // graph alone shows it (scheduler/plan_size.h), else after.
+    int64_t max_response_bytes = 64 << 20;
+    // Nodes planned at once over PlanGraph and SubmitGraph
+    // (planning_limiter.h); 0: limits.max_nodes.
+    int64_t max_planning_nodes = 0;
   };
 
   // All pointers must be set and outlive the service. Starts the thread
@@ -148,6 +157,9 @@ class SchedulerService final : public SchedulerServiceBase {
       const weft::v1::ScheduleOptions& proto) const;
 
   const Options options_;
+  PlanningLimiter planning_;
+  // Gives memory back after calls on large graphs.
+  MemoryTrimmer trimmer_;
   const std::unique_ptr<WatchWaker> waker_;
   // Open WatchJob calls, each holding one of max_watchers slots.
   std::atomic<int> watchers_{0};

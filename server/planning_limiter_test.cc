@@ -1,0 +1,52 @@
+#include "server/planning_limiter.h"
+
+#include <optional>
+#include <utility>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/retry_hint.h"
+
+namespace weft::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PlanningLimiterTest, LeasesHoldUnitsUntilDestroyed) {
+  PlanningLimiter limiter(100);
+  {
+    absl::StatusOr<PlanningLimiter::Lease> a = limiter.TryAcquire(60);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(limiter.in_use(), 60);
+    absl::StatusOr<PlanningLimiter::Lease> b = limiter.TryAcquire(50);
+    ASSERT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(std::string(b.status().message()),
+                HasSubstr("--max_planning_nodes=100"));
+    EXPECT_TRUE(RetryDelayOf(b.status()).has_value());
+    absl::StatusOr<PlanningLimiter::Lease> c = limiter.TryAcquire(40);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(limiter.in_use(), 100);
+    PlanningLimiter::Lease moved = *std::move(c);
+    EXPECT_EQ(limiter.in_use(), 100);
+  }
+  EXPECT_EQ(limiter.in_use(), 0);
+}
+
+TEST(PlanningLimiterTest, EmptyGraphsTakeOneUnit) {
+  PlanningLimiter limiter(1);
+  absl::StatusOr<PlanningLimiter::Lease> a = limiter.TryAcquire(0);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(limiter.in_use(), 1);
+  EXPECT_FALSE(limiter.TryAcquire(0).ok());
+}
+
+TEST(PlanningLimiterTest, MoreThanTheCapacityIsInvalid) {
+  PlanningLimiter limiter(10);
+  absl::StatusOr<PlanningLimiter::Lease> a = limiter.TryAcquire(11);
+  ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("graph.nodes"));
+  EXPECT_EQ(limiter.in_use(), 0);
+}
+
+}  // namespace
+}  // namespace weft::server
