@@ -1,0 +1,240 @@
+#include "scheduler/memory/lifetimes.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::scheduler::memory {
+namespace {
+
+constexpr int kNowhere = -2;  // BufferState::latest before any use
+constexpr int kHost = -1;
+constexpr uint64_t kHostBit = uint64_t{1} << 63;
+
+// The executor's coherence state of one buffer (runtime/job.h).
+struct BufferState {
+  int32_t latest = kNowhere;  // where its latest version is
+  uint64_t current = 0;       // where copies are current: bit d, kHostBit
+  bool written = false;
+  int32_t upload_seq = 0;  // its prefetch upload on device `latest`, or 0
+  int32_t upload_device = -1;
+};
+
+struct UseRecord {
+  int32_t copy;
+  int32_t position;  // -1: the upload
+};
+
+uint64_t Bit(int where) {
+  return where == kHost ? kHostBit : uint64_t{1} << where;
+}
+
+}  // namespace
+
+int Lifetimes::Find(BufferId buffer, int device) const {
+  if (buffer < 0 || device < 0 || device >= num_devices_) return -1;
+  const size_t k = static_cast<size_t>(buffer) * num_devices_ + device;
+  return k < copy_index_.size() ? copy_index_[k] : -1;
+}
+
+absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
+                                             const Plan& plan) {
+  Lifetimes lt;
+  const int n = plan.num_nodes();
+  const int num_devices = std::max(plan.num_devices, 1);
+  if (num_devices > 63) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan.num_devices: at most 63 devices, got ", plan.num_devices));
+  }
+  lt.num_devices_ = num_devices;
+  lt.copy_index_.assign(static_cast<size_t>(graph.num_buffers()) * num_devices,
+                        -1);
+  for (int i = 0; i < n; ++i) {
+    const PlannedNode& pn = plan.nodes[i];
+    if (pn.node < 0 || pn.node >= graph.num_nodes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.nodes[", i, "].node: ", pn.node,
+                       " is not a node of the graph"));
+    }
+    if (pn.device < 0 || pn.device >= num_devices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.nodes[", i, "].device: ", pn.device,
+                       " is not below num_devices ", num_devices));
+    }
+  }
+
+  std::vector<BufferState> state(graph.num_buffers());
+  std::vector<UseRecord> records;
+  records.reserve(static_cast<size_t>(graph.num_uses()) + 16);
+  std::vector<int32_t> last_record(0);  // by copy: position last recorded
+  auto copy_of = [&](BufferId b, int device, int32_t position) {
+    int32_t& c = lt.copy_index_[static_cast<size_t>(b) * num_devices + device];
+    if (c < 0) {
+      c = static_cast<int32_t>(lt.copies_.size());
+      BufferCopy copy;
+      copy.buffer = b;
+      copy.device = device;
+      copy.size_bytes = graph.buffer_bytes(b);
+      copy.first = position;
+      lt.copies_.push_back(copy);
+      last_record.push_back(-2);
+    }
+    return c;
+  };
+  auto use = [&](BufferId b, int device, int32_t position) {
+    const int32_t c = copy_of(b, device, position);
+    if (last_record[c] == position) return c;
+    last_record[c] = position;
+    records.push_back({c, position});
+    lt.copies_[c].last = position;
+    return c;
+  };
+
+  // Prefetch uploads, in issue order of first use.
+  std::vector<int32_t> uploads(num_devices, 0);
+  std::vector<int32_t> upload_seq;  // by copy
+  {
+    std::vector<uint8_t> seen(graph.num_buffers(), 0);
+    for (int i = 0; i < n; ++i) {
+      const PlannedNode& pn = plan.nodes[i];
+      const bool on_host = graph.engine(pn.node) == Engine::kHost;
+      for (const BufferUse& u : graph.Uses(pn.node)) {
+        const BufferId b = u.buffer;
+        if (seen[b]) continue;
+        seen[b] = 1;
+        if (on_host || !graph.has_initial_data(b)) continue;
+        BufferState& s = state[b];
+        s.latest = pn.device;
+        s.current = Bit(pn.device);
+        s.upload_seq = ++uploads[pn.device];
+        s.upload_device = pn.device;
+        const int32_t c = use(b, pn.device, -1);
+        lt.copies_[c].uploaded = true;
+        upload_seq.resize(lt.copies_.size(), 0);
+        upload_seq[c] = s.upload_seq;
+      }
+    }
+  }
+
+  // The executor's replay (Job::MakeCurrent, Job::MarkWritten).
+  std::vector<UploadWait> upload_waits;
+  for (int i = 0; i < n; ++i) {
+    const PlannedNode& pn = plan.nodes[i];
+    const int where =
+        graph.engine(pn.node) == Engine::kHost ? kHost : pn.device;
+    const absl::Span<const BufferUse> uses = graph.Uses(pn.node);
+    for (const BufferUse& u : uses) {
+      const BufferId b = u.buffer;
+      BufferState& s = state[b];
+      if (where != kHost) use(b, where, i);
+      const bool from_upload = s.upload_seq > 0 && s.latest == s.upload_device;
+      if (s.latest == kNowhere) {
+        s.latest = where;
+        s.current = Bit(where);
+      } else if (s.current & Bit(where)) {
+        if (from_upload && where == s.upload_device) {
+          upload_waits.push_back({i, s.upload_device, s.upload_seq});
+        }
+      } else if (!s.written && !graph.has_initial_data(b)) {
+        s.current |= Bit(where);  // made in place: zeros or a fill
+      } else {
+        if (s.latest >= 0) {
+          use(b, s.latest, i);  // the source of the transfer
+          if (from_upload) {
+            upload_waits.push_back({i, s.upload_device, s.upload_seq});
+          }
+        }
+        s.current |= Bit(where);
+      }
+    }
+    for (const BufferUse& u : uses) {
+      if (!Writes(u.access)) continue;
+      BufferState& s = state[u.buffer];
+      s.latest = where;
+      s.current = Bit(where);
+      s.written = true;
+      s.upload_seq = 0;
+    }
+  }
+  for (BufferId b = 0; b < graph.num_buffers(); ++b) {
+    if (!graph.buffer(b).output || state[b].latest < 0) continue;
+    const int32_t c = lt.Find(b, state[b].latest);
+    if (c < 0) continue;
+    lt.copies_[c].live_to_end = true;
+    lt.copies_[c].last = n;
+  }
+
+  WEFT_ASSIGN_OR_RETURN(lt.hb_,
+                        HappensBefore::Build(plan, uploads, upload_waits));
+
+  // Uses by copy, in issue order (a counting sort keeps it).
+  const int num_copies = lt.num_copies();
+  lt.uses_.offsets.assign(num_copies + 1, 0);
+  for (const UseRecord& r : records) ++lt.uses_.offsets[r.copy + 1];
+  for (int c = 0; c < num_copies; ++c) {
+    lt.uses_.offsets[c + 1] += lt.uses_.offsets[c];
+  }
+  lt.uses_.items.resize(records.size());
+  {
+    std::vector<int32_t> fill(lt.uses_.offsets.begin(),
+                              lt.uses_.offsets.end() - 1);
+    for (const UseRecord& r : records) {
+      lt.uses_.items[fill[r.copy]++] = r.position;
+    }
+  }
+  records.clear();
+  records.shrink_to_fit();
+
+  // Per copy and stream: the last use, and the first one.
+  lt.end_offsets_.assign(1, 0);
+  lt.end_offsets_.reserve(num_copies + 1);
+  lt.starts_.offsets.reserve(num_copies + 1);
+  std::vector<Point> ends;
+  std::vector<int32_t> starts;
+  for (int c = 0; c < num_copies; ++c) {
+    ends.clear();
+    starts.clear();
+    const BufferCopy& copy = lt.copies_[c];
+    for (const int32_t position : lt.Uses(c)) {
+      Point p;
+      if (position < 0) {
+        p = lt.hb_.upload(copy.device, upload_seq[c]);
+      } else {
+        p = lt.hb_.point(position);
+      }
+      bool found = false;
+      for (Point& e : ends) {
+        if (e.stream == p.stream) {
+          e.seq = std::max(e.seq, p.seq);
+          found = true;
+          break;
+        }
+      }
+      if (!found) {
+        ends.push_back(p);
+        if (position >= 0) starts.push_back(position);
+      }
+    }
+    lt.ends_.insert(lt.ends_.end(), ends.begin(), ends.end());
+    lt.end_offsets_.push_back(static_cast<int32_t>(lt.ends_.size()));
+    lt.starts_.AppendRow(starts);
+  }
+  return lt;
+}
+
+bool Lifetimes::Before(int a, int b) const {
+  if (a == b) return false;
+  const BufferCopy& ca = copies_[a];
+  const BufferCopy& cb = copies_[b];
+  if (ca.live_to_end || cb.uploaded || ca.last >= cb.first) return false;
+  const absl::Span<const Point> ends = Ends(a);
+  for (const int32_t start : Starts(b)) {
+    if (!hb_.AllBefore(ends, start)) return false;
+  }
+  return true;
+}
+
+}  // namespace weft::scheduler::memory
