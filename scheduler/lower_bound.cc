@@ -14,6 +14,9 @@ namespace {
 
 // The longest kernels per device the long-kernel term looks at.
 constexpr int kLongKernelsPerDevice = 64;
+// Kernels the windowed work term looks at: beyond them its sorts would
+// cost more than the rest of the bound, and the plain work term stands.
+constexpr size_t kMaxWindowedKernels = size_t{1} << 16;
 
 bool IsKernel(Engine e) {
   return e == Engine::kCompute || e == Engine::kCollective;
@@ -144,33 +147,31 @@ struct KernelSpan {
 // The kernels whose head is at least h and whose tail is at least t all
 // run between h and t before the end: the busiest device runs its share
 // of their work in between. The largest such bound over a bounded number
-// of values of h (every distinct head on small graphs) and every t.
-// Reorders `spans`.
+// of values of h (every distinct head on small graphs) and every t: one
+// pass over the kernels by decreasing tail per value of h. 0 for graphs
+// of more than 65536 kernels. Reorders `spans`.
 double WindowedWork(std::vector<KernelSpan>& spans, double devices,
                     double slots) {
-  if (spans.empty()) return 0;
+  if (spans.empty() || spans.size() > kMaxWindowedKernels) return 0;
+  const size_t n = spans.size();
+  std::vector<double> heads(n);
+  for (size_t i = 0; i < n; ++i) heads[i] = spans[i].head;
+  std::sort(heads.begin(), heads.end(), std::greater<double>());
   std::sort(spans.begin(), spans.end(),
             [](const KernelSpan& a, const KernelSpan& b) {
-              return a.head > b.head;
+              return a.tail > b.tail;
             });
-  const size_t n = spans.size();
-  // Sorts of up to n kernels per window: about 2^22 kernels sorted in all.
-  const size_t windows =
-      std::clamp<size_t>((size_t{1} << 22) / n, 4, 64);
+  // Passes over up to n kernels: about 2^22 kernels visited in all.
+  const size_t windows = std::clamp<size_t>((size_t{1} << 22) / n, 4, 64);
   const size_t step = std::max<size_t>(1, n / windows);
-  std::vector<KernelSpan> window;
   double best = 0;
   for (size_t end = std::min(step, n);; end = std::min(end + step, n)) {
-    // Extend to every kernel with the same head as the last one taken.
-    while (end < n && spans[end].head == spans[end - 1].head) ++end;
-    const double h = spans[end - 1].head;
-    window.assign(spans.begin(), spans.begin() + end);
-    std::sort(window.begin(), window.end(),
-              [](const KernelSpan& a, const KernelSpan& b) {
-                return a.tail > b.tail;
-              });
+    // Every kernel with the same head as the last one taken.
+    while (end < n && heads[end] == heads[end - 1]) ++end;
+    const double h = heads[end - 1];
     double work = 0, time = 0;
-    for (const KernelSpan& k : window) {
+    for (const KernelSpan& k : spans) {
+      if (k.head < h) continue;
       work += k.work;
       time += k.time;
       best = std::max(best, h + std::max(work, time / slots) / devices + k.tail);
@@ -573,7 +574,9 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
       kernel_time += cost;
       kernel_head = std::min(kernel_head, head[v]);
       kernel_tail = std::min(kernel_tail, tail[v]);
-      spans.push_back({head[v], tail[v], OccupancyOf(units) * cost, cost});
+      if (spans.size() <= kMaxWindowedKernels) {
+        spans.push_back({head[v], tail[v], OccupancyOf(units) * cost, cost});
+      }
       if (units > kOccupancyUnits / 2) {
         long_kernels.push_back({cost, head[v], tail[v]});
       }
