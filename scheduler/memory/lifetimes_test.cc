@@ -13,8 +13,9 @@
 namespace weft::scheduler::memory {
 namespace {
 
-using ::weft::scheduler::memory::testing::BitSet;
+using ::weft::scheduler::memory::testing::BruteBefore;
 using ::weft::scheduler::memory::testing::BruteForceBefore;
+using ::weft::scheduler::memory::testing::RandomCase;
 using ::weft::scheduler::memory::testing::RandomGraph;
 using ::weft::scheduler::memory::testing::RandomGraphOptions;
 using ::weft::scheduler::memory::testing::WithBuffers;
@@ -125,63 +126,9 @@ TEST(LifetimesTest, SourceOfACopyBetweenDevicesIsUsedByTheReader) {
   EXPECT_TRUE(lt.copy(lt.Find(2, 1)).live_to_end);
 }
 
-// Whether every use of copy a happens before every use of copy b, from the
-// brute-force closure; an upload happens before every other use of every
-// copy uploaded at or after it on its device.
-bool BruteBefore(const Lifetimes& lt,
-                 const std::vector<std::vector<uint64_t>>& bf, int a, int b) {
-  const BufferCopy& ca = lt.copy(a);
-  if (a == b || ca.live_to_end) return false;
-  auto upload_rank = [&](int c) {
-    int rank = 0;
-    for (int k = 0; k <= c; ++k) {
-      rank += lt.copy(k).uploaded && lt.copy(k).device == lt.copy(c).device;
-    }
-    return rank;
-  };
-  auto hb = [&](int x, int y) {  // positions; -1: a's upload
-    if (y < 0) return false;
-    if (x >= 0) return BitSet(bf[y], x);
-    const int rank = upload_rank(a);
-    for (int c = 0; c < lt.num_copies(); ++c) {
-      const BufferCopy& cc = lt.copy(c);
-      if (!cc.uploaded || cc.device != ca.device || upload_rank(c) < rank) {
-        continue;
-      }
-      for (int w : lt.Uses(c)) {
-        if (w >= 0 && (w == y || BitSet(bf[y], w))) return true;
-      }
-    }
-    return false;
-  };
-  for (int x : lt.Uses(a)) {
-    for (int y : lt.Uses(b)) {
-      if (!hb(x, y)) return false;
-    }
-  }
-  return true;
-}
-
-struct Case {
-  RandomGraphOptions graph;
-  PlannerOptions planner;
-};
-
-Case RandomCase(uint32_t seed) {
-  Case c;
-  c.graph.num_nodes = 10 + seed % 40;
-  c.graph.num_buffers = 5 + seed % 23;
-  c.planner.num_devices = 1 + seed % 3;
-  c.planner.max_streams_per_device = 1 + (seed / 3) % 4;
-  c.planner.device_policy = seed % 2 ? DevicePolicyKind::kRoundRobin
-                                     : DevicePolicyKind::kMinFinishTime;
-  c.planner.simulate = seed % 5 == 0;
-  return c;
-}
-
 TEST(LifetimesPropertyTest, BeforeIsExactWithoutUploads) {
   for (uint32_t seed = 0; seed < 1500; ++seed) {
-    Case c = RandomCase(seed);
+    testing::RandomPlanCase c = RandomCase(seed);
     c.graph.initial_data = 0;
     const Graph g = RandomGraph(seed, c.graph);
     const Plan plan = MustPlan(g, c.planner);
@@ -200,7 +147,7 @@ TEST(LifetimesPropertyTest, BeforeIsExactWithoutUploads) {
 TEST(LifetimesPropertyTest, BeforeIsSoundWithUploads) {
   int befores = 0;
   for (uint32_t seed = 0; seed < 1500; ++seed) {
-    Case c = RandomCase(seed);
+    testing::RandomPlanCase c = RandomCase(seed);
     c.graph.initial_data = 0.4;
     const Graph g = RandomGraph(seed, c.graph);
     const Plan plan = MustPlan(g, c.planner);

@@ -89,4 +89,50 @@ std::vector<std::vector<uint64_t>> BruteForceBefore(const Plan& plan) {
   return before;
 }
 
+bool BruteBefore(const Lifetimes& lt,
+                 const std::vector<std::vector<uint64_t>>& bf, int a, int b) {
+  const BufferCopy& ca = lt.copy(a);
+  if (a == b || ca.live_to_end) return false;
+  auto upload_rank = [&](int c) {
+    int rank = 0;
+    for (int k = 0; k <= c; ++k) {
+      rank += lt.copy(k).uploaded && lt.copy(k).device == lt.copy(c).device;
+    }
+    return rank;
+  };
+  auto hb = [&](int x, int y) {  // positions; -1: a's upload
+    if (y < 0) return false;
+    if (x >= 0) return BitSet(bf[y], x);
+    const int rank = upload_rank(a);
+    for (int c = 0; c < lt.num_copies(); ++c) {
+      const BufferCopy& cc = lt.copy(c);
+      if (!cc.uploaded || cc.device != ca.device || upload_rank(c) < rank) {
+        continue;
+      }
+      for (int w : lt.Uses(c)) {
+        if (w >= 0 && (w == y || BitSet(bf[y], w))) return true;
+      }
+    }
+    return false;
+  };
+  for (int x : lt.Uses(a)) {
+    for (int y : lt.Uses(b)) {
+      if (!hb(x, y)) return false;
+    }
+  }
+  return true;
+}
+
+RandomPlanCase RandomCase(uint32_t seed) {
+  RandomPlanCase c;
+  c.graph.num_nodes = 10 + seed % 40;
+  c.graph.num_buffers = 5 + seed % 23;
+  c.planner.num_devices = 1 + seed % 3;
+  c.planner.max_streams_per_device = 1 + (seed / 3) % 4;
+  c.planner.device_policy = seed % 2 ? DevicePolicyKind::kRoundRobin
+                                     : DevicePolicyKind::kMinFinishTime;
+  c.planner.simulate = seed % 5 == 0;
+  return c;
+}
+
 }  // namespace weft::scheduler::memory::testing

@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "scheduler/graph.h"
+#include "scheduler/memory/lifetimes.h"
 #include "scheduler/plan.h"
+#include "scheduler/planner_options.h"
 
 namespace weft::scheduler::memory::testing {
 
@@ -39,6 +41,21 @@ std::vector<std::vector<uint64_t>> BruteForceBefore(const Plan& plan);
 inline bool BitSet(const std::vector<uint64_t>& row, int j) {
   return (row[j / 64] >> (j % 64)) & 1;
 }
+
+// Whether every use of copy `a` happens before every use of copy `b` by
+// `before` (BruteForceBefore of the plan); an upload happens before every
+// other use of every copy uploaded at or after it on its device.
+bool BruteBefore(const Lifetimes& lifetimes,
+                 const std::vector<std::vector<uint64_t>>& before, int a,
+                 int b);
+
+// A random graph's shape and planner options for property tests: 10 to 49
+// nodes, 1 to 3 devices, 1 to 4 streams per device.
+struct RandomPlanCase {
+  RandomGraphOptions graph;
+  PlannerOptions planner;
+};
+RandomPlanCase RandomCase(uint32_t seed);
 
 }  // namespace weft::scheduler::memory::testing
 

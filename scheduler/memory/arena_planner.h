@@ -1,0 +1,103 @@
+// Arena offsets: one arena per device per job, every buffer copy on the
+// device at an offset in it, address ranges shared only by copies that are
+// never live together (lifetimes.h: every use of one happens before every
+// use of the other).
+//
+// The copies of a device and which of them may be live together form a
+// conflict graph, built in one sweep over issue order: a copy conflicts
+// with the copies whose issue intervals overlap its own (the executor may
+// run them in issue order) and with earlier ones that the streams of its
+// first uses do not yet know have finished. The latter are kept per stream
+// in lists that forget a copy once the stream's last issued node knows it
+// finished (stream knowledge only grows), so the sweep costs
+// O(copies * streams + conflicts) plus clock checks.
+//
+// Offsets come from one placement rule (each copy at the smallest gap
+// between the placed copies it conflicts with that fits it, else above
+// them all: TFLite's greedy by size, XLA's best-fit heap) applied in
+// several orders: by size (largest first), by first use (a heap simulator
+// in issue order, which respects happens-before), by conflict degree and by
+// lifetime length. The smallest arena wins (XLA's ChooseBestHeapAlgorithm).
+//
+// The lower bound is the most that is live at once along issue order (a
+// valid execution: the copies live at one issue position conflict
+// pairwise) and at least the largest copy; arena / lower_bound says how
+// far a plan is from it. Sizes are rounded up to the alignment first, so
+// offsets are aligned and the bound is a bound for aligned copies.
+//
+// Thread-safe (stateless).
+#ifndef WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_
+#define WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "scheduler/csr.h"
+#include "scheduler/memory/lifetimes.h"
+
+namespace weft::scheduler::memory {
+
+enum class ArenaHeuristic { kBySize, kInOrder, kByConflicts, kByLifetime };
+inline constexpr ArenaHeuristic kAllArenaHeuristics[] = {
+    ArenaHeuristic::kBySize, ArenaHeuristic::kInOrder,
+    ArenaHeuristic::kByConflicts, ArenaHeuristic::kByLifetime};
+const char* ArenaHeuristicName(ArenaHeuristic heuristic);
+
+struct ArenaOptions {
+  // Offsets and sizes are multiples of this (a power of two, at least 1).
+  uint64_t alignment = 256;
+  // The heuristics to try; empty: all.
+  std::vector<ArenaHeuristic> heuristics;
+  // Bytes each device may hold, by device (0 or missing: no budget). Only
+  // reported for now: nothing is spilled to fit one.
+  std::vector<int64_t> budget_bytes;
+};
+
+struct DeviceArena {
+  int device = 0;
+  int num_copies = 0;
+  int64_t arena_bytes = 0;
+  // Most bytes live at once along issue order.
+  int64_t peak_live_bytes = 0;
+  // No offset assignment fits in less: max(peak_live_bytes, largest copy).
+  int64_t lower_bound_bytes = 0;
+  int64_t no_reuse_bytes = 0;   // the sum of the (aligned) copy sizes
+  int64_t budget_bytes = 0;     // 0: none
+  int64_t spilled_bytes = 0;    // what spilling moved out to fit the budget
+  int32_t orderings_added = 0;  // edges added to make reuse safe
+  int64_t conflicts = 0;        // pairs of copies that may be live together
+  ArenaHeuristic heuristic = ArenaHeuristic::kBySize;  // the winner
+};
+
+struct ArenaPlan {
+  std::vector<DeviceArena> devices;  // by device
+  std::vector<int64_t> offsets;      // by copy (Lifetimes numbering)
+  std::vector<int64_t> sizes;        // by copy, aligned
+};
+
+// The copies on one device (ids in Lifetimes numbering, ascending) and
+// which may be live together: row k lists the local indices of copies
+// that conflict with copies[k], ascending.
+struct ConflictGraph {
+  std::vector<int32_t> copies;
+  Csr conflicts;
+};
+ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device);
+
+// Offsets for every copy of `lifetimes`, per device the smallest arena of
+// the heuristics tried.
+ArenaPlan PlanArenas(const Lifetimes& lifetimes,
+                     const ArenaOptions& options = {});
+
+// Places `sizes` (aligned) in `order` against the conflict graph: each at
+// the smallest gap among its placed conflicting copies that fits it.
+// Returns the arena size; fills `offsets` (by local index).
+int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                     absl::Span<const int32_t> order,
+                     std::vector<int64_t>* offsets);
+
+}  // namespace weft::scheduler::memory
+
+#endif  // WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_

@@ -1,0 +1,215 @@
+#include "scheduler/memory/arena_planner.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/memory/lifetimes.h"
+#include "scheduler/memory/test_plans.h"
+#include "scheduler/planner.h"
+#include "scheduler/test_util.h"
+
+namespace weft::scheduler::memory {
+namespace {
+
+using ::weft::scheduler::memory::testing::BruteBefore;
+using ::weft::scheduler::memory::testing::BruteForceBefore;
+using ::weft::scheduler::memory::testing::RandomCase;
+using ::weft::scheduler::memory::testing::RandomGraph;
+using ::weft::scheduler::memory::testing::WithBuffers;
+using ::weft::scheduler::testing::GraphMaker;
+
+struct Planned {
+  Plan plan;
+  Lifetimes lifetimes;
+  ArenaPlan arenas;
+  int64_t offset(BufferId b, int device = 0) const {
+    return arenas.offsets[lifetimes.Find(b, device)];
+  }
+};
+
+Planned PlanAll(const Graph& graph, PlannerOptions options = {},
+                ArenaOptions arena_options = {}) {
+  Planned p;
+  options.explain = false;
+  absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return p;
+  p.plan = *std::move(plan);
+  absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, p.plan);
+  EXPECT_TRUE(lt.ok()) << lt.status();
+  if (!lt.ok()) return p;
+  p.lifetimes = *std::move(lt);
+  p.arenas = PlanArenas(p.lifetimes, arena_options);
+  return p;
+}
+
+TEST(ArenaPlannerTest, Chain) {
+  GraphMaker m;
+  m.Buffer("x", 1000, DType::kBytes)
+      .Buffer("y", 2000, DType::kBytes)
+      .Buffer("z", 500, DType::kBytes);
+  m.Node("a", "x:w").Node("b", "x:r y:w").Node("c", "y:r z:w");
+  const Planned p = PlanAll(WithBuffers(m.Build(), {"z"}));
+  EXPECT_EQ(p.offset(1), 0);
+  EXPECT_EQ(p.offset(0), 2048);
+  EXPECT_EQ(p.offset(2), 2048);
+  ASSERT_EQ(p.arenas.devices.size(), 1u);
+  const DeviceArena& arena = p.arenas.devices[0];
+  EXPECT_EQ(arena.arena_bytes, 3072);
+  EXPECT_EQ(arena.lower_bound_bytes, 3072);
+  EXPECT_EQ(arena.peak_live_bytes, 3072);
+  EXPECT_EQ(arena.no_reuse_bytes, 3584);
+  EXPECT_EQ(arena.conflicts, 2);
+}
+
+TEST(ArenaPlannerTest, Diamond) {
+  GraphMaker m;
+  m.Buffer("x", 4096, DType::kBytes)
+      .Buffer("y", 1024, DType::kBytes)
+      .Buffer("z", 2048, DType::kBytes)
+      .Buffer("out", 512, DType::kBytes);
+  m.Node("a", "x:w").Node("b", "x:r y:w").Node("c", "x:r z:w");
+  m.Node("d", "y:r z:r out:w");
+  const Planned p = PlanAll(WithBuffers(m.Build(), {"out"}));
+  ASSERT_NE(p.plan.nodes[1].stream, p.plan.nodes[2].stream);
+  EXPECT_EQ(p.offset(0), 0);     // x
+  EXPECT_EQ(p.offset(2), 4096);  // z
+  EXPECT_EQ(p.offset(1), 6144);  // y
+  EXPECT_EQ(p.offset(3), 0);     // out: x is done once d starts
+  EXPECT_EQ(p.arenas.devices[0].arena_bytes, 7168);
+  EXPECT_EQ(p.arenas.devices[0].lower_bound_bytes, 7168);
+}
+
+Graph TwoBranches() {
+  GraphMaker m;
+  for (const char* name : {"x", "u", "y", "v", "out"}) {
+    m.Buffer(name, 1024, DType::kBytes);
+  }
+  m.Node("a", "x:w").Node("a2", "x:r u:w");
+  m.Node("b", "y:w").Node("b2", "y:r v:w");
+  m.Node("j", "u:r v:r out:w");
+  return WithBuffers(m.Build(), {"out"});
+}
+
+TEST(ArenaPlannerTest, ParallelBranchesOnTwoStreamsDoNotShare) {
+  const Planned p = PlanAll(TwoBranches());
+  ASSERT_NE(p.plan.nodes[0].stream, p.plan.nodes[2].stream);
+  EXPECT_EQ(p.offset(0), 0);     // x
+  EXPECT_EQ(p.offset(1), 1024);  // u
+  EXPECT_EQ(p.offset(2), 2048);  // y: b may run while a2 reads x
+  EXPECT_EQ(p.offset(3), 3072);  // v
+  EXPECT_EQ(p.offset(4), 0);     // out
+  // More than issue order alone needs: the streams overlap.
+  EXPECT_EQ(p.arenas.devices[0].arena_bytes, 4096);
+  EXPECT_EQ(p.arenas.devices[0].lower_bound_bytes, 3072);
+}
+
+TEST(ArenaPlannerTest, OneStreamLetsTheBranchesShare) {
+  PlannerOptions options;
+  options.stream_mode = StreamMode::kSingle;
+  const Planned p = PlanAll(TwoBranches(), options);
+  EXPECT_EQ(p.offset(0), 0);     // x
+  EXPECT_EQ(p.offset(1), 1024);  // u
+  EXPECT_EQ(p.offset(2), 0);     // y reuses x
+  EXPECT_EQ(p.offset(3), 2048);  // v
+  EXPECT_EQ(p.offset(4), 0);     // out
+  EXPECT_EQ(p.arenas.devices[0].arena_bytes, 3072);
+}
+
+TEST(ArenaPlannerTest, TfliteChainRecordsAsIntervals) {
+  // TFLite's memory_management_test chain {16,0,1},{8,1,2},{64,2,3},
+  // {32,3,4},{8,4,5}: greedy by size gives offsets 0,64,0,64,0, 96 bytes.
+  Csr conflicts;
+  conflicts.offsets = {0, 1, 3, 5, 7, 8};
+  conflicts.items = {1, 0, 2, 1, 3, 2, 4, 3};
+  const std::vector<int64_t> sizes = {16, 8, 64, 32, 8};
+  std::vector<int64_t> offsets;
+  EXPECT_EQ(PlaceInOrder(conflicts, sizes, {2, 3, 0, 1, 4}, &offsets), 96);
+  EXPECT_THAT(offsets, ::testing::ElementsAre(0, 64, 0, 64, 0));
+}
+
+TEST(ArenaPlannerTest, AlignsOffsetsAndSizes) {
+  GraphMaker m;
+  m.Buffer("x", 10, DType::kBytes).Buffer("y", 10, DType::kBytes);
+  m.Node("a", "x:w y:w");
+  ArenaOptions options;
+  options.alignment = 128;
+  const Planned p = PlanAll(m.Build(), {}, options);
+  EXPECT_EQ(p.arenas.devices[0].arena_bytes, 256);
+  EXPECT_EQ(p.offset(0) % 128, 0);
+  EXPECT_EQ(p.offset(1) % 128, 0);
+  EXPECT_NE(p.offset(0), p.offset(1));
+}
+
+TEST(ArenaPlannerTest, ReportsTheBudget) {
+  ArenaOptions options;
+  options.budget_bytes = {1 << 20};
+  const Planned p = PlanAll(TwoBranches(), {}, options);
+  EXPECT_EQ(p.arenas.devices[0].budget_bytes, 1 << 20);
+  EXPECT_EQ(p.arenas.devices[0].spilled_bytes, 0);
+}
+
+// No two copies that may be live together (by a brute-force closure of the
+// plan's order) share a byte, for every heuristic.
+TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
+  int64_t shared = 0;
+  for (uint32_t seed = 0; seed < 3000; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    ArenaOptions options;
+    options.heuristics = {kAllArenaHeuristics[seed % 4]};
+    const Planned p = PlanAll(g, c.planner, options);
+    const auto bf = BruteForceBefore(p.plan);
+    const Lifetimes& lt = p.lifetimes;
+    for (int a = 0; a < lt.num_copies(); ++a) {
+      const int d = lt.copy(a).device;
+      const int64_t oa = p.arenas.offsets[a];
+      const int64_t ea = oa + p.arenas.sizes[a];
+      ASSERT_EQ(oa % 256, 0);
+      ASSERT_LE(ea, p.arenas.devices[d].arena_bytes);
+      for (int b = a + 1; b < lt.num_copies(); ++b) {
+        if (lt.copy(b).device != d) continue;
+        const int64_t ob = p.arenas.offsets[b];
+        const int64_t eb = ob + p.arenas.sizes[b];
+        const bool overlap = oa < eb && ob < ea;
+        if (!overlap) continue;
+        ++shared;
+        ASSERT_TRUE(BruteBefore(lt, bf, a, b) || BruteBefore(lt, bf, b, a))
+            << "seed " << seed << " copies " << a << " and " << b;
+      }
+    }
+    for (const DeviceArena& arena : p.arenas.devices) {
+      ASSERT_GE(arena.arena_bytes, arena.lower_bound_bytes) << seed;
+      ASSERT_LE(arena.arena_bytes, arena.no_reuse_bytes) << seed;
+    }
+  }
+  EXPECT_GT(shared, 1000);  // reuse happens
+}
+
+// The conflict graph from the sweep equals the pairs MayBeLiveTogether
+// names.
+TEST(ArenaPlannerPropertyTest, ConflictGraphIsExact) {
+  for (uint32_t seed = 0; seed < 1500; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    const Planned p = PlanAll(g, c.planner);
+    const Lifetimes& lt = p.lifetimes;
+    for (int d = 0; d < lt.num_devices(); ++d) {
+      const ConflictGraph cg = BuildConflictGraph(lt, d);
+      for (size_t i = 0; i < cg.copies.size(); ++i) {
+        std::vector<int32_t> expected;
+        for (size_t j = 0; j < cg.copies.size(); ++j) {
+          if (i != j && lt.MayBeLiveTogether(cg.copies[i], cg.copies[j])) {
+            expected.push_back(static_cast<int32_t>(j));
+          }
+        }
+        ASSERT_THAT(cg.conflicts.Row(i), ::testing::ElementsAreArray(expected))
+            << "seed " << seed << " device " << d << " copy " << cg.copies[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::scheduler::memory
