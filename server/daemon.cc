@@ -178,6 +178,11 @@ absl::Status CheckOptions(const Daemon::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_running_jobs must be at least 1, got ", o.max_running_jobs));
   }
+  if (o.max_running_jobs_per_tenant < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_running_jobs_per_tenant must not be negative, got ",
+        o.max_running_jobs_per_tenant));
+  }
   if (o.retain_jobs < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--retain_jobs must not be negative, got ", o.retain_jobs));
@@ -284,6 +289,7 @@ absl::Status Daemon::Start() {
   job_options.max_queued_jobs = options_.max_queued_jobs;
   job_options.max_queued_per_tenant = options_.max_queued_jobs_per_tenant;
   job_options.max_running_jobs = options_.max_running_jobs;
+  job_options.max_running_per_tenant = options_.max_running_jobs_per_tenant;
   job_options.retain_jobs = options_.retain_jobs;
   job_options.retain_for = options_.retain_for;
   job_options.retain_output_bytes = options_.retain_output_bytes > 0

@@ -84,6 +84,8 @@ class Daemon {
     // 0: no bound per tenant beyond max_queued_jobs.
     int max_queued_jobs_per_tenant = 0;
     int max_running_jobs = 16;
+    // 0: max_running_jobs - 1 (at least 1): one slot is left to others.
+    int max_running_jobs_per_tenant = 0;
     absl::Duration drain_timeout = absl::Seconds(30);
     // After a termination signal, the process ends at the latest
     // drain_timeout + drain_grace later (exit status 1), whatever still

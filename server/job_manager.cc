@@ -322,6 +322,11 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "retain_output_bytes must be >= 0, got ", options.retain_output_bytes));
   }
+  if (options.max_running_per_tenant < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_running_per_tenant must be >= 0, got ",
+        options.max_running_per_tenant));
+  }
   if (options.max_queued_per_tenant < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_queued_per_tenant must be >= 0, got ",
@@ -360,7 +365,10 @@ JobManager::JobManager(Options options)
       max_retry_delay_(options.max_retry_delay),
       clock_(std::move(options.clock)),
       trace_jobs_(options.trace_jobs),
-      trace_max_nodes_(options.trace_max_nodes) {
+      trace_max_nodes_(options.trace_max_nodes),
+      queue_(options.max_running_per_tenant > 0
+                 ? options.max_running_per_tenant
+                 : std::max(1, options.max_running_jobs - 1)) {
   absl::MutexLock lock(&mu_);
   UpdateGaugesLocked();
 }
@@ -939,7 +947,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
 
 bool JobManager::CanDispatchLocked() const {
   return shutdown_ ||
-         (!queue_.empty() &&
+         (queue_.startable() &&
           static_cast<int64_t>(running_.size()) < max_running_jobs_);
 }
 

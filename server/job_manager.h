@@ -31,7 +31,9 @@
 // tenants first (the tenant with the fewest jobs running, then the one
 // served longest ago), then priority among that tenant's jobs, then FIFO.
 // So a tenant flooding the queue at any priority delays another tenant's
-// first job by at most one running job's end. The plan made at admission
+// first job by at most one running job's end. A tenant runs at most
+// max_running_per_tenant jobs at once (by default all slots but one), so
+// one holding long jobs never takes every slot. The plan made at admission
 // is used, except that the load-aware STREAM_AWARE policy is planned again
 // against the load at dispatch. Device work never runs on the dispatcher thread.
 //
@@ -187,6 +189,9 @@ class JobManager {
     // Queued jobs of one tenant; 0 means max_queued_jobs (no separate bound).
     int max_queued_per_tenant = 0;
     int max_running_jobs = 16;
+    // Jobs of one tenant running at once; 0 means max_running_jobs - 1 (at
+    // least 1), so that one slot is always left to the other tenants.
+    int max_running_per_tenant = 0;
     int retain_jobs = 1000;
     absl::Duration retain_for = absl::InfiniteDuration();
     // Bytes of output buffers finished jobs may hold together; beyond it

@@ -996,5 +996,26 @@ TEST_F(JobManagerTest, OutputsLargerThanTheRetentionBoundAreNotKept) {
             absl::StatusCode::kNotFound);
 }
 
+TEST_F(JobManagerTest, ATenantNeverTakesEverySlot) {
+  JobManager::Options options;
+  options.max_running_jobs = 3;  // so a tenant runs at most 2 at once
+  Start(options);
+  std::vector<std::string> hog;
+  for (int i = 0; i < 4; ++i) {
+    hog.push_back(SubmitAs("hog", SpinChain(absl::StrCat("hog", i), 1, kGateUs)));
+  }
+  WaitForState(hog[0], weft::v1::RUNNING);
+  WaitForState(hog[1], weft::v1::RUNNING);
+  // A slot is free, but it is kept for other tenants.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(jobs_->Get(hog[2])->state(), weft::v1::QUEUED);
+  std::string quiet = SubmitAs("quiet", SpinChain("quiet", 1, 1));
+  EXPECT_EQ(WaitTerminal(quiet).state(), weft::v1::SUCCEEDED);
+  gate_.Notify();
+  for (const std::string& id : hog) {
+    EXPECT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  }
+}
+
 }  // namespace
 }  // namespace weft::server

@@ -32,12 +32,16 @@ bool JobQueue::Remove(absl::string_view tenant_name, int32_t priority,
   return true;
 }
 
-const std::string& JobQueue::NextTenant() const {
+const std::string* JobQueue::NextTenant(bool bounded) const {
   // O(tenants waiting): the queue's length bounds it.
   const std::string* best = nullptr;
   const Tenant* best_tenant = nullptr;
   for (const std::string& name : waiting_) {
     const Tenant& t = tenants_.find(name)->second;
+    if (bounded && max_running_per_tenant_ > 0 &&
+        t.running >= max_running_per_tenant_) {
+      continue;
+    }
     if (best == nullptr ||
         std::tie(t.running, t.last_turn, t.since) <
             std::tie(best_tenant->running, best_tenant->last_turn,
@@ -46,12 +50,17 @@ const std::string& JobQueue::NextTenant() const {
       best_tenant = &t;
     }
   }
-  return *best;
+  return best;
 }
 
 std::optional<JobQueue::Entry> JobQueue::Pop() {
-  if (empty()) return std::nullopt;
-  const std::string name = NextTenant();
+  const std::string* next = NextTenant(/*bounded=*/true);
+  if (next == nullptr) return std::nullopt;
+  return PopFrom(*next);
+}
+
+JobQueue::Entry JobQueue::PopFrom(const std::string& tenant_name) {
+  const std::string name = tenant_name;
   Tenant& tenant = tenants_.find(name)->second;
   const Key key = *tenant.order.begin();
   tenant.order.erase(tenant.order.begin());
@@ -72,7 +81,8 @@ std::optional<JobQueue::Entry> JobQueue::Pop() {
 std::vector<JobQueue::Entry> JobQueue::TakeAll() {
   std::vector<Entry> taken;
   taken.reserve(size_);
-  while (!empty()) taken.push_back(*Pop());
+  // In start order as if every job could start (no bound), none finishing.
+  while (!empty()) taken.push_back(PopFrom(*NextTenant(/*bounded=*/false)));
   // None started: take back what Pop counted.
   for (const Entry& entry : taken) {
     --tenants_.find(entry.tenant)->second.running;

@@ -9,6 +9,10 @@
 // another tenant's first job by at most the time until one running job
 // ends, and a priority only reorders the jobs of the tenant that set it.
 //
+// A tenant may have at most max_running_per_tenant jobs running: its
+// further jobs wait even while slots are free, so that a tenant holding
+// long jobs can never take every slot and leave other tenants none.
+//
 // The queue counts the jobs it handed out as running for their tenant
 // until Finished is called; jobs removed without starting are not counted.
 // Not thread-safe: the owner (JobManager) serialises calls.
@@ -37,6 +41,10 @@ class JobQueue {
     uint64_t seq = 0;
   };
 
+  // max_running_per_tenant: 0 means no bound.
+  explicit JobQueue(int64_t max_running_per_tenant = 0)
+      : max_running_per_tenant_(max_running_per_tenant) {}
+
   // Queues a job. REQUIRES: no queued entry has the same seq.
   void Push(Entry entry);
 
@@ -44,8 +52,12 @@ class JobQueue {
   bool Remove(absl::string_view tenant, int32_t priority, uint64_t seq);
 
   // Removes and returns the next job to start (see the header comment), and
-  // counts it as running for its tenant; nullopt when the queue is empty.
+  // counts it as running for its tenant; nullopt when no queued job may
+  // start (the queue is empty, or every tenant waiting is at its bound).
   std::optional<Entry> Pop();
+
+  // Whether Pop would return a job.
+  bool startable() const { return NextTenant(/*bounded=*/true) != nullptr; }
 
   // Removes every queued job without starting any, in the order Pop would
   // have returned them if none finished meanwhile.
@@ -75,11 +87,15 @@ class JobQueue {
     uint64_t since = 0;      // seq of the job that brought it into the queue
   };
 
-  // The tenant whose job starts next. REQUIRES: !empty().
-  const std::string& NextTenant() const;
+  // The tenant whose job starts next, or null when none may start
+  // (`bounded`: tenants at max_running_per_tenant may not).
+  const std::string* NextTenant(bool bounded) const;
+  // Pops the best job of `name` without checking its bound.
+  Entry PopFrom(const std::string& name);
   // Drops a tenant's entry once it has nothing queued or running.
   void MaybeForget(const std::string& tenant);
 
+  const int64_t max_running_per_tenant_;
   absl::flat_hash_map<std::string, Tenant> tenants_;
   // Tenants with queued jobs.
   std::set<std::string> waiting_;

@@ -200,5 +200,27 @@ TEST_F(JobQueueTest, MatchesTheRuleOnRandomOperations) {
   }
 }
 
+TEST(JobQueueBoundTest, ATenantAtItsBoundWaitsWhileOthersStart) {
+  JobQueue queue(/*max_running_per_tenant=*/2);
+  uint64_t seq = 0;
+  for (int i = 0; i < 5; ++i) {
+    queue.Push({absl::StrCat("h", i), "hog", 0, ++seq});
+  }
+  EXPECT_EQ(queue.Pop()->id, "h0");
+  EXPECT_EQ(queue.Pop()->id, "h1");
+  // The hog holds two: nothing more of it starts, although slots are free.
+  EXPECT_FALSE(queue.startable());
+  EXPECT_FALSE(queue.Pop().has_value());
+  EXPECT_EQ(queue.size(), 3);
+  queue.Push({"q", "quiet", 0, ++seq});
+  EXPECT_TRUE(queue.startable());
+  EXPECT_EQ(queue.Pop()->id, "q");
+  queue.Finished("hog");
+  EXPECT_EQ(queue.Pop()->id, "h2");
+  // TakeAll ignores the bound: everything queued comes out.
+  EXPECT_EQ(queue.TakeAll().size(), 2u);
+  EXPECT_TRUE(queue.empty());
+}
+
 }  // namespace
 }  // namespace weft::server

@@ -83,6 +83,10 @@ ABSL_FLAG(int32_t, max_queued_jobs_per_tenant, 0,
           "--max_queued_jobs.");
 ABSL_FLAG(int32_t, max_running_jobs, 16,
           "Jobs running on the devices at once.");
+ABSL_FLAG(int32_t, max_running_jobs_per_tenant, 0,
+          "Jobs of one tenant running at once; its further jobs wait even "
+          "while slots are free. 0: --max_running_jobs - 1 (at least 1), so "
+          "a slot is always left to the other tenants.");
 ABSL_FLAG(absl::Duration, drain_timeout, absl::Seconds(30),
           "On SIGTERM/SIGINT, how long running jobs may take to finish "
           "before they are cancelled.");
@@ -204,6 +208,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_memory_pool_max_cached_bytes);
   options.launch_mode = absl::GetFlag(FLAGS_launch_mode);
   options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+  options.max_running_jobs_per_tenant =
+      absl::GetFlag(FLAGS_max_running_jobs_per_tenant);
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.drain_grace = absl::GetFlag(FLAGS_drain_grace);
   options.retain_output_bytes = absl::GetFlag(FLAGS_retain_output_bytes);

@@ -20,8 +20,12 @@ QUIET = "quiet"
 
 
 def small_job_finishes(test, weftd, within=30):
-    """Another tenant's one-node job is admitted and succeeds."""
-    job = su.submit(weftd, su.spin_chain("bystander", 1, 100), tenant=QUIET)
+    """Another tenant's one-node job is admitted and succeeds. It fills a
+    tenth of a device, so it fits beside other tenants' small kernels (a
+    kernel that fills the device waits for the device, as on a GPU)."""
+    graph = su.spin_chain("bystander", 1, 100)
+    graph.nodes[0].cost.occupancy = 0.1
+    job = su.submit(weftd, graph, tenant=QUIET)
     done = su.wait_state(weftd, job.id, su.TERMINAL, timeout=within)
     test.assertEqual(done.state, weft_pb2.SUCCEEDED, done)
 
@@ -145,6 +149,23 @@ class FloodTest(harness.WeftdTestCase):
         self.assertLess(waited, run_us / 1e6 + 0.15)
         flooded = [su.get(self.weftd, j.id) for j in flood]
         self.assertGreater(sum(j.state == weft_pb2.QUEUED for j in flooded), 20)
+
+
+class HogTest(harness.WeftdTestCase):
+    """A tenant holding every slot it may with long jobs leaves one to others."""
+
+    def test_sixteen_long_jobs_leave_a_slot(self):
+        hog = [su.submit(self.weftd, parallel_spins("hog%d" % i, 1, 60e6, 0.01),
+                         tenant="hog") for i in range(16)]
+        harness.wait_until(
+            lambda: sum(su.get(self.weftd, j.id).state == weft_pb2.RUNNING
+                        for j in hog) == 15, 30, what="15 hog jobs running")
+        start = time.monotonic()
+        small_job_finishes(self, self.weftd, within=10)
+        print("16 long jobs of one tenant: another tenant's job done in %.0f ms"
+              % ((time.monotonic() - start) * 1e3))
+        self.assertEqual(sum(su.get(self.weftd, j.id).state == weft_pb2.QUEUED
+                             for j in hog), 1)
 
 
 class ShutdownTest(harness.WeftdTestCase):
