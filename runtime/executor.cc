@@ -22,6 +22,7 @@
 #include "runtime/job.h"
 #include "runtime/memory_pool.h"
 #include "runtime/ops/cpu_kernels.h"
+#include "runtime/plan_check.h"
 #include "runtime/stream_pool.h"
 #include "scheduler/status_macros.h"
 

@@ -1,9 +1,10 @@
-#include "runtime/job.h"
+#include "runtime/plan_check.h"
 
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
@@ -14,6 +15,7 @@ using scheduler::Plan;
 using scheduler::PlannedNode;
 using scheduler::PlannedStream;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 Graph TwoNodes() {
   std::vector<NodeSpec> nodes(2);
@@ -52,13 +54,12 @@ Plan GoodPlan() {
 }
 
 void ExpectInvalid(const Plan& plan, const char* message, int devices = 2) {
-  absl::Status s = ValidatePlan(TwoNodes(), plan, devices);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-  EXPECT_THAT(s.message(), HasSubstr(message));
+  EXPECT_THAT(ValidatePlan(TwoNodes(), plan, devices),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)));
 }
 
 TEST(ValidatePlanTest, AcceptsGoodPlan) {
-  EXPECT_TRUE(ValidatePlan(TwoNodes(), GoodPlan(), 2).ok());
+  EXPECT_OK(ValidatePlan(TwoNodes(), GoodPlan(), 2));
 }
 
 TEST(ValidatePlanTest, RejectsWrongNodeCount) {

@@ -1,0 +1,157 @@
+// Where the current bytes of each of a job's buffers are.
+//
+// A buffer has a copy in every location whose nodes use it: each device
+// (allocated up front from the device's MemoryPool) and host memory (for
+// host-engine nodes, sized on first use). Coherence follows plan order: for
+// each buffer it tracks the location of the latest version and which
+// copies are current. Before a use, MakeCurrent refreshes a stale or
+// missing copy where the use runs, on the use's stream: initial contents
+// are made in place (uploaded, or filled on the device for zero and fill
+// initialisations, which never move a buffer's worth of bytes), otherwise
+// the latest version is copied over. Such a transfer is not part of the
+// plan, so it records a ready event that any other stream using that copy
+// waits for before touching it. After a use, MarkWritten makes the copy
+// where it ran the only current one; from then on plan dependencies order
+// every later use (a node that writes a buffer depends on every earlier
+// reader and writer), so no ready event is needed any more.
+//
+// Transfers are traced (JobTracer) and their events held in the job's
+// JobEvents; initial contents uploaded from the host are staged here until
+// Release.
+//
+// Not thread-safe: used by one job on the executor's scheduling thread.
+#ifndef WEFT_RUNTIME_BUFFER_COHERENCE_H_
+#define WEFT_RUNTIME_BUFFER_COHERENCE_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "runtime/backend.h"
+#include "runtime/job_events.h"
+#include "runtime/job_tracer.h"
+#include "runtime/memory_pool.h"
+#include "scheduler/graph.h"
+
+namespace weft::runtime {
+
+// The initial contents of `spec` (zeros, its data, or its fill), computed
+// on the host.
+std::string InitialContents(const scheduler::BufferSpec& spec);
+
+class BufferCoherence {
+ public:
+  struct Options {
+    Backend* backend = nullptr;                  // not owned
+    absl::Span<MemoryPool* const> memory_pools;  // by device; not owned
+    JobEvents* events = nullptr;                 // not owned
+    JobTracer* tracer = nullptr;                 // not owned
+  };
+
+  // Tracks every buffer of `graph` (not owned; outlives this) over its
+  // devices and the host (location memory_pools.size()).
+  BufferCoherence(const scheduler::Graph* graph, Options options);
+
+  BufferCoherence(const BufferCoherence&) = delete;
+  BufferCoherence& operator=(const BufferCoherence&) = delete;
+
+  // The host's location index (after the devices).
+  int host() const { return host_; }
+
+  // Allocates buffer `b`'s copy on `device`, once. The pool's error when
+  // it fails.
+  absl::Status Allocate(scheduler::BufferId b, int device);
+  // The address of `b`'s copy on `device`. REQUIRES: allocated.
+  DevicePtr ptr(scheduler::BufferId b, int device) const {
+    return buffers_[b].copies[device].ptr;
+  }
+
+  // Some location has a version of `b` (a use made one).
+  bool has_version(scheduler::BufferId b) const {
+    return buffers_[b].latest >= 0;
+  }
+  // Makes `b` current at location `where` (a device, or host()) for work
+  // about to go on `stream`, a stream of `stream_device`.
+  absl::Status MakeCurrent(scheduler::BufferId b, int where,
+                           int stream_device, StreamHandle stream);
+  // Makes `b`'s initial contents at `where`, which then holds its latest
+  // version.
+  absl::Status Materialize(scheduler::BufferId b, int where,
+                           int stream_device, StreamHandle stream);
+  // Work on `stream` at location `where` used `uses`: what it wrote is
+  // current there only.
+  void MarkWritten(absl::Span<const scheduler::BufferUse> uses, int where,
+                   StreamHandle stream);
+  // Work the job enqueued outside MakeCurrent (a device graph) left the
+  // latest version of `b` at device `where`, written on `writer`.
+  void SetLatest(scheduler::BufferId b, int where, StreamHandle writer);
+
+  // Where `b`'s latest version is: its location (-1: nowhere yet), address
+  // on a device, and the stream that last wrote it.
+  struct Latest {
+    int where = -1;
+    DevicePtr ptr;
+    StreamHandle writer;
+  };
+  Latest latest(scheduler::BufferId b) const;
+
+  // The host copy's memory, sized on first use (never reallocated after).
+  char* HostData(scheduler::BufferId b);
+  std::string TakeHostData(scheduler::BufferId b) {
+    return std::move(buffers_[b].host_data);
+  }
+  // `b`'s initial contents in host memory that stays until Release, for an
+  // upload to read.
+  const char* Stage(scheduler::BufferId b);
+
+  // Frees every device copy: back to its pool for reuse, or (`uncached`,
+  // when work may still use them) straight to the backend. Drops staged
+  // contents.
+  void Release(bool uncached);
+
+ private:
+  // A buffer's copy in one location (a device, or the host).
+  struct Copy {
+    DevicePtr ptr;
+    bool allocated = false;
+    bool current = false;
+    // Set while the copy's contents come from a transfer the plan does not
+    // know about: streams other than `ready_stream` wait on `ready` first.
+    EventHandle ready;
+    int ready_device = -1;
+    bool ready_pending = false;
+    StreamHandle ready_stream;
+    // The stream that last wrote this copy (for the final download).
+    StreamHandle writer;
+  };
+
+  struct BufferState {
+    std::vector<Copy> copies;  // by location: devices, then the host
+    int latest = -1;           // location of the latest version; -1: none
+    // Some node has written it; until then every copy holds its initial
+    // contents, and a zero- or fill-initialized one is made in place.
+    bool written = false;
+    std::string host_data;  // the host copy's memory, once used
+  };
+
+  absl::Status WaitReady(Copy& copy, StreamHandle stream);
+  absl::Status MarkTransferred(Copy& copy, int stream_device,
+                               StreamHandle stream);
+
+  // Constant after construction.
+  const scheduler::Graph* const graph_;
+  const Options options_;
+  const int host_;
+
+  std::vector<BufferState> buffers_;
+  // Host memory that pending uploads read from (a deque: elements never
+  // move while uploads read them).
+  std::deque<std::string> staging_;
+};
+
+}  // namespace weft::runtime
+
+#endif  // WEFT_RUNTIME_BUFFER_COHERENCE_H_

@@ -1,0 +1,36 @@
+#include "runtime/job_events.h"
+
+#include "scheduler/status_macros.h"
+
+namespace weft::runtime {
+
+JobEvents::JobEvents(absl::Span<EventPool* const> pools, int num_plan_events)
+    : pools_(pools),
+      plan_events_(num_plan_events),
+      plan_event_devices_(num_plan_events, -1) {}
+
+absl::StatusOr<EventHandle> JobEvents::Acquire(int device) {
+  WEFT_ASSIGN_OR_RETURN(EventHandle event, pools_[device]->Acquire());
+  held_.emplace_back(event, device);
+  return event;
+}
+
+absl::StatusOr<EventHandle> JobEvents::ForSignal(int event, int device) {
+  if (plan_events_[event].value != 0 && plan_event_devices_[event] == device) {
+    return plan_events_[event];
+  }
+  // First signal, or a signal from another device than the last one. The
+  // previous handle stays held: waits already enqueued on it have captured
+  // their recording.
+  WEFT_ASSIGN_OR_RETURN(EventHandle handle, Acquire(device));
+  plan_events_[event] = handle;
+  plan_event_devices_[event] = device;
+  return handle;
+}
+
+void JobEvents::ReleaseAll() {
+  for (const auto& [event, device] : held_) pools_[device]->Release(event);
+  held_.clear();
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,171 @@
+#include "runtime/job_tracer.h"
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/event_pool.h"
+#include "runtime/job_events.h"
+#include "runtime/sim/sim_backend.h"
+#include "runtime/trace.h"
+#include "testing/status_matchers.h"
+
+namespace weft::runtime {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Field;
+
+KernelLaunch Spin(double us) {
+  KernelLaunch launch;
+  launch.op = "spin";
+  launch.cost_us = us;
+  return launch;
+}
+
+TEST(NullJobTracerTest, RecordsNothing) {
+  NullJobTracer tracer;
+  EXPECT_EQ(tracer.Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream,
+                                    0, "a", "spin", 0},
+                         StreamHandle{1}, 0),
+            -1);
+  tracer.End(-1, StreamHandle{1}, 0);
+  tracer.NodeIssued(0, -1, {}, -1);
+  EXPECT_FALSE(tracer.Build().has_value());
+}
+
+class RecordingJobTracerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimBackend::Options options;
+    options.num_devices = 1;
+    options.time_scale = 0;  // unpaced: exact virtual times
+    backend_ = SimBackend::Create(options).value();
+    pool_ = std::make_unique<EventPool>(backend_.get(), 0);
+    pools_.push_back(pool_.get());
+    events_ = std::make_unique<JobEvents>(pools_, 1);
+    stream_ = backend_->CreateStream(0).value();
+  }
+  void TearDown() override { events_->ReleaseAll(); }
+
+  RecordingJobTracer::Options TracerOptions(bool device_clock) {
+    RecordingJobTracer::Options options;
+    options.backend = backend_.get();
+    options.events = events_.get();
+    options.device_clock = device_clock;
+    options.name = "g";
+    options.num_nodes = 2;
+    options.num_events = 1;
+    return options;
+  }
+
+  std::unique_ptr<SimBackend> backend_;
+  std::unique_ptr<EventPool> pool_;
+  std::vector<EventPool*> pools_;
+  std::unique_ptr<JobEvents> events_;
+  StreamHandle stream_;
+};
+
+TEST_F(RecordingJobTracerTest, DeviceClockSpansRunBetweenMarkers) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
+  // Node 0 signals event 0; node 1 waits on it.
+  const int a = tracer.Begin(
+      TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0, "a", "spin", 0},
+      stream_, 0);
+  ASSERT_OK(backend_->Launch(Spin(10), stream_));
+  tracer.End(a, stream_, 0);
+  tracer.NodeIssued(0, a, {}, 0);
+  const int b = tracer.Begin(
+      TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0, "b", "spin", 1},
+      stream_, 0);
+  ASSERT_OK(backend_->Launch(Spin(5), stream_));
+  tracer.End(b, stream_, 0);
+  const int32_t waits[] = {0};
+  tracer.NodeIssued(1, b, waits, -1);
+  // Back to back: b's start marker is a's end marker.
+  EXPECT_EQ(events_->held(), 3);
+  ASSERT_OK(backend_->SynchronizeStream(stream_));
+
+  std::optional<JobTrace> trace = tracer.Build();
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_EQ(trace->name, "g");
+  EXPECT_TRUE(trace->device_clock);
+  ASSERT_EQ(trace->tracks.size(), 1u);
+  EXPECT_EQ(trace->tracks[0].device, 0);
+  EXPECT_EQ(trace->tracks[0].name, absl::StrCat("stream ", stream_.value));
+  ASSERT_EQ(trace->spans.size(), 2u);
+  EXPECT_EQ(trace->spans[0].name, "a");
+  EXPECT_DOUBLE_EQ(trace->spans[0].start_us, 0);
+  EXPECT_DOUBLE_EQ(trace->spans[0].end_us, 10);
+  EXPECT_EQ(trace->spans[1].node, 1);
+  EXPECT_DOUBLE_EQ(trace->spans[1].start_us, 10);
+  EXPECT_DOUBLE_EQ(trace->spans[1].end_us, 15);
+  EXPECT_THAT(trace->flows, ElementsAre(AllOf(Field(&TraceFlow::from_span, 0),
+                                              Field(&TraceFlow::to_span, 1))));
+}
+
+TEST_F(RecordingJobTracerTest, DirtyStreamTakesAFreshStartMarker) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
+  const TracedWork work{SpanKind::kKernel, TraceTrackKind::kStream, 0, "a"};
+  tracer.End(tracer.Begin(work, stream_, 0), stream_, 0);
+  EXPECT_EQ(events_->held(), 2);
+  tracer.Dirty(stream_);
+  tracer.End(tracer.Begin(work, stream_, 0), stream_, 0);
+  EXPECT_EQ(events_->held(), 4);
+}
+
+TEST_F(RecordingJobTracerTest, CopyEnginesAndTheHostHaveTracksOfTheirOwn) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
+  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0,
+                          "x upload"},
+               stream_, 0);
+  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kDeviceToHost, 0,
+                          "x download"},
+               stream_, 0);
+  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kPeer, 0, "x d1->d0"},
+               stream_, 0);
+  tracer.Begin(TracedWork{SpanKind::kHost, TraceTrackKind::kStream, -1, "h"},
+               stream_, 0);
+  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0,
+                          "y upload"},
+               stream_, 0);
+  std::optional<JobTrace> trace = tracer.Build();
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_THAT(trace->tracks,
+              ElementsAre(Field(&TraceTrack::name, "H2D"),
+                          Field(&TraceTrack::name, "D2H"),
+                          Field(&TraceTrack::name, "D2D"),
+                          AllOf(Field(&TraceTrack::name, "host"),
+                                Field(&TraceTrack::device, -1))));
+  EXPECT_TRUE(trace->spans.empty());  // none was ended
+}
+
+TEST_F(RecordingJobTracerTest, HostClockSpansOnlyCompletedNodes) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/false));
+  const int a = tracer.Begin(
+      TracedWork{SpanKind::kHost, TraceTrackKind::kStream, -1, "a", "add", 0},
+      stream_, 0);
+  tracer.End(a, stream_, 0);
+  tracer.NodeIssued(0, a, {}, -1);
+  const int copy = tracer.Begin(
+      TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0, "x"},
+      stream_, 0);
+  EXPECT_GE(copy, 0);
+  EXPECT_EQ(events_->held(), 0);  // no markers on the host clock
+  tracer.NodeStarted(0);
+  tracer.NodeCompleted(0);
+  std::optional<JobTrace> trace = tracer.Build();
+  ASSERT_TRUE(trace.has_value());
+  EXPECT_FALSE(trace->device_clock);
+  ASSERT_EQ(trace->spans.size(), 1u);
+  EXPECT_EQ(trace->spans[0].name, "a");
+  EXPECT_EQ(trace->spans[0].op, "add");
+  EXPECT_DOUBLE_EQ(trace->spans[0].start_us, 0);
+  EXPECT_GE(trace->spans[0].end_us, 0);
+}
+
+}  // namespace
+}  // namespace weft::runtime

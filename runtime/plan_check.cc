@@ -1,0 +1,106 @@
+#include "runtime/plan_check.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace weft::runtime {
+
+using scheduler::NodeId;
+using scheduler::PlannedNode;
+
+absl::Status ValidatePlan(const scheduler::Graph& graph,
+                          const scheduler::Plan& plan, int num_devices) {
+  const int n = graph.num_nodes();
+  if (static_cast<int>(plan.nodes.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan lists ", plan.nodes.size(), " nodes but graph '",
+                     graph.name(), "' has ", n));
+  }
+  if (plan.deps.rows() != n || plan.waits.rows() != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plan.deps and plan.waits have ", plan.deps.rows(), " and ",
+        plan.waits.rows(), " rows; the plan lists ", n, " nodes"));
+  }
+  if (!plan.deps.WellFormed() || !plan.waits.WellFormed()) {
+    return absl::InvalidArgumentError(
+        "plan.deps or plan.waits: offsets must start at 0, never go down "
+        "and end at the item count");
+  }
+  if (plan.num_events < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan.num_events is negative (", plan.num_events, ")"));
+  }
+  const int num_streams = static_cast<int>(plan.streams.size());
+  for (int s = 0; s < num_streams; ++s) {
+    const int device = plan.streams[s].device;
+    if (device < 0 || device >= num_devices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.streams[", s, "]: device ", device,
+                       " is outside the machine (", num_devices, " devices)"));
+    }
+  }
+  std::vector<int> position(n, -1);
+  for (int i = 0; i < n; ++i) {
+    const PlannedNode& pn = plan.nodes[i];
+    // Error contexts, built only on the error path (this loop is hot).
+    auto where = [i] { return absl::StrCat("plan.nodes[", i, "]"); };
+    auto named = [&] {
+      return absl::StrCat(where(), " (node '", graph.node(pn.node).name, "')");
+    };
+    if (pn.node < 0 || pn.node >= n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": node id ", pn.node, " is out of range"));
+    }
+    if (position[pn.node] >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where(), ": node '", graph.node(pn.node).name,
+                       "' is listed twice"));
+    }
+    position[pn.node] = i;
+    if (pn.device < 0 || pn.device >= num_devices) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(named(), ": device ", pn.device,
+                       " is outside the machine (", num_devices, " devices)"));
+    }
+    if (pn.stream < 0 || pn.stream >= num_streams) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          named(), ": stream ", pn.stream, " does not exist (", num_streams,
+          " streams)"));
+    }
+    if (plan.streams[pn.stream].device != pn.device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          named(), ": runs on device ", pn.device, " but its stream ", pn.stream,
+          " is on device ", plan.streams[pn.stream].device));
+    }
+    if (pn.peer_stream != -1 &&
+        (pn.peer_stream < 0 || pn.peer_stream >= num_streams ||
+         plan.streams[pn.peer_stream].device == pn.device)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          named(), ": peer stream ", pn.peer_stream,
+          " is not a stream of another device (", num_streams, " streams)"));
+    }
+    for (int e : plan.Waits(i)) {
+      if (e < 0 || e >= plan.num_events) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            named(), ": waits on event ", e, " of ", plan.num_events));
+      }
+    }
+    if (pn.signal_event < -1 || pn.signal_event >= plan.num_events) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          named(), ": signals event ", pn.signal_event, " of ", plan.num_events));
+    }
+    // In the same pass (the plan is large): a dependency issued before this
+    // node has its position already, below i.
+    for (NodeId dep : plan.Deps(i)) {
+      if (dep < 0 || dep >= n || position[dep] < 0 || position[dep] >= i) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(named(), ": dependency ", dep,
+                         " is not issued before it"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft::runtime

@@ -1,0 +1,29 @@
+// The check a plan passes before the executor runs it.
+//
+// A plan comes from the planner or from a client, so it is checked against
+// the graph it claims to run and the machine it runs on before anything is
+// allocated or enqueued: every node listed exactly once, every stream,
+// device and event in range, each node on its stream's device, a peer
+// stream on another device, and every dependency issued before its node.
+// Everything the job's issue loop indexes with a plan's number is covered,
+// so a plan that passes cannot make it read out of bounds. The check is one
+// pass over the plan (plans are large) and builds error messages only on
+// the error path.
+#ifndef WEFT_RUNTIME_PLAN_CHECK_H_
+#define WEFT_RUNTIME_PLAN_CHECK_H_
+
+#include "absl/status/status.h"
+#include "scheduler/graph.h"
+#include "scheduler/plan.h"
+
+namespace weft::runtime {
+
+// Checks that `plan` can run `graph` on `num_devices` devices.
+// INVALID_ARGUMENT naming the first problem (e.g. "plan.nodes[1] (node 'b'):
+// stream 5 does not exist (2 streams)").
+absl::Status ValidatePlan(const scheduler::Graph& graph,
+                          const scheduler::Plan& plan, int num_devices);
+
+}  // namespace weft::runtime
+
+#endif  // WEFT_RUNTIME_PLAN_CHECK_H_
