@@ -15,6 +15,7 @@
 #ifndef WEFT_SCHEDULER_PLAN_H_
 #define WEFT_SCHEDULER_PLAN_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,25 @@ struct NodeEstimate {
   double transfer_us = 0;
 };
 
+// One device's arena (scheduler/memory/arena_planner.h).
+struct DeviceMemory {
+  int device = 0;
+  int64_t arena_bytes = 0;
+  int64_t peak_live_bytes = 0;    // along issue order
+  int64_t lower_bound_bytes = 0;  // no arena for this plan is smaller
+  int64_t budget_bytes = 0;       // 0: none
+  int64_t spilled_bytes = 0;
+  int32_t orderings_added = 0;
+};
+
+// Where the copy of a buffer on a device lies in the device's arena.
+struct PlannedBuffer {
+  BufferId buffer = -1;
+  int device = 0;
+  int64_t offset = 0;
+  int64_t size_bytes = 0;
+};
+
 struct Plan {
   std::vector<PlannedNode> nodes;  // issue order
   // Rows by issue position: the node's direct predecessors (NodeIds),
@@ -72,6 +92,10 @@ struct Plan {
   double critical_path_us = 0;
   // max(critical path, device work / (devices * kernels per device)).
   double lower_bound_us = 0;
+  // By device, and every buffer copy's place; empty unless the plan was
+  // simulated (PlannerOptions::simulate).
+  std::vector<DeviceMemory> memory;
+  std::vector<PlannedBuffer> buffers;
 
   int num_nodes() const { return static_cast<int>(nodes.size()); }
   // The lists of the node at issue position i.

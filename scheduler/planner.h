@@ -3,8 +3,10 @@
 // Pipeline: dependency inference (dependency_inference.h) -> device
 // selection (device_policy.h, over a Topology and a data-location model)
 // -> stream passes and event planning (passes/stream_pipeline.h) -> a
-// discrete-event simulation of the plan (cost_model.h), unless
-// options.simulate is false. Pure computation:
+// discrete-event simulation of the plan (cost_model.h) and memory planning
+// (memory/memory_plan.h: an arena per device), unless options.simulate is
+// false. With options.memory_order kMemoryAware the nodes are issued in a
+// memory-aware order (memory/memory_order.h). Pure computation:
 // no threads, no devices, no I/O. No V x V structure: time and memory grow
 // linearly with the graph, times the number of streams for the vector
 // clocks of event planning; plan_benchmark.cc measures it.
@@ -44,6 +46,7 @@ struct PlanProfile {
   std::vector<std::pair<std::string, double>> passes_s;  // each pass
   double simulation_s = 0;
   double explain_s = 0;  // writing the Plan out, with reasons if asked
+  double memory_s = 0;   // lifetimes and arenas (scheduler/memory)
 };
 
 // PlanGraph that also reports where the time went (`profile` may be null).

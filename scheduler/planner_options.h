@@ -3,6 +3,7 @@
 #ifndef WEFT_SCHEDULER_PLANNER_OPTIONS_H_
 #define WEFT_SCHEDULER_PLANNER_OPTIONS_H_
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -21,6 +22,10 @@ enum class DevicePolicyKind {
 };
 
 enum class StreamMode { kMulti, kSingle };
+
+// The issue order (scheduler/memory/memory_order.h): the submitted node
+// order wherever dependencies allow, or one that keeps fewer bytes live.
+enum class MemoryOrderKind { kSubmitted, kMemoryAware };
 
 struct PlannerOptions {
   int num_devices = 1;
@@ -64,6 +69,10 @@ struct PlannerOptions {
   // means something beside them) 0. The critical path is filled either
   // way.
   bool simulate = true;
+  MemoryOrderKind memory_order = MemoryOrderKind::kSubmitted;
+  // Device memory each device may hold, by device (0 or missing: no
+  // budget); reported in Plan::memory.
+  std::vector<int64_t> memory_budget_bytes;
 };
 
 }  // namespace weft::scheduler

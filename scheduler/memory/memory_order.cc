@@ -326,4 +326,18 @@ std::optional<MemoryOrder> OptimalOrder(const Graph& graph, const Dag& dag,
   return result;
 }
 
+void IssueInMemoryOrder(const Graph& graph, Dag* dag,
+                        const MemoryOrderOptions& options) {
+  MemoryOrder order = MemoryAwareOrder(graph, *dag, options);
+  const int n = dag->num_nodes();
+  if (static_cast<int>(order.order.size()) != n) return;
+  dag->order = std::move(order.order);
+  IntervalLabels intervals = dag->reach.intervals();
+  dag->reach = ReachabilityIndex(n);
+  for (int32_t i = 0; i < n; ++i) {
+    dag->reach.Label(dag->order[i], i, dag->Preds(dag->order[i]));
+  }
+  if (!intervals.empty()) dag->reach.set_intervals(std::move(intervals));
+}
+
 }  // namespace weft::scheduler::memory

@@ -67,6 +67,11 @@ std::optional<MemoryOrder> OptimalOrder(const Graph& graph, const Dag& dag,
                                         int max_states = 1 << 20,
                                         const MemoryOrderOptions& options = {});
 
+// Reissues `dag` in MemoryAwareOrder(graph, *dag): its order, and the
+// reachability index relabelled for it (interval labels kept).
+void IssueInMemoryOrder(const Graph& graph, Dag* dag,
+                        const MemoryOrderOptions& options = {});
+
 }  // namespace weft::scheduler::memory
 
 #endif  // WEFT_SCHEDULER_MEMORY_MEMORY_ORDER_H_

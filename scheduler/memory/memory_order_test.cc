@@ -89,6 +89,14 @@ TEST(MemoryOrderTest, GreedyRunsEachReductionBeforeTheNextBigBuffer) {
   EXPECT_EQ(PeakLiveBytes(g, order.order), 1020);
 }
 
+TEST(MemoryOrderTest, IssueInMemoryOrderRelabelsTheDag) {
+  const Graph g = TwoReductions();
+  Dag dag = MustInfer(g);
+  IssueInMemoryOrder(g, &dag);
+  EXPECT_THAT(dag.order, ElementsAre(0, 2, 1, 3, 4));
+  for (int i = 0; i < dag.num_nodes(); ++i) EXPECT_EQ(dag.pos(dag.order[i]), i);
+}
+
 TEST(MemoryOrderTest, OptimalOrderOfTwoReductions) {
   const Graph g = TwoReductions();
   const Dag dag = MustInfer(g);

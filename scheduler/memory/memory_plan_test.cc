@@ -1,0 +1,97 @@
+#include "scheduler/memory/memory_plan.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/memory/memory_order.h"
+#include "scheduler/memory/test_plans.h"
+#include "scheduler/planner.h"
+#include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
+
+namespace weft::scheduler::memory {
+namespace {
+
+using ::testing::HasSubstr;
+using ::weft::scheduler::memory::testing::WithBuffers;
+using ::weft::scheduler::testing::GraphMaker;
+using ::weft::testing::StatusIs;
+
+Graph TwoReductions() {
+  GraphMaker m;
+  m.Buffer("A", 1000, DType::kBytes)
+      .Buffer("B", 1000, DType::kBytes)
+      .Buffer("a", 10, DType::kBytes)
+      .Buffer("b", 10, DType::kBytes)
+      .Buffer("out", 10, DType::kBytes);
+  m.Node("makeA", "A:w").Node("makeB", "B:w");
+  m.Node("reduceA", "A:r a:w").Node("reduceB", "B:r b:w");
+  m.Node("join", "a:r b:r out:w");
+  return WithBuffers(m.Build(), {"out"});
+}
+
+TEST(MemoryPlanTest, PlanGraphFillsArenasWhenSimulating) {
+  const Graph g = TwoReductions();
+  PlannerOptions options;
+  options.stream_mode = StreamMode::kSingle;
+  options.memory_budget_bytes = {1 << 20};
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  ASSERT_OK(plan);
+  ASSERT_EQ(plan->memory.size(), 1u);
+  EXPECT_EQ(plan->memory[0].device, 0);
+  // Submitted order on one stream: A and B are live together.
+  EXPECT_EQ(plan->memory[0].arena_bytes, 2 * 1024 + 256);
+  EXPECT_EQ(plan->memory[0].lower_bound_bytes, 2 * 1024 + 256);
+  EXPECT_EQ(plan->memory[0].budget_bytes, 1 << 20);
+  EXPECT_EQ(plan->buffers.size(), 5u);
+
+  const weft::v1::Plan proto = PlanToProto(g, *plan);
+  ASSERT_EQ(proto.memory_size(), 1);
+  EXPECT_EQ(proto.memory(0).arena_bytes(), 2 * 1024 + 256);
+  ASSERT_EQ(proto.buffers_size(), 5);
+  EXPECT_EQ(proto.buffers(0).name(), "A");
+  EXPECT_EQ(proto.buffers(0).size_bytes(), 1000);
+  EXPECT_EQ(proto.buffers(0).offset() % 256, 0);
+}
+
+TEST(MemoryPlanTest, MemoryAwareOrderShrinksTheArena) {
+  const Graph g = TwoReductions();
+  PlannerOptions options;
+  options.stream_mode = StreamMode::kSingle;
+  options.memory_order = MemoryOrderKind::kMemoryAware;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  ASSERT_OK(plan);
+  std::vector<NodeId> order;
+  for (const PlannedNode& pn : plan->nodes) order.push_back(pn.node);
+  EXPECT_THAT(order, ::testing::ElementsAre(0, 2, 1, 3, 4));
+  EXPECT_EQ(plan->memory[0].arena_bytes, 1024 + 2 * 256);
+}
+
+TEST(MemoryPlanTest, JobPlansSkipMemory) {
+  PlannerOptions options;
+  options.simulate = false;
+  absl::StatusOr<Plan> plan = PlanGraph(TwoReductions(), options);
+  ASSERT_OK(plan);
+  EXPECT_TRUE(plan->memory.empty());
+  EXPECT_TRUE(plan->buffers.empty());
+}
+
+TEST(MemoryPlanTest, OptionsFromProto) {
+  weft::v1::ScheduleOptions proto;
+  absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
+  ASSERT_OK(options);
+  EXPECT_EQ(options->memory_order, MemoryOrderKind::kSubmitted);
+  proto.set_memory_order(weft::v1::MEMORY_ORDER_MEMORY_AWARE);
+  options = PlannerOptionsFromProto(proto, 1, 8);
+  ASSERT_OK(options);
+  EXPECT_EQ(options->memory_order, MemoryOrderKind::kMemoryAware);
+  proto.set_memory_order(static_cast<weft::v1::MemoryOrder>(7));
+  EXPECT_THAT(PlannerOptionsFromProto(proto, 1, 8).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("options.memory_order: unknown")));
+}
+
+}  // namespace
+}  // namespace weft::scheduler::memory
