@@ -457,11 +457,10 @@ void Daemon::Stop() {
     // The executor reports a cancelled run once its work in flight drained.
     jobs_->WaitIdle(absl::InfiniteFuture());
     for (const std::string& id : cancelled) {
-      absl::StatusOr<weft::v1::Job> job = jobs_->Get(id);
+      absl::StatusOr<JobInfo> job = jobs_->Get(id);
       if (job.ok()) {
-        Log(absl::StrCat("job ", id, " ",
-                         weft::v1::JobState_Name(job->state()), " (",
-                         job->nodes_done(), "/", job->nodes_total(),
+        Log(absl::StrCat("job ", id, " ", JobStateName(job->state), " (",
+                         job->nodes_done, "/", job->nodes_total,
                          " nodes done)"));
       }
     }

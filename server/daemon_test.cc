@@ -119,7 +119,7 @@ class DaemonTest : public ::testing::Test {
     const absl::Time deadline = absl::Now() + absl::Seconds(10);
     while (absl::Now() < deadline) {
       WatchUpdate u = (*watch)->Next(deadline);
-      if (u.job.state() == weft::v1::RUNNING) return;
+      if (u.job.state == JobState::kRunning) return;
       ASSERT_FALSE(u.done);
     }
     FAIL() << "job never ran";
@@ -187,10 +187,10 @@ TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
   auto stub = weft::v1::Scheduler::NewStub(unix_channel);
   weft::v1::Job job;
   ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
-  absl::StatusOr<weft::v1::Job> done = (*daemon)->job_manager()->WaitUntilTerminal(
+  absl::StatusOr<JobInfo> done = (*daemon)->job_manager()->WaitUntilTerminal(
       job.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok());
-  EXPECT_EQ(done->state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(done->state, JobState::kSucceeded);
 
   std::string metrics = HttpGet((*daemon)->metrics_port(), "/metrics");
   EXPECT_THAT(metrics, HasSubstr("200 OK"));
@@ -241,10 +241,10 @@ TEST_F(DaemonTest, StopDrainsRunningJobsAndRejectsNewOnes) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(s.error_message(), HasSubstr("shutting down"));
   stopper.join();
-  absl::StatusOr<weft::v1::Job> after =
+  absl::StatusOr<JobInfo> after =
       (*daemon)->job_manager()->Get(job.id());
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(after->state, JobState::kSucceeded);
 }
 
 TEST_F(DaemonTest, DrainTimeoutCancelsRunningJobs) {
@@ -260,11 +260,11 @@ TEST_F(DaemonTest, DrainTimeoutCancelsRunningJobs) {
   const absl::Time start = absl::Now();
   (*daemon)->Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  absl::StatusOr<weft::v1::Job> after =
+  absl::StatusOr<JobInfo> after =
       (*daemon)->job_manager()->Get(job.id());
   ASSERT_TRUE(after.ok());
-  EXPECT_EQ(after->state(), weft::v1::CANCELLED);
-  EXPECT_THAT(after->error().message(), HasSubstr("shutting down"));
+  EXPECT_EQ(after->state, JobState::kCancelled);
+  EXPECT_THAT(after->error.message(), HasSubstr("shutting down"));
 }
 
 TEST_F(DaemonTest, IdleStopIsQuickAndClosesTheMetricsPort) {
@@ -366,11 +366,11 @@ TEST_F(DaemonTest, ListDevicesAndTheStreamGaugeAgree) {
   check("idle, before any job");
   weft::v1::Job job;
   ASSERT_TRUE(Submit(stub.get(), Spins(4, 10), &job).ok());
-  absl::StatusOr<weft::v1::Job> done =
+  absl::StatusOr<JobInfo> done =
       (*daemon)->job_manager()->WaitUntilTerminal(
           job.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok());
-  ASSERT_EQ(done->state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(done->state, JobState::kSucceeded);
   check("idle, after a job");
   (*daemon)->Stop();
 }

@@ -1,70 +1,19 @@
 #include "server/job_manager.h"
 
+#include "server/job_record.h"
+
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/timestamp.pb.h"
 #include "scheduler/plan.h"
 #include "runtime/trace.h"
 #include "scheduler/status_macros.h"
 #include "server/retry_hint.h"
 
 namespace weft::server {
-
-// Everything known about one job. Fields above `mu` never change after
-// Submit. Lock order: JobManager::mu_ before JobRecord::mu. The state moves
-// out of QUEUED only while JobManager::mu_ is held as well, so code holding
-// JobManager::mu_ may rely on "QUEUED" meaning "in the queue".
-struct JobRecord {
-  std::string id;
-  std::string graph_name;
-  std::string request_id;
-  std::string tenant;
-  int32_t priority = 0;
-  uint64_t seq = 0;
-  absl::Time create_time;
-  int64_t nodes_total = 0;
-  std::vector<std::string> output_names;
-  scheduler::PlannerOptions planner_options;
-  runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;
-  // Why the job records no trace; empty when it records one.
-  std::string untraced_reason;
-
-  mutable absl::Mutex mu;
-  // Released once the job is terminal.
-  std::shared_ptr<const scheduler::Graph> graph ABSL_GUARDED_BY(mu);
-  // Made at admission; released once the job is terminal.
-  std::shared_ptr<const scheduler::Plan> plan ABSL_GUARDED_BY(mu);
-  JobState state ABSL_GUARDED_BY(mu) = JobState::kQueued;
-  absl::Status error ABSL_GUARDED_BY(mu);
-  std::string failed_node ABSL_GUARDED_BY(mu);
-  int64_t nodes_done ABSL_GUARDED_BY(mu) = 0;
-  std::optional<absl::Time> start_time ABSL_GUARDED_BY(mu);
-  std::optional<absl::Time> end_time ABSL_GUARDED_BY(mu);
-  std::optional<uint64_t> run ABSL_GUARDED_BY(mu);
-  bool cancel_requested ABSL_GUARDED_BY(mu) = false;
-  std::string cancel_reason ABSL_GUARDED_BY(mu);
-  // Bumped on every change a watcher can see.
-  int64_t version ABSL_GUARDED_BY(mu) = 0;
-  // Node events; events[i] has absolute index events_base + i. Dropped once
-  // the job is terminal and nobody watches it.
-  std::vector<weft::v1::NodeEvent> events ABSL_GUARDED_BY(mu);
-  int64_t events_base ABSL_GUARDED_BY(mu) = 0;
-  int watchers ABSL_GUARDED_BY(mu) = 0;
-  // The listeners of watches (JobWatch::SetListener), told of every version.
-  std::vector<const std::function<void()>*> listeners ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<std::string, OutputBuffer> outputs ABSL_GUARDED_BY(mu);
-  // The size of `outputs` while they are held; why they were released
-  // (empty while held or never produced).
-  int64_t output_bytes ABSL_GUARDED_BY(mu) = 0;
-  std::string outputs_released ABSL_GUARDED_BY(mu);
-  // Delivered by the executor just before the run ends; released with the
-  // job. Null for untraced jobs and jobs that never reached the devices.
-  std::shared_ptr<const runtime::JobTrace> trace ABSL_GUARDED_BY(mu);
-};
 
 namespace {
 
@@ -75,57 +24,6 @@ struct RunContext {
   std::vector<int> device;  // by node id
   std::vector<int> stream;  // by node id
 };
-
-void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
-  const int64_t nanos = absl::ToUnixNanos(t);
-  int64_t seconds = nanos / 1'000'000'000;
-  int64_t rest = nanos % 1'000'000'000;
-  if (rest < 0) {
-    rest += 1'000'000'000;
-    --seconds;
-  }
-  out->set_seconds(seconds);
-  out->set_nanos(static_cast<int32_t>(rest));
-}
-
-weft::v1::Job Snapshot(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
-  weft::v1::Job job;
-  job.set_id(r.id);
-  job.set_graph_name(r.graph_name);
-  job.set_state(JobStateToProto(r.state));
-  if (!r.error.ok()) {
-    job.mutable_error()->set_code(static_cast<int32_t>(r.error.code()));
-    job.mutable_error()->set_message(std::string(r.error.message()));
-    job.mutable_error()->set_node(r.failed_node);
-  }
-  job.set_nodes_done(r.nodes_done);
-  job.set_nodes_total(r.nodes_total);
-  job.set_priority(r.priority);
-  job.set_request_id(r.request_id);
-  job.set_tenant(r.tenant);
-  SetTimestamp(r.create_time, job.mutable_create_time());
-  if (r.start_time) SetTimestamp(*r.start_time, job.mutable_start_time());
-  if (r.end_time) SetTimestamp(*r.end_time, job.mutable_end_time());
-  for (const std::string& name : r.output_names) job.add_output_buffers(name);
-  return job;
-}
-
-int64_t EventsEnd(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
-  return r.events_base + static_cast<int64_t>(r.events.size());
-}
-
-// Tells the watch listeners that `r.version` moved.
-void NotifyListeners(const JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
-  for (const std::function<void()>* listener : r.listeners) (*listener)();
-}
-
-// Drops the event log of a terminal job nobody watches.
-void MaybeDropEvents(JobRecord& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r.mu) {
-  if (!IsTerminal(r.state) || r.watchers > 0) return;
-  r.events_base = EventsEnd(r);
-  r.events.clear();
-  r.events.shrink_to_fit();
-}
 
 std::string RequestKey(absl::string_view tenant, absl::string_view request_id) {
   return absl::StrCat(tenant, "\x1f", request_id);
@@ -142,160 +40,7 @@ absl::string_view OutcomeLabel(JobState s) {
   }
 }
 
-weft::v1::NodeEventKind EventKindToProto(runtime::NodeEventKind kind) {
-  switch (kind) {
-    case runtime::NodeEventKind::kStarted:
-      return weft::v1::NODE_STARTED;
-    case runtime::NodeEventKind::kFinished:
-      return weft::v1::NODE_FINISHED;
-    case runtime::NodeEventKind::kFailed:
-      return weft::v1::NODE_FAILED;
-  }
-  return weft::v1::NODE_EVENT_KIND_UNSPECIFIED;
-}
-
 }  // namespace
-
-// ------------------------------------------------------------ job states --
-
-absl::string_view JobStateName(JobState state) {
-  switch (state) {
-    case JobState::kQueued:
-      return "QUEUED";
-    case JobState::kRunning:
-      return "RUNNING";
-    case JobState::kSucceeded:
-      return "SUCCEEDED";
-    case JobState::kFailed:
-      return "FAILED";
-    case JobState::kCancelled:
-      return "CANCELLED";
-  }
-  return "UNKNOWN";
-}
-
-bool IsTerminal(JobState state) {
-  return state == JobState::kSucceeded || state == JobState::kFailed ||
-         state == JobState::kCancelled;
-}
-
-weft::v1::JobState JobStateToProto(JobState state) {
-  switch (state) {
-    case JobState::kQueued:
-      return weft::v1::QUEUED;
-    case JobState::kRunning:
-      return weft::v1::RUNNING;
-    case JobState::kSucceeded:
-      return weft::v1::SUCCEEDED;
-    case JobState::kFailed:
-      return weft::v1::FAILED;
-    case JobState::kCancelled:
-      return weft::v1::CANCELLED;
-  }
-  return weft::v1::JOB_STATE_UNSPECIFIED;
-}
-
-absl::StatusOr<JobState> JobStateFromProto(weft::v1::JobState state) {
-  switch (state) {
-    case weft::v1::QUEUED:
-      return JobState::kQueued;
-    case weft::v1::RUNNING:
-      return JobState::kRunning;
-    case weft::v1::SUCCEEDED:
-      return JobState::kSucceeded;
-    case weft::v1::FAILED:
-      return JobState::kFailed;
-    case weft::v1::CANCELLED:
-      return JobState::kCancelled;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("state: not a job state: ", static_cast<int>(state)));
-  }
-}
-
-absl::Status CheckTransition(JobState from, JobState to) {
-  bool legal = false;
-  switch (from) {
-    case JobState::kQueued:
-      legal = to == JobState::kRunning || to == JobState::kCancelled ||
-              to == JobState::kFailed;
-      break;
-    case JobState::kRunning:
-      legal = IsTerminal(to);
-      break;
-    default:
-      legal = false;  // terminal states are final
-  }
-  if (legal) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "illegal job state transition ", JobStateName(from), " -> ",
-      JobStateName(to)));
-}
-
-// -------------------------------------------------------------- JobWatch --
-
-JobWatch::JobWatch(std::shared_ptr<JobRecord> job) : job_(std::move(job)) {
-  absl::MutexLock lock(&job_->mu);
-  ++job_->watchers;
-  // A job that is over is reported as it ended, without its history.
-  next_event_ = IsTerminal(job_->state) ? EventsEnd(*job_) : job_->events_base;
-}
-
-JobWatch::~JobWatch() {
-  ClearListener();
-  absl::MutexLock lock(&job_->mu);
-  --job_->watchers;
-  MaybeDropEvents(*job_);
-}
-
-void JobWatch::SetListener(std::function<void()> on_change) {
-  absl::MutexLock lock(&job_->mu);
-  if (!listener_) job_->listeners.push_back(&listener_);
-  listener_ = std::move(on_change);
-}
-
-void JobWatch::ClearListener() {
-  absl::MutexLock lock(&job_->mu);
-  if (!listener_) return;
-  std::vector<const std::function<void()>*>& all = job_->listeners;
-  all.erase(std::find(all.begin(), all.end(), &listener_));
-  listener_ = nullptr;
-}
-
-WatchUpdate JobWatch::Next(absl::Time deadline, int max_events) {
-  WatchUpdate update;
-  JobRecord& job = *job_;
-  absl::MutexLock lock(&job.mu);
-  if (first_) {
-    first_ = false;
-    seen_version_ = job.version;
-    update.job = Snapshot(job);
-    update.changed = true;
-    update.done = IsTerminal(job.state) && next_event_ >= EventsEnd(job);
-    return update;
-  }
-  auto ready = [this, &job]() {
-    job.mu.AssertHeld();
-    return job.version > seen_version_ || next_event_ < EventsEnd(job);
-  };
-  job.mu.AwaitWithDeadline(absl::Condition(&ready), deadline);
-  update.job = Snapshot(job);
-  if (!ready()) {
-    update.done = IsTerminal(job.state) && next_event_ >= EventsEnd(job);
-    return update;
-  }
-  next_event_ = std::max(next_event_, job.events_base);
-  const int64_t end =
-      std::min(EventsEnd(job), next_event_ + std::max(max_events, 1));
-  for (int64_t i = next_event_; i < end; ++i) {
-    update.events.push_back(job.events[i - job.events_base]);
-  }
-  next_event_ = end;
-  seen_version_ = job.version;
-  update.changed = true;
-  update.done = IsTerminal(job.state) && next_event_ >= EventsEnd(job);
-  return update;
-}
 
 // ------------------------------------------------------------ JobManager --
 
@@ -474,7 +219,7 @@ void JobManager::ReleaseOutputsLocked() {
   UpdateGaugesLocked();
 }
 
-std::optional<weft::v1::Job> JobManager::DuplicateLocked(
+std::optional<JobInfo> JobManager::DuplicateLocked(
     const JobSpec& spec) const {
   if (spec.request_id.empty()) return std::nullopt;
   auto it = request_ids_.find(RequestKey(spec.tenant, spec.request_id));
@@ -482,7 +227,7 @@ std::optional<weft::v1::Job> JobManager::DuplicateLocked(
   std::shared_ptr<JobRecord> original = FindLocked(it->second);
   if (original == nullptr) return std::nullopt;
   absl::MutexLock job_lock(&original->mu);
-  return Snapshot(*original);
+  return original->Snapshot();
 }
 
 absl::Duration JobManager::RetryDelayLocked(int turns) const {
@@ -536,7 +281,7 @@ std::vector<int> JobManager::BusyStreams(int num_devices) const {
   return busy;
 }
 
-absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
+absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   if (spec.graph == nullptr) {
     return absl::InvalidArgumentError("graph: missing");
   }
@@ -545,7 +290,7 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
     // graphs it will turn away.
     absl::MutexLock lock(&mu_);
     EvictLocked(Now());
-    if (std::optional<weft::v1::Job> original = DuplicateLocked(spec)) {
+    if (std::optional<JobInfo> original = DuplicateLocked(spec)) {
       return *std::move(original);
     }
     WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
@@ -563,36 +308,13 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
   if (metrics_ != nullptr) metrics_->ObservePlanning(absl::Now() - plan_start);
   if (!plan.ok()) return plan.status();
 
-  const absl::Time now = Now();
-  absl::MutexLock lock(&mu_);
-  // Everything may have changed while planning.
-  if (std::optional<weft::v1::Job> original = DuplicateLocked(spec)) {
-    return *std::move(original);
-  }
-  WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
-  if (absl::Now() >= spec.deadline) {
-    if (metrics_ != nullptr) {
-      metrics_->JobRejected("DEADLINE_EXCEEDED", spec.tenant);
-    }
-    return absl::DeadlineExceededError(
-        "the submission's deadline passed before it was admitted; no job was "
-        "created");
-  }
-  if (spec.cancelled && spec.cancelled()) {
-    if (metrics_ != nullptr) metrics_->JobRejected("CANCELLED", spec.tenant);
-    return absl::CancelledError(
-        "the submission was cancelled before it was admitted; no job was "
-        "created");
-  }
-
+  // The record is built outside the lock: only naming, counting and
+  // queueing the job need it.
   auto job = std::make_shared<JobRecord>();
-  job->id = NewJobIdLocked();
   job->graph_name = spec.graph->name();
-  job->request_id = std::move(spec.request_id);
-  job->tenant = std::move(spec.tenant);
+  job->request_id = spec.request_id;
+  job->tenant = spec.tenant;
   job->priority = spec.priority;
-  job->seq = next_seq_++;
-  job->create_time = now;
   job->nodes_total = spec.graph->num_nodes();
   for (const scheduler::BufferSpec& b : spec.graph->buffers()) {
     if (b.output) job->output_names.push_back(b.name);
@@ -606,20 +328,50 @@ absl::StatusOr<weft::v1::Job> JobManager::Submit(JobSpec spec) {
         "it has ", job->nodes_total, " nodes, more than --trace_max_nodes=",
         trace_max_nodes_, " allows");
   }
-  weft::v1::Job snapshot;
   {
     absl::MutexLock job_lock(&job->mu);
     job->graph = std::move(spec.graph);
     job->plan = std::make_shared<const scheduler::Plan>(*std::move(plan));
-    snapshot = Snapshot(*job);
   }
-  jobs_[job->id] = job;
-  if (!job->request_id.empty()) {
-    request_ids_[RequestKey(job->tenant, job->request_id)] = job->id;
+
+  JobInfo snapshot;
+  {
+    absl::MutexLock lock(&mu_);
+    // Everything may have changed while planning.
+    if (std::optional<JobInfo> original = DuplicateLocked(spec)) {
+      return *std::move(original);
+    }
+    WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
+    if (absl::Now() >= spec.deadline) {
+      if (metrics_ != nullptr) {
+        metrics_->JobRejected("DEADLINE_EXCEEDED", spec.tenant);
+      }
+      return absl::DeadlineExceededError(
+          "the submission's deadline passed before it was admitted; no job "
+          "was created");
+    }
+    if (spec.cancelled && spec.cancelled()) {
+      if (metrics_ != nullptr) metrics_->JobRejected("CANCELLED", spec.tenant);
+      return absl::CancelledError(
+          "the submission was cancelled before it was admitted; no job was "
+          "created");
+    }
+    // Set before the job is published; constant from then on.
+    job->id = NewJobIdLocked();
+    job->seq = next_seq_++;
+    job->create_time = Now();
+    {
+      absl::MutexLock job_lock(&job->mu);
+      snapshot = job->Snapshot();  // as admitted: QUEUED
+    }
+    jobs_[job->id] = job;
+    if (!job->request_id.empty()) {
+      request_ids_[RequestKey(job->tenant, job->request_id)] = job->id;
+    }
+    EnqueueLocked(job);
+    UpdateGaugesLocked();
   }
-  EnqueueLocked(job);
   if (metrics_ != nullptr) metrics_->JobSubmitted(job->tenant);
-  UpdateGaugesLocked();
   return snapshot;
 }
 
@@ -638,15 +390,15 @@ std::shared_ptr<JobRecord> JobManager::PopNextLocked() {
   return FindLocked(next->id);
 }
 
-absl::StatusOr<weft::v1::Job> JobManager::Get(absl::string_view id) {
+absl::StatusOr<JobInfo> JobManager::Get(absl::string_view id) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   absl::MutexLock lock(&job->mu);
-  return Snapshot(*job);
+  return job->Snapshot();
 }
 
-absl::StatusOr<weft::v1::Job> JobManager::Cancel(absl::string_view id) {
+absl::StatusOr<JobInfo> JobManager::Cancel(absl::string_view id) {
   std::optional<uint64_t> run;
-  weft::v1::Job snapshot;
+  JobInfo snapshot;
   {
     absl::MutexLock lock(&mu_);
     EvictLocked(Now());
@@ -673,14 +425,14 @@ absl::StatusOr<weft::v1::Job> JobManager::Cancel(absl::string_view id) {
           "job ", job->id, " is ", JobStateName(job->state),
           " and can no longer be cancelled (", s.message(), ")"));
     }
-    snapshot = Snapshot(*job);
+    snapshot = job->Snapshot();
   }
   // Outside every lock: the executor calls back into this object.
   if (run) executor_->Cancel(*run);
   return snapshot;
 }
 
-absl::StatusOr<weft::v1::Job> JobManager::WaitUntilTerminal(
+absl::StatusOr<JobInfo> JobManager::WaitUntilTerminal(
     absl::string_view id, absl::Time deadline) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   JobRecord& r = *job;
@@ -690,19 +442,19 @@ absl::StatusOr<weft::v1::Job> JobManager::WaitUntilTerminal(
     return IsTerminal(r.state);
   };
   r.mu.AwaitWithDeadline(absl::Condition(&terminal), deadline);
-  return Snapshot(r);
+  return r.Snapshot();
 }
 
-std::vector<weft::v1::Job> JobManager::List(std::optional<JobState> state,
+std::vector<JobInfo> JobManager::List(std::optional<JobState> state,
                                             int limit) {
-  std::vector<std::pair<uint64_t, weft::v1::Job>> found;
+  std::vector<std::pair<uint64_t, JobInfo>> found;
   {
     absl::MutexLock lock(&mu_);
     EvictLocked(Now());
     for (const auto& [id, job] : jobs_) {
       absl::MutexLock job_lock(&job->mu);
       if (state && job->state != *state) continue;
-      found.emplace_back(job->seq, Snapshot(*job));
+      found.emplace_back(job->seq, job->Snapshot());
     }
   }
   std::sort(found.begin(), found.end(),
@@ -711,7 +463,7 @@ std::vector<weft::v1::Job> JobManager::List(std::optional<JobState> state,
   if (limit > 0 && found.size() > static_cast<size_t>(limit)) {
     first = found.size() - limit;
   }
-  std::vector<weft::v1::Job> jobs;
+  std::vector<JobInfo> jobs;
   jobs.reserve(found.size() - first);
   for (size_t i = first; i < found.size(); ++i) {
     jobs.push_back(std::move(found[i].second));
@@ -928,9 +680,8 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->end_time = now;
     job->graph.reset();
     job->plan.reset();
-    ++job->version;
-    NotifyListeners(*job);
-    MaybeDropEvents(*job);
+    job->Changed();
+    job->MaybeDropEvents();
   }
   if (started) {
     mean_run_time_ = mean_run_time_ == absl::ZeroDuration()
@@ -987,8 +738,7 @@ void JobManager::DispatchLoop() {
         absl::MutexLock job_lock(&job->mu);
         job->state = JobState::kRunning;
         job->start_time = now;
-        ++job->version;
-        NotifyListeners(*job);
+        job->Changed();
       }
       if (metrics_ != nullptr) metrics_->ObserveQueueWait(now - job->create_time);
       UpdateGaugesLocked();
@@ -1045,20 +795,19 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
                                        const absl::Status& status) {
     if (node < 0 || node >= ctx->graph->num_nodes()) return;
     const scheduler::NodeSpec& spec = ctx->graph->node(node);
-    weft::v1::NodeEvent event;
-    event.set_node(spec.name);
-    event.set_kind(EventKindToProto(kind));
-    event.set_device(ctx->device[node]);
-    event.set_stream(ctx->stream[node]);
-    SetTimestamp(Now(), event.mutable_time());
-    if (!status.ok()) event.set_message(status.ToString());
+    NodeEventInfo event;
+    event.node = spec.name;
+    event.kind = kind;
+    event.device = ctx->device[node];
+    event.stream = ctx->stream[node];
+    event.time = Now();
+    if (!status.ok()) event.message = status.ToString();
     {
       absl::MutexLock lock(&job->mu);
       if (IsTerminal(job->state)) return;
       if (kind == runtime::NodeEventKind::kFinished) ++job->nodes_done;
       job->events.push_back(std::move(event));
-      ++job->version;
-      NotifyListeners(*job);
+      job->Changed();
     }
     if (metrics_ != nullptr && kind == runtime::NodeEventKind::kFinished) {
       metrics_->NodeExecuted(spec.op, ctx->device[node]);

@@ -1,16 +1,10 @@
 // The job manager: admission, ordering, dispatch, cancellation and retention
 // of jobs.
 //
-// A job is one submitted graph. Its lifecycle:
-//
-//   (admission) -> QUEUED -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
-//                  QUEUED -> CANCELLED   (cancelled, or the daemon shut down)
-//                  QUEUED -> FAILED      (reserved: dispatch-time failures
-//                                         before any device work)
-//
-// No other move is legal (CheckTransition answers FAILED_PRECONDITION), and
-// every accepted job reaches exactly one terminal state. A submission that
-// is rejected never becomes a job.
+// A job is one submitted graph; its states are job_state.h's, and every
+// accepted job reaches exactly one terminal state. A submission that is
+// rejected never becomes a job. The manager answers with plain values
+// (job_info.h); the service converts them to the wire (job_proto.h).
 //
 // Admission (Submit): the caller hands in a built, validated
 // scheduler::Graph. Submit plans it right away (scheduler::PlanGraph, on the
@@ -86,23 +80,13 @@
 #include "runtime/executor.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
+#include "server/job_info.h"
 #include "server/job_queue.h"
+#include "server/job_state.h"
+#include "server/job_watch.h"
 #include "server/metrics.h"
-#include "weft/v1/weft.pb.h"
 
 namespace weft::server {
-
-enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
-
-// "QUEUED", "RUNNING", ... (the weft.v1.JobState names).
-absl::string_view JobStateName(JobState state);
-bool IsTerminal(JobState state);
-weft::v1::JobState JobStateToProto(JobState state);
-// INVALID_ARGUMENT for JOB_STATE_UNSPECIFIED and unknown values.
-absl::StatusOr<JobState> JobStateFromProto(weft::v1::JobState state);
-// OK when `from -> to` is a legal move of the lifecycle above, else
-// FAILED_PRECONDITION naming both states.
-absl::Status CheckTransition(JobState from, JobState to);
 
 // A job as submitted: a validated graph and how to plan it.
 struct JobSpec {
@@ -125,59 +109,7 @@ struct JobSpec {
   std::function<bool()> cancelled;
 };
 
-// An output buffer of a finished job. `data` is shared, never copied.
-struct OutputBuffer {
-  scheduler::DType dtype = scheduler::DType::kBytes;
-  std::shared_ptr<const std::string> data;
-};
-
-// One step of a watch.
-struct WatchUpdate {
-  weft::v1::Job job;                         // the job now
-  std::vector<weft::v1::NodeEvent> events;   // node events since last step
-  bool changed = false;  // false: the deadline passed with nothing new
-  bool done = false;     // the job is terminal and every event was returned
-};
-
-struct JobRecord;  // internal, defined in job_manager.cc
-class JobManager;
-
-// A watcher's cursor over one job. Obtained from JobManager::Watch.
-// Not thread-safe (one watcher uses it); may outlive the job's retention.
-class JobWatch {
- public:
-  ~JobWatch();
-  JobWatch(const JobWatch&) = delete;
-  JobWatch& operator=(const JobWatch&) = delete;
-
-  // The first call returns the job at once with no events. Later calls block
-  // until there are new events or a state change, or until `deadline`
-  // (then `changed` is false). At most `max_events` events are returned per
-  // call; the rest come with the next calls, which then do not block.
-  WatchUpdate Next(absl::Time deadline, int max_events = 4096);
-
-  // Calls `on_change` after every change Next would report (node events, a
-  // state change), until ClearListener or destruction; replaces an earlier
-  // listener. It runs on the thread making the change while the job's lock
-  // is held: it must be quick and must not call into any JobWatch or the
-  // JobManager (hand the work to another thread). Changes before the call
-  // are not announced; Next reports them. Set/ClearListener may run while
-  // another thread is in Next.
-  void SetListener(std::function<void()> on_change);
-  // After it returns, the listener is not running and will not run again.
-  void ClearListener();
-
- private:
-  friend class JobManager;
-  explicit JobWatch(std::shared_ptr<JobRecord> job);
-
-  const std::shared_ptr<JobRecord> job_;
-  // Read by other threads under the job's lock (JobRecord::listeners).
-  std::function<void()> listener_;
-  bool first_ = true;
-  int64_t seen_version_ = -1;
-  int64_t next_event_ = 0;  // absolute index into the job's event log
-};
+struct JobRecord;  // job_record.h
 
 // Thread-safe.
 class JobManager {
@@ -222,26 +154,26 @@ class JobManager {
 
   // Admits a job (see the header comment). Returns the job as admitted, or
   // the original job for a repeated request_id.
-  absl::StatusOr<weft::v1::Job> Submit(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<JobInfo> Submit(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND (naming the id) for unknown or no longer retained jobs.
-  absl::StatusOr<weft::v1::Job> Get(absl::string_view id)
+  absl::StatusOr<JobInfo> Get(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Requests cancellation (see the header comment) and returns the job
   // without waiting for a running job to drain; use WaitUntilTerminal.
-  absl::StatusOr<weft::v1::Job> Cancel(absl::string_view id)
+  absl::StatusOr<JobInfo> Cancel(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until the job is terminal or `deadline`; returns the job as it
   // is then.
-  absl::StatusOr<weft::v1::Job> WaitUntilTerminal(absl::string_view id,
+  absl::StatusOr<JobInfo> WaitUntilTerminal(absl::string_view id,
                                                   absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Jobs in submission order, only those in `state` when given. With
   // `limit` > 0, only the `limit` most recently submitted of them.
-  std::vector<weft::v1::Job> List(std::optional<JobState> state, int limit)
+  std::vector<JobInfo> List(std::optional<JobState> state, int limit)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND for unknown jobs.
@@ -290,7 +222,7 @@ class JobManager {
   absl::StatusOr<std::shared_ptr<JobRecord>> Find(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The original job of a retained (tenant, request_id), if any.
-  std::optional<weft::v1::Job> DuplicateLocked(const JobSpec& spec) const
+  std::optional<JobInfo> DuplicateLocked(const JobSpec& spec) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when a job of `spec` may be queued now; otherwise the rejection
   // (UNAVAILABLE, RESOURCE_EXHAUSTED with a retry hint), counted in metrics.

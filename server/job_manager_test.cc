@@ -23,6 +23,7 @@
 #include "runtime/executor.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/graph_builder.h"
+#include "server/job_proto.h"
 #include "server/metrics.h"
 #include "server/retry_hint.h"
 
@@ -140,27 +141,27 @@ class JobManagerTest : public ::testing::Test {
   }
 
   std::string SubmitOk(const weft::v1::Graph& proto, int priority = 0) {
-    absl::StatusOr<weft::v1::Job> job = jobs_->Submit(Spec(proto, priority));
+    absl::StatusOr<JobInfo> job = jobs_->Submit(Spec(proto, priority));
     EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? job->id() : "";
+    return job.ok() ? job->id : "";
   }
 
-  weft::v1::Job WaitTerminal(const std::string& id) {
-    absl::StatusOr<weft::v1::Job> job =
+  JobInfo WaitTerminal(const std::string& id) {
+    absl::StatusOr<JobInfo> job =
         jobs_->WaitUntilTerminal(id, absl::Now() + absl::Seconds(20));
     EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? *job : weft::v1::Job();
+    return job.ok() ? *job : JobInfo();
   }
 
   // Follows the job's watch until it reaches `state`.
-  void WaitForState(const std::string& id, weft::v1::JobState state) {
+  void WaitForState(const std::string& id, JobState state) {
     auto watch = jobs_->Watch(id);
     ASSERT_TRUE(watch.ok()) << watch.status();
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
     while (absl::Now() < deadline) {
       WatchUpdate u = (*watch)->Next(deadline);
-      if (u.job.state() == state) return;
-      ASSERT_FALSE(u.done) << "job ended " << u.job.ShortDebugString();
+      if (u.job.state == state) return;
+      ASSERT_FALSE(u.done) << "job ended " << JobToProto(u.job).ShortDebugString();
     }
     FAIL() << "job " << id << " never reached " << state;
   }
@@ -169,11 +170,11 @@ class JobManagerTest : public ::testing::Test {
   std::vector<std::string> StartOrder(const std::vector<std::string>& ids) {
     std::vector<std::pair<int64_t, std::string>> starts;
     for (const std::string& id : ids) {
-      weft::v1::Job job = WaitTerminal(id);
-      EXPECT_EQ(job.state(), weft::v1::SUCCEEDED) << job.ShortDebugString();
-      starts.emplace_back(job.start_time().seconds() * 1'000'000'000LL +
-                              job.start_time().nanos(),
-                          job.graph_name());
+      JobInfo job = WaitTerminal(id);
+      EXPECT_EQ(job.state, JobState::kSucceeded) 
+          << JobToProto(job).ShortDebugString();
+      starts.emplace_back(absl::ToUnixNanos(*job.start_time),
+                          job.graph_name);
     }
     std::sort(starts.begin(), starts.end());
     std::vector<std::string> order;
@@ -185,9 +186,9 @@ class JobManagerTest : public ::testing::Test {
                        int priority = 0) {
     JobSpec spec = Spec(proto, priority);
     spec.tenant = tenant;
-    absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(spec));
+    absl::StatusOr<JobInfo> job = jobs_->Submit(std::move(spec));
     EXPECT_TRUE(job.ok()) << job.status();
-    return job.ok() ? job->id() : "";
+    return job.ok() ? job->id : "";
   }
 
   std::string Scrape() {
@@ -240,23 +241,23 @@ TEST_F(JobManagerTest, CreateRejectsBadOptions) {
 }
 
 TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
-  absl::StatusOr<weft::v1::Job> submitted = jobs_->Submit(Spec(AxpyGraph()));
+  absl::StatusOr<JobInfo> submitted = jobs_->Submit(Spec(AxpyGraph()));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  EXPECT_THAT(submitted->id(), ::testing::MatchesRegex("j-[0-9a-f]{16}"));
-  EXPECT_EQ(submitted->state(), weft::v1::QUEUED);
-  EXPECT_EQ(submitted->nodes_total(), 2);
-  EXPECT_EQ(submitted->graph_name(), "axpy");
-  EXPECT_THAT(submitted->output_buffers(), ElementsAre("y"));
+  EXPECT_THAT(submitted->id, ::testing::MatchesRegex("j-[0-9a-f]{16}"));
+  EXPECT_EQ(submitted->state, JobState::kQueued);
+  EXPECT_EQ(submitted->nodes_total, 2);
+  EXPECT_EQ(submitted->graph_name, "axpy");
+  EXPECT_THAT(submitted->output_buffers, ElementsAre("y"));
 
-  weft::v1::Job done = WaitTerminal(submitted->id());
-  EXPECT_EQ(done.state(), weft::v1::SUCCEEDED) << done.ShortDebugString();
-  EXPECT_EQ(done.nodes_done(), 2);
-  EXPECT_FALSE(done.has_error());
-  EXPECT_GT(done.create_time().seconds(), 0);
-  EXPECT_TRUE(done.has_start_time());
-  EXPECT_TRUE(done.has_end_time());
+  JobInfo done = WaitTerminal(submitted->id);
+  EXPECT_EQ(done.state, JobState::kSucceeded) << JobToProto(done).ShortDebugString();
+  EXPECT_EQ(done.nodes_done, 2);
+  EXPECT_TRUE(done.error.ok());
+  EXPECT_GT(absl::ToUnixSeconds(done.create_time), 0);
+  EXPECT_TRUE(done.start_time.has_value());
+  EXPECT_TRUE(done.end_time.has_value());
 
-  absl::StatusOr<OutputBuffer> y = jobs_->ReadOutput(done.id(), "y");
+  absl::StatusOr<OutputBuffer> y = jobs_->ReadOutput(done.id, "y");
   ASSERT_TRUE(y.ok()) << y.status();
   EXPECT_EQ(y->dtype, scheduler::DType::kFloat32);
   ASSERT_EQ(y->data->size(), 64u);
@@ -317,12 +318,12 @@ TEST_F(JobManagerTest, JobsArePlannedWithoutReasonsOrSimulation) {
   JobSpec spec = Spec(SpinChain("chain", 4, 5));
   ASSERT_TRUE(spec.planner_options.explain);
   ASSERT_TRUE(spec.planner_options.simulate);
-  absl::StatusOr<weft::v1::Job> submitted = (*jobs)->Submit(std::move(spec));
+  absl::StatusOr<JobInfo> submitted = (*jobs)->Submit(std::move(spec));
   ASSERT_TRUE(submitted.ok()) << submitted.status();
-  absl::StatusOr<weft::v1::Job> done = (*jobs)->WaitUntilTerminal(
-      submitted->id(), absl::Now() + absl::Seconds(20));
+  absl::StatusOr<JobInfo> done = (*jobs)->WaitUntilTerminal(
+      submitted->id, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state(), weft::v1::SUCCEEDED) << done->ShortDebugString();
+  EXPECT_EQ(done->state, JobState::kSucceeded) << JobToProto(*done).ShortDebugString();
 
   std::shared_ptr<const scheduler::Plan> plan = recording.last_plan();
   ASSERT_NE(plan, nullptr);
@@ -349,11 +350,11 @@ TEST_F(JobManagerTest, ReadOutputErrors) {
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(early.status().message(), HasSubstr("SUCCEEDED"));
   gate_.Notify();
-  EXPECT_EQ(WaitTerminal(gated).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(WaitTerminal(gated).state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, GetUnknownJobIsNotFoundNamingTheId) {
-  absl::StatusOr<weft::v1::Job> job = jobs_->Get("j-0000000000000000");
+  absl::StatusOr<JobInfo> job = jobs_->Get("j-0000000000000000");
   EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(job.status().message(), HasSubstr("j-0000000000000000"));
   EXPECT_EQ(jobs_->Cancel("j-x").status().code(), absl::StatusCode::kNotFound);
@@ -365,7 +366,7 @@ TEST_F(JobManagerTest, HigherPriorityRunsFirstThenFifo) {
   options.max_running_jobs = 1;
   Start(options);
   std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
-  WaitForState(blocker, weft::v1::RUNNING);
+  WaitForState(blocker, JobState::kRunning);
   std::string low = SubmitOk(SpinChain("low", 1, 1), 0);
   std::string high1 = SubmitOk(SpinChain("high1", 1, 1), 5);
   std::string mid = SubmitOk(SpinChain("mid", 1, 1), 1);
@@ -376,11 +377,10 @@ TEST_F(JobManagerTest, HigherPriorityRunsFirstThenFifo) {
 
   std::vector<std::pair<int64_t, std::string>> starts;
   for (const std::string& id : {low, high1, mid, high2}) {
-    weft::v1::Job job = WaitTerminal(id);
-    EXPECT_EQ(job.state(), weft::v1::SUCCEEDED);
-    starts.emplace_back(job.start_time().seconds() * 1'000'000'000LL +
-                            job.start_time().nanos(),
-                        job.graph_name());
+    JobInfo job = WaitTerminal(id);
+    EXPECT_EQ(job.state, JobState::kSucceeded);
+    starts.emplace_back(absl::ToUnixNanos(*job.start_time),
+                        job.graph_name);
   }
   std::sort(starts.begin(), starts.end());
   std::vector<std::string> order;
@@ -394,10 +394,10 @@ TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
   options.max_queued_jobs = 2;
   Start(options);
   std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
-  WaitForState(blocker, weft::v1::RUNNING);
+  WaitForState(blocker, JobState::kRunning);
   SubmitOk(SpinChain("a", 1, 1));
   SubmitOk(SpinChain("b", 1, 1));
-  absl::StatusOr<weft::v1::Job> rejected =
+  absl::StatusOr<JobInfo> rejected =
       jobs_->Submit(Spec(SpinChain("c", 1, 1)));
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rejected.status().message(), HasSubstr("queue is full"));
@@ -415,27 +415,27 @@ TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
 }
 
 TEST_F(JobManagerTest, RepeatedRequestIdReturnsTheOriginalJob) {
-  absl::StatusOr<weft::v1::Job> first =
+  absl::StatusOr<JobInfo> first =
       jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<weft::v1::Job> again =
+  absl::StatusOr<JobInfo> again =
       jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->id(), first->id());
-  EXPECT_EQ(again->request_id(), "req-1");
+  EXPECT_EQ(again->id, first->id);
+  EXPECT_EQ(again->request_id, "req-1");
 
   JobSpec other_tenant = Spec(AxpyGraph(), 0, "req-1");
   other_tenant.tenant = "team-b";
-  absl::StatusOr<weft::v1::Job> other = jobs_->Submit(std::move(other_tenant));
+  absl::StatusOr<JobInfo> other = jobs_->Submit(std::move(other_tenant));
   ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_NE(other->id(), first->id());
+  EXPECT_NE(other->id, first->id);
 
-  WaitTerminal(first->id());
-  absl::StatusOr<weft::v1::Job> after_done =
+  WaitTerminal(first->id);
+  absl::StatusOr<JobInfo> after_done =
       jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
   ASSERT_TRUE(after_done.ok());
-  EXPECT_EQ(after_done->id(), first->id());
-  EXPECT_EQ(after_done->state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(after_done->id, first->id);
+  EXPECT_EQ(after_done->state, JobState::kSucceeded);
   EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 1"));
   EXPECT_THAT(Scrape(),
               HasSubstr("weft_jobs_submitted_total{tenant=\"team-b\"} 1"));
@@ -447,42 +447,41 @@ TEST_F(JobManagerTest, CancelQueuedJob) {
   Start(options);
   std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
   std::string queued = SubmitOk(AxpyGraph());
-  WaitForState(blocker, weft::v1::RUNNING);
-  absl::StatusOr<weft::v1::Job> cancelled = jobs_->Cancel(queued);
+  WaitForState(blocker, JobState::kRunning);
+  absl::StatusOr<JobInfo> cancelled = jobs_->Cancel(queued);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
-  EXPECT_EQ(cancelled->state(), weft::v1::CANCELLED);
-  EXPECT_EQ(cancelled->error().code(),
-            static_cast<int>(absl::StatusCode::kCancelled));
-  EXPECT_THAT(cancelled->error().message(), HasSubstr("cancelled"));
-  EXPECT_FALSE(cancelled->has_start_time());
+  EXPECT_EQ(cancelled->state, JobState::kCancelled);
+  EXPECT_EQ(cancelled->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(cancelled->error.message(), HasSubstr("cancelled"));
+  EXPECT_FALSE(cancelled->start_time.has_value());
   EXPECT_EQ(jobs_->queued(), 0);
 
   // Cancelling again is a no-op.
-  absl::StatusOr<weft::v1::Job> again = jobs_->Cancel(queued);
+  absl::StatusOr<JobInfo> again = jobs_->Cancel(queued);
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->state(), weft::v1::CANCELLED);
+  EXPECT_EQ(again->state, JobState::kCancelled);
 
   gate_.Notify();
-  EXPECT_EQ(WaitTerminal(blocker).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(WaitTerminal(blocker).state, JobState::kSucceeded);
   EXPECT_THAT(Scrape(), HasSubstr(
                             "weft_jobs_total{outcome=\"cancelled\",tenant=\"\"} 1"));
 }
 
 TEST_F(JobManagerTest, CancelRunningJob) {
   std::string id = SubmitOk(SpinChain("long", 200, 5000));
-  WaitForState(id, weft::v1::RUNNING);
-  absl::StatusOr<weft::v1::Job> requested = jobs_->Cancel(id);
+  WaitForState(id, JobState::kRunning);
+  absl::StatusOr<JobInfo> requested = jobs_->Cancel(id);
   ASSERT_TRUE(requested.ok()) << requested.status();
-  weft::v1::Job done = WaitTerminal(id);
-  EXPECT_EQ(done.state(), weft::v1::CANCELLED) << done.ShortDebugString();
-  EXPECT_EQ(done.error().code(), static_cast<int>(absl::StatusCode::kCancelled));
+  JobInfo done = WaitTerminal(id);
+  EXPECT_EQ(done.state, JobState::kCancelled) << JobToProto(done).ShortDebugString();
+  EXPECT_EQ(done.error.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(jobs_->running(), 0);
 }
 
 TEST_F(JobManagerTest, CancelFinishedJobIsFailedPrecondition) {
   std::string id = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
-  absl::StatusOr<weft::v1::Job> cancelled = jobs_->Cancel(id);
+  ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
+  absl::StatusOr<JobInfo> cancelled = jobs_->Cancel(id);
   EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(cancelled.status().message(), HasSubstr("SUCCEEDED"));
   EXPECT_THAT(cancelled.status().message(), HasSubstr(id));
@@ -492,11 +491,11 @@ TEST_F(JobManagerTest, FailingNodeFailsTheJobAndIsNamed) {
   weft::v1::Graph g = SpinChain("failing", 3, 1);
   g.mutable_nodes(1)->mutable_cost()->set_estimated_us(kFailUs);
   std::string id = SubmitOk(g);
-  weft::v1::Job done = WaitTerminal(id);
-  EXPECT_EQ(done.state(), weft::v1::FAILED);
-  EXPECT_EQ(done.error().node(), "s1");
-  EXPECT_THAT(done.error().message(), HasSubstr("injected fault"));
-  EXPECT_NE(done.error().code(), 0);
+  JobInfo done = WaitTerminal(id);
+  EXPECT_EQ(done.state, JobState::kFailed);
+  EXPECT_EQ(done.failed_node, "s1");
+  EXPECT_THAT(done.error.message(), HasSubstr("injected fault"));
+  EXPECT_FALSE(done.error.ok());
   absl::StatusOr<OutputBuffer> out = jobs_->ReadOutput(id, "b");
   EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(out.status().message(), HasSubstr("FAILED"));
@@ -512,7 +511,7 @@ TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
   ASSERT_TRUE(watch.ok()) << watch.status();
   WatchUpdate first = (*watch)->Next(absl::Now());
   EXPECT_TRUE(first.changed);
-  EXPECT_EQ(first.job.state(), weft::v1::QUEUED);
+  EXPECT_EQ(first.job.state, JobState::kQueued);
   EXPECT_TRUE(first.events.empty());
   EXPECT_FALSE(first.done);
   // Nothing happens while the blocker holds the only slot.
@@ -521,22 +520,23 @@ TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
   gate_.Notify();
 
   std::vector<std::string> events;
-  std::vector<weft::v1::JobState> states;
+  std::vector<JobState> states;
   WatchUpdate u;
   const absl::Time deadline = absl::Now() + absl::Seconds(20);
   do {
     u = (*watch)->Next(deadline);
     ASSERT_TRUE(u.changed) << "watch timed out";
-    states.push_back(u.job.state());
-    for (const weft::v1::NodeEvent& e : u.events) {
-      events.push_back(
-          absl::StrCat(e.node(), ":", weft::v1::NodeEventKind_Name(e.kind())));
-      EXPECT_GE(e.device(), 0);
-      EXPECT_GE(e.stream(), 0);
+    states.push_back(u.job.state);
+    for (const NodeEventInfo& e : u.events) {
+      events.push_back(absl::StrCat(
+          e.node, ":",
+          weft::v1::NodeEventKind_Name(NodeEventToProto(e).kind())));
+      EXPECT_GE(e.device, 0);
+      EXPECT_GE(e.stream, 0);
     }
   } while (!u.done);
-  EXPECT_EQ(u.job.state(), weft::v1::SUCCEEDED);
-  EXPECT_EQ(u.job.nodes_done(), 3);
+  EXPECT_EQ(u.job.state, JobState::kSucceeded);
+  EXPECT_EQ(u.job.nodes_done, 3);
   // STARTED means issued to a stream, so issue can run ahead of completion;
   // per node STARTED comes first, and the chain finishes in order.
   ASSERT_EQ(events.size(), 6u);
@@ -551,7 +551,7 @@ TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
     }
   }
   EXPECT_THAT(finished, ElementsAre("s0", "s1", "s2"));
-  EXPECT_THAT(states, ::testing::Contains(weft::v1::RUNNING));
+  EXPECT_THAT(states, ::testing::Contains(JobState::kRunning));
 }
 
 TEST_F(JobManagerTest, WatchOfFinishedJobReturnsOnlyTheJob) {
@@ -562,27 +562,27 @@ TEST_F(JobManagerTest, WatchOfFinishedJobReturnsOnlyTheJob) {
   WatchUpdate u = (*watch)->Next(absl::Now());
   EXPECT_TRUE(u.done);
   EXPECT_TRUE(u.events.empty());
-  EXPECT_EQ(u.job.state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(u.job.state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, RetainsOnlyTheLastFinishedJobs) {
   JobManager::Options options;
   options.retain_jobs = 1;
   Start(options);
-  absl::StatusOr<weft::v1::Job> first =
+  absl::StatusOr<JobInfo> first =
       jobs_->Submit(Spec(AxpyGraph(), 0, "req-a"));
   ASSERT_TRUE(first.ok());
-  WaitTerminal(first->id());
+  WaitTerminal(first->id);
   std::string second = SubmitOk(AxpyGraph());
   WaitTerminal(second);
-  EXPECT_EQ(jobs_->Get(first->id()).status().code(),
+  EXPECT_EQ(jobs_->Get(first->id).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_TRUE(jobs_->Get(second).ok());
   // The request id was released with the job.
-  absl::StatusOr<weft::v1::Job> resubmitted =
+  absl::StatusOr<JobInfo> resubmitted =
       jobs_->Submit(Spec(AxpyGraph(), 0, "req-a"));
   ASSERT_TRUE(resubmitted.ok());
-  EXPECT_NE(resubmitted->id(), first->id());
+  EXPECT_NE(resubmitted->id, first->id);
 }
 
 TEST_F(JobManagerTest, ListFiltersByStateInSubmissionOrder) {
@@ -592,27 +592,27 @@ TEST_F(JobManagerTest, ListFiltersByStateInSubmissionOrder) {
   std::string a = SubmitOk(AxpyGraph());
   WaitTerminal(a);
   std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
-  WaitForState(blocker, weft::v1::RUNNING);
+  WaitForState(blocker, JobState::kRunning);
   std::string q1 = SubmitOk(SpinChain("q1", 1, 1));
   std::string q2 = SubmitOk(SpinChain("q2", 1, 1));
 
   std::vector<std::string> all;
-  for (const auto& j : jobs_->List(std::nullopt, 0)) all.push_back(j.id());
+  for (const auto& j : jobs_->List(std::nullopt, 0)) all.push_back(j.id);
   EXPECT_THAT(all, ElementsAre(a, blocker, q1, q2));
   std::vector<std::string> queued;
   for (const auto& j : jobs_->List(JobState::kQueued, 0)) {
-    queued.push_back(j.id());
+    queued.push_back(j.id);
   }
   EXPECT_THAT(queued, ElementsAre(q1, q2));
   std::vector<std::string> last;
-  for (const auto& j : jobs_->List(std::nullopt, 2)) last.push_back(j.id());
+  for (const auto& j : jobs_->List(std::nullopt, 2)) last.push_back(j.id);
   EXPECT_THAT(last, ElementsAre(q1, q2));
   gate_.Notify();
 }
 
 TEST_F(JobManagerTest, StopAcceptingAnswersUnavailable) {
   jobs_->StopAccepting();
-  absl::StatusOr<weft::v1::Job> job = jobs_->Submit(Spec(AxpyGraph()));
+  absl::StatusOr<JobInfo> job = jobs_->Submit(Spec(AxpyGraph()));
   EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(job.status().message(), HasSubstr("shutting down"));
 }
@@ -622,9 +622,9 @@ TEST_F(JobManagerTest, InjectedClockStampsJobs) {
   options.clock = [] { return absl::FromUnixSeconds(1'700'000'000); };
   Start(options);
   std::string id = SubmitOk(AxpyGraph());
-  weft::v1::Job done = WaitTerminal(id);
-  EXPECT_EQ(done.create_time().seconds(), 1'700'000'000);
-  EXPECT_EQ(done.end_time().seconds(), 1'700'000'000);
+  JobInfo done = WaitTerminal(id);
+  EXPECT_EQ(absl::ToUnixSeconds(done.create_time), 1'700'000'000);
+  EXPECT_EQ(absl::ToUnixSeconds(*done.end_time), 1'700'000'000);
 }
 
 TEST_F(JobManagerTest, TenantsTakeTurnsBeforePriority) {
@@ -632,7 +632,7 @@ TEST_F(JobManagerTest, TenantsTakeTurnsBeforePriority) {
   options.max_running_jobs = 1;
   Start(options);
   std::string blocker = SubmitAs("a", SpinChain("blocker", 1, kGateUs));
-  WaitForState(blocker, weft::v1::RUNNING);
+  WaitForState(blocker, JobState::kRunning);
   // Tenant a floods the queue first; b and c arrive later with fewer jobs.
   std::vector<std::string> ids;
   for (int i = 1; i <= 4; ++i) {
@@ -654,7 +654,7 @@ TEST_F(JobManagerTest, ALateTenantIsNotStarvedByABacklog) {
   options.max_running_jobs = 1;
   Start(options);
   std::string blocker = SubmitAs("bulk", SpinChain("blocker", 1, kGateUs));
-  WaitForState(blocker, weft::v1::RUNNING);
+  WaitForState(blocker, JobState::kRunning);
   std::vector<std::string> ids;
   for (int i = 0; i < 30; ++i) {
     ids.push_back(SubmitAs("bulk", SpinChain(absl::StrCat("bulk", i), 1, 1)));
@@ -675,12 +675,12 @@ TEST_F(JobManagerTest, PerTenantQueueBound) {
   options.max_queued_per_tenant = 2;
   Start(options);
   std::string blocker = SubmitAs("a", SpinChain("blocker", 1, kGateUs));
-  WaitForState(blocker, weft::v1::RUNNING);
+  WaitForState(blocker, JobState::kRunning);
   SubmitAs("a", SpinChain("a1", 1, 1));
   SubmitAs("a", SpinChain("a2", 1, 1));
   JobSpec third = Spec(SpinChain("a3", 1, 1));
   third.tenant = "a";
-  absl::StatusOr<weft::v1::Job> rejected = jobs_->Submit(std::move(third));
+  absl::StatusOr<JobInfo> rejected = jobs_->Submit(std::move(third));
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rejected.status().message(),
               HasSubstr("tenant 'a' has 2 jobs queued"));
@@ -699,7 +699,7 @@ TEST_F(JobManagerTest, PlanningErrorsRejectTheSubmission) {
   g.mutable_nodes(1)->set_stream_label("io");
   JobSpec spec = Spec(g);
   spec.planner_options.stream_mode = scheduler::StreamMode::kSingle;
-  absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(spec));
+  absl::StatusOr<JobInfo> job = jobs_->Submit(std::move(spec));
   EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(job.status().message(), HasSubstr("graph.nodes[1].stream_label"));
   EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
@@ -714,7 +714,7 @@ TEST_F(JobManagerTest, PlanningErrorsRejectTheSubmission) {
 TEST_F(JobManagerTest, SubmissionPastItsDeadlineOrCancelledCreatesNoJob) {
   JobSpec late = Spec(AxpyGraph(), 0, "late");
   late.deadline = absl::Now() - absl::Milliseconds(1);
-  absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(late));
+  absl::StatusOr<JobInfo> job = jobs_->Submit(std::move(late));
   EXPECT_EQ(job.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(job.status().message(), HasSubstr("no job was created"));
 
@@ -733,9 +733,9 @@ TEST_F(JobManagerTest, SubmissionPastItsDeadlineOrCancelledCreatesNoJob) {
                                   "EXCEEDED\",tenant=\"\"} 1"));
 
   // The request ids were not consumed.
-  absl::StatusOr<weft::v1::Job> retry = jobs_->Submit(Spec(AxpyGraph(), 0, "late"));
+  absl::StatusOr<JobInfo> retry = jobs_->Submit(Spec(AxpyGraph(), 0, "late"));
   ASSERT_TRUE(retry.ok()) << retry.status();
-  EXPECT_EQ(WaitTerminal(retry->id()).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(WaitTerminal(retry->id).state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, ConcurrentDuplicatesCreateExactlyOneJob) {
@@ -747,8 +747,8 @@ TEST_F(JobManagerTest, ConcurrentDuplicatesCreateExactlyOneJob) {
     threads.emplace_back([&, i] {
       JobSpec spec = Spec(AxpyGraph(), 0, "same-request");
       go.WaitForNotification();
-      absl::StatusOr<weft::v1::Job> job = jobs_->Submit(std::move(spec));
-      if (job.ok()) ids[i] = job->id();
+      absl::StatusOr<JobInfo> job = jobs_->Submit(std::move(spec));
+      if (job.ok()) ids[i] = job->id;
     });
   }
   go.Notify();
@@ -759,7 +759,7 @@ TEST_F(JobManagerTest, ConcurrentDuplicatesCreateExactlyOneJob) {
   }
   EXPECT_EQ(jobs_->List(std::nullopt, 0).size(), 1u);
   EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 1"));
-  EXPECT_EQ(WaitTerminal(ids[0]).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(WaitTerminal(ids[0]).state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, RetentionByTimeReleasesJobsAndRequestIds) {
@@ -768,25 +768,25 @@ TEST_F(JobManagerTest, RetentionByTimeReleasesJobsAndRequestIds) {
   options.retain_for = absl::Seconds(10);
   options.clock = [now] { return absl::FromUnixSeconds(now->load()); };
   Start(options);
-  absl::StatusOr<weft::v1::Job> job =
+  absl::StatusOr<JobInfo> job =
       jobs_->Submit(Spec(AxpyGraph(), 0, "kept-for-a-while"));
   ASSERT_TRUE(job.ok()) << job.status();
-  ASSERT_EQ(WaitTerminal(job->id()).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(job->id).state, JobState::kSucceeded);
 
   now->store(1'009);
-  EXPECT_TRUE(jobs_->Get(job->id()).ok());
-  EXPECT_TRUE(jobs_->ReadOutput(job->id(), "y").ok());
+  EXPECT_TRUE(jobs_->Get(job->id).ok());
+  EXPECT_TRUE(jobs_->ReadOutput(job->id, "y").ok());
   now->store(1'010);
-  absl::StatusOr<weft::v1::Job> gone = jobs_->Get(job->id());
+  absl::StatusOr<JobInfo> gone = jobs_->Get(job->id);
   EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(gone.status().message(), HasSubstr(job->id()));
-  EXPECT_EQ(jobs_->ReadOutput(job->id(), "y").status().code(),
+  EXPECT_THAT(gone.status().message(), HasSubstr(job->id));
+  EXPECT_EQ(jobs_->ReadOutput(job->id, "y").status().code(),
             absl::StatusCode::kNotFound);
-  absl::StatusOr<weft::v1::Job> again =
+  absl::StatusOr<JobInfo> again =
       jobs_->Submit(Spec(AxpyGraph(), 0, "kept-for-a-while"));
   ASSERT_TRUE(again.ok());
-  EXPECT_NE(again->id(), job->id());
-  WaitTerminal(again->id());
+  EXPECT_NE(again->id, job->id);
+  WaitTerminal(again->id);
 }
 
 TEST_F(JobManagerTest, ExpiredJobsAreReleasedWithoutFurtherCalls) {
@@ -809,16 +809,16 @@ TEST_F(JobManagerTest, ExpiredJobsAreReleasedWithoutFurtherCalls) {
 
 TEST_F(JobManagerTest, CancelRunningReportsTheJobs) {
   std::string id = SubmitOk(SpinChain("gated", 1, kGateUs));
-  WaitForState(id, weft::v1::RUNNING);
+  WaitForState(id, JobState::kRunning);
   std::vector<std::string> cancelled = jobs_->CancelRunning("drain over");
   EXPECT_THAT(cancelled, ElementsAre(id));
   gate_.Notify();
-  weft::v1::Job done = WaitTerminal(id);
+  JobInfo done = WaitTerminal(id);
   // The only node may have finished before the cancellation took hold.
-  if (done.state() == weft::v1::CANCELLED) {
-    EXPECT_THAT(done.error().message(), HasSubstr("drain over"));
+  if (done.state == JobState::kCancelled) {
+    EXPECT_THAT(done.error.message(), HasSubstr("drain over"));
   } else {
-    EXPECT_EQ(done.state(), weft::v1::SUCCEEDED);
+    EXPECT_EQ(done.state, JobState::kSucceeded);
   }
 }
 
@@ -836,7 +836,7 @@ int Count(const std::string& text, const std::string& needle) {
 
 TEST_F(JobManagerTest, TraceOfSucceededJobHasEveryNodeAndTheDownloads) {
   std::string id = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
   absl::StatusOr<std::string> json = jobs_->TraceJson(id);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_THAT(*json, HasSubstr(R"("traceEvents":[)"));
@@ -862,7 +862,7 @@ TEST_F(JobManagerTest, TraceOfFailedJobShowsTheWorkUpToTheFailure) {
   weft::v1::Graph g = SpinChain("failing", 3, 1);
   g.mutable_nodes(1)->mutable_cost()->set_estimated_us(kFailUs);
   std::string id = SubmitOk(g);
-  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::FAILED);
+  ASSERT_EQ(WaitTerminal(id).state, JobState::kFailed);
   absl::StatusOr<std::string> json = jobs_->TraceJson(id);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_THAT(*json, HasSubstr(R"("job":"failing")"));
@@ -872,7 +872,7 @@ TEST_F(JobManagerTest, TraceOfFailedJobShowsTheWorkUpToTheFailure) {
 
 TEST_F(JobManagerTest, TraceIsFailedPreconditionUntilTheJobHasFinished) {
   std::string id = SubmitOk(SpinChain("gated", 1, kGateUs));
-  WaitForState(id, weft::v1::RUNNING);
+  WaitForState(id, JobState::kRunning);
   absl::StatusOr<std::string> early = jobs_->TraceJson(id);
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(early.status().message(), HasSubstr(id));
@@ -880,7 +880,7 @@ TEST_F(JobManagerTest, TraceIsFailedPreconditionUntilTheJobHasFinished) {
   EXPECT_THAT(early.status().message(),
               HasSubstr("available once it has finished"));
   gate_.Notify();
-  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
   absl::StatusOr<std::string> late = jobs_->TraceJson(id);
   ASSERT_TRUE(late.ok()) << late.status();
   EXPECT_EQ(Count(*late, R"({"ph":"X","name":"s0","cat":"kernel")"), 1);
@@ -899,17 +899,17 @@ TEST_F(JobManagerTest, TraceOfCancelledJobs) {
   // Cancelled while running: what ran is traced.
   std::string running = SubmitOk(SpinChain("running", 2, kGateUs));
   std::string queued = SubmitOk(SpinChain("queued", 2, 1));
-  WaitForState(running, weft::v1::RUNNING);
+  WaitForState(running, JobState::kRunning);
   ASSERT_TRUE(jobs_->Cancel(queued).ok());
   ASSERT_TRUE(jobs_->Cancel(running).ok());
   gate_.Notify();
-  ASSERT_EQ(WaitTerminal(running).state(), weft::v1::CANCELLED);
+  ASSERT_EQ(WaitTerminal(running).state, JobState::kCancelled);
   absl::StatusOr<std::string> json = jobs_->TraceJson(running);
   ASSERT_TRUE(json.ok()) << json.status();
   EXPECT_EQ(Count(*json, R"({"ph":"X","name":"s0","cat":"kernel")"), 1)
       << *json;
   // Cancelled while queued: it ran nothing, so its trace is empty.
-  ASSERT_EQ(WaitTerminal(queued).state(), weft::v1::CANCELLED);
+  ASSERT_EQ(WaitTerminal(queued).state, JobState::kCancelled);
   absl::StatusOr<std::string> empty = jobs_->TraceJson(queued);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_THAT(*empty, HasSubstr(R"("job":"queued")"));
@@ -926,7 +926,7 @@ TEST_F(JobManagerTest, UntracedJobsSayWhyAndWhichFlag) {
   EXPECT_EQ(json.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(json.status().message(), HasSubstr(id));
   EXPECT_THAT(json.status().message(), HasSubstr("--trace_jobs=false"));
-  ASSERT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
   EXPECT_EQ(jobs_->TraceJson(id).status().code(),
             absl::StatusCode::kFailedPrecondition);
 
@@ -935,8 +935,8 @@ TEST_F(JobManagerTest, UntracedJobsSayWhyAndWhichFlag) {
   Start(small);
   std::string big = SubmitOk(SpinChain("big", 3, 1));
   std::string fits = SubmitOk(SpinChain("fits", 2, 1));
-  ASSERT_EQ(WaitTerminal(big).state(), weft::v1::SUCCEEDED);
-  ASSERT_EQ(WaitTerminal(fits).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(big).state, JobState::kSucceeded);
+  ASSERT_EQ(WaitTerminal(fits).state, JobState::kSucceeded);
   absl::StatusOr<std::string> too_big = jobs_->TraceJson(big);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(too_big.status().message(),
@@ -958,10 +958,10 @@ TEST_F(JobManagerTest, RetentionReleasesTheTrace) {
   options.retain_jobs = 1;
   Start(options);
   std::string first = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(first).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(first).state, JobState::kSucceeded);
   ASSERT_TRUE(jobs_->TraceJson(first).ok());
   std::string second = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(second).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(second).state, JobState::kSucceeded);
   EXPECT_EQ(jobs_->TraceJson(first).status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_TRUE(jobs_->TraceJson(second).ok());
@@ -972,12 +972,12 @@ TEST_F(JobManagerTest, RetentionInBytesReleasesTheOldestOutputsFirst) {
   options.retain_output_bytes = 100;  // one axpy output (64 bytes) fits
   Start(options);
   std::string first = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(first).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(first).state, JobState::kSucceeded);
   ASSERT_TRUE(jobs_->ReadOutput(first, "y").ok());
   std::string second = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(second).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(second).state, JobState::kSucceeded);
   // The first job stays visible; its outputs went to make room.
-  EXPECT_EQ(jobs_->Get(first)->state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(jobs_->Get(first)->state, JobState::kSucceeded);
   absl::StatusOr<OutputBuffer> released = jobs_->ReadOutput(first, "y");
   EXPECT_EQ(released.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(released.status().message(), HasSubstr("--retain_output_bytes"));
@@ -991,7 +991,7 @@ TEST_F(JobManagerTest, OutputsLargerThanTheRetentionBoundAreNotKept) {
   options.retain_output_bytes = 10;
   Start(options);
   std::string job = SubmitOk(AxpyGraph());
-  ASSERT_EQ(WaitTerminal(job).state(), weft::v1::SUCCEEDED);
+  ASSERT_EQ(WaitTerminal(job).state, JobState::kSucceeded);
   EXPECT_EQ(jobs_->ReadOutput(job, "y").status().code(),
             absl::StatusCode::kNotFound);
 }
@@ -1004,16 +1004,16 @@ TEST_F(JobManagerTest, ATenantNeverTakesEverySlot) {
   for (int i = 0; i < 4; ++i) {
     hog.push_back(SubmitAs("hog", SpinChain(absl::StrCat("hog", i), 1, kGateUs)));
   }
-  WaitForState(hog[0], weft::v1::RUNNING);
-  WaitForState(hog[1], weft::v1::RUNNING);
+  WaitForState(hog[0], JobState::kRunning);
+  WaitForState(hog[1], JobState::kRunning);
   // A slot is free, but it is kept for other tenants.
   absl::SleepFor(absl::Milliseconds(50));
-  EXPECT_EQ(jobs_->Get(hog[2])->state(), weft::v1::QUEUED);
+  EXPECT_EQ(jobs_->Get(hog[2])->state, JobState::kQueued);
   std::string quiet = SubmitAs("quiet", SpinChain("quiet", 1, 1));
-  EXPECT_EQ(WaitTerminal(quiet).state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(WaitTerminal(quiet).state, JobState::kSucceeded);
   gate_.Notify();
   for (const std::string& id : hog) {
-    EXPECT_EQ(WaitTerminal(id).state(), weft::v1::SUCCEEDED);
+    EXPECT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
   }
 }
 

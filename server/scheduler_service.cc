@@ -19,6 +19,7 @@
 #include "scheduler/status_macros.h"
 #include "server/devices.h"
 #include "server/grpc_status.h"
+#include "server/job_proto.h"
 #include "server/retry_hint.h"
 
 namespace weft::server {
@@ -288,9 +289,9 @@ class WatchReactor final
       WatchUpdate update = watch_->Next(absl::InfinitePast());
       if (update.changed) {
         message_.Clear();
-        *message_.mutable_job() = std::move(update.job);
-        for (weft::v1::NodeEvent& event : update.events) {
-          *message_.add_node_events() = std::move(event);
+        *message_.mutable_job() = JobToProto(update.job);
+        for (const NodeEventInfo& event : update.events) {
+          *message_.add_node_events() = NodeEventToProto(event);
         }
         if (update.done) {
           StartWriteAndFinish(&message_, grpc::WriteOptions(),
@@ -413,9 +414,9 @@ grpc::Status SchedulerService::SubmitGraph(
   absl::StatusOr<PlanningLimiter::Lease> lease =
       planning_.TryAcquire(spec.graph->num_nodes());
   if (!lease.ok()) return Rejected(context, lease.status());
-  absl::StatusOr<weft::v1::Job> job = options_.jobs->Submit(std::move(spec));
+  absl::StatusOr<JobInfo> job = options_.jobs->Submit(std::move(spec));
   if (!job.ok()) return Rejected(context, job.status());
-  *response->mutable_job() = *std::move(job);
+  *response->mutable_job() = JobToProto(*job);
   return grpc::Status::OK;
 }
 
@@ -424,9 +425,9 @@ grpc::Status SchedulerService::GetJob(grpc::ServerContext* context,
                                       weft::v1::Job* response) {
   absl::Status valid = CheckJobId(request->job_id());
   if (!valid.ok()) return ToGrpcStatus(valid);
-  absl::StatusOr<weft::v1::Job> job = options_.jobs->Get(request->job_id());
+  absl::StatusOr<JobInfo> job = options_.jobs->Get(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = *std::move(job);
+  *response = JobToProto(*job);
   return grpc::Status::OK;
 }
 
@@ -462,18 +463,18 @@ grpc::Status SchedulerService::CancelJob(
     weft::v1::Job* response) {
   absl::Status valid = CheckJobId(request->job_id());
   if (!valid.ok()) return ToGrpcStatus(valid);
-  absl::StatusOr<weft::v1::Job> job = options_.jobs->Cancel(request->job_id());
+  absl::StatusOr<JobInfo> job = options_.jobs->Cancel(request->job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
-  if (job->state() == weft::v1::RUNNING) {
+  if (job->state == JobState::kRunning) {
     // Answer with the outcome when the run drains quickly, as it usually
     // does; otherwise with the job as it is (still RUNNING, cancelling).
     const absl::Time deadline =
         std::min(absl::Now() + options_.cancel_wait, DeadlineOf(*context));
-    absl::StatusOr<weft::v1::Job> after =
+    absl::StatusOr<JobInfo> after =
         options_.jobs->WaitUntilTerminal(request->job_id(), deadline);
     if (after.ok()) job = std::move(after);
   }
-  *response = *std::move(job);
+  *response = JobToProto(*job);
   return grpc::Status::OK;
 }
 
@@ -490,8 +491,8 @@ grpc::Status SchedulerService::ListJobs(
     if (!parsed.ok()) return ToGrpcStatus(parsed.status());
     state = *parsed;
   }
-  for (weft::v1::Job& job : options_.jobs->List(state, request->page_size())) {
-    *response->add_jobs() = std::move(job);
+  for (const JobInfo& job : options_.jobs->List(state, request->page_size())) {
+    *response->add_jobs() = JobToProto(job);
   }
   return grpc::Status::OK;
 }

@@ -650,21 +650,22 @@ TEST_F(SchedulerServiceTest, OutOfDeviceMemoryFailsOnlyThatJob) {
   big.set_name("big");
   big.mutable_buffers(0)->set_size_bytes(2 << 20);  // twice a device
   weft::v1::Job failed = Submit(big);
-  absl::StatusOr<weft::v1::Job> end =
+  absl::StatusOr<JobInfo> end =
       jobs_->WaitUntilTerminal(failed.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(end.ok()) << end.status();
-  EXPECT_EQ(end->state(), weft::v1::FAILED);
-  EXPECT_EQ(end->error().code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(end->error().message(),
+  EXPECT_EQ(end->state, JobState::kFailed);
+  EXPECT_EQ(end->error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(end->error.message()),
               HasSubstr("buffer 'b' (first used by node 's0' on device"));
-  EXPECT_THAT(end->error().message(), HasSubstr("requested 2097152 bytes"));
+  EXPECT_THAT(std::string(end->error.message()),
+              HasSubstr("requested 2097152 bytes"));
 
   // The service carries on; memory in use is what jobs hold, not what the
   // pools keep cached for the next job.
   weft::v1::Job next = Submit(AxpyGraph());
   end = jobs_->WaitUntilTerminal(next.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(end.ok()) << end.status();
-  EXPECT_EQ(end->state(), weft::v1::SUCCEEDED);
+  EXPECT_EQ(end->state, JobState::kSucceeded);
   grpc::ClientContext ctx;
   weft::v1::ListDevicesResponse devices;
   ASSERT_TRUE(
@@ -728,8 +729,8 @@ TEST_F(SchedulerServiceTest, RepeatedRequestIdReturnsSameJob) {
 TEST_F(SchedulerServiceTest, GetJobTraceStreamsTheTraceInChunks) {
   weft::v1::Job job = Submit(SpinGraph(40, 1));
   ASSERT_EQ(jobs_->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20))
-                ->state(),
-            weft::v1::SUCCEEDED);
+                ->state,
+            JobState::kSucceeded);
   std::vector<weft::v1::GetJobTraceResponse> chunks;
   grpc::Status s = TraceAll(job.id(), &chunks);
   ASSERT_TRUE(s.ok()) << s.error_message();

@@ -1,0 +1,58 @@
+// What the job manager tells about a job and its nodes: plain values, a
+// snapshot taken under the job's lock. The service turns them into
+// weft.v1 messages (job_proto.h); nothing below the service sees those.
+#ifndef WEFT_SERVER_JOB_INFO_H_
+#define WEFT_SERVER_JOB_INFO_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "runtime/executor.h"
+#include "scheduler/graph.h"
+#include "server/job_state.h"
+
+namespace weft::server {
+
+struct JobInfo {
+  std::string id;
+  std::string graph_name;
+  JobState state = JobState::kQueued;
+  // Why a FAILED or CANCELLED job ended (OK otherwise), and the node that
+  // failed, if one did.
+  absl::Status error;
+  std::string failed_node;
+  int64_t nodes_done = 0;
+  int64_t nodes_total = 0;
+  int32_t priority = 0;
+  std::string request_id;
+  std::string tenant;
+  absl::Time create_time;
+  std::optional<absl::Time> start_time;
+  std::optional<absl::Time> end_time;
+  std::vector<std::string> output_buffers;
+};
+
+// An output buffer of a finished job. `data` is shared, never copied.
+struct OutputBuffer {
+  scheduler::DType dtype = scheduler::DType::kBytes;
+  std::shared_ptr<const std::string> data;
+};
+
+// One node starting, finishing or failing.
+struct NodeEventInfo {
+  std::string node;
+  runtime::NodeEventKind kind = runtime::NodeEventKind::kStarted;
+  int device = -1;
+  int stream = -1;
+  absl::Time time;
+  std::string message;  // a failure's status; empty otherwise
+};
+
+}  // namespace weft::server
+
+#endif  // WEFT_SERVER_JOB_INFO_H_

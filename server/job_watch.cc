@@ -1,0 +1,74 @@
+#include "server/job_watch.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "server/job_record.h"
+
+namespace weft::server {
+
+JobWatch::JobWatch(std::shared_ptr<JobRecord> job) : job_(std::move(job)) {
+  absl::MutexLock lock(&job_->mu);
+  ++job_->watchers;
+  // A job that is over is reported as it ended, without its history.
+  next_event_ =
+      IsTerminal(job_->state) ? job_->EventsEnd() : job_->events_base;
+}
+
+JobWatch::~JobWatch() {
+  ClearListener();
+  absl::MutexLock lock(&job_->mu);
+  --job_->watchers;
+  job_->MaybeDropEvents();
+}
+
+void JobWatch::SetListener(std::function<void()> on_change) {
+  absl::MutexLock lock(&job_->mu);
+  if (!listener_) job_->listeners.push_back(&listener_);
+  listener_ = std::move(on_change);
+}
+
+void JobWatch::ClearListener() {
+  absl::MutexLock lock(&job_->mu);
+  if (!listener_) return;
+  std::vector<const std::function<void()>*>& all = job_->listeners;
+  all.erase(std::find(all.begin(), all.end(), &listener_));
+  listener_ = nullptr;
+}
+
+WatchUpdate JobWatch::Next(absl::Time deadline, int max_events) {
+  WatchUpdate update;
+  JobRecord& job = *job_;
+  absl::MutexLock lock(&job.mu);
+  if (first_) {
+    first_ = false;
+    seen_version_ = job.version;
+    update.job = job.Snapshot();
+    update.changed = true;
+    update.done = IsTerminal(job.state) && next_event_ >= job.EventsEnd();
+    return update;
+  }
+  auto ready = [this, &job]() {
+    job.mu.AssertHeld();
+    return job.version > seen_version_ || next_event_ < job.EventsEnd();
+  };
+  job.mu.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  update.job = job.Snapshot();
+  if (!ready()) {
+    update.done = IsTerminal(job.state) && next_event_ >= job.EventsEnd();
+    return update;
+  }
+  next_event_ = std::max(next_event_, job.events_base);
+  const int64_t end =
+      std::min(job.EventsEnd(), next_event_ + std::max(max_events, 1));
+  for (int64_t i = next_event_; i < end; ++i) {
+    update.events.push_back(job.events[i - job.events_base]);
+  }
+  next_event_ = end;
+  seen_version_ = job.version;
+  update.changed = true;
+  update.done = IsTerminal(job.state) && next_event_ >= job.EventsEnd();
+  return update;
+}
+
+}  // namespace weft::server

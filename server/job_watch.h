@@ -1,0 +1,67 @@
+// JobWatch: one watcher's cursor over one job (JobManager::Watch).
+//
+// It yields the job, then its node events and state changes, until the job
+// is terminal: the first Next returns the job at once with no events; later
+// calls return what happened since, at most `max_events` events each (the
+// rest come with the next calls, which then do not block). A watcher is
+// either woken by a listener (SetListener: the service's callback API,
+// nothing blocks) or blocks in Next with a deadline. A watch keeps its job's
+// event log alive, and may outlive the job's retention. Not thread-safe
+// (one watcher uses it), except as SetListener says.
+#ifndef WEFT_SERVER_JOB_WATCH_H_
+#define WEFT_SERVER_JOB_WATCH_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "server/job_info.h"
+
+namespace weft::server {
+
+struct JobRecord;  // job_record.h
+
+// One step of a watch.
+struct WatchUpdate {
+  JobInfo job;                        // the job now
+  std::vector<NodeEventInfo> events;  // node events since the last step
+  bool changed = false;  // false: the deadline passed with nothing new
+  bool done = false;     // the job is terminal and every event was returned
+};
+
+class JobWatch {
+ public:
+  explicit JobWatch(std::shared_ptr<JobRecord> job);
+  ~JobWatch();
+  JobWatch(const JobWatch&) = delete;
+  JobWatch& operator=(const JobWatch&) = delete;
+
+  // See the header comment; blocks until there is something new or
+  // `deadline` (then `changed` is false).
+  WatchUpdate Next(absl::Time deadline, int max_events = 4096);
+
+  // Calls `on_change` after every change Next would report (node events, a
+  // state change), until ClearListener or destruction; replaces an earlier
+  // listener. It runs on the thread making the change while the job's lock
+  // is held: it must be quick and must not call into any JobWatch or the
+  // JobManager (hand the work to another thread). Changes before the call
+  // are not announced; Next reports them. Set/ClearListener may run while
+  // another thread is in Next.
+  void SetListener(std::function<void()> on_change);
+  // After it returns, the listener is not running and will not run again.
+  void ClearListener();
+
+ private:
+  const std::shared_ptr<JobRecord> job_;
+  // Read by other threads under the job's lock (JobRecord::listeners).
+  std::function<void()> listener_;
+  bool first_ = true;
+  int64_t seen_version_ = -1;
+  int64_t next_event_ = 0;  // absolute index into the job's event log
+};
+
+}  // namespace weft::server
+
+#endif  // WEFT_SERVER_JOB_WATCH_H_
