@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/kernel_launch_builder.h"
 #include "runtime/ops/cpu_kernels.h"
+#include "runtime/ops/scalars.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
@@ -262,14 +263,8 @@ absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
       host_op.args.push_back(HostBufferArg{buffers_.HostData(use->buffer),
                                            spec.size_bytes, spec.dtype,
                                            use->access});
-    } else if (const auto* f = std::get_if<float>(&arg)) {
-      host_op.args.push_back(*f);
-    } else if (const auto* d = std::get_if<double>(&arg)) {
-      host_op.args.push_back(*d);
-    } else if (const auto* i = std::get_if<int32_t>(&arg)) {
-      host_op.args.push_back(*i);
-    } else if (const auto* l = std::get_if<int64_t>(&arg)) {
-      host_op.args.push_back(*l);
+    } else {
+      host_op.args.push_back(ConvertScalar<HostArg>(arg));
     }
   }
   // The callback fires once the inputs are in host memory; the gate holds

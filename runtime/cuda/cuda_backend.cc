@@ -31,6 +31,7 @@
 #include "runtime/device_graph.h"
 #include "runtime/cuda/module_cache.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/ops/scalars.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
@@ -39,39 +40,11 @@ namespace {
 using scheduler::DType;
 
 // ---------------------------------------------------------------------------
-// Scalar conversions, identical to the CPU reference kernels so that both
-// backends produce the same bits.
+// Scalar conversions are runtime/ops/scalars.h's, as in the CPU reference
+// kernels, so that both backends produce the same bits.
 
 bool IsScalar(const KernelArg& arg) {
   return !std::holds_alternative<DeviceBufferArg>(arg);
-}
-
-double ScalarAsDouble(const KernelArg& arg) {
-  if (const auto* v = std::get_if<float>(&arg)) return *v;
-  if (const auto* v = std::get_if<double>(&arg)) return *v;
-  if (const auto* v = std::get_if<int32_t>(&arg)) return *v;
-  if (const auto* v = std::get_if<int64_t>(&arg)) {
-    return static_cast<double>(*v);
-  }
-  return 0;
-}
-
-// Integral scalars convert exactly; floating ones truncate toward zero and
-// saturate (NaN becomes 0).
-int64_t ScalarAsInt64(const KernelArg& arg) {
-  if (const auto* v = std::get_if<int32_t>(&arg)) return *v;
-  if (const auto* v = std::get_if<int64_t>(&arg)) return *v;
-  const double d = ScalarAsDouble(arg);
-  if (std::isnan(d)) return 0;
-  if (d >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
-  if (d <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(d);
-}
-
-int32_t SaturateInt32(int64_t v) {
-  return static_cast<int32_t>(
-      std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
-                          std::numeric_limits<int32_t>::max()));
 }
 
 template <typename T>

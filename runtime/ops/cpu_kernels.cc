@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "runtime/ops/scalars.h"
 
 namespace weft::runtime {
 namespace {
@@ -67,36 +68,6 @@ absl::StatusOr<const HostBufferArg*> Float32At(absl::string_view op,
 
 bool IsScalar(const HostArg& arg) {
   return !std::holds_alternative<HostBufferArg>(arg);
-}
-
-double ScalarAsDouble(const HostArg& arg) {
-  if (const auto* v = std::get_if<float>(&arg)) return *v;
-  if (const auto* v = std::get_if<double>(&arg)) return *v;
-  if (const auto* v = std::get_if<int32_t>(&arg)) return *v;
-  if (const auto* v = std::get_if<int64_t>(&arg)) return static_cast<double>(*v);
-  return 0;
-}
-
-// Integer value of a scalar. Integral scalars convert exactly; floating
-// ones truncate toward zero and saturate (NaN becomes 0).
-int64_t ScalarAsInt64(const HostArg& arg) {
-  if (const auto* v = std::get_if<int32_t>(&arg)) return *v;
-  if (const auto* v = std::get_if<int64_t>(&arg)) return *v;
-  const double d = ScalarAsDouble(arg);
-  if (std::isnan(d)) return 0;
-  if (d >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
-  if (d <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
-  return static_cast<int64_t>(d);
-}
-
-int32_t SaturateInt32(int64_t v) {
-  if (v > std::numeric_limits<int32_t>::max()) {
-    return std::numeric_limits<int32_t>::max();
-  }
-  if (v < std::numeric_limits<int32_t>::min()) {
-    return std::numeric_limits<int32_t>::min();
-  }
-  return static_cast<int32_t>(v);
 }
 
 uint64_t Float32Count(const HostBufferArg& b) { return b.size_bytes / 4; }

@@ -23,9 +23,8 @@ void SimDeviceHealth::Lose(absl::Status error) {
 
 namespace {
 
-// The stream a worker runs now and the pool it belongs to.
+// The stream a worker runs now.
 thread_local const SimStream* tls_running_stream = nullptr;
-thread_local SimWorkerPool* tls_pool = nullptr;
 
 // Tells the calling thread's pool, if it is a worker, that it is about to
 // block.
@@ -34,188 +33,6 @@ void BeforeBlocking() {
 }
 
 }  // namespace
-
-SimWorkerPool::SimWorkerPool(int threads, absl::Duration stall_timeout)
-    : stall_timeout_(stall_timeout) {
-  absl::MutexLock lock(&mu_);
-  for (int i = 0; i < std::max(1, threads); ++i) StartWorkerLocked();
-  monitor_ = std::thread([this] { MonitorLoop(); });
-}
-
-SimWorkerPool::~SimWorkerPool() {
-  std::vector<std::thread> workers;
-  {
-    absl::MutexLock lock(&mu_);
-    stop_ = true;
-    work_cv_.SignalAll();
-    monitor_cv_.SignalAll();
-    workers.swap(workers_);
-  }
-  // Workers never start threads, so the list is complete.
-  for (std::thread& worker : workers) worker.join();
-  monitor_.join();
-}
-
-int SimWorkerPool::threads() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(workers_.size());
-}
-
-SimWorkerPool* SimWorkerPool::Current() { return tls_pool; }
-
-void SimWorkerPool::StartWorkerLocked() {
-  if (stop_ || static_cast<int>(workers_.size()) >= kMaxThreads) return;
-  const int index = static_cast<int>(running_.size());
-  running_.push_back(nullptr);
-  ++idle_;  // until it looks for work: no one starts another meanwhile
-  workers_.emplace_back([this, index] { WorkerLoop(index); });
-}
-
-void SimWorkerPool::Schedule(SimStream* stream) {
-  absl::MutexLock lock(&mu_);
-  ready_.push_back(stream);
-  if (idle_ > 0) {
-    // An idle worker takes it; the monitor is needed only once streams
-    // wait with no worker idle (WorkerLoop wakes it then).
-    work_cv_.Signal();
-  } else {
-    WakeMonitorLocked();
-  }
-}
-
-void SimWorkerPool::WakeMonitorLocked() {
-  if (monitor_sleeping_) {
-    monitor_sleeping_ = false;
-    monitor_cv_.Signal();
-  }
-}
-
-void SimWorkerPool::ScheduleAt(SimStream* stream, absl::Time at) {
-  absl::MutexLock lock(&mu_);
-  const bool earliest = timers_.empty() || at < timers_.begin()->first;
-  timers_.emplace(at, stream);
-  // An idle worker may sleep past the new deadline: let it look again.
-  if (earliest && idle_ > 0) work_cv_.Signal();
-}
-
-void SimWorkerPool::Unschedule(SimStream* stream) {
-  absl::MutexLock lock(&mu_);
-  ready_.erase(std::remove(ready_.begin(), ready_.end(), stream),
-               ready_.end());
-  for (auto it = timers_.begin(); it != timers_.end();) {
-    it = it->second == stream ? timers_.erase(it) : std::next(it);
-  }
-}
-
-void SimWorkerPool::ScheduleNow(SimStream* stream) {
-  absl::MutexLock lock(&mu_);
-  for (auto it = timers_.begin(); it != timers_.end(); ++it) {
-    if (it->second != stream) continue;
-    timers_.erase(it);
-    ready_.push_back(stream);
-    if (idle_ > 0) {
-      work_cv_.Signal();
-    } else {
-      WakeMonitorLocked();
-    }
-    return;
-  }
-}
-
-void SimWorkerPool::WaitUntilNotRunning(const SimStream* stream) {
-  absl::MutexLock lock(&mu_);
-  auto running = [this, stream]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return std::find(running_.begin(), running_.end(), stream) !=
-           running_.end();
-  };
-  if (!running()) return;
-  // A worker of this pool waiting for another: see WorkerMayBlock.
-  if (tls_pool == this && idle_ == 0) StartWorkerLocked();
-  ++running_waiters_;
-  while (running()) running_cv_.Wait(&mu_);
-  --running_waiters_;
-}
-
-void SimWorkerPool::WorkerMayBlock() {
-  absl::MutexLock lock(&mu_);
-  if (idle_ == 0) StartWorkerLocked();
-}
-
-void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
-  bool promoted = false;
-  while (!timers_.empty() && timers_.begin()->first <= now) {
-    ready_.push_back(timers_.begin()->second);
-    timers_.erase(timers_.begin());
-    // As Schedule: an idle worker may sleep with no deadline.
-    if (promoted && idle_ > 0) work_cv_.Signal();
-    promoted = true;
-  }
-  if (promoted) WakeMonitorLocked();
-}
-
-void SimWorkerPool::WorkerLoop(int index) {
-  tls_pool = this;
-  mu_.Lock();
-  --idle_;
-  while (!stop_) {
-    if (!timers_.empty()) PromoteTimersLocked(absl::Now());
-    if (ready_.empty()) {
-      ++idle_;
-      if (timers_.empty()) {
-        work_cv_.Wait(&mu_);
-      } else {
-        work_cv_.WaitWithDeadline(&mu_, timers_.begin()->first);
-      }
-      --idle_;
-      continue;
-    }
-    SimStream* stream = ready_.front();
-    ready_.pop_front();
-    // Streams left waiting with every worker busy: stalls need watching.
-    if (!ready_.empty() && idle_ == 0) WakeMonitorLocked();
-    running_[index] = stream;
-    mu_.Unlock();
-    stream->RunSlice();
-    mu_.Lock();
-    running_[index] = nullptr;
-    if (running_waiters_ > 0) running_cv_.SignalAll();
-  }
-  mu_.Unlock();
-}
-
-bool SimWorkerPool::StalledLocked() const {
-  // A stream whose paced deadline has passed waits to run as much as a
-  // queued one: only a worker moves it to the queue.
-  return !stop_ && idle_ == 0 &&
-         (!ready_.empty() ||
-          (!timers_.empty() && timers_.begin()->first <= absl::Now()));
-}
-
-void SimWorkerPool::MonitorLoop() {
-  absl::MutexLock lock(&mu_);
-  while (!stop_) {
-    if (stall_timeout_ == absl::InfiniteDuration() ||
-        (ready_.empty() && idle_ == static_cast<int>(workers_.size()))) {
-      // Nothing runs (or stalls are not watched): sleep until streams
-      // wait with no worker idle to take them.
-      monitor_sleeping_ = true;
-      monitor_cv_.Wait(&mu_);
-      monitor_sleeping_ = false;
-      continue;
-    }
-    // Busy: look every stall_timeout_, without being signalled.
-    const bool stalled = StalledLocked();
-    const uint64_t before = progress_.load(std::memory_order_relaxed);
-    monitor_cv_.WaitWithTimeout(&mu_, stall_timeout_);
-    // Streams waited from before to after the timeout and no item
-    // completed: every worker is blocked in host code. One more lets the
-    // queue move.
-    if (stalled && StalledLocked() &&
-        progress_.load(std::memory_order_relaxed) == before) {
-      StartWorkerLocked();
-    }
-  }
-}
 
 void SimStream::Waker::Wake() {
   absl::MutexLock lock(&mu_);
@@ -711,7 +528,7 @@ void SimStream::RunSlice() {
     // The item is destroyed here, before it completes, so whatever it
     // captured is released by the time a waiter observes completion.
     item.reset();
-    pool_->progress_.fetch_add(1, std::memory_order_relaxed);
+    pool_->CountProgress();
     if (clock_->paced()) {
       const absl::Time deadline = clock_->RealTimeOf(end);
       if (absl::Now() < deadline) {

@@ -1,0 +1,260 @@
+#include "runtime/sim/sim_launch.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <utility>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/ops/scalars.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::runtime {
+namespace {
+
+std::atomic<uint64_t> next_launches_id{1};
+
+// The calling thread's last kernel lookup: a launch of the same op on the
+// same SimLaunches skips hashing its name. They are told apart by an id
+// that is never reused (an address may be).
+struct KernelLookup {
+  uint64_t owner = 0;
+  std::string op;
+  const CpuKernel* kernel = nullptr;
+};
+thread_local KernelLookup tls_kernel_lookup;
+
+// Whether `kernel` is the built-in function `fn` (cpu_kernels.h).
+bool IsBuiltin(const CpuKernel* kernel,
+               absl::Status (*fn)(absl::Span<const HostArg>)) {
+  if (kernel == nullptr) return false;
+  auto* const* target =
+      kernel->target<absl::Status (*)(absl::Span<const HostArg>)>();
+  return target != nullptr && *target == fn;
+}
+
+// Whether a scalar argument is a zero whose bytes are all zero in every
+// dtype (not -0.0).
+bool IsPlainZero(const KernelArg& arg) {
+  if (const auto* f = std::get_if<float>(&arg)) {
+    return *f == 0 && !std::signbit(*f);
+  }
+  if (const auto* d = std::get_if<double>(&arg)) {
+    return *d == 0 && !std::signbit(*d);
+  }
+  if (const auto* i = std::get_if<int32_t>(&arg)) return *i == 0;
+  if (const auto* l = std::get_if<int64_t>(&arg)) return *l == 0;
+  return false;
+}
+
+}  // namespace
+
+void SimLaunchRecord::Clear() {
+  ticket.reset();
+  fault = absl::OkStatus();
+  contents = SimContents::kCompute;
+  launch.args.clear();
+  launch.user_kernel = nullptr;
+  launch.module = nullptr;
+  ran = false;
+  host_args.clear();
+  keep_alive.clear();
+}
+
+void SimLaunches::GiveBack::operator()(SimLaunchRecord* record) const {
+  record->owner->GiveBackRecord(record);
+}
+
+SimLaunches::SimLaunches(Options options)
+    : id_(next_launches_id.fetch_add(1, std::memory_order_relaxed)),
+      options_(std::move(options)) {
+  if (options_.kernels == nullptr) {
+    owned_kernels_ =
+        std::make_unique<CpuKernelTable>(CpuKernelTable::WithBuiltins());
+    kernels_ = owned_kernels_.get();
+  } else {
+    kernels_ = options_.kernels;
+  }
+  if (const CpuKernel* spin = kernels_->Find("spin");
+      IsBuiltin(spin, &SpinKernel)) {
+    spin_kernel_ = spin;
+  }
+  if (const CpuKernel* fill = kernels_->Find("fill");
+      IsBuiltin(fill, &FillKernel)) {
+    fill_kernel_ = fill;
+  }
+}
+
+SimLaunches::~SimLaunches() = default;
+
+const CpuKernel* SimLaunches::KernelFor(const KernelLaunch& launch) const {
+  if (launch.user_kernel != nullptr) return &user_kernel_stand_in_;
+  KernelLookup& last = tls_kernel_lookup;
+  if (last.owner == id_ && last.op == launch.op) return last.kernel;
+  const CpuKernel* kernel = kernels_->Find(launch.op);
+  if (kernel != nullptr) {
+    last.owner = id_;
+    last.op = launch.op;
+    last.kernel = kernel;
+  }
+  return kernel;
+}
+
+SimContents SimLaunches::ContentsOf(const CpuKernel* kernel,
+                                    const KernelLaunch& launch) const {
+  if (kernel == &user_kernel_stand_in_ || kernel == spin_kernel_) {
+    return SimContents::kNone;
+  }
+  // fill(buffer, +0): memory without contents reads as zeros already.
+  if (kernel == fill_kernel_ && launch.args.size() == 2 &&
+      std::holds_alternative<DeviceBufferArg>(launch.args[0]) &&
+      IsPlainZero(launch.args[1])) {
+    return SimContents::kZeroFill;
+  }
+  return SimContents::kCompute;
+}
+
+SimLaunches::RecordPtr SimLaunches::Make(
+    const KernelLaunch& launch, double cost_us, const CpuKernel* kernel,
+    int device, SimDeviceModel* model, absl::Status fault,
+    std::vector<SimLaunchRecord*>* cache) {
+  RecordPtr record = Take(cache);
+  record->launch.op = launch.op;
+  record->launch.args = launch.args;
+  record->launch.cost_us = cost_us;
+  record->launch.occupancy_units = launch.occupancy_units;
+  record->launch.engine = launch.engine;
+  record->launch.user_kernel = launch.user_kernel;
+  record->launch.module = launch.module;
+  record->kernel = kernel;
+  record->contents = ContentsOf(kernel, launch);
+  record->device = device;
+  record->model = model;
+  if (launch.engine == scheduler::Engine::kCopy) {
+    record->engine = SimDeviceModel::Engine::kDeviceToDevice;
+    record->units = scheduler::kOccupancyUnits;
+  } else {
+    record->engine = SimDeviceModel::Engine::kKernels;
+    record->units = launch.occupancy_units;
+  }
+  record->fault = std::move(fault);
+  return record;
+}
+
+SimLaunches::RecordPtr SimLaunches::Take(
+    std::vector<SimLaunchRecord*>* cache) {
+  SimLaunchRecord* record = nullptr;
+  if (cache != nullptr) {
+    if (cache->empty()) {
+      absl::MutexLock lock(&mu_);
+      const size_t n = std::min(free_.size(), kRecordsPerTake);
+      cache->assign(free_.end() - n, free_.end());
+      free_.resize(free_.size() - n);
+    }
+    if (!cache->empty()) {
+      record = cache->back();
+      cache->pop_back();
+    }
+  } else {
+    absl::MutexLock lock(&mu_);
+    if (!free_.empty()) {
+      record = free_.back();
+      free_.pop_back();
+    }
+  }
+  if (record == nullptr) {
+    auto fresh = std::make_unique<SimLaunchRecord>(this);
+    record = fresh.get();
+    absl::MutexLock lock(&mu_);
+    all_.push_back(std::move(fresh));
+  }
+  return RecordPtr(record);
+}
+
+void SimLaunches::Return(std::vector<SimLaunchRecord*>* cache) {
+  if (cache->empty()) return;
+  absl::MutexLock lock(&mu_);
+  free_.insert(free_.end(), cache->begin(), cache->end());
+  cache->clear();
+}
+
+void SimLaunches::GiveBackRecord(SimLaunchRecord* record) {
+  record->Clear();  // outside mu_: a ticket given up wakes a stream
+  absl::MutexLock lock(&mu_);
+  free_.push_back(record);
+}
+
+int SimLaunches::records() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(all_.size());
+}
+
+absl::Status SimLaunches::Run(SimLaunchRecord& record,
+                              SimStream::Timing& timing) const {
+  // The kernel runs once; before its ticket's turn the stream parks and
+  // comes back to book (`ran` remembers).
+  if (!record.ran) {
+    if (!record.fault.ok()) return record.fault;
+    WEFT_RETURN_IF_ERROR(RunKernel(record));
+    record.ran = true;
+  }
+  return record.model->BookInTurn(
+      record.engine, record.launch.cost_us, record.units,
+      record.ticket.has_value() ? &*record.ticket : nullptr, timing);
+}
+
+absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {
+  const KernelLaunch& launch = record.launch;
+  const int device = record.device;
+  std::vector<HostArg>& args = record.host_args;
+  // Whatever the outcome, the memory is held only while the kernel runs.
+  std::vector<std::shared_ptr<const void>>& keep_alive = record.keep_alive;
+  absl::Cleanup release = [&args, &keep_alive] {
+    args.clear();
+    keep_alive.clear();
+  };
+  // Only a kernel that computes on its buffers gives them contents.
+  const SimMemory::Need need = record.contents == SimContents::kCompute
+                                   ? SimMemory::Need::kContents
+                                   : SimMemory::Need::kAddress;
+  bool has_contents = false;
+  if (!launch.args.empty()) {
+    args.reserve(launch.args.size());
+    absl::Status resolved = options_.memory->ResolveArgs(
+        launch.args, need,
+        [&](const KernelArg& arg, SimMemory::Resolved* r) {
+          if (r == nullptr) {
+            args.push_back(ConvertScalar<HostArg>(arg));
+            return;
+          }
+          const auto& b = std::get<DeviceBufferArg>(arg);
+          has_contents |= r->data != nullptr;
+          args.push_back(
+              HostBufferArg{r->data, b.size_bytes, b.dtype, b.access});
+          keep_alive.push_back(std::move(r->owner));
+        });
+    if (!resolved.ok()) {
+      return absl::Status(resolved.code(),
+                          absl::StrCat(launch.op, " on device ", device, ": ",
+                                       resolved.message()));
+    }
+  }
+  if (options_.launch_fault) {
+    absl::Status fault = options_.launch_fault(device, launch);
+    if (!fault.ok()) return fault;
+  }
+  // Zeros onto memory without contents: nothing to do.
+  if (record.contents == SimContents::kZeroFill && !has_contents) {
+    return absl::OkStatus();
+  }
+  absl::Status status = (*record.kernel)(args);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat(launch.op, " on device ", device, ": ",
+                                     status.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft::runtime

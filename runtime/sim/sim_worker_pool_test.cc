@@ -1,0 +1,112 @@
+#include "runtime/sim/sim_worker_pool.h"
+
+#include <atomic>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+
+namespace weft::runtime {
+namespace {
+
+// Runs `slice` each time a worker runs it.
+class FakeStream : public SimRunnable {
+ public:
+  explicit FakeStream(std::function<void()> slice = {})
+      : slice_(std::move(slice)) {}
+  void RunSlice() override {
+    last_run_ = absl::Now();
+    if (slice_) slice_();
+    ran_.Notify();
+  }
+  absl::Notification& ran() { return ran_; }
+  absl::Time last_run() const { return last_run_; }
+
+ private:
+  std::function<void()> slice_;
+  absl::Notification ran_;
+  absl::Time last_run_;
+};
+
+TEST(SimWorkerPoolTest, RunsEveryScheduledStreamOnItsWorkers) {
+  SimWorkerPool pool(2);
+  EXPECT_EQ(pool.threads(), 2);
+  std::atomic<int> runs{0};
+  std::vector<std::unique_ptr<FakeStream>> streams;
+  for (int i = 0; i < 50; ++i) {
+    streams.push_back(std::make_unique<FakeStream>([&runs] { ++runs; }));
+  }
+  for (auto& s : streams) pool.Schedule(s.get());
+  for (auto& s : streams) s->ran().WaitForNotification();
+  EXPECT_EQ(runs.load(), 50);
+  EXPECT_EQ(pool.threads(), 2);  // nothing blocked
+}
+
+TEST(SimWorkerPoolTest, ScheduleAtRunsNoEarlier) {
+  SimWorkerPool pool(1);
+  FakeStream stream;
+  const absl::Time at = absl::Now() + absl::Milliseconds(30);
+  pool.ScheduleAt(&stream, at);
+  stream.ran().WaitForNotification();
+  EXPECT_GE(stream.last_run(), at);
+}
+
+TEST(SimWorkerPoolTest, ScheduleNowAndUnscheduleMoveATimer) {
+  SimWorkerPool pool(1);
+  FakeStream soon;
+  FakeStream never;
+  pool.ScheduleAt(&soon, absl::Now() + absl::Hours(1));
+  pool.ScheduleAt(&never, absl::Now() + absl::Milliseconds(20));
+  pool.Unschedule(&never);
+  pool.ScheduleNow(&soon);
+  EXPECT_TRUE(soon.ran().WaitForNotificationWithTimeout(absl::Seconds(30)));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(never.ran().HasBeenNotified());
+}
+
+TEST(SimWorkerPoolTest, AWorkerAboutToBlockGetsAReplacementAtOnce) {
+  SimWorkerPool pool(1, /*stall_timeout=*/absl::InfiniteDuration());
+  absl::Notification release;
+  FakeStream blocking([&release] {
+    SimWorkerPool::Current()->WorkerMayBlock();
+    release.WaitForNotification();
+  });
+  FakeStream other;
+  pool.Schedule(&blocking);
+  pool.Schedule(&other);
+  EXPECT_TRUE(other.ran().WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(pool.threads(), 2);
+  release.Notify();
+  blocking.ran().WaitForNotification();
+  pool.WaitUntilNotRunning(&blocking);
+}
+
+TEST(SimWorkerPoolTest, StalledWorkersAreReplaced) {
+  SimWorkerPool pool(1, /*stall_timeout=*/absl::Milliseconds(10));
+  absl::Notification release;
+  FakeStream blocking([&release] { release.WaitForNotification(); });
+  FakeStream other;
+  pool.Schedule(&blocking);
+  pool.Schedule(&other);
+  EXPECT_TRUE(other.ran().WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(pool.threads(), 2);
+  release.Notify();
+  pool.WaitUntilNotRunning(&blocking);
+}
+
+TEST(SimWorkerPoolTest, CurrentIsThePoolOfTheCallingWorker) {
+  SimWorkerPool pool(1);
+  EXPECT_EQ(SimWorkerPool::Current(), nullptr);
+  SimWorkerPool* seen = nullptr;
+  FakeStream stream([&seen] { seen = SimWorkerPool::Current(); });
+  pool.Schedule(&stream);
+  stream.ran().WaitForNotification();
+  EXPECT_EQ(seen, &pool);
+}
+
+}  // namespace
+}  // namespace weft::runtime
