@@ -103,8 +103,6 @@ JobManager::JobManager(Options options)
                                  ? options.max_queued_jobs
                                  : options.max_queued_per_tenant),
       max_running_jobs_(options.max_running_jobs),
-      retain_jobs_(options.retain_jobs),
-      retain_output_bytes_(options.retain_output_bytes),
       retain_for_(options.retain_for),
       min_retry_delay_(options.min_retry_delay),
       max_retry_delay_(options.max_retry_delay),
@@ -113,7 +111,9 @@ JobManager::JobManager(Options options)
       trace_max_nodes_(options.trace_max_nodes),
       queue_(options.max_running_per_tenant > 0
                  ? options.max_running_per_tenant
-                 : std::max(1, options.max_running_jobs - 1)) {
+                 : std::max(1, options.max_running_jobs - 1)),
+      retention_(JobRetention::Options{options.retain_jobs, options.retain_for,
+                                       options.retain_output_bytes}) {
   absl::MutexLock lock(&mu_);
   UpdateGaugesLocked();
 }
@@ -164,59 +164,23 @@ absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
 void JobManager::UpdateGaugesLocked() {
   if (metrics_ == nullptr) return;
   metrics_->SetQueueDepth(queue_.size());
-  metrics_->SetRetainedOutputBytes(retained_output_bytes_);
+  metrics_->SetRetainedOutputBytes(retention_.output_bytes());
   metrics_->SetJobsRunning(static_cast<int64_t>(running_.size()));
 }
 
 void JobManager::EvictLocked(absl::Time now) {
-  bool evicted = false;
-  while (!finished_.empty() &&
-         (static_cast<int64_t>(finished_.size()) > retain_jobs_ ||
-          finished_.front().first + retain_for_ <= now)) {
-    const std::string id = std::move(finished_.front().second);
-    finished_.pop_front();
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;
-    JobRecord& job = *it->second;
-    {
-      // A watcher or a reader may still hold the record; the trace and
-      // the outputs go now (a reader keeps what it is streaming).
-      absl::MutexLock job_lock(&job.mu);
-      job.trace.reset();
-      retained_output_bytes_ -= job.output_bytes;
-      job.output_bytes = 0;
-      job.outputs.clear();
-    }
-    if (!job.request_id.empty()) {
-      auto rit = request_ids_.find(RequestKey(job.tenant, job.request_id));
-      if (rit != request_ids_.end() && rit->second == id) {
-        request_ids_.erase(rit);
+  const std::vector<std::shared_ptr<JobRecord>> expired =
+      retention_.Expire(now);
+  for (const std::shared_ptr<JobRecord>& job : expired) {
+    if (!job->request_id.empty()) {
+      auto it = request_ids_.find(RequestKey(job->tenant, job->request_id));
+      if (it != request_ids_.end() && it->second == job->id) {
+        request_ids_.erase(it);
       }
     }
-    jobs_.erase(it);
-    evicted = true;
+    jobs_.erase(job->id);
   }
-  if (evicted) UpdateGaugesLocked();
-}
-
-void JobManager::ReleaseOutputsLocked() {
-  while (retained_output_bytes_ > retain_output_bytes_ &&
-         !holding_outputs_.empty()) {
-    const std::string id = std::move(holding_outputs_.front());
-    holding_outputs_.pop_front();
-    std::shared_ptr<JobRecord> job = FindLocked(id);
-    if (job == nullptr) continue;  // evicted, bytes already returned
-    absl::MutexLock job_lock(&job->mu);
-    if (job->output_bytes == 0) continue;
-    retained_output_bytes_ -= job->output_bytes;
-    job->output_bytes = 0;
-    job->outputs.clear();
-    job->outputs_released = absl::StrCat(
-        "its outputs were released to keep the outputs of finished jobs "
-        "within ",
-        retain_output_bytes_, " bytes (weftd --retain_output_bytes)");
-  }
-  UpdateGaugesLocked();
+  if (!expired.empty()) UpdateGaugesLocked();
 }
 
 std::optional<JobInfo> JobManager::DuplicateLocked(
@@ -622,6 +586,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
                               runtime::HostBuffers outputs) {
   const absl::Time now = Now();
   JobState to;
+  int64_t kept_bytes = 0;
   absl::Duration run_time;
   bool started = false;
   {
@@ -665,8 +630,8 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
         job->output_bytes += static_cast<int64_t>(out.data->size());
         job->outputs.emplace(name, std::move(out));
       }
-      retained_output_bytes_ += job->output_bytes;
     }
+    kept_bytes = job->output_bytes;
     started = job->start_time.has_value();
     run_time = started ? now - *job->start_time : absl::ZeroDuration();
     // Counted before the state is published, so that whoever sees the job
@@ -689,10 +654,8 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
                          : (mean_run_time_ * 7 + run_time) / 8;
   }
   if (running_.erase(job->id) > 0) queue_.Finished(job->tenant);
-  finished_.emplace_back(now, job->id);
-  holding_outputs_.push_back(job->id);
+  retention_.Add(job, now, kept_bytes);
   EvictLocked(now);
-  ReleaseOutputsLocked();
   UpdateGaugesLocked();
 }
 
@@ -700,14 +663,6 @@ bool JobManager::CanDispatchLocked() const {
   return shutdown_ ||
          (queue_.startable() &&
           static_cast<int64_t>(running_.size()) < max_running_jobs_);
-}
-
-absl::Duration JobManager::UntilNextEvictionLocked(absl::Time now) const {
-  if (finished_.empty() || retain_for_ == absl::InfiniteDuration()) {
-    return absl::InfiniteDuration();
-  }
-  return std::max(absl::ZeroDuration(),
-                  finished_.front().first + retain_for_ - now);
 }
 
 void JobManager::DispatchLoop() {
@@ -723,7 +678,7 @@ void JobManager::DispatchLoop() {
         // Finished jobs expire even when nobody calls in. The wait is capped
         // because the clock may not be the real one.
         const absl::Duration until =
-            std::min(UntilNextEvictionLocked(Now()), absl::Seconds(1));
+            std::min(retention_.UntilNextExpiry(Now()), absl::Seconds(1));
         if (!mu_.AwaitWithTimeout(
                 absl::Condition(this, &JobManager::CanDispatchLocked),
                 until + absl::Milliseconds(1))) {

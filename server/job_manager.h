@@ -82,6 +82,7 @@
 #include "scheduler/planner.h"
 #include "server/job_info.h"
 #include "server/job_queue.h"
+#include "server/job_retention.h"
 #include "server/job_state.h"
 #include "server/job_watch.h"
 #include "server/metrics.h"
@@ -231,13 +232,8 @@ class JobManager {
   absl::Duration RetryDelayLocked(int turns) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the jobs past their retention.
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Releases the outputs of the oldest finished jobs until those held fit
-  // retain_output_bytes.
-  void ReleaseOutputsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How long until the oldest finished job expires (infinite: never).
-  absl::Duration UntilNextEvictionLocked(absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The queue.
   void EnqueueLocked(const std::shared_ptr<JobRecord>& job)
@@ -274,8 +270,6 @@ class JobManager {
   const int max_queued_jobs_;
   const int max_queued_per_tenant_;
   const int max_running_jobs_;
-  const int retain_jobs_;
-  const int64_t retain_output_bytes_;
   const absl::Duration retain_for_;
   const absl::Duration min_retry_delay_;
   const absl::Duration max_retry_delay_;
@@ -299,13 +293,8 @@ class JobManager {
   // Jobs the dispatcher took off the queue that have not finished.
   absl::flat_hash_map<std::string, std::shared_ptr<JobRecord>> running_
       ABSL_GUARDED_BY(mu_);
-  // Finished jobs in finishing order, with their end times.
-  std::deque<std::pair<absl::Time, std::string>> finished_
-      ABSL_GUARDED_BY(mu_);
-  // Finished jobs that may hold outputs, in finishing order, and the bytes
-  // all finished jobs hold.
-  std::deque<std::string> holding_outputs_ ABSL_GUARDED_BY(mu_);
-  int64_t retained_output_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  // Finished jobs and how long they stay (job_retention.h).
+  JobRetention retention_ ABSL_GUARDED_BY(mu_);
   // Moving average of run times (start to end) of jobs that ran; zero
   // before the first.
   absl::Duration mean_run_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
