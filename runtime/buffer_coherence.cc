@@ -54,6 +54,27 @@ absl::Status BufferCoherence::Allocate(BufferId b, int device) {
   return absl::OkStatus();
 }
 
+absl::Status BufferCoherence::AllocateFor(const scheduler::Plan& plan,
+                                          bool host_gates) {
+  if (graph_->num_buffers() == 0) return absl::OkStatus();  // nothing to walk
+  for (const scheduler::PlannedNode& pn : plan.nodes) {
+    const scheduler::NodeSpec& node = graph_->node(pn.node);
+    if (node.args.empty()) continue;
+    if (node.engine == scheduler::Engine::kHost && host_gates) continue;
+    for (const BufferUse& use : graph_->BufferUses(pn.node)) {
+      absl::Status s = Allocate(use.buffer, pn.device);
+      if (!s.ok()) {
+        return absl::Status(
+            s.code(), absl::StrCat("buffer '", graph_->buffer(use.buffer).name,
+                                   "' (first used by node '", node.name,
+                                   "' on device ", pn.device,
+                                   "): ", s.message()));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 char* BufferCoherence::HostData(BufferId b) {
   std::string& data = buffers_[b].host_data;
   const uint64_t size = graph_->buffer(b).size_bytes;

@@ -14,6 +14,7 @@
 #include "runtime/memory_pool.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/graph.h"
+#include "scheduler/plan.h"
 #include "testing/status_matchers.h"
 
 namespace weft::runtime {
@@ -24,6 +25,8 @@ using scheduler::BufferSpec;
 using scheduler::BufferUse;
 using scheduler::DType;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 constexpr int kData = 0;  // buffer ids of Buffers()
 constexpr int kFill = 1;
@@ -209,6 +212,53 @@ TEST_F(BufferCoherenceTest, ReleaseFreesEveryDeviceCopy) {
   EXPECT_EQ(backend_->memory_used_bytes(0), 0u);
   EXPECT_EQ(backend_->memory_used_bytes(1), 0u);
   EXPECT_EQ(memory_pools_[0]->stats().in_use_bytes, 0u);
+}
+
+TEST(BufferCoherenceAllocateTest, AllocatesWhatEachDeviceNodeUses) {
+  SimBackend::Options options;
+  options.num_devices = 2;
+  options.memory_bytes = 64 << 10;
+  std::unique_ptr<SimBackend> backend = SimBackend::Create(options).value();
+  MemoryPool pool0(backend.get(), 0, {});
+  MemoryPool pool1(backend.get(), 1, {});
+  std::vector<MemoryPool*> pools = {&pool0, &pool1};
+  std::vector<BufferSpec> buffers(2);
+  buffers[0].name = "small";
+  buffers[0].size_bytes = 100;
+  buffers[1].name = "big";
+  buffers[1].size_bytes = 1 << 20;
+  std::vector<scheduler::NodeSpec> nodes(2);
+  nodes[0].name = "k";
+  nodes[0].op = "fill";
+  nodes[0].args = {BufferUse{0, Access::kWrite}, 1.0};
+  nodes[1].name = "h";
+  nodes[1].op = "fill";
+  nodes[1].engine = scheduler::Engine::kHost;
+  nodes[1].args = {BufferUse{1, Access::kWrite}, 1.0};
+  const scheduler::Graph graph("g", std::move(buffers), std::move(nodes));
+  scheduler::Plan plan;
+  plan.nodes.resize(2);
+  plan.nodes[0].node = 0;
+  plan.nodes[0].device = 1;
+  plan.nodes[1].node = 1;
+  plan.nodes[1].device = 0;
+  NullJobTracer tracer;
+  JobEvents events({}, 0);
+
+  {
+    BufferCoherence coherence(&graph, {backend.get(), pools, &events, &tracer});
+    // With host gates the host node needs no device memory.
+    ASSERT_OK(coherence.AllocateFor(plan, /*host_gates=*/true));
+    EXPECT_GT(backend->memory_used_bytes(1), 0u);
+    EXPECT_EQ(backend->memory_used_bytes(0), 0u);
+    coherence.Release(/*uncached=*/true);
+  }
+  BufferCoherence coherence(&graph, {backend.get(), pools, &events, &tracer});
+  EXPECT_THAT(coherence.AllocateFor(plan, /*host_gates=*/false),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("buffer 'big' (first used by node 'h' on "
+                                 "device 0): ")));
+  coherence.Release(/*uncached=*/true);
 }
 
 }  // namespace

@@ -69,7 +69,10 @@ Job::Job(uint64_t id, const JobEnv* env,
 Job::~Job() = default;
 
 void Job::Begin() {
-  if (absl::Status s = AllocateBuffers(); !s.ok()) Fail(std::move(s), -1);
+  if (absl::Status s = buffers_.AllocateFor(*plan_, env_->host_gates);
+      !s.ok()) {
+    Fail(std::move(s), -1);
+  }
   Pump();
 }
 
@@ -368,26 +371,6 @@ void Job::OnFence(StreamHandle stream, absl::Status status) {
     Fail(std::move(status), -1);
   }
   Pump();
-}
-
-absl::Status Job::AllocateBuffers() {
-  if (graph_->num_buffers() == 0) return absl::OkStatus();  // nothing to walk
-  for (const PlannedNode& pn : plan_->nodes) {
-    const scheduler::NodeSpec& node = graph_->node(pn.node);
-    if (node.args.empty()) continue;
-    if (node.engine == scheduler::Engine::kHost && env_->host_gates) continue;
-    for (const BufferUse& use : graph_->BufferUses(pn.node)) {
-      absl::Status s = buffers_.Allocate(use.buffer, pn.device);
-      if (!s.ok()) {
-        return absl::Status(
-            s.code(), absl::StrCat("buffer '", graph_->buffer(use.buffer).name,
-                                   "' (first used by node '", node.name,
-                                   "' on device ", pn.device,
-                                   "): ", s.message()));
-      }
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Job::PrefetchUploads() {

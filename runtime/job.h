@@ -193,8 +193,6 @@ class Job {
   // The host part of IssueNode, after the waits and transfers.
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
                              const std::vector<scheduler::BufferUse>& uses);
-  // Allocates every device copy the plan's nodes use.
-  absl::Status AllocateBuffers();
   // Before the first node: uploads every buffer with initial data whose
   // first use in plan order is on a device, to that device, on one stream
   // per device, in that order. Its users wait for the copy's ready event,

@@ -9,7 +9,7 @@
 //
 // What work occupies on a device (its kernel capacity and copy engines) is
 // booked on scheduler::OccupancyTimeline (scheduler/occupancy.h), the same
-// booking the planner's cost model makes (sim_backend.h).
+// booking the planner's cost model makes (sim_device_model.h).
 #ifndef WEFT_RUNTIME_SIM_SIM_TIMELINE_H_
 #define WEFT_RUNTIME_SIM_SIM_TIMELINE_H_
 
