@@ -1,6 +1,7 @@
 #include "server/job_manager.h"
 
 #include "server/job_record.h"
+#include "server/job_run.h"
 
 #include <algorithm>
 #include <utility>
@@ -16,14 +17,6 @@
 namespace weft::server {
 
 namespace {
-
-// What the executor callbacks of one run need to describe nodes.
-struct RunContext {
-  std::shared_ptr<const scheduler::Graph> graph;
-  std::shared_ptr<const scheduler::Plan> plan;
-  std::vector<int> device;  // by node id
-  std::vector<int> stream;  // by node id
-};
 
 std::string RequestKey(absl::string_view tenant, absl::string_view request_id) {
   return absl::StrCat(tenant, "\x1f", request_id);
@@ -732,59 +725,13 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     }
   }
 
-  auto ctx = std::make_shared<RunContext>();
-  ctx->graph = graph;
-  ctx->plan = std::move(plan);
-  ctx->device.assign(graph->num_nodes(), -1);
-  ctx->stream.assign(graph->num_nodes(), -1);
-  for (const scheduler::PlannedNode& n : ctx->plan->nodes) {
-    if (n.node >= 0 && n.node < graph->num_nodes()) {
-      ctx->device[n.node] = n.device;
-      ctx->stream[n.node] = n.stream;
-    }
-  }
-
-  runtime::JobCallbacks callbacks;
-  callbacks.on_node = [this, job, ctx](scheduler::NodeId node,
-                                       runtime::NodeEventKind kind,
-                                       const absl::Status& status) {
-    if (node < 0 || node >= ctx->graph->num_nodes()) return;
-    const scheduler::NodeSpec& spec = ctx->graph->node(node);
-    NodeEventInfo event;
-    event.node = spec.name;
-    event.kind = kind;
-    event.device = ctx->device[node];
-    event.stream = ctx->stream[node];
-    event.time = Now();
-    if (!status.ok()) event.message = status.ToString();
-    {
-      absl::MutexLock lock(&job->mu);
-      if (IsTerminal(job->state)) return;
-      if (kind == runtime::NodeEventKind::kFinished) ++job->nodes_done;
-      job->events.push_back(std::move(event));
-      job->Changed();
-    }
-    if (metrics_ != nullptr && kind == runtime::NodeEventKind::kFinished) {
-      metrics_->NodeExecuted(spec.op, ctx->device[node]);
-    }
-  };
-  callbacks.on_done = [this, job, ctx](absl::Status status,
-                                       scheduler::NodeId failed_node,
-                                       runtime::HostBuffers outputs) {
-    std::string failed;
-    if (failed_node >= 0 && failed_node < ctx->graph->num_nodes()) {
-      failed = ctx->graph->node(failed_node).name;
-    }
-    Finish(job, std::move(status), std::move(failed), std::move(outputs));
-  };
-
-  if (job->untraced_reason.empty()) {
-    callbacks.on_trace = [job](runtime::JobTrace trace) {
-      auto kept = std::make_shared<const runtime::JobTrace>(std::move(trace));
-      absl::MutexLock lock(&job->mu);
-      job->trace = std::move(kept);
-    };
-  }
+  runtime::JobCallbacks callbacks = MakeRunCallbacks(
+      job, graph, plan, metrics_, clock_,
+      [this, job](absl::Status status, std::string failed_node,
+                  runtime::HostBuffers outputs) {
+        Finish(job, std::move(status), std::move(failed_node),
+               std::move(outputs));
+      });
 
   std::optional<std::string> cancelled;
   {
@@ -796,7 +743,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     return;
   }
   absl::StatusOr<uint64_t> run =
-      executor_->Start(graph, ctx->plan, std::move(callbacks),
+      executor_->Start(graph, plan, std::move(callbacks),
                        runtime::JobOptions{job->launch_mode});
   if (!run.ok()) {
     Finish(job, run.status(), "", {});

@@ -1,0 +1,77 @@
+#include "server/job_run.h"
+
+#include <utility>
+#include <vector>
+
+namespace weft::server {
+namespace {
+
+// What the callbacks of one run need to describe nodes.
+struct RunContext {
+  std::shared_ptr<const scheduler::Graph> graph;
+  std::vector<int> device;  // by node id
+  std::vector<int> stream;  // by node id
+};
+
+}  // namespace
+
+runtime::JobCallbacks MakeRunCallbacks(
+    std::shared_ptr<JobRecord> job,
+    std::shared_ptr<const scheduler::Graph> graph,
+    std::shared_ptr<const scheduler::Plan> plan, Metrics* metrics,
+    std::function<absl::Time()> clock, RunFinishFn finish) {
+  auto ctx = std::make_shared<RunContext>();
+  ctx->device.assign(graph->num_nodes(), -1);
+  ctx->stream.assign(graph->num_nodes(), -1);
+  for (const scheduler::PlannedNode& n : plan->nodes) {
+    if (n.node >= 0 && n.node < graph->num_nodes()) {
+      ctx->device[n.node] = n.device;
+      ctx->stream[n.node] = n.stream;
+    }
+  }
+  ctx->graph = std::move(graph);
+
+  runtime::JobCallbacks callbacks;
+  callbacks.on_node = [job, ctx, metrics, clock = std::move(clock)](
+                          scheduler::NodeId node, runtime::NodeEventKind kind,
+                          const absl::Status& status) {
+    if (node < 0 || node >= ctx->graph->num_nodes()) return;
+    const scheduler::NodeSpec& spec = ctx->graph->node(node);
+    NodeEventInfo event;
+    event.node = spec.name;
+    event.kind = kind;
+    event.device = ctx->device[node];
+    event.stream = ctx->stream[node];
+    event.time = clock();
+    if (!status.ok()) event.message = status.ToString();
+    {
+      absl::MutexLock lock(&job->mu);
+      if (IsTerminal(job->state)) return;
+      if (kind == runtime::NodeEventKind::kFinished) ++job->nodes_done;
+      job->events.push_back(std::move(event));
+      job->Changed();
+    }
+    if (metrics != nullptr && kind == runtime::NodeEventKind::kFinished) {
+      metrics->NodeExecuted(spec.op, ctx->device[node]);
+    }
+  };
+  callbacks.on_done = [ctx, finish = std::move(finish)](
+                          absl::Status status, scheduler::NodeId failed_node,
+                          runtime::HostBuffers outputs) {
+    std::string failed;
+    if (failed_node >= 0 && failed_node < ctx->graph->num_nodes()) {
+      failed = ctx->graph->node(failed_node).name;
+    }
+    finish(std::move(status), std::move(failed), std::move(outputs));
+  };
+  if (job->untraced_reason.empty()) {
+    callbacks.on_trace = [job](runtime::JobTrace trace) {
+      auto kept = std::make_shared<const runtime::JobTrace>(std::move(trace));
+      absl::MutexLock lock(&job->mu);
+      job->trace = std::move(kept);
+    };
+  }
+  return callbacks;
+}
+
+}  // namespace weft::server
