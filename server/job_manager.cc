@@ -90,7 +90,14 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
 
 JobManager::JobManager(Options options)
     : executor_(options.executor),
-      metrics_(options.metrics),
+      own_registry_(options.metrics == nullptr
+                        ? std::make_unique<prometheus::Registry>()
+                        : nullptr),
+      own_metrics_(options.metrics == nullptr
+                       ? std::make_unique<Metrics>(own_registry_.get())
+                       : nullptr),
+      metrics_(options.metrics != nullptr ? options.metrics
+                                          : own_metrics_.get()),
       max_queued_jobs_(options.max_queued_jobs),
       max_queued_per_tenant_(options.max_queued_per_tenant == 0
                                  ? options.max_queued_jobs
@@ -155,7 +162,6 @@ absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
 }
 
 void JobManager::UpdateGaugesLocked() {
-  if (metrics_ == nullptr) return;
   metrics_->SetQueueDepth(queue_.size());
   metrics_->SetRetainedOutputBytes(retention_.output_bytes());
   metrics_->SetJobsRunning(static_cast<int64_t>(running_.size()));
@@ -222,7 +228,7 @@ absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
           RetryDelayLocked(queue_.tenants_waiting()));
     }
   }
-  if (!rejection.ok() && metrics_ != nullptr) {
+  if (!rejection.ok()) {
     metrics_->JobRejected(absl::StatusCodeToString(rejection.code()),
                           spec.tenant);
   }
@@ -262,7 +268,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   const absl::Time plan_start = absl::Now();
   absl::StatusOr<scheduler::Plan> plan =
       scheduler::PlanGraph(*spec.graph, spec.planner_options);
-  if (metrics_ != nullptr) metrics_->ObservePlanning(absl::Now() - plan_start);
+  metrics_->ObservePlanning(absl::Now() - plan_start);
   if (!plan.ok()) return plan.status();
 
   // The record is built outside the lock: only naming, counting and
@@ -300,15 +306,13 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
     }
     WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
     if (absl::Now() >= spec.deadline) {
-      if (metrics_ != nullptr) {
-        metrics_->JobRejected("DEADLINE_EXCEEDED", spec.tenant);
-      }
+      metrics_->JobRejected("DEADLINE_EXCEEDED", spec.tenant);
       return absl::DeadlineExceededError(
           "the submission's deadline passed before it was admitted; no job "
           "was created");
     }
     if (spec.cancelled && spec.cancelled()) {
-      if (metrics_ != nullptr) metrics_->JobRejected("CANCELLED", spec.tenant);
+      metrics_->JobRejected("CANCELLED", spec.tenant);
       return absl::CancelledError(
           "the submission was cancelled before it was admitted; no job was "
           "created");
@@ -328,7 +332,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
     EnqueueLocked(job);
     UpdateGaugesLocked();
   }
-  if (metrics_ != nullptr) metrics_->JobSubmitted(job->tenant);
+  metrics_->JobSubmitted(job->tenant);
   return snapshot;
 }
 
@@ -629,9 +633,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     run_time = started ? now - *job->start_time : absl::ZeroDuration();
     // Counted before the state is published, so that whoever sees the job
     // end also sees it counted.
-    if (metrics_ != nullptr) {
-      metrics_->JobFinished(OutcomeLabel(to), job->tenant, run_time);
-    }
+    metrics_->JobFinished(OutcomeLabel(to), job->tenant, run_time);
     job->state = to;
     job->error = status;
     job->failed_node = std::move(failed_node);
@@ -688,7 +690,7 @@ void JobManager::DispatchLoop() {
         job->start_time = now;
         job->Changed();
       }
-      if (metrics_ != nullptr) metrics_->ObserveQueueWait(now - job->create_time);
+      metrics_->ObserveQueueWait(now - job->create_time);
       UpdateGaugesLocked();
     }
     StartJob(job);
@@ -714,9 +716,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
       const absl::Time plan_start = absl::Now();
       absl::StatusOr<scheduler::Plan> replanned =
           scheduler::PlanGraph(*graph, options);
-      if (metrics_ != nullptr) {
-        metrics_->ObservePlanning(absl::Now() - plan_start);
-      }
+      metrics_->ObservePlanning(absl::Now() - plan_start);
       if (!replanned.ok()) {
         Finish(job, replanned.status(), "", {});
         return;

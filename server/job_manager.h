@@ -85,6 +85,7 @@
 #include "server/job_retention.h"
 #include "server/job_state.h"
 #include "server/job_watch.h"
+#include "prometheus/registry.h"
 #include "server/metrics.h"
 
 namespace weft::server {
@@ -117,7 +118,9 @@ class JobManager {
  public:
   struct Options {
     runtime::Executor* executor = nullptr;  // not owned; outlives this
-    Metrics* metrics = nullptr;             // not owned; optional
+    // Not owned. Optional: without it the manager counts into a registry
+    // of its own that nobody exports.
+    Metrics* metrics = nullptr;
     int max_queued_jobs = 1024;
     // Queued jobs of one tenant; 0 means max_queued_jobs (no separate bound).
     int max_queued_per_tenant = 0;
@@ -266,7 +269,10 @@ class JobManager {
 
   // Constant after construction.
   runtime::Executor* const executor_;
-  Metrics* const metrics_;
+  // Only when Options::metrics is null: where metrics_ points then.
+  std::unique_ptr<prometheus::Registry> own_registry_;
+  std::unique_ptr<Metrics> own_metrics_;
+  Metrics* const metrics_;  // never null
   const int max_queued_jobs_;
   const int max_queued_per_tenant_;
   const int max_running_jobs_;

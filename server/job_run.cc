@@ -51,7 +51,7 @@ runtime::JobCallbacks MakeRunCallbacks(
       job->events.push_back(std::move(event));
       job->Changed();
     }
-    if (metrics != nullptr && kind == runtime::NodeEventKind::kFinished) {
+    if (kind == runtime::NodeEventKind::kFinished) {
       metrics->NodeExecuted(spec.op, ctx->device[node]);
     }
   };

@@ -23,7 +23,7 @@ namespace weft::server {
 using RunFinishFn = std::function<void(
     absl::Status status, std::string failed_node, runtime::HostBuffers)>;
 
-// `metrics` may be null; `clock` stamps the events.
+// `metrics` is not null; `clock` stamps the events.
 runtime::JobCallbacks MakeRunCallbacks(
     std::shared_ptr<JobRecord> job,
     std::shared_ptr<const scheduler::Graph> graph,
