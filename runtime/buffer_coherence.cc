@@ -35,8 +35,7 @@ std::string InitialContents(const BufferSpec& spec) {
   return bytes;
 }
 
-BufferCoherence::BufferCoherence(const scheduler::Graph* graph,
-                                 Options options)
+BufferCoherence::BufferCoherence(const scheduler::Graph* graph, Options options)
     : graph_(graph),
       options_(options),
       host_(static_cast<int>(options_.memory_pools.size())) {
@@ -47,9 +46,8 @@ BufferCoherence::BufferCoherence(const scheduler::Graph* graph,
 absl::Status BufferCoherence::Allocate(BufferId b, int device) {
   Copy& copy = buffers_[b].copies[device];
   if (copy.allocated) return absl::OkStatus();
-  WEFT_ASSIGN_OR_RETURN(
-      copy.ptr,
-      options_.memory_pools[device]->Allocate(graph_->buffer(b).size_bytes));
+  WEFT_ASSIGN_OR_RETURN(copy.ptr, options_.memory_pools[device]->Allocate(
+                                      graph_->buffer(b).size_bytes));
   copy.allocated = true;
   return absl::OkStatus();
 }
@@ -65,10 +63,10 @@ absl::Status BufferCoherence::AllocateFor(const scheduler::Plan& plan,
       absl::Status s = Allocate(use.buffer, pn.device);
       if (!s.ok()) {
         return absl::Status(
-            s.code(), absl::StrCat("buffer '", graph_->buffer(use.buffer).name,
-                                   "' (first used by node '", node.name,
-                                   "' on device ", pn.device,
-                                   "): ", s.message()));
+            s.code(),
+            absl::StrCat("buffer '", graph_->buffer(use.buffer).name,
+                         "' (first used by node '", node.name, "' on device ",
+                         pn.device, "): ", s.message()));
       }
     }
   }

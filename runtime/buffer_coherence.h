@@ -80,12 +80,12 @@ class BufferCoherence {
   }
   // Makes `b` current at location `where` (a device, or host()) for work
   // about to go on `stream`, a stream of `stream_device`.
-  absl::Status MakeCurrent(scheduler::BufferId b, int where,
-                           int stream_device, StreamHandle stream);
+  absl::Status MakeCurrent(scheduler::BufferId b, int where, int stream_device,
+                           StreamHandle stream);
   // Makes `b`'s initial contents at `where`, which then holds its latest
   // version.
-  absl::Status Materialize(scheduler::BufferId b, int where,
-                           int stream_device, StreamHandle stream);
+  absl::Status Materialize(scheduler::BufferId b, int where, int stream_device,
+                           StreamHandle stream);
   // Work on `stream` at location `where` used `uses`: what it wrote is
   // current there only.
   void MarkWritten(absl::Span<const scheduler::BufferUse> uses, int where,

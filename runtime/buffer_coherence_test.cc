@@ -67,7 +67,7 @@ class BufferCoherenceTest : public ::testing::Test {
   void Init(uint64_t data_bytes = 8) {
     SimBackend::Options options;
     options.num_devices = 2;
-    options.time_scale = 0;  // unpaced: exact virtual times
+    options.time_scale = 0;           // unpaced: exact virtual times
     options.host_to_device_gbps = 1;  // 1,000 bytes per microsecond
     backend_ = SimBackend::Create(options).value();
     for (int d = 0; d < 2; ++d) {
@@ -78,8 +78,8 @@ class BufferCoherenceTest : public ::testing::Test {
       event_pools_.push_back(events_.back().get());
       streams_.push_back(backend_->CreateStream(d).value());
     }
-    graph_ = std::make_unique<scheduler::Graph>("g", Buffers(data_bytes),
-                                                std::vector<scheduler::NodeSpec>{});
+    graph_ = std::make_unique<scheduler::Graph>(
+        "g", Buffers(data_bytes), std::vector<scheduler::NodeSpec>{});
     job_events_ = std::make_unique<JobEvents>(event_pools_, 0);
     RecordingJobTracer::Options trace;
     trace.backend = backend_.get();
@@ -87,9 +87,9 @@ class BufferCoherenceTest : public ::testing::Test {
     trace.device_clock = true;
     tracer_ = std::make_unique<RecordingJobTracer>(trace);
     buffers_ = std::make_unique<BufferCoherence>(
-        graph_.get(), BufferCoherence::Options{backend_.get(), memory_pools_,
-                                               job_events_.get(),
-                                               tracer_.get()});
+        graph_.get(),
+        BufferCoherence::Options{backend_.get(), memory_pools_,
+                                 job_events_.get(), tracer_.get()});
     for (int b = 0; b < 2; ++b) {
       for (int d = 0; d < 2; ++d) ASSERT_OK(buffers_->Allocate(b, d));
     }

@@ -407,8 +407,8 @@ absl::Status Job::DownloadOutputs() {
     const BufferCoherence::Latest latest = buffers_.latest(b);
     if (latest.where < 0) {
       // No node touched it: its contents are its initial contents.
-      outputs_.emplace_back(spec.name,
-                            std::make_unique<std::string>(InitialContents(spec)));
+      outputs_.emplace_back(
+          spec.name, std::make_unique<std::string>(InitialContents(spec)));
       continue;
     }
     if (latest.where == buffers_.host()) {

@@ -20,8 +20,7 @@ JobStreams::JobStreams(uint64_t scope, Shared shared,
 
 absl::StatusOr<StreamHandle> JobStreams::For(int logical) {
   if (logical_[logical].value != 0) return logical_[logical];
-  WEFT_ASSIGN_OR_RETURN(logical_[logical],
-                        Acquire(logical_devices_[logical]));
+  WEFT_ASSIGN_OR_RETURN(logical_[logical], Acquire(logical_devices_[logical]));
   return logical_[logical];
 }
 

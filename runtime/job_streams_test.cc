@@ -142,11 +142,10 @@ TEST_F(JobStreamsTest, AStreamThatCannotTakeItsFenceLeavesTheJobUnfenced) {
   shared.backend = &refusing;
   JobStreams streams(3, shared, {0}, &tracer_);
   const StreamHandle s = streams.For(0).value();
-  EXPECT_THAT(streams.EnqueueFences([](StreamHandle) -> HostCallback {
-    return [](absl::Status) {};
-  }),
-              StatusIs(absl::StatusCode::kUnavailable,
-                       HasSubstr("no callbacks here")));
+  EXPECT_THAT(
+      streams.EnqueueFences(
+          [](StreamHandle) -> HostCallback { return [](absl::Status) {}; }),
+      StatusIs(absl::StatusCode::kUnavailable, HasSubstr("no callbacks here")));
   EXPECT_TRUE(streams.unfenced());
   EXPECT_TRUE(streams.failed(s));
   EXPECT_EQ(streams.fences_pending(), 0);

@@ -97,7 +97,7 @@ class NullJobTracer final : public JobTracer {
 class RecordingJobTracer final : public JobTracer {
  public:
   struct Options {
-    Backend* backend = nullptr;  // not owned
+    Backend* backend = nullptr;   // not owned
     JobEvents* events = nullptr;  // not owned; holds the markers
     bool device_clock = false;    // Backend::has_device_clock
     std::string name;             // the trace's name (the graph's)

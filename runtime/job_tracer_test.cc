@@ -119,19 +119,20 @@ TEST_F(RecordingJobTracerTest, DirtyStreamTakesAFreshStartMarker) {
 
 TEST_F(RecordingJobTracerTest, CopyEnginesAndTheHostHaveTracksOfTheirOwn) {
   RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
-  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0,
-                          "x upload"},
-               stream_, 0);
+  tracer.Begin(
+      TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0, "x upload"},
+      stream_, 0);
   tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kDeviceToHost, 0,
                           "x download"},
                stream_, 0);
-  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kPeer, 0, "x d1->d0"},
-               stream_, 0);
+  tracer.Begin(
+      TracedWork{SpanKind::kCopy, TraceTrackKind::kPeer, 0, "x d1->d0"},
+      stream_, 0);
   tracer.Begin(TracedWork{SpanKind::kHost, TraceTrackKind::kStream, -1, "h"},
                stream_, 0);
-  tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0,
-                          "y upload"},
-               stream_, 0);
+  tracer.Begin(
+      TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0, "y upload"},
+      stream_, 0);
   std::optional<JobTrace> trace = tracer.Build();
   ASSERT_TRUE(trace.has_value());
   EXPECT_THAT(trace->tracks,

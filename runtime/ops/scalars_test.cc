@@ -38,7 +38,8 @@ TEST(ScalarsTest, AsInt64SaturatesAndMapsNanToZero) {
 }
 
 TEST(ScalarsTest, SaturateInt32ClampsToTheRange) {
-  EXPECT_EQ(SaturateInt32(int64_t{1} << 40), std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(SaturateInt32(int64_t{1} << 40),
+            std::numeric_limits<int32_t>::max());
   EXPECT_EQ(SaturateInt32(-(int64_t{1} << 40)),
             std::numeric_limits<int32_t>::min());
   EXPECT_EQ(SaturateInt32(-5), -5);

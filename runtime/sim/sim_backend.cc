@@ -134,7 +134,8 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
     device_infos_.push_back(info);
     names.push_back(info.name);
   }
-  memory_ = std::make_unique<SimMemory>(std::move(names), options_.memory_bytes);
+  memory_ =
+      std::make_unique<SimMemory>(std::move(names), options_.memory_bytes);
   std::vector<SimDeviceModel*> models;
   for (int d = 0; d < n; ++d) {
     models_.push_back(std::make_unique<SimDeviceModel>(
@@ -143,8 +144,8 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
   }
   launches_ = std::make_unique<SimLaunches>(SimLaunches::Options{
       options_.kernels, memory_.get(), options_.launch_fault});
-  copies_ = std::make_unique<SimCopies>(std::move(bandwidth_gbps), memory_.get(),
-                                        std::move(models));
+  copies_ = std::make_unique<SimCopies>(std::move(bandwidth_gbps),
+                                        memory_.get(), std::move(models));
   int threads = options_.worker_threads;
   if (threads == 0) {
     const int hardware = static_cast<int>(std::thread::hardware_concurrency());

@@ -32,9 +32,9 @@ absl::StatusOr<std::vector<double>> SimCopies::BandwidthMatrix(
   }
   if (!given.empty()) {
     if (static_cast<int>(given.size()) != n + 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bandwidth_gbps must have num_devices + 1 = ", n + 1,
-          " rows (the host last), got ", given.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bandwidth_gbps must have num_devices + 1 = ", n + 1,
+                       " rows (the host last), got ", given.size()));
     }
     for (int r = 0; r <= n; ++r) {
       const std::vector<double>& row = given[r];
@@ -45,9 +45,8 @@ absl::StatusOr<std::vector<double>> SimCopies::BandwidthMatrix(
       }
       for (int c = 0; c <= n; ++c) {
         if (std::isnan(row[c]) || row[c] < 0) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("bandwidth_gbps[", r, "][", c, "] must be >= 0, got ",
-                           row[c]));
+          return absl::InvalidArgumentError(absl::StrCat(
+              "bandwidth_gbps[", r, "][", c, "] must be >= 0, got ", row[c]));
         }
         if (row[c] == 0 && r != c && (r == n || c == n)) {
           return absl::InvalidArgumentError(absl::StrCat(
@@ -194,9 +193,8 @@ absl::Status SimCopies::MoveBytes(const SimCopyRecord& copy) const {
       WEFT_ASSIGN_OR_RETURN(SimMemory::Resolved from,
                             memory_->Resolve(copy.src, copy.bytes));
       // Zeros onto memory without contents change nothing.
-      const Need need = from.data != nullptr && copy.bytes > 0
-                            ? Need::kContents
-                            : Need::kAddress;
+      const Need need = from.data != nullptr && copy.bytes > 0 ? Need::kContents
+                                                               : Need::kAddress;
       WEFT_ASSIGN_OR_RETURN(SimMemory::Resolved to,
                             memory_->Resolve(copy.dst, copy.bytes, need));
       if (copy.bytes == 0 || to.data == nullptr) return absl::OkStatus();

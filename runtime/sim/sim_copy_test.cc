@@ -68,9 +68,10 @@ TEST(SimCopiesMatrixTest, RejectsBadMatrices) {
   EXPECT_THAT(SimCopies::BandwidthMatrix(1, {{1, -1}, {1, 1}}, 1, 1, 1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("bandwidth_gbps[0][1] must be >= 0")));
-  EXPECT_THAT(SimCopies::BandwidthMatrix(1, {{1, 0}, {1, 1}}, 1, 1, 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("device 0 needs a link to and from the host")));
+  EXPECT_THAT(
+      SimCopies::BandwidthMatrix(1, {{1, 0}, {1, 1}}, 1, 1, 1),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("device 0 needs a link to and from the host")));
   absl::StatusOr<std::vector<double>> given =
       SimCopies::BandwidthMatrix(1, {{kInf, 3}, {4, 0}}, 1, 1, 1);
   ASSERT_OK(given);
@@ -99,8 +100,8 @@ TEST_F(SimCopiesTest, MovesTheBytesAndTakesItsTime) {
   const std::string in(4000, 'w');
   std::string out(4000, '\0');
   SimStream stream("s", &clock_);
-  copies_.Enqueue(stream, copies_.Upload(a, in.data(), 4000));    // 4 us
-  copies_.Enqueue(stream, copies_.Copy(b, a, 4000));              // 6 us
+  copies_.Enqueue(stream, copies_.Upload(a, in.data(), 4000));     // 4 us
+  copies_.Enqueue(stream, copies_.Copy(b, a, 4000));               // 6 us
   copies_.Enqueue(stream, copies_.Download(out.data(), b, 4000));  // 2 us
   std::shared_ptr<SimStream::Mark> done = stream.Record();
   ASSERT_OK(stream.Synchronize());

@@ -83,12 +83,11 @@ absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
       timing.end_us = start + duration;
       if (book.live.size() >= book.prune_at) {
         const double now = clock_->NowUs();
-        book.live.erase(
-            std::remove_if(book.live.begin(), book.live.end(),
-                           [now](const LiveBooking& b) {
-                             return b.end_us <= now;
-                           }),
-            book.live.end());
+        book.live.erase(std::remove_if(book.live.begin(), book.live.end(),
+                                       [now](const LiveBooking& b) {
+                                         return b.end_us <= now;
+                                       }),
+                        book.live.end());
         book.prune_at = std::max<size_t>(64, 2 * book.live.size());
       }
       id = book.next_booking++;
@@ -113,8 +112,7 @@ absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
       book.turn_waiters[ticket->number_] = timing.Park();
       return absl::OkStatus();
     }
-    const double start =
-        book.timeline->Book(timing.ready_us, duration, units);
+    const double start = book.timeline->Book(timing.ready_us, duration, units);
     timing.end_us = start + duration;
     ticket->booked_ = true;
     next = AdvanceTurnLocked(engine);
@@ -123,8 +121,7 @@ absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
   return absl::OkStatus();
 }
 
-void SimDeviceModel::ReleaseBooking(Engine engine, uint64_t id,
-                                    double at_us) {
+void SimDeviceModel::ReleaseBooking(Engine engine, uint64_t id, double at_us) {
   absl::MutexLock lock(&mu_);
   if (closed_) return;
   EngineBook& book = books_[Index(engine)];

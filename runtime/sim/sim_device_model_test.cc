@@ -71,10 +71,12 @@ TEST_F(SimDeviceModelTest, TicketsBookInTheirOrder) {
   Ticket first(&model, Engine::kKernels, 0);
   Ticket second(&model, Engine::kKernels, 1);
   // The second arrives first: it parks until the first has booked.
-  SimStream::Timing early = Book(model, Engine::kKernels, 0, 10, kFull, &second);
+  SimStream::Timing early =
+      Book(model, Engine::kKernels, 0, 10, kFull, &second);
   EXPECT_TRUE(early.parked());
   EXPECT_EQ(Book(model, Engine::kKernels, 0, 10, kFull, &first).end_us, 10);
-  SimStream::Timing again = Book(model, Engine::kKernels, 0, 10, kFull, &second);
+  SimStream::Timing again =
+      Book(model, Engine::kKernels, 0, 10, kFull, &second);
   EXPECT_FALSE(again.parked());
   EXPECT_EQ(again.end_us, 20);
 }

@@ -39,8 +39,8 @@ absl::Status SimFaults::Next(int device, absl::string_view op) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < faults_.size(); ++i) {
     const Armed& f = faults_[i];
-    const bool hit = f.device < 0 ? f.at == total
-                                  : f.device == device && f.at == on_device;
+    const bool hit =
+        f.device < 0 ? f.at == total : f.device == device && f.at == on_device;
     if (!hit) continue;
     absl::Status status(
         f.status.code(),

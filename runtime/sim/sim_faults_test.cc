@@ -18,8 +18,8 @@ TEST(SimFaultsTest, NothingFailsWithoutFaults) {
 TEST(SimFaultsTest, FailsTheNthLaunchOnItsDeviceCountedFromArming) {
   SimFaults faults(2);
   EXPECT_OK(faults.Next(1, "spin"));  // before arming: not counted
-  ASSERT_OK(faults.Inject(
-      SimLaunchFault{1, 2, absl::DataLossError("bad page")}));
+  ASSERT_OK(
+      faults.Inject(SimLaunchFault{1, 2, absl::DataLossError("bad page")}));
   EXPECT_OK(faults.Next(0, "spin"));
   EXPECT_OK(faults.Next(1, "spin"));
   EXPECT_OK(faults.Next(0, "spin"));

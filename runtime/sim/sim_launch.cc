@@ -115,10 +115,12 @@ SimContents SimLaunches::ContentsOf(const CpuKernel* kernel,
   return SimContents::kCompute;
 }
 
-SimLaunches::RecordPtr SimLaunches::Make(
-    const KernelLaunch& launch, double cost_us, const CpuKernel* kernel,
-    int device, SimDeviceModel* model, absl::Status fault,
-    std::vector<SimLaunchRecord*>* cache) {
+SimLaunches::RecordPtr SimLaunches::Make(const KernelLaunch& launch,
+                                         double cost_us,
+                                         const CpuKernel* kernel, int device,
+                                         SimDeviceModel* model,
+                                         absl::Status fault,
+                                         std::vector<SimLaunchRecord*>* cache) {
   RecordPtr record = Take(cache);
   record->launch.op = launch.op;
   record->launch.args = launch.args;
@@ -142,8 +144,7 @@ SimLaunches::RecordPtr SimLaunches::Make(
   return record;
 }
 
-SimLaunches::RecordPtr SimLaunches::Take(
-    std::vector<SimLaunchRecord*>* cache) {
+SimLaunches::RecordPtr SimLaunches::Take(std::vector<SimLaunchRecord*>* cache) {
   SimLaunchRecord* record = nullptr;
   if (cache != nullptr) {
     if (cache->empty()) {
@@ -222,8 +223,7 @@ absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {
   if (!launch.args.empty()) {
     args.reserve(launch.args.size());
     absl::Status resolved = options_.memory->ResolveArgs(
-        launch.args, need,
-        [&](const KernelArg& arg, SimMemory::Resolved* r) {
+        launch.args, need, [&](const KernelArg& arg, SimMemory::Resolved* r) {
           if (r == nullptr) {
             args.push_back(ConvertScalar<HostArg>(arg));
             return;
@@ -250,9 +250,9 @@ absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {
   }
   absl::Status status = (*record.kernel)(args);
   if (!status.ok()) {
-    return absl::Status(status.code(),
-                        absl::StrCat(launch.op, " on device ", device, ": ",
-                                     status.message()));
+    return absl::Status(
+        status.code(),
+        absl::StrCat(launch.op, " on device ", device, ": ", status.message()));
   }
   return absl::OkStatus();
 }

@@ -131,8 +131,7 @@ class SimLaunches {
   int records() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  RecordPtr Take(std::vector<SimLaunchRecord*>* cache)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  RecordPtr Take(std::vector<SimLaunchRecord*>* cache) ABSL_LOCKS_EXCLUDED(mu_);
   void GiveBackRecord(SimLaunchRecord* record) ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status RunKernel(SimLaunchRecord& record) const;
 
@@ -142,8 +141,9 @@ class SimLaunches {
   std::unique_ptr<CpuKernelTable> owned_kernels_;
   const CpuKernelTable* kernels_ = nullptr;
   // What a user kernel runs here: nothing (its cost is its only effect).
-  const CpuKernel user_kernel_stand_in_ =
-      [](absl::Span<const HostArg>) { return absl::OkStatus(); };
+  const CpuKernel user_kernel_stand_in_ = [](absl::Span<const HostArg>) {
+    return absl::OkStatus();
+  };
   // The table's kernels that are the built-in `spin` and `fill`, or null.
   const CpuKernel* spin_kernel_ = nullptr;
   const CpuKernel* fill_kernel_ = nullptr;

@@ -23,8 +23,7 @@ using ::weft::testing::StatusIs;
 
 class SimLaunchesTest : public ::testing::Test {
  protected:
-  SimLaunchesTest()
-      : memory_({"gpu0"}, 1 << 20), model_(&clock_, 32) {}
+  SimLaunchesTest() : memory_({"gpu0"}, 1 << 20), model_(&clock_, 32) {}
 
   SimLaunches Make(SimLaunches::Options options = {}) {
     options.memory = &memory_;
@@ -100,8 +99,8 @@ TEST_F(SimLaunchesTest, RunsTheKernelOnDeviceMemoryThenBooksIt) {
   SimLaunches launches = Make();
   const DevicePtr p = memory_.Allocate(0, 16).value();
   double end_us = 0;
-  ASSERT_OK(Run(launches, Fill(p, 3.0f, /*cost_us=*/7), absl::OkStatus(),
-                &end_us));
+  ASSERT_OK(
+      Run(launches, Fill(p, 3.0f, /*cost_us=*/7), absl::OkStatus(), &end_us));
   EXPECT_EQ(FirstFloat(p), 3.0f);
   EXPECT_EQ(end_us, 7);
 }
@@ -128,9 +127,8 @@ TEST_F(SimLaunchesTest, FaultsAndKernelErrorsFailTheLaunch) {
               StatusIs(absl::StatusCode::kInternal, "hook"));
   KernelLaunch bad = Fill(p, 1.0f);
   bad.args.pop_back();
-  EXPECT_THAT(Run(launches, bad),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("fill on device 0: ")));
+  EXPECT_THAT(Run(launches, bad), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("fill on device 0: ")));
   KernelLaunch outside = Fill(DevicePtr{0, p.address + 8}, 1.0f);
   EXPECT_THAT(Run(launches, outside),
               StatusIs(absl::StatusCode::kInvalidArgument,

@@ -49,10 +49,10 @@ absl::StatusOr<DevicePtr> SimMemory::Allocate(int device, uint64_t bytes) {
   Device& dev = devices_[device];
   const uint64_t free_bytes = capacity_ - dev.used;
   if (bytes > free_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "device ", device, " (", names_[device],
-        ") is out of memory: requested ", bytes, " bytes, ", free_bytes,
-        " bytes free of ", capacity_));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("device ", device, " (", names_[device],
+                     ") is out of memory: requested ", bytes, " bytes, ",
+                     free_bytes, " bytes free of ", capacity_));
   }
   auto allocation = std::make_shared<Allocation>();
   allocation->size = bytes;
@@ -108,8 +108,9 @@ absl::Status SimMemory::ResolveArgs(
   return absl::OkStatus();
 }
 
-absl::StatusOr<SimMemory::Resolved> SimMemory::ResolveLocked(
-    DevicePtr ptr, uint64_t bytes, Need need) const {
+absl::StatusOr<SimMemory::Resolved> SimMemory::ResolveLocked(DevicePtr ptr,
+                                                             uint64_t bytes,
+                                                             Need need) const {
   WEFT_RETURN_IF_ERROR(CheckDevice(ptr.device));
   const Device& dev = devices_[ptr.device];
   auto it = dev.allocations.upper_bound(ptr.address);
@@ -126,8 +127,8 @@ absl::StatusOr<SimMemory::Resolved> SimMemory::ResolveLocked(
     }
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("device ", ptr.device, ": [", Hex(ptr.address), ", +",
-                   bytes, ") is not inside an allocation"));
+      absl::StrCat("device ", ptr.device, ": [", Hex(ptr.address), ", +", bytes,
+                   ") is not inside an allocation"));
 }
 
 absl::Status SimMemory::Materialize(int device, Allocation& allocation) const {

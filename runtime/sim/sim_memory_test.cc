@@ -94,14 +94,13 @@ TEST(SimMemoryTest, ResolvedMemoryOutlivesItsFree) {
 TEST(SimMemoryTest, ResolveArgsVisitsEveryArgumentInOrder) {
   SimMemory memory = TwoDevices();
   const DevicePtr p = memory.Allocate(0, 16).value();
-  const std::vector<KernelArg> args = {
-      DeviceBufferArg{p, 16}, 2.0f, int64_t{3}, DeviceBufferArg{p, 8}};
+  const std::vector<KernelArg> args = {DeviceBufferArg{p, 16}, 2.0f, int64_t{3},
+                                       DeviceBufferArg{p, 8}};
   std::vector<bool> buffers;
-  ASSERT_OK(memory.ResolveArgs(args, Need::kContents,
-                               [&](const KernelArg&, SimMemory::Resolved* r) {
-                                 buffers.push_back(r != nullptr &&
-                                                   r->data != nullptr);
-                               }));
+  ASSERT_OK(memory.ResolveArgs(
+      args, Need::kContents, [&](const KernelArg&, SimMemory::Resolved* r) {
+        buffers.push_back(r != nullptr && r->data != nullptr);
+      }));
   EXPECT_EQ(buffers, (std::vector<bool>{true, false, false, true}));
   const std::vector<KernelArg> bad = {DeviceBufferArg{p, 17}};
   EXPECT_THAT(memory.ResolveArgs(bad, Need::kAddress,

@@ -34,8 +34,8 @@
 // item whose virtual end lies ahead parks the stream until that real time,
 // on a timer of the pool. Host code that does block a worker (a callback
 // synchronizing another stream, a kernel that waits for the host) is
-// covered by the pool adding workers (sim_worker_pool.h), so no set of streams
-// can starve each other of threads. A stream made without a pool gets one
+// covered by the pool adding workers (sim_worker_pool.h), so no set of
+// streams can starve each other of threads. A stream made without a pool gets one
 // of its own, with one worker.
 //
 // Holding: while a stream holds (Hold, until Release), items enqueued on it

@@ -78,8 +78,7 @@ void SimWorkerPool::ScheduleAt(SimRunnable* stream, absl::Time at) {
 
 void SimWorkerPool::Unschedule(SimRunnable* stream) {
   absl::MutexLock lock(&mu_);
-  ready_.erase(std::remove(ready_.begin(), ready_.end(), stream),
-               ready_.end());
+  ready_.erase(std::remove(ready_.begin(), ready_.end(), stream), ready_.end());
   for (auto it = timers_.begin(); it != timers_.end();) {
     it = it->second == stream ? timers_.erase(it) : std::next(it);
   }

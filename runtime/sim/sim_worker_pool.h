@@ -52,8 +52,7 @@ class SimRunnable {
 class SimWorkerPool {
  public:
   static constexpr int kMaxThreads = 1024;
-  static constexpr absl::Duration kDefaultStallTimeout =
-      absl::Milliseconds(10);
+  static constexpr absl::Duration kDefaultStallTimeout = absl::Milliseconds(10);
 
   // Starts max(1, threads) workers and a monitor thread. An infinite
   // `stall_timeout` adds no workers on stalls (only in WorkerMayBlock).
@@ -72,16 +71,14 @@ class SimWorkerPool {
   // held: a stream's lock comes before the pool's).
   // Queues `stream` to run now, or at real time `at`.
   void Schedule(SimRunnable* stream) ABSL_LOCKS_EXCLUDED(mu_);
-  void ScheduleAt(SimRunnable* stream, absl::Time at)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void ScheduleAt(SimRunnable* stream, absl::Time at) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes `stream` off the queue and the timers, if it is there.
   void Unschedule(SimRunnable* stream) ABSL_LOCKS_EXCLUDED(mu_);
   // Moves `stream` from the timers to the queue, if it waits there.
   void ScheduleNow(SimRunnable* stream) ABSL_LOCKS_EXCLUDED(mu_);
   // Blocks until no worker runs `stream`, or took it to run (on a worker,
   // after WorkerMayBlock's step).
-  void WaitUntilNotRunning(const SimRunnable* stream)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void WaitUntilNotRunning(const SimRunnable* stream) ABSL_LOCKS_EXCLUDED(mu_);
   // Called on a worker of this pool about to block on other streams'
   // progress: adds a worker at once if none is idle.
   void WorkerMayBlock() ABSL_LOCKS_EXCLUDED(mu_);
