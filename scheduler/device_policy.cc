@@ -65,7 +65,8 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
       track_streams_(track_streams),
       track_locations_(track_locations),
       track_finish_(track_finish_times),
-      finish_(track_finish_times ? graph.num_nodes() : 0, 0) {
+      finish_(track_finish_times ? graph.num_nodes() : 0, 0),
+      start_(track_finish_times ? graph.num_nodes() : 0, 0) {
   if (!track_finish_) return;
   const int lanes = std::max(context.copy_engines_per_device, 1);
   copy_units_ = std::max<int32_t>(1, kOccupancyUnits / lanes);
@@ -234,6 +235,7 @@ void PlacementState::Place(NodeId v, int device) {
     const double start =
         unit == nullptr ? t : unit->Book(t, cost, graph_.occupancy_units(v));
     finish_[v] = start + cost;
+    start_[v] = start;
     for (const BufferUse& use : graph_.Uses(v)) {
       if (Writes(use.access)) written_[use.buffer] = 1;
       used_[use.buffer] = 1;
@@ -464,7 +466,8 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
   std::vector<int> parents;
   // Label -> (device, the first node with the label).
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
-  for (NodeId v : dag.order) {
+  for (NodeId v : context.walk_order != nullptr ? *context.walk_order
+                                                 : dag.order) {
     DeviceChoice& choice = context.record_choices ? out.choice[v] : ignored;
     const bool labelled = graph.has_label(v);
     int device;
@@ -504,6 +507,7 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
     state.Place(v, device);
   }
   out.device = state.TakeDevices();
+  out.start_us = state.TakeStartTimes();
   return out;
 }
 

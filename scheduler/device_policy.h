@@ -1,7 +1,8 @@
 // Device selection: which device runs each node.
 //
 // DevicePolicy::Assign walks the nodes in issue order (Dag::order, the order
-// in which an online scheduler such as GrCUDA would meet them) and places
+// in which an online scheduler such as GrCUDA would meet them, unless
+// DeviceContext::walk_order gives another topological order) and places
 // each one:
 //
 //   1. a pinned node (NodeSpec::device) keeps its pin;
@@ -110,6 +111,10 @@ struct DeviceChoice {
 struct DeviceAssignment {
   std::vector<int> device;           // by NodeId
   std::vector<DeviceChoice> choice;  // by NodeId; empty unless recorded
+  // By NodeId: the estimated start on the walk's model (MIN_FINISH_TIME
+  // and LOOKAHEAD_FINISH_TIME); empty for the other policies. Never
+  // before a predecessor's start.
+  std::vector<double> start_us;
 };
 
 // What a policy may look at besides the graph.
@@ -129,6 +134,9 @@ struct DeviceContext {
   int copy_engines_per_device = 1;
   // Fill DeviceAssignment::choice (for explanations).
   bool record_choices = true;
+  // The order the walk places nodes in; not owned; null: dag.order.
+  // REQUIRES: a topological order of the dag.
+  const std::vector<NodeId>* walk_order = nullptr;
 };
 
 class PlacementState;
@@ -182,6 +190,9 @@ class PlacementState {
   int device(NodeId v) const { return device_[v]; }
   // Hands over every node's device (by NodeId); the state is spent.
   std::vector<int> TakeDevices() { return std::move(device_); }
+  // Hands over every node's estimated start (by NodeId; empty unless
+  // finish times are tracked).
+  std::vector<double> TakeStartTimes() { return std::move(start_); }
 
   // ROUND_ROBIN: the candidate whose turn it is; Advance takes the turn.
   int PeekRoundRobin(absl::Span<const int> candidates) const;
@@ -238,6 +249,7 @@ class PlacementState {
   // order.
   bool track_finish_;
   std::vector<double> finish_;                // by NodeId
+  std::vector<double> start_;                 // by NodeId
   std::vector<OccupancyTimeline> kernels_;    // by device
   // By device: its host-to-device and device-to-device copy engines.
   std::vector<OccupancyTimeline> uploads_;

@@ -174,7 +174,8 @@ double WindowedWork(std::vector<KernelSpan>& spans, double devices,
       if (k.head < h) continue;
       work += k.work;
       time += k.time;
-      best = std::max(best, h + std::max(work, time / slots) / devices + k.tail);
+      best = std::max(best,
+                      h + std::max(work, time / slots) / devices + k.tail);
     }
     if (end == n) break;
   }
@@ -209,7 +210,8 @@ double MeetBound(std::vector<Neighbour>& near, double slots) {
     time += near[k].time;
     edge = std::min(edge, near[k].edge);
     const double outside = k + 1 < near.size() ? near[k + 1].apart : 0;
-    best = std::min(best, std::max(outside, edge + std::max(work, time / slots)));
+    best = std::min(best,
+                    std::max(outside, edge + std::max(work, time / slots)));
   }
   return best;
 }
@@ -229,7 +231,8 @@ void TransferOrderTerms(const Graph& graph, const Dag& dag,
   constexpr int64_t kVisitBudget = int64_t{1} << 26;
   const int devices = std::max(options.num_devices, 1);
   const double lanes =
-      static_cast<double>(devices) * std::max(options.copy_engines_per_device, 1);
+      static_cast<double>(devices) *
+      std::max(options.copy_engines_per_device, 1);
   const double slots = std::max(options.max_concurrent_kernels, 1);
   const int n = graph.num_nodes();
   const int num_buffers = graph.num_buffers();
@@ -597,7 +600,8 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
         kernel_tail;
     terms.kernel_work_us = std::max(
         terms.kernel_work_us,
-        WindowedWork(spans, devices, std::max(options.max_concurrent_kernels, 1)));
+        WindowedWork(spans, devices,
+                     std::max(options.max_concurrent_kernels, 1)));
   }
   // Among the j * devices + 1 longest kernels that fill more than half a
   // device, some device runs j + 1 one after another.

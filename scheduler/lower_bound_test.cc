@@ -140,10 +140,9 @@ NodeSpec Kernel(const std::string& name, double cost,
 TEST(LowerBoundTest, LastUploadIsFollowedByItsUsersChain) {
   // Two inputs of 1000 us each over one upload engine: whichever comes up
   // second, its user and the user's successor still run after it.
-  std::vector<BufferSpec> buffers = {Buffer("x", 25, true), Buffer("y", 25, true),
-                                     Buffer("x1", 1, false),
-                                     Buffer("y1", 1, false),
-                                     Buffer("res", 0, false, true)};
+  std::vector<BufferSpec> buffers = {
+      Buffer("x", 25, true), Buffer("y", 25, true), Buffer("x1", 1, false),
+      Buffer("y1", 1, false), Buffer("res", 0, false, true)};
   std::vector<NodeSpec> nodes = {
       Kernel("sx", 50, {{0, Access::kRead}, {2, Access::kWrite}}),
       Kernel("sy", 50, {{1, Access::kRead}, {3, Access::kWrite}}),
@@ -159,8 +158,9 @@ TEST(LowerBoundTest, LastUploadIsFollowedByItsUsersChain) {
 TEST(LowerBoundTest, LastUploadIsFollowedByTheWorkBelowIt) {
   // The first user of the late input has three full kernels below it,
   // which one device runs one after another.
-  std::vector<BufferSpec> buffers = {Buffer("x", 25, true), Buffer("a", 1, false),
-                                     Buffer("b", 1, false), Buffer("c", 1, false)};
+  std::vector<BufferSpec> buffers = {
+      Buffer("x", 25, true), Buffer("a", 1, false), Buffer("b", 1, false),
+      Buffer("c", 1, false)};
   std::vector<NodeSpec> nodes = {
       Kernel("k", 10, {{0, Access::kRead}, {1, Access::kWrite}}),
       Kernel("p", 100, {{1, Access::kRead}, {2, Access::kWrite}}),
@@ -175,10 +175,9 @@ TEST(LowerBoundTest, LastUploadIsFollowedByTheWorkBelowIt) {
 TEST(LowerBoundTest, InputsMeetOnOneDevice) {
   // sum uses what sx and sy wrote: on one device with both of them, or
   // after a copy from the other device.
-  std::vector<BufferSpec> buffers = {Buffer("x", 25, true), Buffer("y", 25, true),
-                                     Buffer("x1", 1, false),
-                                     Buffer("y1", 1, false),
-                                     Buffer("res", 0, false, true)};
+  std::vector<BufferSpec> buffers = {
+      Buffer("x", 25, true), Buffer("y", 25, true), Buffer("x1", 1, false),
+      Buffer("y1", 1, false), Buffer("res", 0, false, true)};
   std::vector<NodeSpec> nodes = {
       Kernel("sx", 50, {{0, Access::kRead}, {2, Access::kWrite}}),
       Kernel("sy", 50, {{1, Access::kRead}, {3, Access::kWrite}}),

@@ -2,8 +2,10 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <queue>
 #include <string>
 #include <utility>
 
@@ -239,6 +241,62 @@ absl::Status SimulateStreams(const Graph& graph, const Dag& dag,
   return simulated;
 }
 
+// A topological order that takes, among the nodes whose predecessors are
+// all taken, the one with the longest path from its start to the end of
+// the graph (HEFT's upward rank; ties in program order).
+std::vector<NodeId> RankOrder(const CostLevels& levels, const Dag& dag) {
+  const int n = dag.num_nodes();
+  std::vector<int32_t> waiting(n);
+  using Entry = std::pair<double, NodeId>;
+  auto later = [](const Entry& a, const Entry& b) {
+    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> ready(later);
+  for (NodeId v = 0; v < n; ++v) {
+    waiting[v] = static_cast<int32_t>(dag.Preds(v).size());
+    if (waiting[v] == 0) ready.push({levels.bottom_us[v], v});
+  }
+  std::vector<NodeId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const NodeId v = ready.top().second;
+    ready.pop();
+    order.push_back(v);
+    for (NodeId s : dag.Succs(v)) {
+      if (--waiting[s] == 0) ready.push({levels.bottom_us[s], s});
+    }
+  }
+  return order;
+}
+
+// Reissues `dag` by estimated start (`start_us`, by NodeId), ties in the
+// current order, and relabels the reachability index for it. Leaves `dag`
+// as it is if that order is not topological.
+void IssueByStart(const std::vector<double>& start_us, Dag& dag) {
+  const int n = dag.num_nodes();
+  std::vector<std::pair<double, int32_t>> key(n);
+  for (int32_t i = 0; i < n; ++i) key[i] = {start_us[dag.order[i]], i};
+  std::sort(key.begin(), key.end());
+  std::vector<NodeId> order(n);
+  std::vector<int32_t> pos(n);
+  for (int32_t i = 0; i < n; ++i) {
+    order[i] = dag.order[key[i].second];
+    pos[order[i]] = i;
+  }
+  for (NodeId v = 0; v < n; ++v) {
+    for (NodeId p : dag.Preds(v)) {
+      if (pos[p] >= pos[v]) return;
+    }
+  }
+  dag.order = std::move(order);
+  IntervalLabels intervals = dag.reach.intervals();
+  dag.reach = ReachabilityIndex(n);
+  for (int32_t i = 0; i < n; ++i) {
+    dag.reach.Label(dag.order[i], i, dag.Preds(dag.order[i]));
+  }
+  if (!intervals.empty()) dag.reach.set_intervals(std::move(intervals));
+}
+
 // CPU time of the calling thread, which a busy machine does not inflate.
 double ThreadSeconds() {
   timespec ts;
@@ -246,6 +304,68 @@ double ThreadSeconds() {
   return static_cast<double>(ts.tv_sec) +
          1e-9 * static_cast<double>(ts.tv_nsec);
 }
+
+// LOOKAHEAD_FINISH_TIME tries a second issue order on graphs of at most
+// this many nodes.
+constexpr int kMaxRankedNodes = 1 << 16;
+
+// One issue order of a graph, placed, with its streams and events, and
+// simulated on the cost model when asked. Not thread-safe.
+struct IssuePlan {
+  // Places `dag_in`'s nodes (in context.walk_order, if set), reissues them
+  // by estimated start if `issue_by_start`, and plans the streams.
+  absl::Status Make(const Graph& graph, Dag dag_in, const CostLevels& levels,
+                    const DevicePolicy& policy, const DeviceContext& context,
+                    const PlannerOptions& options, const Topology& topology,
+                    bool simulate, PlanProfile* profile,
+                    bool issue_by_start = false) {
+    dag = std::make_unique<Dag>(std::move(dag_in));
+    double start = ThreadSeconds();
+    WEFT_ASSIGN_OR_RETURN(devices, policy.Assign(graph, *dag, context));
+    if (issue_by_start && !devices.start_us.empty()) {
+      IssueByStart(devices.start_us, *dag);
+    }
+    std::vector<int> copy_sources =
+        CopySourceDevices(graph, dag->order, devices.device);
+    profile->devices_s += ThreadSeconds() - start;
+
+    start = ThreadSeconds();
+    StreamOptions stream_options;
+    stream_options.mode = options.stream_mode;
+    stream_options.max_streams_per_device = options.max_streams_per_device;
+    stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
+    stream_options.record_choices = options.explain;
+    streams = std::make_unique<StreamContext>(
+        graph, *dag, levels, std::move(devices.device), stream_options);
+    streams->peer_device = std::move(copy_sources);
+    std::vector<std::pair<std::string, double>> passes;
+    WEFT_RETURN_IF_ERROR(RunStreamPipeline(*streams, &passes));
+    if (profile->passes_s.size() != passes.size()) {
+      profile->passes_s = std::move(passes);
+    } else {
+      for (size_t i = 0; i < passes.size(); ++i) {
+        profile->passes_s[i].second += passes[i].second;
+      }
+    }
+    profile->streams_s += ThreadSeconds() - start;
+    if (!simulate) return absl::OkStatus();
+    start = ThreadSeconds();
+    const absl::Status simulated = Simulate(graph, topology, options);
+    profile->simulation_s += ThreadSeconds() - start;
+    return simulated;
+  }
+
+  absl::Status Simulate(const Graph& graph, const Topology& topology,
+                        const PlannerOptions& options) {
+    return SimulateStreams(graph, *dag, *streams, topology, options, &times);
+  }
+
+  // Heap-held: the stream context refers to the dag.
+  std::unique_ptr<Dag> dag;
+  DeviceAssignment devices;  // its devices moved into `streams`
+  std::unique_ptr<StreamContext> streams;
+  ScheduleTimes times;
+};
 
 }  // namespace
 
@@ -281,33 +401,38 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.max_concurrent_kernels = options.max_concurrent_kernels;
   context.copy_engines_per_device = options.copy_engines_per_device;
   context.record_choices = options.explain;
-  WEFT_ASSIGN_OR_RETURN(DeviceAssignment devices,
-                        policy->Assign(graph, dag, context));
-  std::vector<int> copy_sources =
-      CopySourceDevices(graph, dag.order, devices.device);
-  profile->devices_s = ThreadSeconds() - start;
-
-  start = ThreadSeconds();
-  StreamOptions stream_options;
-  stream_options.mode = options.stream_mode;
-  stream_options.max_streams_per_device = options.max_streams_per_device;
-  stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
-  stream_options.record_choices = options.explain;
-  StreamContext streams(graph, dag, levels, std::move(devices.device),
-                        stream_options);
-  streams.peer_device = std::move(copy_sources);
+  profile->devices_s = profile->streams_s = profile->simulation_s = 0;
   profile->passes_s.clear();
-  WEFT_RETURN_IF_ERROR(RunStreamPipeline(streams, &profile->passes_s));
-  profile->streams_s = ThreadSeconds() - start;
-
-  start = ThreadSeconds();
-  const int n = dag.num_nodes();
-  ScheduleTimes times;
-  if (options.simulate) {
-    WEFT_RETURN_IF_ERROR(SimulateStreams(graph, dag, streams, topology,
-                                         options, &times));
+  IssuePlan chosen;
+  WEFT_RETURN_IF_ERROR(chosen.Make(graph, std::move(dag), levels, *policy,
+                                   context, options, topology,
+                                   /*simulate=*/options.simulate, profile));
+  // LOOKAHEAD_FINISH_TIME on a small graph: also places the nodes by rank
+  // and issues them by their estimated start, and keeps whichever order
+  // the cost model finishes first.
+  if (options.device_policy == DevicePolicyKind::kLookaheadFinishTime &&
+      options.memory_order != MemoryOrderKind::kMemoryAware &&
+      graph.num_nodes() <= kMaxRankedNodes) {
+    if (!options.simulate) {
+      start = ThreadSeconds();
+      WEFT_RETURN_IF_ERROR(chosen.Simulate(graph, topology, options));
+      profile->simulation_s += ThreadSeconds() - start;
+    }
+    const std::vector<NodeId> walk = RankOrder(levels, *chosen.dag);
+    context.walk_order = &walk;
+    IssuePlan ranked;
+    WEFT_RETURN_IF_ERROR(ranked.Make(graph, Dag(*chosen.dag), levels, *policy,
+                                     context, options, topology,
+                                     /*simulate=*/true, profile,
+                                     /*issue_by_start=*/true));
+    if (ranked.times.makespan_us < chosen.times.makespan_us) {
+      chosen = std::move(ranked);
+    }
   }
-  profile->simulation_s = ThreadSeconds() - start;
+  Dag& dag_out = *chosen.dag;
+  StreamContext& streams = *chosen.streams;
+  ScheduleTimes& times = chosen.times;
+  const int n = dag_out.num_nodes();
 
   // The plan, in one pass.
   start = ThreadSeconds();
@@ -322,7 +447,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     bound.topology = &topology;
     bound.max_concurrent_kernels = options.max_concurrent_kernels;
     bound.copy_engines_per_device = options.copy_engines_per_device;
-    plan.lower_bound_us = ComputeLowerBound(graph, dag, bound).bound_us;
+    plan.lower_bound_us = ComputeLowerBound(graph, dag_out, bound).bound_us;
   }
   plan.streams.reserve(streams.streams.size());
   for (size_t s = 0; s < streams.streams.size(); ++s) {
@@ -340,7 +465,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   ReserveHuge(plan.nodes, n);
   const bool has_peers = !streams.peer_stream.empty();
   for (int i = 0; i < n; ++i) {
-    const NodeId v = dag.order[i];
+    const NodeId v = dag_out.order[i];
     plan.nodes.push_back({v, streams.device[v], streams.stream_of[v],
                           streams.signal[v],
                           has_peers ? streams.peer_stream[v] : -1});
@@ -348,21 +473,24 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   plan.waits = std::move(streams.waits);
   bool in_node_order = true;
   for (int i = 0; i < n && in_node_order; ++i) {
-    in_node_order = dag.order[i] == i;
+    in_node_order = dag_out.order[i] == i;
   }
   if (in_node_order) {
-    plan.deps = std::move(dag.preds);
+    plan.deps = std::move(dag_out.preds);
   } else {
     ReserveHuge(plan.deps.offsets, n + 1);
-    ReserveHuge(plan.deps.items, dag.preds.items.size());
-    for (const NodeId v : dag.order) plan.deps.AppendRow(dag.Preds(v));
+    ReserveHuge(plan.deps.items, dag_out.preds.items.size());
+    for (const NodeId v : dag_out.order) {
+      plan.deps.AppendRow(dag_out.Preds(v));
+    }
   }
   if (options.simulate) {
     ReserveHuge(plan.estimates, n);
     for (int i = 0; i < n; ++i) {
       const double begin = times.start_us[i];
-      plan.estimates.push_back(
-          {begin, begin + graph.cost_us(dag.order[i]), times.transfer_us[i]});
+      plan.estimates.push_back({begin,
+                                begin + graph.cost_us(dag_out.order[i]),
+                                times.transfer_us[i]});
     }
   }
   if (options.explain) {
@@ -372,7 +500,8 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       const NodeId v = pn.node;
       std::string& reason = plan.reasons[i];
       reason.reserve(128);
-      AppendDeviceReason(graph, pn, devices.choice[v], options, &reason);
+      AppendDeviceReason(graph, pn, chosen.devices.choice[v], options,
+                         &reason);
       reason.append("; ");
       AppendStreamReason(graph, pn, streams.streams[pn.stream],
                          streams.choice[v], options, &reason);
@@ -384,6 +513,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     }
   }
   profile->explain_s = ThreadSeconds() - start;
+
   return plan;
 }
 

@@ -6,7 +6,12 @@
 // discrete-event simulation of the plan (cost_model.h) and memory planning
 // (memory/memory_plan.h: an arena per device), unless options.simulate is
 // false. With options.memory_order kMemoryAware the nodes are issued in a
-// memory-aware order (memory/memory_order.h). Pure computation:
+// memory-aware order (memory/memory_order.h). With the default device
+// policy (LOOKAHEAD_FINISH_TIME) and the submitted order, a graph of at
+// most 65536 nodes is also placed in HEFT's rank order and issued by the
+// placement's estimated starts, and the plan keeps whichever of the two
+// issue orders the cost model finishes first (both are simulated, job
+// plans too). Pure computation:
 // no threads, no devices, no I/O. No V x V structure: time and memory grow
 // linearly with the graph, times the number of streams for the vector
 // clocks of event planning; plan_benchmark.cc measures it.

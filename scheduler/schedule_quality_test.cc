@@ -88,6 +88,47 @@ TEST(ScheduleQualityTest, BeatsRoundRobinWhereItFallsShort) {
                 .estimated_makespan_us);
 }
 
+TEST(ScheduleQualityTest, UploadThenComputeShapesReachTheBound) {
+  // B1 and B10: host inputs come up, their users and the join follow; on
+  // several devices the join waits for one copy between devices, which
+  // the bound counts.
+  for (const BenchmarkCase& c : {B1Vec(1), B10Dl(1), B1mVec(1)}) {
+    for (int devices : {1, 2, 4, 8}) {
+      const Plan plan = PlanDefault(c.graph, devices);
+      EXPECT_LE(Ratio(plan), 1.02) << c.name << " on " << devices;
+    }
+  }
+  // B7 on one device: four uploads, then the iterations, then two
+  // downloads, each stage after the one before.
+  EXPECT_LE(Ratio(PlanDefault(B7Hits(1).graph, 1)), 1.05);
+}
+
+TEST(ScheduleQualityTest, ForkJoinsBalanceTheirBranches) {
+  // Branches of uneven length: placed by rank, the long ones first.
+  for (const auto& [width, length] : {std::pair{16, 4}, std::pair{16, 16}}) {
+    const BenchmarkCase c = ForkJoin(width, length);
+    for (int devices : {2, 4, 8}) {
+      const Plan plan = PlanDefault(c.graph, devices);
+      EXPECT_LE(Ratio(plan), 1.07) << c.name << " on " << devices;
+    }
+  }
+}
+
+TEST(ScheduleQualityTest, RankedIssueOrderIsTopological) {
+  const BenchmarkCase c = ForkJoin(16, 4);
+  const Plan plan = PlanDefault(c.graph, 8);
+  std::vector<int> pos(c.graph.num_nodes(), -1);
+  for (int i = 0; i < plan.num_nodes(); ++i) pos[plan.nodes[i].node] = i;
+  bool node_order = true;
+  for (int i = 0; i < plan.num_nodes(); ++i) {
+    node_order = node_order && plan.nodes[i].node == i;
+    for (NodeId d : plan.Deps(i)) EXPECT_LT(pos[d], i);
+  }
+  // Program order issues the branches one after another; the plan does
+  // not.
+  EXPECT_FALSE(node_order);
+}
+
 TEST(ScheduleQualityTest, AChainStaysOnOneDevice) {
   // The shape of examples/vector_pipeline.json: each node reads what the
   // previous one wrote.
