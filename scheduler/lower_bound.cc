@@ -446,12 +446,51 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   };
   std::vector<Copy> copies;
 
+  // Host data only one node can use first (every other use of it comes
+  // after that node's): it is issued first among the buffer's users, so
+  // the buffer goes up to that node's device on the device's one upload
+  // stream, one upload after another, before the node starts. By node:
+  // the sum of those uploads.
+  std::vector<double> sole_uploads(transfers ? n : 0, 0);
+  if (transfers) {
+    std::vector<NodeId> first_user(num_buffers, -1);
+    std::vector<uint8_t> shared(num_buffers, 0), settled(num_buffers, 0);
+    for (NodeId v = 0; v < n; ++v) {
+      const absl::Span<const BufferUse> uses = graph.Uses(v);
+      for (const BufferUse& use : uses) {
+        const BufferId b = use.buffer;
+        if (settled[b]) continue;
+        // The first writer comes after every use before it.
+        bool writes = false;
+        for (const BufferUse& other : uses) {
+          writes |= other.buffer == b && Writes(other.access);
+        }
+        if (first_user[b] < 0) {
+          first_user[b] = v;
+        } else if (first_user[b] != v && !writes) {
+          shared[b] = 1;
+        }
+      }
+      // Uses after a buffer's first writer are its descendants.
+      for (const BufferUse& use : uses) {
+        if (Writes(use.access)) settled[use.buffer] = 1;
+      }
+    }
+    for (BufferId b = 0; b < num_buffers; ++b) {
+      const NodeId v = first_user[b];
+      if (v < 0 || shared[b] || !graph.has_initial_data(b) || !on_device(v)) {
+        continue;
+      }
+      sole_uploads[v] += upload_of(b);
+    }
+  }
+
   // Forward: the earliest start of every node (its head).
   std::vector<double> head(n, 0);
   std::vector<uint8_t> uses_host_data(n, 0);
   double upload_work = 0;
   for (const NodeId v : dag.order) {
-    double start = 0;
+    double start = transfers ? sole_uploads[v] : 0;
     for (const NodeId p : dag.Preds(v)) {
       start = std::max(start, head[p] + std::max(graph.cost_us(p), 0.0));
     }

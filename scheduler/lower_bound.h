@@ -7,7 +7,9 @@
 //     after its predecessors have finished (its head), and after the host
 //     data it uses has reached a device (a buffer with initial data takes
 //     at least its bytes over the fastest host link; several of them
-//     together at least their sum over all the devices' upload engines);
+//     together at least their sum over all the devices' upload engines;
+//     the buffers only it can use first go up to its device one after
+//     another, on that device's upload stream);
 //     after it, its successors and the downloads of the outputs it writes
 //     last still take time (its tail). Where a device node uses what other
 //     device nodes wrote last, either they share its device (and run one

@@ -109,8 +109,9 @@ TEST(LowerBoundTest, HostDataMustComeUp) {
   // One device: both inputs over its one upload engine, then the output
   // back down.
   EXPECT_DOUBLE_EQ(BoundOf(g, 1).critical_path_us, 200 + 10 + 100);
-  // Two devices: the uploads may go over both engines at once.
-  EXPECT_DOUBLE_EQ(BoundOf(g, 2).critical_path_us, 100 + 10 + 100);
+  // Two devices: both inputs still go up to the device of their only
+  // user, on its one upload stream.
+  EXPECT_DOUBLE_EQ(BoundOf(g, 2).critical_path_us, 200 + 10 + 100);
 }
 
 // A buffer of `mb` MB (40 us a MB over a 25 GB/s host link).
