@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <queue>
+#include <set>
 #include <utility>
 
 namespace weft::scheduler::memory {
@@ -36,6 +38,39 @@ Csr Symmetric(int n, const std::vector<std::pair<int32_t, int32_t>>& pairs) {
   return csr;
 }
 
+// The most bytes live at once in execution `e` of `lifetimes`: a copy is
+// live from the start of its first use (not counting an upload, which
+// starts no later) to the end of its last, an output forever. Copies live
+// at one instant conflict pairwise, so no arena is smaller.
+int64_t ExecutionPeak(const Lifetimes& lifetimes,
+                      absl::Span<const int32_t> copies,
+                      absl::Span<const int64_t> sizes, int e) {
+  std::vector<std::pair<double, int64_t>> events;  // (time, +/- size)
+  events.reserve(2 * copies.size());
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const int32_t c = copies[k];
+    double start = std::numeric_limits<double>::infinity();
+    double end = 0;
+    for (const int32_t position : lifetimes.Uses(c)) {
+      if (position < 0) continue;
+      start = std::min(start, lifetimes.start_us(e, position));
+      end = std::max(end, lifetimes.end_us(e, position));
+    }
+    if (start == std::numeric_limits<double>::infinity()) continue;
+    events.emplace_back(start, sizes[k]);
+    if (!lifetimes.copy(c).live_to_end) events.emplace_back(end, -sizes[k]);
+  }
+  // Ends before starts at one instant: a copy that ends as another starts
+  // does not overlap it.
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, peak = 0;
+  for (const auto& [time, delta] : events) {
+    live += delta;
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
 }  // namespace
 
 const char* ArenaHeuristicName(ArenaHeuristic heuristic) {
@@ -48,11 +83,14 @@ const char* ArenaHeuristicName(ArenaHeuristic heuristic) {
       return "by_conflicts";
     case ArenaHeuristic::kByLifetime:
       return "by_lifetime";
+    case ArenaHeuristic::kReleaseOrder:
+      return "release_order";
   }
   return "?";
 }
 
-ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device) {
+ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
+                                 int64_t max_conflicts) {
   ConflictGraph graph;
   for (int c = 0; c < lifetimes.num_copies(); ++c) {
     if (lifetimes.copy(c).device == device) graph.copies.push_back(c);
@@ -130,6 +168,11 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device) {
       }
       list.resize(kept);
     }
+    if (static_cast<int64_t>(pairs.size()) > max_conflicts) {
+      graph.complete = false;
+      graph.conflicts = Csr();
+      return graph;
+    }
     active_at[k] = static_cast<int32_t>(active.size());
     active.push_back(k);
     by_last.emplace(copy.last, k);
@@ -175,6 +218,116 @@ int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
   return arena;
 }
 
+int64_t PlaceByRelease(const Lifetimes& lifetimes,
+                       absl::Span<const int32_t> copies,
+                       absl::Span<const int64_t> sizes,
+                       std::vector<int64_t>* offsets) {
+  const HappensBefore& hb = lifetimes.happens_before();
+  const int n = static_cast<int>(copies.size());
+  const int num_positions = hb.num_positions();
+  // Nodes of each stream in issue order, and the last start of a copy on
+  // each stream.
+  std::vector<std::vector<int32_t>> on_stream(hb.num_streams());
+  for (int32_t i = 0; i < num_positions; ++i) {
+    on_stream[hb.point(i).stream].push_back(i);
+  }
+  std::vector<int32_t> last_start(hb.num_streams(), -1);
+  std::vector<int32_t> starting;  // streams with a start
+  for (const int32_t c : copies) {
+    for (const int32_t g : lifetimes.Starts(c)) {
+      const int32_t t = hb.point(g).stream;
+      if (last_start[t] < 0) starting.push_back(t);
+      last_start[t] = std::max(last_start[t], g);
+    }
+  }
+  // Release position of each copy: from there on, every start knows it
+  // finished.
+  std::vector<int32_t> release(n);
+  for (int k = 0; k < n; ++k) {
+    const BufferCopy& copy = lifetimes.copy(copies[k]);
+    if (copy.live_to_end) {
+      release[k] = std::numeric_limits<int32_t>::max();
+      continue;
+    }
+    const auto ends = lifetimes.Ends(copies[k]);
+    int32_t r = copy.last + 1;
+    for (const int32_t t : starting) {
+      if (last_start[t] <= copy.last) continue;
+      const std::vector<int32_t>& nodes = on_stream[t];
+      auto lo = std::upper_bound(nodes.begin(), nodes.end(), copy.last);
+      auto hi = std::upper_bound(lo, nodes.end(), last_start[t]);
+      // Knowledge only grows along a stream: binary search the first node
+      // that knows.
+      auto first = std::partition_point(
+          lo, hi, [&](int32_t i) { return !hb.AllBefore(ends, i); });
+      r = std::max(r, first == hi ? last_start[t] + 1 : *first);
+    }
+    release[k] = r;
+  }
+  // Heap simulation in issue order: releases at a position before the
+  // copies that start there.
+  std::vector<int32_t> by_release(n);
+  std::iota(by_release.begin(), by_release.end(), 0);
+  std::sort(by_release.begin(), by_release.end(),
+            [&](int32_t a, int32_t b) { return release[a] < release[b]; });
+  std::map<int64_t, int64_t> free_blocks;         // offset -> size
+  std::set<std::pair<int64_t, int64_t>> by_size;  // (size, offset)
+  int64_t top = 0;
+  auto add_free = [&](int64_t offset, int64_t size) {
+    auto next = free_blocks.lower_bound(offset);
+    if (next != free_blocks.end() && next->first == offset + size) {
+      size += next->second;
+      by_size.erase({next->second, next->first});
+      next = free_blocks.erase(next);
+    }
+    if (next != free_blocks.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        size += prev->second;
+        by_size.erase({prev->second, prev->first});
+        free_blocks.erase(prev);
+      }
+    }
+    if (offset + size == top) {
+      top = offset;  // the free tail goes back to the top
+      return;
+    }
+    free_blocks[offset] = size;
+    by_size.insert({size, offset});
+  };
+  offsets->assign(n, 0);
+  int64_t arena = 0;
+  size_t next_release = 0;
+  for (int k = 0; k < n; ++k) {
+    const int32_t p = lifetimes.copy(copies[k]).first;
+    for (; next_release < by_release.size() &&
+           release[by_release[next_release]] <= p;
+         ++next_release) {
+      const int32_t a = by_release[next_release];
+      if (a < k && sizes[a] > 0) add_free((*offsets)[a], sizes[a]);
+    }
+    const int64_t size = sizes[k];
+    if (size == 0) continue;
+    auto fit = by_size.lower_bound({size, std::numeric_limits<int64_t>::min()});
+    if (fit != by_size.end()) {
+      const auto [block, offset] = *fit;
+      by_size.erase(fit);
+      free_blocks.erase(offset);
+      (*offsets)[k] = offset;
+      if (block > size) {
+        free_blocks[offset + size] = block - size;
+        by_size.insert({block - size, offset + size});
+      }
+    } else {
+      (*offsets)[k] = top;
+      top += size;
+    }
+    arena = std::max(arena, (*offsets)[k] + size);
+  }
+  return arena;
+}
+
 ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
   ArenaPlan plan;
   const uint64_t alignment = std::max<uint64_t>(options.alignment, 1);
@@ -196,10 +349,16 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     if (d < static_cast<int>(options.budget_bytes.size())) {
       arena.budget_bytes = options.budget_bytes[d];
     }
-    const ConflictGraph graph = BuildConflictGraph(lifetimes, d);
+    int64_t max_conflicts = options.max_conflicts;
+    if (max_conflicts <= 0) {
+      max_conflicts = 64 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 20);
+    }
+    const ConflictGraph graph = BuildConflictGraph(lifetimes, d, max_conflicts);
     const int n = static_cast<int>(graph.copies.size());
     arena.num_copies = n;
-    arena.conflicts = static_cast<int64_t>(graph.conflicts.items.size()) / 2;
+    arena.conflicts =
+        graph.complete ? static_cast<int64_t>(graph.conflicts.items.size()) / 2
+                       : -1;
     std::vector<int64_t> sizes(n);
     // Live bytes along issue order: +size at first use, -size after the
     // last (uploads at -1, so everything shifts by one).
@@ -219,12 +378,22 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     }
     arena.lower_bound_bytes =
         std::max(arena.lower_bound_bytes, arena.peak_live_bytes);
+    for (int e = 0; e < Lifetimes::kExecutions; ++e) {
+      arena.lower_bound_bytes =
+          std::max(arena.lower_bound_bytes,
+                   ExecutionPeak(lifetimes, graph.copies, sizes, e));
+    }
 
     std::vector<int32_t> order(n);
     std::vector<int64_t> offsets;
     std::vector<int64_t> best_offsets;
     int64_t best = -1;
+    if (!graph.complete) {
+      best = PlaceByRelease(lifetimes, graph.copies, sizes, &best_offsets);
+      arena.heuristic = ArenaHeuristic::kReleaseOrder;
+    }
     for (const ArenaHeuristic h : heuristics) {
+      if (!graph.complete) break;
       std::iota(order.begin(), order.end(), 0);
       auto lifetime = [&](int32_t k) {
         const BufferCopy& copy = lifetimes.copy(graph.copies[k]);
@@ -240,6 +409,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
               [&](int32_t a, int32_t b) { return sizes[a] > sizes[b]; });
           break;
         case ArenaHeuristic::kInOrder:
+        case ArenaHeuristic::kReleaseOrder:
           break;  // copies are numbered by first use
         case ArenaHeuristic::kByConflicts:
           std::stable_sort(
@@ -257,7 +427,9 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
           break;
       }
       const int64_t size =
-          PlaceInOrder(graph.conflicts, sizes, order, &offsets);
+          h == ArenaHeuristic::kReleaseOrder
+              ? PlaceByRelease(lifetimes, graph.copies, sizes, &offsets)
+              : PlaceInOrder(graph.conflicts, sizes, order, &offsets);
       if (best < 0 || size < best) {
         best = size;
         best_offsets.swap(offsets);

@@ -19,11 +19,13 @@
 // in issue order, which respects happens-before), by conflict degree and by
 // lifetime length. The smallest arena wins (XLA's ChooseBestHeapAlgorithm).
 //
-// The lower bound is the most that is live at once along issue order (a
-// valid execution: the copies live at one issue position conflict
-// pairwise) and at least the largest copy; arena / lower_bound says how
-// far a plan is from it. Sizes are rounded up to the alignment first, so
-// offsets are aligned and the bound is a bound for aligned copies.
+// The lower bound is the largest clique of the conflict graph found
+// cheaply: the most bytes live at once along issue order (one valid
+// execution: copies live at one issue position conflict pairwise), and in
+// the executions Lifetimes times (copies whose uses overlap in time there
+// conflict pairwise), and the largest copy. arena / lower_bound says how
+// far an arena is from it. Sizes are rounded up to the alignment first,
+// so offsets are aligned and the bound is a bound for aligned copies.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_
@@ -39,7 +41,14 @@
 
 namespace weft::scheduler::memory {
 
-enum class ArenaHeuristic { kBySize, kInOrder, kByConflicts, kByLifetime };
+enum class ArenaHeuristic {
+  kBySize,
+  kInOrder,
+  kByConflicts,
+  kByLifetime,
+  // Without a conflict graph (see ArenaOptions::max_conflicts).
+  kReleaseOrder,
+};
 inline constexpr ArenaHeuristic kAllArenaHeuristics[] = {
     ArenaHeuristic::kBySize, ArenaHeuristic::kInOrder,
     ArenaHeuristic::kByConflicts, ArenaHeuristic::kByLifetime};
@@ -53,6 +62,13 @@ struct ArenaOptions {
   // Bytes each device may hold, by device (0 or missing: no budget). Only
   // reported for now: nothing is spilled to fit one.
   std::vector<int64_t> budget_bytes;
+  // A device whose conflict graph would hold more pairs than this (0: 64
+  // per copy plus 2^20) is placed without one (kReleaseOrder): each copy's
+  // block is free for copies that start from the first issue position at
+  // which every stream still to start a copy knows its uses finished, a
+  // heap simulation with a best-fit free list in issue order. Sound, but it
+  // forgoes reuse that only some streams could make.
+  int64_t max_conflicts = 0;
 };
 
 struct DeviceArena {
@@ -61,7 +77,8 @@ struct DeviceArena {
   int64_t arena_bytes = 0;
   // Most bytes live at once along issue order.
   int64_t peak_live_bytes = 0;
-  // No offset assignment fits in less: max(peak_live_bytes, largest copy).
+  // No offset assignment fits in less: the largest of peak_live_bytes, the
+  // peaks of the timed executions and the largest copy.
   int64_t lower_bound_bytes = 0;
   int64_t no_reuse_bytes = 0;   // the sum of the (aligned) copy sizes
   int64_t budget_bytes = 0;     // 0: none
@@ -80,11 +97,23 @@ struct ArenaPlan {
 // The copies on one device (ids in Lifetimes numbering, ascending) and
 // which may be live together: row k lists the local indices of copies
 // that conflict with copies[k], ascending.
+// `complete` is false when the sweep stopped at `max_conflicts` pairs
+// (conflicts is then empty).
 struct ConflictGraph {
   std::vector<int32_t> copies;
   Csr conflicts;
+  bool complete = true;
 };
-ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device);
+ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
+                                 int64_t max_conflicts = INT64_MAX);
+
+// kReleaseOrder for the copies of one device (Lifetimes numbering, by first
+// use) with their aligned sizes: fills `offsets` (by local index) and
+// returns the arena size.
+int64_t PlaceByRelease(const Lifetimes& lifetimes,
+                       absl::Span<const int32_t> copies,
+                       absl::Span<const int64_t> sizes,
+                       std::vector<int64_t>* offsets);
 
 // Offsets for every copy of `lifetimes`, per device the smallest arena of
 // the heuristics tried.

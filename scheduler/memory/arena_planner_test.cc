@@ -100,9 +100,11 @@ TEST(ArenaPlannerTest, ParallelBranchesOnTwoStreamsDoNotShare) {
   EXPECT_EQ(p.offset(2), 2048);  // y: b may run while a2 reads x
   EXPECT_EQ(p.offset(3), 3072);  // v
   EXPECT_EQ(p.offset(4), 0);     // out
-  // More than issue order alone needs: the streams overlap.
+  // More than issue order alone needs (3072): the streams overlap, as the
+  // timed executions show.
   EXPECT_EQ(p.arenas.devices[0].arena_bytes, 4096);
-  EXPECT_EQ(p.arenas.devices[0].lower_bound_bytes, 3072);
+  EXPECT_EQ(p.arenas.devices[0].peak_live_bytes, 3072);
+  EXPECT_EQ(p.arenas.devices[0].lower_bound_bytes, 4096);
 }
 
 TEST(ArenaPlannerTest, OneStreamLetsTheBranchesShare) {
@@ -159,6 +161,8 @@ TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
     const Graph g = RandomGraph(seed, c.graph);
     ArenaOptions options;
     options.heuristics = {kAllArenaHeuristics[seed % 4]};
+    if (seed % 6 == 5) options.heuristics = {ArenaHeuristic::kReleaseOrder};
+    if (seed % 7 == 6) options.max_conflicts = 1;  // no conflict graph
     const Planned p = PlanAll(g, c.planner, options);
     const auto bf = BruteForceBefore(p.plan);
     const Lifetimes& lt = p.lifetimes;
@@ -185,6 +189,22 @@ TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
     }
   }
   EXPECT_GT(shared, 1000);  // reuse happens
+}
+
+TEST(ArenaPlannerTest, WithoutAConflictGraphReleasesInIssueOrder) {
+  ArenaOptions options;
+  options.max_conflicts = 1;
+  PlannerOptions single;
+  single.stream_mode = StreamMode::kSingle;
+  const Planned p = PlanAll(TwoBranches(), single, options);
+  EXPECT_EQ(p.arenas.devices[0].heuristic, ArenaHeuristic::kReleaseOrder);
+  EXPECT_EQ(p.arenas.devices[0].conflicts, -1);
+  EXPECT_EQ(p.offset(0), 0);     // x
+  EXPECT_EQ(p.offset(1), 1024);  // u
+  EXPECT_EQ(p.offset(2), 0);     // y takes x's block, free after a2
+  EXPECT_EQ(p.offset(3), 2048);  // v
+  EXPECT_EQ(p.offset(4), 0);     // out takes y's block
+  EXPECT_EQ(p.arenas.devices[0].arena_bytes, 3072);
 }
 
 // The conflict graph from the sweep equals the pairs MayBeLiveTogether

@@ -170,6 +170,37 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
   WEFT_ASSIGN_OR_RETURN(lt.hb_,
                         HappensBefore::Build(plan, uploads, upload_waits));
 
+  // As-soon-as-possible executions over stream order, peer joins and
+  // event waits (HappensBefore::Build has checked the ids).
+  {
+    std::vector<int32_t> last_on_stream(plan.streams.size(), -1);
+    std::vector<int32_t> recorded_by(plan.num_events, -1);
+    for (int e = 0; e < kExecutions; ++e) lt.times_[e].resize(2 * n);
+    for (int i = 0; i < n; ++i) {
+      const PlannedNode& pn = plan.nodes[i];
+      double start[kExecutions] = {};
+      auto after = [&](int32_t j) {
+        if (j < 0) return;
+        for (int e = 0; e < kExecutions; ++e) {
+          start[e] = std::max(start[e], lt.times_[e][2 * j + 1]);
+        }
+      };
+      after(last_on_stream[pn.stream]);
+      if (pn.peer_stream >= 0) after(last_on_stream[pn.peer_stream]);
+      if (i < plan.waits.rows()) {
+        for (const int32_t w : plan.Waits(i)) after(recorded_by[w]);
+      }
+      const double cost = std::max(graph.cost_us(pn.node), 0.0) + 1;
+      for (int e = 0; e < kExecutions; ++e) {
+        lt.times_[e][2 * i] = start[e];
+        lt.times_[e][2 * i + 1] = start[e] + (e == 0 ? cost : 1);
+      }
+      last_on_stream[pn.stream] = i;
+      if (pn.peer_stream >= 0) last_on_stream[pn.peer_stream] = i;
+      if (pn.signal_event >= 0) recorded_by[pn.signal_event] = i;
+    }
+  }
+
   // Uses by copy, in issue order (a counting sort keeps it).
   const int num_copies = lt.num_copies();
   lt.uses_.offsets.assign(num_copies + 1, 0);

@@ -88,6 +88,19 @@ class Lifetimes {
   }
   const HappensBefore& happens_before() const { return hb_; }
 
+  // Times of a few executions the plan allows (every node as soon as the
+  // nodes it must follow have finished, on unlimited hardware): with each
+  // node's cost plus 1 us, and with unit costs. Copies whose uses overlap
+  // in time in one of them may be live together: the most bytes live at
+  // once there is a lower bound on any arena (arena_planner.h).
+  static constexpr int kExecutions = 2;
+  double start_us(int execution, int32_t position) const {
+    return times_[execution][2 * position];
+  }
+  double end_us(int execution, int32_t position) const {
+    return times_[execution][2 * position + 1];
+  }
+
  private:
   int num_devices_ = 0;
   std::vector<BufferCopy> copies_;
@@ -97,6 +110,7 @@ class Lifetimes {
   std::vector<Point> ends_;
   Csr starts_;
   HappensBefore hb_;
+  std::vector<double> times_[kExecutions];  // start, end by position
 };
 
 }  // namespace weft::scheduler::memory

@@ -183,6 +183,38 @@ absl::flat_hash_map<BufferId, int32_t> UsersBefore(
   return before;
 }
 
+// Depth-first from each sink in ascending NodeId, each node after its
+// predecessors (visited in ascending NodeId): XLA's post-order
+// scheduler, which finishes one branch before it starts the next.
+std::vector<NodeId> PostOrder(const Dag& dag) {
+  const int n = dag.num_nodes();
+  std::vector<NodeId> order;
+  order.reserve(n);
+  std::vector<uint8_t> state(n, 0);  // 1: entered, 2: emitted
+  std::vector<std::pair<NodeId, int>> stack;
+  for (NodeId root = 0; root < n; ++root) {
+    if (!dag.Succs(root).empty() || state[root]) continue;
+    stack.emplace_back(root, 0);
+    state[root] = 1;
+    while (!stack.empty()) {
+      auto& [v, next] = stack.back();
+      const absl::Span<const NodeId> preds = dag.Preds(v);
+      if (next < static_cast<int>(preds.size())) {
+        const NodeId p = preds[next++];
+        if (state[p] == 0) {
+          state[p] = 1;
+          stack.emplace_back(p, 0);
+        }
+        continue;
+      }
+      state[v] = 2;
+      order.push_back(v);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
 MemoryOrder Greedy(const Graph& graph, const Dag& dag, const UseModel& model) {
   const int n = graph.num_nodes();
   const int num_buffers = graph.num_buffers();
@@ -263,11 +295,29 @@ int64_t PeakLiveBytes(const Graph& graph, absl::Span<const NodeId> order,
 MemoryOrder MemoryAwareOrder(const Graph& graph, const Dag& dag,
                              const MemoryOrderOptions& options) {
   const UseModel model(graph, options);
+  // The best start of the greedy list schedule, a depth-first post-order
+  // (finish what feeds one sink before starting on the next) and the
+  // submitted order.
   MemoryOrder result = Greedy(graph, dag, model);
+  std::vector<int64_t> step, after;
+  auto peak_of = [&](absl::Span<const NodeId> order) {
+    Simulate(model, order, &step, &after);
+    return order.empty() ? 0 : *std::max_element(step.begin(), step.end());
+  };
+  result.peak_bytes = peak_of(result.order);
+  std::vector<std::vector<NodeId>> candidates;
+  candidates.push_back(PostOrder(dag));
+  candidates.push_back(dag.order);
+  for (std::vector<NodeId>& candidate : candidates) {
+    const int64_t peak = peak_of(candidate);
+    if (peak < result.peak_bytes) {
+      result.order = std::move(candidate);
+      result.peak_bytes = peak;
+    }
+  }
   const int n = static_cast<int>(result.order.size());
   const int width = std::min({options.window, 32, n});
   if (width < 2) return result;
-  std::vector<int64_t> step, after;
   std::vector<int32_t> pos(n);
   absl::flat_hash_set<int> stuck;  // window starts that did not improve
   std::vector<NodeId> best;

@@ -9,17 +9,19 @@
 // alignment: it ranks orders, and the arena planner (arena_planner.h) then
 // places what a plan of the chosen order keeps live.
 //
-// MemoryAwareOrder is a greedy list schedule: among the ready nodes it
-// takes the one whose step adds least to what is live (bytes allocated
-// minus bytes freed; then fewer bytes allocated; then the submitted order).
-// Keys only fall while a node waits, so a lazy heap serves it in
-// O((V + uses) log V). Then, while the budget lasts, an exact dynamic
-// programme over the downsets of a window of nodes around the peak step
-// (the set of nodes run decides what is live, so the best order of a
-// window depends on nothing else) replaces the window's order when it
-// lowers that step; the state count of a window is bounded (a beam of the
-// best states beyond it). OptimalOrder runs the same programme over a whole
-// small graph.
+// MemoryAwareOrder starts from the best of three orders (XLA keeps the
+// best of its schedulers too): a greedy list schedule that, among the
+// ready nodes, takes the one whose step adds least to what is live (bytes
+// allocated minus bytes freed; then fewer bytes allocated; then the
+// submitted order; keys only fall while a node waits, so a lazy heap serves
+// it in O((V + uses) log V)), a depth-first post-order from the sinks, and
+// the submitted order. So it is never worse than the submitted order. Then,
+// while the budget lasts, an exact dynamic programme over the downsets of a
+// window of nodes around the peak step (the set of nodes run decides what is
+// live, so the best order of a window depends on nothing else) replaces the
+// window's order when it lowers that step; the state count of a window is
+// bounded (a beam of the best states beyond it). OptimalOrder runs the same
+// programme over a whole small graph.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_MEMORY_ORDER_H_

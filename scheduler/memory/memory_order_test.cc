@@ -162,6 +162,7 @@ TEST(MemoryOrderPropertyTest, OrdersAreTopologicalAndNoWorseThanGreedy) {
     ASSERT_EQ(greedy.peak_bytes, PeakLiveBytes(g, greedy.order)) << seed;
     ASSERT_EQ(order.peak_bytes, PeakLiveBytes(g, order.order)) << seed;
     ASSERT_LE(order.peak_bytes, greedy.peak_bytes) << seed;
+    ASSERT_LE(order.peak_bytes, PeakLiveBytes(g, dag.order)) << seed;
   }
 }
 
