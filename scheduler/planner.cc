@@ -17,6 +17,8 @@
 #include "scheduler/device_policy.h"
 #include "scheduler/huge_pages.h"
 #include "scheduler/lower_bound.h"
+#include "scheduler/memory/memory_order.h"
+#include "scheduler/memory/memory_plan.h"
 #include "scheduler/passes/split_streams_pass.h"
 #include "scheduler/passes/stream_context.h"
 #include "scheduler/passes/stream_pipeline.h"
@@ -369,6 +371,10 @@ struct IssuePlan {
 
 }  // namespace
 
+// Simulated plans of graphs up to this many nodes get memory planning by
+// default (Plan.memory, Plan.buffers).
+constexpr int kMaxAutoMemoryPlanNodes = 20000;
+
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options) {
   return PlanGraph(graph, options, nullptr);
@@ -386,6 +392,9 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   double start = ThreadSeconds();
   CostLevels levels;
   WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph, &levels));
+  if (options.memory_order == MemoryOrderKind::kMemoryAware) {
+    memory::IssueInMemoryOrder(graph, &dag);
+  }
   profile->dependencies_s = ThreadSeconds() - start;
 
   start = ThreadSeconds();
@@ -439,7 +448,9 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   Plan plan;
   plan.num_devices = options.num_devices;
   plan.num_events = streams.num_events;
-  plan.estimated_makespan_us = times.makespan_us;
+  // A job plan may have been simulated to choose its issue order; it
+  // still reports no estimate (PlannerOptions::simulate).
+  plan.estimated_makespan_us = options.simulate ? times.makespan_us : 0;
   plan.critical_path_us = levels.critical_path_us;
   if (options.simulate) {
     LowerBoundOptions bound;
@@ -514,6 +525,19 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   }
   profile->explain_s = ThreadSeconds() - start;
 
+  // Memory: arenas for plans that are simulated (not yet for job plans);
+  // on large graphs only when the options ask about memory, since it costs
+  // far more than the rest of the plan there.
+  start = ThreadSeconds();
+  if (options.simulate &&
+      (graph.num_nodes() <= kMaxAutoMemoryPlanNodes ||
+       options.memory_order == MemoryOrderKind::kMemoryAware ||
+       !options.memory_budget_bytes.empty())) {
+    memory::MemoryPlanOptions memory_options;
+    memory_options.budget_bytes = options.memory_budget_bytes;
+    WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
+  }
+  profile->memory_s = ThreadSeconds() - start;
   return plan;
 }
 
@@ -597,6 +621,19 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
         options.max_nodes_per_stream, "), got ", max_nodes));
   }
   if (max_nodes != 0) options.max_nodes_per_stream = max_nodes;
+  switch (proto.memory_order()) {
+    case weft::v1::MEMORY_ORDER_AUTO:
+    case weft::v1::MEMORY_ORDER_SUBMITTED:
+      options.memory_order = MemoryOrderKind::kSubmitted;
+      break;
+    case weft::v1::MEMORY_ORDER_MEMORY_AWARE:
+      options.memory_order = MemoryOrderKind::kMemoryAware;
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.memory_order: unknown memory order ",
+                       static_cast<int>(proto.memory_order())));
+  }
   return options;
 }
 
@@ -647,6 +684,24 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
   proto.set_critical_path_us(plan.critical_path_us);
   proto.set_lower_bound_us(plan.lower_bound_us);
   proto.set_num_devices(plan.num_devices);
+  for (const DeviceMemory& m : plan.memory) {
+    weft::v1::DeviceMemory* out = proto.add_memory();
+    out->set_device(m.device);
+    out->set_arena_bytes(m.arena_bytes);
+    out->set_peak_live_bytes(m.peak_live_bytes);
+    out->set_lower_bound_bytes(m.lower_bound_bytes);
+    out->set_budget_bytes(m.budget_bytes);
+    out->set_spilled_bytes(m.spilled_bytes);
+    out->set_orderings_added(m.orderings_added);
+  }
+  proto.mutable_buffers()->Reserve(static_cast<int>(plan.buffers.size()));
+  for (const PlannedBuffer& b : plan.buffers) {
+    weft::v1::PlannedBuffer* out = proto.add_buffers();
+    out->set_name(graph.buffer(b.buffer).name);
+    out->set_device(b.device);
+    out->set_offset(b.offset);
+    out->set_size_bytes(b.size_bytes);
+  }
   return proto;
 }
 
