@@ -35,7 +35,8 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const std::vector<std::string>& argv,
     if (body == "h") body = "help";
     auto it = known.find(body);
     if (it == known.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", arg, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag '", arg, "'"));
     }
     if (it->second) {
       if (!value) {
@@ -48,9 +49,10 @@ absl::StatusOr<CliArgs> CliArgs::Parse(const std::vector<std::string>& argv,
     } else if (!value) {
       value = "true";
     } else if (*value != "true" && *value != "false") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "flag --", body, " is a switch; it takes no value other than "
-                           "true or false"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("flag --", body,
+                       " is a switch; it takes no value other than "
+                       "true or false"));
     }
     if (!args.values_.contains(body)) args.order_.push_back(body);
     args.values_[body] = *value;
@@ -78,8 +80,8 @@ absl::StatusOr<std::optional<int>> CliArgs::Int(const std::string& flag) const {
   if (it == values_.end()) return std::optional<int>();
   int value;
   if (!absl::SimpleAtoi(it->second, &value)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, ": '", it->second, "' is not an integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", it->second, "' is not an integer"));
   }
   return std::optional<int>(value);
 }
@@ -90,8 +92,8 @@ absl::StatusOr<std::optional<double>> CliArgs::Double(
   if (it == values_.end()) return std::optional<double>();
   double value;
   if (!absl::SimpleAtod(it->second, &value) || !std::isfinite(value)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", flag, ": '", it->second, "' is not a number"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": '", it->second, "' is not a number"));
   }
   return std::optional<double>(value);
 }

@@ -9,15 +9,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::vector<FlagSpec> kFlags = {
-    {"addr"}, {"json", false}, {"watch", false}, {"priority"}, {"timeout"},
-    {"help", false}};
+const std::vector<FlagSpec> kFlags = {{"addr"},         {"json", false},
+                                      {"watch", false}, {"priority"},
+                                      {"timeout"},      {"help", false}};
 
 TEST(CliArgsTest, FlagsAnywhere) {
-  auto args = CliArgs::Parse({"weftctl", "--json", "submit", "g.json",
-                              "--priority", "3", "--addr=unix:/tmp/s",
-                              "--watch"},
-                             kFlags);
+  auto args =
+      CliArgs::Parse({"weftctl", "--json", "submit", "g.json", "--priority",
+                      "3", "--addr=unix:/tmp/s", "--watch"},
+                     kFlags);
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(args->command(), "submit");
   EXPECT_THAT(args->positional(), ElementsAre("g.json"));
@@ -56,8 +56,8 @@ TEST(CliArgsTest, Doubles) {
   ASSERT_TRUE(args.ok()) << args.status();
   EXPECT_EQ(**args->Double("priority"), 0.25);
   EXPECT_FALSE(args->Double("timeout")->has_value());
-  for (const char* bad : {"--priority=half", "--priority=inf",
-                          "--priority=nan"}) {
+  for (const char* bad :
+       {"--priority=half", "--priority=inf", "--priority=nan"}) {
     auto not_number = CliArgs::Parse({"weftctl", bad}, kFlags);
     ASSERT_TRUE(not_number.ok());
     EXPECT_EQ(not_number->Double("priority").status().code(),
@@ -69,8 +69,8 @@ TEST(CliArgsTest, Doubles) {
 }
 
 TEST(CliArgsTest, DurationsAndSwitchValues) {
-  auto args = CliArgs::Parse({"weftctl", "-h", "--timeout=1.5s", "--json=false"},
-                             kFlags);
+  auto args = CliArgs::Parse(
+      {"weftctl", "-h", "--timeout=1.5s", "--json=false"}, kFlags);
   ASSERT_TRUE(args.ok());
   EXPECT_TRUE(args->Bool("help"));
   EXPECT_FALSE(args->Bool("json"));

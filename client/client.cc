@@ -244,9 +244,9 @@ absl::StatusOr<BufferData> Client::ReadBuffer(const std::string& job_id,
       first = false;
     }
     if (broken.ok() && chunk.offset() != out.data.size()) {
-      broken = absl::DataLossError(absl::StrCat(
-          "buffer '", buffer, "': chunk at offset ", chunk.offset(),
-          " after ", out.data.size(), " bytes"));
+      broken = absl::DataLossError(
+          absl::StrCat("buffer '", buffer, "': chunk at offset ",
+                       chunk.offset(), " after ", out.data.size(), " bytes"));
       context.TryCancel();
     }
     out.data += chunk.data();
@@ -282,8 +282,8 @@ absl::StatusOr<std::string> Client::Trace(const std::string& job_id) {
     }
     if (broken.ok() && chunk.total_bytes() != total) {
       broken = absl::DataLossError(absl::StrCat(
-          "trace of job ", job_id, ": total size changed from ", total,
-          " to ", chunk.total_bytes(), " bytes mid-stream"));
+          "trace of job ", job_id, ": total size changed from ", total, " to ",
+          chunk.total_bytes(), " bytes mid-stream"));
       context.TryCancel();
     }
     out += chunk.chunk();

@@ -66,8 +66,7 @@ class Client {
   // `deadline` the watch fails with DEADLINE_EXCEEDED after it.
   absl::StatusOr<weft::v1::Job> Watch(
       const std::string& job_id,
-      const std::function<bool(const weft::v1::WatchJobResponse&)>&
-          on_message,
+      const std::function<bool(const weft::v1::WatchJobResponse&)>& on_message,
       absl::Time deadline = absl::InfiniteFuture());
   absl::StatusOr<weft::v1::Job> Cancel(const std::string& job_id);
   // Jobs in `state` (all for JOB_STATE_UNSPECIFIED); `page_size` > 0 keeps

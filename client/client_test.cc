@@ -8,13 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/rpc/retry_info.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "grpcpp/server_context.h"
-#include "google/rpc/retry_info.pb.h"
-#include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "weft/v1/weft.grpc.pb.h"
 
@@ -55,7 +55,8 @@ class FakeScheduler final : public weft::v1::Scheduler::Service {
     job->set_request_id(request->request_id());
     auto tenant = context->client_metadata().find("weft-tenant");
     if (tenant != context->client_metadata().end()) {
-      job->set_tenant(std::string(tenant->second.data(), tenant->second.size()));
+      job->set_tenant(
+          std::string(tenant->second.data(), tenant->second.size()));
     }
     return grpc::Status::OK;
   }
@@ -214,9 +215,8 @@ TEST_F(ClientTest, WatchDeliversEveryMessageAndReturnsTheLastJob) {
   EXPECT_EQ(events, 1);
 
   int seen = 0;
-  last = client_->Watch("j-1", [&](const weft::v1::WatchJobResponse&) {
-    return ++seen < 1;
-  });
+  last = client_->Watch(
+      "j-1", [&](const weft::v1::WatchJobResponse&) { return ++seen < 1; });
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(seen, 1);
   EXPECT_EQ(last->state(), weft::v1::RUNNING);

@@ -164,7 +164,8 @@ std::string JobErrorText(const weft::v1::Job& job) {
 
 std::string JobDetails(const weft::v1::Job& job) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"  graph:", job.graph_name().empty() ? "-" : job.graph_name()});
+  rows.push_back(
+      {"  graph:", job.graph_name().empty() ? "-" : job.graph_name()});
   rows.push_back({"  progress:", absl::StrCat(Progress(job), " nodes")});
   rows.push_back({"  priority:", absl::StrCat(job.priority())});
   if (!job.request_id().empty()) {
@@ -175,13 +176,14 @@ std::string JobDetails(const weft::v1::Job& job) {
   rows.push_back({"  started:", FormatTimestamp(job.start_time())});
   rows.push_back({"  ended:", FormatTimestamp(job.end_time())});
   if (IsSet(job.start_time()) && IsSet(job.end_time())) {
-    rows.push_back({"  duration:",
-                    absl::FormatDuration(ToTime(job.end_time()) -
-                                         ToTime(job.start_time()))});
+    rows.push_back(
+        {"  duration:", absl::FormatDuration(ToTime(job.end_time()) -
+                                             ToTime(job.start_time()))});
   }
-  rows.push_back({"  outputs:", job.output_buffers().empty()
-                                    ? "-"
-                                    : absl::StrJoin(job.output_buffers(), ", ")});
+  rows.push_back(
+      {"  outputs:", job.output_buffers().empty()
+                         ? "-"
+                         : absl::StrJoin(job.output_buffers(), ", ")});
   if (job.has_error() && job.error().code() != 0) {
     rows.push_back({"  error:", JobErrorText(job)});
   }
@@ -190,8 +192,8 @@ std::string JobDetails(const weft::v1::Job& job) {
 
 std::string JobsTable(const std::vector<weft::v1::Job>& jobs) {
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"JOB", "STATE", "PRIORITY", "TENANT", "PROGRESS", "GRAPH",
-                  "CREATED"});
+  rows.push_back(
+      {"JOB", "STATE", "PRIORITY", "TENANT", "PROGRESS", "GRAPH", "CREATED"});
   for (const weft::v1::Job& job : jobs) {
     rows.push_back({job.id(), weft::v1::JobState_Name(job.state()),
                     absl::StrCat(job.priority()),
@@ -231,8 +233,8 @@ std::string ProgressLine(const weft::v1::Job& job, absl::Duration elapsed,
   const std::string state(
       absl::StripPrefix(weft::v1::JobState_Name(job.state()), "JOB_STATE_"));
   const std::string tail = absl::StrFormat(
-      " %d/%d nodes %3d%% %s %s", done, total,
-      static_cast<int>(fraction * 100), FormatElapsed(elapsed), state);
+      " %d/%d nodes %3d%% %s %s", done, total, static_cast<int>(fraction * 100),
+      FormatElapsed(elapsed), state);
   // The bar takes what is left of the line, within reason.
   const int bar = std::clamp(width - static_cast<int>(tail.size()) - 2, 10, 40);
   const int filled = static_cast<int>(fraction * bar);
@@ -247,13 +249,13 @@ std::string ProgressLine(const weft::v1::Job& job, absl::Duration elapsed,
 
 std::string StatusText(const absl::Status& status,
                        std::optional<absl::Duration> retry_after) {
-  std::string text = absl::StrCat(absl::StatusCodeToString(status.code()),
-                                  ": ", status.message());
+  std::string text = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                                  status.message());
   if (retry_after) {
-    absl::StrAppend(&text, " (retry after ",
-                    absl::FormatDuration(absl::Trunc(*retry_after,
-                                                     absl::Milliseconds(1))),
-                    ")");
+    absl::StrAppend(
+        &text, " (retry after ",
+        absl::FormatDuration(absl::Trunc(*retry_after, absl::Milliseconds(1))),
+        ")");
   }
   return text;
 }
@@ -261,9 +263,8 @@ std::string StatusText(const absl::Status& status,
 std::string NodeEventLine(const weft::v1::NodeEvent& event) {
   const std::string& name = weft::v1::NodeEventKind_Name(event.kind());
   absl::string_view kind = absl::StripPrefix(name, "NODE_");
-  std::string line =
-      absl::StrCat("node ", event.node(), " ", kind, " device ",
-                   event.device(), " stream ", event.stream());
+  std::string line = absl::StrCat("node ", event.node(), " ", kind, " device ",
+                                  event.device(), " stream ", event.stream());
   if (!event.message().empty()) absl::StrAppend(&line, ": ", event.message());
   return line;
 }
@@ -285,8 +286,8 @@ std::string DevicesTable(const std::vector<weft::v1::Device>& devices) {
   return Table(rows);
 }
 
-absl::StatusOr<std::vector<std::string>> FormatElements(
-    absl::string_view data, weft::v1::DType dtype) {
+absl::StatusOr<std::vector<std::string>> FormatElements(absl::string_view data,
+                                                        weft::v1::DType dtype) {
   const int size = ElementSize(dtype);
   if (data.size() % size != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -345,9 +346,9 @@ absl::StatusOr<std::string> ElementsJson(absl::string_view job_id,
   }
   return absl::StrCat("{\"jobId\":", JsonString(job_id),
                       ",\"buffer\":", JsonString(buffer), ",\"dtype\":\"",
-                      weft::v1::DType_Name(dtype), "\",\"totalBytes\":",
-                      data.size(), ",\"values\":[", absl::StrJoin(values, ","),
-                      "]}");
+                      weft::v1::DType_Name(dtype),
+                      "\",\"totalBytes\":", data.size(), ",\"values\":[",
+                      absl::StrJoin(values, ","), "]}");
 }
 
 }  // namespace weft::client

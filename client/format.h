@@ -74,8 +74,8 @@ int ElementSize(weft::v1::DType dtype);
 // The elements of `data` as `dtype`, one string each: float32 and float64
 // with %.9g, integers in decimal, bytes as two hex digits. INVALID_ARGUMENT
 // when the size is not a multiple of the element size.
-absl::StatusOr<std::vector<std::string>> FormatElements(
-    absl::string_view data, weft::v1::DType dtype);
+absl::StatusOr<std::vector<std::string>> FormatElements(absl::string_view data,
+                                                        weft::v1::DType dtype);
 // {"jobId":..,"buffer":..,"dtype":..,"totalBytes":..,"values":[..]} with
 // numbers as JSON numbers ("NaN"/"Infinity" as strings, as proto3 JSON
 // does) and bytes as hex strings.

@@ -64,8 +64,9 @@ TEST(FormatTest, JobLineAndDetails) {
   EXPECT_THAT(details, HasSubstr("created:   2023-11-14T22:13:20.250Z"));
   EXPECT_THAT(details, HasSubstr("duration:  500ms"));
   EXPECT_THAT(details, HasSubstr("outputs:   y, z"));
-  EXPECT_THAT(details,
-              HasSubstr("error:     RESOURCE_EXHAUSTED: out of memory (node axpy)"));
+  EXPECT_THAT(
+      details,
+      HasSubstr("error:     RESOURCE_EXHAUSTED: out of memory (node axpy)"));
 }
 
 TEST(FormatTest, JobsTable) {
@@ -149,11 +150,12 @@ TEST(FormatElementsTest, EachDtype) {
               ElementsAre("7", "4.5", "0.100000001"));
   EXPECT_THAT(*FormatElements(Bytes<double>({1.0 / 3}), weft::v1::FLOAT64),
               ElementsAre("0.333333333"));
-  EXPECT_THAT(*FormatElements(Bytes<int32_t>({-5, 2147483647}), weft::v1::INT32),
-              ElementsAre("-5", "2147483647"));
-  EXPECT_THAT(*FormatElements(Bytes<int64_t>({int64_t{1} << 40}),
-                              weft::v1::INT64),
-              ElementsAre("1099511627776"));
+  EXPECT_THAT(
+      *FormatElements(Bytes<int32_t>({-5, 2147483647}), weft::v1::INT32),
+      ElementsAre("-5", "2147483647"));
+  EXPECT_THAT(
+      *FormatElements(Bytes<int64_t>({int64_t{1} << 40}), weft::v1::INT64),
+      ElementsAre("1099511627776"));
   EXPECT_THAT(*FormatElements(std::string("\x00\xff\x10", 3), weft::v1::BYTES),
               ElementsAre("00", "ff", "10"));
 }
@@ -205,8 +207,7 @@ TEST(FormatTest, ProgressLineFillsTheBarInProportion) {
   job.set_nodes_total(40);
   job.set_nodes_done(10);
   std::string line = ProgressLine(job, absl::Milliseconds(3200), 80);
-  EXPECT_EQ(line, absl::StrCat("[", std::string(10, '#'),
-                               std::string(30, '.'),
+  EXPECT_EQ(line, absl::StrCat("[", std::string(10, '#'), std::string(30, '.'),
                                "] 10/40 nodes  25% 3.2s RUNNING"));
   job.set_nodes_done(40);
   job.set_state(weft::v1::SUCCEEDED);

@@ -77,8 +77,9 @@ class JsonSyntax {
   }
   bool Literal(absl::string_view word) {
     if (text_.substr(pos_, word.size()) != word) {
-      return Fail("invalid value (expected a string, number, object, array, "
-                  "true, false or null)");
+      return Fail(
+          "invalid value (expected a string, number, object, array, "
+          "true, false or null)");
     }
     pos_ += word.size();
     return true;
@@ -215,13 +216,15 @@ class JsonSyntax {
     }
     if (Peek() == '.') {
       ++pos_;
-      if (!absl::ascii_isdigit(Peek())) return Fail("digits expected after '.'");
+      if (!absl::ascii_isdigit(Peek()))
+        return Fail("digits expected after '.'");
       while (absl::ascii_isdigit(Peek())) ++pos_;
     }
     if (Peek() == 'e' || Peek() == 'E') {
       ++pos_;
       if (Peek() == '+' || Peek() == '-') ++pos_;
-      if (!absl::ascii_isdigit(Peek())) return Fail("digits expected in exponent");
+      if (!absl::ascii_isdigit(Peek()))
+        return Fail("digits expected in exponent");
       while (absl::ascii_isdigit(Peek())) ++pos_;
     }
     return true;
@@ -241,9 +244,10 @@ absl::StatusOr<GraphFormat> GraphFormatForPath(absl::string_view path) {
   for (absl::string_view ext : {".textproto", ".txtpb", ".pbtxt"}) {
     if (absl::EndsWith(lower, ext)) return GraphFormat::kText;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      path, ": unknown graph file type; use .json (proto3 JSON) or "
-            ".textproto, .txtpb, .pbtxt (protobuf text format)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(path,
+                   ": unknown graph file type; use .json (proto3 JSON) or "
+                   ".textproto, .txtpb, .pbtxt (protobuf text format)"));
 }
 
 absl::StatusOr<weft::v1::Graph> ParseGraph(absl::string_view contents,
@@ -318,13 +322,12 @@ absl::Status InlineModuleFiles(weft::v1::Graph& graph,
                                absl::string_view name) {
   for (int i = 0; i < graph.modules_size(); ++i) {
     weft::v1::Module* module = graph.mutable_modules(i);
-    const bool is_source =
-        module->code_case() == weft::v1::Module::kSourceFile;
+    const bool is_source = module->code_case() == weft::v1::Module::kSourceFile;
     if (!is_source && module->code_case() != weft::v1::Module::kPtxFile) {
       continue;
     }
-    const std::string file = is_source ? module->source_file()
-                                       : module->ptx_file();
+    const std::string file =
+        is_source ? module->source_file() : module->ptx_file();
     const std::string field = absl::StrCat(
         "modules[", i, "].", is_source ? "source_file" : "ptx_file");
     if (file.empty()) {
@@ -335,8 +338,8 @@ absl::Status InlineModuleFiles(weft::v1::Graph& graph,
         absl::StartsWith(file, "/") ? file : absl::StrCat(base_dir, "/", file);
     std::ifstream in(resolved, std::ios::binary);
     if (!in) {
-      return absl::NotFoundError(absl::StrCat(name, ": ", field, ": cannot read ",
-                                              resolved, ": ",
+      return absl::NotFoundError(absl::StrCat(name, ": ", field,
+                                              ": cannot read ", resolved, ": ",
                                               std::strerror(errno)));
     }
     std::ostringstream code;

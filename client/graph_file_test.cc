@@ -58,7 +58,8 @@ TEST(GraphFormatTest, ByExtension) {
   EXPECT_EQ(*GraphFormatForPath("g.pbtxt"), GraphFormat::kText);
   absl::StatusOr<GraphFormat> yaml = GraphFormatForPath("g.yaml");
   EXPECT_EQ(yaml.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(yaml.status().message()), StartsWith("g.yaml: unknown graph"));
+  EXPECT_THAT(std::string(yaml.status().message()),
+              StartsWith("g.yaml: unknown graph"));
 }
 
 TEST(ParseGraphTest, JsonAcceptsBothFieldNameStyles) {
@@ -95,7 +96,8 @@ TEST(ParseGraphTest, JsonSyntaxErrorHasLineAndColumn) {
   EXPECT_THAT(g.status().message(), HasSubstr("expected ',' or '}'"));
 
   g = ParseGraph("{\"buffers\": [1, 2,]}", GraphFormat::kJson, "g.json");
-  EXPECT_THAT(std::string(g.status().message()), StartsWith("g.json:1:19: trailing ','"));
+  EXPECT_THAT(std::string(g.status().message()),
+              StartsWith("g.json:1:19: trailing ','"));
   g = ParseGraph("{\"name\": \"x", GraphFormat::kJson, "g.json");
   EXPECT_THAT(g.status().message(), HasSubstr("unterminated string"));
   g = ParseGraph("", GraphFormat::kJson, "g.json");
@@ -107,7 +109,8 @@ TEST(ParseGraphTest, JsonFieldErrorsNameTheField) {
       ParseGraph(R"({"nodes": [{"name": "a", "engine": "GPU"}]})",
                  GraphFormat::kJson, "g.json");
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(g.status().message()), StartsWith("g.json: nodes[0].engine: "));
+  EXPECT_THAT(std::string(g.status().message()),
+              StartsWith("g.json: nodes[0].engine: "));
   EXPECT_THAT(g.status().message(), HasSubstr("GPU"));
 
   g = ParseGraph(R"({"nodez": []})", GraphFormat::kJson, "g.json");
@@ -116,9 +119,9 @@ TEST(ParseGraphTest, JsonFieldErrorsNameTheField) {
 }
 
 TEST(ParseGraphTest, TextErrorHasLineAndColumn) {
-  absl::StatusOr<weft::v1::Graph> g = ParseGraph(
-      "name: \"x\"\nbuffers { name: \"b\" size: 3 }\n", GraphFormat::kText,
-      "g.pbtxt");
+  absl::StatusOr<weft::v1::Graph> g =
+      ParseGraph("name: \"x\"\nbuffers { name: \"b\" size: 3 }\n",
+                 GraphFormat::kText, "g.pbtxt");
   EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(g.status().message()), StartsWith("g.pbtxt:2:"));
   EXPECT_THAT(g.status().message(), HasSubstr("size"));
@@ -147,7 +150,6 @@ TEST(LoadGraphFileTest, MissingFileIsNotFound) {
   EXPECT_THAT(g.status().message(), HasSubstr("No such file"));
 }
 
-
 TEST(LoadGraphFileTest, InlinesModuleFilesRelativeToTheGraph) {
   const char* tmp = std::getenv("TEST_TMPDIR");
   const std::string dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/uk");
@@ -171,9 +173,9 @@ TEST(LoadGraphFileTest, InlinesModuleFilesRelativeToTheGraph) {
 }
 
 TEST(LoadGraphFileTest, MissingModuleFileIsNotFoundNamingTheField) {
-  const std::string path = WriteTemp(
-      "missing_module.textproto",
-      R"pb(modules { name: "m" ptx_file: "nowhere.ptx" })pb");
+  const std::string path =
+      WriteTemp("missing_module.textproto",
+                R"pb(modules { name: "m" ptx_file: "nowhere.ptx" })pb");
   absl::StatusOr<weft::v1::Graph> g = LoadGraphFile(path);
   EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(g.status().message(),

@@ -149,16 +149,15 @@ absl::StatusOr<PlanFormat> ParsePlanFormat(absl::string_view name) {
   if (lower == "json") return PlanFormat::kJson;
   if (lower == "trace") return PlanFormat::kTrace;
   if (lower == "dot") return PlanFormat::kDot;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--format: '", name, "' is not table, json, trace or dot"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--format: '", name, "' is not table, json, trace or dot"));
 }
 
 std::string PlanTable(const weft::v1::Plan& plan,
                       const PlanRenderOptions& options) {
   std::vector<std::vector<std::string>> nodes;
-  std::vector<std::string> header = {"NODE",  "DEVICE",   "STREAM",
-                                     "DEPS",  "WAITS",    "SIGNAL",
-                                     "START_US", "END_US"};
+  std::vector<std::string> header = {"NODE",  "DEVICE", "STREAM",   "DEPS",
+                                     "WAITS", "SIGNAL", "START_US", "END_US"};
   if (options.simulate) header.push_back("DUR_US");
   header.push_back("REASON");
   nodes.push_back(std::move(header));
@@ -199,15 +198,15 @@ std::string PlanTable(const weft::v1::Plan& plan,
   const double makespan = Finite(plan.estimated_makespan_us());
   for (int i = 0; i < plan.streams_size(); ++i) {
     const weft::v1::PlannedStream& s = plan.streams(i);
-    std::vector<std::string> row = {
-        absl::StrCat(s.id()), absl::StrCat(s.device()),
-        weft::v1::Engine_Name(s.engine()), Dash(s.label()),
-        absl::StrCat(count[i])};
+    std::vector<std::string> row = {absl::StrCat(s.id()),
+                                    absl::StrCat(s.device()),
+                                    weft::v1::Engine_Name(s.engine()),
+                                    Dash(s.label()), absl::StrCat(count[i])};
     if (options.simulate) {
       row.push_back(Us(busy_us[i]));
-      row.push_back(makespan > 0 ? absl::StrFormat("%.0f%%",
-                                                   100 * busy_us[i] / makespan)
-                                 : "-");
+      row.push_back(makespan > 0
+                        ? absl::StrFormat("%.0f%%", 100 * busy_us[i] / makespan)
+                        : "-");
     }
     streams.push_back(std::move(row));
   }
@@ -251,19 +250,18 @@ std::string PlanTraceJson(const weft::v1::Plan& plan) {
         ",\"tid\":", at.stream, ",\"ts\":", JsonUs(at.start_us),
         ",\"dur\":", JsonUs(at.end_us - at.start_us), ",\"args\":{\"deps\":[",
         absl::StrJoin(deps, ","), "],\"wait_events\":[",
-        absl::StrJoin(n.wait_events(), ","),
-        "],\"signal_event\":", n.signal_event(),
-        ",\"reason\":", JsonString(n.reason()), "}}"));
+        absl::StrJoin(n.wait_events(), ","), "],\"signal_event\":",
+        n.signal_event(), ",\"reason\":", JsonString(n.reason()), "}}"));
     // A copy between devices also occupies its peer stream.
     if (n.has_peer_stream() && n.peer_stream() >= 0 &&
         n.peer_stream() < plan.streams_size()) {
       const weft::v1::PlannedStream& peer = plan.streams(n.peer_stream());
-      events.push_back(absl::StrCat(
-          "{\"name\":", JsonString(n.name()),
-          ",\"cat\":\"peer\",\"ph\":\"X\",\"pid\":", peer.device(),
-          ",\"tid\":", peer.id(), ",\"ts\":", JsonUs(at.start_us),
-          ",\"dur\":", JsonUs(at.end_us - at.start_us),
-          ",\"args\":{\"stream\":", at.stream, "}}"));
+      events.push_back(
+          absl::StrCat("{\"name\":", JsonString(n.name()),
+                       ",\"cat\":\"peer\",\"ph\":\"X\",\"pid\":", peer.device(),
+                       ",\"tid\":", peer.id(), ",\"ts\":", JsonUs(at.start_us),
+                       ",\"dur\":", JsonUs(at.end_us - at.start_us),
+                       ",\"args\":{\"stream\":", at.stream, "}}"));
     }
 
     for (const std::string& dep : n.deps()) {
@@ -315,18 +313,19 @@ std::string PlanDot(const weft::v1::Plan& plan) {
       "];\n  node [shape=box, fontname=\"Helvetica\"];\n"
       "  edge [fontname=\"Helvetica\", fontsize=10];\n");
   for (int device : index.Devices()) {
-    absl::StrAppend(&out, "  subgraph cluster_gpu", device, " {\n    label=",
-                    DotString(absl::StrCat("GPU ", device)), ";\n");
+    absl::StrAppend(&out, "  subgraph cluster_gpu", device,
+                    " {\n    label=", DotString(absl::StrCat("GPU ", device)),
+                    ";\n");
     for (int i = 0; i < plan.nodes_size(); ++i) {
       const NodePlacement& at = index.placement(i);
       if (at.device != device) continue;
       const weft::v1::PlannedNode& n = plan.nodes(i);
       absl::StrAppend(
           &out, "    n", i, " [label=",
-          DotString(absl::StrCat(
-              n.name(), "\nstream ", at.stream,
-              n.has_peer_stream() ? absl::StrCat(" + peer ", n.peer_stream())
-                                  : "")));
+          DotString(absl::StrCat(n.name(), "\nstream ", at.stream,
+                                 n.has_peer_stream()
+                                     ? absl::StrCat(" + peer ", n.peer_stream())
+                                     : "")));
       if (!n.reason().empty()) {
         absl::StrAppend(&out, ", tooltip=", DotString(n.reason()));
       }
@@ -343,8 +342,8 @@ std::string PlanDot(const weft::v1::Plan& plan) {
         const int event = index.EventBetween(from, i);
         absl::StrAppend(&out, " [style=dashed");
         if (event >= 0) {
-          absl::StrAppend(&out, ", label=",
-                          DotString(absl::StrCat("event ", event)));
+          absl::StrAppend(&out,
+                          ", label=", DotString(absl::StrCat("event ", event)));
         }
         absl::StrAppend(&out, "]");
       }

@@ -32,34 +32,68 @@ weft::v1::Plan SamplePlan() {
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
       R"pb(
         nodes {
-          name: "a" device: 0 stream: 0 signal_event: 0
-          estimated_start_us: 0 estimated_end_us: 10
+          name: "a"
+          device: 0
+          stream: 0
+          signal_event: 0
+          estimated_start_us: 0
+          estimated_end_us: 10
           reason: "round robin; stream 0 new"
         }
         nodes {
-          name: "b" device: 0 stream: 0 deps: "a" signal_event: -1
-          estimated_start_us: 10 estimated_end_us: 21
+          name: "b"
+          device: 0
+          stream: 0
+          deps: "a"
+          signal_event: -1
+          estimated_start_us: 10
+          estimated_end_us: 21
           reason: "round robin; stream 0 continues after 'a'"
         }
         nodes {
-          name: "c" device: 0 stream: 1 deps: "a" wait_events: 0
-          signal_event: 1 estimated_start_us: 10 estimated_end_us: 15
+          name: "c"
+          device: 0
+          stream: 1
+          deps: "a"
+          wait_events: 0
+          signal_event: 1
+          estimated_start_us: 10
+          estimated_end_us: 15
           reason: "label 'side'; COPY stream 1"
         }
         nodes {
-          name: "d" device: 1 stream: 2 deps: "a" wait_events: 0
-          signal_event: 2 estimated_start_us: 12 estimated_end_us: 29
+          name: "d"
+          device: 1
+          stream: 2
+          deps: "a"
+          wait_events: 0
+          signal_event: 2
+          estimated_start_us: 12
+          estimated_end_us: 29
           reason: "round robin; stream 2 new"
         }
         nodes {
-          name: "e" device: 0 stream: 0 deps: "b" deps: "c" deps: "d"
-          wait_events: 1 wait_events: 2 signal_event: -1
-          estimated_start_us: 30 estimated_end_us: 35
+          name: "e"
+          device: 0
+          stream: 0
+          deps: "b"
+          deps: "c"
+          deps: "d"
+          wait_events: 1
+          wait_events: 2
+          signal_event: -1
+          estimated_start_us: 30
+          estimated_end_us: 35
           reason: "round robin; stream 0 continues after 'b'"
         }
         nodes {
-          name: "f \"quoted\" \\ back" device: 1 stream: 2 deps: "e"
-          signal_event: -1 estimated_start_us: 35 estimated_end_us: 40
+          name: "f \"quoted\" \\ back"
+          device: 1
+          stream: 2
+          deps: "e"
+          signal_event: -1
+          estimated_start_us: 35
+          estimated_end_us: 40
           reason: "says \"why\"\nin two lines"
         }
         streams { id: 0 device: 0 }
@@ -77,8 +111,7 @@ weft::v1::Plan SamplePlan() {
 
 Struct ParseJson(const std::string& text) {
   Struct value;
-  const auto status =
-      google::protobuf::util::JsonStringToMessage(text, &value);
+  const auto status = google::protobuf::util::JsonStringToMessage(text, &value);
   EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << text;
   return value;
 }
@@ -127,11 +160,11 @@ TEST(PlanTableTest, OneExplainedLinePerNodeThenStreamsAndTotals) {
   ASSERT_GE(lines.size(), 8u);
   EXPECT_THAT(lines[0], StartsWith("NODE"));
   EXPECT_THAT(absl::StrSplit(lines[0], ' ', absl::SkipEmpty()),
-              ElementsAre("NODE", "DEVICE", "STREAM", "DEPS", "WAITS",
-                          "SIGNAL", "START_US", "END_US", "REASON"));
+              ElementsAre("NODE", "DEVICE", "STREAM", "DEPS", "WAITS", "SIGNAL",
+                          "START_US", "END_US", "REASON"));
   EXPECT_THAT(absl::StrSplit(lines[1], ' ', absl::SkipEmpty()),
-              ElementsAre("a", "0", "0", "-", "-", "0", "0.0", "10.0",
-                          "round", "robin;", "stream", "0", "new"));
+              ElementsAre("a", "0", "0", "-", "-", "0", "0.0", "10.0", "round",
+                          "robin;", "stream", "0", "new"));
   EXPECT_THAT(lines[5], StartsWith("e "));
   EXPECT_THAT(lines[5], HasSubstr(" b,c,d "));
   EXPECT_THAT(lines[5], HasSubstr(" 1,2 "));
@@ -154,11 +187,11 @@ TEST(PlanTableTest, SimulateAddsDurationsAndStreamUtilisation) {
   const std::string text = PlanTable(SamplePlan(), options);
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
   EXPECT_THAT(absl::StrSplit(lines[0], ' ', absl::SkipEmpty()),
-              ElementsAre("NODE", "DEVICE", "STREAM", "DEPS", "WAITS",
-                          "SIGNAL", "START_US", "END_US", "DUR_US", "REASON"));
+              ElementsAre("NODE", "DEVICE", "STREAM", "DEPS", "WAITS", "SIGNAL",
+                          "START_US", "END_US", "DUR_US", "REASON"));
   EXPECT_THAT(absl::StrSplit(lines[4], ' ', absl::SkipEmpty()),
-              ElementsAre("d", "1", "2", "a", "0", "2", "12.0", "29.0",
-                          "17.0", "round", "robin;", "stream", "2", "new"));
+              ElementsAre("d", "1", "2", "a", "0", "2", "12.0", "29.0", "17.0",
+                          "round", "robin;", "stream", "2", "new"));
   // Stream 0 runs a, b and e: 10 + 11 + 5 us of 40; stream 2 d and f.
   EXPECT_THAT(text, HasSubstr("STREAM  DEVICE  ENGINE   LABEL  NODES  "
                               "BUSY_US  UTIL\n"));
@@ -172,9 +205,9 @@ TEST(PlanTraceJsonTest, IsValidJsonWithProcessesThreadsAndSlices) {
   const weft::v1::Plan plan = SamplePlan();
   const Struct trace = ParseJson(PlanTraceJson(plan));
   EXPECT_EQ(Str(trace, "displayTimeUnit"), "ms");
-  EXPECT_EQ(Num(Field(trace, "otherData").struct_value(),
-                "estimated_makespan_us"),
-            40);
+  EXPECT_EQ(
+      Num(Field(trace, "otherData").struct_value(), "estimated_makespan_us"),
+      40);
 
   std::map<int, std::string> processes;
   std::map<std::pair<int, int>, std::string> threads;
@@ -187,8 +220,8 @@ TEST(PlanTraceJsonTest, IsValidJsonWithProcessesThreadsAndSlices) {
                static_cast<int>(Num(m, "tid"))}] = name;
     }
   }
-  EXPECT_EQ(processes, (std::map<int, std::string>{{0, "GPU 0"},
-                                                   {1, "GPU 1"}}));
+  EXPECT_EQ(processes,
+            (std::map<int, std::string>{{0, "GPU 0"}, {1, "GPU 1"}}));
   EXPECT_EQ(threads, (std::map<std::pair<int, int>, std::string>{
                          {{0, 0}, "stream 0 COMPUTE"},
                          {{0, 1}, "stream 1 side COPY"},
@@ -212,14 +245,13 @@ TEST(PlanTraceJsonTest, IsValidJsonWithProcessesThreadsAndSlices) {
     for (const Value& v : Field(args, "deps").list_value().values()) {
       deps.push_back(v.string_value());
     }
-    EXPECT_EQ(deps, std::vector<std::string>(n.deps().begin(),
-                                             n.deps().end()));
+    EXPECT_EQ(deps, std::vector<std::string>(n.deps().begin(), n.deps().end()));
     std::vector<int> waits;
     for (const Value& v : Field(args, "wait_events").list_value().values()) {
       waits.push_back(static_cast<int>(v.number_value()));
     }
-    EXPECT_EQ(waits, std::vector<int>(n.wait_events().begin(),
-                                      n.wait_events().end()));
+    EXPECT_EQ(waits,
+              std::vector<int>(n.wait_events().begin(), n.wait_events().end()));
   }
 }
 
@@ -246,8 +278,7 @@ TEST(PlanTraceJsonTest, FlowsForEveryCrossStreamDependencyOnly) {
     EXPECT_EQ(Str(s, "name"), Str(f, "name"));
     EXPECT_EQ(Str(s, "cat"), Str(f, "cat"));
     names.push_back(Str(s, "name"));
-    std::vector<std::string> ends =
-        absl::StrSplit(Str(s, "name"), " -> ");
+    std::vector<std::string> ends = absl::StrSplit(Str(s, "name"), " -> ");
     ASSERT_EQ(ends.size(), 2u);
     // Each end lies inside its slice, on its slice's track.
     for (const auto& [end, node] :
@@ -306,11 +337,15 @@ TEST(PlanDotTest, ClustersPerDeviceAndDashedCrossStreamEdges) {
   EXPECT_THAT(cluster, HasSubstr("n5 [label=\"f"));
   EXPECT_THAT(cluster, Not(HasSubstr("n0 [")));
   EXPECT_THAT(dot, HasSubstr("  n0 -> n1;\n"));
-  EXPECT_THAT(dot, HasSubstr("  n0 -> n2 [style=dashed, label=\"event 0\"];\n"));
-  EXPECT_THAT(dot, HasSubstr("  n0 -> n3 [style=dashed, label=\"event 0\"];\n"));
+  EXPECT_THAT(dot,
+              HasSubstr("  n0 -> n2 [style=dashed, label=\"event 0\"];\n"));
+  EXPECT_THAT(dot,
+              HasSubstr("  n0 -> n3 [style=dashed, label=\"event 0\"];\n"));
   EXPECT_THAT(dot, HasSubstr("  n1 -> n4;\n"));
-  EXPECT_THAT(dot, HasSubstr("  n2 -> n4 [style=dashed, label=\"event 1\"];\n"));
-  EXPECT_THAT(dot, HasSubstr("  n3 -> n4 [style=dashed, label=\"event 2\"];\n"));
+  EXPECT_THAT(dot,
+              HasSubstr("  n2 -> n4 [style=dashed, label=\"event 1\"];\n"));
+  EXPECT_THAT(dot,
+              HasSubstr("  n3 -> n4 [style=dashed, label=\"event 2\"];\n"));
   EXPECT_THAT(dot, HasSubstr("  n4 -> n5 [style=dashed];\n"));
   EXPECT_THAT(dot, HasSubstr("makespan 40.0 us"));
   EXPECT_EQ(dot.back(), '\n');
@@ -338,12 +373,22 @@ TEST(PlanRenderTest, CopyBetweenDevicesShowsItsPeerStream) {
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
       R"pb(
         nodes {
-          name: "init" device: 0 stream: 0 signal_event: -1
-          estimated_start_us: 0 estimated_end_us: 1
+          name: "init"
+          device: 0
+          stream: 0
+          signal_event: -1
+          estimated_start_us: 0
+          estimated_end_us: 1
         }
         nodes {
-          name: "move" device: 1 stream: 1 peer_stream: 0 deps: "init"
-          signal_event: -1 estimated_start_us: 1 estimated_end_us: 5
+          name: "move"
+          device: 1
+          stream: 1
+          peer_stream: 0
+          deps: "init"
+          signal_event: -1
+          estimated_start_us: 1
+          estimated_end_us: 5
         }
         streams { id: 0 device: 0 engine: COPY }
         streams { id: 1 device: 1 engine: COPY }

@@ -142,20 +142,29 @@ Global flags (anywhere on the line):
 
 std::vector<FlagSpec> AllFlags() {
   return {
-      {"addr"},          {"json", false},
-      {"timeout"},       {"tenant"},
-      {"help", false},   {"watch", false},
-      {"priority"},      {"request_id"},
-      {"policy"},        {"stream_mode"},
+      {"addr"},
+      {"json", false},
+      {"timeout"},
+      {"tenant"},
+      {"help", false},
+      {"watch", false},
+      {"priority"},
+      {"request_id"},
+      {"policy"},
+      {"stream_mode"},
       {"max_streams_per_device"},
       {"data_threshold"},
       {"restrict_to_parent_devices", false},
       {"max_nodes_per_stream"},
       {"launch_mode"},
-      {"state"},         {"limit"},
-      {"raw", false},    {"out"},
-      {"chunk_bytes"},   {"service"},
-      {"progress"},      {"format"},
+      {"state"},
+      {"limit"},
+      {"raw", false},
+      {"out"},
+      {"chunk_bytes"},
+      {"service"},
+      {"progress"},
+      {"format"},
       {"simulate", false},
   };
 }
@@ -303,13 +312,14 @@ class Weftctl {
     absl::Status flags_ok = args_.CheckAllowed(allowed, command);
     if (!flags_ok.ok()) return ReportUsage(std::string(flags_ok.message()));
     if (static_cast<int>(args_.positional().size()) != positional) {
-      return ReportUsage(absl::StrCat(
-          "'", command, "' takes ", positional, " argument",
-          positional == 1 ? "" : "s", ", got ", args_.positional().size()));
+      return ReportUsage(absl::StrCat("'", command, "' takes ", positional,
+                                      " argument", positional == 1 ? "" : "s",
+                                      ", got ", args_.positional().size()));
     }
     absl::StatusOr<std::optional<absl::Duration>> timeout =
         args_.Duration("timeout");
-    if (!timeout.ok()) return ReportUsage(std::string(timeout.status().message()));
+    if (!timeout.ok())
+      return ReportUsage(std::string(timeout.status().message()));
     explicit_timeout_ = *timeout;
     Client::Options options;
     if (explicit_timeout_) options.timeout = *explicit_timeout_;
@@ -400,8 +410,8 @@ class Weftctl {
     if (mode == "bar") return true;
     if (mode == "lines") return false;
     if (mode != "auto") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--progress: '", mode, "' is not auto, bar or lines"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--progress: '", mode, "' is not auto, bar or lines"));
     }
     return !json_ && isatty(STDOUT_FILENO) == 1;
   }
@@ -435,7 +445,8 @@ class Weftctl {
     const absl::Time deadline = explicit_timeout_
                                     ? absl::Now() + *explicit_timeout_
                                     : absl::InfiniteFuture();
-    absl::StatusOr<weft::v1::Job> job = client_->Watch(id, on_message, deadline);
+    absl::StatusOr<weft::v1::Job> job =
+        client_->Watch(id, on_message, deadline);
     if (!job.ok()) return ReportError(job.status());
     return Outcome(*job);
   }
@@ -477,28 +488,29 @@ class Weftctl {
                      ? absl::StatusCode::kCancelled
                      : absl::StatusCode::kUnknown;
         }
-        std::string message =
-            absl::StrCat("job ", job.id(), " ",
-                         weft::v1::JobState_Name(job.state()), ": ",
-                         job.error().message());
+        std::string message = absl::StrCat("job ", job.id(), " ",
+                                           weft::v1::JobState_Name(job.state()),
+                                           ": ", job.error().message());
         if (!job.error().node().empty()) {
           absl::StrAppend(&message, " (node ", job.error().node(), ")");
         }
         return ReportError(absl::Status(code, message));
       }
       default:
-        return ReportError(absl::UnknownError(absl::StrCat(
-            "the watch of job ", job.id(), " ended while it was ",
-            weft::v1::JobState_Name(job.state()))));
+        return ReportError(absl::UnknownError(
+            absl::StrCat("the watch of job ", job.id(), " ended while it was ",
+                         weft::v1::JobState_Name(job.state()))));
     }
   }
 
   int Submit() {
     absl::StatusOr<weft::v1::ScheduleOptions> options =
         ScheduleOptionsFromFlags();
-    if (!options.ok()) return ReportUsage(std::string(options.status().message()));
+    if (!options.ok())
+      return ReportUsage(std::string(options.status().message()));
     absl::StatusOr<std::optional<int>> priority = args_.Int("priority");
-    if (!priority.ok()) return ReportUsage(std::string(priority.status().message()));
+    if (!priority.ok())
+      return ReportUsage(std::string(priority.status().message()));
     absl::StatusOr<weft::v1::Graph> graph = LoadGraphFile(Arg(0));
     if (!graph.ok()) return ReportError(graph.status());
 
@@ -539,9 +551,8 @@ class Weftctl {
     if (std::optional<std::string> name = args_.String("state")) {
       std::string upper = absl::AsciiStrToUpper(*name);
       if (upper == "CANCELED") upper = "CANCELLED";
-      if (upper != "ALL" &&
-          (!weft::v1::JobState_Parse(upper, &state) ||
-           state == weft::v1::JOB_STATE_UNSPECIFIED)) {
+      if (upper != "ALL" && (!weft::v1::JobState_Parse(upper, &state) ||
+                             state == weft::v1::JOB_STATE_UNSPECIFIED)) {
         return ReportUsage(absl::StrCat(
             "--state: '", *name,
             "' is not queued, running, succeeded, failed, cancelled or all"));
@@ -549,7 +560,8 @@ class Weftctl {
     }
     absl::StatusOr<std::optional<int>> limit = args_.Int("limit");
     if (!limit.ok()) return ReportUsage(std::string(limit.status().message()));
-    if (limit->value_or(0) < 0) return ReportUsage("--limit must not be negative");
+    if (limit->value_or(0) < 0)
+      return ReportUsage("--limit must not be negative");
     absl::StatusOr<std::vector<weft::v1::Job>> jobs =
         client_->List(state, limit->value_or(0));
     if (!jobs.ok()) return ReportError(jobs.status());
@@ -566,11 +578,13 @@ class Weftctl {
   int Plan() {
     absl::StatusOr<weft::v1::ScheduleOptions> options =
         ScheduleOptionsFromFlags();
-    if (!options.ok()) return ReportUsage(std::string(options.status().message()));
+    if (!options.ok())
+      return ReportUsage(std::string(options.status().message()));
     PlanFormat format = json_ ? PlanFormat::kJson : PlanFormat::kTable;
     if (std::optional<std::string> name = args_.String("format")) {
       absl::StatusOr<PlanFormat> parsed = ParsePlanFormat(*name);
-      if (!parsed.ok()) return ReportUsage(std::string(parsed.status().message()));
+      if (!parsed.ok())
+        return ReportUsage(std::string(parsed.status().message()));
       if (json_ && *parsed != PlanFormat::kJson) {
         return ReportUsage(
             absl::StrCat("--json conflicts with --format=", *name));
@@ -647,7 +661,8 @@ class Weftctl {
         absl::StatusOr<std::vector<std::string>> lines =
             FormatElements(data, buffer->dtype);
         if (!lines.ok()) return ReportError(lines.status());
-        for (const std::string& line : *lines) absl::StrAppend(&out, line, "\n");
+        for (const std::string& line : *lines)
+          absl::StrAppend(&out, line, "\n");
       }
     }
     return WriteOutput(out);

@@ -22,8 +22,8 @@ TEST(QuoteTest, LongInputIsCutAndItsLengthGiven) {
   const std::string big(4 << 20, 'a');
   const std::string quoted = Quote(big);
   EXPECT_LT(quoted.size(), 100u);
-  EXPECT_EQ(quoted, "'" + std::string(kQuoteMaxBytes, 'a') +
-                        "'... (4194304 bytes)");
+  EXPECT_EQ(quoted,
+            "'" + std::string(kQuoteMaxBytes, 'a') + "'... (4194304 bytes)");
   EXPECT_EQ(Quote("abcdef", 3), "'abc'... (6 bytes)");
   EXPECT_EQ(Quote("abc", 3), "'abc'");
 }

@@ -64,8 +64,8 @@ int DeviceGraph::AddDeviceCopy(DevicePtr dst, DevicePtr src, uint64_t bytes,
   return Append(*this, std::move(node));
 }
 
-int DeviceGraph::AddHostToDevice(DevicePtr dst, const void* src,
-                                 uint64_t bytes, std::vector<int> deps) {
+int DeviceGraph::AddHostToDevice(DevicePtr dst, const void* src, uint64_t bytes,
+                                 std::vector<int> deps) {
   DeviceGraphNode node;
   node.kind = DeviceGraphNodeKind::kCopy;
   node.direction = CopyDirection::kHostToDevice;
@@ -109,8 +109,8 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
   for (int i = 0; i < static_cast<int>(graph.nodes.size()); ++i) {
     const DeviceGraphNode& node = graph.nodes[i];
     auto where = [&] {
-      return absl::StrCat("device graph of device ", device, ", node ", i,
-                          " (", KindName(node.kind), ")");
+      return absl::StrCat("device graph of device ", device, ", node ", i, " (",
+                          KindName(node.kind), ")");
     };
     for (int dep : node.deps) {
       if (dep < 0 || dep >= i) {
@@ -122,8 +122,9 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
       case DeviceGraphNodeKind::kKernel:
         if (node.launch.user_kernel != nullptr) {
           return absl::InvalidArgumentError(
-              absl::StrCat(where(), ": user kernels cannot go into a device "
-                                    "graph yet"));
+              absl::StrCat(where(),
+                           ": user kernels cannot go into a device "
+                           "graph yet"));
         }
         for (const KernelArg& arg : node.launch.args) {
           const auto* buffer = std::get_if<DeviceBufferArg>(&arg);
@@ -139,28 +140,32 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
           case CopyDirection::kHostToDevice:
             if (node.host_src == nullptr || node.dst.device != device) {
               return absl::InvalidArgumentError(absl::StrCat(
-                  where(), ": a host-to-device copy needs a host source and a "
-                           "destination on this device"));
+                  where(),
+                  ": a host-to-device copy needs a host source and a "
+                  "destination on this device"));
             }
             break;
           case CopyDirection::kDeviceToHost:
             if (node.host_dst == nullptr || node.src.device != device) {
               return absl::InvalidArgumentError(absl::StrCat(
-                  where(), ": a device-to-host copy needs a host destination "
-                           "and a source on this device"));
+                  where(),
+                  ": a device-to-host copy needs a host destination "
+                  "and a source on this device"));
             }
             break;
           case CopyDirection::kDeviceToDevice:
             if (node.dst.device != device) {
-              return absl::InvalidArgumentError(absl::StrCat(
-                  where(), ": a device copy writes this device's memory "
-                           "(destination on device ",
-                  node.dst.device, ")"));
+              return absl::InvalidArgumentError(
+                  absl::StrCat(where(),
+                               ": a device copy writes this device's memory "
+                               "(destination on device ",
+                               node.dst.device, ")"));
             }
             if (node.src.device < 0) {
               return absl::InvalidArgumentError(absl::StrCat(
-                  where(), ": a device copy reads a device's memory (source "
-                           "on device ",
+                  where(),
+                  ": a device copy reads a device's memory (source "
+                  "on device ",
                   node.src.device, ")"));
             }
             break;

@@ -71,9 +71,9 @@ struct DeviceGraph {
 };
 
 // INVALID_ARGUMENT naming the first problem: a dependency that is not an
-// earlier node, a user kernel (not supported in graphs yet), a kernel buffer or a copy endpoint on the wrong device
-// (a device-to-device copy may read another device), a null host address,
-// or an event node without an event.
+// earlier node, a user kernel (not supported in graphs yet), a kernel buffer or
+// a copy endpoint on the wrong device (a device-to-device copy may read another
+// device), a null host address, or an event node without an event.
 absl::Status ValidateDeviceGraph(const DeviceGraph& graph);
 
 // The structural key described above: equal for graphs that differ only in

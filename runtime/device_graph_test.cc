@@ -8,9 +8,9 @@
 namespace weft::runtime {
 namespace {
 
-using ::testing::HasSubstr;
 using scheduler::Access;
 using scheduler::DType;
+using ::testing::HasSubstr;
 
 // axpy(a, x, y) then a copy of y to device 1's peer buffer, then an event:
 // a small graph with every kind of node.
@@ -21,10 +21,9 @@ DeviceGraph Sample(uint64_t x_addr, uint64_t y_addr, float a, double cost,
   KernelLaunch axpy;
   axpy.op = "axpy";
   axpy.cost_us = cost;
-  axpy.args = {a, DeviceBufferArg{{0, x_addr}, 64, DType::kFloat32,
-                                  Access::kRead},
-               DeviceBufferArg{{0, y_addr}, 64, DType::kFloat32,
-                               Access::kReadWrite}};
+  axpy.args = {
+      a, DeviceBufferArg{{0, x_addr}, 64, DType::kFloat32, Access::kRead},
+      DeviceBufferArg{{0, y_addr}, 64, DType::kFloat32, Access::kReadWrite}};
   const int wait = g.AddEventWait(EventHandle{event + 1}, {});
   const int k = g.AddKernel(axpy, {wait});
   const int c = g.AddDeviceCopy({0, x_addr + 4096}, {1, y_addr}, 64, {k});
@@ -137,7 +136,8 @@ TEST(DeviceGraphTest, RejectsMissingEventAndHostAddress) {
 }
 
 TEST(DeviceGraphTest, ParametersTrackWhatTheSignatureLeavesOut) {
-  const std::string base = DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 7));
+  const std::string base =
+      DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 7));
   EXPECT_EQ(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 2, 5, 7)));
   EXPECT_NE(base, DeviceGraphParameters(Sample(0x1100, 0x2000, 2, 5, 7)));
   EXPECT_NE(base, DeviceGraphParameters(Sample(0x1000, 0x2000, 3, 5, 7)));

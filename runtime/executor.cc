@@ -180,8 +180,8 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
     id = next_id_++;
     live_.insert(id);
   }
-  auto job = std::make_unique<Job>(id, &env_, std::move(graph),
-                                   std::move(plan), std::move(callbacks));
+  auto job = std::make_unique<Job>(id, &env_, std::move(graph), std::move(plan),
+                                   std::move(callbacks));
   const LaunchMode mode = options.launch_mode == LaunchMode::kDefault
                               ? options_.launch_mode
                               : options.launch_mode;
@@ -195,18 +195,17 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
 }
 
 void StreamExecutorImpl::Cancel(uint64_t run) {
-  Post(Task{run, nullptr, [](Job& job) { job.Cancel(); }, -1,
-            absl::OkStatus()});
+  Post(
+      Task{run, nullptr, [](Job& job) { job.Cancel(); }, -1, absl::OkStatus()});
 }
 
 std::vector<DeviceLoad> StreamExecutorImpl::Load() const {
   std::vector<DeviceLoad> load;
   load.reserve(stream_pools_.size());
   for (size_t d = 0; d < stream_pools_.size(); ++d) {
-    load.push_back(DeviceLoad{stream_pools_[d]->busy(),
-                              stream_pools_[d]->total(),
-                              memory_pools_[d]->stats(),
-                              stream_pools_[d]->fenced()});
+    load.push_back(
+        DeviceLoad{stream_pools_[d]->busy(), stream_pools_[d]->total(),
+                   memory_pools_[d]->stats(), stream_pools_[d]->fenced()});
   }
   return load;
 }
@@ -226,7 +225,7 @@ void StreamExecutorImpl::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;  // quit_ and nothing left
-      batch.swap(tasks_);  // both keep their capacity
+      batch.swap(tasks_);          // both keep their capacity
     }
     // One turn: the device work it enqueues starts when the turn ends.
     options_.backend->BeginBatch();
@@ -286,11 +285,10 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(Options options) {
                      options.max_in_flight_per_job));
   }
   if (options.host_threads < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "host_threads must be >= 0, got ", options.host_threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_threads must be >= 0, got ", options.host_threads));
   }
-  return std::unique_ptr<Executor>(
-      new StreamExecutorImpl(std::move(options)));
+  return std::unique_ptr<Executor>(new StreamExecutorImpl(std::move(options)));
 }
 
 }  // namespace weft::runtime

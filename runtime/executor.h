@@ -3,14 +3,14 @@
 // For each job the executor allocates the graph's buffers on the devices the
 // plan chose (from a per-device caching MemoryPool, so that a warmed-up
 // executor does no device allocation per job), uploads initial contents,
-// maps the plan's logical streams onto backend streams, issues every node in plan order with the plan's event
-// waits and signals, reports each node as it starts and finishes, copies
-// output buffers back to the host and reports the job's outcome exactly
-// once. A buffer used on several devices is kept coherent by device-to-device
-// copies the executor inserts. Device work never blocks an executor thread:
-// completions arrive as host callbacks. Host-engine nodes run on a small
-// host worker pool, gated into their streams (see job.h). Many jobs run at
-// once on shared devices; a fault of one job's work fails that job only.
+// maps the plan's logical streams onto backend streams, issues every node in
+// plan order with the plan's event waits and signals, reports each node as it
+// starts and finishes, copies output buffers back to the host and reports the
+// job's outcome exactly once. A buffer used on several devices is kept coherent
+// by device-to-device copies the executor inserts. Device work never blocks an
+// executor thread: completions arrive as host callbacks. Host-engine nodes run
+// on a small host worker pool, gated into their streams (see job.h). Many jobs
+// run at once on shared devices; a fault of one job's work fails that job only.
 // On request a job records a trace of where and when its work ran
 // (trace.h).
 //
@@ -46,7 +46,7 @@ using HostBuffers = absl::flat_hash_map<std::string, std::string>;
 struct JobCallbacks {
   // Per-node progress, called from executor threads, in order per node.
   std::function<void(scheduler::NodeId node, NodeEventKind kind,
-                      const absl::Status& status)>
+                     const absl::Status& status)>
       on_node;
   // Called exactly once. On success `outputs` holds every output buffer.
   // On failure `failed_node` is the node that failed, or -1.

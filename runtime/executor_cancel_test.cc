@@ -99,8 +99,8 @@ class ExecutorCancelTest : public ::testing::Test {
   // A small job on device 0 runs to its result within kPrompt.
   void ExpectASmallJobRuns() {
     TestJob next(1, {0});
-    const int y = next.Buffer("y", 16, DType::kFloat32,
-                              BufferSpec::Init::kFill, 2, "", true);
+    const int y = next.Buffer("y", 16, DType::kFloat32, BufferSpec::Init::kFill,
+                              2, "", true);
     next.Node("scale", "scale",
               {scheduler::Arg(3.0f), Use(y, Access::kReadWrite)}, 0, {}, -1,
               1000);
@@ -139,9 +139,8 @@ TEST_F(ExecutorCancelTest, CancelInterruptsALongKernel) {
   job.Node("slow_scale", "scale",
            {scheduler::Arg(2.0f), Use(x, Access::kReadWrite)}, 0, {}, -1,
            kLongUs);
-  job.Node("after", "scale",
-           {scheduler::Arg(2.0f), Use(x, Access::kReadWrite)}, 0, {}, -1,
-           kLongUs);
+  job.Node("after", "scale", {scheduler::Arg(2.0f), Use(x, Access::kReadWrite)},
+           0, {}, -1, kLongUs);
   Outcome outcome;
   EXPECT_LT(RunAndCancel(job, outcome), kPrompt);
   EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
@@ -185,8 +184,7 @@ TEST_F(ExecutorCancelTest, UninterruptibleWorkIsAbandonedBehindAFence) {
                            BufferSpec::Init::kFill, 1, "", true);
   // Runs 3 s once started; the second node is skipped.
   job.Node("long", "spin", {Use(x, Access::kReadWrite)}, 0, {}, -1, 3e6);
-  job.Node("skipped", "spin", {Use(x, Access::kReadWrite)}, 0, {}, -1,
-           kLongUs);
+  job.Node("skipped", "spin", {Use(x, Access::kReadWrite)}, 0, {}, -1, kLongUs);
   Outcome outcome;
   const absl::Time start = absl::Now();
   // Reported at once, while the device still runs the spin.

@@ -152,10 +152,10 @@ TEST_F(ExecutorFaultTest, JobsTakingTurnsOnASharedStreamKeepTheirScopes) {
 
 TEST_F(ExecutorFaultTest, KthLaunchFaultFailsItsJobAndSparesTheOthers) {
   // Launches on device 0 are counted in issue order; job A issues first.
-  ASSERT_TRUE(backend_
-                  ->InjectLaunchFault(
-                      {0, 3, absl::InternalError("injected ECC error")})
-                  .ok());
+  ASSERT_TRUE(
+      backend_
+          ->InjectLaunchFault({0, 3, absl::InternalError("injected ECC error")})
+          .ok());
   TestJob a(1, {0});
   for (int i = 0; i < 5; ++i) a.Node("a" + std::to_string(i), "spin", {}, 0);
   Outcome a_outcome, b_outcome, c_outcome;
@@ -166,8 +166,9 @@ TEST_F(ExecutorFaultTest, KthLaunchFaultFailsItsJobAndSparesTheOthers) {
   ASSERT_TRUE(b_outcome.Wait());
   ASSERT_TRUE(c_outcome.Wait());
   EXPECT_EQ(a_outcome.status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(a_outcome.status.message(),
-              HasSubstr("injected ECC error (launch 3 on device 0, op 'spin')"));
+  EXPECT_THAT(
+      a_outcome.status.message(),
+      HasSubstr("injected ECC error (launch 3 on device 0, op 'spin')"));
   EXPECT_EQ(a_outcome.failed_node, 2);
   EXPECT_EQ(a_outcome.CountOf(NodeEventKind::kFinished), 2);
   ExpectCounter(b_outcome, 10);
@@ -215,8 +216,8 @@ TEST_F(ExecutorFaultTest, FailureSkipsDependentsOnOtherStreams) {
   const int buf = job.Buffer("buf", 16, DType::kFloat32,
                              BufferSpec::Init::kZero, 0, "", true);
   const NodeId boom = job.Node("boom", "boom", {}, 0, {}, 0);
-  const NodeId dependent = job.Node(
-      "dependent", "fill", {Use(buf, Access::kWrite), 1.0f}, 1, {0});
+  const NodeId dependent =
+      job.Node("dependent", "fill", {Use(buf, Access::kWrite), 1.0f}, 1, {0});
   Outcome outcome;
   Run(job, outcome);
   ASSERT_TRUE(outcome.Wait());

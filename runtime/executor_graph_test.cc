@@ -5,8 +5,8 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/device_graph.h"
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
 #include "runtime/forwarding_backend.h"
@@ -21,7 +22,6 @@
 #include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/planner.h"
-#include "runtime/device_graph.h"
 
 namespace weft::runtime {
 namespace {
@@ -45,37 +45,35 @@ TestJob Mixed(bool slow = false) {
   std::vector<float> a0(kN);
   for (int i = 0; i < kN; ++i) a0[i] = static_cast<float>(i);
   const uint64_t bytes = kN * sizeof(float);
-  const int a = job.Buffer("a", bytes, DType::kFloat32,
-                           BufferSpec::Init::kData, 0, FloatBytes(a0));
-  const int b = job.Buffer("b", bytes, DType::kFloat32,
-                           BufferSpec::Init::kFill, 2);
-  const int c = job.Buffer("c", bytes, DType::kFloat32,
-                           BufferSpec::Init::kZero, 0, "", true);
-  const int d = job.Buffer("d", bytes, DType::kFloat32,
-                           BufferSpec::Init::kZero, 0, "", true);
-  const int e = job.Buffer("e", bytes, DType::kFloat32,
-                           BufferSpec::Init::kZero, 0, "", true);
-  const int sum = job.Buffer("sum", 4, DType::kFloat32,
-                             BufferSpec::Init::kZero, 0, "", true);
+  const int a = job.Buffer("a", bytes, DType::kFloat32, BufferSpec::Init::kData,
+                           0, FloatBytes(a0));
+  const int b =
+      job.Buffer("b", bytes, DType::kFloat32, BufferSpec::Init::kFill, 2);
+  const int c = job.Buffer("c", bytes, DType::kFloat32, BufferSpec::Init::kZero,
+                           0, "", true);
+  const int d = job.Buffer("d", bytes, DType::kFloat32, BufferSpec::Init::kZero,
+                           0, "", true);
+  const int e = job.Buffer("e", bytes, DType::kFloat32, BufferSpec::Init::kZero,
+                           0, "", true);
+  const int sum = job.Buffer("sum", 4, DType::kFloat32, BufferSpec::Init::kZero,
+                             0, "", true);
   if (slow) {
     job.Node("slow0", "spin", {}, 0, {}, -1, 2000);
     job.Node("slow1", "spin", {}, 1, {}, -1, 2000);
   }
   job.Node("scale_a", "scale", {2.0f, Use(a, Access::kReadWrite)}, 0);
   job.Node("axpy_c", "axpy",
-           {3.0f, Use(b, Access::kRead), Use(c, Access::kReadWrite)}, 1, {},
-           0);
+           {3.0f, Use(b, Access::kRead), Use(c, Access::kReadWrite)}, 1, {}, 0);
   job.Node("fill_e", "fill", {Use(e, Access::kWrite), 5.0}, 2, {}, 1);
-  job.Node("add_d", "add",
-           {Use(a, Access::kRead), Use(c, Access::kRead),
-            Use(d, Access::kWrite)},
-           0, {0}, 2);
-  job.Node("scale_d", "scale", {0.5f, Use(d, Access::kReadWrite)}, 1, {2},
-           3);
-  job.Node("add_e", "add",
-           {Use(d, Access::kRead), Use(e, Access::kRead),
-            Use(e, Access::kWrite)},
-           2, {1, 3});
+  job.Node(
+      "add_d", "add",
+      {Use(a, Access::kRead), Use(c, Access::kRead), Use(d, Access::kWrite)}, 0,
+      {0}, 2);
+  job.Node("scale_d", "scale", {0.5f, Use(d, Access::kReadWrite)}, 1, {2}, 3);
+  job.Node(
+      "add_e", "add",
+      {Use(d, Access::kRead), Use(e, Access::kRead), Use(e, Access::kWrite)}, 2,
+      {1, 3});
   job.Node("sum_e", "reduce_sum",
            {Use(e, Access::kRead), Use(sum, Access::kWrite)}, 2);
   return job;
@@ -108,9 +106,8 @@ class ExecutorGraphTest : public ::testing::Test {
 
   uint64_t Run(const TestJob& job, Outcome& outcome, LaunchMode mode,
                bool traced = false) {
-    absl::StatusOr<uint64_t> run =
-        executor_->Start(job.graph(), job.plan(), outcome.Callbacks(traced),
-                         JobOptions{mode});
+    absl::StatusOr<uint64_t> run = executor_->Start(
+        job.graph(), job.plan(), outcome.Callbacks(traced), JobOptions{mode});
     EXPECT_TRUE(run.ok()) << run.status();
     return run.value_or(0);
   }
@@ -249,9 +246,9 @@ HostBuffers CpuReference(const scheduler::Graph& graph) {
       std::memcpy(bytes.data(), b.data.data(),
                   std::min(bytes.size(), b.data.size()));
     } else if (b.init == BufferSpec::Init::kFill) {
-      const HostArg args[] = {HostBufferArg{bytes.data(), bytes.size(), b.dtype,
-                                            Access::kWrite},
-                              b.fill};
+      const HostArg args[] = {
+          HostBufferArg{bytes.data(), bytes.size(), b.dtype, Access::kWrite},
+          b.fill};
       EXPECT_TRUE(kernels.Run("fill", args).ok());
     }
     memory.push_back(std::move(bytes));
@@ -286,7 +283,8 @@ TEST_F(ExecutorGraphTest, RandomPlannedGraphsMatchTheStreamPath) {
     options.num_devices = 2;
     options.device_policy = scheduler::DevicePolicyKind::kRoundRobin;
     options.explain = false;
-    absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, options);
+    absl::StatusOr<scheduler::Plan> plan =
+        scheduler::PlanGraph(*graph, options);
     ASSERT_TRUE(plan.ok()) << plan.status();
     auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
     Outcome streams, graphs;
@@ -329,8 +327,8 @@ TEST_F(ExecutorGraphTest, AutoIssuesNodeByNodeOnTheSimulator) {
 TEST_F(ExecutorGraphTest, HostNodesFallBackToStreams) {
   TestJob job(2, {0, 0});
   job.HostStream(1);
-  const int x = job.Buffer("x", 16, DType::kFloat32, BufferSpec::Init::kZero,
-                           0, "", true);
+  const int x = job.Buffer("x", 16, DType::kFloat32, BufferSpec::Init::kZero, 0,
+                           "", true);
   job.Node("fill", "fill", {Use(x, Access::kWrite), 4.0}, 0, {}, 0);
   job.Node("scale", "scale", {2.0f, Use(x, Access::kReadWrite)}, 1, {0});
   Outcome outcome;
@@ -392,8 +390,8 @@ TEST_F(ExecutorGraphTest, FaultFailsOnlyItsJob) {
 
 TEST_F(ExecutorGraphTest, CancelStopsAGraphJob) {
   TestJob job(1, {0});
-  const int x = job.Buffer("x", 16, DType::kFloat32, BufferSpec::Init::kZero,
-                           0, "", true);
+  const int x = job.Buffer("x", 16, DType::kFloat32, BufferSpec::Init::kZero, 0,
+                           "", true);
   job.Node("hold", "block", {}, 0);
   job.Node("fill", "fill", {Use(x, Access::kWrite), 1.0}, 0);
   Outcome outcome;
@@ -422,7 +420,8 @@ TEST_F(ExecutorGraphTest, TraceHasOneSpanPerGraph) {
   ASSERT_TRUE(outcome.status.ok()) << outcome.status;
   ASSERT_EQ(outcome.on_trace_calls, 1);
   int graphs = 0;
-  for (const TraceSpan& span : outcome.trace.spans) graphs += span.op == "graph";
+  for (const TraceSpan& span : outcome.trace.spans)
+    graphs += span.op == "graph";
   EXPECT_EQ(graphs, 3);
 }
 

@@ -113,10 +113,10 @@ TestJob HostPipeline(const std::string& op, float fill_value, int n = 256) {
   std::vector<float> y0(n);
   for (int i = 0; i < n; ++i) y0[i] = static_cast<float>(i);
   const int x = job.Buffer("x", n * 4, DType::kFloat32);
-  const int y = job.Buffer("y", n * 4, DType::kFloat32,
-                           BufferSpec::Init::kData, 0, FloatBytes(y0), true);
-  const int sum = job.Buffer("sum", 4, DType::kFloat32,
-                             BufferSpec::Init::kZero, 0, "", true);
+  const int y = job.Buffer("y", n * 4, DType::kFloat32, BufferSpec::Init::kData,
+                           0, FloatBytes(y0), true);
+  const int sum = job.Buffer("sum", 4, DType::kFloat32, BufferSpec::Init::kZero,
+                             0, "", true);
   job.Node("fill", "fill", {Use(x, Access::kWrite), fill_value}, 0, {}, 0);
   job.Node("host", op,
            {3.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1, {0},
@@ -160,9 +160,9 @@ TEST_F(ExecutorHostTest, DependentsWaitForTheHostOpWhileOthersRun) {
   const int n = 256;
   std::vector<float> y0(n, 0.0f);
   const int x = with_other.Buffer("x", n * 4, DType::kFloat32);
-  const int y = with_other.Buffer("y", n * 4, DType::kFloat32,
-                                  BufferSpec::Init::kData, 0, FloatBytes(y0),
-                                  true);
+  const int y =
+      with_other.Buffer("y", n * 4, DType::kFloat32, BufferSpec::Init::kData, 0,
+                        FloatBytes(y0), true);
   const int sum = with_other.Buffer("sum", 4, DType::kFloat32,
                                     BufferSpec::Init::kZero, 0, "", true);
   const int z = with_other.Buffer("z", 16, DType::kFloat32);
@@ -171,8 +171,8 @@ TEST_F(ExecutorHostTest, DependentsWaitForTheHostOpWhileOthersRun) {
       "host", "host_wait",
       {3.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1, {0}, 1);
   const NodeId reduce = with_other.Node(
-      "reduce", "reduce_sum",
-      {Use(y, Access::kRead), Use(sum, Access::kWrite)}, 2, {1});
+      "reduce", "reduce_sum", {Use(y, Access::kRead), Use(sum, Access::kWrite)},
+      2, {1});
   const NodeId other =
       with_other.Node("other", "fill", {Use(z, Access::kWrite), 5.0f}, 3);
 
@@ -236,8 +236,8 @@ TEST_F(ExecutorHostTest, UnknownHostOpFailsAtIssue) {
 TEST_F(ExecutorHostTest, OutputWrittenLastOnTheHost) {
   TestJob job(2, {0, 0});
   job.HostStream(1);
-  const int x = job.Buffer("x", 16, DType::kFloat32, BufferSpec::Init::kFill,
-                           1, "", true);
+  const int x = job.Buffer("x", 16, DType::kFloat32, BufferSpec::Init::kFill, 1,
+                           "", true);
   const int y = job.Buffer("y", 16, DType::kFloat32, BufferSpec::Init::kFill,
                            10, "", true);
   job.Node("scale", "scale", {4.0f, Use(x, Access::kReadWrite)}, 0, {}, 0);
@@ -370,7 +370,8 @@ TEST_F(ExecutorHostTest, WithoutGatesHostNodesRunOnTheirStream) {
   // Host-clock trace: every node still has a span.
   EXPECT_FALSE(outcome.trace.device_clock);
   int node_spans = 0;
-  for (const TraceSpan& span : outcome.trace.spans) node_spans += span.node >= 0;
+  for (const TraceSpan& span : outcome.trace.spans)
+    node_spans += span.node >= 0;
   EXPECT_EQ(node_spans, 3);
 }
 

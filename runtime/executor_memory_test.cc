@@ -128,15 +128,15 @@ TEST_F(ExecutorMemoryTest, SpinsOnLargeBuffersTakeNoHostMemory) {
   constexpr uint64_t kBig = uint64_t{256} << 20;
   TestJob job(2, {0, 1});
   const int a = job.Buffer("a", kBig, DType::kFloat32);
-  const int b = job.Buffer("b", kBig, DType::kFloat32,
-                           BufferSpec::Init::kFill, 0.0);
+  const int b =
+      job.Buffer("b", kBig, DType::kFloat32, BufferSpec::Init::kFill, 0.0);
   const int c = job.Buffer("c", kBig, DType::kFloat32);
-  job.Node("first", "spin", {Use(a, Access::kRead), Use(b, Access::kWrite)},
-           0, {}, 0, 10);
-  job.Node("second", "spin", {Use(b, Access::kRead), Use(c, Access::kWrite)},
-           1, {0}, 1, 10);
-  job.Node("third", "spin", {Use(c, Access::kRead), Use(a, Access::kWrite)},
-           0, {1}, -1, 10);
+  job.Node("first", "spin", {Use(a, Access::kRead), Use(b, Access::kWrite)}, 0,
+           {}, 0, 10);
+  job.Node("second", "spin", {Use(b, Access::kRead), Use(c, Access::kWrite)}, 1,
+           {0}, 1, 10);
+  job.Node("third", "spin", {Use(c, Access::kRead), Use(a, Access::kWrite)}, 0,
+           {1}, -1, 10);
   Outcome outcome;
   Start(job, outcome);
   ASSERT_TRUE(outcome.Wait());

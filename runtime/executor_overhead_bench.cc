@@ -123,10 +123,11 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
   }
   auto plan = std::make_shared<const scheduler::Plan>(*std::move(planned));
   const int waits = static_cast<int>(plan->waits.items.size());
-  std::printf("weft plan: %zu streams, %d events, %d waits (planning %.0f ms,"
-              " not counted)\n",
-              plan->streams.size(), plan->num_events, waits,
-              absl::ToDoubleMilliseconds(absl::Now() - plan_start));
+  std::printf(
+      "weft plan: %zu streams, %d events, %d waits (planning %.0f ms,"
+      " not counted)\n",
+      plan->streams.size(), plan->num_events, waits,
+      absl::ToDoubleMilliseconds(absl::Now() - plan_start));
 
   SimBackend::Options sim;
   sim.num_devices = 2;
@@ -156,8 +157,7 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
                                     const absl::Status&) {
       finished += kind == NodeEventKind::kFinished;
     };
-    callbacks.on_done = [&](absl::Status s, scheduler::NodeId,
-                            HostBuffers) {
+    callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
       status = std::move(s);
       done.Notify();
     };
@@ -177,9 +177,10 @@ std::vector<double> RunWeft(const Dag& dag, int runs) {
     }
     if (run > 0) per_node.push_back(us / n);
   }
-  std::printf("weft  cpu us/node (all threads, mean): %.3f with %d simulator"
-              " threads\n",
-              cpu_us / runs / n, backend->worker_threads());
+  std::printf(
+      "weft  cpu us/node (all threads, mean): %.3f with %d simulator"
+      " threads\n",
+      cpu_us / runs / n, backend->worker_threads());
   return per_node;
 }
 
@@ -249,9 +250,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Dag dag = LayeredForkJoin(n, /*width=*/64, /*seed=*/7);
-  std::printf("DAG: %d nodes, %d edges (fork, layers of 64, 1-3 deps per"
-              " node, join)\n",
-              n, dag.edges);
+  std::printf(
+      "DAG: %d nodes, %d edges (fork, layers of 64, 1-3 deps per"
+      " node, join)\n",
+      n, dag.edges);
   std::vector<double> weft = RunWeft(dag, runs);
   std::printf("weft  us/node:");
   for (double v : weft) std::printf(" %.3f", v);
@@ -265,8 +267,9 @@ int Main(int argc, char** argv) {
               Median(starpu), Median(create));
   std::printf("weft / starpu: %.3f\n", Median(weft) / Median(starpu));
 #else
-  std::printf("(StarPU comparison: bazel run -c opt "
-              "//runtime:executor_overhead_bench_starpu)\n");
+  std::printf(
+      "(StarPU comparison: bazel run -c opt "
+      "//runtime:executor_overhead_bench_starpu)\n");
 #endif
   return 0;
 }

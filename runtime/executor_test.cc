@@ -12,8 +12,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "runtime/ops/cpu_kernels.h"
 #include "runtime/executor_test_util.h"
+#include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_backend.h"
 
 namespace weft::runtime {
@@ -56,15 +56,12 @@ class ExecutorTest : public ::testing::Test {
     return id.value_or(0);
   }
 
-  void ExpectNoMemoryInUse() {
-    ExpectNoMemoryHeld(*backend_, *executor_);
-  }
+  void ExpectNoMemoryInUse() { ExpectNoMemoryHeld(*backend_, *executor_); }
 
   int window_ = 4096;
   std::unique_ptr<SimBackend> backend_;
   std::unique_ptr<Executor> executor_;
 };
-
 
 TEST_F(ExecutorTest, RunsVectorPipelineAcrossTwoDevices) {
   Outcome outcome;
@@ -93,12 +90,12 @@ TEST_F(ExecutorTest, ReadersOnOtherStreamsWaitForTheTransfer) {
   // depend on each other); the first one triggers the upload, the second
   // must still see the data. Each copies it into its own output.
   TestJob job(2, {1, 1});
-  const int src = job.Buffer("src", 4096, DType::kBytes,
-                             BufferSpec::Init::kFill, 7);
-  const int a = job.Buffer("a", 4096, DType::kBytes, BufferSpec::Init::kZero,
-                           0, "", true);
-  const int b = job.Buffer("b", 4096, DType::kBytes, BufferSpec::Init::kZero,
-                           0, "", true);
+  const int src =
+      job.Buffer("src", 4096, DType::kBytes, BufferSpec::Init::kFill, 7);
+  const int a = job.Buffer("a", 4096, DType::kBytes, BufferSpec::Init::kZero, 0,
+                           "", true);
+  const int b = job.Buffer("b", 4096, DType::kBytes, BufferSpec::Init::kZero, 0,
+                           "", true);
   job.Node("slow", "spin", {}, 0, {}, -1, 20000);
   job.Node("copy_a", "copy", {Use(src, Access::kRead), Use(a, Access::kWrite)},
            0);
@@ -120,14 +117,13 @@ TEST_F(ExecutorTest, ForkJoinOfSpinsRunsBranchesConcurrently) {
       job.Node("root", "spin", {Use(shared, Access::kWrite)}, 0, {}, 0);
   std::vector<NodeId> branches;
   for (int s = 0; s < 4; ++s) {
-    branches.push_back(job.Node("branch" + std::to_string(s), "spin",
-                                {Use(shared, Access::kRead)}, s,
-                                s == 0 ? std::vector<int>{}
-                                       : std::vector<int>{0},
-                                s == 0 ? -1 : s, 40000));
+    branches.push_back(job.Node(
+        "branch" + std::to_string(s), "spin", {Use(shared, Access::kRead)}, s,
+        s == 0 ? std::vector<int>{} : std::vector<int>{0}, s == 0 ? -1 : s,
+        40000));
   }
-  const NodeId join = job.Node("join", "spin", {Use(shared, Access::kWrite)},
-                               0, {1, 2, 3});
+  const NodeId join =
+      job.Node("join", "spin", {Use(shared, Access::kWrite)}, 0, {1, 2, 3});
   Outcome outcome;
   const absl::Time start = absl::Now();
   Run(job, outcome);
@@ -222,8 +218,8 @@ TEST_F(ExecutorTest, CancelMidRunReportsCancelledAndFreesEverything) {
   const int buf = job.Buffer("buf", 1 << 16, DType::kFloat32,
                              BufferSpec::Init::kFill, 1, "", true);
   for (int i = 0; i < 20; ++i) {
-    job.Node("step" + std::to_string(i), "spin",
-             {Use(buf, Access::kReadWrite)}, 0, {}, -1, 20000);
+    job.Node("step" + std::to_string(i), "spin", {Use(buf, Access::kReadWrite)},
+             0, {}, -1, 20000);
   }
   absl::Notification first_finished;
   Outcome outcome;
@@ -261,8 +257,8 @@ TEST_F(ExecutorTest, CancelWithdrawsIssuedWorkAndKeepsStreamsUsable) {
   const int buf = job.Buffer("buf", 1 << 10, DType::kFloat32,
                              BufferSpec::Init::kFill, 1, "", true);
   for (int i = 0; i < 50; ++i) {
-    job.Node("step" + std::to_string(i), "spin",
-             {Use(buf, Access::kReadWrite)}, 0, {}, -1, 50000);
+    job.Node("step" + std::to_string(i), "spin", {Use(buf, Access::kReadWrite)},
+             0, {}, -1, 50000);
   }
   absl::Notification first_finished;
   Outcome outcome;
@@ -289,7 +285,8 @@ TEST_F(ExecutorTest, CancelWithdrawsIssuedWorkAndKeepsStreamsUsable) {
   TestJob next(1, {0});
   const int y = next.Buffer("y", 16, DType::kFloat32, BufferSpec::Init::kFill,
                             2, "", true);
-  next.Node("scale", "scale", {scheduler::Arg(3.0f), Use(y, Access::kReadWrite)}, 0);
+  next.Node("scale", "scale",
+            {scheduler::Arg(3.0f), Use(y, Access::kReadWrite)}, 0);
   Outcome next_outcome;
   Run(next, next_outcome);
   ASSERT_TRUE(next_outcome.Wait());
@@ -321,8 +318,8 @@ TEST_F(ExecutorTest, LongChainBeyondTheWindow) {
   TestJob job(2, {0, 1});
   const int counter = job.Buffer("counter", 4, DType::kFloat32,
                                  BufferSpec::Init::kZero, 0, "", true);
-  const int one = job.Buffer("one", 4, DType::kFloat32,
-                             BufferSpec::Init::kFill, 1);
+  const int one =
+      job.Buffer("one", 4, DType::kFloat32, BufferSpec::Init::kFill, 1);
   constexpr int kNodes = 5000;
   for (int i = 0; i < kNodes; ++i) {
     const int stream = (i / 1000) % 2;  // switch device every 1000 nodes
@@ -415,21 +412,19 @@ TEST_F(ExecutorTest, CopyBetweenDevicesJoinsItsPeerStream) {
   // still runs after produce, and `after`, which reads what move wrote,
   // after move.
   TestJob job(2, {1, 0});
-  const int src = job.Buffer("src", 4096, DType::kBytes,
-                             BufferSpec::Init::kFill, 7);
+  const int src =
+      job.Buffer("src", 4096, DType::kBytes, BufferSpec::Init::kFill, 7);
   const int dst = job.Buffer("dst", 4096, DType::kBytes,
                              BufferSpec::Init::kZero, 0, "", true);
   const int back = job.Buffer("back", 4096, DType::kBytes,
                               BufferSpec::Init::kZero, 0, "", true);
-  const NodeId produce =
-      job.Node("produce", "spin", {Use(src, Access::kReadWrite)}, 1, {}, -1,
-               20000);
+  const NodeId produce = job.Node(
+      "produce", "spin", {Use(src, Access::kReadWrite)}, 1, {}, -1, 20000);
   const NodeId move = job.Node(
       "move", "copy", {Use(src, Access::kRead), Use(dst, Access::kWrite)}, 0,
       {}, -1, 20000);
   const NodeId after = job.Node(
-      "after", "copy", {Use(dst, Access::kRead), Use(back, Access::kWrite)},
-      1);
+      "after", "copy", {Use(dst, Access::kRead), Use(back, Access::kWrite)}, 1);
   auto plan = std::make_shared<Plan>(*job.plan());
   plan->nodes[1].peer_stream = 1;
   Outcome outcome;

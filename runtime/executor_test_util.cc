@@ -9,10 +9,10 @@ TestJob VectorPipeline(float fill_value, int n) {
   std::vector<float> y0(n);
   for (int i = 0; i < n; ++i) y0[i] = static_cast<float>(i);
   const int x = job.Buffer("x", n * 4, DType::kFloat32);
-  const int y = job.Buffer("y", n * 4, DType::kFloat32,
-                           BufferSpec::Init::kData, 0, FloatBytes(y0), true);
-  const int sum = job.Buffer("sum", 4, DType::kFloat32,
-                             BufferSpec::Init::kFill, -1, "", true);
+  const int y = job.Buffer("y", n * 4, DType::kFloat32, BufferSpec::Init::kData,
+                           0, FloatBytes(y0), true);
+  const int sum = job.Buffer("sum", 4, DType::kFloat32, BufferSpec::Init::kFill,
+                             -1, "", true);
   job.Node("fill", "fill", {Use(x, Access::kWrite), fill_value}, 0, {}, 0);
   job.Node("axpy", "axpy",
            {3.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1, {0},

@@ -37,9 +37,8 @@ class TestJob {
  public:
   explicit TestJob(int num_streams, std::vector<int> stream_devices = {}) {
     for (int s = 0; s < num_streams; ++s) {
-      const int device = s < static_cast<int>(stream_devices.size())
-                             ? stream_devices[s]
-                             : 0;
+      const int device =
+          s < static_cast<int>(stream_devices.size()) ? stream_devices[s] : 0;
       plan_.streams.push_back(
           PlannedStream{s, device, "", scheduler::Engine::kCompute});
     }
@@ -51,8 +50,8 @@ class TestJob {
   }
 
   int Buffer(std::string name, uint64_t bytes, DType dtype,
-             BufferSpec::Init init = BufferSpec::Init::kZero,
-             double fill = 0, std::string data = "", bool output = false) {
+             BufferSpec::Init init = BufferSpec::Init::kZero, double fill = 0,
+             std::string data = "", bool output = false) {
     BufferSpec b;
     b.name = std::move(name);
     b.size_bytes = bytes;
@@ -67,8 +66,9 @@ class TestJob {
 
   // Adds a node on `stream` (its device is the stream's) that waits on
   // `waits` and signals `signal`.
-  NodeId Node(std::string name, std::string op, std::vector<scheduler::Arg> args,
-              int stream, std::vector<int> waits = {}, int signal = -1,
+  NodeId Node(std::string name, std::string op,
+              std::vector<scheduler::Arg> args, int stream,
+              std::vector<int> waits = {}, int signal = -1,
               double cost_us = 0) {
     NodeSpec n;
     n.name = std::move(name);
@@ -103,7 +103,9 @@ class TestJob {
   Plan plan_;
 };
 
-inline BufferUse Use(int buffer, Access access) { return BufferUse{buffer, access}; }
+inline BufferUse Use(int buffer, Access access) {
+  return BufferUse{buffer, access};
+}
 
 inline std::string FloatBytes(const std::vector<float>& v) {
   std::string s(v.size() * sizeof(float), '\0');

@@ -38,9 +38,10 @@ class ExecutorTraceTest : public ::testing::Test {
   }
 
   void Run(const TestJob& job, Outcome& outcome) {
-    ASSERT_TRUE(executor_->Start(job.graph(), job.plan(),
-                                 outcome.Callbacks(/*traced=*/true))
-                    .ok());
+    ASSERT_TRUE(
+        executor_
+            ->Start(job.graph(), job.plan(), outcome.Callbacks(/*traced=*/true))
+            .ok());
     ASSERT_TRUE(outcome.Wait());
     ASSERT_EQ(outcome.on_trace_calls, 1);
   }
@@ -94,11 +95,10 @@ TEST_F(ExecutorTraceTest, ForkJoinSpansFollowTheDeviceClock) {
     flows.emplace_back(trace.spans[f.from_span].name,
                        trace.spans[f.to_span].name);
   }
-  EXPECT_THAT(flows, ::testing::UnorderedElementsAre(
-                         std::make_pair("root", "a"),
-                         std::make_pair("root", "b"),
-                         std::make_pair("a", "join"),
-                         std::make_pair("b", "join")));
+  EXPECT_THAT(flows,
+              ::testing::UnorderedElementsAre(
+                  std::make_pair("root", "a"), std::make_pair("root", "b"),
+                  std::make_pair("a", "join"), std::make_pair("b", "join")));
 }
 
 TEST_F(ExecutorTraceTest, CopiesLandOnTheirEngineTracks) {

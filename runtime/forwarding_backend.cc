@@ -31,12 +31,12 @@ absl::Status ForwardingBackend::DestroyEvent(EventHandle event) {
 }
 
 absl::Status ForwardingBackend::RecordEvent(EventHandle event,
-                                          StreamHandle stream) {
+                                            StreamHandle stream) {
   return backend_->RecordEvent(event, stream);
 }
 
 absl::Status ForwardingBackend::StreamWaitEvent(StreamHandle stream,
-                                              EventHandle event) {
+                                                EventHandle event) {
   return backend_->StreamWaitEvent(stream, event);
 }
 
@@ -49,7 +49,7 @@ absl::Status ForwardingBackend::SynchronizeStream(StreamHandle stream) {
 }
 
 absl::StatusOr<DevicePtr> ForwardingBackend::Allocate(int device,
-                                                    uint64_t bytes) {
+                                                      uint64_t bytes) {
   return backend_->Allocate(device, bytes);
 }
 
@@ -58,25 +58,25 @@ absl::Status ForwardingBackend::Free(DevicePtr ptr) {
 }
 
 absl::Status ForwardingBackend::CopyHostToDevice(DevicePtr dst, const void* src,
-                                               uint64_t bytes,
-                                               StreamHandle stream) {
+                                                 uint64_t bytes,
+                                                 StreamHandle stream) {
   return backend_->CopyHostToDevice(dst, src, bytes, stream);
 }
 
 absl::Status ForwardingBackend::CopyDeviceToHost(void* dst, DevicePtr src,
-                                               uint64_t bytes,
-                                               StreamHandle stream) {
+                                                 uint64_t bytes,
+                                                 StreamHandle stream) {
   return backend_->CopyDeviceToHost(dst, src, bytes, stream);
 }
 
 absl::Status ForwardingBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
-                                                 uint64_t bytes,
-                                                 StreamHandle stream) {
+                                                   uint64_t bytes,
+                                                   StreamHandle stream) {
   return backend_->CopyDeviceToDevice(dst, src, bytes, stream);
 }
 
 absl::Status ForwardingBackend::Launch(const KernelLaunch& launch,
-                                     StreamHandle stream) {
+                                       StreamHandle stream) {
   return backend_->Launch(launch, stream);
 }
 
@@ -86,12 +86,12 @@ absl::Status ForwardingBackend::PrepareModules(
 }
 
 absl::Status ForwardingBackend::AddHostCallback(StreamHandle stream,
-                                              HostCallback callback) {
+                                                HostCallback callback) {
   return backend_->AddHostCallback(stream, std::move(callback));
 }
 
 absl::Status ForwardingBackend::SetErrorScope(StreamHandle stream,
-                                            uint64_t scope) {
+                                              uint64_t scope) {
   return backend_->SetErrorScope(stream, scope);
 }
 
@@ -105,8 +105,8 @@ absl::StatusOr<GateHandle> ForwardingBackend::EnqueueHostGate(
 }
 
 absl::Status ForwardingBackend::OpenHostGate(GateHandle gate,
-                                           absl::Status status,
-                                           double busy_us) {
+                                             absl::Status status,
+                                             double busy_us) {
   return backend_->OpenHostGate(gate, std::move(status), busy_us);
 }
 
@@ -153,8 +153,7 @@ bool ForwardingBackend::interrupts_aborted_work() const {
   return backend_->interrupts_aborted_work();
 }
 
-void ForwardingBackend::ReleaseErrorScope(StreamHandle stream,
-                                          uint64_t scope) {
+void ForwardingBackend::ReleaseErrorScope(StreamHandle stream, uint64_t scope) {
   backend_->ReleaseErrorScope(stream, scope);
 }
 

@@ -34,34 +34,25 @@ class ForwardingBackend : public Backend {
   absl::Status DestroyStream(StreamHandle stream) override;
   absl::StatusOr<EventHandle> CreateEvent(int device) override;
   absl::Status DestroyEvent(EventHandle event) override;
-  absl::Status RecordEvent(EventHandle event,
-                           StreamHandle stream) override;
-  absl::Status StreamWaitEvent(StreamHandle stream,
-                               EventHandle event) override;
+  absl::Status RecordEvent(EventHandle event, StreamHandle stream) override;
+  absl::Status StreamWaitEvent(StreamHandle stream, EventHandle event) override;
   absl::StatusOr<bool> QueryEvent(EventHandle event) override;
   absl::Status SynchronizeStream(StreamHandle stream) override;
-  absl::StatusOr<DevicePtr> Allocate(int device,
-                                              uint64_t bytes) override;
+  absl::StatusOr<DevicePtr> Allocate(int device, uint64_t bytes) override;
   absl::Status Free(DevicePtr ptr) override;
-  absl::Status CopyHostToDevice(DevicePtr dst, const void* src,
-                                uint64_t bytes,
+  absl::Status CopyHostToDevice(DevicePtr dst, const void* src, uint64_t bytes,
                                 StreamHandle stream) override;
-  absl::Status CopyDeviceToHost(void* dst, DevicePtr src,
-                                uint64_t bytes,
+  absl::Status CopyDeviceToHost(void* dst, DevicePtr src, uint64_t bytes,
                                 StreamHandle stream) override;
-  absl::Status CopyDeviceToDevice(DevicePtr dst,
-                                  DevicePtr src, uint64_t bytes,
+  absl::Status CopyDeviceToDevice(DevicePtr dst, DevicePtr src, uint64_t bytes,
                                   StreamHandle stream) override;
-  absl::Status Launch(const KernelLaunch& launch,
-                      StreamHandle stream) override;
+  absl::Status Launch(const KernelLaunch& launch, StreamHandle stream) override;
   absl::Status PrepareModules(const scheduler::Graph& graph) const override;
   absl::Status AddHostCallback(StreamHandle stream,
                                HostCallback callback) override;
-  absl::Status SetErrorScope(StreamHandle stream,
-                             uint64_t scope) override;
+  absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) override;
   bool supports_host_gates() const override;
-  absl::StatusOr<GateHandle> EnqueueHostGate(
-      StreamHandle stream) override;
+  absl::StatusOr<GateHandle> EnqueueHostGate(StreamHandle stream) override;
   absl::Status OpenHostGate(GateHandle gate, absl::Status status,
                             double busy_us) override;
   void BeginBatch() override;

@@ -34,8 +34,8 @@ KernelLaunch Spin(double us) {
 absl::Status CallbackStatus(Backend& backend, StreamHandle stream) {
   absl::Notification done;
   absl::Status seen;
-  absl::Status added = backend.AddHostCallback(
-      stream, [&done, &seen](absl::Status status) {
+  absl::Status added =
+      backend.AddHostCallback(stream, [&done, &seen](absl::Status status) {
         seen = std::move(status);
         done.Notify();
       });
@@ -53,8 +53,7 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_EQ(forwarding.has_device_clock(), sim->has_device_clock());
   EXPECT_TRUE(forwarding.supports_host_gates());
   EXPECT_TRUE(forwarding.interrupts_aborted_work());
-  EXPECT_EQ(forwarding.supports_device_graphs(),
-            sim->supports_device_graphs());
+  EXPECT_EQ(forwarding.supports_device_graphs(), sim->supports_device_graphs());
   EXPECT_EQ(forwarding.prefers_device_graphs(), sim->prefers_device_graphs());
   EXPECT_TRUE(forwarding.supports_device_graph_op("axpy"));
   EXPECT_FALSE(forwarding.supports_device_graph_op("no_such_op"));
@@ -78,10 +77,10 @@ TEST(ForwardingBackendTest, AbortErrorScopeSkipsQueuedWorkOfThatScopeOnly) {
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(backend.Launch(Spin(50'000), *stream).ok());
   }
-  ASSERT_TRUE(backend
-                  .AbortErrorScope(*stream, 7,
-                                   absl::CancelledError("job 7 cancelled"))
-                  .ok());
+  ASSERT_TRUE(
+      backend
+          .AbortErrorScope(*stream, 7, absl::CancelledError("job 7 cancelled"))
+          .ok());
   absl::Status aborted = CallbackStatus(backend, *stream);
   EXPECT_EQ(aborted.code(), absl::StatusCode::kCancelled);
   EXPECT_THAT(std::string(aborted.message()), HasSubstr("job 7 cancelled"));

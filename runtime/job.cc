@@ -139,7 +139,8 @@ void Job::IssueSome() {
     absl::Status s = IssueNode(index);
     if (!s.ok()) {
       const NodeId node = plan_->nodes[index].node;
-      if (callbacks_.on_node) callbacks_.on_node(node, NodeEventKind::kFailed, s);
+      if (callbacks_.on_node)
+        callbacks_.on_node(node, NodeEventKind::kFailed, s);
       Fail(std::move(s), node);
       return;
     }
@@ -209,8 +210,8 @@ absl::Status Job::IssueNode(int index) {
     // Sixteen bytes of captures: stored inline, no allocation. The job
     // outlives the callback (it finishes only after its fences).
     Job* self = this;
-    WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
-        stream, [self, index](absl::Status status) {
+    WEFT_RETURN_IF_ERROR(
+        backend->AddHostCallback(stream, [self, index](absl::Status status) {
           self->env_->node_done(self->id_, index, std::move(status));
         }));
     ++in_flight_;
@@ -227,9 +228,8 @@ absl::Status Job::IssueNode(int index) {
   if (pn.signal_event >= 0) {
     absl::StatusOr<EventHandle> event =
         events_.ForSignal(pn.signal_event, device);
-    absl::Status recorded = event.ok()
-                                ? backend->RecordEvent(*event, stream)
-                                : event.status();
+    absl::Status recorded =
+        event.ok() ? backend->RecordEvent(*event, stream) : event.status();
     if (!recorded.ok()) Fail(std::move(recorded), pn.node);
   }
   if (peer_device >= 0) {
@@ -274,8 +274,8 @@ absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
   // the stream (and the signal event after it) until the op has run.
   const uint64_t id = id_;
   const auto* post = &env_->post;
-  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
-      stream, [post, id, index](absl::Status status) {
+  WEFT_RETURN_IF_ERROR(
+      backend->AddHostCallback(stream, [post, id, index](absl::Status status) {
         (*post)(id, [index, status = std::move(status)](Job& job) {
           job.OnHostInputsReady(index, status);
         });
@@ -306,9 +306,9 @@ void Job::OnHostInputsReady(int index, absl::Status status) {
     return;
   }
   if (!status_.ok()) {
-    FinishHostOp(index, absl::CancelledError(absl::StrCat(
-                            "not run: the job had stopped (",
-                            status_.message(), ")")));
+    FinishHostOp(
+        index, absl::CancelledError(absl::StrCat(
+                   "not run: the job had stopped (", status_.message(), ")")));
     return;
   }
   const NodeId node = plan_->nodes[index].node;
@@ -320,8 +320,8 @@ void Job::OnHostInputsReady(int index, absl::Status status) {
                            op = graph_->node(node).op]() {
     absl::Status status = (*kernel)(args);
     if (!status.ok()) {
-      status = absl::Status(status.code(), absl::StrCat(op, " on the host: ",
-                                                        status.message()));
+      status = absl::Status(
+          status.code(), absl::StrCat(op, " on the host: ", status.message()));
     }
     post(id, [index, status = std::move(status)](Job& job) {
       job.FinishHostOp(index, status);
@@ -558,10 +558,10 @@ absl::Status Job::IssueDeviceGraphs() {
     }
     const std::string name = absl::StrCat(
         "device graph ", g, " (", job_graph.plan_indices.size(), " nodes)");
-    const int span = tracer_->Begin(TracedWork{SpanKind::kKernel,
-                                               TraceTrackKind::kStream, device,
-                                               name, "graph"},
-                                    stream, device);
+    const int span =
+        tracer_->Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream,
+                                  device, name, "graph"},
+                       stream, device);
     WEFT_RETURN_IF_ERROR(backend->LaunchDeviceGraph(job_graph.graph, stream));
     tracer_->End(span, stream, device);
     const uint64_t id = id_;
@@ -602,10 +602,9 @@ void Job::OnGraphDone(int g, StreamHandle stream, absl::Status status) {
     }
   } else if (!IsOwnCancellation(status)) {
     streams_.MarkFailed(stream);
-    Fail(absl::Status(status.code(),
-                      absl::StrCat("device graph on device ",
-                                   job_graph.graph.device, ": ",
-                                   status.message())),
+    Fail(absl::Status(status.code(), absl::StrCat("device graph on device ",
+                                                  job_graph.graph.device, ": ",
+                                                  status.message())),
          -1);
   }
   Pump();

@@ -52,8 +52,8 @@ class Builder {
 };
 
 int Builder::GraphOf(int device, int segment) {
-  auto [it, inserted] = graph_of_.emplace(
-      std::make_pair(device, segment), static_cast<int>(out_.graphs.size()));
+  auto [it, inserted] = graph_of_.emplace(std::make_pair(device, segment),
+                                          static_cast<int>(out_.graphs.size()));
   if (inserted) {
     out_.graphs.emplace_back();
     out_.graphs.back().graph.device = device;
@@ -111,9 +111,9 @@ absl::StatusOr<JobGraphs> Builder::Build() {
           "node '", node.name, "' runs on the host, outside device graphs"));
     }
     if (node.kernel.has_value() || !in_.supports_op(node.op)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "node '", node.name, "': op '", node.op,
-          "' cannot go into a device graph on this backend"));
+      return absl::UnimplementedError(
+          absl::StrCat("node '", node.name, "': op '", node.op,
+                       "' cannot go into a device graph on this backend"));
     }
   }
 
@@ -164,8 +164,8 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     auto at_least_after = [&](Ref src) {
       if (src.graph < 0) return;
       const JobDeviceGraph& from = out_.graphs[src.graph];
-      segment = std::max(segment,
-                         from.segment + (from.graph.device != d ? 1 : 0));
+      segment =
+          std::max(segment, from.segment + (from.graph.device != d ? 1 : 0));
     };
     for (int q : preds) at_least_after(ref[q]);
     for (const BufferUse& use : uses) {
@@ -190,11 +190,11 @@ absl::StatusOr<JobGraphs> Builder::Build() {
           const bool zero = spec.init == BufferSpec::Init::kZero;
           KernelLaunch fill;
           fill.op = "fill";
-          fill.args = {DeviceBufferArg{in_.buffer(b, d), spec.size_bytes,
-                                       zero ? scheduler::DType::kBytes
-                                            : spec.dtype,
-                                       scheduler::Access::kWrite},
-                       zero ? 0.0 : spec.fill};
+          fill.args = {
+              DeviceBufferArg{in_.buffer(b, d), spec.size_bytes,
+                              zero ? scheduler::DType::kBytes : spec.dtype,
+                              scheduler::Access::kWrite},
+              zero ? 0.0 : spec.fill};
           producer[b][d] =
               Ref{g, out_.graphs[g].graph.AddKernel(std::move(fill), {})};
         }
@@ -209,18 +209,17 @@ absl::StatusOr<JobGraphs> Builder::Build() {
         std::sort(copy_deps.begin(), copy_deps.end());
         copy_deps.erase(std::unique(copy_deps.begin(), copy_deps.end()),
                         copy_deps.end());
-        producer[b][d] = Ref{
-            g, out_.graphs[g].graph.AddDeviceCopy(
-                   in_.buffer(b, d), in_.buffer(b, s), spec.size_bytes,
-                   std::move(copy_deps))};
+        producer[b][d] = Ref{g, out_.graphs[g].graph.AddDeviceCopy(
+                                    in_.buffer(b, d), in_.buffer(b, s),
+                                    spec.size_bytes, std::move(copy_deps))};
         current[b][d] = true;
       }
       After(producer[b][d], g, deps);
     }
     std::sort(deps.begin(), deps.end());
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
-    ref[i] = Ref{g, out_.graphs[g].graph.AddKernel(LaunchFor(node, d),
-                                                   std::move(deps))};
+    ref[i] = Ref{
+        g, out_.graphs[g].graph.AddKernel(LaunchFor(node, d), std::move(deps))};
     for (const BufferUse& use : uses) {
       if (!scheduler::Writes(use.access)) continue;
       const BufferId b = use.buffer;

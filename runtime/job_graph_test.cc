@@ -122,10 +122,10 @@ TEST(JobGraphTest, BranchesOnOneDeviceShareAGraph) {
   const int y = job.Buffer("y", 64, DType::kFloat32);
   job.Node("a", "fill", {Use(x, Access::kWrite), 1.0}, 0);
   job.Node("b", "fill", {Use(y, Access::kWrite), 2.0}, 1, {}, 0);
-  job.Node("c", "add",
-           {Use(x, Access::kRead), Use(y, Access::kRead),
-            Use(x, Access::kWrite)},
-           0, {0});
+  job.Node(
+      "c", "add",
+      {Use(x, Access::kRead), Use(y, Access::kRead), Use(x, Access::kWrite)}, 0,
+      {0});
   absl::StatusOr<JobGraphs> graphs = Build(job);
   ASSERT_TRUE(graphs.ok()) << graphs.status();
   ASSERT_EQ(graphs->graphs.size(), 1u);

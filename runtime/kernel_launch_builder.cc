@@ -21,9 +21,8 @@ KernelLaunch BuildKernelLaunch(
   for (const scheduler::Arg& arg : node.args) {
     if (const auto* use = std::get_if<scheduler::BufferUse>(&arg)) {
       const scheduler::BufferSpec& spec = graph.buffer(use->buffer);
-      launch.args.push_back(DeviceBufferArg{address_of(use->buffer),
-                                            spec.size_bytes, spec.dtype,
-                                            use->access});
+      launch.args.push_back(DeviceBufferArg{
+          address_of(use->buffer), spec.size_bytes, spec.dtype, use->access});
     } else if (const auto* f = std::get_if<float>(&arg)) {
       launch.args.push_back(*f);
     } else if (const auto* d = std::get_if<double>(&arg)) {

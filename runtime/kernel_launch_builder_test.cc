@@ -106,8 +106,10 @@ TEST(KernelLaunchBuilderTest, UserKernelCarriesItsModuleAndTypedScalars) {
       args { i32: 9 }
     }
   )pb");
-  const KernelLaunch launch = BuildKernelLaunch(
-      graph, graph.node(0), [](scheduler::BufferId) { return DevicePtr{0, 8}; });
+  const KernelLaunch launch =
+      BuildKernelLaunch(graph, graph.node(0), [](scheduler::BufferId) {
+        return DevicePtr{0, 8};
+      });
   ASSERT_NE(launch.user_kernel, nullptr);
   EXPECT_EQ(launch.user_kernel->kernel, "fill");
   ASSERT_NE(launch.module, nullptr);

@@ -171,7 +171,8 @@ std::string FirstDivergence(const scheduler::Graph& graph,
     }
     if (std::abs(measured.node_end_us[node] - plan.estimates[i].end_us) >
             1e-3 &&
-        (first < 0 || plan.estimates[i].end_us < plan.estimates[first].end_us)) {
+        (first < 0 ||
+         plan.estimates[i].end_us < plan.estimates[first].end_us)) {
       first = i;
     }
   }
@@ -184,11 +185,10 @@ std::string FirstDivergence(const scheduler::Graph& graph,
   const scheduler::NodeEstimate& estimate = plan.estimates[first];
   return absl::StrCat(
       "first divergence: node ", spec.name, " (issue position ", first,
-      ", device ", pn.device, ", stream ", pn.stream, ", cost ",
-      spec.cost_us, " us, occupancy ", spec.occupancy, ") estimated ",
-      estimate.start_us, "..", estimate.end_us, " us (transfers ",
-      estimate.transfer_us, " us), traced end ",
-      measured.node_end_us[pn.node], " us");
+      ", device ", pn.device, ", stream ", pn.stream, ", cost ", spec.cost_us,
+      " us, occupancy ", spec.occupancy, ") estimated ", estimate.start_us,
+      "..", estimate.end_us, " us (transfers ", estimate.transfer_us,
+      " us), traced end ", measured.node_end_us[pn.node], " us");
 }
 
 // Runs `plan` on a fresh simulated machine.
@@ -387,8 +387,7 @@ int RunRandomShapes() {
               "ratio", "lower_bound", "host_MiB");
   Summary summary;
   for (const Shape& shape : shapes) {
-    auto graph =
-        std::make_shared<const scheduler::Graph>(RandomGraph(shape));
+    auto graph = std::make_shared<const scheduler::Graph>(RandomGraph(shape));
     for (scheduler::DevicePolicyKind policy : policies) {
       scheduler::PlannerOptions options;
       options.num_devices = kDevices;
@@ -398,8 +397,7 @@ int RunRandomShapes() {
       // The simulated machine: each copy engine moves one copy at a time.
       options.copy_engines_per_device = 1;
       const std::string sizes =
-          absl::StrCat(shape.max_bytes / kMiB > 0 ? shape.max_bytes / kMiB
-                                                  : 1);
+          absl::StrCat(shape.max_bytes / kMiB > 0 ? shape.max_bytes / kMiB : 1);
       const char* occupancy = shape.occupancies.empty() ? "1" : "mixed";
       absl::StatusOr<scheduler::Plan> plan = PlanGraph(*graph, options);
       if (!plan.ok()) {
@@ -412,8 +410,7 @@ int RunRandomShapes() {
       const Measured measured =
           Execute(graph, shared, topology, options.max_concurrent_kernels);
       if (measured.makespan_us < 0) return 1;
-      const double ratio =
-          measured.makespan_us / shared->estimated_makespan_us;
+      const double ratio = measured.makespan_us / shared->estimated_makespan_us;
       summary.Add(shared->estimated_makespan_us, measured.makespan_us,
                   absl::StrCat("seed ", shape.seed, " ", PolicyName(policy)));
       std::printf("%6d %5d %7s %5s %-18s %12.1f %12.1f %8.4f %12.1f %8.1f\n",
@@ -460,10 +457,10 @@ int RunScheduleCases(const Flags& flags) {
       "schedule cases, default options (%s), Topology::Default, %d kernel "
       "slots per device\n",
       PolicyName(defaults.device_policy), defaults.max_concurrent_kernels);
-  std::printf("%-16s %3s %5s %8s %8s %12s %12s %8s %12s %12s %8s %7s\n",
-              "case", "dev", "nodes", "init_MiB", "out_MiB", "estimate_us",
-              "measured_us", "ratio", "last_node_us", "lower_bound",
-              "host_MiB", "wall_s");
+  std::printf("%-16s %3s %5s %8s %8s %12s %12s %8s %12s %12s %8s %7s\n", "case",
+              "dev", "nodes", "init_MiB", "out_MiB", "estimate_us",
+              "measured_us", "ratio", "last_node_us", "lower_bound", "host_MiB",
+              "wall_s");
   Summary summary;
   std::vector<std::string> skipped;
   for (scheduler::BenchmarkCase& c : scheduler::AllScheduleCases()) {
@@ -471,13 +468,14 @@ int RunScheduleCases(const Flags& flags) {
     const Staged staged = StagedBytes(c.graph);
     if (staged.total() > flags.max_staged_bytes) {
       skipped.push_back(c.name);
-      std::printf("%-16s skipped: the executor would stage %.0f MiB on the "
-                  "host (%.0f MiB of initial data, %.0f MiB of outputs; "
-                  "limit %.0f MiB)\n",
-                  c.name.c_str(), static_cast<double>(staged.total()) / kMiB,
-                  static_cast<double>(staged.initial) / kMiB,
-                  static_cast<double>(staged.outputs) / kMiB,
-                  static_cast<double>(flags.max_staged_bytes) / kMiB);
+      std::printf(
+          "%-16s skipped: the executor would stage %.0f MiB on the "
+          "host (%.0f MiB of initial data, %.0f MiB of outputs; "
+          "limit %.0f MiB)\n",
+          c.name.c_str(), static_cast<double>(staged.total()) / kMiB,
+          static_cast<double>(staged.initial) / kMiB,
+          static_cast<double>(staged.outputs) / kMiB,
+          static_cast<double>(flags.max_staged_bytes) / kMiB);
       continue;
     }
     auto graph = std::make_shared<const scheduler::Graph>(std::move(c.graph));
@@ -498,8 +496,7 @@ int RunScheduleCases(const Flags& flags) {
                                         options.max_concurrent_kernels);
       const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
       if (measured.makespan_us < 0) return 1;
-      const double ratio =
-          measured.makespan_us / shared->estimated_makespan_us;
+      const double ratio = measured.makespan_us / shared->estimated_makespan_us;
       summary.Add(shared->estimated_makespan_us, measured.makespan_us,
                   absl::StrCat(c.name, " on ", devices, " devices"));
       std::printf(

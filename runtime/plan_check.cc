@@ -53,9 +53,8 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
           absl::StrCat(where(), ": node id ", pn.node, " is out of range"));
     }
     if (position[pn.node] >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where(), ": node '", graph.node(pn.node).name,
-                       "' is listed twice"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where(), ": node '", graph.node(pn.node).name, "' is listed twice"));
     }
     position[pn.node] = i;
     if (pn.device < 0 || pn.device >= num_devices) {
@@ -64,14 +63,14 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
                        " is outside the machine (", num_devices, " devices)"));
     }
     if (pn.stream < 0 || pn.stream >= num_streams) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          named(), ": stream ", pn.stream, " does not exist (", num_streams,
-          " streams)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(named(), ": stream ", pn.stream, " does not exist (",
+                       num_streams, " streams)"));
     }
     if (plan.streams[pn.stream].device != pn.device) {
       return absl::InvalidArgumentError(absl::StrCat(
-          named(), ": runs on device ", pn.device, " but its stream ", pn.stream,
-          " is on device ", plan.streams[pn.stream].device));
+          named(), ": runs on device ", pn.device, " but its stream ",
+          pn.stream, " is on device ", plan.streams[pn.stream].device));
     }
     if (pn.peer_stream != -1 &&
         (pn.peer_stream < 0 || pn.peer_stream >= num_streams ||
@@ -87,16 +86,16 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
       }
     }
     if (pn.signal_event < -1 || pn.signal_event >= plan.num_events) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          named(), ": signals event ", pn.signal_event, " of ", plan.num_events));
+      return absl::InvalidArgumentError(
+          absl::StrCat(named(), ": signals event ", pn.signal_event, " of ",
+                       plan.num_events));
     }
     // In the same pass (the plan is large): a dependency issued before this
     // node has its position already, below i.
     for (NodeId dep : plan.Deps(i)) {
       if (dep < 0 || dep >= n || position[dep] < 0 || position[dep] >= i) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(named(), ": dependency ", dep,
-                         " is not issued before it"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            named(), ": dependency ", dep, " is not issued before it"));
       }
     }
   }

@@ -175,7 +175,8 @@ absl::Status StreamGraphRunner::EnqueueNodes(const Instance& instance,
 }
 
 void StreamGraphRunner::Trim() {
-  const size_t bound = static_cast<size_t>(std::max(1, options_.max_cached_graphs));
+  const size_t bound =
+      static_cast<size_t>(std::max(1, options_.max_cached_graphs));
   // From the least recently used up to, not including, the most recent
   // (the instance just made, which its caller is about to use).
   auto it = lru_.end();
@@ -210,8 +211,7 @@ void StreamGraphRunner::Destroy(Instance& instance) {
   for (EventHandle event : instance.node_done) destroy(event);
 }
 
-std::vector<StreamHandle> StreamGraphRunner::ScopeLanes(
-    uint64_t scope) const {
+std::vector<StreamHandle> StreamGraphRunner::ScopeLanes(uint64_t scope) const {
   absl::MutexLock lock(&mu_);
   std::vector<StreamHandle> lanes;
   if (!scopes_.contains(scope)) return lanes;

@@ -93,7 +93,7 @@ class StreamGraphRunner {
     std::vector<int> lane_of;            // by node
     std::vector<EventHandle> node_done;  // by node; 0 when no lane waits
     EventHandle entry;
-    std::vector<EventHandle> lane_end;   // by lane
+    std::vector<EventHandle> lane_end;  // by lane
     std::list<std::string>::iterator lru;
     bool launched = false;
   };

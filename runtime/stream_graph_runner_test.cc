@@ -53,10 +53,9 @@ KernelLaunch Fill(DevicePtr ptr, float value) {
 KernelLaunch Axpy(float a, DevicePtr x, DevicePtr y) {
   KernelLaunch launch;
   launch.op = "axpy";
-  launch.args = {a,
-                 DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
-                 DeviceBufferArg{y, kBytes, DType::kFloat32,
-                                 Access::kReadWrite}};
+  launch.args = {
+      a, DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
+      DeviceBufferArg{y, kBytes, DType::kFloat32, Access::kReadWrite}};
   return launch;
 }
 
@@ -80,8 +79,7 @@ DeviceGraph AxpyGraph(DevicePtr x, DevicePtr y, float x0, float y0, float a) {
 std::vector<float> Download(SimBackend& backend, DevicePtr ptr,
                             StreamHandle stream) {
   std::vector<float> out(kBytes / sizeof(float));
-  EXPECT_TRUE(
-      backend.CopyDeviceToHost(out.data(), ptr, kBytes, stream).ok());
+  EXPECT_TRUE(backend.CopyDeviceToHost(out.data(), ptr, kBytes, stream).ok());
   EXPECT_TRUE(backend.SynchronizeStream(stream).ok());
   return out;
 }
@@ -91,7 +89,8 @@ TEST(StreamGraphRunnerTest, RelaunchWithNewParametersHitsTheCache) {
   const StreamHandle stream = *backend->CreateStream(0);
   const DevicePtr x = *backend->Allocate(0, kBytes);
   const DevicePtr y = *backend->Allocate(0, kBytes);
-  ASSERT_TRUE(backend->LaunchDeviceGraph(AxpyGraph(x, y, 2, 1, 3), stream).ok());
+  ASSERT_TRUE(
+      backend->LaunchDeviceGraph(AxpyGraph(x, y, 2, 1, 3), stream).ok());
   EXPECT_THAT(Download(*backend, y, stream), ::testing::Each(7.0f));
 
   // Same shape, other buffers and scalars: updated in place, not rebuilt.
@@ -271,10 +270,9 @@ TEST(StreamGraphRunnerTest, AbortSkipsGraphWorkNotStarted) {
                                       done.Notify();
                                     })
                   .ok());
-  ASSERT_TRUE(backend
-                  ->AbortErrorScope(stream, 3,
-                                    absl::CancelledError("job cancelled"))
-                  .ok());
+  ASSERT_TRUE(
+      backend->AbortErrorScope(stream, 3, absl::CancelledError("job cancelled"))
+          .ok());
   kernels.release.Notify();
   done.WaitForNotification();
   EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
@@ -338,7 +336,6 @@ TEST(StreamGraphRunnerTest, EvictsLeastRecentlyUsedIdleGraphs) {
   EXPECT_EQ(stats.evictions, 2u);
   EXPECT_EQ(stats.cached, 2);
 }
-
 
 TEST(StreamGraphRunnerTest, FailedEnqueueStillHoldsTheCallersStream) {
   TestKernels kernels;

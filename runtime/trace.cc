@@ -84,16 +84,16 @@ std::string ToTraceEventJson(const JobTrace& trace) {
       named_process[pid] = true;
       const std::string process =
           track.device < 0 ? "host" : absl::StrCat("device ", track.device);
-      events.push_back(absl::StrCat(
-          R"({"ph":"M","name":"process_name","pid":)", pid,
-          R"(,"args":{"name":")", process, R"("}})"));
-      events.push_back(absl::StrCat(
-          R"({"ph":"M","name":"process_sort_index","pid":)", pid,
-          R"(,"args":{"sort_index":)", pid, "}}"));
+      events.push_back(absl::StrCat(R"({"ph":"M","name":"process_name","pid":)",
+                                    pid, R"(,"args":{"name":")", process,
+                                    R"("}})"));
+      events.push_back(
+          absl::StrCat(R"({"ph":"M","name":"process_sort_index","pid":)", pid,
+                       R"(,"args":{"sort_index":)", pid, "}}"));
     }
-    events.push_back(absl::StrCat(
-        R"({"ph":"M","name":"thread_name","pid":)", pid, R"(,"tid":)", t,
-        R"(,"args":{"name":")", Escape(track.name), R"("}})"));
+    events.push_back(absl::StrCat(R"({"ph":"M","name":"thread_name","pid":)",
+                                  pid, R"(,"tid":)", t, R"(,"args":{"name":")",
+                                  Escape(track.name), R"("}})"));
   }
   for (const TraceSpan& span : trace.spans) {
     const TraceTrack& track = trace.tracks[span.track];
@@ -108,8 +108,8 @@ std::string ToTraceEventJson(const JobTrace& trace) {
         R"({"ph":"X","name":")", Escape(span.name), R"(","cat":")",
         Category(span.kind), R"(","pid":)", Pid(track), R"(,"tid":)",
         span.track, R"(,"ts":)", Num(span.start_us), R"(,"dur":)",
-        Num(std::max(0.0, span.end_us - span.start_us)), R"(,"args":{)",
-        args, "}}"));
+        Num(std::max(0.0, span.end_us - span.start_us)), R"(,"args":{)", args,
+        "}}"));
   }
   for (size_t i = 0; i < trace.flows.size(); ++i) {
     const TraceFlow& flow = trace.flows[i];
@@ -119,20 +119,19 @@ std::string ToTraceEventJson(const JobTrace& trace) {
     // the signalling span, at its end.
     const double out =
         from.end_us - std::min(0.001, (from.end_us - from.start_us) / 2);
-    events.push_back(absl::StrCat(
-        R"({"ph":"s","name":"event wait","cat":"event","id":)", i,
-        R"(,"pid":)", Pid(trace.tracks[from.track]), R"(,"tid":)", from.track,
-        R"(,"ts":)", Num(out), "}"));
+    events.push_back(
+        absl::StrCat(R"({"ph":"s","name":"event wait","cat":"event","id":)", i,
+                     R"(,"pid":)", Pid(trace.tracks[from.track]), R"(,"tid":)",
+                     from.track, R"(,"ts":)", Num(out), "}"));
     events.push_back(absl::StrCat(
         R"({"ph":"f","bp":"e","name":"event wait","cat":"event","id":)", i,
         R"(,"pid":)", Pid(trace.tracks[to.track]), R"(,"tid":)", to.track,
         R"(,"ts":)", Num(to.start_us), "}"));
   }
-  std::string json = absl::StrCat(R"({"displayTimeUnit":"ns","otherData":{)",
-                                  R"("job":")", Escape(trace.name),
-                                  R"(","clock":")",
-                                  trace.device_clock ? "device" : "host",
-                                  R"("},"traceEvents":[)");
+  std::string json = absl::StrCat(
+      R"({"displayTimeUnit":"ns","otherData":{)", R"("job":")",
+      Escape(trace.name), R"(","clock":")",
+      trace.device_clock ? "device" : "host", R"("},"traceEvents":[)");
   for (size_t i = 0; i < events.size(); ++i) {
     if (i > 0) json += ",\n";
     json += events[i];

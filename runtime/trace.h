@@ -37,9 +37,9 @@ struct TraceSpan {
   int track = 0;
   SpanKind kind = SpanKind::kKernel;
   std::string name;
-  std::string op;                // kernels and host ops
-  scheduler::NodeId node = -1;   // -1 for work the executor added
-  uint64_t bytes = 0;            // copies
+  std::string op;               // kernels and host ops
+  scheduler::NodeId node = -1;  // -1 for work the executor added
+  uint64_t bytes = 0;           // copies
   double start_us = 0;
   double end_us = 0;
 };

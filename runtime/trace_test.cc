@@ -50,9 +50,8 @@ class JsonChecker {
     const size_t start = i_;
     if (i_ < s_.size() && s_[i_] == '-') ++i_;
     while (i_ < s_.size() &&
-           (std::isdigit(static_cast<unsigned char>(s_[i_])) ||
-            s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E' || s_[i_] == '+' ||
-            s_[i_] == '-')) {
+           (std::isdigit(static_cast<unsigned char>(s_[i_])) || s_[i_] == '.' ||
+            s_[i_] == 'e' || s_[i_] == 'E' || s_[i_] == '+' || s_[i_] == '-')) {
       ++i_;
     }
     return i_ > start;
@@ -115,25 +114,43 @@ TEST(TraceTest, RendersWellFormedTraceEventJson) {
 
 TEST(TraceTest, OneThreadPerTrackAndOneProcessPerDevice) {
   const std::string json = ToTraceEventJson(TwoStreamTrace());
-  EXPECT_THAT(json, HasSubstr(R"("name":"process_name","pid":1,"args":{"name":"device 0"})"));
-  EXPECT_THAT(json, HasSubstr(R"("name":"process_name","pid":2,"args":{"name":"device 1"})"));
-  EXPECT_THAT(json, HasSubstr(R"("name":"process_name","pid":0,"args":{"name":"host"})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(R"("name":"process_name","pid":1,"args":{"name":"device 0"})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(R"("name":"process_name","pid":2,"args":{"name":"device 1"})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(R"("name":"process_name","pid":0,"args":{"name":"host"})"));
   EXPECT_THAT(json, HasSubstr(R"("pid":2,"tid":2,"args":{"name":"H2D"})"));
   EXPECT_THAT(json, HasSubstr(R"("pid":2,"tid":1,"args":{"name":"stream 9"})"));
 }
 
 TEST(TraceTest, SpansAreCompleteEventsWithArgs) {
   const std::string json = ToTraceEventJson(TwoStreamTrace());
-  EXPECT_THAT(json, HasSubstr(R"({"ph":"X","name":"a","cat":"kernel","pid":1,"tid":0,"ts":10.000,"dur":20.000,"args":{"node":0,"op":"spin"}})"));
-  EXPECT_THAT(json, HasSubstr(R"("cat":"copy","pid":2,"tid":2,"ts":30.000,"dur":4.000,"args":{"node":-1,"bytes":4096})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          R"({"ph":"X","name":"a","cat":"kernel","pid":1,"tid":0,"ts":10.000,"dur":20.000,"args":{"node":0,"op":"spin"}})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          R"("cat":"copy","pid":2,"tid":2,"ts":30.000,"dur":4.000,"args":{"node":-1,"bytes":4096})"));
   EXPECT_THAT(json, HasSubstr(R"("name":"b\n")"));
   EXPECT_THAT(json, HasSubstr(R"("cat":"host","pid":0,"tid":3)"));
 }
 
 TEST(TraceTest, WaitsAreFlowPairs) {
   const std::string json = ToTraceEventJson(TwoStreamTrace());
-  EXPECT_THAT(json, HasSubstr(R"({"ph":"s","name":"event wait","cat":"event","id":0,"pid":1,"tid":0,"ts":29.999})"));
-  EXPECT_THAT(json, HasSubstr(R"({"ph":"f","bp":"e","name":"event wait","cat":"event","id":0,"pid":2,"tid":1,"ts":34.000})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          R"({"ph":"s","name":"event wait","cat":"event","id":0,"pid":1,"tid":0,"ts":29.999})"));
+  EXPECT_THAT(
+      json,
+      HasSubstr(
+          R"({"ph":"f","bp":"e","name":"event wait","cat":"event","id":0,"pid":2,"tid":1,"ts":34.000})"));
 }
 
 TEST(TraceTest, NodeMakespanIgnoresExecutorWork) {

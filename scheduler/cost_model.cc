@@ -30,7 +30,11 @@ UnitKind UnitOf(Engine engine) {
 }
 
 // A device's copy engines, by the direction they move bytes in.
-enum CopyEngine : int { kHostToDevice = 0, kDeviceToHost = 1, kDeviceToDevice = 2 };
+enum CopyEngine : int {
+  kHostToDevice = 0,
+  kDeviceToHost = 1,
+  kDeviceToDevice = 2
+};
 constexpr int kCopyEngines = 3;
 
 constexpr int32_t kNowhere = -1;  // a buffer not created anywhere yet
@@ -128,13 +132,12 @@ class Simulation {
       }
       if (peers) {
         const int32_t t = sc.peer_stream[i];
-        if (t >= 0 &&
-            (t >= num_streams || t == s || sc.peer_device[i] < 0 ||
-             sc.peer_device[i] >= num_devices_ ||
-             sc.peer_device[i] == sc.device[i])) {
-          return absl::InternalError(absl::StrCat(
-              "plan node ", i, " has a bad peer stream ", t, " (device ",
-              sc.peer_device[i], ")"));
+        if (t >= 0 && (t >= num_streams || t == s || sc.peer_device[i] < 0 ||
+                       sc.peer_device[i] >= num_devices_ ||
+                       sc.peer_device[i] == sc.device[i])) {
+          return absl::InternalError(
+              absl::StrCat("plan node ", i, " has a bad peer stream ", t,
+                           " (device ", sc.peer_device[i], ")"));
         }
       }
     }
@@ -209,9 +212,9 @@ class Simulation {
     double t = stream_time_[s];
     for (int32_t e : sc.waits.Row(i)) {
       if (event_time_[e] < 0) {
-        return absl::InternalError(absl::StrCat(
-            "plan node ", i, " waits on event ", e,
-            " before the node that signals it is issued"));
+        return absl::InternalError(
+            absl::StrCat("plan node ", i, " waits on event ", e,
+                         " before the node that signals it is issued"));
       }
       t = std::max(t, event_time_[e]);
     }
@@ -286,10 +289,9 @@ class Simulation {
     const double us = TransferUs(graph_.buffer_bytes(b),
                                  from == host_ ? Topology::kHost : from,
                                  where == host_ ? Topology::kHost : where);
-    OccupancyTimeline& unit = where == host_ ? engine(from, kDeviceToHost)
-                              : from == host_
-                                  ? engine(where, kHostToDevice)
-                                  : engine(where, kDeviceToDevice);
+    OccupancyTimeline& unit = where == host_  ? engine(from, kDeviceToHost)
+                              : from == host_ ? engine(where, kHostToDevice)
+                                              : engine(where, kDeviceToDevice);
     *t = unit.Book(*t, us, copy_units_) + std::max(us, 0.0);
     *transfer += us;
     where_[b] |= Bit(where);
@@ -372,8 +374,8 @@ class Simulation {
   std::vector<double>& transfer_;
   double& makespan_;
 
-  std::vector<double> stream_time_;  // by stream: its work so far ends
-  std::vector<double> event_time_;   // by event: signalled at, or -1
+  std::vector<double> stream_time_;         // by stream: its work so far ends
+  std::vector<double> event_time_;          // by event: signalled at, or -1
   std::vector<OccupancyTimeline> kernels_;  // by device
   std::vector<OccupancyTimeline> engines_;  // by device and CopyEngine
   int32_t copy_units_ = kOccupancyUnits;    // one copy's share of an engine
@@ -403,9 +405,9 @@ absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
                      " devices; the simulation supports 1 to 63"));
   }
   if (schedule.num_streams < 0 || schedule.num_events < 0) {
-    return absl::InternalError(absl::StrCat(
-        "the plan has ", schedule.num_streams, " streams and ",
-        schedule.num_events, " events"));
+    return absl::InternalError(
+        absl::StrCat("the plan has ", schedule.num_streams, " streams and ",
+                     schedule.num_events, " events"));
   }
   if (!schedule.waits.WellFormed()) {
     return absl::InternalError("the plan's rows of waits are malformed");
@@ -416,9 +418,9 @@ absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
     owned = std::make_unique<Topology>(Topology::Default(schedule.num_devices));
     topology = owned.get();
   } else if (topology->num_devices() < schedule.num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.topology: describes ", topology->num_devices(),
-        " devices, the plan uses ", schedule.num_devices));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.topology: describes ", topology->num_devices(),
+                     " devices, the plan uses ", schedule.num_devices));
   }
   Simulation sim(graph, schedule, options, *topology, *times);
   return sim.Run();
@@ -437,9 +439,8 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan,
   schedule.stream.reserve(n);
   schedule.signal.reserve(n);
   if (plan->waits.rows() != n) {
-    return absl::InternalError(absl::StrCat("plan has ", plan->waits.rows(),
-                                            " rows of waits for ", n,
-                                            " nodes"));
+    return absl::InternalError(absl::StrCat(
+        "plan has ", plan->waits.rows(), " rows of waits for ", n, " nodes"));
   }
   schedule.waits = plan->waits;
   for (const PlannedNode& pn : plan->nodes) {
@@ -448,8 +449,9 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan,
       schedule.peer_device.assign(schedule.node.size(), -1);
     }
     if (!schedule.peer_stream.empty()) {
-      const bool known = pn.peer_stream >= 0 &&
-                         pn.peer_stream < static_cast<int>(plan->streams.size());
+      const bool known =
+          pn.peer_stream >= 0 &&
+          pn.peer_stream < static_cast<int>(plan->streams.size());
       schedule.peer_stream.push_back(pn.peer_stream);
       schedule.peer_device.push_back(
           known ? plan->streams[pn.peer_stream].device : -1);

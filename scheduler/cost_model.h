@@ -98,9 +98,9 @@ absl::Status SimulateSchedule(const Graph& graph, const Schedule& schedule,
 
 // Fills plan->estimates (a NodeEstimate per planned node) and
 // plan->estimated_makespan_us. O(V + W + A) bookings for W event waits
-// and A buffer arguments, each a search of its unit's timeline. INTERNAL if the plan is
-// malformed or cannot run to completion; INVALID_ARGUMENT if the topology
-// has fewer devices than the plan.
+// and A buffer arguments, each a search of its unit's timeline. INTERNAL if the
+// plan is malformed or cannot run to completion; INVALID_ARGUMENT if the
+// topology has fewer devices than the plan.
 absl::Status SimulatePlan(const Graph& graph, Plan* plan,
                           const SimulationOptions& options = {});
 

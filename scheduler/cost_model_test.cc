@@ -204,9 +204,9 @@ TEST(SimulatePlanTest, ACopyReadiedOnAnotherStreamIsWaitedFor) {
   m.Node("b", "x:r p:w", {.cost = 1});
   m.Node("c", "x:r q:w", {.cost = 1});
   Graph g = m.Build();
-  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1},
-                        {2, 2, {0}, -1, 1}},
-                       3, 1, {0, 1, 1});
+  Plan plan =
+      MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1}, {2, 2, {0}, -1, 1}}, 3, 1,
+               {0, 1, 1});
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_DOUBLE_EQ(plan.estimates[1].transfer_us, 10);
   EXPECT_DOUBLE_EQ(plan.estimates[1].start_us, 11);
@@ -241,8 +241,10 @@ TEST(SimulatePlanTest, EachCopyEngineRunsOneCopyAtATime) {
   // b runs on the host: x goes down on device 0's device-to-host engine
   // (120 us at 25 GB/s) while c's y crosses to device 1 (10 us) and d's z
   // comes up from the host to device 1 (120 us), all at once.
-  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1},
-                        {2, 2, {0}, -1, 1}, {3, 3, {}, -1, 1}},
+  Plan plan = MakePlan({{0, 0, {}, 0, 0},
+                        {1, 1, {0}, -1, 1},
+                        {2, 2, {0}, -1, 1},
+                        {3, 3, {}, -1, 1}},
                        4, 1, {0, 1, 1, 1});
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   EXPECT_DOUBLE_EQ(plan.estimates[1].start_us, 121);
@@ -279,8 +281,7 @@ TEST(SimulatePlanTest, KernelsShareADeviceByOccupancy) {
   }
   m.Node("full", "x:r", {.cost = 4});
   Graph g = m.Build();
-  Plan plan = MakePlan(
-      {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}}, 6, 0);
+  Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4}, {5, 5}}, 6, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   // Four quarters fill the device; the fifth and the full one wait.
   for (int i = 0; i < 4; ++i) EXPECT_EQ(plan.estimates[i].start_us, 0);
@@ -315,8 +316,7 @@ TEST(SimulatePlanTest, OutputsGoBackToTheHost) {
   nodes[0].name = "w";
   nodes[0].op = "spin";
   nodes[0].cost_us = 5;
-  nodes[0].args = {BufferUse{0, Access::kWrite},
-                   BufferUse{1, Access::kWrite}};
+  nodes[0].args = {BufferUse{0, Access::kWrite}, BufferUse{1, Access::kWrite}};
   Graph g("out", std::move(buffers), std::move(nodes));
   Plan plan = MakePlan({{0, 0}}, 1, 0);
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
@@ -412,8 +412,7 @@ TEST(SimulatePlanTest, CopyBetweenDevicesOrdersBothStreams) {
 }
 
 TEST(SimulatePlanTest, PeerStreamMustLieOnAnotherDevice) {
-  Graph g =
-      ThreeIndependent(Engine::kCompute, Engine::kCopy, Engine::kCompute);
+  Graph g = ThreeIndependent(Engine::kCompute, Engine::kCopy, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 0}}, 2, 0);
   plan.nodes[1].peer_stream = 0;  // device 0, like the node
   absl::Status s = SimulatePlan(g, &plan);
@@ -431,9 +430,8 @@ TEST(SimulatePlanTest, TransfersAddUpPerBuffer) {
   m.Node("b", "x:r y:r x:r o:w", {.cost = 1});
   m.Node("c", "z:r p:w", {.cost = 1});
   Graph g = m.Build();
-  Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1},
-                        {2, 1, {}, -1, 1}},
-                       2, 1, {0, 1});
+  Plan plan = MakePlan(
+      {{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1}, {2, 1, {}, -1, 1}}, 2, 1, {0, 1});
   ASSERT_TRUE(SimulatePlan(g, &plan).ok());
   // 3 MB and 6 MB at 300 GB/s, then 3 MB again.
   EXPECT_DOUBLE_EQ(plan.estimates[1].transfer_us, 30);
@@ -487,10 +485,8 @@ TEST(SimulateScheduleTest, NamesTheFirstBadReference) {
       {[](Schedule& s) { s.stream[1] = -1; },
        "plan node 1 is on unknown stream -1"},
       {[](Schedule& s) { s.device[0] = 3; }, "plan node 0 is on device 3"},
-      {[](Schedule& s) { s.signal[1] = 4; },
-       "plan node 1 signals bad event 4"},
-      {[](Schedule& s) { s.signal[2] = 0; },
-       "plan node 2 signals bad event 0"},
+      {[](Schedule& s) { s.signal[1] = 4; }, "plan node 1 signals bad event 4"},
+      {[](Schedule& s) { s.signal[2] = 0; }, "plan node 2 signals bad event 0"},
       {[](Schedule& s) { s.waits.items[0] = 9; },
        "plan node 1 waits on unknown event 9"},
       {[](Schedule& s) { s.signal[0] = -1; }, "event 0 is never signalled"},

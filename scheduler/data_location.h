@@ -26,8 +26,7 @@ class DataLocations {
   static constexpr int kMaxDevices = 63;
   static constexpr Mask kHostBit = Mask{1} << 63;
 
-  explicit DataLocations(int num_buffers)
-      : mask_(num_buffers, kHostBit) {}
+  explicit DataLocations(int num_buffers) : mask_(num_buffers, kHostBit) {}
 
   Mask mask(BufferId b) const { return mask_[b]; }
   bool OnDevice(BufferId b, int device) const {

@@ -7,8 +7,8 @@
 namespace weft::scheduler {
 namespace {
 
-using testing::GraphMaker;
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::IsEmpty;
 
 TEST(DataLocationsTest, ReadsAddAndWritesReplace) {

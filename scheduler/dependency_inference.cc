@@ -129,7 +129,8 @@ class Collector {
       }
     }
     for (NodeId p : graph_.After(v)) items.push_back(p);
-    items.resize(start + SortUnique(items.data() + start, items.size() - start));
+    items.resize(start +
+                 SortUnique(items.data() + start, items.size() - start));
     csr.offsets.push_back(static_cast<int32_t>(items.size()));
     return absl::Span<const NodeId>(items.data() + start, items.size() - start);
   }
@@ -283,9 +284,8 @@ class Reducer {
     for (size_t i : far_) {
       const NodeId u = row[i];
       candidates_.clear();
-      auto it = std::lower_bound(
-          by_post_.begin(), by_post_.end(),
-          std::make_pair(intervals.low(u), NodeId{-1}));
+      auto it = std::lower_bound(by_post_.begin(), by_post_.end(),
+                                 std::make_pair(intervals.low(u), NodeId{-1}));
       for (; it != by_post_.end() && it->first < intervals.post(u); ++it) {
         if (reach_.MayReach(u, it->second)) candidates_.push_back(it->second);
       }
@@ -478,8 +478,7 @@ CostLevels ComputeCostLevels(const Graph& graph, const Dag& dag) {
   return levels;
 }
 
-absl::StatusOr<Dag> InferDependencies(const Graph& graph,
-                                      CostLevels* levels) {
+absl::StatusOr<Dag> InferDependencies(const Graph& graph, CostLevels* levels) {
   const int n = graph.num_nodes();
   if (levels != nullptr) InitLevels(n, *levels);
   Dag dag;

@@ -40,8 +40,8 @@ namespace weft::scheduler {
 // The dependency DAG of a graph. Rows are indexed by NodeId and sorted by
 // NodeId. Immutable once built; thread-compatible.
 struct Dag {
-  Csr preds;      // direct predecessors, transitively reduced
-  Csr succs;      // transpose of preds
+  Csr preds;                  // direct predecessors, transitively reduced
+  Csr succs;                  // transpose of preds
   std::vector<NodeId> order;  // a topological order: the issue order
   ReachabilityIndex reach;
 

@@ -237,8 +237,8 @@ std::vector<std::vector<NodeId>> ExpectedDeps(const Graph& g) {
 
 // `after_prob`: chance of an `after` edge to an earlier node;
 // `forward_prob`: to a later one (the graph may then have a cycle).
-Graph RandomGraph(std::mt19937& rng, int n, int num_buffers,
-                  double after_prob, double forward_prob = 0) {
+Graph RandomGraph(std::mt19937& rng, int n, int num_buffers, double after_prob,
+                  double forward_prob = 0) {
   GraphMaker m;
   for (int b = 0; b < num_buffers; ++b) m.Buffer(absl::StrCat("b", b));
   std::uniform_int_distribution<int> buf(0, num_buffers - 1);
@@ -398,8 +398,8 @@ TEST(DependencyInferenceTest, LevelsFromInferenceMatchBruteForce) {
   std::mt19937 rng(9);
   for (int trial = 0; trial < 60; ++trial) {
     const int n = 1 + trial * 3;
-    Graph g = RandomGraph(rng, n, 1 + trial % 9, 0.1,
-                          trial % 2 == 0 ? 0.0 : 0.03);
+    Graph g =
+        RandomGraph(rng, n, 1 + trial % 9, 0.1, trial % 2 == 0 ? 0.0 : 0.03);
     if (!CheckAcyclic(g).ok()) continue;
     CostLevels levels;
     absl::StatusOr<Dag> dag = InferDependencies(g, &levels);

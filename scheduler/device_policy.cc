@@ -29,14 +29,12 @@ void ForEachPlace(DataLocations::Mask mask, F f) {
 bool NoWorse(const DeviceDecision& restricted, const DeviceDecision& overall) {
   if (!overall.decisive) return true;  // the policy had no preference
   if (!restricted.decisive) return false;
-  const double slack =
-      1e-9 * std::max(1.0, std::fabs(overall.score));
+  const double slack = 1e-9 * std::max(1.0, std::fabs(overall.score));
   return restricted.score <= overall.score + slack;
 }
 
 DeviceDecision RoundRobinDecision(absl::Span<const int> candidates,
-                                  const PlacementState& state,
-                                  bool fallback) {
+                                  const PlacementState& state, bool fallback) {
   DeviceDecision d;
   d.device = state.PeekRoundRobin(candidates);
   d.choice.why = DeviceChoice::Why::kRoundRobin;
@@ -88,9 +86,8 @@ int PlacementState::PeekRoundRobin(absl::Span<const int> candidates) const {
 }
 
 int PlacementState::BusyStreams(int device) const {
-  const int others = context_.busy_streams.empty()
-                         ? 0
-                         : context_.busy_streams[device];
+  const int others =
+      context_.busy_streams.empty() ? 0 : context_.busy_streams[device];
   return others + opened_[device];
 }
 
@@ -153,8 +150,8 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
         from_host ? uploads_[device] : peer_copies_[device];
     // The first use of host data uploads it from the job's start, on the
     // device's upload stream (one upload after another, in issue order).
-    const bool prefetched = from_host && !used_[b] &&
-                            graph_.has_initial_data(b);
+    const bool prefetched =
+        from_host && !used_[b] && graph_.has_initial_data(b);
     double& from = prefetched ? upload_stream_[device] : t;
     const double start = book ? engine.Book(from, us, copy_units_)
                               : engine.EarliestStart(from, us, copy_units_);
@@ -355,9 +352,9 @@ DeviceDecision TransferTimePolicy::Decide(NodeId v,
     const int target = candidates[i];
     double time = 0;
     for (const BufferUse& use : state.graph().Uses(v)) {
-      const double bw = LinkBandwidth(
-          state.topology(), state.locations().mask(use.buffer), target,
-          best_link_);
+      const double bw =
+          LinkBandwidth(state.topology(), state.locations().mask(use.buffer),
+                        target, best_link_);
       if (std::isinf(bw)) continue;
       const double bytes =
           static_cast<double>(state.graph().buffer_bytes(use.buffer));
@@ -376,9 +373,9 @@ DeviceDecision TransferTimePolicy::Decide(NodeId v,
   return d;
 }
 
-DeviceDecision MinFinishTimePolicy::Decide(
-    NodeId v, absl::Span<const int> candidates,
-    const PlacementState& state) const {
+DeviceDecision MinFinishTimePolicy::Decide(NodeId v,
+                                           absl::Span<const int> candidates,
+                                           const PlacementState& state) const {
   DeviceDecision d;
   bool found = false;
   for (int c : candidates) {
@@ -435,9 +432,9 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
   }
   if (!context.busy_streams.empty() &&
       static_cast<int>(context.busy_streams.size()) != context.num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.busy_streams: has ", context.busy_streams.size(),
-        " entries for ", context.num_devices, " devices"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.busy_streams: has ", context.busy_streams.size(),
+                     " entries for ", context.num_devices, " devices"));
   }
   std::unique_ptr<Topology> default_topology;
   const Topology* topology = context.topology;
@@ -446,17 +443,17 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
         std::make_unique<Topology>(Topology::Default(context.num_devices));
     topology = default_topology.get();
   } else if (topology->num_devices() < context.num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.topology: describes ", topology->num_devices(),
-        " devices, the plan has ", context.num_devices));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.topology: describes ", topology->num_devices(),
+                     " devices, the plan has ", context.num_devices));
   }
 
   const bool data_aware = kind() != DevicePolicyKind::kRoundRobin &&
                           kind() != DevicePolicyKind::kStreamAware;
   const bool finish_times = kind() == DevicePolicyKind::kMinFinishTime ||
                             kind() == DevicePolicyKind::kLookaheadFinishTime;
-  PlacementState state(graph, dag, context, *topology, finish_times,
-                       data_aware, kind() == DevicePolicyKind::kStreamAware,
+  PlacementState state(graph, dag, context, *topology, finish_times, data_aware,
+                       kind() == DevicePolicyKind::kStreamAware,
                        kind() == DevicePolicyKind::kLookaheadFinishTime);
   DeviceAssignment out;
   if (context.record_choices) out.choice.resize(graph.num_nodes());
@@ -466,8 +463,8 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
   std::vector<int> parents;
   // Label -> (device, the first node with the label).
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
-  for (NodeId v : context.walk_order != nullptr ? *context.walk_order
-                                                 : dag.order) {
+  for (NodeId v :
+       context.walk_order != nullptr ? *context.walk_order : dag.order) {
     DeviceChoice& choice = context.record_choices ? out.choice[v] : ignored;
     const bool labelled = graph.has_label(v);
     int device;
@@ -549,9 +546,8 @@ absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
     case DevicePolicyKind::kLookaheadFinishTime:
       return std::make_unique<LookaheadFinishTimePolicy>();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("options.device_policy: unknown device policy ",
-                   static_cast<int>(kind)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "options.device_policy: unknown device policy ", static_cast<int>(kind)));
 }
 
 }  // namespace weft::scheduler

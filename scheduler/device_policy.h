@@ -241,16 +241,16 @@ class PlacementState {
   std::vector<int> device_;  // by NodeId; -1 until placed
   int next_ = 0;             // round-robin counter
   // STREAM_AWARE model.
-  std::vector<int> opened_;       // by device
-  std::vector<uint8_t> handed_;   // by NodeId: its stream was inherited
+  std::vector<int> opened_;      // by device
+  std::vector<uint8_t> handed_;  // by NodeId: its stream was inherited
   bool track_streams_;
   bool track_locations_;
   // MIN_FINISH_TIME model: the cost model's machine, booked in issue
   // order.
   bool track_finish_;
-  std::vector<double> finish_;                // by NodeId
-  std::vector<double> start_;                 // by NodeId
-  std::vector<OccupancyTimeline> kernels_;    // by device
+  std::vector<double> finish_;              // by NodeId
+  std::vector<double> start_;               // by NodeId
+  std::vector<OccupancyTimeline> kernels_;  // by device
   // By device: its host-to-device and device-to-device copy engines.
   std::vector<OccupancyTimeline> uploads_;
   std::vector<OccupancyTimeline> peer_copies_;

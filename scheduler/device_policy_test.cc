@@ -188,8 +188,8 @@ Graph Chain5() {
 TEST(StreamAwarePolicyTest, AChainPingPongsUnlessKeptOnItsParentsDevices) {
   // Every node of a chain opens a stream on the device it moves to, so
   // the least busy device alternates.
-  DeviceAssignment free = Place(Chain5(), DevicePolicyKind::kStreamAware,
-                                Devices(2));
+  DeviceAssignment free =
+      Place(Chain5(), DevicePolicyKind::kStreamAware, Devices(2));
   EXPECT_THAT(free.device, ElementsAre(0, 1, 0, 1, 0));
   // Restricted to its parents' devices when no worse: from c on, the
   // parent's device ties the best, and the chain stays there.
@@ -256,8 +256,8 @@ TEST(MinTransferSizePolicyTest, RepeatedArgumentsCountEachTime) {
 
 // GrCUDA's two-device test matrix: [[30,45,10],[45,60,20],[10,20,0]].
 Topology GoldTopology() {
-  absl::StatusOr<Topology> t = Topology::FromMatrix(
-      {{30, 45, 10}, {45, 60, 20}, {10, 20, 0}});
+  absl::StatusOr<Topology> t =
+      Topology::FromMatrix({{30, 45, 10}, {45, 60, 20}, {10, 20, 0}});
   EXPECT_TRUE(t.ok());
   return *t;
 }
@@ -352,9 +352,8 @@ TEST(MinFinishTimePolicyTest, KernelsShareADeviceByOccupancy) {
   // At most one kernel at a time, however small.
   DeviceContext one = Devices(2);
   one.max_concurrent_kernels = 1;
-  EXPECT_THAT(
-      Place(half.Build(), DevicePolicyKind::kMinFinishTime, one).device,
-      ElementsAre(0, 1));
+  EXPECT_THAT(Place(half.Build(), DevicePolicyKind::kMinFinishTime, one).device,
+              ElementsAre(0, 1));
 }
 
 TEST(DevicePolicyTest, PinsAndLabelsBindEveryPolicy) {

@@ -108,8 +108,8 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
     pins_.push_back(node.device.has_value() ? *node.device : -1);
     // Neighbouring nodes often share an op: compare before hashing.
     if (last_id < 0 || node.op != last_op) {
-      last_id = ops.emplace(node.op, static_cast<int32_t>(ops.size()))
-                    .first->second;
+      last_id =
+          ops.emplace(node.op, static_cast<int32_t>(ops.size())).first->second;
       last_op = node.op;
     }
     op_ids_.push_back(last_id);

@@ -5,8 +5,8 @@
 // validates everything a client can get wrong, so code downstream may assume:
 // names are unique and non-empty, every reference resolves, every op is
 // known and its arguments match the op's signature (or the node launches a
-// kernel of one of the graph's modules with a valid shape), explicit `after` edges
-// form no cycle, and device pins are within the machine. A Graph never
+// kernel of one of the graph's modules with a valid shape), explicit `after`
+// edges form no cycle, and device pins are within the machine. A Graph never
 // changes after construction and is safe to share between threads.
 #ifndef WEFT_SCHEDULER_GRAPH_H_
 #define WEFT_SCHEDULER_GRAPH_H_
@@ -134,8 +134,9 @@ class Graph {
   // Compact copies of what the planner reads for every node, laid out for
   // its loops over millions of nodes (a NodeSpec is large):
   // the buffer uses of node `id` in argument order (the same as
-  // BufferUses, without allocating), its `after` edges, its engine, its cost, whether it has
-  // a stream label, and its op numbered by first appearance in node order.
+  // BufferUses, without allocating), its `after` edges, its engine, its cost,
+  // whether it has a stream label, and its op numbered by first appearance in
+  // node order.
   absl::Span<const BufferUse> Uses(NodeId id) const {
     return absl::Span<const BufferUse>(uses_.data() + use_offsets_[id],
                                        use_offsets_[id + 1] - use_offsets_[id]);
@@ -146,8 +147,9 @@ class Graph {
     return static_cast<int64_t>(after_.size());
   }
   absl::Span<const NodeId> After(NodeId id) const {
-    return absl::Span<const NodeId>(after_.data() + after_offsets_[id],
-                                    after_offsets_[id + 1] - after_offsets_[id]);
+    return absl::Span<const NodeId>(
+        after_.data() + after_offsets_[id],
+        after_offsets_[id + 1] - after_offsets_[id]);
   }
   Engine engine(NodeId id) const { return engines_[id]; }
   double cost_us(NodeId id) const { return costs_[id]; }

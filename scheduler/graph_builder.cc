@@ -6,12 +6,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/quote.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/op_signatures.h"
-#include "common/quote.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
@@ -193,10 +193,10 @@ absl::StatusOr<std::vector<ModuleSpec>> BuildModules(
     const weft::v1::Graph& proto, const GraphLimits& limits,
     absl::flat_hash_map<absl::string_view, ModuleId>& ids) {
   if (proto.modules_size() > limits.max_modules) {
-    return Invalid("graph.modules",
-                   absl::StrCat(proto.modules_size(),
-                                " modules exceed the limit of ",
-                                limits.max_modules));
+    return Invalid(
+        "graph.modules",
+        absl::StrCat(proto.modules_size(), " modules exceed the limit of ",
+                     limits.max_modules));
   }
   std::vector<ModuleSpec> modules;
   modules.reserve(proto.modules_size());
@@ -240,8 +240,8 @@ absl::StatusOr<std::vector<ModuleSpec>> BuildModules(
                                     "' has no code (set cuda_source or ptx)"));
     }
     if (spec.code.empty()) {
-      return Invalid(code_field, absl::StrCat("module '", m.name(),
-                                              "' has empty code"));
+      return Invalid(code_field,
+                     absl::StrCat("module '", m.name(), "' has empty code"));
     }
     if (spec.code.size() > limits.max_module_bytes) {
       return Invalid(code_field,
@@ -405,9 +405,10 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
                                   absl::StrJoin(BuiltinOpNames(), ", "),
                                   "; or set kernel to launch a user kernel)"));
     } else if (!IsBuiltinOp(n.op())) {
-      return Invalid(field + ".op",
-                     absl::StrCat("unknown op ", Quote(n.op()), " (built-in ops: ",
-                                  absl::StrJoin(BuiltinOpNames(), ", "), ")"));
+      return Invalid(
+          field + ".op",
+          absl::StrCat("unknown op ", Quote(n.op()), " (built-in ops: ",
+                       absl::StrJoin(BuiltinOpNames(), ", "), ")"));
     } else {
       spec.op = n.op();
     }
@@ -427,9 +428,10 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
     // Kept in request order, duplicates included, so that error messages
     // can name after[k] exactly.
     if (n.after_size() > limits.max_after_per_node) {
-      return Invalid(field + ".after",
-                     absl::StrCat(n.after_size(), " entries exceed the limit of ",
-                                  limits.max_after_per_node));
+      return Invalid(
+          field + ".after",
+          absl::StrCat(n.after_size(), " entries exceed the limit of ",
+                       limits.max_after_per_node));
     }
     spec.after.reserve(n.after_size());
     for (int k = 0; k < n.after_size(); ++k) {
@@ -446,8 +448,8 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
       }
       spec.after.push_back(it->second);
     }
-    WEFT_RETURN_IF_ERROR(CheckNameLength(field + ".stream_label",
-                                         n.stream_label(), limits));
+    WEFT_RETURN_IF_ERROR(
+        CheckNameLength(field + ".stream_label", n.stream_label(), limits));
     spec.stream_label = n.stream_label();
     WEFT_ASSIGN_OR_RETURN(spec.engine,
                           ConvertEngine(n.engine(), field + ".engine"));
@@ -480,8 +482,8 @@ absl::StatusOr<Graph> BuildGraph(const weft::v1::Graph& proto,
                                   "device), got ",
                                   occupancy));
     }
-    if (occupancy > 0 && (spec.engine == Engine::kCopy ||
-                          spec.engine == Engine::kHost) &&
+    if (occupancy > 0 &&
+        (spec.engine == Engine::kCopy || spec.engine == Engine::kHost) &&
         occupancy != 1) {
       return Invalid(field + ".cost.occupancy",
                      absl::StrCat("only COMPUTE and COLLECTIVE nodes share a "

@@ -5,10 +5,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/dependency_inference.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "scheduler/dependency_inference.h"
 
 namespace weft::scheduler {
 namespace {
@@ -117,7 +117,9 @@ TEST(GraphBuilderTest, RejectsNamesOverTheLimitWithoutEchoingThem) {
     std::string field;
   };
   const Case cases[] = {
-      {R"pb(name: "NAME" nodes { name: "a" op: "spin" })pb", "graph.name"},
+      {R"pb(name: "NAME"
+            nodes { name: "a" op: "spin" })pb",
+       "graph.name"},
       {R"pb(nodes { name: "NAME" op: "spin" })pb", "graph.nodes[0].name"},
       {R"pb(buffers { name: "NAME" size_bytes: 4 }
             nodes { name: "a" op: "spin" })pb",
@@ -186,11 +188,13 @@ TEST(GraphBuilderTest, RejectsTooManyAfterEntries) {
     node->set_name(name);
     node->set_op("spin");
   }
-  for (const char* name : {"a", "b", "c"}) proto.mutable_nodes(3)->add_after(name);
+  for (const char* name : {"a", "b", "c"})
+    proto.mutable_nodes(3)->add_after(name);
   absl::StatusOr<Graph> g = BuildGraph(proto, limits);
   ASSERT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(g.status().message()),
-              HasSubstr("graph.nodes[3].after: 3 entries exceed the limit of 2"));
+  EXPECT_THAT(
+      std::string(g.status().message()),
+      HasSubstr("graph.nodes[3].after: 3 entries exceed the limit of 2"));
 }
 
 TEST(GraphBuilderTest, RejectsTooManyNodes) {
@@ -471,7 +475,6 @@ TEST(GraphBuilderTest, RejectsSignatureMismatch) {
                 "op 'scale' takes 2 arguments, got 1");
 }
 
-
 // --- User kernels.
 
 // Two buffers, one CUDA module, one PTX module and two kernel nodes where
@@ -564,8 +567,7 @@ TEST(GraphBuilderKernelTest, RejectsBadModules) {
 
   g = KernelGraph();
   g.mutable_modules(0)->clear_name();
-  ExpectInvalid(g, GraphLimits(), "graph.modules[0].name",
-                "empty module name");
+  ExpectInvalid(g, GraphLimits(), "graph.modules[0].name", "empty module name");
 
   g = KernelGraph();
   g.mutable_modules(0)->clear_code();

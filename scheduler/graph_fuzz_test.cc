@@ -70,7 +70,7 @@ weft::v1::Graph RandomGraph(Random& r) {
   for (int b = 0; b < num_buffers; ++b) {
     weft::v1::Buffer* buffer = g.add_buffers();
     buffer->set_name(r.Damage(0.03) ? Name(r, "b", num_buffers)
-                                  : absl::StrCat("b", b));
+                                    : absl::StrCat("b", b));
     int dtype = r.Uniform(0, 4);
     if (r.Damage(0.03)) dtype = r.Pick<int>({-1, 5, 99, 1 << 30});
     buffer->set_dtype(static_cast<weft::v1::DType>(dtype));
@@ -95,13 +95,23 @@ weft::v1::Graph RandomGraph(Random& r) {
     buffer->set_output(r.Coin(0.3));
   }
   const int num_nodes = r.Uniform(0, 12);
-  const std::vector<std::string> ops = {
-      "fill", "copy", "axpy", "scale", "add", "reduce_sum", "spin",
-      "spin", "spin", "",     "FILL", "nope", std::string("sp\0in", 5)};
+  const std::vector<std::string> ops = {"fill",
+                                        "copy",
+                                        "axpy",
+                                        "scale",
+                                        "add",
+                                        "reduce_sum",
+                                        "spin",
+                                        "spin",
+                                        "spin",
+                                        "",
+                                        "FILL",
+                                        "nope",
+                                        std::string("sp\0in", 5)};
   for (int i = 0; i < num_nodes; ++i) {
     weft::v1::Node* node = g.add_nodes();
     node->set_name(r.Damage(0.03) ? Name(r, "n", num_nodes)
-                                : absl::StrCat("n", i));
+                                  : absl::StrCat("n", i));
     node->set_op(r.Damage(0.9) ? r.Pick(ops) : "spin");
     const int num_args = r.Damage(0.02) ? r.Uniform(0, 40) : r.Uniform(0, 4);
     for (int a = 0; a < num_args; ++a) {
@@ -114,8 +124,8 @@ weft::v1::Graph RandomGraph(Random& r) {
           arg->set_f64(WeirdDouble(r));
           break;
         case 2:
-          arg->set_i32(r.Pick<int32_t>({0, -1, 7,
-                                        std::numeric_limits<int32_t>::min()}));
+          arg->set_i32(
+              r.Pick<int32_t>({0, -1, 7, std::numeric_limits<int32_t>::min()}));
           break;
         case 3:
           arg->set_i64(std::numeric_limits<int64_t>::max());
@@ -144,17 +154,20 @@ weft::v1::Graph RandomGraph(Random& r) {
         if (other != node->name()) node->add_after(std::move(other));
       }
     }
-    if (r.Coin(0.3)) node->set_stream_label(r.Pick<std::string>({"s0", "s1", ""}));
+    if (r.Coin(0.3))
+      node->set_stream_label(r.Pick<std::string>({"s0", "s1", ""}));
     int engine = r.Coin(0.8) ? 0 : r.Uniform(1, 3);
     if (r.Damage(0.03)) engine = r.Pick<int>({-1, 4, 1 << 20});
     node->set_engine(static_cast<weft::v1::Engine>(engine));
-    node->mutable_cost()->set_estimated_us(
-        r.Damage(0.1) ? WeirdDouble(r) : r.Uniform(0, 100));
+    node->mutable_cost()->set_estimated_us(r.Damage(0.1) ? WeirdDouble(r)
+                                                         : r.Uniform(0, 100));
     if (r.Coin(0.2)) {
-      node->set_device(!r.Damage(0.2) ? r.Uniform(0, 3)
-                                   : r.Pick<int32_t>({-1, 64, 1 << 30,
-                                        std::numeric_limits<int32_t>::min(),
-                                        std::numeric_limits<int32_t>::max()}));
+      node->set_device(
+          !r.Damage(0.2)
+              ? r.Uniform(0, 3)
+              : r.Pick<int32_t>({-1, 64, 1 << 30,
+                                 std::numeric_limits<int32_t>::min(),
+                                 std::numeric_limits<int32_t>::max()}));
     }
   }
   return g;
@@ -176,9 +189,10 @@ weft::v1::ScheduleOptions RandomOptions(Random& r) {
                                    : r.Pick<double>({0, 0.1, 0.5, 1}));
   o.set_restrict_to_parent_devices(r.Coin(0.3));
   o.set_max_nodes_per_stream(
-      r.Coin(0.1) ? r.Pick<int32_t>({-1, 1, 2, std::numeric_limits<int32_t>::min(),
-                                     std::numeric_limits<int32_t>::max()})
-                  : r.Pick<int32_t>({0, 3, 4, 7}));
+      r.Coin(0.1)
+          ? r.Pick<int32_t>({-1, 1, 2, std::numeric_limits<int32_t>::min(),
+                             std::numeric_limits<int32_t>::max()})
+          : r.Pick<int32_t>({0, 3, 4, 7}));
   return o;
 }
 
@@ -226,9 +240,8 @@ TEST(GraphFuzzTest, HostileGraphsAreRejectedCleanlyOrPlannedSoundly) {
       ++rejected_options;
       ASSERT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument)
           << options.status();
-      ASSERT_TRUE(
-          absl::StartsWith(options.status().message(), "options.") ||
-          absl::StartsWith(options.status().message(), "num_devices"))
+      ASSERT_TRUE(absl::StartsWith(options.status().message(), "options.") ||
+                  absl::StartsWith(options.status().message(), "num_devices"))
           << options.status();
       continue;
     }

@@ -54,7 +54,8 @@ void FuzzOne(const uint8_t* data, size_t size) {
   const uint8_t b = size > 1 ? data[size - 2] : 0;
   weft::v1::ScheduleOptions options_proto;
   options_proto.set_device_policy(static_cast<weft::v1::DevicePolicy>(a % 8));
-  options_proto.set_stream_mode(static_cast<weft::v1::StreamMode>((a >> 3) % 3));
+  options_proto.set_stream_mode(
+      static_cast<weft::v1::StreamMode>((a >> 3) % 3));
   options_proto.set_max_streams_per_device(static_cast<int>(b % 6) - 1);
   options_proto.set_max_nodes_per_stream((b >> 3) % 8);
   options_proto.set_restrict_to_parent_devices((a >> 5) & 1);
@@ -77,9 +78,9 @@ void FuzzOne(const uint8_t* data, size_t size) {
   for (const PlannedNode& pn : plan->nodes) {
     Require(pn.node >= 0 && pn.node < graph->num_nodes(), "node id in range");
     Require(++seen[pn.node] == 1, "node planned once");
-    Require(pn.stream >= 0 &&
-                pn.stream < static_cast<int>(plan->streams.size()),
-            "stream id in range");
+    Require(
+        pn.stream >= 0 && pn.stream < static_cast<int>(plan->streams.size()),
+        "stream id in range");
     Require(pn.device >= 0 && pn.device < limits.num_devices,
             "device in range");
   }

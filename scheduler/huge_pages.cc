@@ -15,8 +15,8 @@ bool AdviseHugePages(void* data, size_t bytes) {
   const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
   const uintptr_t last = (begin + bytes) & ~(kHugePage - 1);
   if (data == nullptr || last <= first) return false;
-  return madvise(reinterpret_cast<void*>(first), last - first,
-                 MADV_HUGEPAGE) == 0;
+  return madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE) ==
+         0;
 #else
   (void)data;
   (void)bytes;

@@ -28,8 +28,9 @@ double FastestHostLinkUs(const Topology& topology, int num_devices,
                          uint64_t bytes, bool to_host) {
   double best = std::numeric_limits<double>::infinity();
   for (int d = 0; d < num_devices; ++d) {
-    best = std::min(best, to_host ? topology.TransferUs(bytes, d, Topology::kHost)
-                                  : topology.TransferUs(bytes, Topology::kHost, d));
+    best = std::min(best, to_host
+                              ? topology.TransferUs(bytes, d, Topology::kHost)
+                              : topology.TransferUs(bytes, Topology::kHost, d));
   }
   return best;
 }
@@ -99,7 +100,7 @@ class ReachSets {
 
   const int n_;
   const int words_;
-  std::vector<int> pos_;  // by NodeId
+  std::vector<int> pos_;              // by NodeId
   std::vector<uint64_t> desc_, anc_;  // by NodeId, words_ each
 };
 
@@ -157,10 +158,9 @@ double WindowedWork(std::vector<KernelSpan>& spans, double devices,
   std::vector<double> heads(n);
   for (size_t i = 0; i < n; ++i) heads[i] = spans[i].head;
   std::sort(heads.begin(), heads.end(), std::greater<double>());
-  std::sort(spans.begin(), spans.end(),
-            [](const KernelSpan& a, const KernelSpan& b) {
-              return a.tail > b.tail;
-            });
+  std::sort(
+      spans.begin(), spans.end(),
+      [](const KernelSpan& a, const KernelSpan& b) { return a.tail > b.tail; });
   // Passes over up to n kernels: about 2^22 kernels visited in all.
   const size_t windows = std::clamp<size_t>((size_t{1} << 22) / n, 4, 64);
   const size_t step = std::max<size_t>(1, n / windows);
@@ -174,8 +174,8 @@ double WindowedWork(std::vector<KernelSpan>& spans, double devices,
       if (k.head < h) continue;
       work += k.work;
       time += k.time;
-      best = std::max(best,
-                      h + std::max(work, time / slots) / devices + k.tail);
+      best =
+          std::max(best, h + std::max(work, time / slots) / devices + k.tail);
     }
     if (end == n) break;
   }
@@ -198,10 +198,9 @@ struct Neighbour {
 // S is a prefix by decreasing `apart`. Reorders `near`.
 double MeetBound(std::vector<Neighbour>& near, double slots) {
   if (near.empty()) return 0;
-  std::sort(near.begin(), near.end(),
-            [](const Neighbour& a, const Neighbour& b) {
-              return a.apart > b.apart;
-            });
+  std::sort(
+      near.begin(), near.end(),
+      [](const Neighbour& a, const Neighbour& b) { return a.apart > b.apart; });
   double best = near[0].apart;  // none on the node's device
   double work = 0, time = 0;
   double edge = std::numeric_limits<double>::infinity();
@@ -210,8 +209,8 @@ double MeetBound(std::vector<Neighbour>& near, double slots) {
     time += near[k].time;
     edge = std::min(edge, near[k].edge);
     const double outside = k + 1 < near.size() ? near[k + 1].apart : 0;
-    best = std::min(best,
-                    std::max(outside, edge + std::max(work, time / slots)));
+    best =
+        std::min(best, std::max(outside, edge + std::max(work, time / slots)));
   }
   return best;
 }
@@ -230,9 +229,8 @@ void TransferOrderTerms(const Graph& graph, const Dag& dag,
   // terms go without the work between nodes (and stay valid).
   constexpr int64_t kVisitBudget = int64_t{1} << 26;
   const int devices = std::max(options.num_devices, 1);
-  const double lanes =
-      static_cast<double>(devices) *
-      std::max(options.copy_engines_per_device, 1);
+  const double lanes = static_cast<double>(devices) *
+                       std::max(options.copy_engines_per_device, 1);
   const double slots = std::max(options.max_concurrent_kernels, 1);
   const int n = graph.num_nodes();
   const int num_buffers = graph.num_buffers();
@@ -395,8 +393,8 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   std::vector<NodeId> last_writer(transfers ? num_buffers : 0, -1);
   auto upload_of = [&](BufferId b) {
     if (upload_us[b] < 0) {
-      upload_us[b] = FastestHostLinkUs(*topology, devices,
-                                       graph.buffer_bytes(b), false);
+      upload_us[b] =
+          FastestHostLinkUs(*topology, devices, graph.buffer_bytes(b), false);
     }
     return upload_us[b];
   };
@@ -407,9 +405,9 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   for (int a = 0; a < devices; ++a) {
     for (int b = 0; b < devices; ++b) {
       if (a == b) continue;
-      if (peer_from < 0 || topology->TransferUs(uint64_t{1} << 30, a, b) <
-                               topology->TransferUs(uint64_t{1} << 30,
-                                                    peer_from, peer_to)) {
+      if (peer_from < 0 ||
+          topology->TransferUs(uint64_t{1} << 30, a, b) <
+              topology->TransferUs(uint64_t{1} << 30, peer_from, peer_to)) {
         peer_from = a;
         peer_to = b;
       }
@@ -518,8 +516,7 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
         const double us = std::max(c.most, c.sum / copies_per_device);
         data_edges.push_back({c.writer, v, us});
         near.push_back({head[c.writer] + cost_of(c.writer) + us,
-                        work_of(c.writer), time_of(c.writer),
-                        head[c.writer]});
+                        work_of(c.writer), time_of(c.writer), head[c.writer]});
       }
       start = std::max(start, MeetBound(near, slots));
     }
@@ -559,8 +556,8 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
           graph.engine(w) == Engine::kHost) {
         continue;
       }
-      const double us = FastestHostLinkUs(*topology, devices,
-                                          graph.buffer_bytes(b), true);
+      const double us =
+          FastestHostLinkUs(*topology, devices, graph.buffer_bytes(b), true);
       tail[w] = std::max(tail[w], us);
       download_work += us;
       download_head =
@@ -586,8 +583,8 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     near.clear();
     for (int32_t i = edge_start[v]; i < edge_start[v + 1]; ++i) {
       const NodeId s = edges_by_writer[i].user;
-      near.push_back({edges_by_writer[i].us + cost_of(s) + tail[s],
-                      work_of(s), time_of(s), tail[s]});
+      near.push_back({edges_by_writer[i].us + cost_of(s) + tail[s], work_of(s),
+                      time_of(s), tail[s]});
     }
     tail[v] = std::max(tail[v], MeetBound(near, slots));
   }
@@ -637,10 +634,10 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
                  kernel_time / devices /
                      std::max(options.max_concurrent_kernels, 1)) +
         kernel_tail;
-    terms.kernel_work_us = std::max(
-        terms.kernel_work_us,
-        WindowedWork(spans, devices,
-                     std::max(options.max_concurrent_kernels, 1)));
+    terms.kernel_work_us =
+        std::max(terms.kernel_work_us,
+                 WindowedWork(spans, devices,
+                              std::max(options.max_concurrent_kernels, 1)));
   }
   // Among the j * devices + 1 longest kernels that fill more than half a
   // device, some device runs j + 1 one after another.
@@ -649,9 +646,9 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     // the work term is as strong (and the bound stays valid with fewer
     // terms), and a full sort of millions of kernels would cost more than
     // the rest of the bound.
-    const size_t keep = std::min(
-        long_kernels.size(),
-        static_cast<size_t>(kLongKernelsPerDevice) * devices + 1);
+    const size_t keep =
+        std::min(long_kernels.size(),
+                 static_cast<size_t>(kLongKernelsPerDevice) * devices + 1);
     auto longer = [](const LongKernel& a, const LongKernel& b) {
       return a.cost > b.cost;
     };
@@ -667,10 +664,9 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
       if (i == 0 || i % devices != 0) continue;
       const size_t j = i / devices;
       terms.long_kernels_us = std::max(
-          terms.long_kernels_us, least_head +
-                                     static_cast<double>(j + 1) *
-                                         long_kernels[i].cost +
-                                     least_tail);
+          terms.long_kernels_us,
+          least_head + static_cast<double>(j + 1) * long_kernels[i].cost +
+              least_tail);
     }
   }
   // Copy engines: COPY nodes, uploads (each host buffer at least once)

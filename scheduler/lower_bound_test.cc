@@ -147,8 +147,8 @@ TEST(LowerBoundTest, LastUploadIsFollowedByItsUsersChain) {
   std::vector<NodeSpec> nodes = {
       Kernel("sx", 50, {{0, Access::kRead}, {2, Access::kWrite}}),
       Kernel("sy", 50, {{1, Access::kRead}, {3, Access::kWrite}}),
-      Kernel("sum", 30, {{2, Access::kRead}, {3, Access::kRead},
-                         {4, Access::kWrite}})};
+      Kernel("sum", 30,
+             {{2, Access::kRead}, {3, Access::kRead}, {4, Access::kWrite}})};
   Graph g("upload_order", std::move(buffers), std::move(nodes));
   EXPECT_DOUBLE_EQ(BoundOf(g, 1).uploads_us, 2000 + 50 + 30);
   EXPECT_DOUBLE_EQ(BoundOf(g, 1).bound_us, 2080);
@@ -182,8 +182,8 @@ TEST(LowerBoundTest, InputsMeetOnOneDevice) {
   std::vector<NodeSpec> nodes = {
       Kernel("sx", 50, {{0, Access::kRead}, {2, Access::kWrite}}),
       Kernel("sy", 50, {{1, Access::kRead}, {3, Access::kWrite}}),
-      Kernel("sum", 30, {{2, Access::kRead}, {3, Access::kRead},
-                         {4, Access::kWrite}})};
+      Kernel("sum", 30,
+             {{2, Access::kRead}, {3, Access::kRead}, {4, Access::kWrite}})};
   Graph g("meet", std::move(buffers), std::move(nodes));
   EXPECT_NEAR(BoundOf(g, 2).critical_path_us, 1000 + 50 + 1e6 / 300e3 + 30,
               1e-9);
@@ -264,8 +264,7 @@ TEST(LowerBoundPropertyTest, NoPlanBeatsTheBound) {
     const int devices = 1 << (rng() % 4);
     PlannerOptions options;
     options.num_devices = devices;
-    options.device_policy =
-        static_cast<DevicePolicyKind>(rng() % 7);
+    options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
     options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
     options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
     options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
@@ -297,8 +296,7 @@ Graph TransferHeavyGraph(std::mt19937& rng, int num_nodes) {
   const int inputs = 1 + static_cast<int>(rng() % 12);
   for (int i = 0; i < inputs + num_nodes; ++i) {
     buffers.push_back(Buffer(absl::StrCat("b", i), 1 + rng() % 60,
-                             i < inputs || unit(rng) < 0.1,
-                             unit(rng) < 0.3));
+                             i < inputs || unit(rng) < 0.1, unit(rng) < 0.3));
   }
   std::vector<NodeSpec> nodes(num_nodes);
   for (int i = 0; i < num_nodes; ++i) {
@@ -306,9 +304,9 @@ Graph TransferHeavyGraph(std::mt19937& rng, int num_nodes) {
     n.name = absl::StrCat("n", i);
     n.op = "spin";
     const double e = unit(rng);
-    n.engine = e < 0.8 ? Engine::kCompute
+    n.engine = e < 0.8   ? Engine::kCompute
                : e < 0.9 ? Engine::kHost
-                          : Engine::kCopy;
+                         : Engine::kCopy;
     n.cost_us = unit(rng) < 0.05 ? 0 : 1 + unit(rng) * 2000;
     if (n.engine == Engine::kCompute) {
       n.occupancy = unit(rng) < 0.6 ? 1.0 : 0.05 + 0.95 * unit(rng);

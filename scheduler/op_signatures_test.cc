@@ -140,7 +140,6 @@ TEST_F(OpSignaturesTest, SpinTakesOnlyBuffers) {
                          "takes only buffer arguments"));
 }
 
-
 TEST_F(OpSignaturesTest, UserKernelsTakeAnyArguments) {
   NodeSpec node;
   node.name = "k";

@@ -3,15 +3,15 @@
 // For each size N: a graph of N `spin` nodes in layers of `width`; every
 // node writes its own buffer and reads one to three buffers written in the
 // previous two layers. Prints the time of PlanGraph (2 devices, the
-// default device policy unless --policy says otherwise) beside the time of a bare topological sort (Kahn) of the same
-// dependency edges, all in the same run, as thread CPU time (best of
-// three): a full plan without reasons (plan_s: devices, streams, events and
-// the simulated times), the plan weftd makes for a job (job_s: no reasons,
-// no simulation, PlannerOptions::simulate false; executing needs neither),
-// and a full plan with reasons (why_s, as `weftctl plan` shows it); then
-// the wall time of the full plan without reasons (planning runs on the
-// calling thread only, so the two differ only by what a busy machine
-// takes), and where its time went.
+// default device policy unless --policy says otherwise) beside the time of a
+// bare topological sort (Kahn) of the same dependency edges, all in the same
+// run, as thread CPU time (best of three): a full plan without reasons (plan_s:
+// devices, streams, events and the simulated times), the plan weftd makes for a
+// job (job_s: no reasons, no simulation, PlannerOptions::simulate false;
+// executing needs neither), and a full plan with reasons (why_s, as `weftctl
+// plan` shows it); then the wall time of the full plan without reasons
+// (planning runs on the calling thread only, so the two differ only by what a
+// busy machine takes), and where its time went.
 //
 //   bazel run -c opt //scheduler:plan_benchmark -- [N ...] [--policy=K]
 //   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
@@ -34,11 +34,11 @@
 // as weftd does for a job (no simulation either).
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,7 +83,8 @@ Graph LayeredGraph(int n, int width, std::mt19937& rng,
 double ThreadSeconds() {
   timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  return static_cast<double>(ts.tv_sec) +
+         1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Kahn's algorithm with a FIFO queue: the baseline.
@@ -239,30 +240,30 @@ Graph MixedGraph(int n, std::mt19937& rng) {
 int PrintDigests(std::vector<int> sizes) {
   if (sizes.empty()) sizes = {1000, 100000};
   for (int n : sizes) {
-   for (bool mixed : {false, true}) {
-    std::mt19937 rng(42);
-    Graph graph = mixed ? MixedGraph(n, rng)
-                        : LayeredGraph(n, /*width=*/64, rng,
-                                       /*buffer_bytes=*/1 << 20);
-    for (int k = 0; k < 6; ++k) {
-      for (bool explain : {false, true}) {
-        PlannerOptions options;
-        options.num_devices = 3;
-        options.device_policy = static_cast<DevicePolicyKind>(k);
-        options.max_streams_per_device = 6;
-        options.max_nodes_per_stream = 5000;
-        options.explain = explain;
-        absl::StatusOr<Plan> plan = PlanGraph(graph, options);
-        if (!plan.ok()) {
-          std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
-          return 1;
+    for (bool mixed : {false, true}) {
+      std::mt19937 rng(42);
+      Graph graph = mixed ? MixedGraph(n, rng)
+                          : LayeredGraph(n, /*width=*/64, rng,
+                                         /*buffer_bytes=*/1 << 20);
+      for (int k = 0; k < 6; ++k) {
+        for (bool explain : {false, true}) {
+          PlannerOptions options;
+          options.num_devices = 3;
+          options.device_policy = static_cast<DevicePolicyKind>(k);
+          options.max_streams_per_device = 6;
+          options.max_nodes_per_stream = 5000;
+          options.explain = explain;
+          absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+          if (!plan.ok()) {
+            std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
+            return 1;
+          }
+          std::printf("%s nodes %d policy %d explain %d: %016llx\n",
+                      mixed ? "mixed" : "layered", n, k, explain ? 1 : 0,
+                      static_cast<unsigned long long>(PlanDigest(*plan)));
         }
-        std::printf("%s nodes %d policy %d explain %d: %016llx\n",
-                    mixed ? "mixed" : "layered", n, k, explain ? 1 : 0,
-                    static_cast<unsigned long long>(PlanDigest(*plan)));
       }
     }
-   }
   }
   return 0;
 }
@@ -315,9 +316,9 @@ int Run(int argc, char** argv) {
     }
   }
   if (sizes.empty()) sizes = {1000, 10000, 100000, 1000000};
-  std::printf("%10s %9s %9s %9s %7s %9s %7s %9s %7s %9s %8s %8s\n",
-              "nodes", "edges", "topo_s", "plan_s", "ratio", "job_s", "ratio",
-              "why_s", "ratio", "wall_s", "streams", "events");
+  std::printf("%10s %9s %9s %9s %7s %9s %7s %9s %7s %9s %8s %8s\n", "nodes",
+              "edges", "topo_s", "plan_s", "ratio", "job_s", "ratio", "why_s",
+              "ratio", "wall_s", "streams", "events");
   std::vector<PlanProfile> profiles;
   for (int n : sizes) {
     std::mt19937 rng(42);
@@ -348,10 +349,10 @@ int Run(int argc, char** argv) {
         const auto wall_start = std::chrono::steady_clock::now();
         absl::StatusOr<Plan> plan = PlanGraph(graph, options, &profile);
         const double seconds = ThreadSeconds() - start;
-        const double wall_seconds = std::chrono::duration<double>(
-                                        std::chrono::steady_clock::now() -
-                                        wall_start)
-                                        .count();
+        const double wall_seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          wall_start)
+                .count();
         if (!plan.ok()) {
           std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
           return 1;

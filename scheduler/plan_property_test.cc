@@ -142,8 +142,7 @@ int CheckCase(Case& c, int trial) {
   absl::StatusOr<Plan> plan = PlanGraph(*g, c.options);
   EXPECT_TRUE(plan.ok()) << "trial " << trial << ": " << plan.status();
   if (!plan.ok()) return 0;
-  absl::Status verified =
-      VerifyPlan(*g, *plan);
+  absl::Status verified = VerifyPlan(*g, *plan);
   EXPECT_TRUE(verified.ok()) << "trial " << trial << ": " << verified << "\n"
                              << c.graph.DebugString() << Dump(*g, *plan);
   if (!verified.ok()) return 0;

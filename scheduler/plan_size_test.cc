@@ -40,8 +40,8 @@ TEST(PlanSizeTest, IsALowerBoundOfTheEncodedPlan) {
             static_cast<int64_t>(PlanToProto(c.graph, *plan).ByteSizeLong());
         const int64_t bound = PlanProtoBytesAtLeast(c.graph, options);
         EXPECT_EQ(bound, PlanProtoBytesAtLeast(ToProto(c.graph), options));
-        EXPECT_LE(bound, real) << c.name << " explain=" << explain
-                               << " simulate=" << simulate;
+        EXPECT_LE(bound, real)
+            << c.name << " explain=" << explain << " simulate=" << simulate;
         // Within a small factor: the names and framing are most of it.
         EXPECT_GT(bound * 8, real) << c.name;
         ++checked;

@@ -96,15 +96,14 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
     pos[v] = i;
   }
   if (plan.deps.rows() != n || plan.waits.rows() != n) {
-    return Fail(absl::StrCat("plan has ", plan.deps.rows(), " rows of deps and ",
-                             plan.waits.rows(), " of waits for ", n,
-                             " nodes"));
+    return Fail(absl::StrCat("plan has ", plan.deps.rows(),
+                             " rows of deps and ", plan.waits.rows(),
+                             " of waits for ", n, " nodes"));
   }
   if (!plan.deps.WellFormed() || !plan.waits.WellFormed()) {
     return Fail("plan's rows of deps or waits are malformed");
   }
-  if (!plan.estimates.empty() &&
-      static_cast<int>(plan.estimates.size()) != n) {
+  if (!plan.estimates.empty() && static_cast<int>(plan.estimates.size()) != n) {
     return Fail(absl::StrCat("plan has ", plan.estimates.size(),
                              " estimates for ", n, " nodes"));
   }

@@ -32,8 +32,8 @@ absl::Status ValidateOptions(const Graph& graph,
   if (options.num_devices < 1 ||
       options.num_devices > DataLocations::kMaxDevices) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "options.num_devices: need between 1 and ",
-        DataLocations::kMaxDevices, " devices, got ", options.num_devices));
+        "options.num_devices: need between 1 and ", DataLocations::kMaxDevices,
+        " devices, got ", options.num_devices));
   }
   if (options.max_streams_per_device < 1) {
     return absl::InvalidArgumentError(
@@ -110,8 +110,8 @@ void AppendDeviceReason(const Graph& graph, const PlannedNode& pn,
       }
       break;
     case DeviceChoice::Why::kFewestBusyStreams:
-      absl::StrAppend(out, "fewest busy streams: ",
-                      static_cast<int64_t>(choice.value));
+      absl::StrAppend(
+          out, "fewest busy streams: ", static_cast<int64_t>(choice.value));
       break;
     case DeviceChoice::Why::kMostDataPresent:
       absl::StrAppend(out, "most of its data already there: ",
@@ -142,15 +142,12 @@ void AppendDeviceReason(const Graph& graph, const PlannedNode& pn,
 
 // Appends "[kind ]stream S why" to `out`.
 void AppendStreamReason(const Graph& graph, const PlannedNode& pn,
-                        const LogicalStream& stream,
-                        const StreamChoice& choice,
+                        const LogicalStream& stream, const StreamChoice& choice,
                         const PlannerOptions& options, std::string* out) {
   const absl::string_view engine =
       stream.engine == Engine::kCompute ? "" : EngineName(stream.engine);
   const absl::string_view space = engine.empty() ? "" : " ";
-  auto name = [&](NodeId v) -> absl::string_view {
-    return graph.node(v).name;
-  };
+  auto name = [&](NodeId v) -> absl::string_view { return graph.node(v).name; };
   switch (choice.why) {
     case StreamChoice::Why::kSingle:
       absl::StrAppend(out, "stream ", pn.stream,
@@ -180,8 +177,8 @@ void AppendStreamReason(const Graph& graph, const PlannedNode& pn,
       break;
     case StreamChoice::Why::kSoftCap:
       absl::StrAppend(out, engine, space, "stream ", pn.stream,
-                      " shared at the cap of ",
-                      options.max_streams_per_device, " streams per device (");
+                      " shared at the cap of ", options.max_streams_per_device,
+                      " streams per device (");
       if (choice.related < 0) {
         out->append("idle until then)");
       } else {
@@ -204,8 +201,7 @@ void AppendStreamReason(const Graph& graph, const PlannedNode& pn,
 // The cost model's simulation of the planned streams and events, by issue
 // position. Borrows streams.waits for the time of the simulation.
 absl::Status SimulateStreams(const Graph& graph, const Dag& dag,
-                             StreamContext& streams,
-                             const Topology& topology,
+                             StreamContext& streams, const Topology& topology,
                              const PlannerOptions& options,
                              ScheduleTimes* times) {
   const int n = dag.num_nodes();
@@ -499,8 +495,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     ReserveHuge(plan.estimates, n);
     for (int i = 0; i < n; ++i) {
       const double begin = times.start_us[i];
-      plan.estimates.push_back({begin,
-                                begin + graph.cost_us(dag_out.order[i]),
+      plan.estimates.push_back({begin, begin + graph.cost_us(dag_out.order[i]),
                                 times.transfer_us[i]});
     }
   }
@@ -511,8 +506,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       const NodeId v = pn.node;
       std::string& reason = plan.reasons[i];
       reason.reserve(128);
-      AppendDeviceReason(graph, pn, chosen.devices.choice[v], options,
-                         &reason);
+      AppendDeviceReason(graph, pn, chosen.devices.choice[v], options, &reason);
       reason.append("; ");
       AppendStreamReason(graph, pn, streams.streams[pn.stream],
                          streams.choice[v], options, &reason);
@@ -551,7 +545,7 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
   }
   options.num_devices = num_devices;
   switch (proto.has_device_policy() ? proto.device_policy()
-                                     : weft::v1::LOOKAHEAD_FINISH_TIME) {
+                                    : weft::v1::LOOKAHEAD_FINISH_TIME) {
     case weft::v1::ROUND_ROBIN:
       options.device_policy = DevicePolicyKind::kRoundRobin;
       break;
@@ -615,10 +609,10 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
   const int max_nodes = proto.max_nodes_per_stream();
   if (max_nodes < 0 ||
       (max_nodes > 0 && max_nodes < SplitStreamsPass::kMinTasksPerStream)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "options.max_nodes_per_stream: must be at least ",
-        SplitStreamsPass::kMinTasksPerStream, " (0: the default ",
-        options.max_nodes_per_stream, "), got ", max_nodes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.max_nodes_per_stream: must be at least ",
+                     SplitStreamsPass::kMinTasksPerStream, " (0: the default ",
+                     options.max_nodes_per_stream, "), got ", max_nodes));
   }
   if (max_nodes != 0) options.max_nodes_per_stream = max_nodes;
   switch (proto.memory_order()) {

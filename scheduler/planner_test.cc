@@ -289,8 +289,8 @@ TEST(PlannerTest, TopologySlowsCrossDeviceWork) {
   options.device_policy = DevicePolicyKind::kRoundRobin;
   absl::StatusOr<Plan> fast = PlanGraph(g, options);
   ASSERT_TRUE(fast.ok());
-  absl::StatusOr<Topology> slow = Topology::FromCsv(
-      "From,To,GB/s\n-1,0,1\n-1,1,1\n0,1,1\n", 2);
+  absl::StatusOr<Topology> slow =
+      Topology::FromCsv("From,To,GB/s\n-1,0,1\n-1,1,1\n0,1,1\n", 2);
   ASSERT_TRUE(slow.ok()) << slow.status();
   options.topology = *slow;
   absl::StatusOr<Plan> slowed = PlanGraph(g, options);
@@ -553,8 +553,7 @@ TEST(PlannerTest, CopyBetweenDevicesHoldsAPeerStreamOnTheSource) {
   EXPECT_EQ(plan->estimates[1].transfer_us, 10);
   EXPECT_EQ(plan->estimates[1].start_us, 11);
   EXPECT_DOUBLE_EQ(plan->estimated_makespan_us, 17 + 4 / 25e3);
-  EXPECT_THAT(plan->reasons[1],
-              HasSubstr("peer copy stream 2 on device 0"));
+  EXPECT_THAT(plan->reasons[1], HasSubstr("peer copy stream 2 on device 0"));
 
   weft::v1::Plan proto = PlanToProto(g, *plan);
   EXPECT_TRUE(proto.nodes(1).has_peer_stream());
@@ -574,9 +573,8 @@ TEST(PlannerTest, CopyBetweenDevicesHoldsAPeerStreamOnTheSource) {
 TEST(PlannerTest, CopyOnTheDeviceHoldingItsInputHasNoPeer) {
   PlannerOptions options;
   options.num_devices = 2;
-  Graph local = FromText(absl::StrReplaceAll(kCrossDeviceCopy,
-                                             {{"device: 1", "device: 0"}}),
-                         2);
+  Graph local = FromText(
+      absl::StrReplaceAll(kCrossDeviceCopy, {{"device: 1", "device: 0"}}), 2);
   absl::StatusOr<Plan> plan = PlanGraph(local, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   for (const PlannedNode& pn : plan->nodes) EXPECT_EQ(pn.peer_stream, -1);

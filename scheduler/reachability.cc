@@ -71,9 +71,7 @@ ReachabilityIndex::ReachabilityIndex(const Csr& preds, const Csr& succs,
 
 ReachabilityQuery::ReachabilityQuery(const ReachabilityIndex& index,
                                      const Csr& preds, int64_t interval_budget)
-    : index_(index),
-      preds_(preds),
-      interval_budget_(interval_budget) {}
+    : index_(index), preds_(preds), interval_budget_(interval_budget) {}
 
 bool ReachabilityQuery::Reaches(NodeId from, NodeId to) {
   return ReachesAny(from, absl::Span<const NodeId>(&to, 1));

@@ -374,18 +374,17 @@ void ShowPlan(const BenchmarkCase& c, int devices) {
                 plan.status().ToString().c_str());
     return;
   }
-  std::printf("%s on %d devices: makespan %.1f us, lower bound %.1f us "
-              "(%.3f)\n",
-              c.name.c_str(), devices, plan->estimated_makespan_us,
-              plan->lower_bound_us,
-              plan->estimated_makespan_us / plan->lower_bound_us);
+  std::printf(
+      "%s on %d devices: makespan %.1f us, lower bound %.1f us "
+      "(%.3f)\n",
+      c.name.c_str(), devices, plan->estimated_makespan_us,
+      plan->lower_bound_us, plan->estimated_makespan_us / plan->lower_bound_us);
   for (size_t i = 0; i < plan->nodes.size(); ++i) {
     const PlannedNode& pn = plan->nodes[i];
     const NodeEstimate e = plan->Estimate(static_cast<int>(i));
     std::printf("  %-14s d%d s%-3d xfer %9.1f  %10.1f .. %10.1f  %s\n",
                 c.graph.node(pn.node).name.c_str(), pn.device, pn.stream,
-                e.transfer_us, e.start_us, e.end_us,
-                plan->reasons[i].c_str());
+                e.transfer_us, e.start_us, e.end_us, plan->reasons[i].c_str());
   }
 }
 

@@ -12,10 +12,10 @@
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing
 // function when it is not OK.
-#define WEFT_RETURN_IF_ERROR(expr)                         \
-  do {                                                     \
-    ::absl::Status weft_status_ = (expr);                  \
-    if (!weft_status_.ok()) return weft_status_;           \
+#define WEFT_RETURN_IF_ERROR(expr)               \
+  do {                                           \
+    ::absl::Status weft_status_ = (expr);        \
+    if (!weft_status_.ok()) return weft_status_; \
   } while (false)
 
 #define WEFT_STATUS_CONCAT_INNER_(a, b) a##b
@@ -27,8 +27,8 @@
   WEFT_ASSIGN_OR_RETURN_IMPL_(WEFT_STATUS_CONCAT_(weft_statusor_, __LINE__), \
                               lhs, rexpr)
 
-#define WEFT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                                \
+#define WEFT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr)  \
+  auto statusor = (rexpr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

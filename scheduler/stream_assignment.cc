@@ -1,10 +1,9 @@
 #include "scheduler/stream_assignment.h"
 
-#include "scheduler/data_location.h"
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/data_location.h"
 #include "scheduler/passes/stream_pipeline.h"
 
 namespace weft::scheduler {

@@ -72,8 +72,8 @@ absl::StatusOr<Topology> Topology::FromMatrix(
 absl::StatusOr<Topology> Topology::FromCsv(absl::string_view csv,
                                            int num_devices) {
   if (num_devices < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "topology: need at least one device, got ", num_devices));
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology: need at least one device, got ", num_devices));
   }
   const int m = num_devices + 1;
   std::vector<double> gbps(m * m, 0);
@@ -93,9 +93,11 @@ absl::StatusOr<Topology> Topology::FromCsv(absl::string_view csv,
         absl::SimpleAtod(absl::StripAsciiWhitespace(fields[2]), &value);
     if (!numeric) {
       if (!seen_data && line_number == 1) continue;  // the header
-      return absl::InvalidArgumentError(absl::StrCat(
-          "topology line ", line_number, ": expected `From,To,GB/s` with "
-          "integer ids (-1 = host) and a number, got '", line, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("topology line ", line_number,
+                       ": expected `From,To,GB/s` with "
+                       "integer ids (-1 = host) and a number, got '",
+                       line, "'"));
     }
     seen_data = true;
     if (from < -1 || to < -1 || !std::isfinite(value) || value < 0) {

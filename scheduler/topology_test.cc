@@ -32,9 +32,9 @@ TEST(TopologyTest, ReadsGrcudaCsvLikeGrcuda) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->num_devices(), 2);
   // Floored, device pairs averaged (40 and 50 -> 45), host links both ways.
-  EXPECT_THAT(t->Matrix(), ElementsAre(ElementsAre(30, 45, 10),
-                                       ElementsAre(45, 60, 20),
-                                       ElementsAre(10, 20, 0)));
+  EXPECT_THAT(t->Matrix(),
+              ElementsAre(ElementsAre(30, 45, 10), ElementsAre(45, 60, 20),
+                          ElementsAre(10, 20, 0)));
   EXPECT_EQ(t->gbps(Topology::kHost, 1), 20);
   EXPECT_EQ(t->gbps(1, Topology::kHost), 20);
 }
@@ -42,7 +42,8 @@ TEST(TopologyTest, ReadsGrcudaCsvLikeGrcuda) {
 TEST(TopologyTest, FewerDevicesDropRows) {
   absl::StatusOr<Topology> t = Topology::FromCsv(kTwoDevices, 1);
   ASSERT_TRUE(t.ok()) << t.status();
-  EXPECT_THAT(t->Matrix(), ElementsAre(ElementsAre(30, 10), ElementsAre(10, 0)));
+  EXPECT_THAT(t->Matrix(),
+              ElementsAre(ElementsAre(30, 10), ElementsAre(10, 0)));
 }
 
 TEST(TopologyTest, MissingHostLinkIsAnError) {

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/status_macros.h"
@@ -47,9 +47,8 @@ absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
   sim.device_to_device_gbps = options.sim_bandwidth_gbps;
   CreatedBackend created;
   if (!options.topology_file.empty()) {
-    WEFT_ASSIGN_OR_RETURN(
-        created.topology,
-        LoadTopology(options.topology_file, options.sim_devices));
+    WEFT_ASSIGN_OR_RETURN(created.topology, LoadTopology(options.topology_file,
+                                                         options.sim_devices));
     sim.bandwidth_gbps = created.topology->Matrix();
   } else {
     // Every copy at --sim_bandwidth_gbps (the simulator copies instantly
@@ -67,9 +66,8 @@ absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<runtime::SimBackend> backend,
                         runtime::SimBackend::Create(std::move(sim)));
   created.simulated = true;
-  created.description =
-      absl::StrCat(options.sim_devices, " simulated device",
-                   options.sim_devices == 1 ? "" : "s");
+  created.description = absl::StrCat(options.sim_devices, " simulated device",
+                                     options.sim_devices == 1 ? "" : "s");
   created.backend = std::move(backend);
   return created;
 }
@@ -78,8 +76,9 @@ absl::StatusOr<CreatedBackend> CreateCuda(const BackendOptions& options) {
   absl::StatusOr<std::unique_ptr<runtime::CudaBackend>> cuda =
       runtime::CudaBackend::Create();
   if (!cuda.ok()) {
-    return absl::Status(cuda.status().code(),
-                        absl::StrCat("--backend=cuda: ", cuda.status().message()));
+    return absl::Status(
+        cuda.status().code(),
+        absl::StrCat("--backend=cuda: ", cuda.status().message()));
   }
   std::unique_ptr<runtime::CudaBackend> backend = *std::move(cuda);
   CreatedBackend created;
@@ -87,8 +86,8 @@ absl::StatusOr<CreatedBackend> CreateCuda(const BackendOptions& options) {
   created.description = absl::StrCat(n, " CUDA device", n == 1 ? "" : "s");
   for (int i = 0; i < n; ++i) {
     runtime::DeviceInfo info = backend->device_info(i);
-    absl::StrAppend(&created.description, i == 0 ? ": " : ", ", info.name,
-                    " (", info.uuid, ")");
+    absl::StrAppend(&created.description, i == 0 ? ": " : ", ", info.name, " (",
+                    info.uuid, ")");
   }
   if (!options.topology_file.empty()) {
     WEFT_ASSIGN_OR_RETURN(created.topology,

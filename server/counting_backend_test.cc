@@ -57,10 +57,12 @@ TEST_F(CountingBackendTest, CountsCopyBytesByDirection) {
   EXPECT_EQ(back.substr(0, 64), std::string(64, 'x'));
 
   const std::string text = Scrape();
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_copy_bytes_total{direction=\"host_to_device\"} 256"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_copy_bytes_total{direction=\"device_to_host\"} 64"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_copy_bytes_total{direction=\"host_to_device\"} 256"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_copy_bytes_total{direction=\"device_to_host\"} 64"));
   EXPECT_THAT(text, HasSubstr("weft_copy_bytes_total{direction=\"device_to_"
                               "device\"} 128"));
   ASSERT_TRUE(counting_->Free(*a).ok());
@@ -112,9 +114,9 @@ TEST_F(CountingBackendTest, ForwardsEverythingElse) {
   std::string host(8, 'x');
   absl::Status bad = counting_->CopyHostToDevice(bogus, host.data(), 8, *s);
   if (!bad.ok()) {
-    EXPECT_THAT(Scrape(),
-                HasSubstr(
-                    "weft_copy_bytes_total{direction=\"host_to_device\"} 0"));
+    EXPECT_THAT(
+        Scrape(),
+        HasSubstr("weft_copy_bytes_total{direction=\"host_to_device\"} 0"));
   }
   counting_->SynchronizeStream(*s).IgnoreError();
   ASSERT_TRUE(counting_->DestroyStream(*s).ok());

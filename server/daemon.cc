@@ -10,8 +10,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <exception>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -67,9 +67,9 @@ absl::Status CheckSocketUnused(const std::string& socket_flag) {
   const std::string path = UnixPath(socket_flag);
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--unix_socket=", socket_flag, ": path longer than ",
-        sizeof(addr.sun_path) - 1, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unix_socket=", socket_flag, ": path longer than ",
+                     sizeof(addr.sun_path) - 1, " bytes"));
   }
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
@@ -79,9 +79,9 @@ absl::Status CheckSocketUnused(const std::string& socket_flag) {
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
   if (in_use) {
-    return absl::UnavailableError(absl::StrCat(
-        "--unix_socket=", socket_flag,
-        ": another process is serving on this socket"));
+    return absl::UnavailableError(
+        absl::StrCat("--unix_socket=", socket_flag,
+                     ": another process is serving on this socket"));
   }
   return absl::OkStatus();
 }
@@ -134,23 +134,23 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--listen and --unix_socket are both empty: nothing to serve on");
   }
   if (o.max_message_bytes < 1024) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_message_bytes must be at least 1024, got ",
-        o.max_message_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_message_bytes must be at least 1024, got ",
+                     o.max_message_bytes));
   }
   if (o.grpc_max_threads < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--grpc_max_threads must be at least 2, got ", o.grpc_max_threads));
   }
   if (o.grpc_memory_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--grpc_memory_bytes must be 0 (automatic) or more, got ",
-        o.grpc_memory_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--grpc_memory_bytes must be 0 (automatic) or more, got ",
+                     o.grpc_memory_bytes));
   }
   if (o.max_concurrent_streams < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_concurrent_streams must be at least 1, got ",
-        o.max_concurrent_streams));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_concurrent_streams must be at least 1, got ",
+                     o.max_concurrent_streams));
   }
   if (o.max_watchers < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -179,18 +179,18 @@ absl::Status CheckOptions(const Daemon::Options& o) {
         "--max_running_jobs must be at least 1, got ", o.max_running_jobs));
   }
   if (o.max_running_jobs_per_tenant < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_running_jobs_per_tenant must not be negative, got ",
-        o.max_running_jobs_per_tenant));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_running_jobs_per_tenant must not be negative, got ",
+                     o.max_running_jobs_per_tenant));
   }
   if (o.retain_jobs < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--retain_jobs must not be negative, got ", o.retain_jobs));
   }
   if (o.max_queued_jobs_per_tenant < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_queued_jobs_per_tenant must not be negative, got ",
-        o.max_queued_jobs_per_tenant));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_queued_jobs_per_tenant must not be negative, got ",
+                     o.max_queued_jobs_per_tenant));
   }
   if (o.trace_max_nodes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -206,14 +206,14 @@ absl::Status CheckOptions(const Daemon::Options& o) {
     return absl::InvalidArgumentError("--drain_grace must not be negative");
   }
   if (o.retain_output_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--retain_output_bytes must not be negative, got ",
-        o.retain_output_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--retain_output_bytes must not be negative, got ",
+                     o.retain_output_bytes));
   }
   if (o.max_planning_nodes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_planning_nodes must not be negative, got ",
-        o.max_planning_nodes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_planning_nodes must not be negative, got ",
+                     o.max_planning_nodes));
   }
   if (o.max_node_cost <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -227,10 +227,9 @@ int64_t GrpcMemoryBytes(const Daemon::Options& o) {
   if (o.grpc_memory_bytes > 0) return o.grpc_memory_bytes;
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_bytes = sysconf(_SC_PAGE_SIZE);
-  const int64_t quarter =
-      pages > 0 && page_bytes > 0
-          ? static_cast<int64_t>(pages) * page_bytes / 4
-          : int64_t{1} << 30;
+  const int64_t quarter = pages > 0 && page_bytes > 0
+                              ? static_cast<int64_t>(pages) * page_bytes / 4
+                              : int64_t{1} << 30;
   return std::max<int64_t>(quarter, int64_t{8} * o.max_message_bytes);
 }
 
@@ -238,8 +237,7 @@ int64_t GrpcMemoryBytes(const Daemon::Options& o) {
 
 Daemon::Daemon(Options options) : options_(std::move(options)) {}
 
-absl::StatusOr<std::unique_ptr<Daemon>> Daemon::BuildAndStart(
-    Options options) {
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::BuildAndStart(Options options) {
   WEFT_RETURN_IF_ERROR(CheckOptions(options));
   std::unique_ptr<Daemon> daemon(new Daemon(std::move(options)));
   WEFT_RETURN_IF_ERROR(daemon->Start());
@@ -280,8 +278,7 @@ absl::Status Daemon::Start() {
   }
   WEFT_ASSIGN_OR_RETURN(executor_options.launch_mode,
                         ParseLaunchMode(options_.launch_mode));
-  WEFT_ASSIGN_OR_RETURN(executor_,
-                        runtime::Executor::Create(executor_options));
+  WEFT_ASSIGN_OR_RETURN(executor_, runtime::Executor::Create(executor_options));
 
   JobManager::Options job_options;
   job_options.executor = executor_.get();
@@ -354,9 +351,8 @@ absl::Status Daemon::Start() {
   server_ = builder.BuildAndStart();
   if (server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot serve gRPC on --listen=", options_.listen,
-        " --unix_socket=", options_.unix_socket,
-        " (address in use or not bindable?)"));
+        "cannot serve gRPC on --listen=", options_.listen, " --unix_socket=",
+        options_.unix_socket, " (address in use or not bindable?)"));
   }
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) {
@@ -417,8 +413,7 @@ void Daemon::WaitForTermination() {
     exit_deadline_ = exit_deadline;
   }
   watchdog_ = std::make_unique<ShutdownWatchdog>(
-      exit_deadline,
-      [this](const std::string& why) {
+      exit_deadline, [this](const std::string& why) {
         Log(absl::StrCat(why, ": exiting now, ", jobs_->running(),
                          " jobs unfinished"));
         std::_Exit(1);

@@ -55,8 +55,8 @@ namespace weft::server {
 class Daemon {
  public:
   struct Options {
-    std::string listen = "127.0.0.1:50051";    // "" disables; port 0 picks
-    std::string unix_socket = "/tmp/weftd.sock";  // "" disables
+    std::string listen = "127.0.0.1:50051";         // "" disables; port 0 picks
+    std::string unix_socket = "/tmp/weftd.sock";    // "" disables
     std::string metrics_listen = "127.0.0.1:9464";  // "" disables
     BackendOptions backend;
     int max_message_bytes = 64 << 20;
@@ -110,8 +110,7 @@ class Daemon {
 
   // Starts serving. Errors name the flag at fault (bad values, addresses
   // that cannot be bound, no gRPC endpoint at all).
-  static absl::StatusOr<std::unique_ptr<Daemon>> BuildAndStart(
-      Options options);
+  static absl::StatusOr<std::unique_ptr<Daemon>> BuildAndStart(Options options);
 
   // Stops (if not stopped) and releases everything.
   ~Daemon();

@@ -48,8 +48,8 @@ int HealthCheck(const std::shared_ptr<grpc::Channel>& channel,
   grpc::Slice slice(request);
   grpc::ByteBuffer buffer(&slice, 1);
   grpc::CompletionQueue cq;
-  auto call = stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check",
-                                    buffer, &cq);
+  auto call =
+      stub.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", buffer, &cq);
   call->StartCall();
   grpc::ByteBuffer response;
   grpc::Status status;
@@ -146,8 +146,7 @@ class DaemonTest : public ::testing::Test {
   }
 
   static grpc::Status Submit(weft::v1::Scheduler::Stub* stub,
-                             const weft::v1::Graph& graph,
-                             weft::v1::Job* job) {
+                             const weft::v1::Graph& graph, weft::v1::Job* job) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() +
                      std::chrono::seconds(10));
@@ -194,10 +193,12 @@ TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
 
   std::string metrics = HttpGet((*daemon)->metrics_port(), "/metrics");
   EXPECT_THAT(metrics, HasSubstr("200 OK"));
-  EXPECT_THAT(metrics,
-              HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
+  EXPECT_THAT(
+      metrics,
+      HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("weft_device_streams{UUID=\"GPU-"));
-  EXPECT_THAT(metrics, HasSubstr("weft_device_memory_capacity_bytes{UUID=\"GPU-"));
+  EXPECT_THAT(metrics,
+              HasSubstr("weft_device_memory_capacity_bytes{UUID=\"GPU-"));
   EXPECT_THAT(metrics, HasSubstr(",device=\"0\"} 1048576"));
   EXPECT_THAT(metrics, HasSubstr("weft_node_executions_total{UUID=\"GPU-"));
   EXPECT_THAT(metrics, HasSubstr("weft_device_busy_streams{UUID=\"GPU-"));
@@ -241,8 +242,7 @@ TEST_F(DaemonTest, StopDrainsRunningJobsAndRejectsNewOnes) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(s.error_message(), HasSubstr("shutting down"));
   stopper.join();
-  absl::StatusOr<JobInfo> after =
-      (*daemon)->job_manager()->Get(job.id());
+  absl::StatusOr<JobInfo> after = (*daemon)->job_manager()->Get(job.id());
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->state, JobState::kSucceeded);
 }
@@ -260,8 +260,7 @@ TEST_F(DaemonTest, DrainTimeoutCancelsRunningJobs) {
   const absl::Time start = absl::Now();
   (*daemon)->Stop();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  absl::StatusOr<JobInfo> after =
-      (*daemon)->job_manager()->Get(job.id());
+  absl::StatusOr<JobInfo> after = (*daemon)->job_manager()->Get(job.id());
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->state, JobState::kCancelled);
   EXPECT_THAT(after->error.message(), HasSubstr("shutting down"));
@@ -360,15 +359,15 @@ TEST_F(DaemonTest, ListDevicesAndTheStreamGaugeAgree) {
     ASSERT_EQ(devices.devices_size(), 2) << when;
     for (const weft::v1::Device& d : devices.devices()) {
       EXPECT_EQ(StreamsGauge(scrape, d.index()), d.streams_total())
-          << when << ", device " << d.index() << "\n" << scrape;
+          << when << ", device " << d.index() << "\n"
+          << scrape;
     }
   };
   check("idle, before any job");
   weft::v1::Job job;
   ASSERT_TRUE(Submit(stub.get(), Spins(4, 10), &job).ok());
-  absl::StatusOr<JobInfo> done =
-      (*daemon)->job_manager()->WaitUntilTerminal(
-          job.id(), absl::Now() + absl::Seconds(20));
+  absl::StatusOr<JobInfo> done = (*daemon)->job_manager()->WaitUntilTerminal(
+      job.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok());
   ASSERT_EQ(done->state, JobState::kSucceeded);
   check("idle, after a job");
@@ -438,8 +437,8 @@ weft::v1::Graph TransferAndTwoSpins(uint64_t bytes) {
 // The planned start of each node, by name.
 std::map<std::string, double> PlannedStarts(Daemon* daemon,
                                             const weft::v1::Graph& graph) {
-  auto stub = weft::v1::Scheduler::NewStub(
-      grpc::CreateChannel(daemon->target(), grpc::InsecureChannelCredentials()));
+  auto stub = weft::v1::Scheduler::NewStub(grpc::CreateChannel(
+      daemon->target(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   weft::v1::PlanGraphRequest req;
@@ -476,9 +475,9 @@ TEST_F(DaemonTest, TopologyFileSetsThePlannersBandwidths) {
   options.log = &log;
   auto daemon = Daemon::BuildAndStart(options);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
-  EXPECT_THAT(log.str(), HasSubstr(absl::StrCat(
-                             "weftd: copy bandwidths from ",
-                             options.backend.topology_file, "\n")));
+  EXPECT_THAT(log.str(),
+              HasSubstr(absl::StrCat("weftd: copy bandwidths from ",
+                                     options.backend.topology_file, "\n")));
   std::map<std::string, double> starts =
       PlannedStarts(daemon->get(), TransferAndTwoSpins(2000000));
   // 2 MB from the host to device 0 at 4 GB/s.
@@ -487,14 +486,14 @@ TEST_F(DaemonTest, TopologyFileSetsThePlannersBandwidths) {
 
 TEST_F(DaemonTest, BadTopologyFileIsAnErrorNamingFileAndLine) {
   Daemon::Options options = TestOptions();
-  options.backend.topology_file = WriteTempFile(
-      "topology_bad.csv", "From,To,GB/s\n-1,0,4\n-1,one,8\n");
+  options.backend.topology_file =
+      WriteTempFile("topology_bad.csv", "From,To,GB/s\n-1,0,4\n-1,one,8\n");
   auto daemon = Daemon::BuildAndStart(options);
   EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(),
-              HasSubstr(absl::StrCat("--topology: ",
-                                     options.backend.topology_file,
-                                     ": topology line 3: ")));
+  EXPECT_THAT(
+      daemon.status().message(),
+      HasSubstr(absl::StrCat("--topology: ", options.backend.topology_file,
+                             ": topology line 3: ")));
 
   // Device 1 has no link to the host.
   options = TestOptions();

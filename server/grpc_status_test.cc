@@ -48,9 +48,9 @@ TEST(ToGrpcStatusTest, NoPayloadMeansNoDetails) {
 }
 
 TEST(ToGrpcStatusTest, RetryHintBecomesRetryInfoDetail) {
-  absl::Status in = WithRetryDelay(
-      absl::ResourceExhaustedError("admission queue is full"),
-      absl::Milliseconds(1250));
+  absl::Status in =
+      WithRetryDelay(absl::ResourceExhaustedError("admission queue is full"),
+                     absl::Milliseconds(1250));
   grpc::Status out = ToGrpcStatus(in);
   EXPECT_EQ(out.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_EQ(out.error_message(), "admission queue is full");
@@ -69,11 +69,11 @@ TEST(ToGrpcStatusTest, RetryHintBecomesRetryInfoDetail) {
 }
 
 TEST(RetryHintTest, RoundTripsAndClampsNegative) {
-  absl::Status s = WithRetryDelay(absl::UnavailableError("x"),
-                                  absl::Milliseconds(40));
+  absl::Status s =
+      WithRetryDelay(absl::UnavailableError("x"), absl::Milliseconds(40));
   EXPECT_EQ(RetryDelayOf(s), absl::Milliseconds(40));
-  EXPECT_EQ(RetryDelayOf(WithRetryDelay(absl::UnavailableError("x"),
-                                        absl::Seconds(-3))),
+  EXPECT_EQ(RetryDelayOf(
+                WithRetryDelay(absl::UnavailableError("x"), absl::Seconds(-3))),
             absl::ZeroDuration());
   EXPECT_EQ(RetryDelayOf(absl::UnavailableError("x")), std::nullopt);
   // OK statuses carry no payloads.

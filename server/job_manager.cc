@@ -1,17 +1,16 @@
 #include "server/job_manager.h"
 
-#include "server/job_record.h"
-#include "server/job_run.h"
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "scheduler/plan.h"
 #include "runtime/trace.h"
+#include "scheduler/plan.h"
 #include "scheduler/status_macros.h"
+#include "server/job_record.h"
+#include "server/job_run.h"
 #include "server/retry_hint.h"
 
 namespace weft::server {
@@ -43,32 +42,30 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     return absl::InvalidArgumentError("JobManager needs an executor");
   }
   if (options.max_queued_jobs < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_queued_jobs must be >= 1, got ",
-                     options.max_queued_jobs));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_queued_jobs must be >= 1, got ", options.max_queued_jobs));
   }
   if (options.max_running_jobs < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_running_jobs must be >= 1, got ",
-                     options.max_running_jobs));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_running_jobs must be >= 1, got ", options.max_running_jobs));
   }
   if (options.retain_jobs < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "retain_jobs must be >= 0, got ", options.retain_jobs));
+    return absl::InvalidArgumentError(
+        absl::StrCat("retain_jobs must be >= 0, got ", options.retain_jobs));
   }
   if (options.retain_output_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "retain_output_bytes must be >= 0, got ", options.retain_output_bytes));
   }
   if (options.max_running_per_tenant < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_running_per_tenant must be >= 0, got ",
-        options.max_running_per_tenant));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_running_per_tenant must be >= 0, got ",
+                     options.max_running_per_tenant));
   }
   if (options.max_queued_per_tenant < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max_queued_per_tenant must be >= 0, got ",
-        options.max_queued_per_tenant));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued_per_tenant must be >= 0, got ",
+                     options.max_queued_per_tenant));
   }
   if (options.trace_max_nodes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -84,7 +81,8 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
   }
   if (!options.clock) options.clock = [] { return absl::Now(); };
   std::unique_ptr<JobManager> manager(new JobManager(std::move(options)));
-  manager->dispatcher_ = std::thread([m = manager.get()] { m->DispatchLoop(); });
+  manager->dispatcher_ =
+      std::thread([m = manager.get()] { m->DispatchLoop(); });
   return manager;
 }
 
@@ -139,8 +137,8 @@ JobManager::~JobManager() {
 
 std::string JobManager::NewJobIdLocked() {
   while (true) {
-    std::string id = absl::StrFormat(
-        "j-%016x", absl::Uniform<uint64_t>(bitgen_));
+    std::string id =
+        absl::StrFormat("j-%016x", absl::Uniform<uint64_t>(bitgen_));
     if (!jobs_.contains(id)) return id;
   }
 }
@@ -182,8 +180,7 @@ void JobManager::EvictLocked(absl::Time now) {
   if (!expired.empty()) UpdateGaugesLocked();
 }
 
-std::optional<JobInfo> JobManager::DuplicateLocked(
-    const JobSpec& spec) const {
+std::optional<JobInfo> JobManager::DuplicateLocked(const JobSpec& spec) const {
   if (spec.request_id.empty()) return std::nullopt;
   auto it = request_ids_.find(RequestKey(spec.tenant, spec.request_id));
   if (it == request_ids_.end()) return std::nullopt;
@@ -208,8 +205,8 @@ absl::Duration JobManager::RetryDelayLocked(int turns) const {
 absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
   absl::Status rejection;
   if (!accepting_) {
-    rejection =
-        absl::UnavailableError("weftd is shutting down and accepts no new jobs");
+    rejection = absl::UnavailableError(
+        "weftd is shutting down and accepts no new jobs");
   } else if (queue_.size() >= max_queued_jobs_) {
     rejection = WithRetryDelay(
         absl::ResourceExhaustedError(absl::StrFormat(
@@ -288,8 +285,8 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
     job->untraced_reason = "weftd runs with --trace_jobs=false";
   } else if (job->nodes_total > trace_max_nodes_) {
     job->untraced_reason = absl::StrCat(
-        "it has ", job->nodes_total, " nodes, more than --trace_max_nodes=",
-        trace_max_nodes_, " allows");
+        "it has ", job->nodes_total,
+        " nodes, more than --trace_max_nodes=", trace_max_nodes_, " allows");
   }
   {
     absl::MutexLock job_lock(&job->mu);
@@ -382,9 +379,9 @@ absl::StatusOr<JobInfo> JobManager::Cancel(absl::string_view id) {
       run = job->run;
     } else if (job->state != JobState::kCancelled) {
       absl::Status s = CheckTransition(job->state, JobState::kCancelled);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "job ", job->id, " is ", JobStateName(job->state),
-          " and can no longer be cancelled (", s.message(), ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job->id, " is ", JobStateName(job->state),
+                       " and can no longer be cancelled (", s.message(), ")"));
     }
     snapshot = job->Snapshot();
   }
@@ -393,8 +390,8 @@ absl::StatusOr<JobInfo> JobManager::Cancel(absl::string_view id) {
   return snapshot;
 }
 
-absl::StatusOr<JobInfo> JobManager::WaitUntilTerminal(
-    absl::string_view id, absl::Time deadline) {
+absl::StatusOr<JobInfo> JobManager::WaitUntilTerminal(absl::string_view id,
+                                                      absl::Time deadline) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   JobRecord& r = *job;
   absl::MutexLock lock(&r.mu);
@@ -407,7 +404,7 @@ absl::StatusOr<JobInfo> JobManager::WaitUntilTerminal(
 }
 
 std::vector<JobInfo> JobManager::List(std::optional<JobState> state,
-                                            int limit) {
+                                      int limit) {
   std::vector<std::pair<uint64_t, JobInfo>> found;
   {
     absl::MutexLock lock(&mu_);
@@ -438,8 +435,8 @@ absl::StatusOr<std::unique_ptr<JobWatch>> JobManager::Watch(
   return std::unique_ptr<JobWatch>(new JobWatch(std::move(job)));
 }
 
-absl::StatusOr<OutputBuffer> JobManager::ReadOutput(
-    absl::string_view id, absl::string_view buffer) {
+absl::StatusOr<OutputBuffer> JobManager::ReadOutput(absl::string_view id,
+                                                    absl::string_view buffer) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
   if (std::find(job->output_names.begin(), job->output_names.end(), buffer) ==
       job->output_names.end()) {
@@ -451,9 +448,9 @@ absl::StatusOr<OutputBuffer> JobManager::ReadOutput(
   }
   absl::MutexLock lock(&job->mu);
   if (job->state != JobState::kSucceeded) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job->id, " is ", JobStateName(job->state),
-        "; output buffers can be read once it has SUCCEEDED"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job->id, " is ", JobStateName(job->state),
+                     "; output buffers can be read once it has SUCCEEDED"));
   }
   if (!job->outputs_released.empty()) {
     return absl::NotFoundError(absl::StrCat("job ", job->id, " succeeded but ",
@@ -461,8 +458,8 @@ absl::StatusOr<OutputBuffer> JobManager::ReadOutput(
   }
   auto it = job->outputs.find(buffer);
   if (it == job->outputs.end()) {
-    return absl::InternalError(absl::StrCat(
-        "job ", job->id, " lost output buffer '", buffer, "'"));
+    return absl::InternalError(
+        absl::StrCat("job ", job->id, " lost output buffer '", buffer, "'"));
   }
   return it->second;
 }
@@ -725,13 +722,13 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     }
   }
 
-  runtime::JobCallbacks callbacks = MakeRunCallbacks(
-      job, graph, plan, metrics_, clock_,
-      [this, job](absl::Status status, std::string failed_node,
-                  runtime::HostBuffers outputs) {
-        Finish(job, std::move(status), std::move(failed_node),
-               std::move(outputs));
-      });
+  runtime::JobCallbacks callbacks =
+      MakeRunCallbacks(job, graph, plan, metrics_, clock_,
+                       [this, job](absl::Status status, std::string failed_node,
+                                   runtime::HostBuffers outputs) {
+                         Finish(job, std::move(status), std::move(failed_node),
+                                std::move(outputs));
+                       });
 
   std::optional<std::string> cancelled;
   {
@@ -742,9 +739,8 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     Finish(job, absl::CancelledError(*cancelled), "", {});
     return;
   }
-  absl::StatusOr<uint64_t> run =
-      executor_->Start(graph, plan, std::move(callbacks),
-                       runtime::JobOptions{job->launch_mode});
+  absl::StatusOr<uint64_t> run = executor_->Start(
+      graph, plan, std::move(callbacks), runtime::JobOptions{job->launch_mode});
   if (!run.ok()) {
     Finish(job, run.status(), "", {});
     return;

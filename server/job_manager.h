@@ -29,7 +29,8 @@
 // max_running_per_tenant jobs at once (by default all slots but one), so
 // one holding long jobs never takes every slot. The plan made at admission
 // is used, except that the load-aware STREAM_AWARE policy is planned again
-// against the load at dispatch. Device work never runs on the dispatcher thread.
+// against the load at dispatch. Device work never runs on the dispatcher
+// thread.
 //
 // Cancellation: a queued job is cancelled at once; a running job is asked to
 // stop (runtime::Executor::Cancel: no more work is issued, its streams and
@@ -77,6 +78,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "prometheus/registry.h"
 #include "runtime/executor.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
@@ -85,7 +87,6 @@
 #include "server/job_retention.h"
 #include "server/job_state.h"
 #include "server/job_watch.h"
-#include "prometheus/registry.h"
 #include "server/metrics.h"
 
 namespace weft::server {
@@ -161,18 +162,16 @@ class JobManager {
   absl::StatusOr<JobInfo> Submit(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND (naming the id) for unknown or no longer retained jobs.
-  absl::StatusOr<JobInfo> Get(absl::string_view id)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<JobInfo> Get(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Requests cancellation (see the header comment) and returns the job
   // without waiting for a running job to drain; use WaitUntilTerminal.
-  absl::StatusOr<JobInfo> Cancel(absl::string_view id)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<JobInfo> Cancel(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Blocks until the job is terminal or `deadline`; returns the job as it
   // is then.
   absl::StatusOr<JobInfo> WaitUntilTerminal(absl::string_view id,
-                                                  absl::Time deadline)
+                                            absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Jobs in submission order, only those in `state` when given. With

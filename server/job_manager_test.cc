@@ -1,8 +1,8 @@
 #include "server/job_manager.h"
 
 #include <algorithm>
-#include <cstring>
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -130,7 +130,8 @@ class JobManagerTest : public ::testing::Test {
                const std::string& request_id = "") {
     scheduler::GraphLimits limits;
     limits.num_devices = 2;
-    absl::StatusOr<scheduler::Graph> graph = scheduler::BuildGraph(proto, limits);
+    absl::StatusOr<scheduler::Graph> graph =
+        scheduler::BuildGraph(proto, limits);
     EXPECT_TRUE(graph.ok()) << graph.status();
     JobSpec spec;
     spec.graph = std::make_shared<const scheduler::Graph>(*std::move(graph));
@@ -161,7 +162,8 @@ class JobManagerTest : public ::testing::Test {
     while (absl::Now() < deadline) {
       WatchUpdate u = (*watch)->Next(deadline);
       if (u.job.state == state) return;
-      ASSERT_FALSE(u.done) << "job ended " << JobToProto(u.job).ShortDebugString();
+      ASSERT_FALSE(u.done) << "job ended "
+                           << JobToProto(u.job).ShortDebugString();
     }
     FAIL() << "job " << id << " never reached " << state;
   }
@@ -171,10 +173,9 @@ class JobManagerTest : public ::testing::Test {
     std::vector<std::pair<int64_t, std::string>> starts;
     for (const std::string& id : ids) {
       JobInfo job = WaitTerminal(id);
-      EXPECT_EQ(job.state, JobState::kSucceeded) 
+      EXPECT_EQ(job.state, JobState::kSucceeded)
           << JobToProto(job).ShortDebugString();
-      starts.emplace_back(absl::ToUnixNanos(*job.start_time),
-                          job.graph_name);
+      starts.emplace_back(absl::ToUnixNanos(*job.start_time), job.graph_name);
     }
     std::sort(starts.begin(), starts.end());
     std::vector<std::string> order;
@@ -250,7 +251,8 @@ TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
   EXPECT_THAT(submitted->output_buffers, ElementsAre("y"));
 
   JobInfo done = WaitTerminal(submitted->id);
-  EXPECT_EQ(done.state, JobState::kSucceeded) << JobToProto(done).ShortDebugString();
+  EXPECT_EQ(done.state, JobState::kSucceeded)
+      << JobToProto(done).ShortDebugString();
   EXPECT_EQ(done.nodes_done, 2);
   EXPECT_TRUE(done.error.ok());
   EXPECT_GT(absl::ToUnixSeconds(done.create_time), 0);
@@ -266,8 +268,8 @@ TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
   for (float v : values) EXPECT_EQ(v, 7.0f);
 
   std::string text = Scrape();
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
+  EXPECT_THAT(
+      text, HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
   EXPECT_THAT(text, HasSubstr("op=\"axpy\"} 1"));
   EXPECT_THAT(text, HasSubstr("weft_planning_seconds_count 1"));
   EXPECT_THAT(text, HasSubstr("weft_queue_wait_seconds_count 1"));
@@ -278,11 +280,10 @@ class PlanRecordingExecutor final : public runtime::Executor {
  public:
   explicit PlanRecordingExecutor(runtime::Executor* inner) : inner_(inner) {}
 
-  absl::StatusOr<uint64_t> Start(
-      std::shared_ptr<const scheduler::Graph> graph,
-      std::shared_ptr<const scheduler::Plan> plan,
-      runtime::JobCallbacks callbacks,
-      const runtime::JobOptions& options) override {
+  absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
+                                 std::shared_ptr<const scheduler::Plan> plan,
+                                 runtime::JobCallbacks callbacks,
+                                 const runtime::JobOptions& options) override {
     {
       absl::MutexLock lock(&mu_);
       last_plan_ = plan;
@@ -323,7 +324,8 @@ TEST_F(JobManagerTest, JobsArePlannedWithoutReasonsOrSimulation) {
   absl::StatusOr<JobInfo> done = (*jobs)->WaitUntilTerminal(
       submitted->id, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->state, JobState::kSucceeded) << JobToProto(*done).ShortDebugString();
+  EXPECT_EQ(done->state, JobState::kSucceeded)
+      << JobToProto(*done).ShortDebugString();
 
   std::shared_ptr<const scheduler::Plan> plan = recording.last_plan();
   ASSERT_NE(plan, nullptr);
@@ -379,8 +381,7 @@ TEST_F(JobManagerTest, HigherPriorityRunsFirstThenFifo) {
   for (const std::string& id : {low, high1, mid, high2}) {
     JobInfo job = WaitTerminal(id);
     EXPECT_EQ(job.state, JobState::kSucceeded);
-    starts.emplace_back(absl::ToUnixNanos(*job.start_time),
-                        job.graph_name);
+    starts.emplace_back(absl::ToUnixNanos(*job.start_time), job.graph_name);
   }
   std::sort(starts.begin(), starts.end());
   std::vector<std::string> order;
@@ -397,8 +398,7 @@ TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
   WaitForState(blocker, JobState::kRunning);
   SubmitOk(SpinChain("a", 1, 1));
   SubmitOk(SpinChain("b", 1, 1));
-  absl::StatusOr<JobInfo> rejected =
-      jobs_->Submit(Spec(SpinChain("c", 1, 1)));
+  absl::StatusOr<JobInfo> rejected = jobs_->Submit(Spec(SpinChain("c", 1, 1)));
   EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(rejected.status().message(), HasSubstr("queue is full"));
   // The rejection says when to come back.
@@ -415,11 +415,9 @@ TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
 }
 
 TEST_F(JobManagerTest, RepeatedRequestIdReturnsTheOriginalJob) {
-  absl::StatusOr<JobInfo> first =
-      jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
+  absl::StatusOr<JobInfo> first = jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
   ASSERT_TRUE(first.ok()) << first.status();
-  absl::StatusOr<JobInfo> again =
-      jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
+  absl::StatusOr<JobInfo> again = jobs_->Submit(Spec(AxpyGraph(), 0, "req-1"));
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_EQ(again->id, first->id);
   EXPECT_EQ(again->request_id, "req-1");
@@ -463,8 +461,9 @@ TEST_F(JobManagerTest, CancelQueuedJob) {
 
   gate_.Notify();
   EXPECT_EQ(WaitTerminal(blocker).state, JobState::kSucceeded);
-  EXPECT_THAT(Scrape(), HasSubstr(
-                            "weft_jobs_total{outcome=\"cancelled\",tenant=\"\"} 1"));
+  EXPECT_THAT(
+      Scrape(),
+      HasSubstr("weft_jobs_total{outcome=\"cancelled\",tenant=\"\"} 1"));
 }
 
 TEST_F(JobManagerTest, CancelRunningJob) {
@@ -473,7 +472,8 @@ TEST_F(JobManagerTest, CancelRunningJob) {
   absl::StatusOr<JobInfo> requested = jobs_->Cancel(id);
   ASSERT_TRUE(requested.ok()) << requested.status();
   JobInfo done = WaitTerminal(id);
-  EXPECT_EQ(done.state, JobState::kCancelled) << JobToProto(done).ShortDebugString();
+  EXPECT_EQ(done.state, JobState::kCancelled)
+      << JobToProto(done).ShortDebugString();
   EXPECT_EQ(done.error.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(jobs_->running(), 0);
 }
@@ -569,14 +569,12 @@ TEST_F(JobManagerTest, RetainsOnlyTheLastFinishedJobs) {
   JobManager::Options options;
   options.retain_jobs = 1;
   Start(options);
-  absl::StatusOr<JobInfo> first =
-      jobs_->Submit(Spec(AxpyGraph(), 0, "req-a"));
+  absl::StatusOr<JobInfo> first = jobs_->Submit(Spec(AxpyGraph(), 0, "req-a"));
   ASSERT_TRUE(first.ok());
   WaitTerminal(first->id);
   std::string second = SubmitOk(AxpyGraph());
   WaitTerminal(second);
-  EXPECT_EQ(jobs_->Get(first->id).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(jobs_->Get(first->id).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(jobs_->Get(second).ok());
   // The request id was released with the job.
   absl::StatusOr<JobInfo> resubmitted =
@@ -707,8 +705,8 @@ TEST_F(JobManagerTest, PlanningErrorsRejectTheSubmission) {
   // Planning was timed; no job was counted anywhere.
   EXPECT_THAT(text, HasSubstr("weft_planning_seconds_count 1"));
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 0"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_jobs_total{outcome=\"failed\",tenant=\"\"} 0"));
+  EXPECT_THAT(text,
+              HasSubstr("weft_jobs_total{outcome=\"failed\",tenant=\"\"} 0"));
 }
 
 TEST_F(JobManagerTest, SubmissionPastItsDeadlineOrCancelledCreatesNoJob) {
@@ -1009,7 +1007,8 @@ TEST_F(JobManagerTest, ATenantNeverTakesEverySlot) {
   Start(options);
   std::vector<std::string> hog;
   for (int i = 0; i < 4; ++i) {
-    hog.push_back(SubmitAs("hog", SpinChain(absl::StrCat("hog", i), 1, kGateUs)));
+    hog.push_back(
+        SubmitAs("hog", SpinChain(absl::StrCat("hog", i), 1, kGateUs)));
   }
   WaitForState(hog[0], JobState::kRunning);
   WaitForState(hog[1], JobState::kRunning);

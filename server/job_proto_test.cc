@@ -10,9 +10,9 @@ namespace {
 using ::weft::testing::StatusIs;
 
 TEST(JobProtoTest, JobStatesRoundTrip) {
-  for (JobState state : {JobState::kQueued, JobState::kRunning,
-                         JobState::kSucceeded, JobState::kFailed,
-                         JobState::kCancelled}) {
+  for (JobState state :
+       {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,
+        JobState::kFailed, JobState::kCancelled}) {
     absl::StatusOr<JobState> back = JobStateFromProto(JobStateToProto(state));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, state);

@@ -110,7 +110,8 @@ void JobQueue::MaybeForget(const std::string& name) {
 
 int64_t JobQueue::queued(absl::string_view tenant) const {
   auto it = tenants_.find(tenant);
-  return it == tenants_.end() ? 0 : static_cast<int64_t>(it->second.order.size());
+  return it == tenants_.end() ? 0
+                              : static_cast<int64_t>(it->second.order.size());
 }
 
 int64_t JobQueue::running(absl::string_view tenant) const {

@@ -176,7 +176,8 @@ TEST_F(JobQueueTest, MatchesTheRuleOnRandomOperations) {
       size_t pick = queued.size();
       for (size_t i = 0; i < queued.size(); ++i) {
         if (queued[i].tenant != best) continue;
-        if (pick == queued.size() || queued[i].priority > queued[pick].priority ||
+        if (pick == queued.size() ||
+            queued[i].priority > queued[pick].priority ||
             (queued[i].priority == queued[pick].priority &&
              queued[i].seq < queued[pick].seq)) {
           pick = i;

@@ -39,9 +39,9 @@ absl::Status CheckTransition(JobState from, JobState to) {
       legal = false;  // terminal states are final
   }
   if (legal) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "illegal job state transition ", JobStateName(from), " -> ",
-      JobStateName(to)));
+  return absl::FailedPreconditionError(
+      absl::StrCat("illegal job state transition ", JobStateName(from), " -> ",
+                   JobStateName(to)));
 }
 
 }  // namespace weft::server

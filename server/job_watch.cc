@@ -11,8 +11,7 @@ JobWatch::JobWatch(std::shared_ptr<JobRecord> job) : job_(std::move(job)) {
   absl::MutexLock lock(&job_->mu);
   ++job_->watchers;
   // A job that is over is reported as it ended, without its history.
-  next_event_ =
-      IsTerminal(job_->state) ? job_->EventsEnd() : job_->events_base;
+  next_event_ = IsTerminal(job_->state) ? job_->EventsEnd() : job_->events_base;
 }
 
 JobWatch::~JobWatch() {

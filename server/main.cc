@@ -130,9 +130,8 @@ constexpr char kUsage[] =
     "Usage: weftd [--flag=value ...]";
 
 bool IsHelpFlag(absl::string_view arg) {
-  for (absl::string_view help :
-       {"--help", "-help", "--helpfull", "-helpfull", "--helpshort",
-        "-helpshort", "-h"}) {
+  for (absl::string_view help : {"--help", "-help", "--helpfull", "-helpfull",
+                                 "--helpshort", "-helpshort", "-h"}) {
     if (arg == help) return true;
   }
   return false;
@@ -146,9 +145,8 @@ std::string HelpText() {
       flags.push_back(flag);
     }
   }
-  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
-    return a->Name() < b->Name();
-  });
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
   std::string text = absl::StrCat("weftd: ", kUsage, "\n\nFlags:\n");
   for (const absl::CommandLineFlag* flag : flags) {
     absl::StrAppend(&text, "  --", flag->Name(), "=", flag->DefaultValue(),

@@ -104,8 +104,7 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
             std::string(CopyDirectionName(CopyDirection::kDeviceToHost))}})),
       copy_device_to_device_(copy_bytes_.Add(
           {{"direction",
-            std::string(
-                CopyDirectionName(CopyDirection::kDeviceToDevice))}})),
+            std::string(CopyDirectionName(CopyDirection::kDeviceToDevice))}})),
       device_busy_streams_(BuildGauge()
                                .Name("weft_device_busy_streams")
                                .Help("Streams with work in flight.")
@@ -213,7 +212,9 @@ void Metrics::SetJobsRunning(int64_t running) {
 
 void Metrics::NodeExecuted(const std::string& op, int device) {
   node_executions_
-      .Add({{"op", op}, {"device", absl::StrCat(device)}, {"UUID", UuidOf(device)}})
+      .Add({{"op", op},
+            {"device", absl::StrCat(device)},
+            {"UUID", UuidOf(device)}})
       .Increment();
 }
 

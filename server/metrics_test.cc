@@ -28,17 +28,17 @@ TEST(MetricsTest, SeriesExistFromTheStart) {
     EXPECT_THAT(text, HasSubstr(absl::StrCat("weft_jobs_total{outcome=\"",
                                              outcome, "\",tenant=\"\"} 0")));
     EXPECT_THAT(text, HasSubstr(absl::StrCat(
-                          "weft_job_duration_seconds_count{outcome=\"",
-                          outcome, "\"} 0")));
+                          "weft_job_duration_seconds_count{outcome=\"", outcome,
+                          "\"} 0")));
   }
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 0"));
   EXPECT_THAT(text, HasSubstr("weft_queue_depth 0"));
   EXPECT_THAT(text, HasSubstr("weft_jobs_running 0"));
   for (const char* direction :
        {"host_to_device", "device_to_host", "device_to_device"}) {
-    EXPECT_THAT(text, HasSubstr(absl::StrCat(
-                          "weft_copy_bytes_total{direction=\"", direction,
-                          "\"} 0")));
+    EXPECT_THAT(text,
+                HasSubstr(absl::StrCat("weft_copy_bytes_total{direction=\"",
+                                       direction, "\"} 0")));
   }
   EXPECT_THAT(text, HasSubstr("# TYPE weft_planning_seconds histogram"));
   EXPECT_THAT(text, HasSubstr("# TYPE weft_queue_wait_seconds histogram"));
@@ -61,20 +61,25 @@ TEST(MetricsTest, CountsJobsByOutcomeAndTenant) {
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"\"} 1"));
   EXPECT_THAT(text, HasSubstr("weft_jobs_rejected_total{code=\"RESOURCE_"
                               "EXHAUSTED\",tenant=\"bob\"} 1"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_jobs_total{outcome=\"succeeded\",tenant=\"alice\"} 1"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_jobs_total{outcome=\"failed\",tenant=\"alice\"} 1"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_jobs_total{outcome=\"cancelled\",tenant=\"bob\"} 1"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_job_duration_seconds_count{outcome=\"succeeded\"} 2"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_job_duration_seconds_sum{outcome=\"succeeded\"} 0.05"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_job_duration_seconds_count{outcome=\"failed\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant=\"alice\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_jobs_total{outcome=\"failed\",tenant=\"alice\"} 1"));
+  EXPECT_THAT(
+      text, HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant=\"\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_jobs_total{outcome=\"cancelled\",tenant=\"bob\"} 1"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_job_duration_seconds_count{outcome=\"succeeded\"} 2"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_job_duration_seconds_sum{outcome=\"succeeded\"} 0.05"));
+  EXPECT_THAT(
+      text, HasSubstr("weft_job_duration_seconds_count{outcome=\"failed\"} 1"));
 }
 
 TEST(MetricsTest, TenantLabelsAreCapped) {
@@ -88,7 +93,8 @@ TEST(MetricsTest, TenantLabelsAreCapped) {
   std::string text = Scrape(registry);
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"t1\"} 2"));
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"t2\"} 1"));
-  EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"_other\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("weft_jobs_submitted_total{tenant=\"_other\"} 2"));
   EXPECT_THAT(text, Not(HasSubstr("tenant=\"t3\"")));
 }
 
@@ -115,12 +121,14 @@ TEST(MetricsTest, NodesCopiesHistogramsAndGauges) {
                               "device=\"1\",op=\"axpy\"} 2"));
   EXPECT_THAT(text, HasSubstr("weft_node_executions_total{UUID=\"GPU-aaaa\","
                               "device=\"0\",op=\"spin\"} 1"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_copy_bytes_total{direction=\"host_to_device\"} 4100"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_copy_bytes_total{direction=\"device_to_device\"} 64"));
-  EXPECT_THAT(text, HasSubstr(
-                        "weft_copy_bytes_total{direction=\"device_to_host\"} 0"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_copy_bytes_total{direction=\"host_to_device\"} 4100"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_copy_bytes_total{direction=\"device_to_device\"} 64"));
+  EXPECT_THAT(
+      text, HasSubstr("weft_copy_bytes_total{direction=\"device_to_host\"} 0"));
   EXPECT_THAT(text, HasSubstr("weft_planning_seconds_count 1"));
   // 50 us falls in the bucket bounded by 6.4e-05 (1e-5 * 4^k), not below.
   EXPECT_THAT(text, HasSubstr("weft_planning_seconds_bucket{le=\"4e-05\"} 0"));
@@ -148,12 +156,15 @@ TEST(MetricsTest, RefreshingCollectableSamplesDevicesOnScrape) {
               Not(HasSubstr("weft_device_streams{")));
   busy = 3;
   std::string text = Scrape(collectable);
-  EXPECT_THAT(text, HasSubstr(
-      "weft_device_busy_streams{UUID=\"GPU-sim-1\",device=\"1\"} 3"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_device_busy_streams{UUID=\"GPU-sim-1\",device=\"1\"} 3"));
+  EXPECT_THAT(
+      text,
+      HasSubstr("weft_device_streams{UUID=\"GPU-sim-1\",device=\"1\"} 4"));
   EXPECT_THAT(text,
-              HasSubstr("weft_device_streams{UUID=\"GPU-sim-1\",device=\"1\"} 4"));
-  EXPECT_THAT(text, HasSubstr("weft_device_memory_used_bytes{UUID=\"GPU-sim-1\","
-                              "device=\"1\"} 1024"));
+              HasSubstr("weft_device_memory_used_bytes{UUID=\"GPU-sim-1\","
+                        "device=\"1\"} 1024"));
   EXPECT_THAT(text, HasSubstr("weft_device_memory_capacity_bytes{UUID=\"GPU-"
                               "sim-1\",device=\"1\"} 4096"));
   busy = 1;

@@ -34,8 +34,8 @@ absl::StatusOr<PlanningLimiter::Lease> PlanningLimiter::TryAcquire(
         absl::Microseconds(in_use_), absl::Milliseconds(10), absl::Seconds(30));
     return WithRetryDelay(
         absl::ResourceExhaustedError(absl::StrCat(
-            "weftd is planning ", in_use_, " nodes of other requests; ",
-            nodes, " more would exceed --max_planning_nodes=", capacity_,
+            "weftd is planning ", in_use_, " nodes of other requests; ", nodes,
+            " more would exceed --max_planning_nodes=", capacity_,
             "; retry later")),
         delay);
   }

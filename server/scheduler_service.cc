@@ -127,7 +127,8 @@ class ChunkReactor final : public grpc::ServerWriteReactor<Response> {
   using Fill = std::function<void(uint64_t offset, uint64_t n, Response*)>;
 
   ChunkReactor(uint64_t total, uint64_t chunk, Fill fill)
-      : total_(total), chunk_(std::max<uint64_t>(chunk, 1)),
+      : total_(total),
+        chunk_(std::max<uint64_t>(chunk, 1)),
         fill_(std::move(fill)) {
     WriteNext();
   }
@@ -370,9 +371,8 @@ grpc::Status SchedulerService::SubmitGraph(
   if (context->IsCancelled()) return ClientGone();
   if (static_cast<int>(request->request_id().size()) >
       options_.max_request_id_bytes) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("request_id: longer than ", options_.max_request_id_bytes,
-                     " bytes")));
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "request_id: longer than ", options_.max_request_id_bytes, " bytes")));
   }
   absl::StatusOr<std::string> tenant =
       TenantOf(*context, options_.max_tenant_bytes);
@@ -561,10 +561,10 @@ SchedulerService::ReadBuffer(grpc::CallbackServerContext* context,
   }
   if (static_cast<int64_t>(request->buffer().size()) >
       options_.limits.max_name_bytes) {
-    return new Refused<Response>(ToGrpcStatus(absl::InvalidArgumentError(
-        absl::StrCat("buffer: ", request->buffer().size(),
-                     " bytes exceed the limit of ",
-                     options_.limits.max_name_bytes))));
+    return new Refused<Response>(
+        ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+            "buffer: ", request->buffer().size(), " bytes exceed the limit of ",
+            options_.limits.max_name_bytes))));
   }
   absl::StatusOr<OutputBuffer> output =
       options_.jobs->ReadOutput(request->job_id(), request->buffer());

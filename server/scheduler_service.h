@@ -80,8 +80,8 @@ using SchedulerServiceBase = weft::v1::Scheduler::WithCallbackMethod_WatchJob<
 class SchedulerService final : public SchedulerServiceBase {
  public:
   struct Options {
-    JobManager* jobs = nullptr;                 // not owned
-    const runtime::Backend* backend = nullptr;  // not owned
+    JobManager* jobs = nullptr;                   // not owned
+    const runtime::Backend* backend = nullptr;    // not owned
     const runtime::Executor* executor = nullptr;  // not owned
     // Graph limits; num_devices is taken from the backend.
     scheduler::GraphLimits limits;

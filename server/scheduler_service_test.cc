@@ -259,8 +259,8 @@ TEST_F(SchedulerServiceTest, SubmitWatchAndReadOutputs) {
 
 TEST_F(SchedulerServiceTest, ReadBufferStreamsChunks) {
   weft::v1::Job job = Submit(AxpyGraph());
-  ASSERT_TRUE(jobs_->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20))
-                  .ok());
+  ASSERT_TRUE(
+      jobs_->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20)).ok());
   std::vector<weft::v1::ReadBufferResponse> chunks;
   ASSERT_TRUE(ReadAll(job.id(), "y", 24, &chunks).ok());
   ASSERT_EQ(chunks.size(), 3u);
@@ -284,7 +284,8 @@ TEST_F(SchedulerServiceTest, ReadBufferErrors) {
   EXPECT_THAT(early.error_message(), HasSubstr(gated.id()));
   gate_.Notify();
   ASSERT_TRUE(
-      jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20)).ok());
+      jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20))
+          .ok());
 
   grpc::Status missing = ReadAll(gated.id(), "nope", 0, &chunks);
   EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
@@ -523,8 +524,7 @@ TEST_F(SchedulerServiceTest, ThousandWatchesHoldNoThreadEach) {
 
   struct Watch {
     grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientAsyncReader<weft::v1::WatchJobResponse>>
-        reader;
+    std::unique_ptr<grpc::ClientAsyncReader<weft::v1::WatchJobResponse>> reader;
     weft::v1::WatchJobResponse msg;
     grpc::Status status;
     int messages = 0;
@@ -551,8 +551,9 @@ TEST_F(SchedulerServiceTest, ThousandWatchesHoldNoThreadEach) {
   auto step = [&]() {
     void* got = nullptr;
     bool ok = false;
-    if (cq.AsyncNext(&got, &ok, std::chrono::system_clock::now() +
-                                    std::chrono::seconds(30)) !=
+    if (cq.AsyncNext(
+            &got, &ok,
+            std::chrono::system_clock::now() + std::chrono::seconds(30)) !=
         grpc::CompletionQueue::GOT_EVENT) {
       return false;
     }
@@ -593,9 +594,9 @@ TEST_F(SchedulerServiceTest, ThousandWatchesHoldNoThreadEach) {
   EXPECT_TRUE(WaitFor([this] { return service_->watchers() == 0; }));
   const int threads_after = ThreadCount();
   EXPECT_LE(threads_after, threads_before + 10);
-  std::cout << "threads: " << threads_before << " before, "
-            << threads_watching << " with " << kWatches << " watches, "
-            << threads_after << " after" << std::endl;
+  std::cout << "threads: " << threads_before << " before, " << threads_watching
+            << " with " << kWatches << " watches, " << threads_after << " after"
+            << std::endl;
   cq.Shutdown();
   void* got;
   bool ok;
@@ -764,11 +765,11 @@ TEST_F(SchedulerServiceTest, GetJobTraceErrors) {
   EXPECT_TRUE(chunks.empty());
   gate_.Notify();
   ASSERT_TRUE(
-      jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20)).ok());
+      jobs_->WaitUntilTerminal(gated.id(), absl::Now() + absl::Seconds(20))
+          .ok());
   ASSERT_TRUE(TraceAll(gated.id(), &chunks).ok());
   EXPECT_FALSE(chunks.empty());
 }
-
 
 // A backend whose modules fail to compile when their code says so, as a
 // GPU backend's would; everything else is the simulator's.
@@ -820,7 +821,12 @@ TEST(SchedulerServiceModulesTest, CompileErrorsRejectTheSubmission) {
         modules { name: "m" cuda_source: "syntax error" }
         nodes {
           name: "k"
-          kernel { module: "m" kernel: "k" grid { x: 1 } block { x: 4 } }
+          kernel {
+            module: "m"
+            kernel: "k"
+            grid { x: 1 }
+            block { x: 4 }
+          }
           args { buffer { name: "x" access: READ_WRITE } }
           cost { estimated_us: 5 }
         }

@@ -41,8 +41,7 @@ class StatusCheck {
   bool Matches(const absl::Status& status,
                ::testing::MatchResultListener* listener) const {
     if (status.code() != code_) {
-      *listener << "whose code is "
-                << absl::StatusCodeToString(status.code());
+      *listener << "whose code is " << absl::StatusCodeToString(status.code());
       return false;
     }
     const std::string message(status.message());
@@ -57,8 +56,8 @@ class StatusCheck {
 
   void Describe(std::ostream* os, bool negated) const {
     *os << (negated ? "has a code other than " : "has code ")
-        << absl::StatusCodeToString(code_) << (negated ? " or a message that "
-                                                       : " and a message that ");
+        << absl::StatusCodeToString(code_)
+        << (negated ? " or a message that " : " and a message that ");
     if (negated) {
       message_.DescribeNegationTo(os);
     } else {

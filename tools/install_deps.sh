@@ -9,6 +9,7 @@ PACKAGES=(
   bazel-rules-java
   g++
   clang
+  clang-format
   libclang-rt-14-dev
   protobuf-compiler
   protobuf-compiler-grpc

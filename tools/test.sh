@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing and runs every test: `bazel test //...`, then a
-# clang build of everything with -Wthread-safety -Werror. Exits non-zero on
+# Installs what is missing and runs every test: `bazel test //...`, a check
+# that the C++ sources follow .clang-format, then a clang build of
+# everything with -Wthread-safety -Werror. Exits non-zero on
 # any failure and ends with a line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -20,6 +21,15 @@ fi
 echo "== bazel test //..."
 bazel test "${bazel_flags[@]}" "${test_flags[@]}" //... 2>&1 | tee "${log}"
 test_rc=${PIPESTATUS[0]}
+
+echo "== clang-format --dry-run   (the tree follows .clang-format)"
+format_failed=0
+while IFS= read -r file; do
+  if ! clang-format --dry-run --Werror "${file}" >/dev/null 2>&1; then
+    echo "not formatted: ${file} (run: clang-format -i ${file})"
+    format_failed=1
+  fi
+done < <(git ls-files '*.cc' '*.h' | grep -v '^third_party/')
 
 echo "== bazel build --config=clang //...   (thread-safety analysis)"
 bazel build "${bazel_flags[@]}" --config=clang //...
@@ -42,6 +52,11 @@ if [[ ${test_rc} -ne 0 ]]; then
 fi
 if [[ ${clang_rc} -ne 0 ]]; then
   echo "clang thread-safety build failed (exit ${clang_rc})"
+  status=1
+  failed=$((failed + 1))
+fi
+if [[ ${format_failed} -ne 0 ]]; then
+  echo "clang-format check failed"
   status=1
   failed=$((failed + 1))
 fi

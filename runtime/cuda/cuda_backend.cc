@@ -28,9 +28,9 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/gpu_uuid.h"
 #include "runtime/cuda/kernels.h"
-#include "runtime/device_graph.h"
 #include "runtime/cuda/module_cache.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/device_graph.h"
 #include "runtime/ops/scalars.h"
 #include "scheduler/status_macros.h"
 
@@ -194,10 +194,10 @@ class CudaBackendImpl final : public CudaBackend {
     WEFT_ASSIGN_OR_RETURN(const EventEntry e, FindEvent(event));
     WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
     if (e.device != s.device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "event ", event.value, " belongs to device ", e.device,
-          " and cannot be recorded on stream ", stream.value, " of device ",
-          s.device));
+      return absl::InvalidArgumentError(
+          absl::StrCat("event ", event.value, " belongs to device ", e.device,
+                       " and cannot be recorded on stream ", stream.value,
+                       " of device ", s.device));
     }
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
     return WEFT_CUDA_STATUS(cudaEventRecord(e.event, s.stream));
@@ -238,10 +238,9 @@ class CudaBackendImpl final : public CudaBackend {
       // again by the next unrelated call on this thread.
       (void)cudaGetLastError();
       const absl::Status status = WEFT_CUDA_STATUS(result);
-      return absl::Status(status.code(),
-                          absl::StrCat("allocating ", bytes,
-                                       " bytes on device ", device, ": ",
-                                       status.message()));
+      return absl::Status(
+          status.code(), absl::StrCat("allocating ", bytes, " bytes on device ",
+                                      device, ": ", status.message()));
     }
     const uint64_t start = reinterpret_cast<uintptr_t>(address);
     absl::MutexLock lock(&mu_);
@@ -254,9 +253,9 @@ class CudaBackendImpl final : public CudaBackend {
       absl::MutexLock lock(&mu_);
       auto it = allocations_.find(ptr.address);
       if (it == allocations_.end() || it->second.device != ptr.device) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "device ", ptr.device, ": 0x", absl::Hex(ptr.address),
-            " is not the start of an allocation"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("device ", ptr.device, ": 0x", absl::Hex(ptr.address),
+                         " is not the start of an allocation"));
       }
       allocations_.erase(it);
     }
@@ -336,9 +335,9 @@ class CudaBackendImpl final : public CudaBackend {
                                  StreamHandle stream) override {
     WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
     if (s.device != graph.device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "a graph of device ", graph.device,
-          " cannot launch on a stream of device ", s.device));
+      return absl::InvalidArgumentError(
+          absl::StrCat("a graph of device ", graph.device,
+                       " cannot launch on a stream of device ", s.device));
     }
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
     return graphs_.Launch(graph, stream);
@@ -493,9 +492,9 @@ class CudaBackendImpl final : public CudaBackend {
         return absl::OkStatus();
       }
     }
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " [0x", absl::Hex(ptr.address), ", +", bytes,
-        ") is not inside an allocation on device ", ptr.device));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " [0x", absl::Hex(ptr.address), ", +", bytes,
+                     ") is not inside an allocation on device ", ptr.device));
   }
 
   // The buffer argument at `index`, checked to lie on `device` and inside
@@ -539,13 +538,12 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status EnqueueDeviceCopy(DevicePtr dst, DevicePtr src, uint64_t bytes,
                                  cudaStream_t stream) const {
     if (dst.device != src.device) {
-      return WEFT_CUDA_STATUS(cudaMemcpyAsync(AsPointer(dst), AsPointer(src),
-                                              bytes, cudaMemcpyDefault,
-                                              stream));
+      return WEFT_CUDA_STATUS(cudaMemcpyAsync(
+          AsPointer(dst), AsPointer(src), bytes, cudaMemcpyDefault, stream));
     }
     if (dst.address == src.address) return absl::OkStatus();
-    const bool overlap = dst.address < src.address + bytes &&
-                         src.address < dst.address + bytes;
+    const bool overlap =
+        dst.address < src.address + bytes && src.address < dst.address + bytes;
     if (!overlap) {
       return WEFT_CUDA_STATUS(cudaMemcpyAsync(AsPointer(dst), AsPointer(src),
                                               bytes, cudaMemcpyDeviceToDevice,
@@ -556,9 +554,9 @@ class CudaBackendImpl final : public CudaBackend {
     absl::Status copied = WEFT_CUDA_STATUS(cudaMemcpyAsync(
         scratch, AsPointer(src), bytes, cudaMemcpyDeviceToDevice, stream));
     const absl::Status copied_back =
-        copied.ok() ? WEFT_CUDA_STATUS(cudaMemcpyAsync(
-                          AsPointer(dst), scratch, bytes,
-                          cudaMemcpyDeviceToDevice, stream))
+        copied.ok() ? WEFT_CUDA_STATUS(
+                          cudaMemcpyAsync(AsPointer(dst), scratch, bytes,
+                                          cudaMemcpyDeviceToDevice, stream))
                     : copied;
     const absl::Status freed = WEFT_CUDA_STATUS(cudaFreeAsync(scratch, stream));
     return copied_back.ok() ? freed : copied_back;
@@ -593,8 +591,8 @@ class CudaBackendImpl final : public CudaBackend {
     switch (out.dtype) {
       case DType::kBytes:
         return cuda::LaunchFill(
-            data, size, 1,
-            static_cast<unsigned char>(ScalarAsInt64(value)), s.stream);
+            data, size, 1, static_cast<unsigned char>(ScalarAsInt64(value)),
+            s.stream);
       case DType::kFloat32:
         return cuda::LaunchFill(
             data, size / 4, 4,
@@ -603,9 +601,9 @@ class CudaBackendImpl final : public CudaBackend {
         return cuda::LaunchFill(data, size / 8, 8,
                                 BitPattern(ScalarAsDouble(value)), s.stream);
       case DType::kInt32:
-        return cuda::LaunchFill(
-            data, size / 4, 4, BitPattern(SaturateInt32(ScalarAsInt64(value))),
-            s.stream);
+        return cuda::LaunchFill(data, size / 4, 4,
+                                BitPattern(SaturateInt32(ScalarAsInt64(value))),
+                                s.stream);
       case DType::kInt64:
         return cuda::LaunchFill(data, size / 8, 8,
                                 BitPattern(ScalarAsInt64(value)), s.stream);
@@ -643,8 +641,7 @@ class CudaBackendImpl final : public CudaBackend {
     const float a = static_cast<float>(ScalarAsDouble(launch.args[0]));
     const uint64_t n = std::min(x.size_bytes / 4, y.size_bytes / 4);
     return cuda::LaunchAxpy(a, static_cast<const float*>(AsPointer(x.ptr)),
-                            static_cast<float*>(AsPointer(y.ptr)), n,
-                            s.stream);
+                            static_cast<float*>(AsPointer(y.ptr)), n, s.stream);
   }
 
   absl::Status LaunchScale(const KernelLaunch& launch,
@@ -688,16 +685,16 @@ class CudaBackendImpl final : public CudaBackend {
     if (out.size_bytes < sizeof(float)) {
       return ArgError(kOp, 1, "must hold at least one float32");
     }
-    return cuda::LaunchReduceSum(static_cast<const float*>(AsPointer(x.ptr)),
-                                 x.size_bytes / 4,
-                                 static_cast<float*>(AsPointer(out.ptr)),
-                                 s.stream);
+    return cuda::LaunchReduceSum(
+        static_cast<const float*>(AsPointer(x.ptr)), x.size_bytes / 4,
+        static_cast<float*>(AsPointer(out.ptr)), s.stream);
   }
 
   absl::Status LaunchSpin(const KernelLaunch& launch,
                           const StreamEntry& s) const {
     for (size_t i = 0; i < launch.args.size(); ++i) {
-      if (IsScalar(launch.args[i])) return ArgError("spin", i, "must be a buffer");
+      if (IsScalar(launch.args[i]))
+        return ArgError("spin", i, "must be a buffer");
     }
     const double ns = launch.cost_us * 1e3;
     // NaN and negative costs spin for no time; absurd ones are capped at an
@@ -789,11 +786,10 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
   const cudaError_t result = cudaGetDeviceCount(&count);
   if (result != cudaSuccess) {
     (void)cudaGetLastError();
-    return absl::UnavailableError(
-        absl::StrCat("no CUDA device visible: ",
-                     cuda::CudaStatus(result, "cudaGetDeviceCount", __FILE__,
-                                      __LINE__)
-                         .message()));
+    return absl::UnavailableError(absl::StrCat(
+        "no CUDA device visible: ",
+        cuda::CudaStatus(result, "cudaGetDeviceCount", __FILE__, __LINE__)
+            .message()));
   }
   if (count == 0) return absl::UnavailableError("no CUDA device visible");
   std::vector<DeviceInfo> devices;

@@ -1,10 +1,9 @@
 // CudaBackend for builds without the CUDA toolkit: there is never a device.
-#include "runtime/cuda/cuda_backend.h"
-
 #include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/cuda/cuda_backend.h"
 
 namespace weft::runtime {
 

@@ -37,16 +37,16 @@ using ::testing::MatchesRegex;
 #define WEFT_TEST_CONCAT_INNER(a, b) a##b
 #define WEFT_TEST_CONCAT(a, b) WEFT_TEST_CONCAT_INNER(a, b)
 
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    const absl::Status assert_ok_ = (expr);      \
-    ASSERT_TRUE(assert_ok_.ok()) << assert_ok_;  \
+#define ASSERT_OK(expr)                         \
+  do {                                          \
+    const absl::Status assert_ok_ = (expr);     \
+    ASSERT_TRUE(assert_ok_.ok()) << assert_ok_; \
   } while (false)
 
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                              \
-  auto WEFT_TEST_CONCAT(statusor_, __LINE__) = (rexpr);               \
-  ASSERT_TRUE(WEFT_TEST_CONCAT(statusor_, __LINE__).ok())             \
-      << WEFT_TEST_CONCAT(statusor_, __LINE__).status();              \
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                  \
+  auto WEFT_TEST_CONCAT(statusor_, __LINE__) = (rexpr);   \
+  ASSERT_TRUE(WEFT_TEST_CONCAT(statusor_, __LINE__).ok()) \
+      << WEFT_TEST_CONCAT(statusor_, __LINE__).status();  \
   lhs = std::move(WEFT_TEST_CONCAT(statusor_, __LINE__)).value()
 
 DeviceBufferArg Buffer(DevicePtr ptr, uint64_t bytes, DType dtype,
@@ -234,16 +234,17 @@ TEST_F(CudaBackendTest, FillWritesEveryDtype) {
   ASSERT_OK(Run("fill", {Buffer(f64, kBytes, DType::kFloat64), int64_t{-3}}));
   ASSERT_OK(Run("fill", {Buffer(i32, kBytes, DType::kInt32), 1e12}));
   ASSERT_OK(Run("fill", {Buffer(i64, kBytes, DType::kInt64), -7.9f}));
-  ASSERT_OK(Run("fill", {Buffer(raw, kBytes - 3, DType::kBytes), int32_t{511}}));
+  ASSERT_OK(
+      Run("fill", {Buffer(raw, kBytes - 3, DType::kBytes), int32_t{511}}));
 
   ASSERT_OK_AND_ASSIGN(std::string b, Download(f32, kBytes));
   EXPECT_EQ(FromBytes<float>(b), std::vector<float>(kBytes / 4, 2.5f));
   ASSERT_OK_AND_ASSIGN(b, Download(f64, kBytes));
   EXPECT_EQ(FromBytes<double>(b), std::vector<double>(kBytes / 8, -3.0));
   ASSERT_OK_AND_ASSIGN(b, Download(i32, kBytes));
-  EXPECT_EQ(FromBytes<int32_t>(b),
-            std::vector<int32_t>(kBytes / 4,
-                                 std::numeric_limits<int32_t>::max()));
+  EXPECT_EQ(
+      FromBytes<int32_t>(b),
+      std::vector<int32_t>(kBytes / 4, std::numeric_limits<int32_t>::max()));
   ASSERT_OK_AND_ASSIGN(b, Download(i64, kBytes));
   EXPECT_EQ(FromBytes<int64_t>(b), std::vector<int64_t>(kBytes / 8, -7));
   ASSERT_OK_AND_ASSIGN(b, Download(raw, kBytes - 3));
@@ -460,28 +461,28 @@ TEST_F(CudaBackendTest, DestructionWaitsForCallbacksAddedByCallbacks) {
   absl::Mutex mu;
   absl::Status nested_status = absl::UnknownError("nested never ran");
   ASSERT_OK(Run("spin", {}, 20000));
-  ASSERT_OK(backend_->AddHostCallback(stream_, [&, backend,
-                                                stream](absl::Status status) {
-    // Runs while the destructor below may already be waiting: more work and
-    // a callback behind it must still be delivered before it returns.
-    KernelLaunch spin;
-    spin.op = "spin";
-    spin.cost_us = 20000;
-    absl::Status s = status;
-    if (s.ok()) s = backend->Launch(spin, stream);
-    if (s.ok()) {
-      s = backend->AddHostCallback(stream, [&](absl::Status inner) {
-        absl::MutexLock lock(&mu);
-        nested_status = inner;
-        nested_ran.Notify();
-      });
-    }
-    if (!s.ok()) {
-      absl::MutexLock lock(&mu);
-      nested_status = s;
-    }
-    outer_ran.Notify();
-  }));
+  ASSERT_OK(backend_->AddHostCallback(
+      stream_, [&, backend, stream](absl::Status status) {
+        // Runs while the destructor below may already be waiting: more work and
+        // a callback behind it must still be delivered before it returns.
+        KernelLaunch spin;
+        spin.op = "spin";
+        spin.cost_us = 20000;
+        absl::Status s = status;
+        if (s.ok()) s = backend->Launch(spin, stream);
+        if (s.ok()) {
+          s = backend->AddHostCallback(stream, [&](absl::Status inner) {
+            absl::MutexLock lock(&mu);
+            nested_status = inner;
+            nested_ran.Notify();
+          });
+        }
+        if (!s.ok()) {
+          absl::MutexLock lock(&mu);
+          nested_status = s;
+        }
+        outer_ran.Notify();
+      }));
   // The destructor releases the stream; TearDown has nothing left to do.
   backend_.reset();
   EXPECT_TRUE(outer_ran.HasBeenNotified());

@@ -93,13 +93,12 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph) {
             check(hooks_.check_range(node.src, node.bytes, "copy source"));
           }
           if (node.direction != CopyDirection::kDeviceToHost) {
-            check(hooks_.check_range(node.dst, node.bytes,
-                                     "copy destination"));
+            check(hooks_.check_range(node.dst, node.bytes, "copy destination"));
           }
         }
         if (node.bytes > 0 && status.ok()) {
-          check(WEFT_CUDA_STATUS(cudaMemcpyAsync(dst, src, node.bytes,
-                                                 cudaMemcpyDefault, lane)));
+          check(WEFT_CUDA_STATUS(
+              cudaMemcpyAsync(dst, src, node.bytes, cudaMemcpyDefault, lane)));
         }
         break;
       }
@@ -166,7 +165,8 @@ absl::StatusOr<CudaGraphCache::Entry*> CudaGraphCache::Find(
   entry.exec = exec;
   entry.parameters = std::move(parameters);
   entry.lru = lru_.begin();
-  Entry* found = &cache_.emplace(std::move(key), std::move(entry)).first->second;
+  Entry* found =
+      &cache_.emplace(std::move(key), std::move(entry)).first->second;
   Trim(found);
   return found;
 }
@@ -191,7 +191,8 @@ absl::Status CudaGraphCache::Launch(const DeviceGraph& graph,
   if (entry->parameters != parameters) {
     WEFT_ASSIGN_OR_RETURN(cudaGraph_t captured, Capture(graph));
     cudaGraphExecUpdateResultInfo info;
-    const cudaError_t updated = cudaGraphExecUpdate(entry->exec, captured, &info);
+    const cudaError_t updated =
+        cudaGraphExecUpdate(entry->exec, captured, &info);
     if (updated == cudaSuccess) {
       ++stats_.updates;
     } else {

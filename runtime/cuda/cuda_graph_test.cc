@@ -37,10 +37,9 @@ KernelLaunch Fill(DevicePtr ptr, uint64_t bytes, double value) {
 KernelLaunch Axpy(float a, DevicePtr x, DevicePtr y) {
   KernelLaunch launch;
   launch.op = "axpy";
-  launch.args = {a,
-                 DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
-                 DeviceBufferArg{y, kBytes, DType::kFloat32,
-                                 Access::kReadWrite}};
+  launch.args = {
+      a, DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
+      DeviceBufferArg{y, kBytes, DType::kFloat32, Access::kReadWrite}};
   return launch;
 }
 
@@ -88,16 +87,16 @@ class CudaGraphTest : public ::testing::Test {
 TEST_F(CudaGraphTest, CachedRelaunchMatchesFirstLaunch) {
   const DevicePtr x = Alloc(kBytes);
   const DevicePtr y = Alloc(kBytes);
-  ASSERT_TRUE(backend_->LaunchDeviceGraph(AxpyGraph(x, y, 2, 1, 3), stream_)
-                  .ok());
+  ASSERT_TRUE(
+      backend_->LaunchDeviceGraph(AxpyGraph(x, y, 2, 1, 3), stream_).ok());
   EXPECT_THAT(Read(y, kBytes), Each(7.0f));
   CudaBackend::GraphCacheStats stats = backend_->graph_cache_stats();
   EXPECT_EQ(stats.instantiations, 1u);
   EXPECT_EQ(stats.cache_hits, 0u);
 
   // Same parameters: launched as is.
-  ASSERT_TRUE(backend_->LaunchDeviceGraph(AxpyGraph(x, y, 2, 1, 3), stream_)
-                  .ok());
+  ASSERT_TRUE(
+      backend_->LaunchDeviceGraph(AxpyGraph(x, y, 2, 1, 3), stream_).ok());
   EXPECT_THAT(Read(y, kBytes), Each(7.0f));
   stats = backend_->graph_cache_stats();
   EXPECT_EQ(stats.cache_hits, 1u);
@@ -176,11 +175,9 @@ TEST_F(CudaGraphTest, ExecutorRunsJobsAsGraphs) {
     const int x = job.Buffer("x", kBytes, DType::kFloat32);
     const int y = job.Buffer("y", kBytes, DType::kFloat32,
                              scheduler::BufferSpec::Init::kFill, 1, "", true);
-    job.Node("fill", "fill", {Use(x, Access::kWrite), double{value}}, 0, {},
-             0);
+    job.Node("fill", "fill", {Use(x, Access::kWrite), double{value}}, 0, {}, 0);
     job.Node("axpy", "axpy",
-             {2.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1,
-             {0});
+             {2.0f, Use(x, Access::kRead), Use(y, Access::kReadWrite)}, 1, {0});
     Outcome outcome;
     ASSERT_TRUE(executor
                     ->Start(job.graph(), job.plan(), outcome.Callbacks(),
@@ -209,10 +206,10 @@ TEST_F(CudaGraphTest, CancelAbandonsRunningWorkBehindFencedStreams) {
     job.Node("long", "spin", {}, 0, {}, -1, 3e6);  // 3 s on the GPU
     Outcome outcome;
     const absl::Time start = absl::Now();
-    const uint64_t run =
-        executor->Start(job.graph(), job.plan(), outcome.Callbacks(),
-                        JobOptions{mode})
-            .value();
+    const uint64_t run = executor
+                             ->Start(job.graph(), job.plan(),
+                                     outcome.Callbacks(), JobOptions{mode})
+                             .value();
     absl::SleepFor(absl::Milliseconds(50));
     executor->Cancel(run);
     ASSERT_TRUE(outcome.Wait());

@@ -30,8 +30,8 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/kernels.h"
-#include "scheduler/status_macros.h"
 #include "runtime/device_graph.h"
+#include "scheduler/status_macros.h"
 
 namespace weft::runtime {
 namespace {
@@ -105,7 +105,8 @@ DeviceGraph SpinDag(int nodes, double cost_us) {
     std::vector<int> deps;
     if (row > 0) {
       if (row % kJoinEvery == 0) {
-        for (int c = 0; c < kChains; ++c) deps.push_back((row - 1) * kChains + c);
+        for (int c = 0; c < kChains; ++c)
+          deps.push_back((row - 1) * kChains + c);
       } else {
         deps.push_back(i - kChains);
       }

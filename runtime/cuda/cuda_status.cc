@@ -124,8 +124,8 @@ absl::Status CudaStatus(nvrtcResult error, const char* call, const char* file,
   if (error == NVRTC_SUCCESS) return absl::OkStatus();
   // NVRTC's only text for a code is the code's name.
   return MakeStatus(CudaStatusCode(error), call, nvrtcGetErrorString(error),
-                    absl::StrCat("nvrtcResult ", static_cast<int>(error)),
-                    file, line);
+                    absl::StrCat("nvrtcResult ", static_cast<int>(error)), file,
+                    line);
 }
 
 absl::Status WithLog(absl::Status status, absl::string_view log) {
@@ -133,8 +133,7 @@ absl::Status WithLog(absl::Status status, absl::string_view log) {
     log.remove_suffix(1);
   }
   if (status.ok() || log.empty()) return status;
-  return absl::Status(status.code(),
-                      absl::StrCat(status.message(), "\n", log));
+  return absl::Status(status.code(), absl::StrCat(status.message(), "\n", log));
 }
 
 }  // namespace weft::runtime::cuda

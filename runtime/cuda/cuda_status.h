@@ -56,10 +56,10 @@ absl::Status WithLog(absl::Status status, absl::string_view log);
 
 // Evaluates a CUDA call and returns its status from the enclosing function
 // when it failed.
-#define WEFT_CUDA_RETURN_IF_ERROR(expr)                       \
-  do {                                                        \
+#define WEFT_CUDA_RETURN_IF_ERROR(expr)                        \
+  do {                                                         \
     ::absl::Status weft_cuda_status_ = WEFT_CUDA_STATUS(expr); \
-    if (!weft_cuda_status_.ok()) return weft_cuda_status_;    \
+    if (!weft_cuda_status_.ok()) return weft_cuda_status_;     \
   } while (false)
 
 #endif  // WEFT_RUNTIME_CUDA_CUDA_STATUS_H_

@@ -42,10 +42,10 @@ TEST(CudaStatusTest, RuntimeMessageNamesErrorCallAndSite) {
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(s.message(), HasSubstr("cudaErrorMemoryAllocation failed"));
   EXPECT_THAT(s.message(), HasSubstr(": cudaErrorMemoryAllocation: "));
-  EXPECT_THAT(s.message(), HasSubstr(cudaGetErrorString(
-                               cudaErrorMemoryAllocation)));
-  EXPECT_THAT(s.message(), HasSubstr("cuda_status_test.cc:" +
-                                     std::to_string(line)));
+  EXPECT_THAT(s.message(),
+              HasSubstr(cudaGetErrorString(cudaErrorMemoryAllocation)));
+  EXPECT_THAT(s.message(),
+              HasSubstr("cuda_status_test.cc:" + std::to_string(line)));
 }
 
 TEST(CudaStatusTest, ReturnIfErrorReturnsOnlyOnFailure) {
@@ -67,8 +67,9 @@ TEST(CudaStatusTest, DriverErrorsMapToCodes) {
   const absl::Status s = WEFT_CUDA_STATUS(CUDA_ERROR_OUT_OF_MEMORY);
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   // Without a loaded driver the numeric code stands in for the name.
-  EXPECT_THAT(s.message(), ::testing::AnyOf(HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"),
-                                            HasSubstr("CUresult 2")));
+  EXPECT_THAT(s.message(),
+              ::testing::AnyOf(HasSubstr("CUDA_ERROR_OUT_OF_MEMORY"),
+                               HasSubstr("CUresult 2")));
   EXPECT_THAT(s.message(), HasSubstr("CUDA_ERROR_OUT_OF_MEMORY failed"));
 }
 

@@ -30,9 +30,9 @@ absl::Status Resolve(const char* symbol, Fn* fn) {
   WEFT_CUDA_RETURN_IF_ERROR(cudaGetDriverEntryPointByVersion(
       symbol, &address, kDriverApiVersion, cudaEnableDefault, &found));
   if (found != cudaDriverEntryPointSuccess || address == nullptr) {
-    return absl::UnavailableError(absl::StrCat(
-        "the CUDA driver does not provide ", symbol, " (query result ",
-        static_cast<int>(found), ")"));
+    return absl::UnavailableError(
+        absl::StrCat("the CUDA driver does not provide ", symbol,
+                     " (query result ", static_cast<int>(found), ")"));
   }
   *fn = reinterpret_cast<Fn>(address);
   return absl::OkStatus();
@@ -61,8 +61,7 @@ absl::StatusOr<const ModuleCache::DriverApi*> ModuleCache::Api() {
       Resolve("cuModuleGetFunction", &api->module_get_function));
   WEFT_RETURN_IF_ERROR(Resolve("cuModuleUnload", &api->module_unload));
   WEFT_RETURN_IF_ERROR(Resolve("cuLaunchKernel", &api->launch_kernel));
-  WEFT_RETURN_IF_ERROR(
-      Resolve("cuFuncSetAttribute", &api->func_set_attribute));
+  WEFT_RETURN_IF_ERROR(Resolve("cuFuncSetAttribute", &api->func_set_attribute));
   api_ = std::move(api);
   return api_.get();
 }
@@ -116,19 +115,18 @@ absl::StatusOr<ModuleCache::Loaded*> ModuleCache::Load(
   std::string log(8192, '\0');
   CUjit_option keys[] = {CU_JIT_ERROR_LOG_BUFFER,
                          CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void* values[] = {log.data(), reinterpret_cast<void*>(
-                                    static_cast<uintptr_t>(log.size()))};
+  void* values[] = {
+      log.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(log.size()))};
   const CUresult result =
       api->module_load_data_ex(&entry->module, ptx->c_str(), 2, keys, values);
   if (result != CUDA_SUCCESS) {
     log.resize(std::strlen(log.c_str()));
     const absl::Status status = WEFT_CUDA_STATUS(result);
-    return WithLog(
-        absl::Status(status.code(),
-                     absl::StrCat("module '", module.name,
-                                  "' does not load on device ", device, ": ",
-                                  status.message())),
-        log);
+    return WithLog(absl::Status(status.code(),
+                                absl::StrCat("module '", module.name,
+                                             "' does not load on device ",
+                                             device, ": ", status.message())),
+                   log);
   }
   auto& bucket = loaded_[std::make_pair(device, hash)];
   bucket.push_back(std::move(entry));
@@ -136,8 +134,7 @@ absl::StatusOr<ModuleCache::Loaded*> ModuleCache::Load(
 }
 
 absl::StatusOr<CUfunction> ModuleCache::Kernel(
-    int device, const scheduler::ModuleSpec& module,
-    absl::string_view kernel) {
+    int device, const scheduler::ModuleSpec& module, absl::string_view kernel) {
   WEFT_ASSIGN_OR_RETURN(Loaded * loaded, Load(device, module));
   absl::MutexLock lock(&mu_);
   auto it = loaded->kernels.find(kernel);
@@ -163,16 +160,16 @@ absl::Status ModuleCache::Prepare(int device, const scheduler::Graph& graph) {
   for (size_t i = 0; i < graph.modules().size(); ++i) {
     absl::StatusOr<Loaded*> loaded = Load(device, graph.modules()[i]);
     if (!loaded.ok()) {
-      return absl::Status(loaded.status().code(),
-                          absl::StrCat("graph.modules[", i, "]: ",
-                                       loaded.status().message()));
+      return absl::Status(
+          loaded.status().code(),
+          absl::StrCat("graph.modules[", i, "]: ", loaded.status().message()));
     }
   }
   for (scheduler::NodeId n = 0; n < graph.num_nodes(); ++n) {
     const scheduler::NodeSpec& node = graph.node(n);
     if (!node.kernel.has_value()) continue;
-    absl::StatusOr<CUfunction> function = Kernel(
-        device, graph.module(node.kernel->module), node.kernel->kernel);
+    absl::StatusOr<CUfunction> function =
+        Kernel(device, graph.module(node.kernel->module), node.kernel->kernel);
     if (!function.ok()) {
       return absl::Status(function.status().code(),
                           absl::StrCat("graph.nodes[", n, "].kernel.kernel: ",

@@ -132,10 +132,9 @@ class UserKernelGpuTest : public ::testing::Test {
   std::vector<float> DownloadFloats(DevicePtr ptr, size_t n) {
     std::vector<float> out(n);
     EXPECT_TRUE(backend_->SynchronizeStream(stream_).ok());
-    EXPECT_TRUE(backend_
-                    ->CopyDeviceToHost(out.data(), ptr, n * sizeof(float),
-                                       stream_)
-                    .ok());
+    EXPECT_TRUE(
+        backend_->CopyDeviceToHost(out.data(), ptr, n * sizeof(float), stream_)
+            .ok());
     EXPECT_TRUE(backend_->SynchronizeStream(stream_).ok());
     return out;
   }
@@ -164,11 +163,10 @@ TEST_F(UserKernelGpuTest, CudaSourceKernelMatchesTheCpu) {
   launch.op = std::string(scheduler::kUserKernelOp);
   launch.user_kernel = &spec;
   launch.module = &module;
-  launch.args = {2.5f,
-                 DeviceBufferArg{dx, kN * 4, DType::kFloat32, Access::kRead},
-                 DeviceBufferArg{dy, kN * 4, DType::kFloat32,
-                                 Access::kReadWrite},
-                 int64_t{kN}, 0.25};
+  launch.args = {
+      2.5f, DeviceBufferArg{dx, kN * 4, DType::kFloat32, Access::kRead},
+      DeviceBufferArg{dy, kN * 4, DType::kFloat32, Access::kReadWrite},
+      int64_t{kN}, 0.25};
   ASSERT_TRUE(backend_->PrepareModules(OneKernelGraph(module, "saxpy")).ok());
   absl::Status launched = backend_->Launch(launch, stream_);
   ASSERT_TRUE(launched.ok()) << launched;
@@ -237,9 +235,9 @@ TEST_F(UserKernelGpuTest, BufferOutsideAnAllocationIsRejected) {
   launch.op = std::string(scheduler::kUserKernelOp);
   launch.user_kernel = &spec;
   launch.module = &module;
-  launch.args = {DeviceBufferArg{DevicePtr{0, 16}, 4, DType::kFloat32,
-                                 Access::kReadWrite},
-                 1.0f, int32_t{1}};
+  launch.args = {
+      DeviceBufferArg{DevicePtr{0, 16}, 4, DType::kFloat32, Access::kReadWrite},
+      1.0f, int32_t{1}};
   absl::Status s = backend_->Launch(launch, stream_);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("kernel 'add_scalar'"));

@@ -52,11 +52,11 @@ absl::StatusOr<int> NvrtcCompiler::TargetArchitecture(int compute_capability) {
     if (arch <= compute_capability && arch > best) best = arch;
   }
   if (best < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "NVRTC cannot compile for compute capability ",
-        compute_capability / 10, ".", compute_capability % 10,
-        " or older: its oldest target is compute_",
-        archs.empty() ? 0 : archs.front()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("NVRTC cannot compile for compute capability ",
+                     compute_capability / 10, ".", compute_capability % 10,
+                     " or older: its oldest target is compute_",
+                     archs.empty() ? 0 : archs.front()));
   }
   return best;
 }
@@ -90,9 +90,9 @@ absl::StatusOr<std::shared_ptr<const std::string>> NvrtcCompiler::CompileToPtx(
   Program program;
   const std::string source_text(source);
   const std::string program_name = absl::StrCat(name, ".cu");
-  WEFT_CUDA_RETURN_IF_ERROR(nvrtcCreateProgram(
-      program.out(), source_text.c_str(), program_name.c_str(), 0, nullptr,
-      nullptr));
+  WEFT_CUDA_RETURN_IF_ERROR(
+      nvrtcCreateProgram(program.out(), source_text.c_str(),
+                         program_name.c_str(), 0, nullptr, nullptr));
   std::vector<std::string> all_options(options.begin(), options.end());
   all_options.push_back(absl::StrCat("--gpu-architecture=compute_", *arch));
   std::vector<const char*> argv;

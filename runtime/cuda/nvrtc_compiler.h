@@ -51,8 +51,7 @@ class NvrtcCompiler {
   // maps them. The result is shared with the cache and never changes.
   absl::StatusOr<std::shared_ptr<const std::string>> CompileToPtx(
       absl::string_view source, absl::Span<const std::string> options,
-      int compute_capability, absl::string_view name)
-      ABSL_LOCKS_EXCLUDED(mu_);
+      int compute_capability, absl::string_view name) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The virtual architecture (major * 10 + minor) compiled for a device of
   // `compute_capability`: the newest one NVRTC supports that is not newer.

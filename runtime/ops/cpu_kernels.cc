@@ -33,11 +33,11 @@ absl::Status ArgError(absl::string_view op, int index, absl::string_view what) {
       absl::StrCat(op, ": argument ", index, " ", what));
 }
 
-absl::Status CheckArity(absl::string_view op,
-                        absl::Span<const HostArg> args, size_t want) {
+absl::Status CheckArity(absl::string_view op, absl::Span<const HostArg> args,
+                        size_t want) {
   if (args.size() != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": expected ", want, " arguments, got ", args.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": expected ", want, " arguments, got ", args.size()));
   }
   return absl::OkStatus();
 }
@@ -170,8 +170,8 @@ absl::Status AddKernel(absl::Span<const HostArg> args) {
   const char* as = static_cast<const char*>((*a)->data);
   const char* bs = static_cast<const char*>((*b)->data);
   char* os = static_cast<char*>((*out)->data);
-  const uint64_t n = std::min(
-      {Float32Count(**a), Float32Count(**b), Float32Count(**out)});
+  const uint64_t n =
+      std::min({Float32Count(**a), Float32Count(**b), Float32Count(**out)});
   for (uint64_t i = 0; i < n; ++i) {
     Store<float>(os, i, Load<float>(as, i) + Load<float>(bs, i));
   }

@@ -98,8 +98,8 @@ TEST(CpuKernelsTest, AxpyAcceptsIntegerScalar) {
 TEST(CpuKernelsTest, AxpyRejectsWrongDtype) {
   std::vector<double> x = {1};
   std::vector<float> y = {1};
-  absl::Status s = AxpyKernel(
-      {1.0f, View(x, DType::kFloat64), View(y, DType::kFloat32)});
+  absl::Status s =
+      AxpyKernel({1.0f, View(x, DType::kFloat64), View(y, DType::kFloat32)});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               HasSubstr("axpy: argument 1 must be float32, got FLOAT64"));
@@ -125,9 +125,9 @@ TEST(CpuKernelsTest, ReduceSumIntoElementZero) {
   std::vector<float> x(1000);
   for (int i = 0; i < 1000; ++i) x[i] = static_cast<float>(i);
   std::vector<float> out = {-1, 5};
-  ASSERT_TRUE(ReduceSumKernel(
-                  {View(x, DType::kFloat32), View(out, DType::kFloat32)})
-                  .ok());
+  ASSERT_TRUE(
+      ReduceSumKernel({View(x, DType::kFloat32), View(out, DType::kFloat32)})
+          .ok());
   EXPECT_THAT(out, ElementsAre(499500.0f, 5));
 }
 

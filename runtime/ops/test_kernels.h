@@ -29,11 +29,11 @@ struct BlockAndBoomKernels {
                                 return absl::OkStatus();
                               })
                     .ok());
-    EXPECT_TRUE(table
-                    .Register("boom",
-                              [boom = std::move(boom)](
+    EXPECT_TRUE(
+        table
+            .Register("boom", [boom = std::move(boom)](
                                   absl::Span<const HostArg>) { return boom; })
-                    .ok());
+            .ok());
   }
 
   absl::Notification started;

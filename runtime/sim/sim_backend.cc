@@ -77,18 +77,17 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
     Options options) {
   const int n = options.num_devices;
   if (n < 1 || n > kMaxDevices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "num_devices must be in [1, ", kMaxDevices, "], got ", n));
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_devices must be in [1, ", kMaxDevices, "], got ", n));
   }
   if (options.memory_bytes == 0) {
     return absl::InvalidArgumentError("memory_bytes must be positive");
   }
   WEFT_ASSIGN_OR_RETURN(
       std::vector<double> bandwidth,
-      SimCopies::BandwidthMatrix(n, options.bandwidth_gbps,
-                                 options.host_to_device_gbps,
-                                 options.device_to_host_gbps,
-                                 options.device_to_device_gbps));
+      SimCopies::BandwidthMatrix(
+          n, options.bandwidth_gbps, options.host_to_device_gbps,
+          options.device_to_host_gbps, options.device_to_device_gbps));
   if (options.max_concurrent_kernels < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_concurrent_kernels must be >= 1, got ",
@@ -102,9 +101,8 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
         "worker_threads must be >= 0, got ", options.worker_threads));
   }
   if (!(options.time_scale >= 0) || std::isinf(options.time_scale)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("time_scale must be finite and >= 0, got ",
-                     options.time_scale));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time_scale must be finite and >= 0, got ", options.time_scale));
   }
   std::vector<LaunchFault> faults = std::move(options.launch_faults);
   options.launch_faults.clear();
@@ -151,10 +149,10 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
     const int hardware = static_cast<int>(std::thread::hardware_concurrency());
     threads = std::min(n, std::max(1, hardware - 1));
   }
-  pool_ = std::make_unique<SimWorkerPool>(threads,
-                                          options_.worker_stall_timeout);
-  graphs_ = std::make_unique<StreamGraphRunner>(
-      this, StreamGraphRunner::Options{});
+  pool_ =
+      std::make_unique<SimWorkerPool>(threads, options_.worker_stall_timeout);
+  graphs_ =
+      std::make_unique<StreamGraphRunner>(this, StreamGraphRunner::Options{});
 }
 
 SimBackend::~SimBackend() {
@@ -249,8 +247,7 @@ absl::StatusOr<const SimBackend::Stream*> SimBackend::FindStreamForCall(
     WEFT_ASSIGN_OR_RETURN(*storage, FindStream(handle));
     return storage;
   }
-  const uint64_t destroyed =
-      streams_destroyed_.load(std::memory_order_acquire);
+  const uint64_t destroyed = streams_destroyed_.load(std::memory_order_acquire);
   if (batch.destroyed_seen != destroyed) {
     batch.streams.clear();
     batch.destroyed_seen = destroyed;
@@ -350,10 +347,10 @@ absl::Status SimBackend::RecordEvent(EventHandle event_handle,
         absl::StrCat("unknown stream ", stream_handle.value));
   }
   if (event->second.device != stream->second.device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "event ", event_handle.value, " belongs to device ",
-        event->second.device, " but stream ", stream_handle.value,
-        " to device ", stream->second.device));
+    return absl::InvalidArgumentError(
+        absl::StrCat("event ", event_handle.value, " belongs to device ",
+                     event->second.device, " but stream ", stream_handle.value,
+                     " to device ", stream->second.device));
   }
   // The mark is taken under the stream's own lock: SimStream never calls
   // back into the backend, so this nests safely.
@@ -505,21 +502,21 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
     has_buffers |= std::holds_alternative<DeviceBufferArg>(arg);
   }
   if (has_buffers) {
-    WEFT_RETURN_IF_ERROR(memory_->ResolveArgs(
-        launch.args, SimMemory::Need::kAddress,
-        [](const KernelArg&, SimMemory::Resolved*) {}));
+    WEFT_RETURN_IF_ERROR(
+        memory_->ResolveArgs(launch.args, SimMemory::Need::kAddress,
+                             [](const KernelArg&, SimMemory::Resolved*) {}));
   }
   Batch& batch = tls_batch_;
-  SimLaunches::RecordPtr record = launches_->Make(
-      launch, DurationUs(launch.cost_us), kernel, device,
-      models_[device].get(), faults_.Next(device, launch.op),
-      batch.owner == id_ ? &batch.records : nullptr);
+  SimLaunches::RecordPtr record =
+      launches_->Make(launch, DurationUs(launch.cost_us), kernel, device,
+                      models_[device].get(), faults_.Next(device, launch.op),
+                      batch.owner == id_ ? &batch.records : nullptr);
   MaybeHold(stream->queue);
   SimLaunchRecord* const kept = record.get();  // owned by `work` from here
   // The work holds nothing but the record: small enough to be stored in
   // place, without an allocation.
-  auto work = [record = std::move(record)](
-                  SimStream::Timing& timing) -> absl::Status {
+  auto work =
+      [record = std::move(record)](SimStream::Timing& timing) -> absl::Status {
     return record->owner->Run(*record, timing);
   };
   static_assert(sizeof(work) <= 2 * sizeof(void*),
@@ -568,8 +565,7 @@ absl::Status SimBackend::AbortErrorScope(StreamHandle stream_handle,
   return absl::OkStatus();
 }
 
-void SimBackend::ReleaseErrorScope(StreamHandle stream_handle,
-                                   uint64_t scope) {
+void SimBackend::ReleaseErrorScope(StreamHandle stream_handle, uint64_t scope) {
   absl::StatusOr<Stream> stream = FindStream(stream_handle);
   if (stream.ok()) stream->queue->ForgetScope(scope);
   std::vector<StreamHandle> lanes = graphs_->ScopeLanes(scope);

@@ -150,8 +150,7 @@ class SimBackend final : public Backend {
     // How long every worker may be stuck in host code (a callback or a
     // kernel that blocks) while streams wait, before the pool adds one;
     // infinite: never (sim_stream.h).
-    absl::Duration worker_stall_timeout =
-        SimWorkerPool::kDefaultStallTimeout;
+    absl::Duration worker_stall_timeout = SimWorkerPool::kDefaultStallTimeout;
     // Whether aborting an error scope (Backend::AbortErrorScope) also
     // interrupts the scope's work in progress: a paced kernel or copy stops
     // within a few milliseconds and gives back the rest of its device time

@@ -45,8 +45,7 @@ std::unique_ptr<SimBackend> MakeBackend(SimBackend::Options options) {
 
 // A spin of `cost_us` that keeps `units` of its device busy (all of it by
 // default).
-KernelLaunch Spin(double cost_us,
-                  int32_t units = scheduler::kOccupancyUnits) {
+KernelLaunch Spin(double cost_us, int32_t units = scheduler::kOccupancyUnits) {
   KernelLaunch launch;
   launch.op = "spin";
   launch.cost_us = cost_us;
@@ -360,9 +359,8 @@ TEST(SimBackendTest, AddressOutsideAllocationIsRejected) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("not inside an allocation"));
   char buf[4];
-  EXPECT_EQ(
-      backend->CopyDeviceToHost(buf, DevicePtr{0, 12345}, 4, s).code(),
-      absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend->CopyDeviceToHost(buf, DevicePtr{0, 12345}, 4, s).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SimBackendTest, FailedLaunchPoisonsLaterCallbacks) {
@@ -461,8 +459,7 @@ TEST(SimBackendTest, StreamCannotDestroyItself) {
   ASSERT_TRUE(backend
                   ->AddHostCallback(s,
                                     [&](absl::Status) {
-                                      from_callback =
-                                          backend->DestroyStream(s);
+                                      from_callback = backend->DestroyStream(s);
                                     })
                   .ok());
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
@@ -482,7 +479,6 @@ TEST(SimBackendTest, ShutsDownPromptlyWithWorkInFlight) {
   backend.reset();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
-
 
 // ---- Timing model (unpaced: exact virtual times, no real waiting).
 
@@ -768,8 +764,8 @@ TEST(SimBackendTimingTest, CopiesSerializePerEngineAtTheTopologyBandwidth) {
   StreamHandle d = backend->CreateStream(0).value();
   ASSERT_TRUE(backend->CopyDeviceToDevice(d1, d0, in.size(), c).ok());
   ASSERT_TRUE(backend->CopyDeviceToHost(out.data(), d0, in.size(), d).ok());
-  EXPECT_EQ(TimeAfter(*backend, c, 0), 10);   // 100000 bytes at 10 GB/s
-  EXPECT_EQ(TimeAfter(*backend, d, 0), 50);   // at 2 GB/s
+  EXPECT_EQ(TimeAfter(*backend, c, 0), 10);  // 100000 bytes at 10 GB/s
+  EXPECT_EQ(TimeAfter(*backend, d, 0), 50);  // at 2 GB/s
   EXPECT_EQ(out, in);
 }
 
@@ -842,9 +838,8 @@ TEST(SimBackendBatchTest, SynchronizingFromAnotherThreadReleasesHeldWork) {
   backend->BeginBatch();
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
-    ASSERT_TRUE(backend
-                    ->AddHostCallback(s, [&](absl::Status) { ++callbacks; })
-                    .ok());
+    ASSERT_TRUE(
+        backend->AddHostCallback(s, [&](absl::Status) { ++callbacks; }).ok());
   }
   // The batch is still open on this thread; another thread's synchronizing
   // call waits for the work held in it, and gets it started.
@@ -1086,8 +1081,7 @@ TEST(SimBackendGateTest, GateHoldsTheStreamAndAddsTheHostTime) {
 
 TEST(SimBackendFaultTest, FailsTheNthLaunchOnADevice) {
   SimBackend::Options options = Unpaced();
-  options.launch_faults.push_back(
-      {1, 2, absl::DataLossError("flipped bits")});
+  options.launch_faults.push_back({1, 2, absl::DataLossError("flipped bits")});
   auto backend = MakeBackend(options);
   StreamHandle s0 = backend->CreateStream(0).value();
   StreamHandle s1 = backend->CreateStream(1).value();
@@ -1126,12 +1120,11 @@ TEST(SimBackendFaultTest, FailsTheNthLaunchOverall) {
   absl::Status status = backend->SynchronizeStream(s1);
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(status.message(), HasSubstr("zap (launch 3 overall"));
-  EXPECT_EQ(backend->InjectLaunchFault({2, 1, absl::InternalError("x")})
-                .code(),
+  EXPECT_EQ(backend->InjectLaunchFault({2, 1, absl::InternalError("x")}).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(backend->InjectLaunchFault({0, 0, absl::InternalError("x")})
-                  .message(),
-              HasSubstr("nth counts from 1"));
+  EXPECT_THAT(
+      backend->InjectLaunchFault({0, 0, absl::InternalError("x")}).message(),
+      HasSubstr("nth counts from 1"));
   EXPECT_THAT(backend->InjectLaunchFault({0, 1, absl::OkStatus()}).message(),
               HasSubstr("must be an error"));
 }
@@ -1225,8 +1218,7 @@ TEST(SimBackendMemoryTest, RealOpsGetContentsAndComputeRight) {
   EXPECT_EQ(backend->materialized_bytes(0), kBytes);
   KernelLaunch axpy;
   axpy.op = "axpy";
-  axpy.args = {3.0f,
-               DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
+  axpy.args = {3.0f, DeviceBufferArg{x, kBytes, DType::kFloat32, Access::kRead},
                DeviceBufferArg{y, kBytes, DType::kFloat32, Access::kReadWrite}};
   ASSERT_TRUE(backend->Launch(axpy, s).ok());
   std::vector<float> out(kFloats);
@@ -1333,8 +1325,8 @@ TEST(SimBackendUserKernelTest, StillChecksBufferAddresses) {
   launch.op = std::string(scheduler::kUserKernelOp);
   launch.user_kernel = &spec;
   launch.module = &module;
-  launch.args = {DeviceBufferArg{DevicePtr{0, 12345}, 16, DType::kFloat32,
-                                 Access::kRead}};
+  launch.args = {
+      DeviceBufferArg{DevicePtr{0, 12345}, 16, DType::kFloat32, Access::kRead}};
   const absl::Status status = backend->Launch(launch, s);
   EXPECT_FALSE(status.ok());
   EXPECT_THAT(std::string(status.message()),
@@ -1486,8 +1478,7 @@ TEST(SimBackendInterruptTest, AbsurdCostsAreClampedNotOverflowed) {
   absl::SleepFor(absl::Milliseconds(20));
   const absl::Time aborted = absl::Now();
   ASSERT_TRUE(
-      paced->AbortErrorScope(p, 3, absl::CancelledError("job cancelled"))
-          .ok());
+      paced->AbortErrorScope(p, 3, absl::CancelledError("job cancelled")).ok());
   EXPECT_EQ(paced->SynchronizeStream(p).code(), absl::StatusCode::kCancelled);
   EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
 }

@@ -46,8 +46,7 @@ SimStream::SimStream(std::string name, const SimClock* clock,
     : name_(std::move(name)),
       clock_(clock),
       health_(health),
-      own_pool_(pool == nullptr ? std::make_unique<SimWorkerPool>(1)
-                                : nullptr),
+      own_pool_(pool == nullptr ? std::make_unique<SimWorkerPool>(1) : nullptr),
       pool_(pool == nullptr ? own_pool_.get() : pool),
       waker_(new Waker(this)) {}
 
@@ -375,8 +374,7 @@ void SimStream::CompleteLocked(Done done, WakeList& wake) {
   }
   last_end_us_ = std::max(last_end_us_, done.end_us);
   ++completed_;
-  while (!pending_marks_.empty() &&
-         pending_marks_.front()->seq <= completed_) {
+  while (!pending_marks_.empty() && pending_marks_.front()->seq <= completed_) {
     pending_marks_.front()->done = true;
     pending_marks_.front()->time_us = last_end_us_;
     pending_marks_.pop_front();

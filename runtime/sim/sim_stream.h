@@ -35,8 +35,8 @@
 // on a timer of the pool. Host code that does block a worker (a callback
 // synchronizing another stream, a kernel that waits for the host) is
 // covered by the pool adding workers (sim_worker_pool.h), so no set of
-// streams can starve each other of threads. A stream made without a pool gets one
-// of its own, with one worker.
+// streams can starve each other of threads. A stream made without a pool gets
+// one of its own, with one worker.
 //
 // Holding: while a stream holds (Hold, until Release), items enqueued on it
 // wait without making the stream runnable, which then starts on the whole
@@ -389,8 +389,7 @@ class SimStream : public SimRunnable {
   // Marks not yet completed, in sequence order.
   std::deque<std::shared_ptr<Mark>> pending_marks_ ABSL_GUARDED_BY(mu_);
   // Parked streams waiting for an item of this one, by its sequence number.
-  std::multimap<uint64_t, std::shared_ptr<Waker>> waiters_
-      ABSL_GUARDED_BY(mu_);
+  std::multimap<uint64_t, std::shared_ptr<Waker>> waiters_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
 
   // Serializes Shutdown.

@@ -576,8 +576,8 @@ TEST_F(SimStreamTest, ManyStreamsRunOnFewWorkers) {
   SimWorkerPool pool(2, absl::InfiniteDuration());
   std::vector<std::shared_ptr<SimStream>> streams;
   for (int i = 0; i < kStreams; ++i) {
-    streams.push_back(std::make_shared<SimStream>(
-        "s" + std::to_string(i), &unpaced_, nullptr, &pool));
+    streams.push_back(std::make_shared<SimStream>("s" + std::to_string(i),
+                                                  &unpaced_, nullptr, &pool));
   }
   // Round r: stream i waits for stream i-1's work of round r, then works
   // 1 us. Stream 0 waits for the last stream's previous round.
@@ -585,7 +585,8 @@ TEST_F(SimStreamTest, ManyStreamsRunOnFewWorkers) {
   for (int r = 0; r < kRounds; ++r) {
     for (int i = 0; i < kStreams; ++i) {
       const int from = (i + kStreams - 1) % kStreams;
-      if (last[from] != nullptr) streams[i]->EnqueueWait(streams[from], last[from]);
+      if (last[from] != nullptr)
+        streams[i]->EnqueueWait(streams[from], last[from]);
       streams[i]->Enqueue(Lasting(1));
       last[i] = streams[i]->Record();
     }

@@ -98,8 +98,7 @@ class Walk {
 
   // A new stream of `device` and `engine`, appended to group `g`.
   int NewStream(int device, Engine engine, int g) {
-    const int s =
-        c_.NewStream(device, engine, LogicalStream::Kind::kShared);
+    const int s = c_.NewStream(device, engine, LogicalStream::Kind::kShared);
     Group& group = groups_[g];
     Track t;
     t.group = g;
@@ -137,8 +136,8 @@ class Walk {
     const uint64_t op = OpBit(v);
     g.ops[t.slot] |= op;
     if (op != 0) {
-      g.op_slots[(t.slot >> 6) * 64 + __builtin_ctzll(op)] |=
-          uint64_t{1} << (t.slot & 63);
+      g.op_slots[(t.slot >> 6) * 64 + __builtin_ctzll(op)] |= uint64_t{1}
+                                                              << (t.slot & 63);
     }
   }
 
@@ -186,8 +185,7 @@ class Walk {
     const int op_id = op != 0 ? __builtin_ctzll(op) : -1;
     for (const bool with_op : {true, false}) {
       for (int w = 0; w < words; ++w) {
-        const uint64_t ran =
-            op_id >= 0 ? group.op_slots[w * 64 + op_id] : 0;
+        const uint64_t ran = op_id >= 0 ? group.op_slots[w * 64 + op_id] : 0;
         for (uint64_t bits = may_[w] & (with_op ? ran : ~ran); bits != 0;
              bits &= bits - 1) {
           const int k = w * 64 + __builtin_ctzll(bits);
@@ -228,8 +226,8 @@ class Walk {
         const __m128i longer = _mm_cmpgt_epi32(
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(last_hops + k)),
             hops4);
-        const uint64_t block_ints = static_cast<uint32_t>(_mm_movemask_ps(
-            _mm_castsi128_ps(_mm_and_si128(behind, longer))));
+        const uint64_t block_ints = static_cast<uint32_t>(
+            _mm_movemask_ps(_mm_castsi128_ps(_mm_and_si128(behind, longer))));
         const uint64_t block_idle = static_cast<uint32_t>(
             _mm_movemask_pd(_mm_cmpngt_pd(_mm_loadu_pd(finish + k), ready2)) |
             (_mm_movemask_pd(
@@ -240,16 +238,15 @@ class Walk {
       }
 #else
       for (int k = begin; k < end; ++k) {
-        ints |= static_cast<uint64_t>((last_pos[k] < pv) &
-                                      (last_hops[k] > hops))
-                << (k - begin);
+        ints |=
+            static_cast<uint64_t>((last_pos[k] < pv) & (last_hops[k] > hops))
+            << (k - begin);
         idle |= static_cast<uint64_t>(!(finish[k] > ready)) << (k - begin);
       }
 #endif
       // Padding slots (never behind) may still compare idle.
       const uint64_t real =
-          end - begin == 64 ? ~uint64_t{0}
-                            : (uint64_t{1} << (end - begin)) - 1;
+          end - begin == 64 ? ~uint64_t{0} : (uint64_t{1} << (end - begin)) - 1;
       may_[begin >> 6] = ints & (idle | cut_mask) & real;
       idle_[begin >> 6] = idle & real;
     }
@@ -308,10 +305,10 @@ class Walk {
     const NodeId before = t.current;
     if (before < 0) return before;
     const Group& group = groups_[t.group];
-    const bool ordered =
-        !(finish_cut_ && group.finish[t.slot] > top_[v]) &&
-        hops_[before] > hops_[v] &&
-        group.last_pos[t.slot] >= pv && Reaches(before, t.current_pos, v, pv);
+    const bool ordered = !(finish_cut_ && group.finish[t.slot] > top_[v]) &&
+                         hops_[before] > hops_[v] &&
+                         group.last_pos[t.slot] >= pv &&
+                         Reaches(before, t.current_pos, v, pv);
     if (!ordered) c_.added_orderings.emplace_back(before, v);
     return before;
   }
@@ -323,8 +320,7 @@ class Walk {
     const int device = c_.peer_device[v];
     const int g = GroupOf(device, Engine::kCopy);
     int chosen = Recyclable(v, pv, g);
-    if (chosen < 0 &&
-        groups_[g].size() < c_.options.max_streams_per_device) {
+    if (chosen < 0 && groups_[g].size() < c_.options.max_streams_per_device) {
       chosen = NewStream(device, Engine::kCopy, g);
     } else if (chosen < 0) {
       chosen = Least(v, g);
@@ -340,8 +336,7 @@ class Walk {
     const int g = GroupOf(c_.device[v], c_.graph.engine(v));
     int chosen = Recyclable(v, pv, g);
     if (chosen >= 0) {
-      Place(v, pv, chosen, StreamChoice::Why::kRecycled,
-            tracks_[chosen].last);
+      Place(v, pv, chosen, StreamChoice::Why::kRecycled, tracks_[chosen].last);
     } else if (groups_[g].size() < c_.options.max_streams_per_device) {
       chosen = NewStream(c_.device[v], c_.graph.engine(v), g);
       Place(v, pv, chosen, StreamChoice::Why::kNew, -1);
@@ -401,8 +396,8 @@ class Walk {
   // kWide positions labelled: kWideWords words, after kWideWords zero
   // words that let shifts read below the first.
   uint64_t* Wide(int32_t pos) {
-    return wide_.data() + static_cast<size_t>(pos & (kWide - 1)) *
-                              (2 * kWideWords) +
+    return wide_.data() +
+           static_cast<size_t>(pos & (kWide - 1)) * (2 * kWideWords) +
            kWideWords;
   }
 
@@ -500,8 +495,8 @@ class Walk {
   }
 
   StreamContext& c_;
-  const double* top_;     // the levels' top_us
-  const int32_t* hops_;   // the levels' bottom_hops
+  const double* top_;    // the levels' top_us
+  const int32_t* hops_;  // the levels' bottom_hops
   bool finish_cut_ = false;
   // The last look (see Look), 64 slots a word.
   std::vector<uint64_t> may_, idle_;

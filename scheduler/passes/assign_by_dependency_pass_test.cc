@@ -11,11 +11,11 @@
 namespace weft::scheduler {
 namespace {
 
-using testing::GraphMaker;
-using testing::PassFixture;
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::PassFixture;
 using Why = StreamChoice::Why;
 
 // src -> {b1, b2, b3} -> join; b2 is the most expensive branch.
@@ -110,7 +110,8 @@ TEST(AssignByDependencyPassTest, EnginesNeverShareAStream) {
   EXPECT_EQ(f.choice("b").why, Why::kRecycled);
 }
 
-TEST(AssignByDependencyPassTest, LeavesEarlierStreamsAloneAndNeverRecyclesThem) {
+TEST(AssignByDependencyPassTest,
+     LeavesEarlierStreamsAloneAndNeverRecyclesThem) {
   // b is on a label stream; the chain from a stops there, and c recycles
   // a's stream rather than joining b's.
   GraphMaker m;

@@ -34,8 +34,8 @@ absl::Status EventIdContinuityPass::Run(StreamContext& c) const {
   for (NodeId v : c.dag.order) {
     const int32_t e = signal[v];
     const bool signals = e >= 0;
-    const bool known = static_cast<uint32_t>(e) <
-                       static_cast<uint32_t>(num_events);
+    const bool known =
+        static_cast<uint32_t>(e) < static_cast<uint32_t>(num_events);
     const int32_t at = known ? e : num_events;
     const bool wrong = signals & (!known | (place[at] >= 0));
     bad_event = (wrong & !bad) ? e : bad_event;
@@ -53,8 +53,8 @@ absl::Status EventIdContinuityPass::Run(StreamContext& c) const {
   std::vector<uint8_t> waited(next + 1, 0);
   int32_t num_waited = 0;
   for (int32_t& e : c.waits.items) {
-    const bool known = static_cast<uint32_t>(e) <
-                       static_cast<uint32_t>(num_events);
+    const bool known =
+        static_cast<uint32_t>(e) < static_cast<uint32_t>(num_events);
     const int32_t p = place[known ? e : num_events];
     const bool wrong = p < 0;
     bad_event = (wrong & !bad) ? e : bad_event;

@@ -4,9 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "scheduler/passes/insert_events_pass.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
@@ -14,10 +14,10 @@
 namespace weft::scheduler {
 namespace {
 
-using testing::GraphMaker;
-using testing::PassFixture;
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
+using testing::PassFixture;
 
 Graph ForkJoin() {
   GraphMaker m;
@@ -101,8 +101,8 @@ TEST(EventIdContinuityPassTest, RejectsAnEventSignalledTwice) {
 }
 
 TEST(EventIdContinuityPassTest, RejectsANegativeEventCount) {
-  absl::Status s = RunOnSpoiledEvents(
-      [](PassFixture& f) { f.context().num_events = -1; });
+  absl::Status s =
+      RunOnSpoiledEvents([](PassFixture& f) { f.context().num_events = -1; });
   EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(std::string(s.message()), HasSubstr("negative event count"));
 }

@@ -16,8 +16,8 @@ absl::Status IndependentEnginePass::Run(StreamContext& context) const {
       by_device.resize(device + 1, -1);
     }
     if (by_device[device] < 0) {
-      by_device[device] = context.NewStream(
-          device, Engine::kCollective, LogicalStream::Kind::kIndependent);
+      by_device[device] = context.NewStream(device, Engine::kCollective,
+                                            LogicalStream::Kind::kIndependent);
     }
     context.stream_of[v] = by_device[device];
     context.SetChoice(v, {StreamChoice::Why::kIndependent, -1});

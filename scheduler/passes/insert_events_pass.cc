@@ -117,9 +117,8 @@ void Walk(StreamContext& c, Clocks& clocks) {
         known = known || up == s || (t >= 0 && (tp == t || up == t));
       }
       if (Clocks::kCheapKnown) {
-        known = known | covers(p, tp, [&](int32_t x) {
-                  return Clocks::Known(now, x);
-                });
+        known = known |
+                covers(p, tp, [&](int32_t x) { return Clocks::Known(now, x); });
       } else if (!known) {
         known = covers(p, tp, [&](int32_t x) { return Clocks::Known(now, x); });
       }
@@ -269,8 +268,9 @@ class SparseClocks {
   }
   void Collect(NodeId p) {
     MergeInto(collected_, c_.clocks.Get(c_.clock_of[p]), scratch_);
-    MergeInto(collected_, Pair(c_.stream_of[p], c_.seq[p], c_.peer_of(p),
-                               c_.peer_of(p) >= 0 ? c_.peer_seq[p] : 0),
+    MergeInto(collected_,
+              Pair(c_.stream_of[p], c_.seq[p], c_.peer_of(p),
+                   c_.peer_of(p) >= 0 ? c_.peer_seq[p] : 0),
               scratch_);
   }
   void Commit(int s, const std::vector<NodeId>&) {
@@ -315,13 +315,13 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   for (NodeId v = 0; v < n; ++v) {
     const int32_t s = c.stream_of[v];
     if (s < 0 || s >= num_streams) {
-      return absl::InternalError(absl::StrCat(
-          "node '", c.graph.node(v).name, "' has no valid stream"));
+      return absl::InternalError(absl::StrCat("node '", c.graph.node(v).name,
+                                              "' has no valid stream"));
     }
     const int32_t t = c.peer_of(v);
     if (t == s || t >= num_streams || (c.peer_device_of(v) >= 0 && t < 0)) {
-      return absl::InternalError(absl::StrCat(
-          "node '", c.graph.node(v).name, "' has no valid peer stream"));
+      return absl::InternalError(absl::StrCat("node '", c.graph.node(v).name,
+                                              "' has no valid peer stream"));
     }
     ++length[s];
     if (t >= 0) {

@@ -10,11 +10,11 @@
 namespace weft::scheduler {
 namespace {
 
-using testing::GraphMaker;
-using testing::PassFixture;
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::PassFixture;
 
 TEST(InsertEventsPassTest, ChainOnOneStreamNeedsNone) {
   GraphMaker m;
@@ -35,8 +35,7 @@ TEST(InsertEventsPassTest, ForkJoin) {
   m.Node("b1", "x:r y1:w").Node("b2", "x:r y2:w").Node("b3", "x:r y3:w");
   m.Node("join", "y1:r y2:r y3:r");
   PassFixture f(m.Build());
-  f.SetStreams(
-      {{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
+  f.SetStreams({{"src", 0}, {"b1", 1}, {"b2", 0}, {"b3", 2}, {"join", 0}});
   ASSERT_TRUE(f.Run(InsertEventsPass()).ok());
   // Ids in order of first wait: src's (b1), then the join's waits latest
   // first: b3's, b1's.
@@ -118,8 +117,7 @@ TEST(InsertEventsPassTest, ManyStreamsUseSparseClocks) {
   EXPECT_EQ(f.context().num_events, kLinks);
   EXPECT_THAT(f.waits("end"),
               ElementsAre(f.signal("n" + std::to_string(kLinks - 1))));
-  EXPECT_EQ(f.context().clocks.Known(f.context().clock_of[f.id("end")], 0),
-            1);
+  EXPECT_EQ(f.context().clocks.Known(f.context().clock_of[f.id("end")], 0), 1);
 }
 
 TEST(InsertEventsPassTest, CopyBetweenDevicesJoinsItsTwoStreams) {

@@ -14,8 +14,7 @@ namespace {
 // when nothing merges, little of the graph is read. Not thread-safe.
 class Members {
  public:
-  explicit Members(const StreamContext& c)
-      : c_(c), lists_(c.streams.size()) {}
+  explicit Members(const StreamContext& c) : c_(c), lists_(c.streams.size()) {}
 
   std::vector<int32_t>& list(int s) { return lists_[s]; }
 

@@ -10,10 +10,10 @@ absl::Status SingleStreamPass::Run(StreamContext& context) const {
   const Graph& graph = context.graph;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
     if (graph.has_label(v)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "graph.nodes[", v, "].stream_label: stream label '",
-          graph.node(v).stream_label,
-          "' is not allowed in SINGLE stream mode"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph.nodes[", v, "].stream_label: stream label '",
+                       graph.node(v).stream_label,
+                       "' is not allowed in SINGLE stream mode"));
     }
   }
   std::vector<int> by_device;

@@ -11,8 +11,8 @@ namespace weft::scheduler {
 namespace {
 
 using testing::GraphMaker;
-using testing::PassFixture;
 using ::testing::HasSubstr;
+using testing::PassFixture;
 
 TEST(SingleStreamPassTest, OneStreamForEveryEngineOfADevice) {
   GraphMaker m;

@@ -136,11 +136,10 @@ absl::Status SplitWithoutPeers(StreamContext& c, int cap) {
   }
   if (splits.empty()) return absl::OkStatus();
 
-  std::stable_sort(splits.begin(), splits.end(),
-                   [](const Split& a, const Split& b) {
-                     return a.stream < b.stream;
-                   });
-  std::vector<std::pair<int32_t, int32_t>> links;  // (position, event)
+  std::stable_sort(
+      splits.begin(), splits.end(),
+      [](const Split& a, const Split& b) { return a.stream < b.stream; });
+  std::vector<std::pair<int32_t, int32_t>> links;    // (position, event)
   std::vector<int32_t> next_split(num_streams, -1);  // index into splits
   int32_t first_pos = n;
   for (size_t k = 0; k < splits.size(); ++k) {
@@ -175,10 +174,10 @@ absl::Status SplitWithoutPeers(StreamContext& c, int cap) {
       int32_t& k = next_split[s];
       part[s] = splits[k].part;
       ++k;
-      next_pos[s] = k < static_cast<int32_t>(splits.size()) &&
-                            splits[k].stream == s
-                        ? splits[k].pos
-                        : n;
+      next_pos[s] =
+          k < static_cast<int32_t>(splits.size()) && splits[k].stream == s
+              ? splits[k].pos
+              : n;
     }
     new_stream_of[v] = part[s];
   }
@@ -296,8 +295,7 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
   // its original stream `s`) finished?
   auto implied = [&](int32_t pos, NodeId last, int32_t s) {
     const int32_t need = seq_on(last, s);
-    for (int32_t k = c.waits.offsets[pos]; k < c.waits.offsets[pos + 1];
-         ++k) {
+    for (int32_t k = c.waits.offsets[pos]; k < c.waits.offsets[pos + 1]; ++k) {
       if (knows(signaller[c.waits.items[k]], s, need)) return true;
     }
     return false;
@@ -327,8 +325,8 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
       const int64_t limit = k + 1 == row.size() ? cap : cap - 1;
       if (prev >= 0 && count + t > limit) {
         const LogicalStream& from = c.streams[segment];
-        const int next = c.NewStream(from.device, from.engine, from.kind,
-                                     from.label);
+        const int next =
+            c.NewStream(from.device, from.engine, from.kind, from.label);
         c.streams[next].split_from = segment;
         if (!planned_peer.empty() && planned_peer[x] >= 0) {
           // Decided below; its own stream has room for the wait.
@@ -366,9 +364,8 @@ absl::Status SplitStreamsPass::Run(StreamContext& c) const {
       const int32_t need = seq_on(start.prev, start.stream);
       bool known = implied(pos, start.prev, start.stream);
       // The other stream's history, unless it starts a part here too.
-      const int32_t other = planned_peer[x] == start.stream
-                                ? planned_stream[x]
-                                : planned_peer[x];
+      const int32_t other =
+          planned_peer[x] == start.stream ? planned_stream[x] : planned_peer[x];
       bool other_starts = false;
       for (size_t i = k; i < end; ++i) {
         other_starts = other_starts || peer_starts[i].stream == other;

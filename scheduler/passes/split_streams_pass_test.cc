@@ -12,11 +12,11 @@
 namespace weft::scheduler {
 namespace {
 
-using testing::GraphMaker;
-using testing::PassFixture;
 using ::testing::ElementsAre;
+using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using testing::PassFixture;
 
 Graph Chain6() {
   GraphMaker m;

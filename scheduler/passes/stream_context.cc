@@ -96,8 +96,7 @@ StreamContext::StreamContext(const Graph& graph, const Dag& dag,
 
 ReachabilityQuery& StreamContext::query() {
   if (shared_query == nullptr) {
-    shared_query = std::make_unique<ReachabilityQuery>(dag.reach,
-                                                       dag.preds);
+    shared_query = std::make_unique<ReachabilityQuery>(dag.reach, dag.preds);
   }
   return *shared_query;
 }

@@ -190,8 +190,8 @@ class ClockArena {
   void MaxOf(const T* x, const T* y, T* out) const {
     // (Spelled out: a vector_size attribute on a type that depends on T
     // would be dropped.)
-    using Vector = std::conditional_t<std::is_same_v<T, int32_t>, Lanes,
-                                      NarrowLanes>;
+    using Vector =
+        std::conditional_t<std::is_same_v<T, int32_t>, Lanes, NarrowLanes>;
     static_assert(sizeof(Vector) == kVector);
     for (int k = 0; k < stride_; k += kVector / sizeof(T)) {
       Vector u, w;
@@ -225,8 +225,8 @@ class ClockArena {
   std::unique_ptr<int32_t[]> wide_rows_;
   std::unique_ptr<uint16_t[]> narrow_rows_;
   size_t capacity_ = 0;
-  std::vector<Entry> entries_;     // sparse
-  std::vector<int64_t> offsets_;   // sparse
+  std::vector<Entry> entries_;    // sparse
+  std::vector<int64_t> offsets_;  // sparse
 };
 
 struct StreamContext {
@@ -264,7 +264,7 @@ struct StreamContext {
   }
 
   // Stream assignment.
-  std::vector<int32_t> stream_of;     // by NodeId; -1: not yet assigned
+  std::vector<int32_t> stream_of;  // by NodeId; -1: not yet assigned
   // By NodeId, or empty when no node has a peer device; -1: none.
   std::vector<int32_t> peer_stream;
   // By NodeId; empty unless options.record_choices. Passes set it with
@@ -286,7 +286,7 @@ struct StreamContext {
   // The clocks events were planned with: each node's sequence number on
   // its stream and the version of its stream's clock once its waits were
   // done (what it knew of other streams when it ran).
-  std::vector<int32_t> seq;       // by NodeId
+  std::vector<int32_t> seq;  // by NodeId
   // By NodeId (empty without peers): the node's sequence number on its
   // peer stream, 0 if it has none. The clock of a node with a peer covers
   // both of its streams.

@@ -79,8 +79,7 @@ TEST(ClockArenaTest, NarrowRowsWhileSequenceNumbersFitSixteenBits) {
   const int32_t vb = arena.num_versions() - 1;
   arena.MaxRowAs<uint16_t>(va, vb);
   const int32_t vc = arena.num_versions() - 1;
-  const std::vector<int32_t> expected = {40000, 0, 0, 65535, 0,
-                                         0,     0, 0, 0,     7};
+  const std::vector<int32_t> expected = {40000, 0, 0, 65535, 0, 0, 0, 0, 0, 7};
   for (int s = 0; s < 10; ++s) {
     EXPECT_EQ(arena.Known(vc, s), expected[s]) << "stream " << s;
     EXPECT_EQ(arena.Known(0, s), 0) << "stream " << s;

@@ -20,8 +20,8 @@ absl::Status StreamIdContinuityPass::Run(StreamContext& c) const {
   if (unassigned) {
     for (NodeId v : c.dag.order) {
       if (c.stream_of[v] < 0) {
-        return absl::InternalError(absl::StrCat(
-            "node '", c.graph.node(v).name, "' has no stream"));
+        return absl::InternalError(
+            absl::StrCat("node '", c.graph.node(v).name, "' has no stream"));
       }
     }
   }

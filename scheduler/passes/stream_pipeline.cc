@@ -51,8 +51,7 @@ absl::Status RunStreamPipeline(
     absl::Status status = pass->Run(context);
     if (!status.ok()) return status;
     if (seconds != nullptr) {
-      seconds->emplace_back(std::string(pass->name()),
-                            ThreadSeconds() - start);
+      seconds->emplace_back(std::string(pass->name()), ThreadSeconds() - start);
     }
   }
   return absl::OkStatus();

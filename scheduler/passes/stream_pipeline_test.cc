@@ -11,9 +11,9 @@
 namespace weft::scheduler {
 namespace {
 
+using ::testing::ElementsAre;
 using testing::GraphMaker;
 using testing::PassFixture;
-using ::testing::ElementsAre;
 
 std::vector<std::string> Names(StreamMode mode) {
   std::vector<std::string> names;
@@ -29,10 +29,10 @@ TEST(StreamPipelineTest, PassOrder) {
                           "assign_by_dependency", "merge_ineffective_streams",
                           "stream_id_continuity", "insert_events",
                           "event_id_continuity", "split_streams"));
-  EXPECT_THAT(Names(StreamMode::kSingle),
-              ElementsAre("single_stream", "stream_id_continuity",
-                          "insert_events", "event_id_continuity",
-                          "split_streams"));
+  EXPECT_THAT(
+      Names(StreamMode::kSingle),
+      ElementsAre("single_stream", "stream_id_continuity", "insert_events",
+                  "event_id_continuity", "split_streams"));
 }
 
 // A labelled node, an all-reduce, a copy and compute work, on one device:

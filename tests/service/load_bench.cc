@@ -76,8 +76,8 @@ namespace {
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1,
-                            static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  const size_t i =
+      std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
   return v[i];
 }
 
@@ -227,7 +227,8 @@ class WeftdProcess {
     };
     mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(60));
     if (!ready_ || address_.empty()) {
-      return absl::UnavailableError(absl::StrCat("weftd did not start:\n", log_));
+      return absl::UnavailableError(
+          absl::StrCat("weftd did not start:\n", log_));
     }
     return absl::OkStatus();
   }
@@ -402,8 +403,8 @@ int Main(int argc, char** argv) {
   WeftdProcess weftd;
   absl::Status started = weftd.Start(
       binary,
-      {"--listen=127.0.0.1:0", "--unix_socket=", "--metrics_listen=",
-       "--backend=sim",
+      {"--listen=127.0.0.1:0",
+       "--unix_socket=", "--metrics_listen=", "--backend=sim",
        absl::StrCat("--sim_devices=", absl::GetFlag(FLAGS_sim_devices)),
        absl::StrCat("--max_queued_jobs=", absl::GetFlag(FLAGS_max_queued_jobs)),
        absl::StrCat("--max_running_jobs=",
@@ -444,8 +445,7 @@ int Main(int argc, char** argv) {
   }
   absl::flat_hash_map<std::string, const weft::v1::Job*> by_id;
   for (const weft::v1::Job& job : *all) by_id[job.id()] = &job;
-  int64_t lost = 0, not_terminal = 0, succeeded = 0, failed = 0,
-          cancelled = 0;
+  int64_t lost = 0, not_terminal = 0, succeeded = 0, failed = 0, cancelled = 0;
   std::vector<double> done_ms;
   absl::Time last_end = absl::InfinitePast();
   for (const Accepted& a : weft.accepted) {
@@ -473,9 +473,8 @@ int Main(int argc, char** argv) {
     last_end = std::max(last_end, ended);
     done_ms.push_back(absl::ToDoubleMilliseconds(ended - a.submitted));
   }
-  const int64_t strangers =
-      static_cast<int64_t>(all->size()) -
-      static_cast<int64_t>(weft.accepted.size()) + lost;
+  const int64_t strangers = static_cast<int64_t>(all->size()) -
+                            static_cast<int64_t>(weft.accepted.size()) + lost;
   const int exit_status = weftd.Stop();
   // Jobs completed per second, from the first submission to the last end.
   const double completed_rate =
