@@ -106,6 +106,7 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
     occupancy_units_.push_back(OccupancyUnits(node.occupancy));
     labelled_.push_back(node.stream_label.empty() ? 0 : 1);
     pins_.push_back(node.device.has_value() ? *node.device : -1);
+    if (node.control != nullptr) has_control_ = true;
     // Neighbouring nodes often share an op: compare before hashing.
     if (last_id < 0 || node.op != last_op) {
       last_id =

@@ -12,6 +12,7 @@
 #define WEFT_SCHEDULER_GRAPH_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -85,6 +86,31 @@ struct KernelSpec {
 // the wire form leaves Node.op empty for them).
 inline constexpr absl::string_view kUserKernelOp = "kernel";
 
+class Graph;
+
+// NodeSpec::op of control nodes (weft.v1.WhileLoop, weft.v1.CaseOf).
+inline constexpr absl::string_view kWhileOp = "while";
+inline constexpr absl::string_view kCaseOp = "case";
+
+// What a control node runs instead of an op. Each body is a Graph of its
+// own over the enclosing graph's buffers (the same list, so buffer ids
+// agree; without initial data, which only the outermost graph provides)
+// and the same modules; it is planned once and its plan reused every
+// iteration. Bodies may hold control nodes themselves.
+struct ControlSpec {
+  enum class Kind { kWhile, kCase };
+
+  Kind kind = Kind::kWhile;
+  // kWhile: the condition, element 0 read before every iteration (nonzero
+  // runs the body again). kCase: the selector (INT32 or INT64).
+  BufferId condition = -1;
+  uint32_t max_iterations = 0;  // kWhile: > 0
+  // kWhile: one body. kCase: the branches, in order.
+  std::vector<std::shared_ptr<const Graph>> bodies;
+  // Nesting depth of the deepest control node inside the bodies, plus one.
+  int depth = 1;
+};
+
 struct NodeSpec {
   std::string name;
   std::string op;  // a built-in op, or kUserKernelOp
@@ -100,6 +126,12 @@ struct NodeSpec {
   // (weft.v1.Cost.occupancy; 1 when unset).
   double occupancy = 1.0;
   std::optional<int> device;  // pinned device
+  // Set exactly for control nodes (op kWhileOp or kCaseOp). `args` then
+  // hold every buffer the bodies use, with the union of their accesses,
+  // plus the condition (READ); the engine is kHost (the loop is driven
+  // from the host side of the executor) and cost_us is one iteration's
+  // (a case..of's costliest branch).
+  std::shared_ptr<const ControlSpec> control;
 };
 
 // Not copyable (graphs can be large); movable. Thread-compatible and, once
@@ -123,6 +155,8 @@ class Graph {
   // Modules of user kernels (NodeSpec::kernel refers to them by index).
   const std::vector<ModuleSpec>& modules() const { return modules_; }
   const ModuleSpec& module(ModuleId id) const { return modules_[id]; }
+  // Whether any node is a control node.
+  bool has_control() const { return has_control_; }
 
   // -1 when absent.
   NodeId FindNode(absl::string_view name) const;
@@ -184,6 +218,7 @@ class Graph {
   std::vector<int32_t> pins_;
   std::vector<int32_t> op_ids_;
   int num_ops_ = 0;
+  bool has_control_ = false;
   std::vector<uint64_t> buffer_bytes_;
   std::vector<uint8_t> initial_data_;
 };

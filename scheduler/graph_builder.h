@@ -24,6 +24,17 @@
 // in [1, 64], at most 1024 threads), dynamic shared memory within
 // max_shared_memory_bytes, and does not run on the HOST engine. Its buffer
 // arguments create dependencies exactly as a built-in op's do.
+//
+// Control nodes (weft.v1.WhileLoop, weft.v1.CaseOf; ControlSpec in graph.h)
+// set neither op, kernel, args, engine, cost nor device; name a known
+// condition (any dtype) or selector (INT32 or INT64) buffer; a loop has
+// max_iterations > 0 and a body of at least one node, a case..of at least
+// one branch, each of at least one node. Bodies are validated as graphs of
+// their own (their `after` edges name nodes of the same body), node names
+// are unique across the whole graph, all nodes together count against
+// max_nodes, and control nodes nest at most max_control_depth deep. Fields
+// in bodies are named by their full path, e.g.
+// `graph.nodes[3].while_loop.body[2].args[0]`.
 #ifndef WEFT_SCHEDULER_GRAPH_BUILDER_H_
 #define WEFT_SCHEDULER_GRAPH_BUILDER_H_
 
@@ -51,6 +62,8 @@ struct GraphLimits {
   uint64_t max_module_bytes = uint64_t{16} << 20;  // one module's code
   // Dynamic shared memory of one user kernel launch (H100's opt-in limit).
   uint32_t max_shared_memory_bytes = 227 * 1024;
+  // Control nodes inside control nodes: a graph's own list is depth 1.
+  int max_control_depth = 8;
 };
 
 // Thread-safe (stateless).

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "scheduler/graph_builder.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/planner.h"
 #include "weft/v1/weft.pb.h"
 

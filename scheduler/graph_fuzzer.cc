@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "scheduler/graph_builder.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/planner.h"
 #include "weft/v1/weft.pb.h"
 

@@ -16,6 +16,7 @@
 #define WEFT_SCHEDULER_PLAN_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,11 @@ struct Plan {
   // simulated (PlannerOptions::simulate).
   std::vector<DeviceMemory> memory;
   std::vector<PlannedBuffer> buffers;
+  // By NodeId: the plans of a control node's bodies (ControlSpec::bodies,
+  // in order), planned once with the same options and reused every
+  // iteration; empty for other nodes, and empty as a whole when the graph
+  // has no control node.
+  std::vector<std::vector<std::shared_ptr<const Plan>>> bodies;
 
   int num_nodes() const { return static_cast<int>(nodes.size()); }
   // The lists of the node at issue position i.

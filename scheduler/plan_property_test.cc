@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "scheduler/graph_builder.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/planner.h"
 

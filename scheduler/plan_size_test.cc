@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "scheduler/benchmark_graphs.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/planner.h"
 
 namespace weft::scheduler {

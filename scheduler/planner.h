@@ -26,7 +26,6 @@
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
 #include "scheduler/planner_options.h"  // IWYU pragma: export
-#include "weft/v1/weft.pb.h"
 
 namespace weft::scheduler {
 
@@ -58,12 +57,6 @@ struct PlanProfile {
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options,
                                PlanProfile* profile);
-
-// Wire conversions.
-absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
-    const weft::v1::ScheduleOptions& proto, int num_devices,
-    int default_max_streams_per_device);
-weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan);
 
 }  // namespace weft::scheduler
 

@@ -11,6 +11,7 @@
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "scheduler/graph_builder.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/test_util.h"
 
 namespace weft::scheduler {

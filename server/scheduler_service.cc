@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/plan_size.h"
 #include "scheduler/planner.h"
 #include "scheduler/status_macros.h"

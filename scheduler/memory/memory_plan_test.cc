@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/memory/memory_order.h"
 #include "scheduler/memory/test_plans.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/planner.h"
 #include "scheduler/test_util.h"
 #include "testing/status_matchers.h"
