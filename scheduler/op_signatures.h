@@ -14,13 +14,41 @@
 //       x = a * x
 //   add(a: float32 READ, b: float32 READ, out: float32 WRITE|READ_WRITE)
 //       out = a + b over the shortest of the three
+//   sub(a: float32 READ, b: float32 READ, out: float32 WRITE|READ_WRITE)
+//   mul(...same...), div(...same...)
+//       out[i] = a[i] - b[i] (resp. *, /) for i < n = min(len(a), len(out));
+//       `b` holds either one element, used for every i (broadcast), or at
+//       least n elements (b[i]); any other length is rejected. Elements of
+//       `out` from n on are untouched. div follows IEEE 754 (x / 0 is an
+//       infinity, 0 / 0 NaN).
 //   reduce_sum(x: float32 READ, out: float32 WRITE|READ_WRITE)
 //       out[0] = sum(x)
+//   dot(x: float32 READ, y: float32 READ, out: float32 WRITE|READ_WRITE)
+//       out[0] = sum of x[i] * y[i] over i < min(len(x), len(y)) (0 when
+//       that is 0); products and sum in double, stored as float32
+//   gemv(rows: i32, cols: i32, A: float32 READ, x: float32 READ,
+//        y: float32 WRITE|READ_WRITE)
+//       y[r] = sum over c < cols of A[r * cols + c] * x[c], for r < rows:
+//       A is row-major rows x cols. rows, cols >= 1; A holds at least
+//       rows * cols elements, x at least cols, y at least rows (elements
+//       past those are ignored, resp. untouched). Sums in double.
+//   less(x: float32 READ, t: f32, flag: int32 WRITE|READ_WRITE)
+//   greater(...same...)
+//       flag[0] = 1 if x[0] < t (resp. x[0] > t), else 0, with t rounded
+//       to float32 first; a NaN on either side gives 0
 //   spin(any number of buffers, any access)
 //       occupies its stream for cost.estimated_us
 //
 // A scalar parameter typed f32 also accepts f64, i32 and i64 arguments
-// (converted); `scalar` accepts any of the four.
+// (converted); `scalar` accepts any of the four; i32 accepts i32 and i64
+// arguments whose value fits in int32.
+//
+// Aliasing: a node may name the same buffer as an input and as its output.
+// Elementwise ops (axpy, scale, add, sub, mul, div) then compute in place,
+// element i read before element i is written. reduce_sum reads all of `x`
+// before writing out[0]. gemv and dot cannot: their `y` (resp. `out`) must
+// not be the same buffer as an input, which is rejected here and, for
+// overlapping memory, by the kernels.
 //
 // User kernels (NodeSpec::kernel set, op kUserKernelOp) have no signature
 // here: their arguments are the kernel's parameters in order, any mix of

@@ -15,13 +15,14 @@ using ::testing::StartsWith;
 class OpSignaturesTest : public ::testing::Test {
  protected:
   OpSignaturesTest() {
-    // 0: f32 16 bytes, 1: f32 16 bytes, 2: i32 16 bytes, 3: f32 8 bytes
-    buffers_.resize(4);
+    // 0: f32 16 bytes, 1: f32 16 bytes, 2: i32 16 bytes, 3: f32 8 bytes,
+    // 4: f32 4 bytes
+    buffers_.resize(5);
     const DType types[] = {DType::kFloat32, DType::kFloat32, DType::kInt32,
-                           DType::kFloat32};
-    const uint64_t sizes[] = {16, 16, 16, 8};
-    const char* names[] = {"x", "y", "ints", "small"};
-    for (int i = 0; i < 4; ++i) {
+                           DType::kFloat32, DType::kFloat32};
+    const uint64_t sizes[] = {16, 16, 16, 8, 4};
+    const char* names[] = {"x", "y", "ints", "small", "one"};
+    for (int i = 0; i < 5; ++i) {
       buffers_[i].name = names[i];
       buffers_[i].dtype = types[i];
       buffers_[i].size_bytes = sizes[i];
@@ -44,8 +45,10 @@ BufferUse W(BufferId b) { return {b, Access::kWrite}; }
 BufferUse RW(BufferId b) { return {b, Access::kReadWrite}; }
 
 TEST_F(OpSignaturesTest, KnowsTheBuiltins) {
-  EXPECT_THAT(BuiltinOpNames(), ElementsAre("add", "axpy", "copy", "fill",
-                                            "reduce_sum", "scale", "spin"));
+  EXPECT_THAT(BuiltinOpNames(),
+              ElementsAre("add", "axpy", "copy", "div", "dot", "fill", "gemv",
+                          "greater", "less", "mul", "reduce_sum", "scale",
+                          "spin", "sub"));
   EXPECT_TRUE(IsBuiltinOp("axpy"));
   EXPECT_FALSE(IsBuiltinOp("gemm"));
   EXPECT_FALSE(IsBuiltinOp(""));
@@ -63,6 +66,14 @@ TEST_F(OpSignaturesTest, AcceptsValidCalls) {
   EXPECT_TRUE(Check("reduce_sum", {R(0), W(3)}).ok());
   EXPECT_TRUE(Check("spin", {}).ok());
   EXPECT_TRUE(Check("spin", {R(0), W(2), RW(3)}).ok());
+  for (const char* op : {"sub", "mul", "div"}) {
+    EXPECT_TRUE(Check(op, {R(0), R(1), W(1)}).ok()) << op;
+    EXPECT_TRUE(Check(op, {R(0), R(4), RW(0)}).ok()) << op;  // broadcast
+  }
+  EXPECT_TRUE(Check("dot", {R(0), R(1), W(3)}).ok());
+  EXPECT_TRUE(Check("gemv", {int32_t{2}, int64_t{2}, R(0), R(3), W(1)}).ok());
+  EXPECT_TRUE(Check("less", {R(0), 0.5f, W(2)}).ok());
+  EXPECT_TRUE(Check("greater", {R(3), int32_t{1}, RW(2)}).ok());
 }
 
 TEST_F(OpSignaturesTest, RejectsUnknownOp) {
@@ -138,6 +149,103 @@ TEST_F(OpSignaturesTest, SpinTakesOnlyBuffers) {
   EXPECT_THAT(std::string(s.message()),
               StartsWith("graph.nodes[7].args[1]: op 'spin' "
                          "takes only buffer arguments"));
+}
+
+TEST_F(OpSignaturesTest, ElementwiseOpsBroadcastOnlyOneElement) {
+  // n = min(len(a), len(out)) = 4; b of 2 elements is neither 1 nor >= 4.
+  absl::Status s = Check("sub", {R(0), R(3), W(1)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[1].buffer.name: op 'sub' "
+                         "argument 'b' ('small', 2 elements) must hold one "
+                         "element (broadcast) or at least 4"));
+  // With a 2-element output, n = 2 and the same b is fine.
+  EXPECT_TRUE(Check("mul", {R(0), R(3), W(3)}).ok());
+  s = Check("div", {R(4), R(1), W(2)});
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("'out' must be a FLOAT32 buffer, but buffer 'ints'"));
+}
+
+TEST_F(OpSignaturesTest, ElementwiseOpsMayWriteAnInput) {
+  EXPECT_TRUE(Check("sub", {R(0), R(1), RW(0)}).ok());
+  EXPECT_TRUE(Check("mul", {R(0), R(0), W(0)}).ok());
+  EXPECT_TRUE(Check("div", {R(1), R(0), W(0)}).ok());
+  EXPECT_TRUE(Check("add", {R(0), R(1), W(1)}).ok());
+  EXPECT_TRUE(Check("axpy", {1.0f, R(1), RW(1)}).ok());
+}
+
+TEST_F(OpSignaturesTest, GemvChecksDimensionsAndSizes) {
+  // A = x holds 4 elements: 2 x 2 fits, 2 x 3 does not.
+  absl::Status s = Check("gemv", {int32_t{2}, int32_t{3}, R(0), R(1), W(1)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[2].buffer.name: op 'gemv' "
+                         "argument 'A' (buffer 'x', 4 elements) must hold at "
+                         "least rows * cols = 6 elements"));
+  s = Check("gemv", {int32_t{1}, int32_t{4}, R(0), R(3), W(1)});
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[3].buffer.name: op 'gemv' "
+                         "argument 'x' (buffer 'small', 2 elements) must "
+                         "hold at least cols = 4 elements"));
+  s = Check("gemv", {int32_t{2}, int32_t{1}, R(0), R(1), W(4)});
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[4].buffer.name: op 'gemv' "
+                         "argument 'y' (buffer 'one', 1 elements) must hold "
+                         "at least rows = 2 elements"));
+  s = Check("gemv", {int32_t{0}, int32_t{1}, R(0), R(1), W(1)});
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[0]: op 'gemv' argument 'rows' "
+                         "must be at least 1, got 0"));
+  s = Check("gemv", {int32_t{1}, int64_t{-2}, R(0), R(1), W(1)});
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[1]: op 'gemv' argument 'cols' "
+                         "must be at least 1, got -2"));
+}
+
+TEST_F(OpSignaturesTest, GemvTakesIntegerDimensions) {
+  absl::Status s = Check("gemv", {2.0f, int32_t{2}, R(0), R(1), W(3)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[0]: op 'gemv' argument 'rows' "
+                         "must be an integer scalar (i32 or i64)"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rows: i32, cols: i32"));
+  s = Check("gemv", {int32_t{2}, int64_t{1} << 40, R(0), R(1), W(3)});
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[1]: op 'gemv' argument 'cols' "
+                         "(1099511627776) does not fit in i32"));
+}
+
+TEST_F(OpSignaturesTest, GemvAndDotRejectAnOutputThatIsAnInput) {
+  absl::Status s = Check("gemv", {int32_t{2}, int32_t{2}, R(0), R(3), W(0)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[4].buffer.name: op 'gemv' "
+                         "cannot write its result into its input 'A' (buffer "
+                         "'x')"));
+  s = Check("gemv", {int32_t{2}, int32_t{2}, R(0), R(1), RW(1)});
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("its input 'x' (buffer 'y')"));
+  s = Check("dot", {R(0), R(1), W(1)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[2].buffer.name: op 'dot' "
+                         "cannot write its result into its input 'y'"));
+}
+
+TEST_F(OpSignaturesTest, ComparisonsWriteAnInt32Flag) {
+  absl::Status s = Check("less", {R(0), 1.0f, W(1)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[2].buffer.name: op 'less' "
+                         "argument 'flag' must be an INT32 buffer, but buffer "
+                         "'y' is FLOAT32"));
+  s = Check("greater", {R(0), R(1), W(2)});
+  EXPECT_THAT(std::string(s.message()),
+              StartsWith("graph.nodes[7].args[1]: op 'greater' argument 't' "
+                         "must be a scalar"));
+  s = Check("greater", {R(2), 1.0f, W(2)});
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("argument 'x' must be a FLOAT32 buffer"));
 }
 
 TEST_F(OpSignaturesTest, UserKernelsTakeAnyArguments) {

@@ -74,6 +74,63 @@ void* AsPointer(DevicePtr ptr) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr.address));
 }
 
+// Aliasing rules of the CPU reference kernels (cpu_kernels.h), on device
+// addresses: the bytes an op uses of `out` and of an input overlap.
+bool Overlaps(DevicePtr a, uint64_t a_bytes, DevicePtr b, uint64_t b_bytes) {
+  if (a.device != b.device || a_bytes == 0 || b_bytes == 0) return false;
+  return a.address < b.address + b_bytes && b.address < a.address + a_bytes;
+}
+
+// An elementwise output may be exactly an input or apart from it.
+absl::Status CheckElementwiseAlias(absl::string_view op, size_t out_index,
+                                   DevicePtr out, uint64_t out_bytes,
+                                   size_t in_index, DevicePtr in,
+                                   uint64_t in_bytes) {
+  if (!Overlaps(out, out_bytes, in, in_bytes)) return absl::OkStatus();
+  if (out.address == in.address && out_bytes == in_bytes) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": argument ", out_index, " (the output) overlaps argument ",
+      in_index,
+      " without being the same memory; an output may be exactly an input or "
+      "apart from it"));
+}
+
+// gemv's and dot's output must not overlap their inputs.
+absl::Status CheckNoOverlap(absl::string_view op, size_t out_index,
+                            absl::string_view out_name, DevicePtr out,
+                            uint64_t out_bytes, size_t in_index,
+                            absl::string_view in_name, DevicePtr in,
+                            uint64_t in_bytes) {
+  if (!Overlaps(out, out_bytes, in, in_bytes)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": argument ", out_index, " (", out_name,
+                   ") overlaps argument ", in_index, " (", in_name, "); ", op,
+                   " cannot write its result into its input"));
+}
+
+// gemv's dimensions: integer scalars in [1, 2^31 - 1].
+absl::StatusOr<uint64_t> DimensionAt(absl::string_view op,
+                                     const KernelLaunch& launch, size_t index,
+                                     absl::string_view name) {
+  int64_t v = 0;
+  if (const auto* i = std::get_if<int32_t>(&launch.args[index])) {
+    v = *i;
+  } else if (const auto* l = std::get_if<int64_t>(&launch.args[index])) {
+    v = *l;
+  } else {
+    return ArgError(op, index,
+                    absl::StrCat("(", name, ") must be an integer scalar"));
+  }
+  if (v < 1 || v > std::numeric_limits<int32_t>::max()) {
+    return ArgError(
+        op, index,
+        absl::StrCat("(", name, ") must be in [1, 2^31 - 1], got ", v));
+  }
+  return static_cast<uint64_t>(v);
+}
+
 // ---------------------------------------------------------------------------
 
 class CudaBackendImpl final : public CudaBackend {
@@ -307,7 +364,13 @@ class CudaBackendImpl final : public CudaBackend {
     if (op == "axpy") return LaunchAxpy(launch, s);
     if (op == "scale") return LaunchScale(launch, s);
     if (op == "add") return LaunchAdd(launch, s);
+    if (op == "sub" || op == "mul" || op == "div") {
+      return LaunchBinary(launch, s);
+    }
     if (op == "reduce_sum") return LaunchReduceSum(launch, s);
+    if (op == "dot") return LaunchDot(launch, s);
+    if (op == "gemv") return LaunchGemv(launch, s);
+    if (op == "less" || op == "greater") return LaunchCompare(launch, s);
     if (op == "spin") return LaunchSpin(launch, s);
     if (launch.user_kernel != nullptr) return LaunchUserKernel(launch, s);
     return absl::UnimplementedError(
@@ -329,7 +392,9 @@ class CudaBackendImpl final : public CudaBackend {
   bool prefers_device_graphs() const override { return true; }
   bool supports_device_graph_op(const std::string& op) const override {
     return op == "fill" || op == "copy" || op == "axpy" || op == "scale" ||
-           op == "add" || op == "reduce_sum" || op == "spin";
+           op == "add" || op == "sub" || op == "mul" || op == "div" ||
+           op == "reduce_sum" || op == "dot" || op == "gemv" || op == "less" ||
+           op == "greater" || op == "spin";
   }
   absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
                                  StreamHandle stream) override {
@@ -640,6 +705,8 @@ class CudaBackendImpl final : public CudaBackend {
                           Float32At(kOp, launch, 2, s.device));
     const float a = static_cast<float>(ScalarAsDouble(launch.args[0]));
     const uint64_t n = std::min(x.size_bytes / 4, y.size_bytes / 4);
+    WEFT_RETURN_IF_ERROR(
+        CheckElementwiseAlias(kOp, 2, y.ptr, 4 * n, 1, x.ptr, 4 * n));
     return cuda::LaunchAxpy(a, static_cast<const float*>(AsPointer(x.ptr)),
                             static_cast<float*>(AsPointer(y.ptr)), n, s.stream);
   }
@@ -668,6 +735,10 @@ class CudaBackendImpl final : public CudaBackend {
                           Float32At(kOp, launch, 2, s.device));
     const uint64_t n =
         std::min({a.size_bytes / 4, b.size_bytes / 4, out.size_bytes / 4});
+    WEFT_RETURN_IF_ERROR(
+        CheckElementwiseAlias(kOp, 2, out.ptr, 4 * n, 0, a.ptr, 4 * n));
+    WEFT_RETURN_IF_ERROR(
+        CheckElementwiseAlias(kOp, 2, out.ptr, 4 * n, 1, b.ptr, 4 * n));
     return cuda::LaunchAdd(static_cast<const float*>(AsPointer(a.ptr)),
                            static_cast<const float*>(AsPointer(b.ptr)),
                            static_cast<float*>(AsPointer(out.ptr)), n,
@@ -688,6 +759,137 @@ class CudaBackendImpl final : public CudaBackend {
     return cuda::LaunchReduceSum(
         static_cast<const float*>(AsPointer(x.ptr)), x.size_bytes / 4,
         static_cast<float*>(AsPointer(out.ptr)), s.stream);
+  }
+
+  // sub, mul, div: over min(len(a), len(out)), `b` of one element
+  // broadcast, as in the CPU reference.
+  absl::Status LaunchBinary(const KernelLaunch& launch,
+                            const StreamEntry& s) const {
+    const std::string& op = launch.op;
+    WEFT_RETURN_IF_ERROR(CheckArity(op, launch, 3));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg a,
+                          Float32At(op, launch, 0, s.device));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg b,
+                          Float32At(op, launch, 1, s.device));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
+                          Float32At(op, launch, 2, s.device));
+    const uint64_t n = std::min(a.size_bytes / 4, out.size_bytes / 4);
+    const uint64_t nb = b.size_bytes / 4;
+    const bool broadcast = nb == 1;
+    if (!broadcast && nb < n) {
+      return ArgError(op, 1,
+                      absl::StrCat("(b) holds ", nb,
+                                   " float32 elements; it must hold one "
+                                   "(broadcast) or at least ",
+                                   n, " (the shorter of a and out)"));
+    }
+    WEFT_RETURN_IF_ERROR(
+        CheckElementwiseAlias(op, 2, out.ptr, 4 * n, 0, a.ptr, 4 * n));
+    WEFT_RETURN_IF_ERROR(CheckElementwiseAlias(op, 2, out.ptr, 4 * n, 1, b.ptr,
+                                               broadcast ? 4 : 4 * n));
+    const auto* ap = static_cast<const float*>(AsPointer(a.ptr));
+    const auto* bp = static_cast<const float*>(AsPointer(b.ptr));
+    auto* outp = static_cast<float*>(AsPointer(out.ptr));
+    if (op == "sub") {
+      return cuda::LaunchSub(ap, bp, broadcast, outp, n, s.stream);
+    }
+    if (op == "mul") {
+      return cuda::LaunchMul(ap, bp, broadcast, outp, n, s.stream);
+    }
+    return cuda::LaunchDiv(ap, bp, broadcast, outp, n, s.stream);
+  }
+
+  absl::Status LaunchDot(const KernelLaunch& launch,
+                         const StreamEntry& s) const {
+    constexpr absl::string_view kOp = "dot";
+    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 3));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
+                          Float32At(kOp, launch, 0, s.device));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg y,
+                          Float32At(kOp, launch, 1, s.device));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
+                          Float32At(kOp, launch, 2, s.device));
+    if (out.size_bytes < sizeof(float)) {
+      return ArgError(kOp, 2, "(out) must hold at least one float32");
+    }
+    const uint64_t n = std::min(x.size_bytes / 4, y.size_bytes / 4);
+    WEFT_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, 2, "out", out.ptr, 4, 0, "x", x.ptr, 4 * n));
+    WEFT_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, 2, "out", out.ptr, 4, 1, "y", y.ptr, 4 * n));
+    return cuda::LaunchDot(static_cast<const float*>(AsPointer(x.ptr)),
+                           static_cast<const float*>(AsPointer(y.ptr)), n,
+                           static_cast<float*>(AsPointer(out.ptr)), s.stream);
+  }
+
+  absl::Status LaunchGemv(const KernelLaunch& launch,
+                          const StreamEntry& s) const {
+    constexpr absl::string_view kOp = "gemv";
+    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 5));
+    WEFT_ASSIGN_OR_RETURN(const uint64_t rows,
+                          DimensionAt(kOp, launch, 0, "rows"));
+    WEFT_ASSIGN_OR_RETURN(const uint64_t cols,
+                          DimensionAt(kOp, launch, 1, "cols"));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg a,
+                          Float32At(kOp, launch, 2, s.device));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
+                          Float32At(kOp, launch, 3, s.device));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg y,
+                          Float32At(kOp, launch, 4, s.device));
+    struct Need {
+      size_t index;
+      const char* name;
+      uint64_t have;
+      uint64_t elements;
+      const char* what;
+    };
+    for (const Need& need :
+         {Need{2, "A", a.size_bytes / 4, rows * cols, "rows * cols"},
+          Need{3, "x", x.size_bytes / 4, cols, "cols"},
+          Need{4, "y", y.size_bytes / 4, rows, "rows"}}) {
+      if (need.have < need.elements) {
+        return ArgError(kOp, need.index,
+                        absl::StrCat("(", need.name, ") holds ", need.have,
+                                     " float32 elements, fewer than ",
+                                     need.what, " = ", need.elements));
+      }
+    }
+    WEFT_RETURN_IF_ERROR(CheckNoOverlap(kOp, 4, "y", y.ptr, 4 * rows, 2, "A",
+                                        a.ptr, 4 * rows * cols));
+    WEFT_RETURN_IF_ERROR(
+        CheckNoOverlap(kOp, 4, "y", y.ptr, 4 * rows, 3, "x", x.ptr, 4 * cols));
+    return cuda::LaunchGemv(rows, cols,
+                            static_cast<const float*>(AsPointer(a.ptr)),
+                            static_cast<const float*>(AsPointer(x.ptr)),
+                            static_cast<float*>(AsPointer(y.ptr)), s.stream);
+  }
+
+  // less, greater: flag[0] = x[0] < t (resp. >), t rounded to float32.
+  absl::Status LaunchCompare(const KernelLaunch& launch,
+                             const StreamEntry& s) const {
+    const std::string& op = launch.op;
+    WEFT_RETURN_IF_ERROR(CheckArity(op, launch, 3));
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
+                          Float32At(op, launch, 0, s.device));
+    if (!IsScalar(launch.args[1]))
+      return ArgError(op, 1, "(t) must be a scalar");
+    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg flag,
+                          BufferAt(op, launch, 2, s.device));
+    if (flag.dtype != DType::kInt32) {
+      return ArgError(op, 2,
+                      absl::StrCat("(flag) must be int32, got ",
+                                   scheduler::DTypeName(flag.dtype)));
+    }
+    if (x.size_bytes < sizeof(float)) {
+      return ArgError(op, 0, "(x) must hold at least one float32");
+    }
+    if (flag.size_bytes < sizeof(int32_t)) {
+      return ArgError(op, 2, "(flag) must hold at least one int32");
+    }
+    const float t = static_cast<float>(ScalarAsDouble(launch.args[1]));
+    return cuda::LaunchCompare(
+        static_cast<const float*>(AsPointer(x.ptr)), t, op == "greater",
+        static_cast<int32_t*>(AsPointer(flag.ptr)), s.stream);
   }
 
   absl::Status LaunchSpin(const KernelLaunch& launch,

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -23,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/backend.h"
+#include "runtime/ops/cpu_kernels.h"
 #include "scheduler/graph.h"
 
 namespace weft::runtime {
@@ -322,6 +324,163 @@ TEST_F(CudaBackendTest, ReduceSumSmallLargeAndEmpty) {
     EXPECT_FLOAT_EQ(got[0], static_cast<float>(want));
     EXPECT_EQ(got[1], 9.0f);  // only element 0 is written
   }
+}
+
+HostBufferArg HostF32(std::vector<float>& v) {
+  return HostBufferArg{v.data(), v.size() * sizeof(float), DType::kFloat32,
+                       Access::kReadWrite};
+}
+
+// Inputs that exercise rounding: no simple binary fractions.
+std::vector<float> Wavy(int n, float phase) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) v[i] = std::sin(0.37f * i + phase) * 3.3f;
+  return v;
+}
+
+TEST_F(CudaBackendTest, SubMulDivMatchTheCpuReference) {
+  constexpr int kN = 100003;
+  for (const char* op : {"sub", "mul", "div"}) {
+    for (bool broadcast : {false, true}) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(absl::StrCat(op, broadcast ? " broadcast" : "",
+                                  in_place ? " in place" : ""));
+        std::vector<float> a = Wavy(kN, 0.5f);
+        std::vector<float> b =
+            broadcast ? std::vector<float>{-1.7f} : Wavy(kN + 7, 1.25f);
+        std::vector<float> out(kN + 5, 42.0f);  // past len(a): untouched
+        ASSERT_OK_AND_ASSIGN(DevicePtr da, Upload(ToBytes(a)));
+        ASSERT_OK_AND_ASSIGN(DevicePtr db, Upload(ToBytes(b)));
+        ASSERT_OK_AND_ASSIGN(DevicePtr dout, Upload(ToBytes(out)));
+        const DevicePtr dst = in_place ? da : dout;
+        const uint64_t dst_bytes = in_place ? kN * 4 : (kN + 5) * 4;
+        ASSERT_OK(
+            Run(op, {Buffer(da, kN * 4, DType::kFloat32, Access::kRead),
+                     Buffer(db, b.size() * 4, DType::kFloat32, Access::kRead),
+                     Buffer(dst, dst_bytes, DType::kFloat32, Access::kWrite)}));
+        std::vector<float>& want = in_place ? a : out;
+        ASSERT_OK(CpuKernelTable::WithBuiltins().Run(
+            op, {HostF32(a), HostF32(b), HostF32(want)}));
+        ASSERT_OK_AND_ASSIGN(std::string bytes, Download(dst, dst_bytes));
+        const std::vector<float> got = FromBytes<float>(bytes);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          // Bit for bit (both round to nearest); NaN never occurs here.
+          ASSERT_EQ(got[i], want[i]) << "at " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, DotMatchesTheCpuReferenceAtAnyLength) {
+  for (int n : {0, 1, 255, 1000, 2049 * 8, 3 * 1000 * 1000 + 5}) {
+    SCOPED_TRACE(n);
+    std::vector<float> x = Wavy(n + 3, 0.1f);
+    std::vector<float> y = Wavy(n, 2.0f);
+    std::string ybytes = ToBytes(y);
+    if (ybytes.empty()) ybytes.assign(4, '\0');
+    ASSERT_OK_AND_ASSIGN(DevicePtr dx, Upload(ToBytes(x)));
+    ASSERT_OK_AND_ASSIGN(DevicePtr dy, Upload(ybytes));
+    // Stale contents: the launch sequence must not accumulate onto them.
+    ASSERT_OK_AND_ASSIGN(DevicePtr dout,
+                         Upload(ToBytes(std::vector<float>{5.0f, 9.0f})));
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      ASSERT_OK(Run(
+          "dot", {Buffer(dx, x.size() * 4, DType::kFloat32, Access::kRead),
+                  Buffer(dy, uint64_t{4} * n, DType::kFloat32, Access::kRead),
+                  Buffer(dout, 8, DType::kFloat32, Access::kReadWrite)}));
+    }
+    std::vector<float> want = {5.0f, 9.0f};
+    ASSERT_OK(DotKernel({HostF32(x), HostF32(y), HostF32(want)}));
+    ASSERT_OK_AND_ASSIGN(std::string out, Download(dout, 8));
+    const std::vector<float> got = FromBytes<float>(out);
+    EXPECT_FLOAT_EQ(got[0], want[0]);
+    EXPECT_EQ(got[1], 9.0f);  // only element 0 is written
+  }
+}
+
+TEST_F(CudaBackendTest, GemvMatchesTheCpuReference) {
+  struct Shape {
+    int rows, cols;
+  };
+  for (Shape shape : {Shape{4, 3}, Shape{1, 1}, Shape{33, 1000},
+                      Shape{5000, 37}, Shape{1, 100000}, Shape{70000, 2}}) {
+    SCOPED_TRACE(absl::StrCat(shape.rows, " x ", shape.cols));
+    const int m = shape.rows, k = shape.cols;
+    std::vector<float> a = Wavy(m * k + 11, 0.3f);  // longer than rows * cols
+    std::vector<float> x = Wavy(k, 1.1f);
+    std::vector<float> y(m + 2, -8.0f);
+    ASSERT_OK_AND_ASSIGN(DevicePtr da, Upload(ToBytes(a)));
+    ASSERT_OK_AND_ASSIGN(DevicePtr dx, Upload(ToBytes(x)));
+    ASSERT_OK_AND_ASSIGN(DevicePtr dy, Upload(ToBytes(y)));
+    ASSERT_OK(Run("gemv",
+                  {int32_t{m}, int64_t{k},
+                   Buffer(da, a.size() * 4, DType::kFloat32, Access::kRead),
+                   Buffer(dx, x.size() * 4, DType::kFloat32, Access::kRead),
+                   Buffer(dy, y.size() * 4, DType::kFloat32, Access::kWrite)}));
+    ASSERT_OK(GemvKernel(
+        {int32_t{m}, int32_t{k}, HostF32(a), HostF32(x), HostF32(y)}));
+    ASSERT_OK_AND_ASSIGN(std::string bytes, Download(dy, y.size() * 4));
+    const std::vector<float> got = FromBytes<float>(bytes);
+    for (int r = 0; r < m + 2; ++r) {
+      ASSERT_FLOAT_EQ(got[r], y[r]) << "row " << r;
+    }
+    EXPECT_EQ(got[m], -8.0f);
+    EXPECT_EQ(got[m + 1], -8.0f);
+  }
+}
+
+TEST_F(CudaBackendTest, LessAndGreaterMatchTheCpuReference) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float x0 : {-1.0f, 0.0f, 0.5f, 2.0f, nan}) {
+    for (const char* op : {"less", "greater"}) {
+      SCOPED_TRACE(absl::StrCat(op, " ", x0));
+      std::vector<float> x = {x0, 100.0f};
+      std::vector<int32_t> flag = {7, 7};
+      ASSERT_OK_AND_ASSIGN(DevicePtr dx, Upload(ToBytes(x)));
+      ASSERT_OK_AND_ASSIGN(DevicePtr dflag, Upload(ToBytes(flag)));
+      ASSERT_OK(Run(op, {Buffer(dx, 8, DType::kFloat32, Access::kRead), 0.5,
+                         Buffer(dflag, 8, DType::kInt32, Access::kWrite)}));
+      ASSERT_OK(CpuKernelTable::WithBuiltins().Run(
+          op, {HostF32(x), 0.5,
+               HostBufferArg{flag.data(), 8, DType::kInt32, Access::kWrite}}));
+      ASSERT_OK_AND_ASSIGN(std::string bytes, Download(dflag, 8));
+      EXPECT_EQ(FromBytes<int32_t>(bytes), flag);
+      EXPECT_EQ(flag[1], 7);
+    }
+  }
+}
+
+TEST_F(CudaBackendTest, NewOpsRejectWhatTheCpuReferenceRejects) {
+  ASSERT_OK_AND_ASSIGN(DevicePtr p, Alloc(64));
+  const auto f32 = [&](uint64_t offset, uint64_t bytes) {
+    return Buffer(Offset(p, offset), bytes, DType::kFloat32);
+  };
+  // gemv: y inside A, y is x, A too small, a floating-point dimension.
+  absl::Status s =
+      Run("gemv", {int32_t{2}, int32_t{2}, f32(0, 16), f32(16, 8), f32(8, 8)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("argument 4 (y) overlaps argument 2 (A)"));
+  s = Run("gemv", {int32_t{2}, int32_t{2}, f32(0, 16), f32(16, 8), f32(16, 8)});
+  EXPECT_THAT(s.message(), HasSubstr("argument 4 (y) overlaps argument 3 (x)"));
+  s = Run("gemv",
+          {int32_t{3}, int32_t{2}, f32(0, 16), f32(16, 8), f32(32, 12)});
+  EXPECT_THAT(s.message(), HasSubstr("(A) holds 4 float32 elements, fewer "
+                                     "than rows * cols = 6"));
+  s = Run("gemv", {2.0f, int32_t{2}, f32(0, 16), f32(16, 8), f32(32, 8)});
+  EXPECT_THAT(s.message(), HasSubstr("(rows) must be an integer scalar"));
+  // dot into its input.
+  s = Run("dot", {f32(0, 16), f32(16, 16), f32(20, 4)});
+  EXPECT_THAT(s.message(), HasSubstr("argument 2 (out) overlaps argument 1"));
+  // sub: b of 2 elements for 4; an output shifted against its input.
+  s = Run("sub", {f32(0, 16), f32(16, 8), f32(32, 16)});
+  EXPECT_THAT(s.message(), HasSubstr("(b) holds 2 float32 elements"));
+  s = Run("mul", {f32(0, 16), f32(32, 4), f32(4, 16)});
+  EXPECT_THAT(s.message(), HasSubstr("overlaps argument 0 without being"));
+  // less: flag must be int32.
+  s = Run("less", {f32(0, 4), 1.0f, f32(4, 4)});
+  EXPECT_THAT(s.message(), HasSubstr("(flag) must be int32"));
 }
 
 TEST_F(CudaBackendTest, CopyOpHonoursSizesAndOverlap) {

@@ -6,10 +6,11 @@
 // dependent nodes stays on one lane, other nodes open new lanes up to a
 // cap, edges between lanes become captured event waits). Kernels go through
 // the backend's own Launch, so a graph runs exactly the kernels (and the
-// stream-ordered scratch memory of reduce_sum) that the stream path runs;
-// device copies are captured cudaMemcpyAsync (cudaMemcpyDefault, so peer
-// copies work under unified addressing); event nodes are external event
-// records and waits (cudaEventRecordExternal / cudaEventWaitExternal).
+// stream-ordered scratch memory of reduce_sum and dot) that the stream path
+// runs; device copies are captured cudaMemcpyAsync (cudaMemcpyDefault, so
+// peer copies work under unified addressing); event nodes are external
+// event records and waits (cudaEventRecordExternal /
+// cudaEventWaitExternal).
 //
 // The captured graph is instantiated once and cached by
 // DeviceGraphSignature, least recently used out beyond a bound. A launch

@@ -2,10 +2,11 @@
 //
 // Host-side launchers enqueue one op on a stream and return at once; the
 // kernels match the CPU reference kernels of runtime/ops/cpu_kernels.h:
-// fill writes a per-dtype element pattern, axpy/scale/add are elementwise
-// float32, reduce_sum accumulates in double and stores float32 into out[0],
-// and spin busy-waits on the device clock. A returned error is a launch
-// error; faults while the kernel runs surface through the stream.
+// fill writes a per-dtype element pattern, axpy/scale/add/sub/mul/div are
+// elementwise float32, reduce_sum and dot accumulate in double and store
+// float32 into out[0], gemv sums each row in double, less/greater write an
+// int32 flag, and spin busy-waits on the device clock. A returned error is a
+// launch error; faults while the kernel runs surface through the stream.
 //
 // The caller must have made the stream's device current (cudaSetDevice) and
 // guarantees that every pointer is device memory on that device, valid for
@@ -46,6 +47,34 @@ absl::Status LaunchAdd(const float* a, const float* b, float* out, uint64_t n,
 // memory comes from the device's stream-ordered pool (cudaMallocAsync).
 absl::Status LaunchReduceSum(const float* x, uint64_t n, float* out,
                              cudaStream_t stream);
+
+// out[i] = a[i] - b[i] (LaunchSub), a[i] * b[i] (LaunchMul) or a[i] / b[i]
+// (LaunchDiv, IEEE) for i < n; with `broadcast`, b[0] stands for every b[i].
+// `out` may be `a` or `b` itself (the same address); the caller rejects any
+// other overlap, including a broadcast `b` inside `out` when n > 1.
+absl::Status LaunchSub(const float* a, const float* b, bool broadcast,
+                       float* out, uint64_t n, cudaStream_t stream);
+absl::Status LaunchMul(const float* a, const float* b, bool broadcast,
+                       float* out, uint64_t n, cudaStream_t stream);
+absl::Status LaunchDiv(const float* a, const float* b, bool broadcast,
+                       float* out, uint64_t n, cudaStream_t stream);
+
+// out[0] = sum of x[i] * y[i] for i < n, products and sum in double (0 when
+// n is 0). The last kernel stores out[0] outright, so it needs no zeroing.
+// Like LaunchReduceSum, large inputs take two passes with stream-ordered
+// scratch memory. `out` must not overlap x[0, n) or y[0, n).
+absl::Status LaunchDot(const float* x, const float* y, uint64_t n, float* out,
+                       cudaStream_t stream);
+
+// y[r] = sum over c < cols of a[r * cols + c] * x[c], for r < rows (a is
+// row-major), summed in double by one warp per row. `y` must not overlap
+// the inputs.
+absl::Status LaunchGemv(uint64_t rows, uint64_t cols, const float* a,
+                        const float* x, float* y, cudaStream_t stream);
+
+// flag[0] = x[0] > t (`greater`) or x[0] < t, as 1 or 0.
+absl::Status LaunchCompare(const float* x, float t, bool greater, int32_t* flag,
+                           cudaStream_t stream);
 
 // Occupies the stream for `duration_ns` of device time (one thread reading
 // the global timer). Zero launches an empty kernel.

@@ -72,6 +72,46 @@ bool IsScalar(const HostArg& arg) {
 
 uint64_t Float32Count(const HostBufferArg& b) { return b.size_bytes / 4; }
 
+// Whether [p, p + p_bytes) and [q, q + q_bytes) share a byte.
+bool Overlaps(const void* p, uint64_t p_bytes, const void* q,
+              uint64_t q_bytes) {
+  if (p_bytes == 0 || q_bytes == 0) return false;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t b = reinterpret_cast<uintptr_t>(q);
+  return a < b + q_bytes && b < a + p_bytes;
+}
+
+// An elementwise op's output (`out_bytes` used) may be exactly one of its
+// inputs (the same address and the same used length), computing in place,
+// or apart from it; a shifted overlap would make the result depend on the
+// order elements are computed in, so it is rejected.
+absl::Status CheckElementwiseAlias(absl::string_view op, int out_index,
+                                   const void* out, uint64_t out_bytes,
+                                   int in_index, const void* in,
+                                   uint64_t in_bytes) {
+  if (!Overlaps(out, out_bytes, in, in_bytes)) return absl::OkStatus();
+  if (out == in && out_bytes == in_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      op, ": argument ", out_index, " (the output) overlaps argument ",
+      in_index,
+      " without being the same memory; an output may be exactly an "
+      "input or apart from it"));
+}
+
+// An output that each element of which reads many input elements (gemv,
+// dot) must not overlap those inputs.
+absl::Status CheckNoOverlap(absl::string_view op, int out_index,
+                            absl::string_view out_name, const void* out,
+                            uint64_t out_bytes, int in_index,
+                            absl::string_view in_name, const void* in,
+                            uint64_t in_bytes) {
+  if (!Overlaps(out, out_bytes, in, in_bytes)) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(op, ": argument ", out_index, " (", out_name,
+                   ") overlaps argument ", in_index, " (", in_name, "); ", op,
+                   " cannot write its result into its input"));
+}
+
 template <typename T>
 void FillWith(const HostBufferArg& out, T value) {
   char* base = static_cast<char*>(out.data);
@@ -139,6 +179,10 @@ absl::Status AxpyKernel(absl::Span<const HostArg> args) {
   const char* xs = static_cast<const char*>((*x)->data);
   char* ys = static_cast<char*>((*y)->data);
   const uint64_t n = std::min(Float32Count(**x), Float32Count(**y));
+  if (absl::Status s = CheckElementwiseAlias(kOp, 2, ys, 4 * n, 1, xs, 4 * n);
+      !s.ok()) {
+    return s;
+  }
   for (uint64_t i = 0; i < n; ++i) {
     Store<float>(ys, i, a * Load<float>(xs, i) + Load<float>(ys, i));
   }
@@ -172,10 +216,228 @@ absl::Status AddKernel(absl::Span<const HostArg> args) {
   char* os = static_cast<char*>((*out)->data);
   const uint64_t n =
       std::min({Float32Count(**a), Float32Count(**b), Float32Count(**out)});
+  for (int in : {0, 1}) {
+    const char* in_data = in == 0 ? as : bs;
+    if (absl::Status s =
+            CheckElementwiseAlias(kOp, 2, os, 4 * n, in, in_data, 4 * n);
+        !s.ok()) {
+      return s;
+    }
+  }
   for (uint64_t i = 0; i < n; ++i) {
     Store<float>(os, i, Load<float>(as, i) + Load<float>(bs, i));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// sub, mul, div: out[i] = fn(a[i], b[i] or b[0]) for i < min(len(a),
+// len(out)).
+template <typename Fn>
+absl::Status BroadcastKernel(absl::string_view op,
+                             absl::Span<const HostArg> args, Fn fn) {
+  if (absl::Status s = CheckArity(op, args, 3); !s.ok()) return s;
+  auto a = Float32At(op, args, 0);
+  if (!a.ok()) return a.status();
+  auto b = Float32At(op, args, 1);
+  if (!b.ok()) return b.status();
+  auto out = Float32At(op, args, 2);
+  if (!out.ok()) return out.status();
+  const uint64_t n = std::min(Float32Count(**a), Float32Count(**out));
+  const uint64_t nb = Float32Count(**b);
+  const bool broadcast = nb == 1;
+  if (!broadcast && nb < n) {
+    return ArgError(op, 1,
+                    absl::StrCat("(b) holds ", nb,
+                                 " float32 elements; it must hold one "
+                                 "(broadcast) or at least ",
+                                 n, " (the shorter of a and out)"));
+  }
+  const char* as = static_cast<const char*>((*a)->data);
+  const char* bs = static_cast<const char*>((*b)->data);
+  char* os = static_cast<char*>((*out)->data);
+  if (absl::Status s = CheckElementwiseAlias(op, 2, os, 4 * n, 0, as, 4 * n);
+      !s.ok()) {
+    return s;
+  }
+  const uint64_t b_bytes = broadcast ? 4 : 4 * n;
+  if (absl::Status s = CheckElementwiseAlias(op, 2, os, 4 * n, 1, bs, b_bytes);
+      !s.ok()) {
+    return s;
+  }
+  if (broadcast) {
+    const float b0 = n > 0 ? Load<float>(bs, 0) : 0.0f;
+    for (uint64_t i = 0; i < n; ++i) {
+      Store<float>(os, i, fn(Load<float>(as, i), b0));
+    }
+  } else {
+    for (uint64_t i = 0; i < n; ++i) {
+      Store<float>(os, i, fn(Load<float>(as, i), Load<float>(bs, i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// An i32 argument (gemv's dimensions): an integer scalar within [1,
+// INT32_MAX].
+absl::StatusOr<uint64_t> DimensionAt(absl::string_view op,
+                                     absl::Span<const HostArg> args, int index,
+                                     absl::string_view name) {
+  int64_t v = 0;
+  if (const auto* i = std::get_if<int32_t>(&args[index])) {
+    v = *i;
+  } else if (const auto* l = std::get_if<int64_t>(&args[index])) {
+    v = *l;
+  } else {
+    return ArgError(op, index,
+                    absl::StrCat("(", name, ") must be an integer scalar"));
+  }
+  if (v < 1 || v > std::numeric_limits<int32_t>::max()) {
+    return ArgError(
+        op, index,
+        absl::StrCat("(", name, ") must be in [1, 2^31 - 1], got ", v));
+  }
+  return static_cast<uint64_t>(v);
+}
+
+// less, greater: flag[0] = cmp(x[0], t) as int32 1 or 0.
+template <typename Cmp>
+absl::Status CompareKernel(absl::string_view op, absl::Span<const HostArg> args,
+                           Cmp cmp) {
+  if (absl::Status s = CheckArity(op, args, 3); !s.ok()) return s;
+  auto x = Float32At(op, args, 0);
+  if (!x.ok()) return x.status();
+  if (!IsScalar(args[1])) return ArgError(op, 1, "(t) must be a scalar");
+  auto flag = BufferAt(op, args, 2);
+  if (!flag.ok()) return flag.status();
+  if ((*flag)->dtype != DType::kInt32) {
+    return ArgError(op, 2,
+                    absl::StrCat("(flag) must be int32, got ",
+                                 scheduler::DTypeName((*flag)->dtype)));
+  }
+  if (Float32Count(**x) < 1) {
+    return ArgError(op, 0, "(x) must hold at least one float32");
+  }
+  if ((*flag)->size_bytes < sizeof(int32_t)) {
+    return ArgError(op, 2, "(flag) must hold at least one int32");
+  }
+  const float t = static_cast<float>(ScalarAsDouble(args[1]));
+  const float x0 = Load<float>(static_cast<const char*>((*x)->data), 0);
+  Store<int32_t>(static_cast<char*>((*flag)->data), 0, cmp(x0, t) ? 1 : 0);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SubKernel(absl::Span<const HostArg> args) {
+  return BroadcastKernel("sub", args, [](float a, float b) { return a - b; });
+}
+
+absl::Status MulKernel(absl::Span<const HostArg> args) {
+  return BroadcastKernel("mul", args, [](float a, float b) { return a * b; });
+}
+
+absl::Status DivKernel(absl::Span<const HostArg> args) {
+  return BroadcastKernel("div", args, [](float a, float b) { return a / b; });
+}
+
+absl::Status DotKernel(absl::Span<const HostArg> args) {
+  constexpr absl::string_view kOp = "dot";
+  if (absl::Status s = CheckArity(kOp, args, 3); !s.ok()) return s;
+  auto x = Float32At(kOp, args, 0);
+  if (!x.ok()) return x.status();
+  auto y = Float32At(kOp, args, 1);
+  if (!y.ok()) return y.status();
+  auto out = Float32At(kOp, args, 2);
+  if (!out.ok()) return out.status();
+  if ((*out)->size_bytes < sizeof(float)) {
+    return ArgError(kOp, 2, "(out) must hold at least one float32");
+  }
+  const char* xs = static_cast<const char*>((*x)->data);
+  const char* ys = static_cast<const char*>((*y)->data);
+  char* os = static_cast<char*>((*out)->data);
+  const uint64_t n = std::min(Float32Count(**x), Float32Count(**y));
+  if (absl::Status s = CheckNoOverlap(kOp, 2, "out", os, 4, 0, "x", xs, 4 * n);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckNoOverlap(kOp, 2, "out", os, 4, 1, "y", ys, 4 * n);
+      !s.ok()) {
+    return s;
+  }
+  // Products of two float32 are exact in double.
+  double sum = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    sum += static_cast<double>(Load<float>(xs, i)) * Load<float>(ys, i);
+  }
+  Store<float>(os, 0, static_cast<float>(sum));
+  return absl::OkStatus();
+}
+
+absl::Status GemvKernel(absl::Span<const HostArg> args) {
+  constexpr absl::string_view kOp = "gemv";
+  if (absl::Status s = CheckArity(kOp, args, 5); !s.ok()) return s;
+  absl::StatusOr<uint64_t> rows = DimensionAt(kOp, args, 0, "rows");
+  if (!rows.ok()) return rows.status();
+  absl::StatusOr<uint64_t> cols = DimensionAt(kOp, args, 1, "cols");
+  if (!cols.ok()) return cols.status();
+  auto a = Float32At(kOp, args, 2);
+  if (!a.ok()) return a.status();
+  auto x = Float32At(kOp, args, 3);
+  if (!x.ok()) return x.status();
+  auto y = Float32At(kOp, args, 4);
+  if (!y.ok()) return y.status();
+  const uint64_t m = *rows;
+  const uint64_t k = *cols;
+  struct Need {
+    int index;
+    const char* name;
+    const HostBufferArg* buffer;
+    uint64_t elements;
+    const char* what;
+  };
+  for (const Need& need :
+       {Need{2, "A", *a, m * k, "rows * cols"}, Need{3, "x", *x, k, "cols"},
+        Need{4, "y", *y, m, "rows"}}) {
+    const uint64_t have = Float32Count(*need.buffer);
+    if (have < need.elements) {
+      return ArgError(kOp, need.index,
+                      absl::StrCat("(", need.name, ") holds ", have,
+                                   " float32 elements, fewer than ", need.what,
+                                   " = ", need.elements));
+    }
+  }
+  const char* as = static_cast<const char*>((*a)->data);
+  const char* xs = static_cast<const char*>((*x)->data);
+  char* ys = static_cast<char*>((*y)->data);
+  if (absl::Status s =
+          CheckNoOverlap(kOp, 4, "y", ys, 4 * m, 2, "A", as, 4 * m * k);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          CheckNoOverlap(kOp, 4, "y", ys, 4 * m, 3, "x", xs, 4 * k);
+      !s.ok()) {
+    return s;
+  }
+  for (uint64_t r = 0; r < m; ++r) {
+    const char* row = as + r * k * sizeof(float);
+    double sum = 0;
+    for (uint64_t c = 0; c < k; ++c) {
+      sum += static_cast<double>(Load<float>(row, c)) * Load<float>(xs, c);
+    }
+    Store<float>(ys, r, static_cast<float>(sum));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LessKernel(absl::Span<const HostArg> args) {
+  return CompareKernel("less", args, [](float x, float t) { return x < t; });
+}
+
+absl::Status GreaterKernel(absl::Span<const HostArg> args) {
+  return CompareKernel("greater", args, [](float x, float t) { return x > t; });
 }
 
 absl::Status ReduceSumKernel(absl::Span<const HostArg> args) {
@@ -214,7 +476,14 @@ CpuKernelTable CpuKernelTable::WithBuiltins() {
   table.kernels_.emplace("axpy", AxpyKernel);
   table.kernels_.emplace("scale", ScaleKernel);
   table.kernels_.emplace("add", AddKernel);
+  table.kernels_.emplace("sub", SubKernel);
+  table.kernels_.emplace("mul", MulKernel);
+  table.kernels_.emplace("div", DivKernel);
   table.kernels_.emplace("reduce_sum", ReduceSumKernel);
+  table.kernels_.emplace("dot", DotKernel);
+  table.kernels_.emplace("gemv", GemvKernel);
+  table.kernels_.emplace("less", LessKernel);
+  table.kernels_.emplace("greater", GreaterKernel);
   table.kernels_.emplace("spin", SpinKernel);
   return table;
 }

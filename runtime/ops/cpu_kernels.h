@@ -1,12 +1,21 @@
 // CPU reference implementations of the built-in ops.
 //
-// Each op of scheduler/op_signatures.h (fill, copy, axpy, scale, add,
-// reduce_sum, spin) has a kernel here that works on plain host memory. The
-// simulated backend runs them on its "device" memory (which is host memory),
-// host-engine nodes can run them directly, and the CUDA kernels are checked
-// against them. Kernels validate what they touch (argument count and kinds,
-// dtypes, sizes) and answer INVALID_ARGUMENT instead of reading or writing out
-// of bounds, because a backend cannot assume its caller validated the graph.
+// Each op of scheduler/op_signatures.h (fill, copy, axpy, scale, add, sub,
+// mul, div, reduce_sum, dot, gemv, less, greater, spin) has a kernel here
+// that works on plain host memory. The simulated backend runs them on its
+// "device" memory (which is host memory), host-engine nodes can run them
+// directly, and the CUDA kernels are checked against them. Kernels validate
+// what they touch (argument count and kinds, dtypes, sizes) and answer
+// INVALID_ARGUMENT instead of reading or writing out of bounds, because a
+// backend cannot assume its caller validated the graph.
+//
+// Aliasing: an elementwise op (axpy, scale, add, sub, mul, div) may write
+// into one of its inputs when the two are exactly the same memory (same
+// address, same length used); any other overlap of its output with an
+// input is INVALID_ARGUMENT, since its result would depend on the order the
+// elements are computed in. gemv's `y` and dot's `out` must not overlap
+// their inputs at all (INVALID_ARGUMENT). Only the elements an op uses
+// count: e.g. the first rows * cols of gemv's `A`.
 //
 // `spin` has no effect on memory: occupying a stream for the node's cost is
 // timing, which belongs to the backend that runs the kernel.
@@ -77,7 +86,14 @@ absl::Status CopyKernel(absl::Span<const HostArg> args);
 absl::Status AxpyKernel(absl::Span<const HostArg> args);
 absl::Status ScaleKernel(absl::Span<const HostArg> args);
 absl::Status AddKernel(absl::Span<const HostArg> args);
+absl::Status SubKernel(absl::Span<const HostArg> args);
+absl::Status MulKernel(absl::Span<const HostArg> args);
+absl::Status DivKernel(absl::Span<const HostArg> args);
 absl::Status ReduceSumKernel(absl::Span<const HostArg> args);
+absl::Status DotKernel(absl::Span<const HostArg> args);
+absl::Status GemvKernel(absl::Span<const HostArg> args);
+absl::Status LessKernel(absl::Span<const HostArg> args);
+absl::Status GreaterKernel(absl::Span<const HostArg> args);
 absl::Status SpinKernel(absl::Span<const HostArg> args);
 
 }  // namespace weft::runtime

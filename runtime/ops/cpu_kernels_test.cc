@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -140,6 +141,302 @@ TEST(CpuKernelsTest, ReduceSumRejectsTinyOutput) {
   EXPECT_THAT(s.message(), HasSubstr("at least one float32"));
 }
 
+TEST(CpuKernelsTest, AddAndAxpyComputeInPlace) {
+  std::vector<float> a = {1, 2, 3};
+  std::vector<float> b = {10, 20, 30};
+  ASSERT_TRUE(AddKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(a, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(a, ElementsAre(11, 22, 33));
+  ASSERT_TRUE(AddKernel({View(a, DType::kFloat32), View(a, DType::kFloat32),
+                         View(a, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(a, ElementsAre(22, 44, 66));
+  ASSERT_TRUE(
+      AxpyKernel({0.5f, View(b, DType::kFloat32), View(b, DType::kFloat32)})
+          .ok());
+  EXPECT_THAT(b, ElementsAre(15, 30, 45));
+}
+
+TEST(CpuKernelsTest, ElementwiseRejectsShiftedOverlap) {
+  std::vector<float> v = {1, 2, 3, 4};
+  HostBufferArg head{v.data(), 12, DType::kFloat32, Access::kRead};
+  HostBufferArg tail{v.data() + 1, 12, DType::kFloat32, Access::kWrite};
+  absl::Status s = AddKernel({head, head, tail});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("add: argument 2 (the output) overlaps "
+                                     "argument 0 without being the same"));
+  s = AxpyKernel({1.0f, tail, head});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  s = SubKernel({tail, head, head});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(v, ElementsAre(1, 2, 3, 4));
+}
+
+TEST(CpuKernelsTest, SubMulDivElementwise) {
+  std::vector<float> a = {6, 8, 9, 1};
+  std::vector<float> b = {2, 4, 3, 0};
+  std::vector<float> out(4, -1);
+  ASSERT_TRUE(SubKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(4, 4, 6, 1));
+  ASSERT_TRUE(MulKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(12, 32, 27, 0));
+  ASSERT_TRUE(DivKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out,
+              ElementsAre(3, 2, 3, std::numeric_limits<float>::infinity()));
+}
+
+TEST(CpuKernelsTest, SubMulDivOverShorterOfAAndOut) {
+  std::vector<float> a = {5, 6, 7};
+  std::vector<float> b = {1, 1, 1, 1, 1};
+  std::vector<float> out = {0, 0, 0, 0, 9};
+  ASSERT_TRUE(SubKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(4, 5, 6, 0, 9));  // out[3, 5) untouched
+  std::vector<float> short_out = {0, 0};
+  ASSERT_TRUE(MulKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(short_out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(short_out, ElementsAre(5, 6));
+}
+
+TEST(CpuKernelsTest, SubMulDivBroadcastOneElementB) {
+  std::vector<float> a = {2, 4, 6};
+  std::vector<float> b = {2};
+  std::vector<float> out(3);
+  ASSERT_TRUE(SubKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(0, 2, 4));
+  ASSERT_TRUE(MulKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(4, 8, 12));
+  ASSERT_TRUE(DivKernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                         View(a, DType::kFloat32)})  // in place
+                  .ok());
+  EXPECT_THAT(a, ElementsAre(1, 2, 3));
+}
+
+TEST(CpuKernelsTest, SubMulDivRejectShortB) {
+  std::vector<float> a = {1, 2, 3};
+  std::vector<float> b = {1, 2};
+  std::vector<float> out(3, 7);
+  for (auto kernel : {&SubKernel, &MulKernel, &DivKernel}) {
+    absl::Status s = kernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
+                             View(out, DType::kFloat32)});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s.message(),
+                HasSubstr("argument 1 (b) holds 2 float32 elements; it must "
+                          "hold one (broadcast) or at least 3"));
+  }
+  EXPECT_THAT(out, ElementsAre(7, 7, 7));
+  std::vector<int32_t> ints(3);
+  absl::Status s =
+      MulKernel({View(a, DType::kFloat32), View(a, DType::kFloat32),
+                 View(ints, DType::kInt32)});
+  EXPECT_THAT(s.message(), HasSubstr("mul: argument 2 must be float32"));
+}
+
+TEST(CpuKernelsTest, SubMulDivInPlaceOnEitherInput) {
+  std::vector<float> r = {10, 20, 30};
+  std::vector<float> q = {1, 2, 3};
+  ASSERT_TRUE(SubKernel({View(r, DType::kFloat32), View(q, DType::kFloat32),
+                         View(r, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(r, ElementsAre(9, 18, 27));
+  ASSERT_TRUE(SubKernel({View(r, DType::kFloat32), View(q, DType::kFloat32),
+                         View(q, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(q, ElementsAre(8, 16, 24));
+  ASSERT_TRUE(MulKernel({View(q, DType::kFloat32), View(q, DType::kFloat32),
+                         View(q, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(q, ElementsAre(64, 256, 576));
+}
+
+TEST(CpuKernelsTest, BroadcastBInsideALongerOutputIsRejected) {
+  std::vector<float> v = {2, 3, 4};
+  HostBufferArg first{v.data(), 4, DType::kFloat32, Access::kRead};
+  absl::Status s =
+      SubKernel({View(v, DType::kFloat32), first, View(v, DType::kFloat32)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("overlaps argument 1"));
+  // A one-element output that is b itself is in place.
+  std::vector<float> one = {5};
+  ASSERT_TRUE(SubKernel({View(one, DType::kFloat32), View(one, DType::kFloat32),
+                         View(one, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(one, ElementsAre(0));
+}
+
+TEST(CpuKernelsTest, DotOverShorterLengthInDouble) {
+  std::vector<float> x = {1, 2, 3, 4};
+  std::vector<float> y = {5, 6, 7};
+  std::vector<float> out = {-1, 8};
+  ASSERT_TRUE(DotKernel({View(x, DType::kFloat32), View(y, DType::kFloat32),
+                         View(out, DType::kFloat32)})
+                  .ok());
+  EXPECT_THAT(out, ElementsAre(1 * 5 + 2 * 6 + 3 * 7, 8));
+  // 1e8 + 1 - 1e8: float32 accumulation would lose the 1.
+  std::vector<float> big = {1e8f, 1, -1e8f};
+  std::vector<float> ones = {1, 1, 1};
+  ASSERT_TRUE(
+      DotKernel({View(big, DType::kFloat32), View(ones, DType::kFloat32),
+                 View(out, DType::kFloat32)})
+          .ok());
+  EXPECT_EQ(out[0], 1.0f);
+  std::vector<float> empty;
+  ASSERT_TRUE(
+      DotKernel({View(empty, DType::kFloat32), View(ones, DType::kFloat32),
+                 View(out, DType::kFloat32)})
+          .ok());
+  EXPECT_EQ(out[0], 0.0f);
+}
+
+TEST(CpuKernelsTest, DotRejectsAliasedOrTinyOutput) {
+  std::vector<float> x = {1, 2};
+  std::vector<float> y = {3, 4};
+  absl::Status s =
+      DotKernel({View(x, DType::kFloat32), View(y, DType::kFloat32),
+                 View(y, DType::kFloat32)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("dot: argument 2 (out) overlaps argument "
+                                     "1 (y)"));
+  s = DotKernel({View(x, DType::kFloat32), View(y, DType::kFloat32),
+                 View(x, DType::kFloat32)});
+  EXPECT_THAT(s.message(), HasSubstr("overlaps argument 0 (x)"));
+  EXPECT_THAT(y, ElementsAre(3, 4));
+  HostBufferArg none{y.data(), 0, DType::kFloat32, Access::kWrite};
+  s = DotKernel({View(x, DType::kFloat32), View(y, DType::kFloat32), none});
+  EXPECT_THAT(s.message(), HasSubstr("(out) must hold at least one float32"));
+}
+
+TEST(CpuKernelsTest, GemvMatchesHandComputation) {
+  // A = [[1, 2, 3],
+  //      [4, 5, 6],
+  //      [7, 8, 9],
+  //      [-1, 0, 2]], x = [1, -1, 2]
+  std::vector<float> a = {1, 2, 3, 4, 5, 6, 7, 8, 9, -1, 0, 2};
+  std::vector<float> x = {1, -1, 2};
+  std::vector<float> y = {0, 0, 0, 0, 42};
+  ASSERT_TRUE(GemvKernel({int32_t{4}, int32_t{3}, View(a, DType::kFloat32),
+                          View(x, DType::kFloat32), View(y, DType::kFloat32)})
+                  .ok());
+  // 1 - 2 + 6 = 5; 4 - 5 + 12 = 11; 7 - 8 + 18 = 17; -1 + 0 + 4 = 3
+  EXPECT_THAT(y, ElementsAre(5, 11, 17, 3, 42));
+  // The same A read as 3 x 4 (row-major), x of 4 with int64 dimensions.
+  std::vector<float> x4 = {1, 0, 0, 1};
+  ASSERT_TRUE(GemvKernel({int64_t{3}, int64_t{4}, View(a, DType::kFloat32),
+                          View(x4, DType::kFloat32), View(y, DType::kFloat32)})
+                  .ok());
+  // rows [1 2 3 4], [5 6 7 8], [9 -1 0 2]
+  EXPECT_THAT(y, ElementsAre(5, 13, 11, 3, 42));
+}
+
+TEST(CpuKernelsTest, GemvChecksSizesNamingTheArgument) {
+  std::vector<float> a(6), x(3), y(2);
+  auto run = [&](HostArg rows, HostArg cols) {
+    return GemvKernel({rows, cols, View(a, DType::kFloat32),
+                       View(x, DType::kFloat32), View(y, DType::kFloat32)});
+  };
+  EXPECT_TRUE(run(int32_t{2}, int32_t{3}).ok());
+  absl::Status s = run(int32_t{3}, int32_t{2});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("gemv: argument 4 (y) holds 2 float32 "
+                                     "elements, fewer than rows = 3"));
+  s = run(int32_t{1}, int32_t{4});
+  EXPECT_THAT(s.message(), HasSubstr("gemv: argument 3 (x) holds 3 float32 "
+                                     "elements, fewer than cols = 4"));
+  s = run(int32_t{2}, int32_t{4});
+  EXPECT_THAT(s.message(), HasSubstr("gemv: argument 2 (A) holds 6 float32 "
+                                     "elements, fewer than rows * cols = 8"));
+  s = run(int32_t{0}, int32_t{3});
+  EXPECT_THAT(s.message(),
+              HasSubstr("gemv: argument 0 (rows) must be in [1, 2^31 - 1], "
+                        "got 0"));
+  s = run(int32_t{2}, 3.0f);
+  EXPECT_THAT(s.message(),
+              HasSubstr("gemv: argument 1 (cols) must be an integer scalar"));
+  s = run(int32_t{2}, int64_t{1} << 31);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CpuKernelsTest, GemvRejectsOutputOverlappingAnInput) {
+  std::vector<float> a = {1, 2, 3, 4};
+  std::vector<float> x = {1, 1};
+  absl::Status s =
+      GemvKernel({int32_t{2}, int32_t{2}, View(a, DType::kFloat32),
+                  View(x, DType::kFloat32), View(x, DType::kFloat32)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("gemv: argument 4 (y) overlaps argument "
+                                     "3 (x)"));
+  HostBufferArg a_tail{a.data() + 2, 8, DType::kFloat32, Access::kWrite};
+  s = GemvKernel({int32_t{2}, int32_t{2}, View(a, DType::kFloat32),
+                  View(x, DType::kFloat32), a_tail});
+  EXPECT_THAT(s.message(), HasSubstr("overlaps argument 2 (A)"));
+  EXPECT_THAT(a, ElementsAre(1, 2, 3, 4));
+  // Elements past rows * cols are not A's: y may lie there.
+  std::vector<float> big = {1, 2, 3, 4, 0, 0};
+  HostBufferArg after{big.data() + 4, 8, DType::kFloat32, Access::kWrite};
+  ASSERT_TRUE(GemvKernel({int32_t{2}, int32_t{2}, View(big, DType::kFloat32),
+                          View(x, DType::kFloat32), after})
+                  .ok());
+  EXPECT_THAT(big, ElementsAre(1, 2, 3, 4, 3, 7));
+}
+
+TEST(CpuKernelsTest, LessAndGreaterWriteAnInt32Flag) {
+  std::vector<float> x = {1.5f, 100};
+  std::vector<int32_t> flag = {7, 7};
+  ASSERT_TRUE(
+      LessKernel({View(x, DType::kFloat32), 2.0f, View(flag, DType::kInt32)})
+          .ok());
+  EXPECT_THAT(flag, ElementsAre(1, 7));  // only x[0] and flag[0] count
+  ASSERT_TRUE(GreaterKernel({View(x, DType::kFloat32), int32_t{2},
+                             View(flag, DType::kInt32)})
+                  .ok());
+  EXPECT_THAT(flag, ElementsAre(0, 7));
+  ASSERT_TRUE(
+      GreaterKernel({View(x, DType::kFloat32), 1.0, View(flag, DType::kInt32)})
+          .ok());
+  EXPECT_EQ(flag[0], 1);
+  ASSERT_TRUE(
+      LessKernel({View(x, DType::kFloat32), 1.5f, View(flag, DType::kInt32)})
+          .ok());
+  EXPECT_EQ(flag[0], 0);  // strict
+  std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN()};
+  ASSERT_TRUE(GreaterKernel(
+                  {View(nan, DType::kFloat32), 0.0f, View(flag, DType::kInt32)})
+                  .ok());
+  EXPECT_EQ(flag[0], 0);
+}
+
+TEST(CpuKernelsTest, ComparisonsRejectBadArguments) {
+  std::vector<float> x = {1};
+  std::vector<float> fl = {0};
+  std::vector<int32_t> flag = {0};
+  absl::Status s =
+      LessKernel({View(x, DType::kFloat32), 1.0f, View(fl, DType::kFloat32)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("less: argument 2 (flag) must be int32, got FLOAT32"));
+  s = GreaterKernel({View(x, DType::kFloat32), View(x, DType::kFloat32),
+                     View(flag, DType::kInt32)});
+  EXPECT_THAT(s.message(), HasSubstr("greater: argument 1 (t) must be a "
+                                     "scalar"));
+  std::vector<float> empty;
+  s = LessKernel(
+      {View(empty, DType::kFloat32), 1.0f, View(flag, DType::kInt32)});
+  EXPECT_THAT(s.message(), HasSubstr("(x) must hold at least one float32"));
+}
+
 TEST(CpuKernelsTest, SpinLeavesMemoryAlone) {
   std::vector<float> x = {3, 4};
   ASSERT_TRUE(SpinKernel({View(x, DType::kFloat32)}).ok());
@@ -165,7 +462,8 @@ TEST(CpuKernelTableTest, UnknownOpIsUnimplemented) {
 TEST(CpuKernelTableTest, HoldsExactlyTheBuiltins) {
   CpuKernelTable table = CpuKernelTable::WithBuiltins();
   for (const char* op :
-       {"fill", "copy", "axpy", "scale", "add", "reduce_sum", "spin"}) {
+       {"fill", "copy", "axpy", "scale", "add", "sub", "mul", "div",
+        "reduce_sum", "dot", "gemv", "less", "greater", "spin"}) {
     EXPECT_TRUE(table.Contains(op)) << op;
   }
   EXPECT_FALSE(table.Contains("boom"));
