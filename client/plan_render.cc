@@ -12,6 +12,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/format.h"
+#include "client/plan_memory.h"
+#include "client/plan_svg.h"
 
 namespace weft::client {
 namespace {
@@ -149,8 +151,9 @@ absl::StatusOr<PlanFormat> ParsePlanFormat(absl::string_view name) {
   if (lower == "json") return PlanFormat::kJson;
   if (lower == "trace") return PlanFormat::kTrace;
   if (lower == "dot") return PlanFormat::kDot;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--format: '", name, "' is not table, json, trace or dot"));
+  if (lower == "svg") return PlanFormat::kSvg;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--format: '", name, "' is not table, json, trace, dot or svg"));
 }
 
 std::string PlanTable(const weft::v1::Plan& plan,
@@ -216,10 +219,31 @@ std::string PlanTable(const weft::v1::Plan& plan,
       plan.num_devices(), plan.streams_size(), plan.num_events(),
       plan.estimated_makespan_us(), plan.critical_path_us(),
       plan.lower_bound_us());
-  return absl::StrCat(Table(nodes), "\n", Table(streams), "\n", totals);
+  std::string out =
+      absl::StrCat(Table(nodes), "\n", Table(streams), "\n", totals);
+  const std::string memory = MemoryTable(plan);
+  if (!memory.empty()) absl::StrAppend(&out, "\n", memory);
+  return out;
 }
 
-std::string PlanTraceJson(const weft::v1::Plan& plan) {
+std::string MemoryTable(const weft::v1::Plan& plan) {
+  if (plan.memory().empty()) return "";
+  auto bytes = [](int64_t b) { return FormatBytes(b > 0 ? b : 0); };
+  std::vector<std::vector<std::string>> rows = {{"DEVICE", "ARENA", "PEAK_LIVE",
+                                                 "LOWER_BOUND", "BUDGET",
+                                                 "SPILLED", "ORDERINGS_ADDED"}};
+  for (const weft::v1::DeviceMemory& m : plan.memory()) {
+    rows.push_back({absl::StrCat(m.device()), bytes(m.arena_bytes()),
+                    bytes(m.peak_live_bytes()), bytes(m.lower_bound_bytes()),
+                    m.budget_bytes() > 0 ? bytes(m.budget_bytes()) : "none",
+                    bytes(m.spilled_bytes()),
+                    absl::StrCat(m.orderings_added())});
+  }
+  return Table(rows);
+}
+
+std::string PlanTraceJson(const weft::v1::Plan& plan,
+                          const weft::v1::Graph* graph) {
   const PlanIndex index(plan);
   std::vector<std::string> events;
   for (int device : index.Devices()) {
@@ -289,6 +313,17 @@ std::string PlanTraceJson(const weft::v1::Plan& plan) {
     }
   }
   events.insert(events.end(), flows.begin(), flows.end());
+
+  if (graph != nullptr && !plan.memory().empty()) {
+    for (const DeviceLiveBytes& live : LiveBytesByDevice(plan, *graph)) {
+      for (const LiveSample& s : live.samples) {
+        events.push_back(absl::StrCat(
+            "{\"name\":\"live bytes\",\"cat\":\"memory\",\"ph\":\"C\",\"pid\":",
+            live.device, ",\"tid\":0,\"ts\":", JsonUs(s.time_us),
+            ",\"args\":{\"bytes\":", s.bytes, "}}"));
+      }
+    }
+  }
 
   return absl::StrCat(
       "{\"traceEvents\":[\n", absl::StrJoin(events, ",\n"),
@@ -360,7 +395,12 @@ std::string RenderPlan(const weft::v1::Plan& plan, PlanFormat format,
     case PlanFormat::kJson:
       return absl::StrCat(ToJson(plan), "\n");
     case PlanFormat::kTrace:
-      return PlanTraceJson(plan);
+      return PlanTraceJson(plan, options.graph);
+    case PlanFormat::kSvg: {
+      PlanSvgOptions svg;
+      svg.graph = options.graph;
+      return PlanSvg(plan, svg);
+    }
     case PlanFormat::kDot:
       return PlanDot(plan);
     case PlanFormat::kTable:

@@ -1,5 +1,8 @@
 // Renderings of a weft.v1.Plan for `weftctl plan`: an explained table, a
-// Chrome/Perfetto trace-event timeline, and a Graphviz graph.
+// Chrome/Perfetto trace-event timeline, a Graphviz graph and an SVG
+// picture (plan_svg.h). Where the plan carries memory (Plan.memory), the
+// table ends with a memory table and the trace and SVG show each device's
+// live bytes over time (plan_memory.h; this needs the submitted graph).
 //
 // The daemon simulates every plan it returns, so the estimated start and end
 // of each node are always present; the renderings only read the Plan and
@@ -19,25 +22,34 @@
 
 namespace weft::client {
 
-enum class PlanFormat { kTable, kJson, kTrace, kDot };
+enum class PlanFormat { kTable, kJson, kTrace, kDot, kSvg };
 
-// "table", "json", "trace" or "dot" (any case). INVALID_ARGUMENT naming the
-// choices otherwise.
+// "table", "json", "trace", "dot" or "svg" (any case). INVALID_ARGUMENT naming
+// the choices otherwise.
 absl::StatusOr<PlanFormat> ParsePlanFormat(absl::string_view name);
 
 struct PlanRenderOptions {
   // Table only: add each node's estimated duration and each stream's busy
   // time and utilisation over the makespan.
   bool simulate = false;
+  // The graph the plan is of, when the caller has it: trace counters and
+  // SVG charts of live bytes, SVG colours by op. Not owned.
+  const weft::v1::Graph* graph = nullptr;
 };
 
 // One row per node in issue order (NODE DEVICE STREAM DEPS WAITS SIGNAL
 // START_US END_US [DUR_US] REASON, "-" for empty cells and the reason as
 // the daemon wrote it), then one row per stream, then a line of totals. A
 // copy between devices shows its stream and peer stream as "S+P", and
-// counts on both.
+// counts on both. When the plan has memory, then one row per device
+// (MemoryTable).
 std::string PlanTable(const weft::v1::Plan& plan,
                       const PlanRenderOptions& options = {});
+
+// DEVICE ARENA PEAK_LIVE LOWER_BOUND BUDGET SPILLED ORDERINGS_ADDED, one row
+// per Plan.memory entry, bytes as FormatBytes does and a budget of 0 as
+// "none"; empty when the plan has no memory.
+std::string MemoryTable(const weft::v1::Plan& plan);
 
 // A Chrome trace-event JSON object, {"traceEvents":[...],
 // "displayTimeUnit":"ms", "otherData":{...}}:
@@ -51,8 +63,12 @@ std::string PlanTable(const weft::v1::Plan& plan,
 //   - a flow ("ph":"s" then "ph":"f" with "bp":"e", one id per edge) for
 //     every dependency on a node of another stream, from inside the end of
 //     the dependency's slice to inside the start of the node's slice.
+//   - with `graph`, a counter per device in Plan.memory ("ph":"C",
+//     "name":"live bytes", args {"bytes"}) with a sample at every change
+//     of its live bytes (plan_memory.h).
 // Timestamps that are negative or not finite are written as 0.
-std::string PlanTraceJson(const weft::v1::Plan& plan);
+std::string PlanTraceJson(const weft::v1::Plan& plan,
+                          const weft::v1::Graph* graph = nullptr);
 
 // A Graphviz digraph: one cluster per device ("GPU <n>"), a box per node
 // labelled with its name and stream (and "+ peer P" for a copy between
@@ -61,8 +77,8 @@ std::string PlanTraceJson(const weft::v1::Plan& plan);
 // event its dependency signals.
 std::string PlanDot(const weft::v1::Plan& plan);
 
-// Dispatches on `format`; kJson is proto3 JSON on one line. Every rendering
-// ends with a newline.
+// Dispatches on `format`; kJson is proto3 JSON on one line, kSvg PlanSvg. Every
+// rendering ends with a newline.
 std::string RenderPlan(const weft::v1::Plan& plan, PlanFormat format,
                        const PlanRenderOptions& options = {});
 

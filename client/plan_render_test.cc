@@ -139,19 +139,21 @@ std::vector<Struct> EventsWithPhase(const Struct& trace,
   return out;
 }
 
-TEST(ParsePlanFormatTest, AcceptsTheFourFormats) {
+TEST(ParsePlanFormatTest, AcceptsTheFiveFormats) {
   EXPECT_EQ(*ParsePlanFormat("table"), PlanFormat::kTable);
   EXPECT_EQ(*ParsePlanFormat("json"), PlanFormat::kJson);
   EXPECT_EQ(*ParsePlanFormat("Trace"), PlanFormat::kTrace);
   EXPECT_EQ(*ParsePlanFormat("DOT"), PlanFormat::kDot);
+  EXPECT_EQ(*ParsePlanFormat("svg"), PlanFormat::kSvg);
 }
 
 TEST(ParsePlanFormatTest, RejectsOthersNamingTheChoices) {
-  absl::StatusOr<PlanFormat> format = ParsePlanFormat("svg");
+  absl::StatusOr<PlanFormat> format = ParsePlanFormat("png");
   ASSERT_FALSE(format.ok());
   EXPECT_EQ(format.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(format.status().message(),
-              HasSubstr("--format: 'svg' is not table, json, trace or dot"));
+  EXPECT_THAT(
+      format.status().message(),
+      HasSubstr("--format: 'png' is not table, json, trace, dot or svg"));
 }
 
 TEST(PlanTableTest, OneExplainedLinePerNodeThenStreamsAndTotals) {
@@ -179,6 +181,93 @@ TEST(PlanTableTest, OneExplainedLinePerNodeThenStreamsAndTotals) {
                               "35.0 us\n"));
   EXPECT_THAT(text, Not(HasSubstr("DUR_US")));
   EXPECT_THAT(text, Not(HasSubstr("UTIL")));
+  // No memory in the plan: nothing about it.
+  EXPECT_THAT(text, Not(HasSubstr("ARENA")));
+  EXPECT_EQ(MemoryTable(SamplePlan()), "");
+}
+
+// SamplePlan with memory on both devices and the graph it is of: a writes
+// buffer x (4 KiB) on device 0, which b, c and e read there; d reads it on
+// device 1 (a transfer) and writes y (1 KiB), which f reads.
+weft::v1::Plan SamplePlanWithMemory() {
+  weft::v1::Plan plan = SamplePlan();
+  EXPECT_TRUE(google::protobuf::TextFormat::MergeFromString(
+      R"pb(
+        memory {
+          device: 0
+          arena_bytes: 4096
+          peak_live_bytes: 4096
+          lower_bound_bytes: 4096
+        }
+        memory {
+          device: 1
+          arena_bytes: 5120
+          peak_live_bytes: 5120
+          lower_bound_bytes: 5120
+          budget_bytes: 1073741824
+          spilled_bytes: 512
+          orderings_added: 2
+        }
+        buffers { name: "x" device: 0 offset: 0 size_bytes: 4096 }
+        buffers { name: "x" device: 1 offset: 0 size_bytes: 4096 }
+        buffers { name: "y" device: 1 offset: 4096 size_bytes: 1024 }
+      )pb",
+      &plan));
+  return plan;
+}
+
+weft::v1::Graph SampleGraph() {
+  weft::v1::Graph graph;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 4096 fill: 1 }
+        buffers { name: "y" size_bytes: 1000 }
+        nodes {
+          name: "a"
+          op: "fill"
+          args { buffer { name: "x" access: WRITE } }
+        }
+        nodes {
+          name: "b"
+          op: "spin"
+          args { buffer { name: "x" access: READ } }
+        }
+        nodes {
+          name: "c"
+          op: "spin"
+          args { buffer { name: "x" access: READ } }
+        }
+        nodes {
+          name: "d"
+          op: "copy"
+          args { buffer { name: "x" access: READ } }
+          args { buffer { name: "y" access: WRITE } }
+        }
+        nodes {
+          name: "e"
+          op: "spin"
+          args { buffer { name: "x" access: READ } }
+        }
+        nodes {
+          name: "f \"quoted\" \\ back"
+          op: "spin"
+          args { buffer { name: "y" access: READ } }
+        }
+      )pb",
+      &graph));
+  return graph;
+}
+
+TEST(PlanTableTest, MemoryTableAfterTheTotals) {
+  const std::string text = PlanTable(SamplePlanWithMemory());
+  EXPECT_THAT(text, HasSubstr("lower bound 35.0 us\n\n"
+                              "DEVICE  ARENA    PEAK_LIVE  LOWER_BOUND  "
+                              "BUDGET   SPILLED  ORDERINGS_ADDED\n"
+                              "0       4.0 KiB  4.0 KiB    4.0 KiB      "
+                              "none     0 B      0\n"
+                              "1       5.0 KiB  5.0 KiB    5.0 KiB      "
+                              "1.0 GiB  512 B    2\n"));
+  EXPECT_EQ(text.back(), '\n');
 }
 
 TEST(PlanTableTest, SimulateAddsDurationsAndStreamUtilisation) {
@@ -301,6 +390,28 @@ TEST(PlanTraceJsonTest, FlowsForEveryCrossStreamDependencyOnly) {
   EXPECT_FALSE(starts[5].fields().contains("args"));
 }
 
+TEST(PlanTraceJsonTest, LiveBytesCounterPerDeviceWithTheGraph) {
+  const weft::v1::Plan plan = SamplePlanWithMemory();
+  EXPECT_TRUE(EventsWithPhase(ParseJson(PlanTraceJson(plan)), "C").empty());
+
+  const weft::v1::Graph graph = SampleGraph();
+  const Struct trace = ParseJson(PlanTraceJson(plan, &graph));
+  std::map<int, std::vector<std::pair<double, double>>> counters;
+  for (const Struct& c : EventsWithPhase(trace, "C")) {
+    EXPECT_EQ(Str(c, "name"), "live bytes");
+    counters[static_cast<int>(Num(c, "pid"))].push_back(
+        {Num(c, "ts"), Num(Field(c, "args").struct_value(), "bytes")});
+  }
+  // x on device 0: from a's start to e's end (d's transfer reads it there
+  // over [12, 29)). Device 1: x and y from d's start; x dies at d's end, y
+  // at f's.
+  using Samples = std::vector<std::pair<double, double>>;
+  EXPECT_EQ(counters[0], (Samples{{0, 4096}, {35, 0}}));
+  EXPECT_EQ(counters[1], (Samples{{0, 0}, {12, 5120}, {29, 1024}, {40, 0}}));
+  EXPECT_EQ(RenderPlan(plan, PlanFormat::kTrace, {false, &graph}),
+            PlanTraceJson(plan, &graph));
+}
+
 TEST(PlanTraceJsonTest, EmptyPlanIsStillValid) {
   const Struct trace = ParseJson(PlanTraceJson(weft::v1::Plan()));
   EXPECT_EQ(Field(trace, "traceEvents").list_value().values_size(), 0);
@@ -362,6 +473,10 @@ TEST(RenderPlanTest, DispatchesOnFormat) {
   EXPECT_EQ(round_trip.SerializeAsString(), plan.SerializeAsString());
   EXPECT_EQ(RenderPlan(plan, PlanFormat::kTrace), PlanTraceJson(plan));
   EXPECT_EQ(RenderPlan(plan, PlanFormat::kDot), PlanDot(plan));
+  const std::string svg = RenderPlan(plan, PlanFormat::kSvg);
+  EXPECT_THAT(svg, StartsWith("<?xml"));
+  EXPECT_THAT(svg, HasSubstr("<svg "));
+  EXPECT_EQ(svg.back(), '\n');
   PlanRenderOptions simulate;
   simulate.simulate = true;
   EXPECT_EQ(RenderPlan(plan, PlanFormat::kTable, simulate),

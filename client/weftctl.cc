@@ -71,6 +71,10 @@ Commands:
                                                  that is no worse
                      --max_nodes_per_stream=N    split longer streams (at
                                                  least 3)
+                     --memory_order=auto|submitted|memory_aware
+                                                 issue order: the graph's
+                                                 (auto, submitted) or one
+                                                 that keeps fewer bytes live
                      --launch_mode=auto|streams|graphs
                                                  issue device work node by
                                                  node (streams) or as
@@ -92,18 +96,28 @@ Commands:
                    per node in issue order: device, stream, dependencies,
                    event waits and signal, estimated start and end, and why
                    this device and this stream; then the streams and the
-                   totals (makespan, critical path, lower bound, events).
+                   totals (makespan, critical path, lower bound, events);
+                   then, when weftd planned memory (graphs of up to 20,000
+                   nodes, or --memory_order=memory_aware), one line per
+                   device: arena, peak live bytes, lower bound, budget,
+                   spilled bytes, orderings added.
                      --policy=...  --stream_mode=...  --max_streams_per_device=N
                      --data_threshold=F  --restrict_to_parent_devices
-                     --max_nodes_per_stream=N    as for submit
-                     --format=table|json|trace|dot
+                     --max_nodes_per_stream=N  --memory_order=...
+                                                 as for submit
+                     --format=table|json|trace|dot|svg
                                  json: the Plan as proto3 JSON (as --json);
                                  trace: Chrome/Perfetto trace-event JSON, a
                                  process per GPU and a thread per stream,
-                                 arrows for waits between streams (open in
+                                 arrows for waits between streams, and a
+                                 "live bytes" counter per GPU (open in
                                  ui.perfetto.dev or chrome://tracing);
                                  dot: Graphviz, a cluster per GPU, dashed
-                                 edges between streams
+                                 edges between streams;
+                                 svg: a picture (open in a browser): a lane
+                                 per stream with a bar per node (hover for
+                                 its name and times), and per GPU a chart of
+                                 live bytes with its arena and budget
                      --simulate                  table: add each node's
                                                  duration and each stream's
                                                  busy time and utilisation.
@@ -166,13 +180,15 @@ std::vector<FlagSpec> AllFlags() {
       {"progress"},
       {"format"},
       {"simulate", false},
+      {"memory_order"},
   };
 }
 
 // The flags of submit and plan that fill ScheduleOptions.
 constexpr const char* kScheduleFlags[] = {
     "policy",         "stream_mode",          "max_streams_per_device",
-    "data_threshold", "max_nodes_per_stream", "restrict_to_parent_devices"};
+    "data_threshold", "max_nodes_per_stream", "restrict_to_parent_devices",
+    "memory_order"};
 
 int ReportUsage(const std::string& message) {
   std::cerr << "weftctl: " << message << "\n"
@@ -388,6 +404,20 @@ class Weftctl {
       }
       options.set_data_threshold(**threshold);
     }
+    if (std::optional<std::string> order = args_.String("memory_order")) {
+      const std::string o = absl::AsciiStrToLower(*order);
+      if (o == "auto") {
+        options.set_memory_order(weft::v1::MEMORY_ORDER_AUTO);
+      } else if (o == "submitted") {
+        options.set_memory_order(weft::v1::MEMORY_ORDER_SUBMITTED);
+      } else if (o == "memory_aware") {
+        options.set_memory_order(weft::v1::MEMORY_ORDER_MEMORY_AWARE);
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--memory_order: '", *order,
+                         "' is not auto, submitted or memory_aware"));
+      }
+    }
     options.set_restrict_to_parent_devices(
         args_.Bool("restrict_to_parent_devices"));
     absl::StatusOr<std::optional<int>> max_nodes =
@@ -597,6 +627,7 @@ class Weftctl {
     if (!graph.ok()) return ReportError(graph.status());
     absl::StatusOr<weft::v1::Plan> plan = client_->Plan(*graph, *options);
     if (!plan.ok()) return ReportError(plan.status());
+    render.graph = &*graph;
     return WriteOutput(RenderPlan(*plan, format, render));
   }
 

@@ -25,6 +25,8 @@ PACKAGES=(
   python3
   python3-grpcio
   python3-protobuf
+  # Renders `weftctl plan --format=svg` in the end-to-end tests (headless).
+  chromium
   # Metrics and tooling.
   prometheus
   curl

@@ -112,9 +112,9 @@ class PlanRenderTest(harness.WeftdTestCase):
         self.assertTrue(any(line.split()[-2:] == ["BUSY_US", "UTIL"] for line in simulated))
 
     def test_usage_errors(self):
-        bad = self.weftctl("plan", FORK_JOIN, "--format=svg")
+        bad = self.weftctl("plan", FORK_JOIN, "--format=png")
         self.assertEqual(bad.returncode, 2, harness.describe(bad))
-        self.assertIn("--format: 'svg' is not table, json, trace or dot", bad.stderr)
+        self.assertIn("--format: 'png' is not table, json, trace, dot or svg", bad.stderr)
         both = self.weftctl("plan", FORK_JOIN, "--json", "--format=dot")
         self.assertEqual(both.returncode, 2, harness.describe(both))
         self.assertIn("--json conflicts with --format=dot", both.stderr)
