@@ -52,14 +52,15 @@ absl::Status BufferCoherence::Allocate(BufferId b, int device) {
   return absl::OkStatus();
 }
 
-absl::Status BufferCoherence::AllocateFor(const scheduler::Plan& plan,
+absl::Status BufferCoherence::AllocateFor(const scheduler::Graph& graph,
+                                          const scheduler::Plan& plan,
                                           bool host_gates) {
   if (graph_->num_buffers() == 0) return absl::OkStatus();  // nothing to walk
   for (const scheduler::PlannedNode& pn : plan.nodes) {
-    const scheduler::NodeSpec& node = graph_->node(pn.node);
-    if (node.args.empty()) continue;
+    const scheduler::NodeSpec& node = graph.node(pn.node);
+    if (node.args.empty() || node.control != nullptr) continue;
     if (node.engine == scheduler::Engine::kHost && host_gates) continue;
-    for (const BufferUse& use : graph_->BufferUses(pn.node)) {
+    for (const BufferUse& use : graph.BufferUses(pn.node)) {
       absl::Status s = Allocate(use.buffer, pn.device);
       if (!s.ok()) {
         return absl::Status(

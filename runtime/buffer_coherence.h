@@ -65,10 +65,13 @@ class BufferCoherence {
   // Allocates buffer `b`'s copy on `device`, once. The pool's error when
   // it fails.
   absl::Status Allocate(scheduler::BufferId b, int device);
-  // Allocates the copies every node of `plan` uses on its device (all but
-  // host-engine nodes, which run on the host when `host_gates`). The
-  // error names the buffer, the first node using it and the device.
-  absl::Status AllocateFor(const scheduler::Plan& plan, bool host_gates);
+  // Allocates the copies every node of `plan` of `graph` (this job's graph,
+  // or the body of one of its control nodes, over the same buffers) uses
+  // on its device: all but host-engine nodes, which run on the host when
+  // `host_gates`, and control nodes, whose bodies allocate as they start.
+  // The error names the buffer, the first node using it and the device.
+  absl::Status AllocateFor(const scheduler::Graph& graph,
+                           const scheduler::Plan& plan, bool host_gates);
   // The address of `b`'s copy on `device`. REQUIRES: allocated.
   DevicePtr ptr(scheduler::BufferId b, int device) const {
     return buffers_[b].copies[device].ptr;

@@ -248,13 +248,13 @@ TEST(BufferCoherenceAllocateTest, AllocatesWhatEachDeviceNodeUses) {
   {
     BufferCoherence coherence(&graph, {backend.get(), pools, &events, &tracer});
     // With host gates the host node needs no device memory.
-    ASSERT_OK(coherence.AllocateFor(plan, /*host_gates=*/true));
+    ASSERT_OK(coherence.AllocateFor(graph, plan, /*host_gates=*/true));
     EXPECT_GT(backend->memory_used_bytes(1), 0u);
     EXPECT_EQ(backend->memory_used_bytes(0), 0u);
     coherence.Release(/*uncached=*/true);
   }
   BufferCoherence coherence(&graph, {backend.get(), pools, &events, &tracer});
-  EXPECT_THAT(coherence.AllocateFor(plan, /*host_gates=*/false),
+  EXPECT_THAT(coherence.AllocateFor(graph, plan, /*host_gates=*/false),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("buffer 'big' (first used by node 'h' on "
                                  "device 0): ")));

@@ -137,6 +137,17 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
   env_.node_done = [this](uint64_t id, int index, absl::Status status) {
     Post(Task{id, nullptr, nullptr, index, std::move(status)});
   };
+  // Nested jobs (control nodes' bodies) live as jobs of their own: the
+  // destructor waits for them like for any other.
+  env_.reserve_id = [this]() {
+    absl::MutexLock lock(&mu_);
+    const uint64_t id = next_id_++;
+    live_.insert(id);
+    return id;
+  };
+  env_.start = [this](uint64_t id, std::unique_ptr<Job> job) {
+    Post(Task{id, std::move(job), nullptr, -1, absl::OkStatus()});
+  };
   thread_ = std::thread([this] { Loop(); });
 }
 

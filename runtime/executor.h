@@ -40,6 +40,10 @@ class CpuKernelTable;
 
 enum class NodeEventKind { kStarted, kFinished, kFailed };
 
+// Progress of a control node (control_run.h): a loop begins iteration
+// `value` (1 for the first), or a case..of chose branch `value` (-1: none).
+enum class ControlEventKind { kIteration, kBranch };
+
 // Output buffers of a finished job, by buffer name.
 using HostBuffers = absl::flat_hash_map<std::string, std::string>;
 
@@ -57,6 +61,11 @@ struct JobCallbacks {
   // cost when unset) and delivers it here once, just before on_done, for
   // failed and cancelled jobs too.
   std::function<void(JobTrace trace)> on_trace;
+  // Optional. Progress of control nodes, by node name (control nodes
+  // nested in bodies included), from the scheduling thread.
+  std::function<void(const std::string& node, ControlEventKind kind,
+                     int64_t value, const std::string& message)>
+      on_control;
 };
 
 // How a job's device work is issued. kStreams: node by node on pooled

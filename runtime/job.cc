@@ -48,7 +48,8 @@ std::vector<int> LogicalDevices(const scheduler::Plan& plan) {
 
 Job::Job(uint64_t id, const JobEnv* env,
          std::shared_ptr<const scheduler::Graph> graph,
-         std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks)
+         std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks,
+         NestedJob nested)
     : id_(id),
       env_(env),
       graph_(std::move(graph)),
@@ -62,14 +63,20 @@ Job::Job(uint64_t id, const JobEnv* env,
                JobStreams::Shared{env_->backend, env_->stream_pools,
                                   env_->stream_scopes, env_->scope_switches},
                LogicalDevices(*plan_), tracer_.get()),
-      buffers_(graph_.get(),
-               BufferCoherence::Options{env_->backend, env_->memory_pools,
-                                        &events_, tracer_.get()}) {}
+      own_buffers_(
+          nested.buffers != nullptr
+              ? nullptr
+              : std::make_unique<BufferCoherence>(
+                    graph_.get(),
+                    BufferCoherence::Options{env_->backend, env_->memory_pools,
+                                             &events_, tracer_.get()})),
+      buffers_(nested.buffers != nullptr ? nested.buffers : own_buffers_.get()),
+      nested_(nested) {}
 
 Job::~Job() = default;
 
 void Job::Begin() {
-  if (absl::Status s = buffers_.AllocateFor(*plan_, env_->host_gates);
+  if (absl::Status s = buffers_->AllocateFor(*graph_, *plan_, env_->host_gates);
       !s.ok()) {
     Fail(std::move(s), -1);
   }
@@ -81,6 +88,7 @@ void Job::Cancel(absl::Status reason) {
   cancelled_ = true;
   if (reason.ok()) reason = absl::CancelledError("job cancelled");
   if (status_.ok()) cancel_reason_ = reason;
+  for (auto& [index, run] : controls_) run->Stop(reason);
   Fail(std::move(reason), -1);
   // Withdraw the work already issued but not started, and stop what runs
   // where the backend can; elsewhere the job is abandoned (job.h).
@@ -93,6 +101,8 @@ void Job::Fail(absl::Status status, NodeId node) {
   if (!status_.ok()) return;
   status_ = std::move(status);
   failed_node_ = node;
+  // Running loops end at their next iteration boundary.
+  for (auto& [index, run] : controls_) run->Stop(status_);
 }
 
 void Job::Pump() {
@@ -108,13 +118,19 @@ void Job::Pump() {
       if (absl::Status s = PrefetchUploads(); !s.ok()) Fail(std::move(s), -1);
     }
     if (status_.ok()) IssueSome();
-    const bool all_issued = next_ >= plan_->nodes.size();
+    // Outputs are downloaded once the last control node has finished too
+    // (its bodies write buffers until then).
+    const bool all_issued =
+        next_ >= plan_->nodes.size() && running_controls_.empty();
     if (!status_.ok() || all_issued) {
       if (status_.ok()) {
-        if (absl::Status s = DownloadOutputs(); !s.ok()) Fail(std::move(s), -1);
+        absl::Status s = nested_.buffers == nullptr ? DownloadOutputs()
+                                                    : FetchForEnclosing();
+        if (!s.ok()) Fail(std::move(s), -1);
       }
       StartDraining();
-    } else if (in_flight_ < env_->window && !pump_posted_) {
+    } else if (in_flight_ < env_->window && !pump_posted_ &&
+               !blocked_on_control_ && next_ < plan_->nodes.size()) {
       // More is issuable now: continue after other jobs had a turn.
       pump_posted_ = true;
       env_->post(id_, [](Job& job) {
@@ -133,8 +149,14 @@ void Job::Pump() {
 
 void Job::IssueSome() {
   int issued = 0;
+  blocked_on_control_ = false;
   while (next_ < plan_->nodes.size() && in_flight_ < env_->window &&
          issued < env_->issue_batch && status_.ok()) {
+    if (!running_controls_.empty() &&
+        WaitsForControl(static_cast<int>(next_))) {
+      blocked_on_control_ = true;  // ControlFinished pumps again
+      return;
+    }
     const int index = static_cast<int>(next_++);
     absl::Status s = IssueNode(index);
     if (!s.ok()) {
@@ -180,18 +202,24 @@ absl::Status Job::IssueNode(int index) {
       WEFT_RETURN_IF_ERROR(OrderAfter(peer, peer_device, stream));
     }
   }
+  const bool control = node.control != nullptr;
   const bool on_host =
-      node.engine == scheduler::Engine::kHost && env_->host_gates;
-  const int where = on_host ? buffers_.host() : device;
+      !control && node.engine == scheduler::Engine::kHost && env_->host_gates;
+  const int where = on_host ? buffers_->host() : device;
   std::vector<BufferUse> uses;
-  if (!node.args.empty()) uses = graph_->BufferUses(pn.node);
+  if (!node.args.empty() && !control) uses = graph_->BufferUses(pn.node);
   for (const BufferUse& use : uses) {
     WEFT_RETURN_IF_ERROR(
-        buffers_.MakeCurrent(use.buffer, where, device, stream));
+        buffers_->MakeCurrent(use.buffer, where, device, stream));
   }
 
   int span = -1;
-  if (on_host) {
+  if (control) {
+    span = tracer_->Begin(TracedWork{SpanKind::kHost, TraceTrackKind::kStream,
+                                     -1, node.name, node.op, pn.node},
+                          stream, device);
+    WEFT_RETURN_IF_ERROR(EnqueueControl(index, device, stream));
+  } else if (on_host) {
     span = tracer_->Begin(TracedWork{SpanKind::kHost, TraceTrackKind::kStream,
                                      -1, node.name, node.op, pn.node},
                           stream, device);
@@ -200,13 +228,13 @@ absl::Status Job::IssueNode(int index) {
   } else {
     const KernelLaunch launch =
         BuildKernelLaunch(*graph_, node, [&](scheduler::BufferId buffer) {
-          return buffers_.ptr(buffer, device);
+          return buffers_->ptr(buffer, device);
         });
     span = tracer_->Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream,
                                      device, node.name, node.op, pn.node},
                           stream, device);
     WEFT_RETURN_IF_ERROR(backend->Launch(launch, stream));
-    buffers_.MarkWritten(uses, where, stream);
+    buffers_->MarkWritten(uses, where, stream);
     // Sixteen bytes of captures: stored inline, no allocation. The job
     // outlives the callback (it finishes only after its fences).
     Job* self = this;
@@ -263,7 +291,7 @@ absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
   for (const scheduler::Arg& arg : node.args) {
     if (const auto* use = std::get_if<BufferUse>(&arg)) {
       const BufferSpec& spec = graph_->buffer(use->buffer);
-      host_op.args.push_back(HostBufferArg{buffers_.HostData(use->buffer),
+      host_op.args.push_back(HostBufferArg{buffers_->HostData(use->buffer),
                                            spec.size_bytes, spec.dtype,
                                            use->access});
     } else {
@@ -289,7 +317,7 @@ absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
     Fail(gate.status(), pn.node);
   }
   host_ops_.emplace(index, std::move(host_op));
-  buffers_.MarkWritten(uses, buffers_.host(), stream);
+  buffers_->MarkWritten(uses, buffers_->host(), stream);
   return absl::OkStatus();
 }
 
@@ -378,13 +406,15 @@ absl::Status Job::PrefetchUploads() {
   std::vector<uint8_t> seen(graph_->num_buffers(), 0);
   for (const PlannedNode& pn : plan_->nodes) {
     const scheduler::NodeSpec& node = graph_->node(pn.node);
+    // A control node's buffers are first used by its bodies, later.
     const bool on_host =
-        node.engine == scheduler::Engine::kHost && env_->host_gates;
+        node.control != nullptr ||
+        (node.engine == scheduler::Engine::kHost && env_->host_gates);
     for (const BufferUse& use : graph_->Uses(pn.node)) {
       const BufferId b = use.buffer;
       if (seen[b]) continue;
       seen[b] = 1;
-      if (on_host || buffers_.has_version(b) ||
+      if (on_host || buffers_->has_version(b) ||
           graph_->buffer(b).init != BufferSpec::Init::kData) {
         continue;
       }
@@ -394,7 +424,7 @@ absl::Status Job::PrefetchUploads() {
         WEFT_RETURN_IF_ERROR(streams_.Enter(upload[device]));
       }
       WEFT_RETURN_IF_ERROR(
-          buffers_.Materialize(b, device, device, upload[device]));
+          buffers_->Materialize(b, device, device, upload[device]));
     }
   }
   return absl::OkStatus();
@@ -404,14 +434,14 @@ absl::Status Job::DownloadOutputs() {
   for (BufferId b = 0; b < graph_->num_buffers(); ++b) {
     const BufferSpec& spec = graph_->buffer(b);
     if (!spec.output) continue;
-    const BufferCoherence::Latest latest = buffers_.latest(b);
+    const BufferCoherence::Latest latest = buffers_->latest(b);
     if (latest.where < 0) {
       // No node touched it: its contents are its initial contents.
       outputs_.emplace_back(
           spec.name, std::make_unique<std::string>(InitialContents(spec)));
       continue;
     }
-    if (latest.where == buffers_.host()) {
+    if (latest.where == buffers_->host()) {
       // Written by a host node: read once everything has drained.
       host_outputs_.emplace_back(spec.name, b);
       continue;
@@ -466,7 +496,9 @@ void Job::Finish() {
     trace = tracer_->Build();
     outputs = TakeOutputs();
   }
-  buffers_.Release(/*uncached=*/streams_.unfenced());
+  if (own_buffers_ != nullptr) {
+    own_buffers_->Release(/*uncached=*/streams_.unfenced());
+  }
   events_.ReleaseAll();
   streams_.Release();
   if (report) Deliver(std::move(trace), std::move(outputs));
@@ -483,7 +515,7 @@ HostBuffers Job::TakeOutputs() {
   if (status_.ok()) {
     for (auto& [name, data] : outputs_) outputs[name] = std::move(*data);
     for (const auto& [name, b] : host_outputs_) {
-      outputs[name] = buffers_.TakeHostData(b);
+      outputs[name] = buffers_->TakeHostData(b);
     }
   }
   outputs_.clear();
@@ -498,6 +530,127 @@ void Job::Deliver(std::optional<JobTrace> trace, HostBuffers outputs) {
                      std::move(outputs));
 }
 
+// ---- Control nodes.
+
+absl::Status Job::EnqueueControl(int index, int device, StreamHandle stream) {
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  // The condition's value in host memory, once the node's predecessors
+  // are done; the run starts from the callback behind it.
+  WEFT_RETURN_IF_ERROR(buffers_->MakeCurrent(node.control->condition,
+                                             buffers_->host(), device, stream));
+  const uint64_t id = id_;
+  const auto* post = &env_->post;
+  WEFT_RETURN_IF_ERROR(env_->backend->AddHostCallback(
+      stream, [post, id, index](absl::Status status) {
+        (*post)(id, [index, status = std::move(status)](Job& job) {
+          job.OnControlReady(index, status);
+        });
+      }));
+  ++in_flight_;
+  running_controls_.insert(plan_->nodes[index].node);
+  return absl::OkStatus();
+}
+
+void Job::OnControlReady(int index, absl::Status status) {
+  if (status.ok() && !status_.ok()) {
+    status = absl::CancelledError(
+        absl::StrCat("not run: the job had stopped (", status_.message(), ")"));
+  }
+  if (!status.ok()) {
+    ControlFinished(index, std::move(status));
+    return;
+  }
+  tracer_->NodeStarted(index);
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  const BufferId condition = node.control->condition;
+  ControlRun::Hooks hooks;
+  hooks.start_body = [this, index](int body) { return StartBody(index, body); };
+  hooks.cancel_body = [post = env_->post](uint64_t job, absl::Status reason) {
+    post(job,
+         [reason = std::move(reason)](Job& nested) { nested.Cancel(reason); });
+  };
+  hooks.condition = [this, condition] {
+    return static_cast<const char*>(buffers_->HostData(condition));
+  };
+  hooks.report = [this, name = &node.name](ControlEventKind kind, int64_t value,
+                                           const std::string& message) {
+    if (callbacks_.on_control)
+      callbacks_.on_control(*name, kind, value, message);
+  };
+  hooks.finished = [post = &env_->post, id = id_, index](absl::Status status) {
+    (*post)(id, [index, status = std::move(status)](Job& job) {
+      job.ControlFinished(index, status);
+    });
+  };
+  auto run = std::make_unique<ControlRun>(node, graph_->buffer(condition).dtype,
+                                          std::move(hooks));
+  ControlRun* started = run.get();
+  controls_.emplace(index, std::move(run));
+  started->Start();
+}
+
+absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
+  const NodeId v = plan_->nodes[index].node;
+  const scheduler::NodeSpec& node = graph_->node(v);
+  std::shared_ptr<const scheduler::Graph> graph = node.control->bodies[body];
+  const uint64_t nested_id = env_->reserve_id();
+  JobCallbacks callbacks;
+  callbacks.on_done = [post = env_->post, id = id_, index, graph](
+                          absl::Status status, NodeId failed,
+                          HostBuffers /*outputs*/) {
+    if (!status.ok() && failed >= 0) {
+      status = absl::Status(status.code(),
+                            absl::StrCat("node '", graph->node(failed).name,
+                                         "': ", status.message()));
+    }
+    post(id, [index, status = std::move(status)](Job& job) {
+      job.OnBodyDone(index, status);
+    });
+  };
+  callbacks.on_control = callbacks_.on_control;
+  NestedJob nested;
+  nested.buffers = buffers_;
+  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile) {
+    nested.fetch = node.control->condition;
+  }
+  env_->start(nested_id,
+              std::make_unique<Job>(nested_id, env_, std::move(graph),
+                                    plan_->bodies[v][body],
+                                    std::move(callbacks), nested));
+  return nested_id;
+}
+
+void Job::OnBodyDone(int index, absl::Status status) {
+  auto it = controls_.find(index);
+  if (it != controls_.end()) it->second->OnBodyDone(std::move(status));
+}
+
+void Job::ControlFinished(int index, absl::Status status) {
+  controls_.erase(index);
+  running_controls_.erase(plan_->nodes[index].node);
+  OnNodeDone(index, std::move(status));
+}
+
+bool Job::WaitsForControl(int index) const {
+  for (NodeId dep : plan_->Deps(index)) {
+    if (running_controls_.contains(dep)) return true;
+  }
+  return false;
+}
+
+absl::Status Job::FetchForEnclosing() {
+  const BufferId b = nested_.fetch;
+  if (b < 0) return absl::OkStatus();
+  const BufferCoherence::Latest latest = buffers_->latest(b);
+  if (latest.where < 0 || latest.where == buffers_->host()) {
+    return absl::OkStatus();
+  }
+  // After the body's last write of it, on the stream that wrote it.
+  WEFT_RETURN_IF_ERROR(streams_.Enter(latest.writer));
+  return buffers_->MakeCurrent(b, buffers_->host(), latest.where,
+                               latest.writer);
+}
+
 // ---- Device graphs.
 
 absl::Status Job::IssueDeviceGraphs() {
@@ -506,7 +659,7 @@ absl::Status Job::IssueDeviceGraphs() {
   inputs.graph = graph_.get();
   inputs.plan = plan_.get();
   inputs.buffer = [this](BufferId b, int device) {
-    return buffers_.ptr(b, device);
+    return buffers_->ptr(b, device);
   };
   inputs.supports_op = [backend](const std::string& op) {
     return backend->supports_device_graph_op(op);
@@ -546,14 +699,14 @@ absl::Status Job::IssueDeviceGraphs() {
     WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
     for (BufferId b : job_graph.uploads) {
       const BufferSpec& spec = graph_->buffer(b);
-      const char* staged = buffers_.Stage(b);
+      const char* staged = buffers_->Stage(b);
       const std::string name = absl::StrCat(spec.name, " upload");
       TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, device,
                         name};
       upload.bytes = spec.size_bytes;
       const int span = tracer_->Begin(upload, stream, device);
       WEFT_RETURN_IF_ERROR(backend->CopyHostToDevice(
-          buffers_.ptr(b, device), staged, spec.size_bytes, stream));
+          buffers_->ptr(b, device), staged, spec.size_bytes, stream));
       tracer_->End(span, stream, device);
     }
     const std::string name = absl::StrCat(
@@ -585,7 +738,7 @@ absl::Status Job::IssueDeviceGraphs() {
   for (BufferId b = 0; b < graph_->num_buffers(); ++b) {
     const int latest = graphs_->latest[b];
     if (latest < 0) continue;
-    buffers_.SetLatest(b, latest, device_stream[latest]);
+    buffers_->SetLatest(b, latest, device_stream[latest]);
   }
   return absl::OkStatus();
 }

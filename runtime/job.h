@@ -77,10 +77,12 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/backend.h"
 #include "runtime/buffer_coherence.h"
+#include "runtime/control_run.h"
 #include "runtime/event_pool.h"
 #include "runtime/executor.h"
 #include "runtime/host_pool.h"
@@ -127,10 +129,24 @@ struct JobEnv {
   // so the job need not look it up again. Touched only on the scheduling
   // thread.
   uint64_t* scope_switches = nullptr;
+  // Nested jobs (control nodes' bodies): an id for a job about to be
+  // made, and a way to start it on the scheduling thread's next turn.
+  std::function<uint64_t()> reserve_id;
+  std::function<void(uint64_t id, std::unique_ptr<Job> job)> start;
   // Most nodes a job keeps in flight, and most it issues per turn before
   // letting other jobs run.
   int window = 4096;
   int issue_batch = 256;
+};
+
+// A nested job runs a control node's body (control_run.h) over the buffers
+// of the job that holds the node: it allocates what its plan needs there,
+// uploads and downloads nothing of its own, and before it ends brings
+// `fetch` (a loop's condition) into host memory when the body left a newer
+// version on a device.
+struct NestedJob {
+  BufferCoherence* buffers = nullptr;  // the enclosing job's; not owned
+  scheduler::BufferId fetch = -1;
 };
 
 class Job {
@@ -138,7 +154,8 @@ class Job {
   // REQUIRES: ValidatePlan(*graph, *plan, ...) is OK (plan_check.h).
   Job(uint64_t id, const JobEnv* env,
       std::shared_ptr<const scheduler::Graph> graph,
-      std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks);
+      std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks,
+      NestedJob nested = {});
   ~Job();
 
   Job(const Job&) = delete;
@@ -180,6 +197,18 @@ class Job {
   void OnFence(StreamHandle stream, absl::Status status);
   void OnHostInputsReady(int index, absl::Status status);
   void FinishHostOp(int index, absl::Status status);
+  // Control nodes (control_run.h).
+  absl::Status EnqueueControl(int index, int device, StreamHandle stream);
+  void OnControlReady(int index, absl::Status status);
+  void OnBodyDone(int index, absl::Status status);
+  void ControlFinished(int index, absl::Status status);
+  absl::StatusOr<uint64_t> StartBody(int index, int body);
+  // Whether node `index` (plan index) depends directly on a control node
+  // that has not finished: it is issued only after (what the body writes
+  // becomes current only as the body runs).
+  bool WaitsForControl(int index) const;
+  // A nested job: brings NestedJob::fetch into host memory.
+  absl::Status FetchForEnclosing();
 
   void IssueSome();
   // Issues the whole job as device graphs, or nothing when it does not fit.
@@ -226,7 +255,10 @@ class Job {
   JobEvents events_;
   const std::unique_ptr<JobTracer> tracer_;
   JobStreams streams_;
-  BufferCoherence buffers_;
+  // The job's own buffers, or (nested jobs) none.
+  const std::unique_ptr<BufferCoherence> own_buffers_;
+  BufferCoherence* const buffers_;
+  const NestedJob nested_;
 
   Phase phase_ = Phase::kIssuing;
   absl::Status status_;
@@ -247,6 +279,11 @@ class Job {
   bool device_graphs_ = false;
   std::unique_ptr<JobGraphs> graphs_;
 
+  // Control nodes running, by plan index, and their NodeIds.
+  absl::flat_hash_map<int, std::unique_ptr<ControlRun>> controls_;
+  absl::flat_hash_set<scheduler::NodeId> running_controls_;
+  // Issuing stopped at a node waiting for a control node.
+  bool blocked_on_control_ = false;
   // Host-engine nodes in flight, by plan index.
   absl::flat_hash_map<int, HostOp> host_ops_;
   // Output buffers being downloaded: name and destination.

@@ -99,6 +99,34 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
       }
     }
   }
+  // Control nodes: a plan per body, each checked against its body.
+  if (!graph.has_control()) return absl::OkStatus();
+  if (static_cast<int>(plan.bodies.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan has body plans for ", plan.bodies.size(),
+                     " nodes but graph '", graph.name(), "' has ", n));
+  }
+  for (NodeId v = 0; v < n; ++v) {
+    const scheduler::NodeSpec& node = graph.node(v);
+    const size_t want = node.control ? node.control->bodies.size() : 0;
+    if (plan.bodies[v].size() != want) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", node.name, "' has ", want,
+                       " bodies but the plan plans ", plan.bodies[v].size()));
+    }
+    for (size_t b = 0; b < want; ++b) {
+      if (plan.bodies[v][b] == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", node.name, "': body ", b, " has no plan"));
+      }
+      absl::Status s = ValidatePlan(*node.control->bodies[b],
+                                    *plan.bodies[v][b], num_devices);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", node.name, "' body ", b, ": ", s.message()));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -381,6 +381,7 @@ absl::StatusOr<std::shared_ptr<const Graph>> BuildBody(
     ctx.body_buffers = *ctx.buffers;
     for (BufferSpec& b : ctx.body_buffers) {
       b.init = BufferSpec::Init::kZero;
+      b.output = false;
       b.data.clear();
       b.data.shrink_to_fit();
       b.fill = 0;

@@ -1,0 +1,399 @@
+// Control nodes on the simulated backend, through the planner and the
+// executor: loops and case..of over the job's buffers, across devices,
+// nested, failing, exceeding their bound and cancelled mid-loop.
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
+#include "gtest/gtest.h"
+#include "runtime/executor.h"
+#include "runtime/executor_test_util.h"
+#include "runtime/sim/sim_backend.h"
+#include "scheduler/graph_builder.h"
+#include "scheduler/planner.h"
+#include "testing/status_matchers.h"
+
+namespace weft::runtime {
+namespace {
+
+using executor_testing::Floats;
+using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
+
+struct ControlEvent {
+  std::string node;
+  ControlEventKind kind;
+  int64_t value;
+};
+
+struct RunResult {
+  absl::Status status;
+  HostBuffers outputs;
+  std::vector<ControlEvent> events;
+};
+
+class ExecutorControlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SimBackend::Options options;
+    options.num_devices = 2;
+    options.memory_bytes = uint64_t{64} << 20;
+    backend_ = SimBackend::Create(options).value();
+    Executor::Options exec_options;
+    exec_options.backend = backend_.get();
+    exec_options.max_streams_per_device = 16;
+    executor_ = Executor::Create(exec_options).value();
+  }
+
+  // Plans and runs the graph in `text`; `while_running` is called with the
+  // job's id once it started.
+  RunResult Run(const std::string& text,
+                std::function<void(uint64_t)> while_running = nullptr) {
+    weft::v1::Graph proto;
+    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
+    scheduler::GraphLimits limits;
+    limits.num_devices = 2;
+    absl::StatusOr<scheduler::Graph> built =
+        scheduler::BuildGraph(proto, limits);
+    EXPECT_OK(built.status());
+    auto graph = std::make_shared<const scheduler::Graph>(*std::move(built));
+    scheduler::PlannerOptions options;
+    options.num_devices = 2;
+    options.simulate = false;
+    absl::StatusOr<scheduler::Plan> plan =
+        scheduler::PlanGraph(*graph, options);
+    EXPECT_OK(plan.status());
+    auto shared_plan =
+        std::make_shared<const scheduler::Plan>(*std::move(plan));
+
+    RunResult result;
+    absl::Mutex mu;
+    absl::Notification done;
+    JobCallbacks callbacks;
+    callbacks.on_control = [&](const std::string& node, ControlEventKind kind,
+                               int64_t value, const std::string&) {
+      absl::MutexLock lock(&mu);
+      result.events.push_back({node, kind, value});
+    };
+    callbacks.on_done = [&](absl::Status status, scheduler::NodeId,
+                            HostBuffers outputs) {
+      result.status = std::move(status);
+      result.outputs = std::move(outputs);
+      done.Notify();
+    };
+    absl::StatusOr<uint64_t> id =
+        executor_->Start(graph, shared_plan, std::move(callbacks));
+    EXPECT_OK(id.status());
+    if (id.ok() && while_running) while_running(*id);
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+    absl::MutexLock lock(&mu);
+    return result;
+  }
+
+  int Count(const RunResult& r, const std::string& node,
+            ControlEventKind kind) {
+    int n = 0;
+    for (const ControlEvent& e : r.events)
+      n += e.node == node && e.kind == kind;
+    return n;
+  }
+
+  std::unique_ptr<SimBackend> backend_;
+  std::unique_ptr<Executor> executor_;
+};
+
+// i counts up by one per iteration while i < limit; x doubles alongside.
+std::string CountingLoop(int limit, int max_iterations,
+                         const std::string& body_pins = "", int go = 1) {
+  return absl::StrCat(
+      R"pb(
+        name: "count"
+        buffers { name: "i" size_bytes: 4 dtype: FLOAT32 output: true }
+        buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+        buffers { name: "x" size_bytes: 64 dtype: FLOAT32 fill: 1 output: true }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 fill:)pb",
+      go, R"pb(
+        }
+        nodes {
+          name: "before"
+          op: "scale"
+          args { f32: 3 }
+          args { buffer { name: "x" access: READ_WRITE } }
+          device: 0
+        }
+        nodes { name: "loop"
+                while_loop { condition: "go" max_iterations:)pb",
+      max_iterations, R"pb(
+        body { name: "inc" op: "axpy"
+               args { f32: 1 }
+               args { buffer { name: "one" access: READ } }
+               args { buffer { name: "i" access: READ_WRITE } }
+      )pb",
+      body_pins, R"pb(
+        }
+        body {
+          name: "double"
+          op: "scale"
+          args { f32: 2 }
+          args { buffer { name: "x" access: READ_WRITE } }
+          )pb",
+      body_pins, R"pb(
+        }
+        body {
+          name: "test"
+          op: "less"
+          args { buffer { name: "i" access: READ } }
+          args { f32: )pb",
+      limit, R"pb(}
+                  args { buffer { name: "go" access: WRITE } }
+        }
+      }
+    }
+    nodes {
+      name: "after"
+      op: "scale"
+      args { f32: 0.5 }
+      args { buffer { name: "x" access: READ_WRITE } }
+      device: 0
+    }
+  )pb");
+}
+
+TEST_F(ExecutorControlTest, LoopRunsUntilItsConditionFails) {
+  RunResult r = Run(CountingLoop(10, 100));
+  ASSERT_OK(r.status);
+  EXPECT_EQ(Floats(r.outputs["i"])[0], 10.0f);
+  // 3 * 2^10 / 2 in every element.
+  for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 1536.0f);
+  EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 10);
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_EQ(r.events.back().value, 10);
+}
+
+TEST_F(ExecutorControlTest, BodyOnAnotherDeviceKeepsBuffersCoherent) {
+  RunResult r = Run(CountingLoop(5, 100, "device: 1"));
+  ASSERT_OK(r.status);
+  EXPECT_EQ(Floats(r.outputs["i"])[0], 5.0f);
+  for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 48.0f);
+}
+
+TEST_F(ExecutorControlTest, LoopBeyondItsBoundFailsNamingIt) {
+  RunResult r = Run(CountingLoop(10, 4));
+  EXPECT_THAT(r.status,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("loop 'loop' would exceed max_iterations 4")));
+  EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 4);
+}
+
+TEST_F(ExecutorControlTest, FalseConditionRunsNoIteration) {
+  RunResult r = Run(CountingLoop(10, 100, "", /*go=*/0));
+  ASSERT_OK(r.status);
+  EXPECT_EQ(Floats(r.outputs["i"])[0], 0.0f);
+  for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 1.5f);
+  EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 0);
+}
+
+std::string Choice(int selector) {
+  return absl::StrCat(
+      R"pb(
+        name: "choice"
+        buffers { name: "x" size_bytes: 16 dtype: FLOAT32 fill: 1 output: true }
+        buffers { name: "pick" size_bytes: 8 dtype: INT64 fill:)pb",
+      selector, R"pb(}
+                     nodes {
+      name: "case"
+      case_of {
+        selector: "pick"
+        branches {
+          nodes {
+            name: "by2"
+            op: "scale"
+            args { f32: 2 }
+            args { buffer { name: "x" access: READ_WRITE } }
+          }
+        }
+        branches {
+          nodes {
+            name: "by3"
+            op: "scale"
+            args { f32: 3 }
+            args { buffer { name: "x" access: READ_WRITE } }
+            device: 1
+          }
+        }
+      }
+    }
+  )pb");
+}
+
+TEST_F(ExecutorControlTest, CaseOfRunsTheSelectedBranch) {
+  for (int selector : {0, 1}) {
+    RunResult r = Run(Choice(selector));
+    ASSERT_OK(r.status);
+    for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, selector == 0 ? 2 : 3);
+    ASSERT_EQ(r.events.size(), 1u);
+    EXPECT_EQ(r.events[0].kind, ControlEventKind::kBranch);
+    EXPECT_EQ(r.events[0].value, selector);
+  }
+}
+
+TEST_F(ExecutorControlTest, SelectorOutOfRangeRunsNoBranchAndSaysSo) {
+  for (int selector : {-1, 2, 7}) {
+    RunResult r = Run(Choice(selector));
+    ASSERT_OK(r.status);
+    for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 1);
+    ASSERT_EQ(r.events.size(), 1u);
+    EXPECT_EQ(r.events[0].value, -1);
+  }
+}
+
+TEST_F(ExecutorControlTest, CaseOfInsideALoop) {
+  // Iterations alternate between the branches by the parity of k:
+  // x is multiplied by 2 on even k, by 3 on odd k, for k = 0..5.
+  const std::string text = R"pb(
+    name: "nested"
+    buffers { name: "x" size_bytes: 4 dtype: FLOAT32 fill: 1 output: true }
+    buffers { name: "k" size_bytes: 4 dtype: FLOAT32 }
+    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+    buffers { name: "odd" size_bytes: 4 dtype: INT32 }
+    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+    nodes {
+      name: "loop"
+      while_loop {
+        condition: "go"
+        max_iterations: 50
+        body {
+          name: "pick"
+          case_of {
+            selector: "odd"
+            branches {
+              nodes {
+                name: "by2"
+                op: "scale"
+                args { f32: 2 }
+                args { buffer { name: "x" access: READ_WRITE } }
+              }
+              nodes {
+                name: "now_odd"
+                op: "fill"
+                args { buffer { name: "odd" access: WRITE } }
+                args { i32: 1 }
+              }
+            }
+            branches {
+              nodes {
+                name: "by3"
+                op: "scale"
+                args { f32: 3 }
+                args { buffer { name: "x" access: READ_WRITE } }
+              }
+              nodes {
+                name: "now_even"
+                op: "fill"
+                args { buffer { name: "odd" access: WRITE } }
+                args { i32: 0 }
+              }
+            }
+          }
+        }
+        body {
+          name: "next"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "one" access: READ } }
+          args { buffer { name: "k" access: READ_WRITE } }
+        }
+        body {
+          name: "test"
+          op: "less"
+          args { buffer { name: "k" access: READ } }
+          args { f32: 6 }
+          args { buffer { name: "go" access: WRITE } }
+        }
+      }
+    }
+  )pb";
+  RunResult r = Run(text);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(Floats(r.outputs["x"])[0], 216.0f);  // 2*3*2*3*2*3
+  EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 6);
+  EXPECT_EQ(Count(r, "pick", ControlEventKind::kBranch), 6);
+}
+
+TEST_F(ExecutorControlTest, AFailingBodyFailsTheJobNamingLoopAndNode) {
+  // The fifth kernel launch fails: one in the loop's body.
+  ASSERT_OK(backend_->InjectLaunchFault(
+      {-1, 5, absl::InternalError("injected launch fault")}));
+  const std::string text = R"pb(
+    name: "bad"
+    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+    nodes {
+      name: "loop"
+      while_loop {
+        condition: "go"
+        max_iterations: 100
+        body {
+          name: "work"
+          op: "spin"
+          args { buffer { name: "go" access: READ } }
+        }
+      }
+    }
+  )pb";
+  RunResult r = Run(text);
+  EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kInternal,
+                                 HasSubstr("node 'work': ")));
+  EXPECT_THAT(std::string(r.status.message()),
+              HasSubstr("injected launch fault"));
+  EXPECT_THAT(std::string(r.status.message()),
+              HasSubstr("loop 'loop' iteration "));
+  EXPECT_LT(Count(r, "loop", ControlEventKind::kIteration), 6);
+}
+
+TEST_F(ExecutorControlTest, CancelStopsALoopPromptly) {
+  // An endless loop of 2 ms spins on a paced clock.
+  SimBackend::Options options;
+  options.num_devices = 1;
+  options.time_scale = 1.0;
+  executor_.reset();
+  backend_ = SimBackend::Create(options).value();
+  Executor::Options exec_options;
+  exec_options.backend = backend_.get();
+  executor_ = Executor::Create(exec_options).value();
+  const std::string text = R"pb(
+    name: "endless"
+    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+    nodes {
+      name: "loop"
+      while_loop {
+        condition: "go"
+        max_iterations: 1000000
+        body {
+          name: "work"
+          op: "spin"
+          args { buffer { name: "go" access: READ } }
+          cost { estimated_us: 2000 }
+        }
+      }
+    }
+  )pb";
+  absl::Time cancelled;
+  RunResult r = Run(text, [&](uint64_t id) {
+    absl::SleepFor(absl::Milliseconds(50));
+    cancelled = absl::Now();
+    executor_->Cancel(id);
+  });
+  EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_LT(absl::Now() - cancelled, absl::Seconds(1));
+  EXPECT_GE(Count(r, "loop", ControlEventKind::kIteration), 2);
+  executor_testing::ExpectNoMemoryHeld(*backend_, *executor_);
+}
+
+}  // namespace
+}  // namespace weft::runtime
