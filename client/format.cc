@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/json_string.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace weft::client {
@@ -59,34 +60,6 @@ std::string JsonNumber(double v, const std::string& text) {
 }
 
 }  // namespace
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 std::string ToJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
@@ -261,6 +234,15 @@ std::string StatusText(const absl::Status& status,
 }
 
 std::string NodeEventLine(const weft::v1::NodeEvent& event) {
+  if (event.kind() == weft::v1::NODE_ITERATION) {
+    return absl::StrCat(event.node(), ": iteration ", event.iteration());
+  }
+  if (event.kind() == weft::v1::NODE_BRANCH) {
+    return event.branch() >= 0
+               ? absl::StrCat(event.node(), ": branch ", event.branch())
+               : absl::StrCat(event.node(), ": no branch (", event.message(),
+                              ")");
+  }
   const std::string& name = weft::v1::NodeEventKind_Name(event.kind());
   absl::string_view kind = absl::StripPrefix(name, "NODE_");
   std::string line = absl::StrCat("node ", event.node(), " ", kind, " device ",

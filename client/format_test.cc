@@ -100,6 +100,22 @@ TEST(FormatTest, NodeEventLine) {
   EXPECT_EQ(NodeEventLine(e), "node axpy FAILED device 1 stream 3: boom");
 }
 
+TEST(FormatTest, NodeEventLineOfControlNodes) {
+  weft::v1::NodeEvent e;
+  e.set_node("cg");
+  e.set_kind(weft::v1::NODE_ITERATION);
+  e.set_iteration(37);
+  EXPECT_EQ(NodeEventLine(e), "cg: iteration 37");
+  e.set_node("pick");
+  e.set_kind(weft::v1::NODE_BRANCH);
+  e.set_branch(2);
+  EXPECT_EQ(NodeEventLine(e), "pick: branch 2");
+  e.set_branch(-1);
+  e.set_message("selector 9 picks none of 3 branches");
+  EXPECT_EQ(NodeEventLine(e),
+            "pick: no branch (selector 9 picks none of 3 branches)");
+}
+
 TEST(FormatTest, JsonHasAllFieldsOnOneLine) {
   weft::v1::Job job;
   job.set_id("j-1");
@@ -110,13 +126,6 @@ TEST(FormatTest, JsonHasAllFieldsOnOneLine) {
   EXPECT_THAT(json, HasSubstr("\"state\":\"QUEUED\""));
   EXPECT_THAT(json, HasSubstr("\"nodesDone\":\"0\""));
   EXPECT_THAT(json, HasSubstr("\"priority\":0"));
-}
-
-TEST(FormatTest, JsonStringEscapes) {
-  EXPECT_EQ(JsonString("plain"), "\"plain\"");
-  EXPECT_EQ(JsonString("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(JsonString("x\ny\tz\x01"), "\"x\\ny\\tz\\u0001\"");
-  EXPECT_EQ(JsonString("\xc3\xa9"), "\"\xc3\xa9\"");
 }
 
 TEST(FormatTest, DevicesTable) {

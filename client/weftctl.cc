@@ -224,6 +224,13 @@ class ProgressBar {
     DrawLocked();
   }
 
+  // Shows `note` after the bar (the latest loop iteration).
+  void Note(std::string note) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    note_ = std::move(note);
+    DrawLocked();
+  }
+
   // Prints `line` above the bar.
   void Print(const std::string& line) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -246,10 +253,14 @@ class ProgressBar {
  private:
   void DrawLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!job_) return;
-    std::cout << "\r\x1b[K"
-              << ProgressLine(*job_, JobElapsed(*job_, absl::Now()),
-                              TerminalWidth() - 1)
-              << std::flush;
+    const int width = TerminalWidth() - 1;
+    std::string line = ProgressLine(*job_, JobElapsed(*job_, absl::Now()),
+                                    note_.empty() ? width : width / 2);
+    const int room = width - static_cast<int>(line.size()) - 2;
+    if (!note_.empty() && room > 0) {
+      absl::StrAppend(&line, "  ", note_.substr(0, room));
+    }
+    std::cout << "\r\x1b[K" << line << std::flush;
   }
 
   void Tick() ABSL_LOCKS_EXCLUDED(mu_) {
@@ -262,6 +273,7 @@ class ProgressBar {
 
   absl::Mutex mu_;
   std::optional<weft::v1::Job> job_ ABSL_GUARDED_BY(mu_);
+  std::string note_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::thread ticker_;
 };
@@ -487,9 +499,13 @@ class Weftctl {
       ProgressBar bar;
       auto on_message = [&bar](const weft::v1::WatchJobResponse& message) {
         for (const weft::v1::NodeEvent& event : message.node_events()) {
-          // Only failures are worth a line of their own.
-          if (event.kind() == weft::v1::NODE_FAILED) {
+          // Only failures and chosen branches are worth a line of their
+          // own; the latest loop iteration shows beside the bar.
+          if (event.kind() == weft::v1::NODE_FAILED ||
+              event.kind() == weft::v1::NODE_BRANCH) {
             bar.Print(NodeEventLine(event));
+          } else if (event.kind() == weft::v1::NODE_ITERATION) {
+            bar.Note(NodeEventLine(event));
           }
         }
         bar.Update(message.job());

@@ -51,6 +51,11 @@ struct NodeEventInfo {
   int stream = -1;
   absl::Time time;
   std::string message;  // a failure's status; empty otherwise
+  // Set for a control node's progress (then `kind` is unused): a loop's
+  // iteration `value`, or a case..of's branch `value` (-1: none); the
+  // message says it in words.
+  std::optional<runtime::ControlEventKind> control;
+  int64_t value = 0;
 };
 
 }  // namespace weft::server

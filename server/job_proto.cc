@@ -95,7 +95,17 @@ weft::v1::Job JobToProto(const JobInfo& info) {
 weft::v1::NodeEvent NodeEventToProto(const NodeEventInfo& info) {
   weft::v1::NodeEvent event;
   event.set_node(info.node);
-  event.set_kind(EventKindToProto(info.kind));
+  if (info.control.has_value()) {
+    if (*info.control == runtime::ControlEventKind::kIteration) {
+      event.set_kind(weft::v1::NODE_ITERATION);
+      event.set_iteration(info.value);
+    } else {
+      event.set_kind(weft::v1::NODE_BRANCH);
+      event.set_branch(static_cast<int32_t>(info.value));
+    }
+  } else {
+    event.set_kind(EventKindToProto(info.kind));
+  }
   event.set_device(info.device);
   event.set_stream(info.stream);
   SetTimestamp(info.time, event.mutable_time());

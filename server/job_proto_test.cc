@@ -77,5 +77,22 @@ TEST(JobProtoTest, NodeEvents) {
   EXPECT_EQ(event.message(), "why");
 }
 
+TEST(JobProtoTest, ControlEvents) {
+  NodeEventInfo info;
+  info.node = "loop";
+  info.control = runtime::ControlEventKind::kIteration;
+  info.value = 37;
+  weft::v1::NodeEvent event = NodeEventToProto(info);
+  EXPECT_EQ(event.kind(), weft::v1::NODE_ITERATION);
+  EXPECT_EQ(event.iteration(), 37);
+  info.control = runtime::ControlEventKind::kBranch;
+  info.value = -1;
+  info.message = "selector 5 picks none of 2 branches";
+  event = NodeEventToProto(info);
+  EXPECT_EQ(event.kind(), weft::v1::NODE_BRANCH);
+  EXPECT_EQ(event.branch(), -1);
+  EXPECT_EQ(event.message(), "selector 5 picks none of 2 branches");
+}
+
 }  // namespace
 }  // namespace weft::server

@@ -11,6 +11,7 @@ struct RunContext {
   std::shared_ptr<const scheduler::Graph> graph;
   std::vector<int> device;  // by node id
   std::vector<int> stream;  // by node id
+  std::function<absl::Time()> clock;
 };
 
 }  // namespace
@@ -30,11 +31,12 @@ runtime::JobCallbacks MakeRunCallbacks(
     }
   }
   ctx->graph = std::move(graph);
+  ctx->clock = std::move(clock);
 
   runtime::JobCallbacks callbacks;
-  callbacks.on_node = [job, ctx, metrics, clock = std::move(clock)](
-                          scheduler::NodeId node, runtime::NodeEventKind kind,
-                          const absl::Status& status) {
+  callbacks.on_node = [job, ctx, metrics](scheduler::NodeId node,
+                                          runtime::NodeEventKind kind,
+                                          const absl::Status& status) {
     if (node < 0 || node >= ctx->graph->num_nodes()) return;
     const scheduler::NodeSpec& spec = ctx->graph->node(node);
     NodeEventInfo event;
@@ -42,7 +44,7 @@ runtime::JobCallbacks MakeRunCallbacks(
     event.kind = kind;
     event.device = ctx->device[node];
     event.stream = ctx->stream[node];
-    event.time = clock();
+    event.time = ctx->clock();
     if (!status.ok()) event.message = status.ToString();
     {
       absl::MutexLock lock(&job->mu);
@@ -53,6 +55,33 @@ runtime::JobCallbacks MakeRunCallbacks(
     }
     if (kind == runtime::NodeEventKind::kFinished) {
       metrics->NodeExecuted(spec.op, ctx->device[node]);
+    }
+  };
+  callbacks.on_control = [job, ctx, metrics](const std::string& node,
+                                             runtime::ControlEventKind kind,
+                                             int64_t value,
+                                             const std::string& message) {
+    NodeEventInfo event;
+    event.node = node;
+    event.control = kind;
+    event.value = value;
+    event.message = message;
+    const scheduler::NodeId id = ctx->graph->FindNode(node);
+    if (id >= 0) {
+      event.device = ctx->device[id];
+      event.stream = ctx->stream[id];
+    }
+    event.time = ctx->clock();
+    {
+      absl::MutexLock lock(&job->mu);
+      if (IsTerminal(job->state)) return;
+      job->events.push_back(std::move(event));
+      job->Changed();
+    }
+    if (kind == runtime::ControlEventKind::kIteration) {
+      metrics->LoopIteration();
+    } else {
+      metrics->CaseBranch();
     }
   };
   callbacks.on_done = [ctx, finish = std::move(finish)](

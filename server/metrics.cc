@@ -91,6 +91,18 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                            .Name("weft_node_executions_total")
                            .Help("Nodes that finished, by op and device.")
                            .Register(*registry)),
+      loop_iterations_(BuildCounter()
+                           .Name("weft_loop_iterations_total")
+                           .Help("Iterations begun by loops (while_loop "
+                                 "nodes), nested loops included.")
+                           .Register(*registry)
+                           .Add({})),
+      case_branches_(BuildCounter()
+                         .Name("weft_case_branches_total")
+                         .Help("Selectors read by case..of nodes (case_of), "
+                               "whether or not they picked a branch.")
+                         .Register(*registry)
+                         .Add({})),
       copy_bytes_(BuildCounter()
                       .Name("weft_copy_bytes_total")
                       .Help("Bytes of copies issued to the devices, by "
@@ -217,6 +229,10 @@ void Metrics::NodeExecuted(const std::string& op, int device) {
             {"UUID", UuidOf(device)}})
       .Increment();
 }
+
+void Metrics::LoopIteration() { loop_iterations_.Increment(); }
+
+void Metrics::CaseBranch() { case_branches_.Increment(); }
 
 void Metrics::BytesCopied(CopyDirection direction, uint64_t bytes) {
   const double v = static_cast<double>(bytes);

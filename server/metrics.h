@@ -115,6 +115,9 @@ class Metrics {
   void SetJobsRunning(int64_t running);
   void SetRetainedOutputBytes(int64_t bytes);
   void NodeExecuted(const std::string& op, int device);
+  // A loop began an iteration; a case..of read its selector.
+  void LoopIteration();
+  void CaseBranch();
   void BytesCopied(CopyDirection direction, uint64_t bytes);
   void ObservePlanning(absl::Duration d);
   void ObserveQueueWait(absl::Duration d);
@@ -136,6 +139,8 @@ class Metrics {
   prometheus::Gauge& jobs_running_;
   prometheus::Gauge& retained_output_bytes_;
   prometheus::Family<prometheus::Counter>& node_executions_;
+  prometheus::Counter& loop_iterations_;
+  prometheus::Counter& case_branches_;
   prometheus::Family<prometheus::Counter>& copy_bytes_;
   prometheus::Counter& copy_host_to_device_;
   prometheus::Counter& copy_device_to_host_;

@@ -338,6 +338,25 @@ SchedulerService::SchedulerService(Options options)
                                                 : options_.limits.max_nodes),
       waker_(std::make_unique<WatchWaker>()) {}
 
+namespace {
+
+// Control nodes evaluate their conditions on the host (runtime/job.h);
+// CONTROL_AUTO and CONTROL_HOST run there, CONTROL_DEVICE is refused for
+// graphs with control nodes.
+absl::Status CheckControlMode(const scheduler::Graph& graph,
+                              const weft::v1::ScheduleOptions& options) {
+  if (options.control_mode() != weft::v1::CONTROL_DEVICE ||
+      !graph.has_control()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(
+      "options.control_mode: CONTROL_DEVICE needs devices that evaluate "
+      "conditions themselves; this daemon's devices evaluate them on the "
+      "host (CONTROL_AUTO or CONTROL_HOST)");
+}
+
+}  // namespace
+
 SchedulerService::~SchedulerService() = default;
 
 absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
@@ -347,6 +366,12 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
         absl::StrCat("options.launch_mode: unknown launch mode ",
                      static_cast<int>(proto.launch_mode()),
                      " (LAUNCH_AUTO, LAUNCH_STREAMS or LAUNCH_DEVICE_GRAPHS)"));
+  }
+  if (!weft::v1::ControlMode_IsValid(proto.control_mode())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("options.control_mode: unknown control mode ",
+                     static_cast<int>(proto.control_mode()),
+                     " (CONTROL_AUTO, CONTROL_HOST or CONTROL_DEVICE)"));
   }
   if (proto.max_streams_per_device() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -384,6 +409,9 @@ grpc::Status SchedulerService::SubmitGraph(
   absl::StatusOr<scheduler::PlannerOptions> planner =
       PlannerOptions(request->options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
+  if (absl::Status s = CheckControlMode(*graph, request->options()); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   // User code is compiled now, so that its errors reach the submitter.
   if (!graph->modules().empty() && options_.backend != nullptr) {
     absl::Status prepared = options_.backend->PrepareModules(*graph);
