@@ -45,6 +45,10 @@
 //     ancestors over the devices; the outputs released at or after any
 //     time share the download engines from then on.
 //
+// lower_bound.cc finds every node's head and tail and the work terms;
+// lower_bound_terms.h holds the bounds on sets of jobs they use, and
+// lower_bound_transfers.h the transfer-order terms.
+//
 // O(V + E + A) plus a sort of the long kernels, for A buffer uses; graphs
 // of at most 4096 nodes also weigh the work between nodes, from bitsets of
 // every node's ancestors and descendants (O(V^2 / 64) memory and O(V x E /

@@ -1,0 +1,94 @@
+// The bound terms of lower_bound.h that reason about sets of jobs, apart
+// from any graph: transfers on identical engines ordered by release or
+// delivery time, kernel work in windows of head and tail, where a node's
+// neighbours meet, and long kernels that cannot share a device. Each
+// function is a valid lower bound on its own model, so their maximum is
+// too (lower_bound.cc combines them).
+#ifndef WEFT_SCHEDULER_LOWER_BOUND_TERMS_H_
+#define WEFT_SCHEDULER_LOWER_BOUND_TERMS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "scheduler/topology.h"
+
+namespace weft::scheduler::bounds {
+
+// Kernels the windowed work term looks at: beyond them its sorts would
+// cost more than the rest of the bound, and the plain work term stands.
+inline constexpr size_t kMaxWindowedKernels = size_t{1} << 16;
+// The longest kernels per device the long-kernel term looks at.
+inline constexpr int kLongKernelsPerDevice = 64;
+
+// Microseconds `bytes` take over the fastest link from the host to one of
+// the first `num_devices` devices (to_host: from a device to the host).
+double FastestHostLinkUs(const Topology& topology, int num_devices,
+                         uint64_t bytes, bool to_host);
+
+// One transfer a bound term orders: its time and when it may start
+// (release) or what must follow it (delivery).
+struct Job {
+  double us;
+  double when;
+};
+
+// Jobs on `lanes` identical engines, each with a delivery time: the one
+// of any set that ends last ends after the set's work over the lanes, and
+// its delivery follows; each job ends after itself. The best such set is
+// a prefix by decreasing delivery. Reorders `jobs`.
+double DeliveryBound(std::vector<Job>& jobs, double lanes);
+
+// Jobs on `lanes` identical engines, each with a release time: the jobs
+// released at or after some time all run after it; each job runs after
+// its own release. Reorders `jobs`.
+double ReleaseBound(std::vector<Job>& jobs, double lanes);
+
+// A kernel's work and where it may run: after its head, before its tail.
+struct KernelSpan {
+  double head, tail, work, time;
+};
+
+// The kernels whose head is at least h and whose tail is at least t all
+// run between h and t before the end: the busiest of `devices` devices
+// (`slots` kernels each at once) runs its share of their work in between.
+// The largest such bound over a bounded number of values of h (every
+// distinct head on small graphs) and every t: one pass over the kernels
+// by decreasing tail per value of h. 0 for more than kMaxWindowedKernels
+// kernels. Reorders `spans`.
+double WindowedWork(std::vector<KernelSpan>& spans, double devices,
+                    double slots);
+
+// A neighbour of a node (a predecessor whose data it uses, or a successor
+// that uses its data), for the bound on where they meet.
+struct Neighbour {
+  double apart;  // the node's bound if the neighbour is on another device
+  double work;   // the neighbour's occupancy-weighted kernel work
+  double time;   // and its kernel time
+  double edge;   // the neighbour's head (or tail)
+};
+
+// The node's bound over every choice of the neighbours S on its device:
+// those apart bound it by their `apart`; those in S run on one device, from
+// the least head of S (or until the least tail of S), one device's worth of
+// their work. For each choice the larger, and the least over the choices:
+// S is a prefix by decreasing `apart`. 0 without neighbours. Reorders
+// `near`.
+double MeetBound(std::vector<Neighbour>& near, double slots);
+
+// A kernel that fills more than half a device: no other such kernel runs
+// beside it.
+struct LongKernel {
+  double cost, head, tail;
+};
+
+// Among the j x devices + 1 longest kernels of `kernels`, some device runs
+// j + 1 one after another, between their least head and least tail. Looks
+// at the kLongKernelsPerDevice x devices + 1 longest only (the work term
+// is as strong beyond them); 0 for at most `devices` kernels. Reorders
+// `kernels`.
+double LongKernelsBound(std::vector<LongKernel>& kernels, int devices);
+
+}  // namespace weft::scheduler::bounds
+
+#endif  // WEFT_SCHEDULER_LOWER_BOUND_TERMS_H_
