@@ -418,6 +418,104 @@ DeviceDecision LookaheadFinishTimePolicy::Decide(
 // ---------------------------------------------------------------------------
 // The walk
 
+namespace {
+
+// LOOKAHEAD_FINISH_TIME on a graph of more than kMaxModelledPlacementNodes
+// nodes (device_policy.h): each unpinned, unlabelled node goes where it
+// would finish first if each device ran its kernels (and its COPY nodes)
+// back to back at their occupancy, after its predecessors' estimated
+// finish and its inputs' copies from their fastest holder. O(uses x
+// devices) arithmetic per node, with no timelines and no look ahead.
+DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
+                              const DeviceContext& context,
+                              const Topology& topology) {
+  const int n = graph.num_nodes();
+  const int devices = context.num_devices;
+  DeviceAssignment out;
+  out.device.assign(n, -1);
+  if (context.record_choices) out.choice.resize(n);
+  std::vector<double> finish(n, 0);
+  // By device: when its kernels and its COPY nodes have run, back to back.
+  std::vector<double> kernels(devices, 0), copies(devices, 0);
+  DataLocations locations(graph.num_buffers());
+  std::vector<uint8_t> written(graph.num_buffers(), 0);
+  std::vector<double> estimate(devices);
+  absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
+  for (const NodeId v :
+       context.walk_order != nullptr ? *context.walk_order : dag.order) {
+    double ready = 0;
+    for (const NodeId p : dag.Preds(v)) ready = std::max(ready, finish[p]);
+    const Engine engine = graph.engine(v);
+    const double cost = std::max(graph.cost_us(v), 0.0);
+    const double share =
+        engine == Engine::kCopy ? 1.0 : OccupancyOf(graph.occupancy_units(v));
+    const absl::Span<const BufferUse> uses = graph.Uses(v);
+    auto finish_on = [&](int d) {
+      double t = ready;
+      if (engine != Engine::kHost) {
+        for (const BufferUse& use : uses) {
+          const BufferId b = use.buffer;
+          if (locations.OnDevice(b, d)) continue;
+          if (!written[b] && !graph.has_initial_data(b)) continue;
+          const uint64_t bytes = graph.buffer_bytes(b);
+          double us = kInfinity;
+          ForEachPlace(locations.mask(b), [&](int from) {
+            us = std::min(us, topology.TransferUs(bytes, from, d));
+          });
+          t += us;
+        }
+      }
+      const double busy = engine == Engine::kHost   ? 0
+                          : engine == Engine::kCopy ? copies[d]
+                                                    : kernels[d];
+      return std::max(t, busy) + cost;
+    };
+    DeviceChoice choice;
+    int device = -1;
+    const bool labelled = graph.has_label(v);
+    auto label =
+        labelled ? labels.find(graph.node(v).stream_label) : labels.end();
+    if (graph.pin(v) >= 0) {
+      device = graph.pin(v);
+      choice.why = DeviceChoice::Why::kPinned;
+    } else if (label != labels.end()) {
+      device = label->second.first;
+      choice.why = DeviceChoice::Why::kLabel;
+      choice.related = label->second.second;
+    } else {
+      double best = kInfinity;
+      for (int d = 0; d < devices; ++d) {
+        const double f = finish_on(d);
+        if (f < best) {
+          best = f;
+          device = d;
+        }
+      }
+      choice.why = DeviceChoice::Why::kMinFinishTime;
+      choice.value = best;
+    }
+    if (labelled) {
+      labels.emplace(graph.node(v).stream_label, std::make_pair(device, v));
+    }
+    const double end = finish_on(device);
+    finish[v] = end;
+    if (engine == Engine::kCopy) {
+      copies[device] = end;
+    } else if (engine != Engine::kHost) {
+      kernels[device] = std::max(kernels[device], end - cost) + share * cost;
+    }
+    for (const BufferUse& use : uses) {
+      if (Writes(use.access)) written[use.buffer] = 1;
+    }
+    locations.Apply(uses, device);
+    out.device[v] = device;
+    if (context.record_choices) out.choice[v] = choice;
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
     const Graph& graph, const Dag& dag, const DeviceContext& context) const {
   if (context.num_devices < 1) {
@@ -448,6 +546,10 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
                      " devices, the plan has ", context.num_devices));
   }
 
+  if (kind() == DevicePolicyKind::kLookaheadFinishTime &&
+      graph.num_nodes() > kMaxModelledPlacementNodes) {
+    return AssignByLoad(graph, dag, context, *topology);
+  }
   const bool data_aware = kind() != DevicePolicyKind::kRoundRobin &&
                           kind() != DevicePolicyKind::kStreamAware;
   const bool finish_times = kind() == DevicePolicyKind::kMinFinishTime ||

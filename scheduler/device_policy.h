@@ -61,7 +61,11 @@
 //     best device, paying the transfer of what the node wrote where a
 //     successor moves to another device. So a chain stays on its device
 //     unless splitting it pays, and the next kernel's data needs decide
-//     ties.
+//     ties. A graph of more than kMaxModelledPlacementNodes nodes is
+//     placed by a linear-time estimate instead: each node where it would
+//     finish first if every device ran its kernels back to back at their
+//     occupancy, after its inputs' copies from their fastest holder (no
+//     gaps filled, no look ahead, no estimated starts).
 //
 // Cost per node: O(arguments x devices) for the data-aware policies, plus
 // O(in-degree) for the model and O(out-degree x devices) for the
@@ -85,6 +89,10 @@
 #include "scheduler/topology.h"
 
 namespace weft::scheduler {
+
+// LOOKAHEAD_FINISH_TIME places a graph of more than this many nodes by
+// its linear-time estimate (see the file comment).
+inline constexpr int kMaxModelledPlacementNodes = 1 << 16;
 
 // Why a node went to its device.
 struct DeviceChoice {
@@ -112,7 +120,8 @@ struct DeviceAssignment {
   std::vector<int> device;           // by NodeId
   std::vector<DeviceChoice> choice;  // by NodeId; empty unless recorded
   // By NodeId: the estimated start on the walk's model (MIN_FINISH_TIME
-  // and LOOKAHEAD_FINISH_TIME); empty for the other policies. Never
+  // and LOOKAHEAD_FINISH_TIME, up to kMaxModelledPlacementNodes nodes);
+  // empty otherwise. Never
   // before a predecessor's start.
   std::vector<double> start_us;
 };

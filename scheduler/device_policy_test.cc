@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/test_util.h"
@@ -393,6 +394,43 @@ TEST(DevicePolicyTest, ValidatesTheContext) {
   out = RoundRobinPolicy().Assign(g, *dag, Devices(64));
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("at most 63"));
+}
+
+TEST(LookaheadFinishTimePolicyTest, HugeGraphsArePlacedByLoad) {
+  // Past kMaxModelledPlacementNodes nodes: pins and labels hold, a chain
+  // passing a large buffer stays on one device, and independent kernels
+  // share the devices evenly.
+  GraphMaker m;
+  m.Buffer("big", uint64_t{64} << 20).Buffer("x");
+  m.Node("c0", "big:w", {.cost = 10});
+  for (int i = 1; i < 4; ++i) {
+    m.Node(absl::StrCat("c", i), "big:rw", {.cost = 10});
+  }
+  m.Node("pinned", "x:r", {.device = 1});
+  m.Node("l0", "x:r", {.label = "lane"}).Node("l1", "x:r", {.label = "lane"});
+  const int kernels = kMaxModelledPlacementNodes;
+  for (int i = 0; i < kernels; ++i) {
+    m.Node(absl::StrCat("k", i), "x:r", {.cost = 10});
+  }
+  const Graph g = m.Build();
+  ASSERT_GT(g.num_nodes(), kMaxModelledPlacementNodes);
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  DeviceContext context;
+  context.num_devices = 2;
+  absl::StatusOr<DeviceAssignment> out =
+      LookaheadFinishTimePolicy().Assign(g, *dag, context);
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(out->device[i], out->device[0]);
+  EXPECT_EQ(out->device[4], 1);
+  EXPECT_EQ(out->choice[4].why, Why::kPinned);
+  EXPECT_EQ(out->device[6], out->device[5]);
+  EXPECT_EQ(out->choice[6].why, Why::kLabel);
+  EXPECT_EQ(out->choice[7].why, Why::kMinFinishTime);
+  int on_zero = 0;
+  for (int i = 7; i < g.num_nodes(); ++i) on_zero += out->device[i] == 0;
+  EXPECT_NEAR(on_zero, kernels / 2, 8);
+  EXPECT_TRUE(out->start_us.empty());
 }
 
 }  // namespace
