@@ -82,6 +82,9 @@ Commands:
                                                  (graphs); auto: graphs on
                                                  GPUs, streams on simulated
                                                  ones
+                     --control_mode=auto|host|device
+                                                 where loops and case..of
+                                                 read their conditions
                      --progress=auto|bar|lines   (with --watch)
   get JOB          Show a job.
   watch JOB        Follow a job; exit 0 only if it SUCCEEDED. On a terminal:
@@ -171,6 +174,7 @@ std::vector<FlagSpec> AllFlags() {
       {"restrict_to_parent_devices", false},
       {"max_nodes_per_stream"},
       {"launch_mode"},
+      {"control_mode"},
       {"state"},
       {"limit"},
       {"raw", false},
@@ -298,8 +302,8 @@ class Weftctl {
     int (Weftctl::*handler)() = nullptr;
     int positional = 0;
     if (command == "submit") {
-      allowed.insert(
-          {"watch", "priority", "request_id", "progress", "launch_mode"});
+      allowed.insert({"watch", "priority", "request_id", "progress",
+                      "launch_mode", "control_mode"});
       allowed.insert(std::begin(kScheduleFlags), std::end(kScheduleFlags));
       handler = &Weftctl::Submit;
       positional = 1;
@@ -386,6 +390,19 @@ class Weftctl {
       } else {
         return absl::InvalidArgumentError(absl::StrCat(
             "--launch_mode: '", *mode, "' is not auto, streams or graphs"));
+      }
+    }
+    if (std::optional<std::string> mode = args_.String("control_mode")) {
+      const std::string m = absl::AsciiStrToLower(*mode);
+      if (m == "auto") {
+        options.set_control_mode(weft::v1::CONTROL_AUTO);
+      } else if (m == "host") {
+        options.set_control_mode(weft::v1::CONTROL_HOST);
+      } else if (m == "device") {
+        options.set_control_mode(weft::v1::CONTROL_DEVICE);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--control_mode: '", *mode, "' is not auto, host or device"));
       }
     }
     if (std::optional<std::string> mode = args_.String("stream_mode")) {

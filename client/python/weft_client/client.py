@@ -218,13 +218,14 @@ class Client:
                max_streams_per_device=0, priority=0, request_id="",
                timeout=None, *, data_threshold=0.0,
                restrict_to_parent_devices=False, max_nodes_per_stream=0,
-               launch_mode=None):
+               launch_mode=None, control_mode=None):
         """Submits a graph (proto, dict or file path); returns the new weft_pb2.Job.
 
         data_threshold (in [0, 1], 0: the default 0.1), restrict_to_parent_devices
         and max_nodes_per_stream (at least 3, 0: the default) tune the planner as
         weftctl's flags of the same names do; launch_mode ("auto", "streams" or
-        "graphs") as weftctl's --launch_mode.
+        "graphs") and control_mode ("auto", "host" or "device") as weftctl's
+        --launch_mode and --control_mode.
         """
         options = self._options(policy, stream_mode, max_streams_per_device,
                                 data_threshold, restrict_to_parent_devices,
@@ -237,6 +238,14 @@ class Client:
                 raise ValueError("unknown launch mode %r (one of: auto, streams, graphs)"
                                  % (launch_mode,))
             options.launch_mode = modes[str(launch_mode).lower()]
+        if control_mode is not None:
+            modes = {"auto": weft_pb2.CONTROL_AUTO,
+                     "host": weft_pb2.CONTROL_HOST,
+                     "device": weft_pb2.CONTROL_DEVICE}
+            if str(control_mode).lower() not in modes:
+                raise ValueError("unknown control mode %r (one of: auto, host, device)"
+                                 % (control_mode,))
+            options.control_mode = modes[str(control_mode).lower()]
         request = weft_pb2.SubmitGraphRequest(
             graph=to_graph(graph),
             options=options,

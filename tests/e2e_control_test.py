@@ -1,0 +1,226 @@
+"""End-to-end tests of control nodes (while_loop, case_of) against weftd.
+
+Conjugate gradient on a 256 x 256 system (examples/conjugate_gradient.json)
+checked against a CPU solve, a case..of inside a loop, progress events and
+metrics, cancellation mid-loop, and bad input refused with the field named.
+"""
+
+import copy
+import json
+import math
+import os
+import struct
+import sys
+import time
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+if os.environ.get("TEST_SRCDIR"):
+    sys.path.insert(0, os.path.join(os.environ["TEST_SRCDIR"],
+                                    os.environ.get("TEST_WORKSPACE", "weft"), "tests"))
+
+import harness  # noqa: E402
+from harness import example  # noqa: E402
+
+import grpc  # noqa: E402
+
+import weft_client  # noqa: E402
+from weft_client import weft_pb2  # noqa: E402
+
+
+def _floats(b64):
+    import base64
+    raw = base64.b64decode(b64)
+    return list(struct.unpack("<%df" % (len(raw) // 4), raw))
+
+
+def _cpu_cg(a, b, tol, max_iterations):
+    """Conjugate gradient in float64: (x, iterations until r.r <= tol^2)."""
+    n = len(b)
+    x = [0.0] * n
+    r = list(b)
+    p = list(r)
+    rs = sum(v * v for v in r)
+    iterations = 0
+    while rs > tol * tol and iterations < max_iterations:
+        q = [sum(a[i][j] * p[j] for j in range(n)) for i in range(n)]
+        alpha = rs / sum(p[i] * q[i] for i in range(n))
+        x = [x[i] + alpha * p[i] for i in range(n)]
+        r = [r[i] - alpha * q[i] for i in range(n)]
+        rs_next = sum(v * v for v in r)
+        p = [r[i] + (rs_next / rs) * p[i] for i in range(n)]
+        rs = rs_next
+        iterations += 1
+    return x, iterations
+
+
+def _events(client, job_id):
+    events = []
+    for update in client.watch(job_id, timeout=60):
+        events.extend(update.node_events)
+    return events
+
+
+class ControlTest(harness.WeftdTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.client = weft_client.Client(self.weftd.addr, timeout=60)
+        self.addCleanup(self.client.close)
+
+    def test_conjugate_gradient_matches_a_cpu_solve(self):
+        with open(example("conjugate_gradient.json")) as f:
+            graph = json.load(f)
+        buffers = {b["name"]: b for b in graph["buffers"]}
+        n = 256
+        flat = _floats(buffers["A"]["data"])
+        a = [flat[i * n:(i + 1) * n] for i in range(n)]
+        b = _floats(buffers["b"]["data"])
+        loop = graph["nodes"][-1]["whileLoop"]
+        tol = math.sqrt(loop["body"][-1]["args"][1]["f32"])
+
+        job = self.client.submit(graph)
+        events = _events(self.client, job.id)
+        job = self.client.wait(job.id, timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+        iterations = [e.iteration for e in events
+                      if e.kind == weft_pb2.NODE_ITERATION and e.node == "cg"]
+        self.assertEqual(iterations, list(range(1, len(iterations) + 1)))
+
+        x = self.client.read_floats(job.id, "x")
+        expected, cpu_iterations = _cpu_cg(a, b, tol, 500)
+        # float32 on the device against float64 here: the same iteration
+        # count give or take rounding, and the same solution.
+        self.assertLessEqual(abs(len(iterations) - cpu_iterations), 2,
+                             (len(iterations), cpu_iterations))
+        self.assertGreater(len(iterations), 5)
+        worst = max(abs(x[i] - expected[i]) for i in range(n))
+        self.assertLess(worst, 1e-3 * max(abs(v) for v in expected), worst)
+        residual = [sum(a[i][j] * x[j] for j in range(n)) - b[i] for i in range(n)]
+        norm_b = math.sqrt(sum(v * v for v in b))
+        self.assertLess(math.sqrt(sum(v * v for v in residual)) / norm_b, 1e-3)
+        rs = self.client.read_floats(job.id, "rs")[0]
+        self.assertLessEqual(rs, tol * tol)
+
+        # Loops count in /metrics.
+        with urllib.request.urlopen(self.weftd.metrics_url, timeout=10) as page:
+            text = page.read().decode()
+        counted = [line for line in text.splitlines()
+                   if line.startswith("weft_loop_iterations_total")]
+        self.assertEqual(counted, ["weft_loop_iterations_total %d" % len(iterations)])
+
+    def test_case_of_inside_a_loop(self):
+        job = self.client.submit(example("halve_or_step.json"))
+        events = _events(self.client, job.id)
+        job = self.client.wait(job.id, timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+        x = 100.0
+        branches = []
+        for _ in range(20):
+            big = x > 1.0
+            branches.append(1 if big else 0)
+            x = x * 0.5 if big else x + 1.0
+            x = struct.unpack("f", struct.pack("f", x))[0]
+        self.assertEqual(self.client.read_floats(job.id, "x"), [x])
+        self.assertEqual(self.client.read_floats(job.id, "n"), [20.0])
+        self.assertEqual([e.branch for e in events if e.kind == weft_pb2.NODE_BRANCH],
+                         branches)
+        self.assertEqual(len([e for e in events if e.kind == weft_pb2.NODE_ITERATION]),
+                         20)
+
+    def test_weftctl_watch_shows_iterations(self):
+        out = self.weftctl_ok("submit", example("halve_or_step.json"), "--watch",
+                              "--progress=lines").stdout
+        self.assertIn("walk: iteration 20", out)
+        self.assertIn("move: branch 1", out)
+        self.assertIn("SUCCEEDED", out)
+
+    def test_cancel_stops_an_endless_loop(self):
+        graph = {
+            "name": "endless",
+            "buffers": [{"name": "go", "sizeBytes": "4", "dtype": "INT32", "fill": 1}],
+            "nodes": [{"name": "loop", "whileLoop": {
+                "condition": "go", "maxIterations": 100000000,
+                "body": [{"name": "work", "op": "spin",
+                          "args": [{"buffer": {"name": "go", "access": "READ"}}],
+                          "cost": {"estimatedUs": 1000}}]}}],
+        }
+        job = self.client.submit(graph)
+        harness.wait_until(
+            lambda: self.client.get(job.id).state == weft_pb2.RUNNING, 20,
+            what="job running")
+        time.sleep(0.2)
+        start = time.monotonic()
+        self.client.cancel(job.id)
+        job = self.client.wait(job.id, timeout=20)
+        self.assertEqual(job.state, weft_pb2.CANCELLED, job)
+        self.assertLess(time.monotonic() - start, 5)
+        # The daemon is free for the next job.
+        done = self.client.wait(self.client.submit(example("halve_or_step.json")).id,
+                                timeout=60)
+        self.assertEqual(done.state, weft_pb2.SUCCEEDED, done)
+
+    def test_loop_over_its_bound_fails_naming_it(self):
+        with open(example("halve_or_step.json")) as f:
+            graph = json.load(f)
+        graph["nodes"][0]["whileLoop"]["maxIterations"] = 7
+        job = self.client.wait(self.client.submit(graph).id, timeout=60)
+        self.assertEqual(job.state, weft_pb2.FAILED, job)
+        self.assertIn("loop 'walk' would exceed max_iterations 7", job.error.message)
+        self.assertEqual(job.error.node, "walk")
+
+    def test_bad_control_nodes_are_refused_with_the_field(self):
+        with open(example("halve_or_step.json")) as f:
+            base = json.load(f)
+
+        def mutated(fn):
+            g = copy.deepcopy(base)
+            fn(g)
+            return g
+
+        loop = lambda g: g["nodes"][0]["whileLoop"]  # noqa: E731
+        case = lambda g: loop(g)["body"][1]["caseOf"]  # noqa: E731
+        cases = {
+            "unknown condition": (
+                lambda g: loop(g).update(condition="nope"),
+                "graph.nodes[0].while_loop.condition: unknown buffer 'nope'"),
+            "zero iterations": (
+                lambda g: loop(g).pop("maxIterations"),
+                "graph.nodes[0].while_loop.max_iterations: required and > 0"),
+            "empty body": (
+                lambda g: loop(g).update(body=[]),
+                "graph.nodes[0].while_loop.body: empty"),
+            "float selector": (
+                lambda g: case(g).update(selector="x"),
+                "graph.nodes[0].while_loop.body[1].case_of.selector: selector 'x' "
+                "is FLOAT32"),
+            "unknown buffer in a branch": (
+                lambda g: case(g)["branches"][1]["nodes"][0]["args"][1]["buffer"]
+                .update(name="ghost"),
+                "graph.nodes[0].while_loop.body[1].case_of.branches[1].nodes[0]"
+                ".args[1].buffer.name: unknown buffer 'ghost'"),
+            "op on a control node": (
+                lambda g: g["nodes"][0].update(op="spin"),
+                "graph.nodes[0].op: a control node"),
+        }
+        for name, (fn, message) in cases.items():
+            with self.subTest(name):
+                with self.assertRaises(grpc.RpcError) as raised:
+                    self.client.submit(mutated(fn))
+                self.assertEqual(raised.exception.code(),
+                                 grpc.StatusCode.INVALID_ARGUMENT)
+                self.assertIn(message, raised.exception.details())
+
+    def test_control_device_is_refused_where_devices_cannot(self):
+        with self.assertRaises(grpc.RpcError) as raised:
+            self.client.submit(example("halve_or_step.json"), control_mode="device")
+        self.assertEqual(raised.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("options.control_mode", raised.exception.details())
+        job = self.client.wait(
+            self.client.submit(example("halve_or_step.json"), control_mode="host").id,
+            timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+
+
+if __name__ == "__main__":
+    harness.main(__name__)
