@@ -24,11 +24,6 @@ namespace weft::client {
 // by name, field names in lowerCamelCase.
 std::string ToJson(const google::protobuf::Message& message);
 
-// `s` as a JSON string literal, quotes included: '"' and '\\' escaped,
-// control characters as \n, \t or \u00XX. Bytes from 0x80 up pass through,
-// so UTF-8 input gives UTF-8 JSON.
-std::string JsonString(absl::string_view s);
-
 // Rows of cells as a table: columns padded to their widest cell, two spaces
 // apart, the first row being the header. Trailing spaces are trimmed.
 std::string Table(const std::vector<std::vector<std::string>>& rows);

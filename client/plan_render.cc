@@ -14,6 +14,7 @@
 #include "client/format.h"
 #include "client/plan_memory.h"
 #include "client/plan_svg.h"
+#include "common/json_string.h"
 
 namespace weft::client {
 namespace {

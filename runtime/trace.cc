@@ -5,41 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_string.h"
 
 namespace weft::runtime {
 namespace {
-
-// JSON string contents (without the quotes).
-std::string Escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          out += absl::StrFormat("\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out;
-}
 
 std::string Num(double v) { return absl::StrFormat("%.3f", v); }
 
@@ -93,19 +62,19 @@ std::string ToTraceEventJson(const JobTrace& trace) {
     }
     events.push_back(absl::StrCat(R"({"ph":"M","name":"thread_name","pid":)",
                                   pid, R"(,"tid":)", t, R"(,"args":{"name":")",
-                                  Escape(track.name), R"("}})"));
+                                  JsonEscape(track.name), R"("}})"));
   }
   for (const TraceSpan& span : trace.spans) {
     const TraceTrack& track = trace.tracks[span.track];
     std::string args = absl::StrCat(R"("node":)", span.node);
     if (!span.op.empty()) {
-      absl::StrAppend(&args, R"(,"op":")", Escape(span.op), R"(")");
+      absl::StrAppend(&args, R"(,"op":")", JsonEscape(span.op), R"(")");
     }
     if (span.kind == SpanKind::kCopy) {
       absl::StrAppend(&args, R"(,"bytes":)", span.bytes);
     }
     events.push_back(absl::StrCat(
-        R"({"ph":"X","name":")", Escape(span.name), R"(","cat":")",
+        R"({"ph":"X","name":")", JsonEscape(span.name), R"(","cat":")",
         Category(span.kind), R"(","pid":)", Pid(track), R"(,"tid":)",
         span.track, R"(,"ts":)", Num(span.start_us), R"(,"dur":)",
         Num(std::max(0.0, span.end_us - span.start_us)), R"(,"args":{)", args,
@@ -130,7 +99,7 @@ std::string ToTraceEventJson(const JobTrace& trace) {
   }
   std::string json = absl::StrCat(
       R"({"displayTimeUnit":"ns","otherData":{)", R"("job":")",
-      Escape(trace.name), R"(","clock":")",
+      JsonEscape(trace.name), R"(","clock":")",
       trace.device_clock ? "device" : "host", R"("},"traceEvents":[)");
   for (size_t i = 0; i < events.size(); ++i) {
     if (i > 0) json += ",\n";
