@@ -32,8 +32,6 @@
 // 1000000) K times (default 10) without reasons and does nothing else, for
 // a profiler to attach to, and prints the best time; --profile_job plans
 // as weftd does for a job (no simulation either).
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +42,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/thread_time.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/planner.h"
 
@@ -76,15 +75,6 @@ Graph LayeredGraph(int n, int width, std::mt19937& rng,
     node.args.push_back(BufferUse{i, Access::kWrite});
   }
   return Graph("layered", std::move(buffers), std::move(nodes));
-}
-
-// CPU time of this thread: unlike wall time, it does not count the time
-// other processes on a busy machine take from us.
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) +
-         1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // Kahn's algorithm with a FIFO queue: the baseline.

@@ -1,7 +1,5 @@
 #include "scheduler/planner.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -11,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/thread_time.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/data_location.h"
 #include "scheduler/dependency_inference.h"
@@ -293,14 +292,6 @@ void IssueByStart(const std::vector<double>& start_us, Dag& dag) {
     dag.reach.Label(dag.order[i], i, dag.Preds(dag.order[i]));
   }
   if (!intervals.empty()) dag.reach.set_intervals(std::move(intervals));
-}
-
-// CPU time of the calling thread, which a busy machine does not inflate.
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) +
-         1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 // LOOKAHEAD_FINISH_TIME tries a second issue order on graphs of at most

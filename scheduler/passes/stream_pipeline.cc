@@ -1,7 +1,6 @@
 #include "scheduler/passes/stream_pipeline.h"
 
-#include <time.h>
-
+#include "common/thread_time.h"
 #include "scheduler/passes/assign_by_dependency_pass.h"
 #include "scheduler/passes/assign_by_label_pass.h"
 #include "scheduler/passes/event_id_continuity_pass.h"
@@ -30,17 +29,6 @@ std::vector<std::unique_ptr<StreamPass>> StreamPipeline(StreamMode mode) {
   passes.push_back(std::make_unique<SplitStreamsPass>());
   return passes;
 }
-
-namespace {
-
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) +
-         1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-}  // namespace
 
 absl::Status RunStreamPipeline(
     StreamContext& context,
