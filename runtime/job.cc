@@ -84,6 +84,12 @@ void Job::Begin() {
 }
 
 void Job::Cancel(absl::Status reason) {
+  if (phase_ == Phase::kParked) {
+    Dispose();
+    status_ = reason.ok() ? absl::CancelledError("job cancelled") : reason;
+    Deliver(std::nullopt, {});
+    return;
+  }
   if (phase_ == Phase::kDone || cancelled_) return;
   cancelled_ = true;
   if (reason.ok()) reason = absl::CancelledError("job cancelled");
@@ -235,14 +241,17 @@ absl::Status Job::IssueNode(int index) {
                           stream, device);
     WEFT_RETURN_IF_ERROR(backend->Launch(launch, stream));
     buffers_->MarkWritten(uses, where, stream);
-    // Sixteen bytes of captures: stored inline, no allocation. The job
-    // outlives the callback (it finishes only after its fences).
-    Job* self = this;
-    WEFT_RETURN_IF_ERROR(
-        backend->AddHostCallback(stream, [self, index](absl::Status status) {
-          self->env_->node_done(self->id_, index, std::move(status));
-        }));
-    ++in_flight_;
+    // A nested job reports no node: its one fence reports the body.
+    if (nested_.buffers == nullptr) {
+      // Sixteen bytes of captures: stored inline, no allocation. The job
+      // outlives the callback (it finishes only after its fences).
+      Job* self = this;
+      WEFT_RETURN_IF_ERROR(
+          backend->AddHostCallback(stream, [self, index](absl::Status status) {
+            self->env_->node_done(self->id_, index, std::move(status));
+          }));
+      ++in_flight_;
+    }
   }
   tracer_->End(span, stream, device);
   tracer_->NodeIssued(index, span, plan_->Waits(index), pn.signal_event);
@@ -270,6 +279,18 @@ absl::Status Job::IssueNode(int index) {
 absl::Status Job::OrderAfter(StreamHandle from, int from_device,
                              StreamHandle to) {
   WEFT_ASSIGN_OR_RETURN(EventHandle join, events_.Acquire(from_device));
+  WEFT_RETURN_IF_ERROR(env_->backend->RecordEvent(join, from));
+  WEFT_RETURN_IF_ERROR(env_->backend->StreamWaitEvent(to, join));
+  tracer_->Dirty(to);
+  return absl::OkStatus();
+}
+
+absl::Status Job::JoinInto(StreamHandle from, int from_device,
+                           StreamHandle to) {
+  EventHandle& join = join_events_[from.value];
+  if (join.value == 0) {
+    WEFT_ASSIGN_OR_RETURN(join, events_.Acquire(from_device));
+  }
   WEFT_RETURN_IF_ERROR(env_->backend->RecordEvent(join, from));
   WEFT_RETURN_IF_ERROR(env_->backend->StreamWaitEvent(to, join));
   tracer_->Dirty(to);
@@ -467,14 +488,37 @@ void Job::StartDraining() {
   phase_ = Phase::kDraining;
   const uint64_t id = id_;
   const auto* post = &env_->post;
-  absl::Status fenced =
-      streams_.EnqueueFences([post, id](StreamHandle stream) -> HostCallback {
-        return [post, id, stream](absl::Status status) {
-          (*post)(id, [stream, status = std::move(status)](Job& job) {
-            job.OnFence(stream, status);
-          });
-        };
+  auto fence = [post, id](StreamHandle stream) -> HostCallback {
+    return [post, id, stream](absl::Status status) {
+      (*post)(id, [stream, status = std::move(status)](Job& job) {
+        job.OnFence(stream, status);
       });
+    };
+  };
+  // A nested job (a body run per iteration) joins its streams into one and
+  // fences that: one completion per iteration instead of one per stream.
+  // Errors of its scope reach the join through the event waits.
+  if (nested_.buffers != nullptr && status_.ok() &&
+      streams_.used().size() > 1) {
+    const StreamHandle join = streams_.used().back();
+    const int join_device = streams_.DeviceOf(join);
+    bool joined = join_device >= 0;
+    for (StreamHandle stream : streams_.used()) {
+      if (!joined || stream == join) continue;
+      const int device = streams_.DeviceOf(stream);
+      absl::Status s = device < 0 ? absl::InternalError("stream not leased")
+                                  : streams_.Enter(stream);
+      if (s.ok()) s = JoinInto(stream, device, join);
+      joined = s.ok();
+    }
+    if (joined) {
+      if (absl::Status s = streams_.EnqueueFence(join, fence(join)); !s.ok()) {
+        Fail(std::move(s), -1);
+      }
+      return;
+    }
+  }
+  absl::Status fenced = streams_.EnqueueFences(fence);
   if (!fenced.ok()) Fail(std::move(fenced), -1);
 }
 
@@ -484,6 +528,13 @@ bool Job::IsOwnCancellation(const absl::Status& status) const {
 }
 
 void Job::Finish() {
+  // A loop's body parks between iterations (Rerun, Dispose).
+  if (nested_.buffers != nullptr && nested_.fetch >= 0 && status_.ok() &&
+      !reported_ && !streams_.unfenced()) {
+    phase_ = Phase::kParked;
+    Deliver(std::nullopt, {});
+    return;
+  }
   phase_ = Phase::kDone;
   // Every fence has completed: nothing of this job is queued any more.
   streams_.LeaveScopes();
@@ -502,6 +553,24 @@ void Job::Finish() {
   events_.ReleaseAll();
   streams_.Release();
   if (report) Deliver(std::move(trace), std::move(outputs));
+}
+
+void Job::Rerun() {
+  if (phase_ != Phase::kParked) return;
+  phase_ = Phase::kIssuing;
+  reported_ = false;
+  next_ = 0;
+  in_flight_ = 0;
+  blocked_on_control_ = false;
+  Begin();
+}
+
+void Job::Dispose() {
+  if (phase_ != Phase::kParked) return;
+  phase_ = Phase::kDone;
+  streams_.LeaveScopes();
+  events_.ReleaseAll();
+  streams_.Release();
 }
 
 void Job::Abandon() {
@@ -592,8 +661,15 @@ void Job::OnControlReady(int index, absl::Status status) {
 absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
   const NodeId v = plan_->nodes[index].node;
   const scheduler::NodeSpec& node = graph_->node(v);
+  const bool loop = node.control->kind == scheduler::ControlSpec::Kind::kWhile;
+  if (auto it = parked_.find(index); loop && it != parked_.end()) {
+    const uint64_t parked = it->second;
+    env_->post(parked, [](Job& nested) { nested.Rerun(); });
+    return parked;
+  }
   std::shared_ptr<const scheduler::Graph> graph = node.control->bodies[body];
   const uint64_t nested_id = env_->reserve_id();
+  if (loop) parked_[index] = nested_id;
   JobCallbacks callbacks;
   callbacks.on_done = [post = env_->post, id = id_, index, graph](
                           absl::Status status, NodeId failed,
@@ -627,6 +703,10 @@ void Job::OnBodyDone(int index, absl::Status status) {
 
 void Job::ControlFinished(int index, absl::Status status) {
   controls_.erase(index);
+  if (auto it = parked_.find(index); it != parked_.end()) {
+    env_->post(it->second, [](Job& nested) { nested.Dispose(); });
+    parked_.erase(it);
+  }
   running_controls_.erase(plan_->nodes[index].node);
   OnNodeDone(index, std::move(status));
 }
@@ -645,10 +725,19 @@ absl::Status Job::FetchForEnclosing() {
   if (latest.where < 0 || latest.where == buffers_->host()) {
     return absl::OkStatus();
   }
-  // After the body's last write of it, on the stream that wrote it.
-  WEFT_RETURN_IF_ERROR(streams_.Enter(latest.writer));
-  return buffers_->MakeCurrent(b, buffers_->host(), latest.where,
-                               latest.writer);
+  // After the body's last write of it: on the stream that wrote it, or
+  // (written by a job nested in this one) on one of this job's streams of
+  // that device, after it.
+  StreamHandle stream = latest.writer;
+  if (streams_.DeviceOf(stream) < 0) {
+    WEFT_ASSIGN_OR_RETURN(stream, streams_.Acquire(latest.where));
+    WEFT_RETURN_IF_ERROR(streams_.Enter(latest.writer));
+    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+    WEFT_RETURN_IF_ERROR(OrderAfter(latest.writer, latest.where, stream));
+  } else {
+    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+  }
+  return buffers_->MakeCurrent(b, buffers_->host(), latest.where, stream);
 }
 
 // ---- Device graphs.

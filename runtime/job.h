@@ -175,13 +175,20 @@ class Job {
   void Cancel(absl::Status reason = absl::CancelledError("job cancelled"));
   // on_done was delivered (the job may still hold resources until done()).
   bool reported() const { return reported_; }
+  // Nested jobs of a loop run once per iteration: after a successful run
+  // a nested job parks (on_done delivered, its streams, events and error
+  // scope kept) instead of finishing, and Rerun runs it again as it was
+  // planned; Dispose gives everything back. Cancelling a parked job
+  // disposes of it and delivers CANCELLED.
+  void Rerun();
+  void Dispose();
   // The device work of node `index` (plan index) completed with `status`.
   void NodeDone(int index, absl::Status status) {
     OnNodeDone(index, std::move(status));
   }
 
  private:
-  enum class Phase { kIssuing, kDraining, kDone };
+  enum class Phase { kIssuing, kDraining, kParked, kDone };
 
   // A host-engine node between issue and completion.
   struct HostOp {
@@ -219,6 +226,9 @@ class Job {
   // Makes `to` wait for the work enqueued so far on `from`, a stream of
   // `from_device`.
   absl::Status OrderAfter(StreamHandle from, int from_device, StreamHandle to);
+  // The same with one event per `from` stream, kept for the job's life (a
+  // nested job joining its streams every iteration).
+  absl::Status JoinInto(StreamHandle from, int from_device, StreamHandle to);
   // The host part of IssueNode, after the waits and transfers.
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
                              const std::vector<scheduler::BufferUse>& uses);
@@ -279,6 +289,10 @@ class Job {
   bool device_graphs_ = false;
   std::unique_ptr<JobGraphs> graphs_;
 
+  // Loops' nested jobs parked between iterations, by plan index.
+  absl::flat_hash_map<int, uint64_t> parked_;
+  // Nested jobs: the event each stream records to join the others.
+  absl::flat_hash_map<uint64_t, EventHandle> join_events_;
   // Control nodes running, by plan index, and their NodeIds.
   absl::flat_hash_map<int, std::unique_ptr<ControlRun>> controls_;
   absl::flat_hash_set<scheduler::NodeId> running_controls_;

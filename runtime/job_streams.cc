@@ -98,6 +98,25 @@ absl::Status JobStreams::EnqueueFences(
   return first;
 }
 
+absl::Status JobStreams::EnqueueFence(StreamHandle stream, HostCallback fence) {
+  absl::Status s = Enter(stream);
+  if (s.ok()) s = shared_.backend->AddHostCallback(stream, std::move(fence));
+  if (s.ok()) {
+    ++fences_pending_;
+  } else {
+    unfenced_ = true;
+    MarkFailed(stream);
+  }
+  return s;
+}
+
+int JobStreams::DeviceOf(StreamHandle stream) const {
+  for (const auto& [leased, device] : leases_) {
+    if (leased == stream) return device;
+  }
+  return -1;
+}
+
 void JobStreams::FenceOff() {
   fenced_off_ = true;
   for (const auto& [stream, device] : leases_) {

@@ -94,6 +94,11 @@ class JobStreams {
   // leaves the job unfenced; the first such error is returned.
   absl::Status EnqueueFences(
       const std::function<HostCallback(StreamHandle)>& fence);
+  // Enqueues `fence` on `stream` alone (entered first): the caller has
+  // made it wait for every other stream used.
+  absl::Status EnqueueFence(StreamHandle stream, HostCallback fence);
+  // The device of leased stream `stream`; -1 for a stream not leased.
+  int DeviceOf(StreamHandle stream) const;
   // One fence fired.
   void FenceFired() { --fences_pending_; }
   int fences_pending() const { return fences_pending_; }

@@ -1,0 +1,277 @@
+// Host cost of a loop's iterations: a while_loop run by the executor
+// (conditions read on the host, control_run.h) against the same loop run
+// as one job per iteration, as a client without control nodes must (plan
+// the body, run it, read the condition back, decide, submit again).
+//
+// The body is a chain of `body` tiny nodes on one-element buffers: a
+// counter increment, body - 2 scalings and a comparison that writes the
+// condition, on two simulated devices with an unpaced clock, so the time
+// measured is the host's. Printed per iteration, for several body sizes:
+// wall time, CPU time of all threads, and CPU time of the busiest thread
+// (the executor's scheduling thread: what the loop costs the scheduler).
+// Ratios are against one job per iteration in the same run.
+//
+//   bazel run -c opt //runtime:control_bench -- [iterations]
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "runtime/executor.h"
+#include "runtime/sim/sim_backend.h"
+#include "scheduler/graph.h"
+#include "scheduler/planner.h"
+
+namespace weft::runtime {
+namespace {
+
+using scheduler::Access;
+using scheduler::BufferSpec;
+using scheduler::BufferUse;
+using scheduler::ControlSpec;
+using scheduler::DType;
+using scheduler::Graph;
+using scheduler::NodeSpec;
+
+// CPU microseconds of every thread of this process, by thread id.
+std::map<int, double> ThreadCpuUs() {
+  std::map<int, double> cpu;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return cpu;
+  const double tick_us = 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  while (dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream stat(
+        absl::StrCat("/proc/self/task/", entry->d_name, "/stat"));
+    std::string text((std::istreambuf_iterator<char>(stat)),
+                     std::istreambuf_iterator<char>());
+    // Fields after the command name (which ends with ')'): utime is the
+    // 14th field of the line, stime the 15th.
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::vector<std::string> fields;
+    size_t pos = close + 2;
+    while (pos < text.size()) {
+      size_t end = text.find(' ', pos);
+      if (end == std::string::npos) end = text.size();
+      fields.push_back(text.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    if (fields.size() < 13) continue;
+    cpu[std::atoi(entry->d_name)] =
+        (std::atof(fields[11].c_str()) + std::atof(fields[12].c_str())) *
+        tick_us;
+  }
+  closedir(dir);
+  return cpu;
+}
+
+struct Cost {
+  double wall_us = 0;
+  double cpu_us = 0;      // all threads
+  double busiest_us = 0;  // the busiest thread
+};
+
+template <typename Fn>
+Cost Measure(Fn fn) {
+  const std::map<int, double> before = ThreadCpuUs();
+  const absl::Time start = absl::Now();
+  fn();
+  Cost cost;
+  cost.wall_us = absl::ToDoubleMicroseconds(absl::Now() - start);
+  for (const auto& [tid, us] : ThreadCpuUs()) {
+    auto it = before.find(tid);
+    const double delta = us - (it == before.end() ? 0 : it->second);
+    cost.cpu_us += delta;
+    cost.busiest_us = std::max(cost.busiest_us, delta);
+  }
+  return cost;
+}
+
+enum Buffers { kCounter, kOne, kGo, kScratch, kNumBuffers };
+
+std::vector<BufferSpec> Buffers(bool with_data) {
+  std::vector<BufferSpec> buffers(kNumBuffers);
+  const char* names[] = {"i", "one", "go", "y"};
+  const DType dtypes[] = {DType::kFloat32, DType::kFloat32, DType::kInt32,
+                          DType::kFloat32};
+  for (int b = 0; b < kNumBuffers; ++b) {
+    buffers[b].name = names[b];
+    buffers[b].size_bytes = 4;
+    buffers[b].dtype = dtypes[b];
+  }
+  if (with_data) {
+    buffers[kOne].init = BufferSpec::Init::kFill;
+    buffers[kOne].fill = 1;
+    buffers[kGo].init = BufferSpec::Init::kFill;
+    buffers[kGo].fill = 1;
+    buffers[kCounter].output = true;
+    buffers[kGo].output = true;
+  }
+  return buffers;
+}
+
+// The body: i += 1, body - 2 scalings of y, go = i < limit.
+std::vector<NodeSpec> Body(int body, int limit, const std::string& suffix) {
+  std::vector<NodeSpec> nodes;
+  NodeSpec inc;
+  inc.name = "inc" + suffix;
+  inc.op = "axpy";
+  inc.args = {1.0f, BufferUse{kOne, Access::kRead},
+              BufferUse{kCounter, Access::kReadWrite}};
+  nodes.push_back(inc);
+  for (int k = 0; k < body - 2; ++k) {
+    NodeSpec scale;
+    scale.name = absl::StrCat("scale", k, suffix);
+    scale.op = "scale";
+    scale.args = {1.0f, BufferUse{kScratch, Access::kReadWrite}};
+    nodes.push_back(scale);
+  }
+  NodeSpec test;
+  test.name = "test" + suffix;
+  test.op = "less";
+  test.args = {BufferUse{kCounter, Access::kRead}, static_cast<float>(limit),
+               BufferUse{kGo, Access::kWrite}};
+  nodes.push_back(test);
+  return nodes;
+}
+
+scheduler::PlannerOptions Options() {
+  scheduler::PlannerOptions options;
+  options.num_devices = 2;
+  options.simulate = false;
+  return options;
+}
+
+absl::Status RunJob(Executor& executor, std::shared_ptr<const Graph> graph,
+                    std::shared_ptr<const scheduler::Plan> plan,
+                    HostBuffers* outputs) {
+  absl::Notification done;
+  absl::Status status;
+  JobCallbacks callbacks;
+  callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers out) {
+    status = std::move(s);
+    if (outputs != nullptr) *outputs = std::move(out);
+    done.Notify();
+  };
+  absl::StatusOr<uint64_t> id =
+      executor.Start(std::move(graph), std::move(plan), std::move(callbacks));
+  if (!id.ok()) return id.status();
+  done.WaitForNotification();
+  return status;
+}
+
+// The loop as one job with a while_loop node.
+Cost LoopJob(Executor& executor, int body, int iterations) {
+  auto control = std::make_shared<ControlSpec>();
+  control->kind = ControlSpec::Kind::kWhile;
+  control->condition = kGo;
+  control->max_iterations = static_cast<uint32_t>(iterations) + 1;
+  control->bodies.push_back(std::make_shared<const Graph>(
+      "loop", Buffers(false), Body(body, iterations, "")));
+  NodeSpec loop;
+  loop.name = "loop";
+  loop.op = std::string(scheduler::kWhileOp);
+  loop.engine = scheduler::Engine::kHost;
+  loop.args = {BufferUse{kCounter, Access::kReadWrite},
+               BufferUse{kOne, Access::kRead},
+               BufferUse{kScratch, Access::kReadWrite},
+               BufferUse{kGo, Access::kReadWrite}};
+  loop.control = control;
+  auto graph = std::make_shared<const Graph>(
+      "loop_job", Buffers(true), std::vector<NodeSpec>{std::move(loop)});
+  return Measure([&] {
+    auto plan = std::make_shared<const scheduler::Plan>(
+        scheduler::PlanGraph(*graph, Options()).value());
+    HostBuffers outputs;
+    absl::Status s = RunJob(executor, graph, plan, &outputs);
+    float count = 0;
+    std::memcpy(&count, outputs["i"].data(), sizeof(count));
+    if (!s.ok() || count != iterations) {
+      std::fprintf(stderr, "loop job: %s, %g iterations\n",
+                   s.ToString().c_str(), count);
+      std::exit(1);
+    }
+  });
+}
+
+// The same loop as one job per iteration: each plans and runs the body
+// with the counter carried over as initial data, and the host reads the
+// condition from its outputs.
+Cost JobPerIteration(Executor& executor, int body, int iterations) {
+  return Measure([&] {
+    std::string counter(4, '\0');
+    int done = 0;
+    while (true) {
+      std::vector<BufferSpec> buffers = Buffers(true);
+      buffers[kCounter].init = BufferSpec::Init::kData;
+      buffers[kCounter].data = counter;
+      auto graph = std::make_shared<const Graph>("step", std::move(buffers),
+                                                 Body(body, iterations, ""));
+      auto plan = std::make_shared<const scheduler::Plan>(
+          scheduler::PlanGraph(*graph, Options()).value());
+      HostBuffers outputs;
+      if (absl::Status s = RunJob(executor, graph, plan, &outputs); !s.ok()) {
+        std::fprintf(stderr, "step: %s\n", s.ToString().c_str());
+        std::exit(1);
+      }
+      ++done;
+      counter = outputs["i"];
+      int32_t go = 0;
+      std::memcpy(&go, outputs["go"].data(), sizeof(go));
+      if (go == 0) break;
+    }
+    if (done != iterations) {
+      std::fprintf(stderr, "job per iteration: %d iterations\n", done);
+      std::exit(1);
+    }
+  });
+}
+
+int Main(int argc, char** argv) {
+  const int iterations = argc > 1 ? std::atoi(argv[1]) : 10000;
+  SimBackend::Options sim;
+  sim.num_devices = 2;
+  std::unique_ptr<SimBackend> backend = SimBackend::Create(sim).value();
+  Executor::Options options;
+  options.backend = backend.get();
+  std::unique_ptr<Executor> executor = Executor::Create(options).value();
+
+  std::printf(
+      "%d iterations, 2 simulated devices, unpaced; microseconds per "
+      "iteration\n",
+      iterations);
+  std::printf("%-5s %-22s %10s %10s %10s %14s\n", "body", "mode", "wall",
+              "cpu_all", "busiest", "busiest_ratio");
+  for (int body : {2, 4, 16}) {
+    LoopJob(*executor, body, 100);  // warm up
+    const Cost per_job = JobPerIteration(*executor, body, iterations);
+    const Cost loop = LoopJob(*executor, body, iterations);
+    auto row = [&](const char* mode, const Cost& c) {
+      std::printf("%-5d %-22s %10.2f %10.2f %10.2f %14.3f\n", body, mode,
+                  c.wall_us / iterations, c.cpu_us / iterations,
+                  c.busiest_us / iterations, c.busiest_us / per_job.busiest_us);
+    };
+    row("job_per_iteration", per_job);
+    row("while_loop_host", loop);
+    std::printf("%-5d %-22s %10s\n", body, "while_loop_device",
+                "n/a (conditions are read on the host)");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace weft::runtime
+
+int main(int argc, char** argv) { return weft::runtime::Main(argc, argv); }
