@@ -62,6 +62,7 @@ struct DeviceMemory {
   int64_t budget_bytes = 0;       // 0: none
   int64_t spilled_bytes = 0;
   int32_t orderings_added = 0;
+  bool budget_clamped = false;  // budget_bytes is the device's memory
 };
 
 // Where the copy of a buffer on a device lies in the device's arena.

@@ -101,6 +101,16 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
           absl::StrCat("options.memory_order: unknown memory order ",
                        static_cast<int>(proto.memory_order())));
   }
+  if (proto.memory_budget_bytes() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "options.memory_budget_bytes: must not be negative (0: no budget), "
+        "got ",
+        proto.memory_budget_bytes()));
+  }
+  if (proto.memory_budget_bytes() > 0) {
+    options.memory_budget_bytes.assign(num_devices,
+                                       proto.memory_budget_bytes());
+  }
   return options;
 }
 
@@ -160,6 +170,7 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
     out->set_budget_bytes(m.budget_bytes);
     out->set_spilled_bytes(m.spilled_bytes);
     out->set_orderings_added(m.orderings_added);
+    out->set_budget_clamped(m.budget_clamped);
   }
   proto.mutable_buffers()->Reserve(static_cast<int>(plan.buffers.size()));
   for (const PlannedBuffer& b : plan.buffers) {

@@ -514,12 +514,17 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   // on large graphs only when the options ask about memory, since it costs
   // far more than the rest of the plan there.
   start = ThreadSeconds();
+  WEFT_RETURN_IF_ERROR(memory::CheckNodeBudgets(
+      graph, plan,
+      memory::DeviceBudgets(options.memory_budget_bytes,
+                            options.device_memory_bytes, options.num_devices)));
   if (options.simulate &&
       (graph.num_nodes() <= kMaxAutoMemoryPlanNodes ||
        options.memory_order == MemoryOrderKind::kMemoryAware ||
        !options.memory_budget_bytes.empty())) {
     memory::MemoryPlanOptions memory_options;
     memory_options.budget_bytes = options.memory_budget_bytes;
+    memory_options.device_memory_bytes = options.device_memory_bytes;
     WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
   }
   profile->memory_s = ThreadSeconds() - start;

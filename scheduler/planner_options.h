@@ -70,9 +70,13 @@ struct PlannerOptions {
   // way.
   bool simulate = true;
   MemoryOrderKind memory_order = MemoryOrderKind::kSubmitted;
-  // Device memory each device may hold, by device (0 or missing: no
-  // budget); reported in Plan::memory.
+  // Device memory this job's buffers may take, by device (0 or missing:
+  // no budget). A node whose own arguments exceed its device's budget is
+  // refused (RESOURCE_EXHAUSTED); reported in Plan::memory.
   std::vector<int64_t> memory_budget_bytes;
+  // Each device's memory, by device (0 or missing: unknown); budgets above
+  // it are clamped to it.
+  std::vector<int64_t> device_memory_bytes;
 };
 
 }  // namespace weft::scheduler

@@ -383,6 +383,12 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
       scheduler::PlannerOptionsFromProto(
           proto, num_devices(), options_.default_max_streams_per_device));
   planner.topology = options_.topology;
+  if (options_.backend != nullptr) {
+    for (int d = 0; d < num_devices(); ++d) {
+      planner.device_memory_bytes.push_back(static_cast<int64_t>(
+          options_.backend->device_info(d).memory_total_bytes));
+    }
+  }
   if (options_.max_concurrent_kernels > 0) {
     planner.max_concurrent_kernels = options_.max_concurrent_kernels;
   }

@@ -604,6 +604,42 @@ TEST_F(SchedulerServiceTest, ThousandWatchesHoldNoThreadEach) {
   }
 }
 
+// Budgets reach the planner with the devices' memory (1 MiB each here):
+// above it they are clamped, and a node whose arguments exceed one is
+// refused by both RPCs with the planner's code.
+TEST_F(SchedulerServiceTest, MemoryBudget) {
+  grpc::ClientContext c1;
+  weft::v1::PlanGraphRequest plan_req;
+  *plan_req.mutable_graph() = AxpyGraph();
+  plan_req.mutable_options()->set_memory_budget_bytes(int64_t{1} << 30);
+  weft::v1::PlanGraphResponse plan;
+  grpc::Status s = stub_->PlanGraph(&c1, plan_req, &plan);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_GE(plan.plan().memory_size(), 1);
+  for (const weft::v1::DeviceMemory& m : plan.plan().memory()) {
+    EXPECT_EQ(m.budget_bytes(), 1 << 20);
+    EXPECT_TRUE(m.budget_clamped());
+  }
+
+  // axpy reads x and y: 2 * 256 bytes once aligned.
+  plan_req.mutable_options()->set_memory_budget_bytes(300);
+  grpc::ClientContext c2;
+  s = stub_->PlanGraph(&c2, plan_req, &plan);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("node 'axpy'"));
+  EXPECT_THAT(s.error_message(), HasSubstr("512 bytes"));
+
+  grpc::ClientContext c3;
+  weft::v1::SubmitGraphRequest submit_req;
+  *submit_req.mutable_graph() = AxpyGraph();
+  submit_req.mutable_options()->set_memory_budget_bytes(300);
+  weft::v1::SubmitGraphResponse submitted;
+  s = stub_->SubmitGraph(&c3, submit_req, &submitted);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("node 'axpy'"));
+  EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+}
+
 TEST_F(SchedulerServiceTest, PlanDevicesAndList) {
   grpc::ClientContext c1;
   weft::v1::PlanGraphRequest plan_req;

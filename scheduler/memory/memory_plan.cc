@@ -1,20 +1,83 @@
 #include "scheduler/memory/memory_plan.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "scheduler/memory/arena_planner.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler::memory {
 
+std::vector<DeviceBudget> DeviceBudgets(
+    absl::Span<const int64_t> budget_bytes,
+    absl::Span<const int64_t> device_memory_bytes, int num_devices) {
+  std::vector<DeviceBudget> budgets(std::max(num_devices, 0));
+  for (int d = 0; d < num_devices; ++d) {
+    DeviceBudget& b = budgets[d];
+    if (d < static_cast<int>(budget_bytes.size())) {
+      b.bytes = std::max<int64_t>(budget_bytes[d], 0);
+    }
+    const int64_t memory = d < static_cast<int>(device_memory_bytes.size())
+                               ? device_memory_bytes[d]
+                               : 0;
+    if (b.bytes > 0 && memory > 0 && b.bytes > memory) {
+      b.bytes = memory;
+      b.clamped = true;
+    }
+  }
+  return budgets;
+}
+
+absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
+                              absl::Span<const DeviceBudget> budgets,
+                              uint64_t alignment) {
+  const bool any =
+      std::any_of(budgets.begin(), budgets.end(),
+                  [](const DeviceBudget& b) { return b.bytes > 0; });
+  if (!any) return absl::OkStatus();
+  alignment = std::max<uint64_t>(alignment, 1);
+  for (const PlannedNode& pn : plan.nodes) {
+    if (pn.device < 0 || pn.device >= static_cast<int>(budgets.size())) {
+      continue;
+    }
+    const int64_t budget = budgets[pn.device].bytes;
+    if (budget <= 0 || graph.engine(pn.node) == Engine::kHost) continue;
+    const absl::Span<const BufferUse> uses = graph.Uses(pn.node);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < uses.size(); ++i) {
+      bool seen = false;
+      for (size_t j = 0; j < i && !seen; ++j) {
+        seen = uses[j].buffer == uses[i].buffer;
+      }
+      if (seen) continue;
+      const uint64_t size = graph.buffer_bytes(uses[i].buffer);
+      bytes += (size + alignment - 1) / alignment * alignment;
+    }
+    if (bytes > static_cast<uint64_t>(budget)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "node '", graph.node(pn.node).name, "': its arguments need ", bytes,
+          " bytes on device ", pn.device, ", above the memory budget of ",
+          budget, " bytes",
+          budgets[pn.device].clamped ? " (the device's memory)" : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
                         Plan* plan) {
   WEFT_ASSIGN_OR_RETURN(const Lifetimes lifetimes,
                         Lifetimes::Compute(graph, *plan));
+  const std::vector<DeviceBudget> budgets =
+      DeviceBudgets(options.budget_bytes, options.device_memory_bytes,
+                    lifetimes.num_devices());
   ArenaOptions arena_options;
   arena_options.alignment = options.alignment;
-  arena_options.budget_bytes = options.budget_bytes;
+  for (const DeviceBudget& b : budgets) {
+    arena_options.budget_bytes.push_back(b.bytes);
+  }
   const ArenaPlan arenas = PlanArenas(lifetimes, arena_options);
   plan->memory.clear();
   plan->memory.reserve(arenas.devices.size());
@@ -27,6 +90,8 @@ absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
     memory.budget_bytes = arena.budget_bytes;
     memory.spilled_bytes = arena.spilled_bytes;
     memory.orderings_added = arena.orderings_added;
+    memory.budget_clamped = arena.device < static_cast<int>(budgets.size()) &&
+                            budgets[arena.device].clamped;
     plan->memory.push_back(memory);
   }
   plan->buffers.clear();

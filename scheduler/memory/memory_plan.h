@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
 
@@ -19,9 +20,32 @@ namespace weft::scheduler::memory {
 
 struct MemoryPlanOptions {
   uint64_t alignment = 256;
-  // By device; 0 or missing: no budget. Reported only.
+  // By device; 0 or missing: no budget. Reported (clamped) only: nothing
+  // is spilled yet.
   std::vector<int64_t> budget_bytes;
+  // Each device's memory, by device (0 or missing: unknown): budgets above
+  // it are clamped to it.
+  std::vector<int64_t> device_memory_bytes;
 };
+
+// One device's budget: the one asked for (0: none), clamped to the
+// device's memory where that is known and smaller.
+struct DeviceBudget {
+  int64_t bytes = 0;  // 0: none
+  bool clamped = false;
+};
+std::vector<DeviceBudget> DeviceBudgets(
+    absl::Span<const int64_t> budget_bytes,
+    absl::Span<const int64_t> device_memory_bytes, int num_devices);
+
+// RESOURCE_EXHAUSTED naming the first node of `plan` (in issue order) whose
+// own arguments, the distinct buffers it uses each rounded up to
+// `alignment`, exceed the budget of its device: no arena within the budget
+// can hold them while it runs. HOST nodes use host memory and are not
+// checked. OK when no device has a budget.
+absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
+                              absl::Span<const DeviceBudget> budgets,
+                              uint64_t alignment = 256);
 
 // Fills plan->memory (one per device) and plan->buffers (one per buffer
 // copy: uploads first, then by first use). REQUIRES: `plan` is a plan of

@@ -94,5 +94,92 @@ TEST(MemoryPlanTest, OptionsFromProto) {
                        HasSubstr("options.memory_order: unknown")));
 }
 
+TEST(MemoryPlanTest, BudgetFromProto) {
+  weft::v1::ScheduleOptions proto;
+  absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 2, 8);
+  ASSERT_OK(options);
+  EXPECT_TRUE(options->memory_budget_bytes.empty());
+  proto.set_memory_budget_bytes(4096);
+  options = PlannerOptionsFromProto(proto, 2, 8);
+  ASSERT_OK(options);
+  EXPECT_THAT(options->memory_budget_bytes, ::testing::ElementsAre(4096, 4096));
+  proto.set_memory_budget_bytes(-1);
+  EXPECT_THAT(PlannerOptionsFromProto(proto, 2, 8).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("options.memory_budget_bytes")));
+}
+
+TEST(MemoryPlanTest, DeviceBudgetsClampToTheDevicesMemory) {
+  const std::vector<DeviceBudget> budgets = DeviceBudgets(
+      {1 << 20, 1 << 20, 0, 1 << 20}, {1 << 10, 1 << 30, 1 << 10}, 5);
+  ASSERT_EQ(budgets.size(), 5u);
+  EXPECT_EQ(budgets[0].bytes, 1 << 10);
+  EXPECT_TRUE(budgets[0].clamped);
+  EXPECT_EQ(budgets[1].bytes, 1 << 20);
+  EXPECT_FALSE(budgets[1].clamped);
+  EXPECT_EQ(budgets[2].bytes, 0);  // no budget stays none
+  EXPECT_FALSE(budgets[2].clamped);
+  EXPECT_EQ(budgets[3].bytes, 1 << 20);  // memory unknown
+  EXPECT_EQ(budgets[4].bytes, 0);
+}
+
+TEST(MemoryPlanTest, PlanReportsAClampedBudget) {
+  PlannerOptions options;
+  options.stream_mode = StreamMode::kSingle;
+  options.memory_budget_bytes = {int64_t{1} << 40};
+  options.device_memory_bytes = {int64_t{1} << 30};
+  absl::StatusOr<Plan> plan = PlanGraph(TwoReductions(), options);
+  ASSERT_OK(plan);
+  ASSERT_EQ(plan->memory.size(), 1u);
+  EXPECT_EQ(plan->memory[0].budget_bytes, int64_t{1} << 30);
+  EXPECT_TRUE(plan->memory[0].budget_clamped);
+  const weft::v1::Plan proto = PlanToProto(TwoReductions(), *plan);
+  EXPECT_EQ(proto.memory(0).budget_bytes(), int64_t{1} << 30);
+  EXPECT_TRUE(proto.memory(0).budget_clamped());
+
+  options.device_memory_bytes = {int64_t{1} << 50};
+  plan = PlanGraph(TwoReductions(), options);
+  ASSERT_OK(plan);
+  EXPECT_EQ(plan->memory[0].budget_bytes, int64_t{1} << 40);
+  EXPECT_FALSE(plan->memory[0].budget_clamped);
+}
+
+// reduceA needs A and a: 1024 + 256 bytes once aligned.
+TEST(MemoryPlanTest, NodeAboveTheBudgetIsRefused) {
+  for (const bool simulate : {true, false}) {
+    PlannerOptions options;
+    options.simulate = simulate;
+    options.memory_budget_bytes = {1024 + 255};
+    EXPECT_THAT(PlanGraph(TwoReductions(), options).status(),
+                StatusIs(absl::StatusCode::kResourceExhausted,
+                         HasSubstr("node 'reduceA': its arguments need 1280 "
+                                   "bytes on device 0, above the memory "
+                                   "budget of 1279 bytes")))
+        << simulate;
+    options.memory_budget_bytes = {1024 + 256};
+    EXPECT_OK(PlanGraph(TwoReductions(), options)) << simulate;
+  }
+  // Clamped to the device's memory, the message says so.
+  PlannerOptions options;
+  options.memory_budget_bytes = {1 << 20};
+  options.device_memory_bytes = {1024};
+  EXPECT_THAT(
+      PlanGraph(TwoReductions(), options).status(),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("budget of 1024 bytes (the device's memory)")));
+  // No budget: nothing is refused, whatever the device's memory.
+  options.memory_budget_bytes.clear();
+  EXPECT_OK(PlanGraph(TwoReductions(), options));
+}
+
+TEST(MemoryPlanTest, HostNodesAreNotChecked) {
+  GraphMaker m;
+  m.Buffer("big", 1 << 20, DType::kBytes).Buffer("out", 10, DType::kBytes);
+  m.Node("host", "big:w", {.engine = Engine::kHost}).Node("small", "out:w");
+  PlannerOptions options;
+  options.memory_budget_bytes = {4096};
+  EXPECT_OK(PlanGraph(WithBuffers(m.Build(), {"out"}), options));
+}
+
 }  // namespace
 }  // namespace weft::scheduler::memory
