@@ -1,12 +1,14 @@
 #include "scheduler/memory/arena_planner.h"
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <queue>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace weft::scheduler::memory {
@@ -41,34 +43,73 @@ Csr Symmetric(int n, const std::vector<std::pair<int32_t, int32_t>>& pairs) {
 // The most bytes live at once in execution `e` of `lifetimes`: a copy is
 // live from the start of its first use (not counting an upload, which
 // starts no later) to the end of its last, an output forever. Copies live
-// at one instant conflict pairwise, so no arena is smaller.
+// at one instant conflict pairwise, so no arena is smaller. Fills `live`
+// with those live at the peak (local indices).
 int64_t ExecutionPeak(const Lifetimes& lifetimes,
                       absl::Span<const int32_t> copies,
-                      absl::Span<const int64_t> sizes, int e) {
+                      absl::Span<const int64_t> sizes, int e,
+                      std::vector<int32_t>* live_at_peak) {
+  constexpr double kForever = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, double>> spans(copies.size());
   std::vector<std::pair<double, int64_t>> events;  // (time, +/- size)
   events.reserve(2 * copies.size());
   for (size_t k = 0; k < copies.size(); ++k) {
     const int32_t c = copies[k];
-    double start = std::numeric_limits<double>::infinity();
+    double start = kForever;
     double end = 0;
     for (const int32_t position : lifetimes.Uses(c)) {
       if (position < 0) continue;
       start = std::min(start, lifetimes.start_us(e, position));
       end = std::max(end, lifetimes.end_us(e, position));
     }
-    if (start == std::numeric_limits<double>::infinity()) continue;
+    if (lifetimes.copy(c).live_to_end) end = kForever;
+    spans[k] = {start, end};
+    if (start == kForever) continue;
     events.emplace_back(start, sizes[k]);
-    if (!lifetimes.copy(c).live_to_end) events.emplace_back(end, -sizes[k]);
+    if (end != kForever) events.emplace_back(end, -sizes[k]);
   }
   // Ends before starts at one instant: a copy that ends as another starts
   // does not overlap it.
   std::sort(events.begin(), events.end());
   int64_t live = 0, peak = 0;
+  double at = 0;
   for (const auto& [time, delta] : events) {
     live += delta;
-    peak = std::max(peak, live);
+    if (live > peak) {
+      peak = live;
+      at = time;
+    }
+  }
+  live_at_peak->clear();
+  for (size_t k = 0; k < copies.size(); ++k) {
+    if (spans[k].first <= at && spans[k].second > at && peak > 0) {
+      live_at_peak->push_back(static_cast<int32_t>(k));
+    }
   }
   return peak;
+}
+
+bool Adjacent(const Csr& conflicts, int32_t a, int32_t b) {
+  const auto row = conflicts.Row(a);
+  return std::binary_search(row.begin(), row.end(), b);
+}
+
+// Adds `candidates` to `clique`, heaviest first, each that conflicts with
+// every copy added before it (all conflict with `clique` already).
+void AddGreedily(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                 std::vector<int32_t> candidates,
+                 std::vector<int32_t>* clique) {
+  std::sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+    return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a < b;
+  });
+  const size_t base = clique->size();
+  for (const int32_t c : candidates) {
+    bool fits = true;
+    for (size_t i = base; i < clique->size() && fits; ++i) {
+      fits = Adjacent(conflicts, c, (*clique)[i]);
+    }
+    if (fits) clique->push_back(c);
+  }
 }
 
 }  // namespace
@@ -181,9 +222,122 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
   return graph;
 }
 
+std::vector<int32_t> GrowClique(const Csr& conflicts,
+                                absl::Span<const int64_t> sizes,
+                                std::vector<int32_t> clique, int max_rounds) {
+  const int n = static_cast<int>(sizes.size());
+  std::vector<int32_t> count(n, 0);
+  std::vector<uint8_t> member(n, 0);
+  std::vector<int32_t> touched;
+  for (int round = 0; round < max_rounds; ++round) {
+    for (const int32_t c : clique) member[c] = 1;
+    touched.clear();
+    for (const int32_t c : clique) {
+      for (const int32_t a : conflicts.Row(c)) {
+        if (member[a]) continue;
+        if (count[a]++ == 0) touched.push_back(a);
+      }
+    }
+    const int32_t k = static_cast<int32_t>(clique.size());
+    std::vector<int32_t> all;
+    // Copies that conflict with all members but one, by that member.
+    std::vector<std::pair<int32_t, int32_t>> near;  // (member index, copy)
+    for (const int32_t a : touched) {
+      if (count[a] == k) {
+        all.push_back(a);
+      } else if (count[a] == k - 1 && all.empty()) {
+        for (int32_t i = 0; i < k; ++i) {
+          if (!Adjacent(conflicts, a, clique[i])) {
+            near.emplace_back(i, a);
+            break;
+          }
+        }
+      }
+      count[a] = 0;
+    }
+    for (const int32_t c : clique) member[c] = 0;
+    if (!all.empty()) {
+      AddGreedily(conflicts, sizes, std::move(all), &clique);
+      continue;
+    }
+    // The best swap of one member for what conflicts with all the others.
+    std::sort(near.begin(), near.end());
+    int64_t best_gain = 0;
+    std::vector<int32_t> best;
+    for (size_t lo = 0; lo < near.size();) {
+      size_t hi = lo;
+      while (hi < near.size() && near[hi].first == near[lo].first) ++hi;
+      const int32_t out = near[lo].first;
+      std::vector<int32_t> candidates;
+      for (size_t j = lo; j < hi; ++j) candidates.push_back(near[j].second);
+      std::vector<int32_t> next;
+      for (int32_t i = 0; i < k; ++i) {
+        if (i != out) next.push_back(clique[i]);
+      }
+      AddGreedily(conflicts, sizes, std::move(candidates), &next);
+      int64_t gain = -sizes[clique[out]];
+      for (size_t i = k - 1; i < next.size(); ++i) gain += sizes[next[i]];
+      if (gain > best_gain) {
+        best_gain = gain;
+        best = std::move(next);
+      }
+      lo = hi;
+    }
+    if (best_gain <= 0) break;
+    clique = std::move(best);
+  }
+  return clique;
+}
+
 int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
                      absl::Span<const int32_t> order,
                      std::vector<int64_t>* offsets) {
+  return Place(conflicts, sizes, order, /*first_fit=*/false, offsets);
+}
+
+namespace {
+
+// Re-placements of the best assignment found: copies by descending end
+// (the highest first, best fit), then by ascending offset (first fit, which
+// moves no copy up), until the arena stops shrinking.
+int64_t Improve(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                int64_t lower_bound, int rounds, int64_t arena,
+                std::vector<int64_t>* best_offsets) {
+  const int n = static_cast<int>(sizes.size());
+  std::vector<int32_t> order(n);
+  std::vector<int64_t> offsets;
+  for (int round = 0; round < rounds && arena > lower_bound; ++round) {
+    bool better = false;
+    for (const bool first_fit : {false, true}) {
+      std::iota(order.begin(), order.end(), 0);
+      const std::vector<int64_t>& at = *best_offsets;
+      if (first_fit) {
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return at[a] != at[b] ? at[a] < at[b] : sizes[a] > sizes[b];
+        });
+      } else {
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          const int64_t ea = at[a] + sizes[a], eb = at[b] + sizes[b];
+          return ea != eb ? ea > eb : sizes[a] > sizes[b];
+        });
+      }
+      const int64_t size = Place(conflicts, sizes, order, first_fit, &offsets);
+      if (size < arena) {
+        arena = size;
+        best_offsets->swap(offsets);
+        better = true;
+      }
+    }
+    if (!better) break;
+  }
+  return arena;
+}
+
+}  // namespace
+
+int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
+              absl::Span<const int32_t> order, bool first_fit,
+              std::vector<int64_t>* offsets) {
   const int n = static_cast<int>(sizes.size());
   offsets->assign(n, -1);
   int64_t arena = 0;
@@ -206,7 +360,7 @@ int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
         if (gap >= sizes[k] && gap < best_gap) {
           best = top;
           best_gap = gap;
-          if (gap == sizes[k]) break;
+          if (gap == sizes[k] || first_fit) break;
         }
       }
       top = std::max(top, end);
@@ -222,110 +376,144 @@ int64_t PlaceByRelease(const Lifetimes& lifetimes,
                        absl::Span<const int32_t> copies,
                        absl::Span<const int64_t> sizes,
                        std::vector<int64_t>* offsets) {
-  const HappensBefore& hb = lifetimes.happens_before();
   const int n = static_cast<int>(copies.size());
-  const int num_positions = hb.num_positions();
-  // Nodes of each stream in issue order, and the last start of a copy on
-  // each stream.
-  std::vector<std::vector<int32_t>> on_stream(hb.num_streams());
-  for (int32_t i = 0; i < num_positions; ++i) {
-    on_stream[hb.point(i).stream].push_back(i);
-  }
-  std::vector<int32_t> last_start(hb.num_streams(), -1);
-  std::vector<int32_t> starting;  // streams with a start
-  for (const int32_t c : copies) {
-    for (const int32_t g : lifetimes.Starts(c)) {
-      const int32_t t = hb.point(g).stream;
-      if (last_start[t] < 0) starting.push_back(t);
-      last_start[t] = std::max(last_start[t], g);
-    }
-  }
-  // Release position of each copy: from there on, every start knows it
-  // finished.
-  std::vector<int32_t> release(n);
+  offsets->assign(n, 0);
+  // Copies by last use, freed once issue order has passed it.
+  std::vector<int32_t> by_last;
+  by_last.reserve(n);
   for (int k = 0; k < n; ++k) {
-    const BufferCopy& copy = lifetimes.copy(copies[k]);
-    if (copy.live_to_end) {
-      release[k] = std::numeric_limits<int32_t>::max();
-      continue;
+    if (!lifetimes.copy(copies[k]).live_to_end && sizes[k] > 0) {
+      by_last.push_back(k);
     }
-    const auto ends = lifetimes.Ends(copies[k]);
-    int32_t r = copy.last + 1;
-    for (const int32_t t : starting) {
-      if (last_start[t] <= copy.last) continue;
-      const std::vector<int32_t>& nodes = on_stream[t];
-      auto lo = std::upper_bound(nodes.begin(), nodes.end(), copy.last);
-      auto hi = std::upper_bound(lo, nodes.end(), last_start[t]);
-      // Knowledge only grows along a stream: binary search the first node
-      // that knows.
-      auto first = std::partition_point(
-          lo, hi, [&](int32_t i) { return !hb.AllBefore(ends, i); });
-      r = std::max(r, first == hi ? last_start[t] + 1 : *first);
-    }
-    release[k] = r;
   }
-  // Heap simulation in issue order: releases at a position before the
-  // copies that start there.
-  std::vector<int32_t> by_release(n);
-  std::iota(by_release.begin(), by_release.end(), 0);
-  std::sort(by_release.begin(), by_release.end(),
-            [&](int32_t a, int32_t b) { return release[a] < release[b]; });
-  std::map<int64_t, int64_t> free_blocks;         // offset -> size
-  std::set<std::pair<int64_t, int64_t>> by_size;  // (size, offset)
-  int64_t top = 0;
-  auto add_free = [&](int64_t offset, int64_t size) {
-    auto next = free_blocks.lower_bound(offset);
-    if (next != free_blocks.end() && next->first == offset + size) {
-      size += next->second;
-      by_size.erase({next->second, next->first});
-      next = free_blocks.erase(next);
+  std::sort(by_last.begin(), by_last.end(), [&](int32_t a, int32_t b) {
+    return lifetimes.copy(copies[a]).last < lifetimes.copy(copies[b]).last;
+  });
+  auto before = [&](int32_t a, int32_t b) {
+    return lifetimes.Before(copies[a], copies[b]);
+  };
+  // A free block and the last copies that held its bytes: a copy may take
+  // it once every one of them happens before it (those that held it
+  // earlier happen before them). One holder: merging blocks whose holders
+  // are unordered keeps a large block from copies that could use part of
+  // it (on random DAGs at 100k nodes the arena grows 27x with 8).
+  constexpr int kMaxOccupants = 1;
+  struct Block {
+    int64_t size = 0;
+    int32_t num_occupants = 0;
+    int32_t freed = 0;  // the latest last use of an occupant
+    std::array<int32_t, kMaxOccupants> occupants;
+  };
+  // Merges `b`'s occupants into `a`'s, dropping those that happen before
+  // another; false when more than kMaxOccupants remain.
+  auto merge = [&](const Block& a, const Block& b, Block* out) {
+    std::array<int32_t, 2 * kMaxOccupants> all;
+    int m = 0;
+    for (int i = 0; i < a.num_occupants; ++i) all[m++] = a.occupants[i];
+    for (int i = 0; i < b.num_occupants; ++i) all[m++] = b.occupants[i];
+    int kept = 0;
+    for (int i = 0; i < m; ++i) {
+      bool covered = false;
+      for (int j = 0; j < m && !covered; ++j) {
+        covered = j != i && (all[j] == all[i] ? j < i : before(all[i], all[j]));
+      }
+      if (covered) continue;
+      if (kept == kMaxOccupants) return false;
+      out->occupants[kept++] = all[i];
     }
-    if (next != free_blocks.begin()) {
+    out->num_occupants = kept;
+    out->size = a.size + b.size;
+    out->freed = std::max(a.freed, b.freed);
+    return true;
+  };
+  std::map<int64_t, Block> blocks;  // by offset
+  // (size, freed, offset): among blocks of one size, the longest free
+  // first, the likeliest to be known free.
+  std::set<std::tuple<int64_t, int32_t, int64_t>> by_size;
+  auto key = [](int64_t offset, const Block& block) {
+    return std::make_tuple(block.size, block.freed, offset);
+  };
+  auto add_free = [&](int64_t offset, Block block) {
+    auto next = blocks.lower_bound(offset);
+    Block merged;
+    if (next != blocks.end() && next->first == offset + block.size &&
+        merge(block, next->second, &merged)) {
+      block = merged;
+      by_size.erase(key(next->first, next->second));
+      next = blocks.erase(next);
+    }
+    if (next != blocks.begin()) {
       auto prev = std::prev(next);
-      if (prev->first + prev->second == offset) {
+      if (prev->first + prev->second.size == offset &&
+          merge(prev->second, block, &merged)) {
         offset = prev->first;
-        size += prev->second;
-        by_size.erase({prev->second, prev->first});
-        free_blocks.erase(prev);
+        block = merged;
+        by_size.erase(key(prev->first, prev->second));
+        blocks.erase(prev);
       }
     }
-    if (offset + size == top) {
-      top = offset;  // the free tail goes back to the top
-      return;
-    }
-    free_blocks[offset] = size;
-    by_size.insert({size, offset});
+    blocks[offset] = block;
+    by_size.insert(key(offset, block));
   };
-  offsets->assign(n, 0);
-  int64_t arena = 0;
-  size_t next_release = 0;
+  auto known_free = [&](const Block& block, int32_t k) {
+    for (int i = 0; i < block.num_occupants; ++i) {
+      if (!before(block.occupants[i], k)) return false;
+    }
+    return true;
+  };
+  constexpr int kMaxTries = 32;
+  int64_t top = 0;
+  size_t next_free = 0;
   for (int k = 0; k < n; ++k) {
     const int32_t p = lifetimes.copy(copies[k]).first;
-    for (; next_release < by_release.size() &&
-           release[by_release[next_release]] <= p;
-         ++next_release) {
-      const int32_t a = by_release[next_release];
-      if (a < k && sizes[a] > 0) add_free((*offsets)[a], sizes[a]);
+    for (; next_free < by_last.size() &&
+           lifetimes.copy(copies[by_last[next_free]]).last < p;
+         ++next_free) {
+      const int32_t a = by_last[next_free];
+      Block block;
+      block.size = sizes[a];
+      block.num_occupants = 1;
+      block.occupants[0] = a;
+      block.freed = lifetimes.copy(copies[a]).last;
+      add_free((*offsets)[a], block);
     }
     const int64_t size = sizes[k];
     if (size == 0) continue;
-    auto fit = by_size.lower_bound({size, std::numeric_limits<int64_t>::min()});
-    if (fit != by_size.end()) {
-      const auto [block, offset] = *fit;
-      by_size.erase(fit);
-      free_blocks.erase(offset);
-      (*offsets)[k] = offset;
-      if (block > size) {
-        free_blocks[offset + size] = block - size;
-        by_size.insert({block - size, offset + size});
-      }
-    } else {
-      (*offsets)[k] = top;
-      top += size;
+    auto fit = by_size.lower_bound({size, std::numeric_limits<int32_t>::min(),
+                                    std::numeric_limits<int64_t>::min()});
+    int tries = 0;
+    for (; fit != by_size.end() && tries < kMaxTries; ++tries, ++fit) {
+      if (known_free(blocks.at(std::get<2>(*fit)), k)) break;
     }
-    arena = std::max(arena, (*offsets)[k] + size);
+    if (fit == by_size.end() || tries == kMaxTries) {
+      // The free block at the top, if known free, grows to fit.
+      int64_t offset = top;
+      if (!blocks.empty()) {
+        auto last = std::prev(blocks.end());
+        if (last->first + last->second.size == top &&
+            known_free(last->second, k)) {
+          offset = last->first;
+          by_size.erase(key(last->first, last->second));
+          blocks.erase(last);
+        }
+      }
+
+      (*offsets)[k] = offset;
+      top = offset + size;
+      continue;
+    }
+    const int64_t offset = std::get<2>(*fit);
+    Block block = blocks.at(offset);
+    by_size.erase(fit);
+    blocks.erase(offset);
+    (*offsets)[k] = offset;
+    if (block.size > size) {
+      block.size -= size;
+      blocks[offset + size] = block;
+      by_size.insert(key(offset + size, block));
+    }
   }
-  return arena;
+  return top;
 }
 
 ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
@@ -372,16 +560,37 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       delta[copy.last + 2] -= sizes[k];
     }
     int64_t live = 0;
-    for (const int64_t x : delta) {
-      live += x;
-      arena.peak_live_bytes = std::max(arena.peak_live_bytes, live);
+    int32_t peak_at = 0;  // issue position of the peak
+    for (size_t i = 0; i < delta.size(); ++i) {
+      live += delta[i];
+      if (live > arena.peak_live_bytes) {
+        arena.peak_live_bytes = live;
+        peak_at = static_cast<int32_t>(i) - 1;
+      }
     }
     arena.lower_bound_bytes =
         std::max(arena.lower_bound_bytes, arena.peak_live_bytes);
+    // Cliques: the copies live at each peak, grown by local search.
+    std::vector<std::vector<int32_t>> seeds(Lifetimes::kExecutions + 1);
+    for (int k = 0; k < n; ++k) {
+      const BufferCopy& copy = lifetimes.copy(graph.copies[k]);
+      if (copy.first <= peak_at && peak_at <= copy.last) seeds[0].push_back(k);
+    }
     for (int e = 0; e < Lifetimes::kExecutions; ++e) {
-      arena.lower_bound_bytes =
-          std::max(arena.lower_bound_bytes,
-                   ExecutionPeak(lifetimes, graph.copies, sizes, e));
+      arena.lower_bound_bytes = std::max(
+          arena.lower_bound_bytes,
+          ExecutionPeak(lifetimes, graph.copies, sizes, e, &seeds[e + 1]));
+    }
+    if (graph.complete && options.clique_rounds > 0) {
+      for (std::vector<int32_t>& seed : seeds) {
+        int64_t bytes = 0;
+        for (const int32_t k :
+             GrowClique(graph.conflicts, sizes, std::move(seed),
+                        options.clique_rounds)) {
+          bytes += sizes[k];
+        }
+        arena.lower_bound_bytes = std::max(arena.lower_bound_bytes, bytes);
+      }
     }
 
     std::vector<int32_t> order(n);
@@ -436,6 +645,10 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
         arena.heuristic = h;
       }
       if (best == arena.lower_bound_bytes) break;  // cannot do better
+    }
+    if (graph.complete && best > arena.lower_bound_bytes) {
+      best = Improve(graph.conflicts, sizes, arena.lower_bound_bytes,
+                     options.improve_rounds, best, &best_offsets);
     }
     arena.arena_bytes = std::max<int64_t>(best, 0);
     for (int k = 0; k < n; ++k) {

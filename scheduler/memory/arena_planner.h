@@ -19,12 +19,13 @@
 // in issue order, which respects happens-before), by conflict degree and by
 // lifetime length. The smallest arena wins (XLA's ChooseBestHeapAlgorithm).
 //
-// The lower bound is the largest clique of the conflict graph found
-// cheaply: the most bytes live at once along issue order (one valid
-// execution: copies live at one issue position conflict pairwise), and in
-// the executions Lifetimes times (copies whose uses overlap in time there
-// conflict pairwise), and the largest copy. arena / lower_bound says how
-// far an arena is from it. Sizes are rounded up to the alignment first,
+// The lower bound is the heaviest clique of the conflict graph found
+// cheaply: the copies live at the peak along issue order (one valid
+// execution: copies live at one issue position conflict pairwise) and at
+// the peaks of the executions Lifetimes times (copies whose uses overlap in
+// time there conflict pairwise), each grown by local search (GrowClique),
+// and the largest copy. arena / lower_bound says how far an arena is from
+// it. Sizes are rounded up to the alignment first,
 // so offsets are aligned and the bound is a bound for aligned copies.
 //
 // Thread-safe (stateless).
@@ -63,12 +64,14 @@ struct ArenaOptions {
   // reported for now: nothing is spilled to fit one.
   std::vector<int64_t> budget_bytes;
   // A device whose conflict graph would hold more pairs than this (0: 64
-  // per copy plus 2^20) is placed without one (kReleaseOrder): each copy's
-  // block is free for copies that start from the first issue position at
-  // which every stream still to start a copy knows its uses finished, a
-  // heap simulation with a best-fit free list in issue order. Sound, but it
-  // forgoes reuse that only some streams could make.
+  // per copy plus 2^20) is placed without one (kReleaseOrder, see
+  // PlaceByRelease).
   int64_t max_conflicts = 0;
+  // Rounds of re-placing the best assignment (by descending end, then by
+  // ascending offset) while its arena shrinks.
+  int improve_rounds = 0;
+  // Rounds of local search growing the lower bound's cliques (0: none).
+  int clique_rounds = 8;
 };
 
 struct DeviceArena {
@@ -107,6 +110,14 @@ struct ConflictGraph {
 ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
                                  int64_t max_conflicts = INT64_MAX);
 
+// A heap simulation in issue order whose free blocks remember the copy
+// that last held them: a copy takes the best-fitting block (the longest
+// free first among blocks of one size, at most 32 tried) whose last holder
+// happens before it (every earlier holder happens before that one), or
+// grows the free block at the top if that one is known free, or goes on
+// top. Adjacent free blocks merge only when one holder happens before the
+// other. O(copies log copies) plus the clock checks.
+//
 // kReleaseOrder for the copies of one device (Lifetimes numbering, by first
 // use) with their aligned sizes: fills `offsets` (by local index) and
 // returns the arena size.
@@ -126,6 +137,23 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes,
 int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
                      absl::Span<const int32_t> order,
                      std::vector<int64_t>* offsets);
+
+// A clique of `conflicts` (each copy conflicts with every other) at least
+// as heavy by `sizes` as `clique`, which must be one: adds copies that
+// conflict with every member, heaviest first, and otherwise swaps one
+// member for the copies that conflict with all the others where that gains
+// bytes, for at most `max_rounds` rounds. Each round costs the members'
+// degrees plus a clique check per copy adjacent to all members but one.
+std::vector<int32_t> GrowClique(const Csr& conflicts,
+                                absl::Span<const int64_t> sizes,
+                                std::vector<int32_t> clique, int max_rounds);
+
+// As PlaceInOrder, or with `first_fit` each copy at the lowest gap that fits
+// it (placing copies by ascending offset of an assignment that way moves
+// none of them up).
+int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
+              absl::Span<const int32_t> order, bool first_fit,
+              std::vector<int64_t>* offsets);
 
 }  // namespace weft::scheduler::memory
 

@@ -156,7 +156,7 @@ TEST(ArenaPlannerTest, ReportsTheBudget) {
 // plan's order) share a byte, for every heuristic.
 TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
   int64_t shared = 0;
-  for (uint32_t seed = 0; seed < 3000; ++seed) {
+  for (uint32_t seed = 0; seed < 5000; ++seed) {
     testing::RandomPlanCase c = RandomCase(seed);
     const Graph g = RandomGraph(seed, c.graph);
     ArenaOptions options;
@@ -205,6 +205,69 @@ TEST(ArenaPlannerTest, WithoutAConflictGraphReleasesInIssueOrder) {
   EXPECT_EQ(p.offset(3), 2048);  // v
   EXPECT_EQ(p.offset(4), 0);     // out takes y's block
   EXPECT_EQ(p.arenas.devices[0].arena_bytes, 3072);
+}
+
+// Reuse without a conflict graph follows happens-before: on parallel
+// streams a block is taken only once its last holder is known to have
+// finished, and a block at the top grows to fit.
+TEST(ArenaPlannerTest, WithoutAConflictGraphStreamsWaitForKnowledge) {
+  ArenaOptions options;
+  options.max_conflicts = 1;
+  const Planned p = PlanAll(TwoBranches(), {}, options);
+  EXPECT_EQ(p.arenas.devices[0].heuristic, ArenaHeuristic::kReleaseOrder);
+  EXPECT_EQ(p.offset(0), 0);     // x
+  EXPECT_EQ(p.offset(1), 1024);  // u
+  EXPECT_EQ(p.offset(2), 2048);  // y: b does not know that a2 finished
+  EXPECT_EQ(p.offset(3), 3072);  // v
+  EXPECT_EQ(p.offset(4), 0);     // out: j waits for both branches
+  EXPECT_EQ(p.arenas.devices[0].arena_bytes, 4096);
+}
+
+// GrowClique returns a clique at least as heavy as its seed, on the
+// conflict graphs of random plans.
+TEST(ArenaPlannerPropertyTest, GrownCliquesAreCliques) {
+  int grew = 0;
+  for (uint32_t seed = 0; seed < 2000; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    const Planned p = PlanAll(g, c.planner);
+    const Lifetimes& lt = p.lifetimes;
+    for (int d = 0; d < lt.num_devices(); ++d) {
+      const ConflictGraph cg = BuildConflictGraph(lt, d);
+      const int n = static_cast<int>(cg.copies.size());
+      if (n == 0) continue;
+      std::vector<int64_t> sizes(n);
+      for (int k = 0; k < n; ++k) sizes[k] = p.arenas.sizes[cg.copies[k]];
+      const int32_t start = static_cast<int32_t>(seed % n);
+      const std::vector<int32_t> clique =
+          GrowClique(cg.conflicts, sizes, {start}, 32);
+      int64_t bytes = 0;
+      for (size_t i = 0; i < clique.size(); ++i) {
+        bytes += sizes[clique[i]];
+        for (size_t j = i + 1; j < clique.size(); ++j) {
+          ASSERT_NE(clique[i], clique[j]) << seed;
+          ASSERT_TRUE(
+              lt.MayBeLiveTogether(cg.copies[clique[i]], cg.copies[clique[j]]))
+              << "seed " << seed << " device " << d;
+        }
+      }
+      ASSERT_GE(bytes, sizes[start]) << seed;
+      ASSERT_LE(bytes, p.arenas.devices[d].arena_bytes) << seed;
+      grew += clique.size() > 1;
+    }
+  }
+  EXPECT_GT(grew, 1000);
+}
+
+TEST(ArenaPlannerTest, GrowCliqueSwapsForHeavierMembers) {
+  // 0-1 conflict; 2 and 3 conflict with 1 and each other, not with 0.
+  Csr conflicts;
+  conflicts.offsets = {0, 1, 4, 6, 8};
+  conflicts.items = {1, 0, 2, 3, 1, 3, 1, 2};
+  const std::vector<int64_t> sizes = {300, 100, 200, 200};
+  std::vector<int32_t> clique = GrowClique(conflicts, sizes, {0}, 8);
+  std::sort(clique.begin(), clique.end());
+  EXPECT_THAT(clique, ::testing::ElementsAre(1, 2, 3));
 }
 
 // The conflict graph from the sweep equals the pairs MayBeLiveTogether

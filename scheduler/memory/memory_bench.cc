@@ -103,11 +103,11 @@ void Row(const std::string& name, const Graph& graph) {
 
   const Csr preds = CollectDependencies(graph);
   const double topo_s = Best(3, [&] { Kahn(preds, n); });
-  double lifetimes_s = 0;
+  double lifetimes_s = 1e30;
   const double memory_s = Best(3, [&] {
     const double start = ThreadSeconds();
     absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, plan);
-    lifetimes_s = ThreadSeconds() - start;
+    lifetimes_s = std::min(lifetimes_s, ThreadSeconds() - start);
     PlanArenas(*lt);
   });
   absl::StatusOr<Dag> dag = InferDependencies(graph);
