@@ -56,4 +56,14 @@ std::vector<DeviceSample> SampleDevices(const runtime::Backend& backend,
   return samples;
 }
 
+std::vector<int> BusyStreams(const runtime::Executor& executor,
+                             int num_devices) {
+  std::vector<int> busy;
+  for (const runtime::DeviceLoad& load : executor.Load()) {
+    busy.push_back(load.streams_busy);
+  }
+  if (static_cast<int>(busy.size()) != num_devices) busy.clear();
+  return busy;
+}
+
 }  // namespace weft::server

@@ -1,7 +1,8 @@
 // A snapshot of the devices: identity and capacity from the Backend, stream
 // load and memory (the executor's memory pools) from the Executor. Feeds
-// ListDevices and the device metrics. Memory used is what jobs hold; the
-// blocks the pools keep cached for reuse are reported apart (metrics only).
+// ListDevices, the device metrics and the planner's load-aware policy. Memory
+// used is what jobs hold; the blocks the pools keep cached for reuse are
+// reported apart (metrics only).
 #ifndef WEFT_SERVER_DEVICES_H_
 #define WEFT_SERVER_DEVICES_H_
 
@@ -20,6 +21,13 @@ std::vector<weft::v1::Device> DescribeDevices(
 
 std::vector<DeviceSample> ToDeviceSamples(
     const std::vector<weft::v1::Device>& devices);
+
+// The busy streams of each device (DeviceLoad::streams_busy), as the
+// planner's load-aware policy takes them (PlannerOptions::busy_streams);
+// empty when the executor reports another number of devices than
+// `num_devices`.
+std::vector<int> BusyStreams(const runtime::Executor& executor,
+                             int num_devices);
 
 // The samples of the device metrics: ToDeviceSamples(DescribeDevices(...))
 // plus the memory pools' cached bytes and counters.

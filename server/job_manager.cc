@@ -9,17 +9,13 @@
 #include "runtime/trace.h"
 #include "scheduler/plan.h"
 #include "scheduler/status_macros.h"
+#include "server/devices.h"
 #include "server/job_record.h"
 #include "server/job_run.h"
-#include "server/retry_hint.h"
 
 namespace weft::server {
 
 namespace {
-
-std::string RequestKey(absl::string_view tenant, absl::string_view request_id) {
-  return absl::StrCat(tenant, "\x1f", request_id);
-}
 
 absl::string_view OutcomeLabel(JobState s) {
   switch (s) {
@@ -96,17 +92,14 @@ JobManager::JobManager(Options options)
                        : nullptr),
       metrics_(options.metrics != nullptr ? options.metrics
                                           : own_metrics_.get()),
-      max_queued_jobs_(options.max_queued_jobs),
-      max_queued_per_tenant_(options.max_queued_per_tenant == 0
-                                 ? options.max_queued_jobs
-                                 : options.max_queued_per_tenant),
       max_running_jobs_(options.max_running_jobs),
       retain_for_(options.retain_for),
-      min_retry_delay_(options.min_retry_delay),
-      max_retry_delay_(options.max_retry_delay),
       clock_(std::move(options.clock)),
       trace_jobs_(options.trace_jobs),
       trace_max_nodes_(options.trace_max_nodes),
+      admission_(AdmissionControl::Limits{
+          options.max_queued_jobs, options.max_queued_per_tenant,
+          options.min_retry_delay, options.max_retry_delay}),
       queue_(options.max_running_per_tenant > 0
                  ? options.max_running_per_tenant
                  : std::max(1, options.max_running_jobs - 1)),
@@ -135,24 +128,11 @@ JobManager::~JobManager() {
   mu_.Await(absl::Condition(&drained));
 }
 
-std::string JobManager::NewJobIdLocked() {
-  while (true) {
-    std::string id =
-        absl::StrFormat("j-%016x", absl::Uniform<uint64_t>(bitgen_));
-    if (!jobs_.contains(id)) return id;
-  }
-}
-
-std::shared_ptr<JobRecord> JobManager::FindLocked(absl::string_view id) const {
-  auto it = jobs_.find(id);
-  return it == jobs_.end() ? nullptr : it->second;
-}
-
 absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
     absl::string_view id) {
   absl::MutexLock lock(&mu_);
   EvictLocked(Now());
-  std::shared_ptr<JobRecord> job = FindLocked(id);
+  std::shared_ptr<JobRecord> job = directory_.Find(id);
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
   }
@@ -169,76 +149,27 @@ void JobManager::EvictLocked(absl::Time now) {
   const std::vector<std::shared_ptr<JobRecord>> expired =
       retention_.Expire(now);
   for (const std::shared_ptr<JobRecord>& job : expired) {
-    if (!job->request_id.empty()) {
-      auto it = request_ids_.find(RequestKey(job->tenant, job->request_id));
-      if (it != request_ids_.end() && it->second == job->id) {
-        request_ids_.erase(it);
-      }
-    }
-    jobs_.erase(job->id);
+    directory_.Remove(*job);
   }
   if (!expired.empty()) UpdateGaugesLocked();
 }
 
 std::optional<JobInfo> JobManager::DuplicateLocked(const JobSpec& spec) const {
-  if (spec.request_id.empty()) return std::nullopt;
-  auto it = request_ids_.find(RequestKey(spec.tenant, spec.request_id));
-  if (it == request_ids_.end()) return std::nullopt;
-  std::shared_ptr<JobRecord> original = FindLocked(it->second);
+  std::shared_ptr<JobRecord> original =
+      directory_.FindRequest(spec.tenant, spec.request_id);
   if (original == nullptr) return std::nullopt;
   absl::MutexLock job_lock(&original->mu);
   return original->Snapshot();
 }
 
-absl::Duration JobManager::RetryDelayLocked(int turns) const {
-  // A queue slot frees when a running job ends: with R jobs running for T
-  // each on average, about every T / R.
-  absl::Duration delay = absl::Milliseconds(100);
-  if (mean_run_time_ > absl::ZeroDuration()) {
-    delay = mean_run_time_ /
-            std::max<int64_t>(1, static_cast<int64_t>(running_.size()));
-  }
-  delay *= std::max(1, turns);
-  return std::clamp(delay, min_retry_delay_, max_retry_delay_);
-}
-
 absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
-  absl::Status rejection;
-  if (!accepting_) {
-    rejection = absl::UnavailableError(
-        "weftd is shutting down and accepts no new jobs");
-  } else if (queue_.size() >= max_queued_jobs_) {
-    rejection = WithRetryDelay(
-        absl::ResourceExhaustedError(absl::StrFormat(
-            "admission queue is full (%d jobs queued, %d running); retry "
-            "later",
-            queue_.size(), running_.size())),
-        RetryDelayLocked(1));
-  } else {
-    const int64_t mine = queue_.queued(spec.tenant);
-    if (mine >= max_queued_per_tenant_) {
-      rejection = WithRetryDelay(
-          absl::ResourceExhaustedError(absl::StrFormat(
-              "tenant '%s' has %d jobs queued, the most one tenant may "
-              "queue; retry later",
-              spec.tenant, mine)),
-          RetryDelayLocked(queue_.tenants_waiting()));
-    }
-  }
+  absl::Status rejection = admission_.Check(
+      spec.tenant, queue_, static_cast<int64_t>(running_.size()));
   if (!rejection.ok()) {
     metrics_->JobRejected(absl::StatusCodeToString(rejection.code()),
                           spec.tenant);
   }
   return rejection;
-}
-
-std::vector<int> JobManager::BusyStreams(int num_devices) const {
-  std::vector<int> busy;
-  for (const runtime::DeviceLoad& load : executor_->Load()) {
-    busy.push_back(load.streams_busy);
-  }
-  if (static_cast<int>(busy.size()) != num_devices) busy.clear();
-  return busy;
 }
 
 absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
@@ -259,7 +190,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   // Plan outside the lock, on the caller's thread: bad options are the
   // caller's error, reported before anything is created.
   spec.planner_options.busy_streams =
-      BusyStreams(spec.planner_options.num_devices);
+      BusyStreams(*executor_, spec.planner_options.num_devices);
   spec.planner_options.explain = false;
   spec.planner_options.simulate = false;
   const absl::Time plan_start = absl::Now();
@@ -295,6 +226,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   }
 
   JobInfo snapshot;
+  std::vector<std::shared_ptr<JobRecord>> start;
   {
     absl::MutexLock lock(&mu_);
     // Everything may have changed while planning.
@@ -315,37 +247,26 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
           "created");
     }
     // Set before the job is published; constant from then on.
-    job->id = NewJobIdLocked();
-    job->seq = next_seq_++;
+    directory_.Name(*job);
     job->create_time = Now();
     {
       absl::MutexLock job_lock(&job->mu);
       snapshot = job->Snapshot();  // as admitted: QUEUED
     }
-    jobs_[job->id] = job;
-    if (!job->request_id.empty()) {
-      request_ids_[RequestKey(job->tenant, job->request_id)] = job->id;
-    }
-    EnqueueLocked(job);
+    directory_.Add(job);
+    queue_.Push({job->id, job->tenant, job->priority, job->seq});
+    start = TakeStartableLocked();
     UpdateGaugesLocked();
   }
   metrics_->JobSubmitted(job->tenant);
+  for (const std::shared_ptr<JobRecord>& next : start) StartJob(next);
   return snapshot;
 }
 
 // ----------------------------------------------------------------- queue --
 
-void JobManager::EnqueueLocked(const std::shared_ptr<JobRecord>& job) {
-  queue_.Push({job->id, job->tenant, job->priority, job->seq});
-}
-
 bool JobManager::DequeueLocked(const JobRecord& job) {
   return queue_.Remove(job.tenant, job.priority, job.seq);
-}
-
-std::shared_ptr<JobRecord> JobManager::PopNextLocked() {
-  std::optional<JobQueue::Entry> next = queue_.Pop();
-  return FindLocked(next->id);
 }
 
 absl::StatusOr<JobInfo> JobManager::Get(absl::string_view id) {
@@ -360,7 +281,7 @@ absl::StatusOr<JobInfo> JobManager::Cancel(absl::string_view id) {
   {
     absl::MutexLock lock(&mu_);
     EvictLocked(Now());
-    std::shared_ptr<JobRecord> job = FindLocked(id);
+    std::shared_ptr<JobRecord> job = directory_.Find(id);
     if (job == nullptr) {
       return absl::NotFoundError(absl::StrCat("job '", id, "' not found"));
     }
@@ -409,7 +330,7 @@ std::vector<JobInfo> JobManager::List(std::optional<JobState> state,
   {
     absl::MutexLock lock(&mu_);
     EvictLocked(Now());
-    for (const auto& [id, job] : jobs_) {
+    for (const auto& [id, job] : directory_.jobs()) {
       absl::MutexLock job_lock(&job->mu);
       if (state && job->state != *state) continue;
       found.emplace_back(job->seq, job->Snapshot());
@@ -492,7 +413,7 @@ absl::StatusOr<std::string> JobManager::TraceJson(absl::string_view id) {
 
 void JobManager::StopAccepting() {
   absl::MutexLock lock(&mu_);
-  accepting_ = false;
+  admission_.StopAccepting();
 }
 
 bool JobManager::CancelQueuedLocked(const std::shared_ptr<JobRecord>& job,
@@ -511,7 +432,7 @@ int JobManager::CancelQueued(absl::string_view reason) {
   absl::MutexLock lock(&mu_);
   int n = 0;
   for (const JobQueue::Entry& entry : queue_.TakeAll()) {
-    std::shared_ptr<JobRecord> job = FindLocked(entry.id);
+    std::shared_ptr<JobRecord> job = directory_.Find(entry.id);
     {
       absl::MutexLock job_lock(&job->mu);
       job->cancel_requested = true;
@@ -559,7 +480,7 @@ int64_t JobManager::queued() const {
 
 int64_t JobManager::retained() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int64_t>(jobs_.size());
+  return directory_.size();
 }
 
 int64_t JobManager::running() const {
@@ -640,11 +561,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->Changed();
     job->MaybeDropEvents();
   }
-  if (started) {
-    mean_run_time_ = mean_run_time_ == absl::ZeroDuration()
-                         ? run_time
-                         : (mean_run_time_ * 7 + run_time) / 8;
-  }
+  if (started) admission_.RecordRunTime(run_time);
   if (running_.erase(job->id) > 0) queue_.Finished(job->tenant);
   retention_.Add(job, now, kept_bytes);
   EvictLocked(now);
@@ -657,9 +574,28 @@ bool JobManager::CanDispatchLocked() const {
           static_cast<int64_t>(running_.size()) < max_running_jobs_);
 }
 
+std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked() {
+  std::vector<std::shared_ptr<JobRecord>> taken;
+  if (shutdown_) return taken;
+  const absl::Time now = Now();
+  while (CanDispatchLocked()) {
+    std::shared_ptr<JobRecord> job = directory_.Find(queue_.Pop()->id);
+    running_[job->id] = job;
+    {
+      absl::MutexLock job_lock(&job->mu);
+      job->state = JobState::kRunning;
+      job->start_time = now;
+      job->Changed();
+    }
+    metrics_->ObserveQueueWait(now - job->create_time);
+    taken.push_back(std::move(job));
+  }
+  return taken;
+}
+
 void JobManager::DispatchLoop() {
   while (true) {
-    std::shared_ptr<JobRecord> job;
+    std::vector<std::shared_ptr<JobRecord>> start;
     {
       absl::MutexLock lock(&mu_);
       while (!CanDispatchLocked()) {
@@ -678,19 +614,10 @@ void JobManager::DispatchLoop() {
         }
       }
       if (shutdown_) return;
-      job = PopNextLocked();
-      running_[job->id] = job;
-      const absl::Time now = Now();
-      {
-        absl::MutexLock job_lock(&job->mu);
-        job->state = JobState::kRunning;
-        job->start_time = now;
-        job->Changed();
-      }
-      metrics_->ObserveQueueWait(now - job->create_time);
+      start = TakeStartableLocked();
       UpdateGaugesLocked();
     }
-    StartJob(job);
+    for (const std::shared_ptr<JobRecord>& job : start) StartJob(job);
   }
 }
 
@@ -708,7 +635,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
       scheduler::DevicePolicyKind::kStreamAware) {
     // The one load-aware policy: plan again against the load of now.
     scheduler::PlannerOptions options = job->planner_options;
-    options.busy_streams = BusyStreams(options.num_devices);
+    options.busy_streams = BusyStreams(*executor_, options.num_devices);
     if (options.busy_streams != job->planner_options.busy_streams) {
       const absl::Time plan_start = absl::Now();
       absl::StatusOr<scheduler::Plan> replanned =

@@ -20,8 +20,8 @@
 // CANCELLED, creating no job, when the submission's deadline has passed or
 // its caller has gone away by the time it would be admitted.
 //
-// Dispatch: one dispatcher thread starts queued jobs whenever fewer than
-// max_running_jobs are running, in JobQueue's order: fairness between
+// Dispatch: queued jobs start whenever fewer than max_running_jobs are
+// running, in JobQueue's order: fairness between
 // tenants first (the tenant with the fewest jobs running, then the one
 // served longest ago), then priority among that tenant's jobs, then FIFO.
 // So a tenant flooding the queue at any priority delays another tenant's
@@ -29,8 +29,10 @@
 // max_running_per_tenant jobs at once (by default all slots but one), so
 // one holding long jobs never takes every slot. The plan made at admission
 // is used, except that the load-aware STREAM_AWARE policy is planned again
-// against the load at dispatch. Device work never runs on the dispatcher
-// thread.
+// against the load at dispatch. A job admitted while a slot is free is
+// started (handed to the executor) by its submitter's thread, sparing a
+// hand-off; otherwise one dispatcher thread starts queued jobs as slots
+// free. Device work never runs on either.
 //
 // Cancellation: a queued job is cancelled at once; a running job is asked to
 // stop (runtime::Executor::Cancel: no more work is issued, its streams and
@@ -60,10 +62,7 @@
 #define WEFT_SERVER_JOB_MANAGER_H_
 
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <list>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,7 +71,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -82,6 +80,8 @@
 #include "runtime/executor.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
+#include "server/job_admission.h"
+#include "server/job_directory.h"
 #include "server/job_info.h"
 #include "server/job_queue.h"
 #include "server/job_retention.h"
@@ -219,9 +219,6 @@ class JobManager {
   explicit JobManager(Options options);
 
   absl::Time Now() const { return clock_(); }
-  std::string NewJobIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::shared_ptr<JobRecord> FindLocked(absl::string_view id) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::shared_ptr<JobRecord>> Find(absl::string_view id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The original job of a retained (tenant, request_id), if any.
@@ -231,20 +228,12 @@ class JobManager {
   // (UNAVAILABLE, RESOURCE_EXHAUSTED with a retry hint), counted in metrics.
   absl::Status CheckAdmissionLocked(const JobSpec& spec)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Duration RetryDelayLocked(int turns) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateGaugesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the jobs past their retention.
   void EvictLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The queue.
-  void EnqueueLocked(const std::shared_ptr<JobRecord>& job)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `job` from the queue; false when it is not queued.
   bool DequeueLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Removes and returns the next job in dispatch order.
-  // REQUIRES: !queue_.empty().
-  std::shared_ptr<JobRecord> PopNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Moves a job that is not in the queue to its terminal state; a no-op if
   // it is terminal already.
@@ -258,12 +247,13 @@ class JobManager {
                           absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The executor's busy streams per device, or empty when the executor
-  // reports another device count.
-  std::vector<int> BusyStreams(int num_devices) const;
   void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
   bool CanDispatchLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts a job that the dispatcher moved to RUNNING.
+  // Moves the jobs that may start now to RUNNING, in dispatch order, for
+  // the caller to StartJob.
+  std::vector<std::shared_ptr<JobRecord>> TakeStartableLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a job that TakeStartableLocked moved to RUNNING.
   void StartJob(const std::shared_ptr<JobRecord>& job) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
@@ -272,37 +262,25 @@ class JobManager {
   std::unique_ptr<prometheus::Registry> own_registry_;
   std::unique_ptr<Metrics> own_metrics_;
   Metrics* const metrics_;  // never null
-  const int max_queued_jobs_;
-  const int max_queued_per_tenant_;
   const int max_running_jobs_;
   const absl::Duration retain_for_;
-  const absl::Duration min_retry_delay_;
-  const absl::Duration max_retry_delay_;
   const std::function<absl::Time()> clock_;
   const bool trace_jobs_;
   const int64_t trace_max_nodes_;
 
   mutable absl::Mutex mu_;
-  bool accepting_ ABSL_GUARDED_BY(mu_) = true;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::BitGen bitgen_ ABSL_GUARDED_BY(mu_);
-  // Every retained job: queued, running and finished.
-  absl::flat_hash_map<std::string, std::shared_ptr<JobRecord>> jobs_
-      ABSL_GUARDED_BY(mu_);
-  // (tenant, request_id) -> job id.
-  absl::flat_hash_map<std::string, std::string> request_ids_
-      ABSL_GUARDED_BY(mu_);
+  // Queue limits, retry hints and StopAccepting (job_admission.h).
+  AdmissionControl admission_ ABSL_GUARDED_BY(mu_);
+  // Every retained job: queued, running and finished (job_directory.h).
+  JobDirectory directory_ ABSL_GUARDED_BY(mu_);
   // Queued jobs in start order (job_queue.h).
   JobQueue queue_ ABSL_GUARDED_BY(mu_);
-  // Jobs the dispatcher took off the queue that have not finished.
+  // Jobs taken off the queue that have not finished.
   absl::flat_hash_map<std::string, std::shared_ptr<JobRecord>> running_
       ABSL_GUARDED_BY(mu_);
   // Finished jobs and how long they stay (job_retention.h).
   JobRetention retention_ ABSL_GUARDED_BY(mu_);
-  // Moving average of run times (start to end) of jobs that ran; zero
-  // before the first.
-  absl::Duration mean_run_time_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
 
   std::thread dispatcher_;
 };
