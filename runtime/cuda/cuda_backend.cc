@@ -3,12 +3,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <deque>
-#include <iterator>
-#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,114 +20,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/cuda/builtin_ops.h"
 #include "runtime/cuda/cuda_graph_cache.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/gpu_uuid.h"
-#include "runtime/cuda/kernels.h"
 #include "runtime/cuda/module_cache.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/device_graph.h"
-#include "runtime/ops/scalars.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
 namespace {
 
-using scheduler::DType;
-
-// ---------------------------------------------------------------------------
-// Scalar conversions are runtime/ops/scalars.h's, as in the CPU reference
-// kernels, so that both backends produce the same bits.
-
-bool IsScalar(const KernelArg& arg) {
-  return !std::holds_alternative<DeviceBufferArg>(arg);
-}
-
-template <typename T>
-uint64_t BitPattern(T value) {
-  static_assert(sizeof(T) <= sizeof(uint64_t));
-  uint64_t pattern = 0;
-  std::memcpy(&pattern, &value, sizeof(T));
-  return pattern;
-}
-
-absl::Status ArgError(absl::string_view op, size_t index,
-                      absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": argument ", index, " ", what));
-}
-
-absl::Status CheckArity(absl::string_view op, const KernelLaunch& launch,
-                        size_t want) {
-  if (launch.args.size() != want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": expected ", want, " arguments, got ", launch.args.size()));
-  }
-  return absl::OkStatus();
-}
-
-void* AsPointer(DevicePtr ptr) {
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr.address));
-}
-
-// Aliasing rules of the CPU reference kernels (cpu_kernels.h), on device
-// addresses: the bytes an op uses of `out` and of an input overlap.
-bool Overlaps(DevicePtr a, uint64_t a_bytes, DevicePtr b, uint64_t b_bytes) {
-  if (a.device != b.device || a_bytes == 0 || b_bytes == 0) return false;
-  return a.address < b.address + b_bytes && b.address < a.address + a_bytes;
-}
-
-// An elementwise output may be exactly an input or apart from it.
-absl::Status CheckElementwiseAlias(absl::string_view op, size_t out_index,
-                                   DevicePtr out, uint64_t out_bytes,
-                                   size_t in_index, DevicePtr in,
-                                   uint64_t in_bytes) {
-  if (!Overlaps(out, out_bytes, in, in_bytes)) return absl::OkStatus();
-  if (out.address == in.address && out_bytes == in_bytes) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      op, ": argument ", out_index, " (the output) overlaps argument ",
-      in_index,
-      " without being the same memory; an output may be exactly an input or "
-      "apart from it"));
-}
-
-// gemv's and dot's output must not overlap their inputs.
-absl::Status CheckNoOverlap(absl::string_view op, size_t out_index,
-                            absl::string_view out_name, DevicePtr out,
-                            uint64_t out_bytes, size_t in_index,
-                            absl::string_view in_name, DevicePtr in,
-                            uint64_t in_bytes) {
-  if (!Overlaps(out, out_bytes, in, in_bytes)) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat(op, ": argument ", out_index, " (", out_name,
-                   ") overlaps argument ", in_index, " (", in_name, "); ", op,
-                   " cannot write its result into its input"));
-}
-
-// gemv's dimensions: integer scalars in [1, 2^31 - 1].
-absl::StatusOr<uint64_t> DimensionAt(absl::string_view op,
-                                     const KernelLaunch& launch, size_t index,
-                                     absl::string_view name) {
-  int64_t v = 0;
-  if (const auto* i = std::get_if<int32_t>(&launch.args[index])) {
-    v = *i;
-  } else if (const auto* l = std::get_if<int64_t>(&launch.args[index])) {
-    v = *l;
-  } else {
-    return ArgError(op, index,
-                    absl::StrCat("(", name, ") must be an integer scalar"));
-  }
-  if (v < 1 || v > std::numeric_limits<int32_t>::max()) {
-    return ArgError(
-        op, index,
-        absl::StrCat("(", name, ") must be in [1, 2^31 - 1], got ", v));
-  }
-  return static_cast<uint64_t>(v);
-}
-
-// ---------------------------------------------------------------------------
+using cuda::AsPointer;
 
 class CudaBackendImpl final : public CudaBackend {
  public:
@@ -351,30 +252,19 @@ class CudaBackendImpl final : public CudaBackend {
     WEFT_RETURN_IF_ERROR(CheckRange(src, bytes, "copy source"));
     WEFT_RETURN_IF_ERROR(CheckRange(dst, bytes, "copy destination"));
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
-    return EnqueueDeviceCopy(dst, src, bytes, s.stream);
+    return cuda::EnqueueDeviceCopy(dst, src, bytes, s.stream);
   }
 
   absl::Status Launch(const KernelLaunch& launch,
                       StreamHandle stream) override {
     WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
-    const std::string& op = launch.op;
-    if (op == "fill") return LaunchFill(launch, s);
-    if (op == "copy") return LaunchCopy(launch, s);
-    if (op == "axpy") return LaunchAxpy(launch, s);
-    if (op == "scale") return LaunchScale(launch, s);
-    if (op == "add") return LaunchAdd(launch, s);
-    if (op == "sub" || op == "mul" || op == "div") {
-      return LaunchBinary(launch, s);
+    if (cuda::BuiltinOps::Supports(launch.op)) {
+      return builtin_ops_.Launch(launch, s.device, s.stream);
     }
-    if (op == "reduce_sum") return LaunchReduceSum(launch, s);
-    if (op == "dot") return LaunchDot(launch, s);
-    if (op == "gemv") return LaunchGemv(launch, s);
-    if (op == "less" || op == "greater") return LaunchCompare(launch, s);
-    if (op == "spin") return LaunchSpin(launch, s);
     if (launch.user_kernel != nullptr) return LaunchUserKernel(launch, s);
     return absl::UnimplementedError(
-        absl::StrCat("no CUDA kernel for op '", op, "'"));
+        absl::StrCat("no CUDA kernel for op '", launch.op, "'"));
   }
 
   // User modules are compiled and loaded on every device (module_cache.h).
@@ -391,10 +281,7 @@ class CudaBackendImpl final : public CudaBackend {
   bool supports_device_graphs() const override { return true; }
   bool prefers_device_graphs() const override { return true; }
   bool supports_device_graph_op(const std::string& op) const override {
-    return op == "fill" || op == "copy" || op == "axpy" || op == "scale" ||
-           op == "add" || op == "sub" || op == "mul" || op == "div" ||
-           op == "reduce_sum" || op == "dot" || op == "gemv" || op == "less" ||
-           op == "greater" || op == "spin";
+    return cuda::BuiltinOps::Supports(op);
   }
   absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
                                  StreamHandle stream) override {
@@ -562,348 +449,25 @@ class CudaBackendImpl final : public CudaBackend {
                      ") is not inside an allocation on device ", ptr.device));
   }
 
-  // The buffer argument at `index`, checked to lie on `device` and inside
-  // its allocation.
-  absl::StatusOr<DeviceBufferArg> BufferAt(absl::string_view op,
-                                           const KernelLaunch& launch,
-                                           size_t index, int device) const {
-    const auto* buffer = std::get_if<DeviceBufferArg>(&launch.args[index]);
-    if (buffer == nullptr) return ArgError(op, index, "must be a buffer");
-    if (device >= 0 && buffer->ptr.device != device) {
-      return ArgError(op, index,
-                      absl::StrCat("lives on device ", buffer->ptr.device,
-                                   " but the stream is on device ", device));
-    }
-    if (buffer->size_bytes > 0) {
-      WEFT_RETURN_IF_ERROR(CheckRange(buffer->ptr, buffer->size_bytes,
-                                      absl::StrCat(op, ": argument ", index)));
-    }
-    return *buffer;
-  }
-
-  absl::StatusOr<DeviceBufferArg> Float32At(absl::string_view op,
-                                            const KernelLaunch& launch,
-                                            size_t index, int device) const {
-    WEFT_ASSIGN_OR_RETURN(DeviceBufferArg buffer,
-                          BufferAt(op, launch, index, device));
-    if (buffer.dtype != DType::kFloat32) {
-      return ArgError(op, index,
-                      absl::StrCat("must be float32, got ",
-                                   scheduler::DTypeName(buffer.dtype)));
-    }
-    return buffer;
-  }
-
-  // Copies use cudaMemcpyAsync; across devices with cudaMemcpyDefault,
-  // which unified addressing resolves to a peer copy (staged through the
-  // host when peer access is off) and which stream capture records as an
-  // ordinary memcpy node, so the same call serves node-by-node launches
-  // and device graphs. Overlapping same-device ranges (memmove semantics
-  // in the CPU reference) go through stream-ordered scratch memory.
-  absl::Status EnqueueDeviceCopy(DevicePtr dst, DevicePtr src, uint64_t bytes,
-                                 cudaStream_t stream) const {
-    if (dst.device != src.device) {
-      return WEFT_CUDA_STATUS(cudaMemcpyAsync(
-          AsPointer(dst), AsPointer(src), bytes, cudaMemcpyDefault, stream));
-    }
-    if (dst.address == src.address) return absl::OkStatus();
-    const bool overlap =
-        dst.address < src.address + bytes && src.address < dst.address + bytes;
-    if (!overlap) {
-      return WEFT_CUDA_STATUS(cudaMemcpyAsync(AsPointer(dst), AsPointer(src),
-                                              bytes, cudaMemcpyDeviceToDevice,
-                                              stream));
-    }
-    void* scratch = nullptr;
-    WEFT_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&scratch, bytes, stream));
-    absl::Status copied = WEFT_CUDA_STATUS(cudaMemcpyAsync(
-        scratch, AsPointer(src), bytes, cudaMemcpyDeviceToDevice, stream));
-    const absl::Status copied_back =
-        copied.ok() ? WEFT_CUDA_STATUS(
-                          cudaMemcpyAsync(AsPointer(dst), scratch, bytes,
-                                          cudaMemcpyDeviceToDevice, stream))
-                    : copied;
-    const absl::Status freed = WEFT_CUDA_STATUS(cudaFreeAsync(scratch, stream));
-    return copied_back.ok() ? freed : copied_back;
-  }
-
-  // --- Built-in ops. Argument lists follow scheduler/op_signatures.h and
-  // are re-checked here: a backend cannot assume its caller validated them.
-
-  // Buffers are checked like a built-in op's; the kernel gets the rest.
+  // User kernels: buffers are checked like a built-in op's; the kernel gets
+  // the rest.
   absl::Status LaunchUserKernel(const KernelLaunch& launch,
                                 const StreamEntry& s) {
     const std::string what =
         absl::StrCat("kernel '", launch.user_kernel->kernel, "'");
     for (size_t i = 0; i < launch.args.size(); ++i) {
       if (std::holds_alternative<DeviceBufferArg>(launch.args[i])) {
-        WEFT_RETURN_IF_ERROR(BufferAt(what, launch, i, s.device).status());
+        WEFT_RETURN_IF_ERROR(
+            cuda::BufferAt(what, launch, i, s.device, CheckRangeFn()).status());
       }
     }
     return modules_.Launch(s.device, launch, s.stream);
   }
 
-  absl::Status LaunchFill(const KernelLaunch& launch,
-                          const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "fill";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 2));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
-                          BufferAt(kOp, launch, 0, s.device));
-    const KernelArg& value = launch.args[1];
-    if (!IsScalar(value)) return ArgError(kOp, 1, "must be a scalar");
-    void* data = AsPointer(out.ptr);
-    const uint64_t size = out.size_bytes;
-    switch (out.dtype) {
-      case DType::kBytes:
-        return cuda::LaunchFill(
-            data, size, 1, static_cast<unsigned char>(ScalarAsInt64(value)),
-            s.stream);
-      case DType::kFloat32:
-        return cuda::LaunchFill(
-            data, size / 4, 4,
-            BitPattern(static_cast<float>(ScalarAsDouble(value))), s.stream);
-      case DType::kFloat64:
-        return cuda::LaunchFill(data, size / 8, 8,
-                                BitPattern(ScalarAsDouble(value)), s.stream);
-      case DType::kInt32:
-        return cuda::LaunchFill(data, size / 4, 4,
-                                BitPattern(SaturateInt32(ScalarAsInt64(value))),
-                                s.stream);
-      case DType::kInt64:
-        return cuda::LaunchFill(data, size / 8, 8,
-                                BitPattern(ScalarAsInt64(value)), s.stream);
-    }
-    return ArgError(kOp, 0, "has an unknown dtype");
-  }
-
-  absl::Status LaunchCopy(const KernelLaunch& launch,
-                          const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "copy";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 2));
-    // Either side may live on another device: the copy engines reach peers.
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg src,
-                          BufferAt(kOp, launch, 0, /*device=*/-1));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg dst,
-                          BufferAt(kOp, launch, 1, /*device=*/-1));
-    if (dst.size_bytes < src.size_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "copy: destination (", dst.size_bytes,
-          " bytes) is smaller than source (", src.size_bytes, " bytes)"));
-    }
-    if (src.size_bytes == 0) return absl::OkStatus();
-    return EnqueueDeviceCopy(dst.ptr, src.ptr, src.size_bytes, s.stream);
-  }
-
-  absl::Status LaunchAxpy(const KernelLaunch& launch,
-                          const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "axpy";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 3));
-    if (!IsScalar(launch.args[0])) return ArgError(kOp, 0, "must be a scalar");
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
-                          Float32At(kOp, launch, 1, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg y,
-                          Float32At(kOp, launch, 2, s.device));
-    const float a = static_cast<float>(ScalarAsDouble(launch.args[0]));
-    const uint64_t n = std::min(x.size_bytes / 4, y.size_bytes / 4);
-    WEFT_RETURN_IF_ERROR(
-        CheckElementwiseAlias(kOp, 2, y.ptr, 4 * n, 1, x.ptr, 4 * n));
-    return cuda::LaunchAxpy(a, static_cast<const float*>(AsPointer(x.ptr)),
-                            static_cast<float*>(AsPointer(y.ptr)), n, s.stream);
-  }
-
-  absl::Status LaunchScale(const KernelLaunch& launch,
-                           const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "scale";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 2));
-    if (!IsScalar(launch.args[0])) return ArgError(kOp, 0, "must be a scalar");
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
-                          Float32At(kOp, launch, 1, s.device));
-    const float a = static_cast<float>(ScalarAsDouble(launch.args[0]));
-    return cuda::LaunchScale(a, static_cast<float*>(AsPointer(x.ptr)),
-                             x.size_bytes / 4, s.stream);
-  }
-
-  absl::Status LaunchAdd(const KernelLaunch& launch,
-                         const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "add";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 3));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg a,
-                          Float32At(kOp, launch, 0, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg b,
-                          Float32At(kOp, launch, 1, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
-                          Float32At(kOp, launch, 2, s.device));
-    const uint64_t n =
-        std::min({a.size_bytes / 4, b.size_bytes / 4, out.size_bytes / 4});
-    WEFT_RETURN_IF_ERROR(
-        CheckElementwiseAlias(kOp, 2, out.ptr, 4 * n, 0, a.ptr, 4 * n));
-    WEFT_RETURN_IF_ERROR(
-        CheckElementwiseAlias(kOp, 2, out.ptr, 4 * n, 1, b.ptr, 4 * n));
-    return cuda::LaunchAdd(static_cast<const float*>(AsPointer(a.ptr)),
-                           static_cast<const float*>(AsPointer(b.ptr)),
-                           static_cast<float*>(AsPointer(out.ptr)), n,
-                           s.stream);
-  }
-
-  absl::Status LaunchReduceSum(const KernelLaunch& launch,
-                               const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "reduce_sum";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 2));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
-                          Float32At(kOp, launch, 0, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
-                          Float32At(kOp, launch, 1, s.device));
-    if (out.size_bytes < sizeof(float)) {
-      return ArgError(kOp, 1, "must hold at least one float32");
-    }
-    return cuda::LaunchReduceSum(
-        static_cast<const float*>(AsPointer(x.ptr)), x.size_bytes / 4,
-        static_cast<float*>(AsPointer(out.ptr)), s.stream);
-  }
-
-  // sub, mul, div: over min(len(a), len(out)), `b` of one element
-  // broadcast, as in the CPU reference.
-  absl::Status LaunchBinary(const KernelLaunch& launch,
-                            const StreamEntry& s) const {
-    const std::string& op = launch.op;
-    WEFT_RETURN_IF_ERROR(CheckArity(op, launch, 3));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg a,
-                          Float32At(op, launch, 0, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg b,
-                          Float32At(op, launch, 1, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
-                          Float32At(op, launch, 2, s.device));
-    const uint64_t n = std::min(a.size_bytes / 4, out.size_bytes / 4);
-    const uint64_t nb = b.size_bytes / 4;
-    const bool broadcast = nb == 1;
-    if (!broadcast && nb < n) {
-      return ArgError(op, 1,
-                      absl::StrCat("(b) holds ", nb,
-                                   " float32 elements; it must hold one "
-                                   "(broadcast) or at least ",
-                                   n, " (the shorter of a and out)"));
-    }
-    WEFT_RETURN_IF_ERROR(
-        CheckElementwiseAlias(op, 2, out.ptr, 4 * n, 0, a.ptr, 4 * n));
-    WEFT_RETURN_IF_ERROR(CheckElementwiseAlias(op, 2, out.ptr, 4 * n, 1, b.ptr,
-                                               broadcast ? 4 : 4 * n));
-    const auto* ap = static_cast<const float*>(AsPointer(a.ptr));
-    const auto* bp = static_cast<const float*>(AsPointer(b.ptr));
-    auto* outp = static_cast<float*>(AsPointer(out.ptr));
-    if (op == "sub") {
-      return cuda::LaunchSub(ap, bp, broadcast, outp, n, s.stream);
-    }
-    if (op == "mul") {
-      return cuda::LaunchMul(ap, bp, broadcast, outp, n, s.stream);
-    }
-    return cuda::LaunchDiv(ap, bp, broadcast, outp, n, s.stream);
-  }
-
-  absl::Status LaunchDot(const KernelLaunch& launch,
-                         const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "dot";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 3));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
-                          Float32At(kOp, launch, 0, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg y,
-                          Float32At(kOp, launch, 1, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg out,
-                          Float32At(kOp, launch, 2, s.device));
-    if (out.size_bytes < sizeof(float)) {
-      return ArgError(kOp, 2, "(out) must hold at least one float32");
-    }
-    const uint64_t n = std::min(x.size_bytes / 4, y.size_bytes / 4);
-    WEFT_RETURN_IF_ERROR(
-        CheckNoOverlap(kOp, 2, "out", out.ptr, 4, 0, "x", x.ptr, 4 * n));
-    WEFT_RETURN_IF_ERROR(
-        CheckNoOverlap(kOp, 2, "out", out.ptr, 4, 1, "y", y.ptr, 4 * n));
-    return cuda::LaunchDot(static_cast<const float*>(AsPointer(x.ptr)),
-                           static_cast<const float*>(AsPointer(y.ptr)), n,
-                           static_cast<float*>(AsPointer(out.ptr)), s.stream);
-  }
-
-  absl::Status LaunchGemv(const KernelLaunch& launch,
-                          const StreamEntry& s) const {
-    constexpr absl::string_view kOp = "gemv";
-    WEFT_RETURN_IF_ERROR(CheckArity(kOp, launch, 5));
-    WEFT_ASSIGN_OR_RETURN(const uint64_t rows,
-                          DimensionAt(kOp, launch, 0, "rows"));
-    WEFT_ASSIGN_OR_RETURN(const uint64_t cols,
-                          DimensionAt(kOp, launch, 1, "cols"));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg a,
-                          Float32At(kOp, launch, 2, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
-                          Float32At(kOp, launch, 3, s.device));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg y,
-                          Float32At(kOp, launch, 4, s.device));
-    struct Need {
-      size_t index;
-      const char* name;
-      uint64_t have;
-      uint64_t elements;
-      const char* what;
+  cuda::RangeCheck CheckRangeFn() const {
+    return [this](DevicePtr ptr, uint64_t bytes, absl::string_view what) {
+      return CheckRange(ptr, bytes, what);
     };
-    for (const Need& need :
-         {Need{2, "A", a.size_bytes / 4, rows * cols, "rows * cols"},
-          Need{3, "x", x.size_bytes / 4, cols, "cols"},
-          Need{4, "y", y.size_bytes / 4, rows, "rows"}}) {
-      if (need.have < need.elements) {
-        return ArgError(kOp, need.index,
-                        absl::StrCat("(", need.name, ") holds ", need.have,
-                                     " float32 elements, fewer than ",
-                                     need.what, " = ", need.elements));
-      }
-    }
-    WEFT_RETURN_IF_ERROR(CheckNoOverlap(kOp, 4, "y", y.ptr, 4 * rows, 2, "A",
-                                        a.ptr, 4 * rows * cols));
-    WEFT_RETURN_IF_ERROR(
-        CheckNoOverlap(kOp, 4, "y", y.ptr, 4 * rows, 3, "x", x.ptr, 4 * cols));
-    return cuda::LaunchGemv(rows, cols,
-                            static_cast<const float*>(AsPointer(a.ptr)),
-                            static_cast<const float*>(AsPointer(x.ptr)),
-                            static_cast<float*>(AsPointer(y.ptr)), s.stream);
-  }
-
-  // less, greater: flag[0] = x[0] < t (resp. >), t rounded to float32.
-  absl::Status LaunchCompare(const KernelLaunch& launch,
-                             const StreamEntry& s) const {
-    const std::string& op = launch.op;
-    WEFT_RETURN_IF_ERROR(CheckArity(op, launch, 3));
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg x,
-                          Float32At(op, launch, 0, s.device));
-    if (!IsScalar(launch.args[1]))
-      return ArgError(op, 1, "(t) must be a scalar");
-    WEFT_ASSIGN_OR_RETURN(const DeviceBufferArg flag,
-                          BufferAt(op, launch, 2, s.device));
-    if (flag.dtype != DType::kInt32) {
-      return ArgError(op, 2,
-                      absl::StrCat("(flag) must be int32, got ",
-                                   scheduler::DTypeName(flag.dtype)));
-    }
-    if (x.size_bytes < sizeof(float)) {
-      return ArgError(op, 0, "(x) must hold at least one float32");
-    }
-    if (flag.size_bytes < sizeof(int32_t)) {
-      return ArgError(op, 2, "(flag) must hold at least one int32");
-    }
-    const float t = static_cast<float>(ScalarAsDouble(launch.args[1]));
-    return cuda::LaunchCompare(
-        static_cast<const float*>(AsPointer(x.ptr)), t, op == "greater",
-        static_cast<int32_t*>(AsPointer(flag.ptr)), s.stream);
-  }
-
-  absl::Status LaunchSpin(const KernelLaunch& launch,
-                          const StreamEntry& s) const {
-    for (size_t i = 0; i < launch.args.size(); ++i) {
-      if (IsScalar(launch.args[i]))
-        return ArgError("spin", i, "must be a buffer");
-    }
-    const double ns = launch.cost_us * 1e3;
-    // NaN and negative costs spin for no time; absurd ones are capped at an
-    // hour rather than overflowing.
-    const uint64_t duration_ns =
-        ns > 0 ? static_cast<uint64_t>(std::min(ns, 3.6e12)) : 0;
-    return cuda::LaunchSpin(duration_ns, s.stream);
   }
 
   cuda::CudaGraphCache::Hooks GraphHooks() {
@@ -934,6 +498,7 @@ class CudaBackendImpl final : public CudaBackend {
   // the destructor has synchronized every device.
   mutable cuda::NvrtcCompiler compiler_;
   mutable cuda::ModuleCache modules_{&compiler_};
+  cuda::BuiltinOps builtin_ops_{CheckRangeFn()};
   // Device graphs; its lanes are streams of this backend.
   cuda::CudaGraphCache graphs_{GraphHooks(), cuda::CudaGraphCache::Options{}};
 

@@ -112,13 +112,6 @@ absl::Status CheckNoOverlap(absl::string_view op, int out_index,
                    " cannot write its result into its input"));
 }
 
-template <typename T>
-void FillWith(const HostBufferArg& out, T value) {
-  char* base = static_cast<char*>(out.data);
-  const uint64_t n = out.size_bytes / sizeof(T);
-  for (uint64_t i = 0; i < n; ++i) Store<T>(base, i, value);
-}
-
 }  // namespace
 
 absl::Status FillKernel(absl::Span<const HostArg> args) {
@@ -128,23 +121,16 @@ absl::Status FillKernel(absl::Span<const HostArg> args) {
   if (!out.ok()) return out.status();
   if (!IsScalar(args[1])) return ArgError(kOp, 1, "must be a scalar");
   const HostBufferArg& b = **out;
-  switch (b.dtype) {
-    case DType::kBytes:
-      std::memset(b.data, static_cast<unsigned char>(ScalarAsInt64(args[1])),
-                  b.size_bytes);
-      break;
-    case DType::kFloat32:
-      FillWith<float>(b, static_cast<float>(ScalarAsDouble(args[1])));
-      break;
-    case DType::kFloat64:
-      FillWith<double>(b, ScalarAsDouble(args[1]));
-      break;
-    case DType::kInt32:
-      FillWith<int32_t>(b, SaturateInt32(ScalarAsInt64(args[1])));
-      break;
-    case DType::kInt64:
-      FillWith<int64_t>(b, ScalarAsInt64(args[1]));
-      break;
+  const std::optional<FillPattern> element = FillPatternOf(b.dtype, args[1]);
+  if (!element) return absl::OkStatus();
+  char* base = static_cast<char*>(b.data);
+  if (element->bytes == 1) {
+    std::memset(base, static_cast<unsigned char>(element->bits), b.size_bytes);
+    return absl::OkStatus();
+  }
+  const uint64_t n = b.size_bytes / element->bytes;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::memcpy(base + i * element->bytes, &element->bits, element->bytes);
   }
   return absl::OkStatus();
 }

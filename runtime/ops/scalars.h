@@ -7,14 +7,19 @@
 // truncate toward zero and saturate (NaN becomes 0). Every function takes
 // any argument variant whose scalar alternatives are those four types
 // (HostArg, KernelArg, scheduler::Arg); for an argument that holds no
-// scalar it answers 0.
+// scalar it answers 0. FillPatternOf is the element fill writes, from which
+// both backends fill a buffer.
 #ifndef WEFT_RUNTIME_OPS_SCALARS_H_
 #define WEFT_RUNTIME_OPS_SCALARS_H_
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <optional>
 #include <variant>
+
+#include "scheduler/graph.h"
 
 namespace weft::runtime {
 
@@ -60,6 +65,43 @@ To ConvertScalar(const From& arg) {
   if (const auto* v = std::get_if<int32_t>(&arg)) return To(*v);
   if (const auto* v = std::get_if<int64_t>(&arg)) return To(*v);
   return To{};
+}
+
+// One element of a buffer of some dtype: its width and its bytes, which are
+// the first `bytes` bytes of `bits` in memory (so memcpy(dst, &bits, bytes)
+// stores the element).
+struct FillPattern {
+  int bytes = 1;
+  uint64_t bits = 0;
+};
+
+// The element fill writes into a buffer of `dtype` for the scalar `arg`:
+// bytes take its integer value's low byte, float32 and float64 its value
+// rounded to their precision, int32 and int64 its integer value (int32
+// saturating). nullopt for a dtype outside DType.
+template <typename Arg>
+std::optional<FillPattern> FillPatternOf(scheduler::DType dtype,
+                                         const Arg& arg) {
+  auto pattern = [](auto value) {
+    static_assert(sizeof(value) <= sizeof(uint64_t));
+    FillPattern p;
+    p.bytes = static_cast<int>(sizeof(value));
+    std::memcpy(&p.bits, &value, sizeof(value));
+    return p;
+  };
+  switch (dtype) {
+    case scheduler::DType::kBytes:
+      return pattern(static_cast<unsigned char>(ScalarAsInt64(arg)));
+    case scheduler::DType::kFloat32:
+      return pattern(static_cast<float>(ScalarAsDouble(arg)));
+    case scheduler::DType::kFloat64:
+      return pattern(ScalarAsDouble(arg));
+    case scheduler::DType::kInt32:
+      return pattern(SaturateInt32(ScalarAsInt64(arg)));
+    case scheduler::DType::kInt64:
+      return pattern(ScalarAsInt64(arg));
+  }
+  return std::nullopt;
 }
 
 }  // namespace weft::runtime

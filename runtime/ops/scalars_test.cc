@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <variant>
@@ -52,6 +53,33 @@ TEST(ScalarsTest, ConvertScalarKeepsTheAlternative) {
   EXPECT_EQ(std::get<double>(ConvertScalar<Other>(Arg(0.5))), 0.5);
   EXPECT_TRUE(
       std::holds_alternative<char>(ConvertScalar<Other>(Arg(std::string()))));
+}
+
+template <typename T>
+T ElementOf(const FillPattern& p) {
+  EXPECT_EQ(p.bytes, static_cast<int>(sizeof(T)));
+  T v;
+  std::memcpy(&v, &p.bits, sizeof(T));
+  return v;
+}
+
+TEST(ScalarsTest, FillPatternIsOneElementOfTheDtype) {
+  using scheduler::DType;
+  EXPECT_EQ(ElementOf<unsigned char>(*FillPatternOf(DType::kBytes, Arg(257))),
+            1);
+  EXPECT_EQ(ElementOf<unsigned char>(*FillPatternOf(DType::kBytes, Arg(-1.5))),
+            255);
+  EXPECT_EQ(ElementOf<float>(*FillPatternOf(DType::kFloat32, Arg(0.1))), 0.1f);
+  EXPECT_EQ(ElementOf<double>(*FillPatternOf(DType::kFloat64, Arg(0.1f))),
+            static_cast<double>(0.1f));
+  EXPECT_EQ(
+      ElementOf<int32_t>(*FillPatternOf(DType::kInt32, Arg(int64_t{1} << 40))),
+      std::numeric_limits<int32_t>::max());
+  EXPECT_EQ(ElementOf<int32_t>(*FillPatternOf(DType::kInt32, Arg(-2.7f))), -2);
+  EXPECT_EQ(ElementOf<int64_t>(
+                *FillPatternOf(DType::kInt64, Arg(int64_t{9007199254740993}))),
+            9007199254740993);
+  EXPECT_EQ(FillPatternOf(static_cast<DType>(99), Arg(1.0)), std::nullopt);
 }
 
 }  // namespace
