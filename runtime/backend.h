@@ -12,8 +12,10 @@
 #ifndef WEFT_RUNTIME_BACKEND_H_
 #define WEFT_RUNTIME_BACKEND_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -83,6 +85,21 @@ struct KernelLaunch {
   // stay valid only during the Launch call (a backend copies what it keeps).
   const scheduler::KernelSpec* user_kernel = nullptr;
   const scheduler::ModuleSpec* module = nullptr;
+};
+
+// A loop the device runs by itself (a CUDA graph's WHILE conditional node):
+// before every iteration the device reads element 0 of `condition` (a
+// buffer of `dtype` on the body's device) and, while it is nonzero, runs
+// `body` once more, at most `max_iterations` times; one more iteration
+// fails the loop with FAILED_PRECONDITION naming `name`. `iterations`
+// holds the count once the loop's completion is reported.
+struct DeviceLoop {
+  std::string name;
+  DeviceGraph* body = nullptr;  // not owned; valid until Launch returns
+  DevicePtr condition;
+  scheduler::DType dtype = scheduler::DType::kInt32;
+  uint32_t max_iterations = 0;
+  std::shared_ptr<std::atomic<int64_t>> iterations;
 };
 
 // Called once, on a backend thread, after all work enqueued on the stream
@@ -252,6 +269,21 @@ class Backend {
                                          StreamHandle stream) {
     return absl::UnimplementedError("this backend has no device graphs");
   }
+  // Device loops (DeviceLoop): LaunchDeviceLoop enqueues `loop` on
+  // `stream`: it starts once the work before it has completed, the device
+  // evaluates its condition and runs its body with no host round trip,
+  // and work enqueued on `stream` afterwards waits for the whole loop.
+  // `body_stream`, another stream of the same device, is the caller's to
+  // give: the loop runs its iterations there and the caller enqueues
+  // nothing on it until the loop has completed. Errors of the body fail
+  // the loop in `stream`'s error scope. The defaults: no device loops.
+  virtual bool supports_device_loops() const { return false; }
+  virtual absl::Status LaunchDeviceLoop(const DeviceLoop& loop,
+                                        StreamHandle stream,
+                                        StreamHandle body_stream) {
+    return absl::UnimplementedError("this backend has no device loops");
+  }
+
   // Builds (or finds in a cache) what LaunchDeviceGraph needs for `graph`
   // without enqueueing anything, so that a caller can still take another
   // path when a graph cannot be built. The default has nothing to build.

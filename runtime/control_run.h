@@ -24,16 +24,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/control_condition.h"
 #include "runtime/executor.h"
 #include "scheduler/graph.h"
 
 namespace weft::runtime {
-
-// Element 0 of a buffer of `dtype` at `data` as a loop condition: true
-// when nonzero (for BYTES, the first byte).
-bool ConditionHolds(scheduler::DType dtype, const char* data);
-// Element 0 of an INT32 or INT64 selector.
-int64_t SelectorValue(scheduler::DType dtype, const char* data);
 
 class ControlRun {
  public:

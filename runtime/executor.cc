@@ -9,6 +9,8 @@
 // one per enqueue.
 #include "runtime/executor.h"
 
+#include <pthread.h>
+
 #include <thread>
 #include <utility>
 #include <vector>
@@ -149,6 +151,8 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
     Post(Task{id, std::move(job), nullptr, -1, absl::OkStatus()});
   };
   thread_ = std::thread([this] { Loop(); });
+  // Named for top, perf and /proc (Linux: at most 15 characters).
+  pthread_setname_np(thread_.native_handle(), "weft-scheduler");
 }
 
 StreamExecutorImpl::~StreamExecutorImpl() {
@@ -197,6 +201,7 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
                               ? options_.launch_mode
                               : options.launch_mode;
   const Backend& backend = *options_.backend;
+  job->set_control_mode(options.control_mode);
   job->set_device_graphs(
       backend.supports_device_graphs() &&
       (mode == LaunchMode::kDeviceGraphs ||

@@ -84,9 +84,19 @@ struct JobCallbacks {
 // node.
 enum class LaunchMode { kDefault, kAuto, kStreams, kDeviceGraphs };
 
+// Where loops evaluate their conditions (weft.v1.ControlMode). kHost: on
+// the host, a nested job per iteration (job.h). kDevice: on the device
+// (Backend::LaunchDeviceLoop), for loops whose body plan is on one device
+// with device ops only; a loop that cannot fails the job with
+// FAILED_PRECONDITION naming it. kAuto: on the device wherever the backend
+// and the body allow it, on the host elsewhere. case..of reads its
+// selector on the host in every mode.
+enum class ControlMode { kAuto, kHost, kDevice };
+
 // Per-job settings.
 struct JobOptions {
   LaunchMode launch_mode = LaunchMode::kDefault;
+  ControlMode control_mode = ControlMode::kAuto;
 };
 
 // Per-device counters for metrics and ListDevices.

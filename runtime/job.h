@@ -166,6 +166,8 @@ class Job {
 
   // Issue the job as device graphs where it fits. Call before Begin.
   void set_device_graphs(bool on) { device_graphs_ = on; }
+  // Where loops evaluate their conditions. Call before Begin.
+  void set_control_mode(ControlMode mode) { control_mode_ = mode; }
 
   // Allocates memory and starts issuing.
   void Begin();
@@ -206,6 +208,10 @@ class Job {
   void FinishHostOp(int index, absl::Status status);
   // Control nodes (control_run.h).
   absl::Status EnqueueControl(int index, int device, StreamHandle stream);
+  // A loop the device runs (ControlMode); FAILED_PRECONDITION saying why
+  // when its body cannot run that way (nothing enqueued then).
+  absl::Status EnqueueDeviceLoop(int index, int device, StreamHandle stream);
+  void OnDeviceLoopDone(int index, absl::Status status, int64_t iterations);
   void OnControlReady(int index, absl::Status status);
   void OnBodyDone(int index, absl::Status status);
   void ControlFinished(int index, absl::Status status);
@@ -287,6 +293,7 @@ class Job {
   bool prefetched_ = false;  // PrefetchUploads has run
   // Device graphs: whether to try them, and the graphs once issued.
   bool device_graphs_ = false;
+  ControlMode control_mode_ = ControlMode::kAuto;
   std::unique_ptr<JobGraphs> graphs_;
 
   // Loops' nested jobs parked between iterations, by plan index.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -153,6 +154,20 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
       std::make_unique<SimWorkerPool>(threads, options_.worker_stall_timeout);
   graphs_ =
       std::make_unique<StreamGraphRunner>(this, StreamGraphRunner::Options{});
+  loops_ = std::make_unique<SimDeviceLoops>(
+      this, graphs_.get(),
+      [memory = memory_.get()](DevicePtr ptr, uint64_t bytes, char* out) {
+        absl::StatusOr<SimMemory::Resolved> resolved =
+            memory->Resolve(ptr, bytes, SimMemory::Need::kAddress);
+        if (!resolved.ok()) return resolved.status();
+        // Memory without contents yet reads as zeros.
+        if (resolved->data == nullptr) {
+          std::memset(out, 0, bytes);
+        } else {
+          std::memcpy(out, resolved->data, bytes);
+        }
+        return absl::OkStatus();
+      });
 }
 
 SimBackend::~SimBackend() {
@@ -594,6 +609,21 @@ absl::Status SimBackend::LaunchDeviceGraph(const DeviceGraph& graph,
   WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   return graphs_->Launch(graph, stream_handle, stream->device,
                          stream->queue->scope());
+}
+
+absl::Status SimBackend::LaunchDeviceLoop(const DeviceLoop& loop,
+                                          StreamHandle stream_handle,
+                                          StreamHandle body_stream) {
+  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
+  WEFT_ASSIGN_OR_RETURN(Stream body, FindStream(body_stream));
+  if (body.device != stream.device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device loop '", loop.name, "': body stream on device ",
+                     body.device, ", loop stream on device ", stream.device));
+  }
+  return loops_->Launch(loop, stream_handle, body_stream, stream.device,
+                        stream.queue->scope());
 }
 
 absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(

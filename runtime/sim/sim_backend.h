@@ -97,6 +97,7 @@
 #include "runtime/device_graph.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_copy.h"
+#include "runtime/sim/sim_device_loops.h"
 #include "runtime/sim/sim_device_model.h"
 #include "runtime/sim/sim_faults.h"
 #include "runtime/sim/sim_launch.h"
@@ -253,6 +254,11 @@ class SimBackend final : public Backend {
                                  StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
+  // Conditions evaluated by the device workers (sim_device_loops.h).
+  bool supports_device_loops() const override { return true; }
+  absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
+                                StreamHandle body_stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   StreamGraphRunner::Stats graph_stats() const { return graphs_->stats(); }
 
   // Fault injection. INVALID_ARGUMENT for a device out of range, nth 0 or
@@ -337,6 +343,7 @@ class SimBackend final : public Backend {
   // Device graphs; lanes are streams of this backend, torn down with the
   // others (the runner's destructor touches nothing of the backend).
   std::unique_ptr<StreamGraphRunner> graphs_;
+  std::unique_ptr<SimDeviceLoops> loops_;
 
   // Streams destroyed so far: a batch that cached streams drops them when
   // this moves, so a destroyed stream is never found there.
