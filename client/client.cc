@@ -5,8 +5,6 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/types/optional.h"
-#include "google/rpc/retry_info.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
@@ -66,15 +64,6 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
     }
   }
   return out;
-}
-
-std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
-  absl::optional<absl::Cord> payload = status.GetPayload(kRetryInfoTypeUrl);
-  if (!payload) return std::nullopt;
-  google::rpc::RetryInfo info;
-  if (!info.ParseFromString(std::string(*payload))) return std::nullopt;
-  return absl::Seconds(info.retry_delay().seconds()) +
-         absl::Nanoseconds(info.retry_delay().nanos());
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/retry_info.h"
 #include "grpcpp/channel.h"
 #include "weft/v1/weft.grpc.pb.h"
 #include "weft/v1/weft.pb.h"
@@ -100,18 +101,12 @@ class Client {
   const std::unique_ptr<weft::v1::Scheduler::Stub> stub_;
 };
 
-// The type URL of google.rpc.RetryInfo details.
-inline constexpr char kRetryInfoTypeUrl[] =
-    "type.googleapis.com/google.rpc.RetryInfo";
-
 // absl::Status with the code and message of a gRPC status; each detail of
 // its google.rpc.Status (binary error details) becomes a payload under the
-// detail's type URL.
+// detail's type URL. So the server's retry hint (a google.rpc.RetryInfo
+// detail, sent with RESOURCE_EXHAUSTED when the admission queue is full) is
+// RetryDelayOf the result (common/retry_info.h).
 absl::Status FromGrpcStatus(const grpc::Status& status);
-
-// The server's retry hint (a google.rpc.RetryInfo detail, sent with
-// RESOURCE_EXHAUSTED when the admission queue is full), if any.
-std::optional<absl::Duration> RetryDelayOf(const absl::Status& status);
 
 }  // namespace weft::client
 

@@ -2,11 +2,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/retry_info.h"
 #include "gmock/gmock.h"
 #include "google/rpc/retry_info.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
-#include "server/retry_hint.h"
 
 namespace weft::server {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "server/retry_hint.h"
+#include "common/retry_info.h"
 
 namespace weft::server {
 

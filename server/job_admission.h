@@ -3,8 +3,8 @@
 // A submission is refused with UNAVAILABLE once StopAccepting was called,
 // and with RESOURCE_EXHAUSTED when max_queued_jobs jobs are queued or its
 // tenant already has max_queued_per_tenant queued. RESOURCE_EXHAUSTED
-// carries a google.rpc.RetryInfo payload (retry_hint.h) estimating when a
-// queue slot frees: a slot frees when a running job ends, so with R jobs
+// carries a google.rpc.RetryInfo payload (common/retry_info.h) estimating when
+// a queue slot frees: a slot frees when a running job ends, so with R jobs
 // running for T each on average about every T / R, times the turns the
 // submitter waits (its tenant waits behind the other tenants with queued
 // jobs), within [min_retry_delay, max_retry_delay]. T is a moving average

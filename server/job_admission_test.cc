@@ -4,10 +4,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/retry_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_queue.h"
-#include "server/retry_hint.h"
 #include "testing/status_matchers.h"
 
 namespace weft::server {

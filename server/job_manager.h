@@ -16,7 +16,7 @@
 // exactly one job); UNAVAILABLE after StopAccepting; RESOURCE_EXHAUSTED
 // when max_queued_jobs jobs are queued, or when the tenant already has
 // max_queued_per_tenant queued, with a google.rpc.RetryInfo payload
-// (retry_hint.h) estimating when a slot frees; DEADLINE_EXCEEDED or
+// (common/retry_info.h) estimating when a slot frees; DEADLINE_EXCEEDED or
 // CANCELLED, creating no job, when the submission's deadline has passed or
 // its caller has gone away by the time it would be admitted.
 //

@@ -15,6 +15,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/retry_info.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
@@ -25,7 +26,6 @@
 #include "scheduler/graph_builder.h"
 #include "server/job_proto.h"
 #include "server/metrics.h"
-#include "server/retry_hint.h"
 
 namespace weft::server {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "server/retry_hint.h"
+#include "common/retry_info.h"
 
 namespace weft::server {
 

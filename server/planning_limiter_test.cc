@@ -3,9 +3,9 @@
 #include <optional>
 #include <utility>
 
+#include "common/retry_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/retry_hint.h"
 
 namespace weft::server {
 namespace {

@@ -1,19 +1,16 @@
 #include "server/scheduler_service.h"
 
 #include <algorithm>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/retry_info.h"
 #include "scheduler/plan_proto.h"
 #include "scheduler/plan_size.h"
 #include "scheduler/planner.h"
@@ -21,7 +18,8 @@
 #include "server/devices.h"
 #include "server/grpc_status.h"
 #include "server/job_proto.h"
-#include "server/retry_hint.h"
+#include "server/stream_reactors.h"
+#include "server/watch_reactor.h"
 
 namespace weft::server {
 namespace {
@@ -103,229 +101,6 @@ absl::Status PlanTooLarge(int64_t nodes, int64_t bytes, bool estimate,
 absl::Time DeadlineOf(const grpc::ServerContext& context) {
   return absl::FromChrono(context.deadline());
 }
-
-grpc::Status ClientGone() {
-  return grpc::Status(grpc::StatusCode::CANCELLED,
-                      "the call was cancelled or its deadline passed");
-}
-
-// A streaming call answered with `status` and no message.
-template <typename Response>
-class Refused final : public grpc::ServerWriteReactor<Response> {
- public:
-  explicit Refused(grpc::Status status) { this->Finish(std::move(status)); }
-  void OnDone() override { delete this; }
-};
-
-// Streams `total` bytes as messages of at most `chunk` bytes each (at least
-// one message, also for zero bytes); `fill(offset, n, message)` puts bytes
-// [offset, offset + n) into `message`. One write is outstanding at a time;
-// a failed write (the client went away) ends the call. Deletes itself when
-// gRPC is done with it.
-template <typename Response>
-class ChunkReactor final : public grpc::ServerWriteReactor<Response> {
- public:
-  using Fill = std::function<void(uint64_t offset, uint64_t n, Response*)>;
-
-  ChunkReactor(uint64_t total, uint64_t chunk, Fill fill)
-      : total_(total),
-        chunk_(std::max<uint64_t>(chunk, 1)),
-        fill_(std::move(fill)) {
-    WriteNext();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      this->Finish(ClientGone());
-      return;
-    }
-    WriteNext();
-  }
-  void OnDone() override { delete this; }
-
- private:
-  void WriteNext() {
-    const uint64_t n = std::min(chunk_, total_ - offset_);
-    message_.Clear();
-    fill_(offset_, n, &message_);
-    offset_ += n;
-    if (offset_ >= total_) {
-      this->StartWriteAndFinish(&message_, grpc::WriteOptions(),
-                                grpc::Status::OK);
-    } else {
-      this->StartWrite(&message_);
-    }
-  }
-
-  const uint64_t total_;
-  const uint64_t chunk_;
-  const Fill fill_;
-  uint64_t offset_ = 0;
-  Response message_;  // the write outstanding
-};
-
-}  // namespace
-
-// Resumes woken watches on a thread of its own, in the order they were
-// woken. A job announces its changes while holding its lock, where the
-// watch cannot read the job, so the read and the write it starts happen
-// here. Thread-safe.
-class WatchWaker {
- public:
-  WatchWaker() : thread_([this] { Run(); }) {}
-
-  // Runs what is queued, then stops the thread.
-  ~WatchWaker() {
-    {
-      absl::MutexLock lock(&mu_);
-      stop_ = true;
-    }
-    thread_.join();
-  }
-
-  WatchWaker(const WatchWaker&) = delete;
-  WatchWaker& operator=(const WatchWaker&) = delete;
-
-  // Runs `resume` soon on the waker's thread. Never blocks on it.
-  void Post(std::function<void()> resume) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(std::move(resume));
-  }
-
- private:
-  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
-    while (true) {
-      std::deque<std::function<void()>> batch;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this] {
-          mu_.AssertHeld();
-          return stop_ || !queue_.empty();
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (queue_.empty()) return;  // stopping
-        batch.swap(queue_);
-      }
-      for (std::function<void()>& resume : batch) resume();
-    }
-  }
-
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the rest exists
-};
-
-namespace {
-
-// One WatchJob call: the job, then its events and state changes, until the
-// job is terminal or the client goes away. Deletes itself when gRPC is done
-// with it, giving its watcher slot back.
-//
-// `busy_` is the right to read the watch and to write. The constructor holds
-// it first; an outstanding write keeps it until OnWriteDone, which resumes
-// with it; a wake or a cancellation that finds it free takes it. So at most
-// one write is ever outstanding, and Finish is called once, by the holder,
-// which then keeps it for good (no more wakes are queued, and OnDone cannot
-// meet a queued Resume).
-class WatchReactor final
-    : public grpc::ServerWriteReactor<weft::v1::WatchJobResponse> {
- public:
-  // `waker` and `watchers` outlive the call; the caller counted this call in
-  // `watchers`.
-  WatchReactor(std::unique_ptr<JobWatch> watch, WatchWaker* waker,
-               std::atomic<int>* watchers)
-      : watch_(std::move(watch)), waker_(waker), watchers_(watchers) {
-    watch_->SetListener([this] { Wake(); });
-    Resume();
-  }
-
-  void OnWriteDone(bool ok) override {
-    if (!ok) {
-      Finish(ClientGone());
-      return;
-    }
-    Resume();
-  }
-
-  void OnCancel() override ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled_ = true;
-      if (busy_) return;  // the holder finishes
-      busy_ = true;
-    }
-    Finish(ClientGone());
-  }
-
-  void OnDone() override {
-    watch_.reset();  // no Wake runs after this
-    watchers_->fetch_sub(1, std::memory_order_relaxed);
-    delete this;
-  }
-
- private:
-  // The job changed. Runs under the job's lock (JobWatch::SetListener).
-  void Wake() ABSL_LOCKS_EXCLUDED(mu_) {
-    {
-      absl::MutexLock lock(&mu_);
-      if (busy_) {
-        woken_ = true;  // the holder looks again before letting go
-        return;
-      }
-      busy_ = true;
-    }
-    waker_->Post([this] { Resume(); });
-  }
-
-  // Writes what is new, finishes, or lets go of `busy_` when there is
-  // nothing to write. REQUIRES: the caller holds `busy_`. Touches nothing of
-  // this object after starting a write or finishing.
-  void Resume() ABSL_LOCKS_EXCLUDED(mu_) {
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        if (cancelled_) break;
-        woken_ = false;
-      }
-      WatchUpdate update = watch_->Next(absl::InfinitePast());
-      if (update.changed) {
-        message_.Clear();
-        *message_.mutable_job() = JobToProto(update.job);
-        for (const NodeEventInfo& event : update.events) {
-          *message_.add_node_events() = NodeEventToProto(event);
-        }
-        if (update.done) {
-          StartWriteAndFinish(&message_, grpc::WriteOptions(),
-                              grpc::Status::OK);
-        } else {
-          StartWrite(&message_);
-        }
-        return;
-      }
-      if (update.done) {
-        Finish(grpc::Status::OK);
-        return;
-      }
-      absl::MutexLock lock(&mu_);
-      if (!woken_ && !cancelled_) {
-        busy_ = false;
-        return;
-      }
-    }
-    Finish(ClientGone());
-  }
-
-  std::unique_ptr<JobWatch> watch_;  // used by the holder of busy_
-  WatchWaker* const waker_;
-  std::atomic<int>* const watchers_;
-  weft::v1::WatchJobResponse message_;  // the write outstanding
-
-  absl::Mutex mu_;
-  bool busy_ ABSL_GUARDED_BY(mu_) = true;
-  bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-};
 
 }  // namespace
 
@@ -554,12 +329,7 @@ grpc::Status SchedulerService::PlanGraph(
   absl::StatusOr<scheduler::Graph> graph =
       scheduler::BuildGraph(request->graph(), options_.limits);
   if (!graph.ok()) return ToGrpcStatus(graph.status());
-  for (const runtime::DeviceLoad& load : options_.executor->Load()) {
-    planner->busy_streams.push_back(load.streams_busy);
-  }
-  if (static_cast<int>(planner->busy_streams.size()) != num_devices()) {
-    planner->busy_streams.clear();
-  }
+  planner->busy_streams = BusyStreams(*options_.executor, num_devices());
   absl::StatusOr<PlanningLimiter::Lease> lease = planning_.TryAcquire(nodes);
   if (!lease.ok()) return Rejected(context, lease.status());
   absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, *planner);

@@ -11,11 +11,9 @@
 // drain). The streaming RPCs (WatchJob, ReadBuffer, GetJobTrace) use gRPC's
 // callback API and hold no thread between messages: a stream has at most
 // one write outstanding and issues the next one when that write completes.
-// A watch is woken by its job (JobWatch::SetListener) and by its client
-// going away or its deadline (OnCancel), never by a timer; everything that
-// happened while a write was outstanding goes out in the next message.
-// Job changes are announced under the job's lock, so the watches they wake
-// read the job and start their write on one thread of the service's own.
+// A watch is woken by its job and by its client going away or its
+// deadline, never by a timer, and writes on one thread of the service's own
+// (watch_reactor.h).
 // ReadBuffer and GetJobTrace stream their data in chunks of at most
 // max_chunk_bytes.
 //
@@ -68,7 +66,7 @@ namespace weft::server {
 // The metadata key that names the submitting tenant.
 inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
-class WatchWaker;  // defined in scheduler_service.cc
+class WatchWaker;  // watch_reactor.h
 
 // The streaming methods on the callback API, the unary ones synchronous.
 using SchedulerServiceBase = weft::v1::Scheduler::WithCallbackMethod_WatchJob<

@@ -332,8 +332,7 @@ WeftResult RunWeft(const std::string& target,
         }
         if (job.status().code() == absl::StatusCode::kResourceExhausted) {
           ++rejected;
-          std::optional<absl::Duration> delay =
-              client::RetryDelayOf(job.status());
+          std::optional<absl::Duration> delay = RetryDelayOf(job.status());
           if (!delay) ++no_hint;
           if (honour_retry && delay) {
             absl::SleepFor(std::min(*delay, end - absl::Now()));

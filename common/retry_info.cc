@@ -1,4 +1,4 @@
-#include "server/retry_hint.h"
+#include "common/retry_info.h"
 
 #include <cstdint>
 #include <string>
@@ -7,7 +7,7 @@
 #include "absl/types/optional.h"
 #include "google/rpc/retry_info.pb.h"
 
-namespace weft::server {
+namespace weft {
 
 absl::Status WithRetryDelay(absl::Status status, absl::Duration delay) {
   if (status.ok()) return status;
@@ -30,4 +30,4 @@ std::optional<absl::Duration> RetryDelayOf(const absl::Status& status) {
          absl::Nanoseconds(info.retry_delay().nanos());
 }
 
-}  // namespace weft::server
+}  // namespace weft
