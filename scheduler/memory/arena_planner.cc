@@ -124,6 +124,8 @@ const char* ArenaHeuristicName(ArenaHeuristic heuristic) {
       return "by_conflicts";
     case ArenaHeuristic::kByLifetime:
       return "by_lifetime";
+    case ArenaHeuristic::kTwoEnded:
+      return "two_ended";
     case ArenaHeuristic::kReleaseOrder:
       return "release_order";
   }
@@ -289,10 +291,142 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
   return clique;
 }
 
+int64_t AntichainBound(const Lifetimes& lifetimes,
+                       absl::Span<const int32_t> copies,
+                       absl::Span<const int64_t> sizes) {
+  const HappensBefore& hb = lifetimes.happens_before();
+  const int num_positions = hb.num_positions();
+  const int num_streams = hb.upload_stream(0);  // plan streams
+  // Nodes: before and after each position, then the source and the sink.
+  const int source = 2 * num_positions;
+  const int sink = source + 1;
+  struct Arc {
+    int32_t to;
+    int64_t capacity;
+  };
+  constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max() / 4;
+  std::vector<std::pair<int32_t, Arc>> arcs;  // (from, arc), then reverse
+  auto add = [&](int32_t from, int32_t to, int64_t capacity) {
+    arcs.push_back({from, {to, capacity}});
+    arcs.push_back({to, {from, 0}});
+  };
+  // Happens-before: stream order and every rise of a stream's clock.
+  std::vector<std::vector<int32_t>> on_stream(num_streams);
+  std::vector<int32_t> previous(num_positions, -1);
+  for (int32_t i = 0; i < num_positions; ++i) {
+    const int32_t s = hb.point(i).stream;
+    if (!on_stream[s].empty()) previous[i] = on_stream[s].back();
+    on_stream[s].push_back(i);
+    add(2 * i, 2 * i + 1, kInfinite);
+    if (previous[i] >= 0) add(2 * previous[i] + 1, 2 * i, kInfinite);
+  }
+  for (int32_t i = 0; i < num_positions; ++i) {
+    const int32_t s = hb.point(i).stream;
+    for (int t = 0; t < num_streams; ++t) {
+      if (t == s) continue;
+      const int32_t known = hb.Known(i, t);
+      if (known <= 0 ||
+          (previous[i] >= 0 && hb.Known(previous[i], t) >= known)) {
+        continue;
+      }
+      add(2 * on_stream[t][known - 1] + 1, 2 * i, kInfinite);
+    }
+  }
+  // A copy ends after its last use (outputs never) and starts before its
+  // first use on a stream (uploads before everything): a unit of flow from
+  // an end to a start pairs two copies one of which happens before the
+  // other. Every pair that does is reachable (perhaps more).
+  int64_t total = 0;
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const BufferCopy& copy = lifetimes.copy(copies[k]);
+    total += sizes[k];
+    if (sizes[k] == 0) continue;
+    if (!copy.live_to_end && copy.last >= 0 && copy.last < num_positions) {
+      add(source, 2 * copy.last + 1, sizes[k]);
+    }
+    const auto starts = lifetimes.Starts(copies[k]);
+    if (!copy.uploaded && !starts.empty()) {
+      add(2 * *std::min_element(starts.begin(), starts.end()), sink, sizes[k]);
+    }
+  }
+  // Compressed adjacency.
+  const int num_nodes = sink + 1;
+  std::vector<int32_t> first(num_nodes + 1, 0);
+  for (const auto& [from, arc] : arcs) ++first[from + 1];
+  for (int v = 0; v < num_nodes; ++v) first[v + 1] += first[v];
+  std::vector<Arc> adjacency(arcs.size());
+  std::vector<int32_t> reverse(arcs.size());
+  {
+    std::vector<int32_t> fill(first.begin(), first.end() - 1);
+    for (size_t a = 0; a < arcs.size(); a += 2) {
+      const int32_t x = fill[arcs[a].first]++;
+      const int32_t y = fill[arcs[a + 1].first]++;
+      adjacency[x] = arcs[a].second;
+      adjacency[y] = arcs[a + 1].second;
+      reverse[x] = y;
+      reverse[y] = x;
+    }
+  }
+  arcs.clear();
+  arcs.shrink_to_fit();
+  // Dinic, with an explicit stack.
+  std::vector<int32_t> level(num_nodes), next(num_nodes), queue, path;
+  int64_t flow = 0;
+  for (;;) {
+    std::fill(level.begin(), level.end(), -1);
+    queue.assign(1, source);
+    level[source] = 0;
+    for (size_t q = 0; q < queue.size(); ++q) {
+      const int32_t v = queue[q];
+      for (int32_t a = first[v]; a < first[v + 1]; ++a) {
+        if (adjacency[a].capacity > 0 && level[adjacency[a].to] < 0) {
+          level[adjacency[a].to] = level[v] + 1;
+          queue.push_back(adjacency[a].to);
+        }
+      }
+    }
+    if (level[sink] < 0) break;
+    std::copy(first.begin(), first.end() - 1, next.begin());
+    path.clear();  // arcs from the source
+    int32_t v = source;
+    for (;;) {
+      if (v == sink) {
+        int64_t push = kInfinite;
+        for (const int32_t a : path)
+          push = std::min(push, adjacency[a].capacity);
+        for (const int32_t a : path) {
+          adjacency[a].capacity -= push;
+          adjacency[reverse[a]].capacity += push;
+        }
+        flow += push;
+        path.clear();
+        v = source;
+        continue;
+      }
+      int32_t& a = next[v];
+      while (a < first[v + 1] && (adjacency[a].capacity == 0 ||
+                                  level[adjacency[a].to] != level[v] + 1)) {
+        ++a;
+      }
+      if (a < first[v + 1]) {
+        path.push_back(a);
+        v = adjacency[a].to;
+        continue;
+      }
+      if (v == source) break;
+      level[v] = -1;  // a dead end this phase
+      path.pop_back();
+      v = path.empty() ? source : adjacency[path.back()].to;
+    }
+  }
+  return total - flow;
+}
+
 int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
                      absl::Span<const int32_t> order,
                      std::vector<int64_t>* offsets) {
-  return Place(conflicts, sizes, order, /*first_fit=*/false, offsets);
+  return Place(conflicts, sizes, order, /*first_fit=*/false, offsets,
+               /*height=*/0);
 }
 
 namespace {
@@ -321,7 +455,8 @@ int64_t Improve(const Csr& conflicts, absl::Span<const int64_t> sizes,
           return ea != eb ? ea > eb : sizes[a] > sizes[b];
         });
       }
-      const int64_t size = Place(conflicts, sizes, order, first_fit, &offsets);
+      const int64_t size =
+          Place(conflicts, sizes, order, first_fit, &offsets, /*height=*/0);
       if (size < arena) {
         arena = size;
         best_offsets->swap(offsets);
@@ -337,7 +472,7 @@ int64_t Improve(const Csr& conflicts, absl::Span<const int64_t> sizes,
 
 int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
               absl::Span<const int32_t> order, bool first_fit,
-              std::vector<int64_t>* offsets) {
+              std::vector<int64_t>* offsets, int64_t height) {
   const int n = static_cast<int>(sizes.size());
   offsets->assign(n, -1);
   int64_t arena = 0;
@@ -353,8 +488,24 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
     std::sort(placed.begin(), placed.end());
     int64_t best = -1;
     int64_t best_gap = std::numeric_limits<int64_t>::max();
+    if (height >= sizes[k] && sizes[k] > 0) {
+      // Either end of [0, height) where free.
+      const int64_t high = height - sizes[k];
+      bool low_free = true, high_free = true;
+      for (const auto& [offset, end] : placed) {
+        low_free = low_free && offset >= sizes[k];
+        high_free = high_free && (end <= high || offset >= height);
+      }
+      if (low_free) {
+        best = 0;
+      } else if (high_free) {
+        best = high;
+      }
+      if (best >= 0) best_gap = 0;
+    }
     int64_t top = 0;  // highest end so far
     for (const auto& [offset, end] : placed) {
+      if (best_gap == 0) break;
       if (offset > top) {
         const int64_t gap = offset - top;
         if (gap >= sizes[k] && gap < best_gap) {
@@ -559,27 +710,54 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       delta[copy.first + 1] += sizes[k];
       delta[copy.last + 2] -= sizes[k];
     }
+    // The peak along issue order, and the peak of each of kWindows equal
+    // stretches of it (where cliques grow from).
+    constexpr int kWindows = 16;
+    const int window = std::max<int>(
+        1, (static_cast<int>(delta.size()) + kWindows - 1) / kWindows);
+    std::vector<std::pair<int64_t, int32_t>> window_peaks;  // (bytes, at)
     int64_t live = 0;
-    int32_t peak_at = 0;  // issue position of the peak
     for (size_t i = 0; i < delta.size(); ++i) {
       live += delta[i];
-      if (live > arena.peak_live_bytes) {
-        arena.peak_live_bytes = live;
-        peak_at = static_cast<int32_t>(i) - 1;
+      arena.peak_live_bytes = std::max(arena.peak_live_bytes, live);
+      if (i % window == 0) window_peaks.emplace_back(0, 0);
+      if (live > window_peaks.back().first) {
+        window_peaks.back() = {live, static_cast<int32_t>(i) - 1};
       }
     }
     arena.lower_bound_bytes =
         std::max(arena.lower_bound_bytes, arena.peak_live_bytes);
     // Cliques: the copies live at each peak, grown by local search.
-    std::vector<std::vector<int32_t>> seeds(Lifetimes::kExecutions + 1);
-    for (int k = 0; k < n; ++k) {
-      const BufferCopy& copy = lifetimes.copy(graph.copies[k]);
-      if (copy.first <= peak_at && peak_at <= copy.last) seeds[0].push_back(k);
-    }
+    std::vector<std::vector<int32_t>> seeds(Lifetimes::kExecutions);
     for (int e = 0; e < Lifetimes::kExecutions; ++e) {
-      arena.lower_bound_bytes = std::max(
-          arena.lower_bound_bytes,
-          ExecutionPeak(lifetimes, graph.copies, sizes, e, &seeds[e + 1]));
+      arena.lower_bound_bytes =
+          std::max(arena.lower_bound_bytes,
+                   ExecutionPeak(lifetimes, graph.copies, sizes, e, &seeds[e]));
+    }
+    if (graph.complete && options.clique_rounds > 0) {
+      const size_t first_window = seeds.size();
+      seeds.resize(first_window + window_peaks.size());
+      for (int k = 0; k < n; ++k) {
+        const BufferCopy& copy = lifetimes.copy(graph.copies[k]);
+        // Windows whose peak lies in the copy's issue interval.
+        const int lo = std::max(copy.first + 1, 0) / window;
+        const int hi =
+            std::min<int>(copy.last + 1, static_cast<int>(delta.size()) - 1) /
+            window;
+        for (int w = lo; w <= hi && w < static_cast<int>(window_peaks.size());
+             ++w) {
+          const int32_t at = window_peaks[w].second;
+          if (window_peaks[w].first > 0 && copy.first <= at &&
+              at <= copy.last) {
+            seeds[first_window + w].push_back(k);
+          }
+        }
+      }
+    }
+    if (num_positions <= options.antichain_max_positions) {
+      arena.lower_bound_bytes =
+          std::max(arena.lower_bound_bytes,
+                   AntichainBound(lifetimes, graph.copies, sizes));
     }
     if (graph.complete && options.clique_rounds > 0) {
       for (std::vector<int32_t>& seed : seeds) {
@@ -628,6 +806,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
               });
           break;
         case ArenaHeuristic::kByLifetime:
+        case ArenaHeuristic::kTwoEnded:
           std::stable_sort(
               order.begin(), order.end(), [&](int32_t a, int32_t b) {
                 return lifetime(a) != lifetime(b) ? lifetime(a) > lifetime(b)
@@ -638,7 +817,10 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       const int64_t size =
           h == ArenaHeuristic::kReleaseOrder
               ? PlaceByRelease(lifetimes, graph.copies, sizes, &offsets)
-              : PlaceInOrder(graph.conflicts, sizes, order, &offsets);
+              : Place(graph.conflicts, sizes, order, /*first_fit=*/false,
+                      &offsets,
+                      h == ArenaHeuristic::kTwoEnded ? arena.lower_bound_bytes
+                                                     : 0);
       if (best < 0 || size < best) {
         best = size;
         best_offsets.swap(offsets);
@@ -649,6 +831,14 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     if (graph.complete && best > arena.lower_bound_bytes) {
       best = Improve(graph.conflicts, sizes, arena.lower_bound_bytes,
                      options.improve_rounds, best, &best_offsets);
+    }
+    if (best > arena.no_reuse_bytes) {
+      // Holes cost more than reuse saved: one copy after another.
+      best = 0;
+      for (int k = 0; k < n; ++k) {
+        best_offsets[k] = best;
+        best += sizes[k];
+      }
     }
     arena.arena_bytes = std::max<int64_t>(best, 0);
     for (int k = 0; k < n; ++k) {

@@ -16,17 +16,20 @@
 // between the placed copies it conflicts with that fits it, else above
 // them all: TFLite's greedy by size, XLA's best-fit heap) applied in
 // several orders: by size (largest first), by first use (a heap simulator
-// in issue order, which respects happens-before), by conflict degree and by
-// lifetime length. The smallest arena wins (XLA's ChooseBestHeapAlgorithm).
+// in issue order, which respects happens-before), by conflict degree, by
+// lifetime length, and by lifetime trying both ends of an arena of the
+// lower bound first. The smallest arena wins (XLA's
+// ChooseBestHeapAlgorithm).
 //
 // The lower bound is the heaviest clique of the conflict graph found
 // cheaply: the copies live at the peak along issue order (one valid
 // execution: copies live at one issue position conflict pairwise) and at
 // the peaks of the executions Lifetimes times (copies whose uses overlap in
 // time there conflict pairwise), each grown by local search (GrowClique),
-// and the largest copy. arena / lower_bound says how far an arena is from
-// it. Sizes are rounded up to the alignment first,
-// so offsets are aligned and the bound is a bound for aligned copies.
+// the heaviest antichain of copies by a maximum flow (AntichainBound) and
+// the largest copy. arena / lower_bound says how far an arena is from it. Sizes
+// are rounded up to the alignment first, so offsets are aligned and the bound
+// is a bound for aligned copies.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_
@@ -47,12 +50,16 @@ enum class ArenaHeuristic {
   kInOrder,
   kByConflicts,
   kByLifetime,
+  // By lifetime, each copy at the bottom or the top of an arena of the
+  // lower bound where it is free there, else as the others.
+  kTwoEnded,
   // Without a conflict graph (see ArenaOptions::max_conflicts).
   kReleaseOrder,
 };
 inline constexpr ArenaHeuristic kAllArenaHeuristics[] = {
     ArenaHeuristic::kBySize, ArenaHeuristic::kInOrder,
-    ArenaHeuristic::kByConflicts, ArenaHeuristic::kByLifetime};
+    ArenaHeuristic::kByConflicts, ArenaHeuristic::kByLifetime,
+    ArenaHeuristic::kTwoEnded};
 const char* ArenaHeuristicName(ArenaHeuristic heuristic);
 
 struct ArenaOptions {
@@ -72,6 +79,9 @@ struct ArenaOptions {
   int improve_rounds = 0;
   // Rounds of local search growing the lower bound's cliques (0: none).
   int clique_rounds = 8;
+  // Also bound by AntichainBound on plans of at most this many nodes (its
+  // maximum flow costs seconds at 100,000).
+  int antichain_max_positions = 20000;
 };
 
 struct DeviceArena {
@@ -148,12 +158,29 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
                                 absl::Span<const int64_t> sizes,
                                 std::vector<int32_t> clique, int max_rounds);
 
+// The heaviest set of `copies` (one device's, with aligned `sizes`) no two
+// of which one happens before the other, by Dilworth's theorem: the total
+// less a maximum flow from the copies' last uses to their first uses
+// through the plan's happens-before (a flow of a copy's size from its end
+// and into its start, chains through the plan's nodes unbounded). Copies
+// used on several streams enter at their first use and leave from their
+// last, which may order pairs the plan does not: the set is then lighter,
+// still a bound. Copies that may be live together pairwise need disjoint
+// bytes, so no arena is smaller. Dinic's algorithm on 2 nodes per issue
+// position.
+int64_t AntichainBound(const Lifetimes& lifetimes,
+                       absl::Span<const int32_t> copies,
+                       absl::Span<const int64_t> sizes);
+
 // As PlaceInOrder, or with `first_fit` each copy at the lowest gap that fits
 // it (placing copies by ascending offset of an assignment that way moves
-// none of them up).
+// none of them up). With a `height`, a copy goes at offset 0 or at the top
+// of [0, height) first, where it conflicts with nothing placed there
+// (chains whose long-lived tensors alternate ends, as in inverted residual
+// blocks, need that).
 int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
               absl::Span<const int32_t> order, bool first_fit,
-              std::vector<int64_t>* offsets);
+              std::vector<int64_t>* offsets, int64_t height = 0);
 
 }  // namespace weft::scheduler::memory
 

@@ -1,9 +1,11 @@
 #include "scheduler/memory/arena_planner.h"
 
+#include <iterator>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/memory/test_plans.h"
 #include "scheduler/planner.h"
@@ -131,6 +133,20 @@ TEST(ArenaPlannerTest, TfliteChainRecordsAsIntervals) {
   EXPECT_THAT(offsets, ::testing::ElementsAre(0, 64, 0, 64, 0));
 }
 
+// Inverted residual blocks: each block's input and output must sit at
+// opposite ends of the arena for the expanded tensors to fit between them.
+TEST(ArenaPlannerTest, InvertedResidualChainMeetsTheBound) {
+  const Graph g = MobileNetLike(300);
+  const Planned p = PlanAll(g);
+  const DeviceArena& arena = p.arenas.devices[0];
+  EXPECT_EQ(arena.arena_bytes, arena.lower_bound_bytes);
+  EXPECT_EQ(arena.heuristic, ArenaHeuristic::kTwoEnded);
+  ArenaOptions by_size;
+  by_size.heuristics = {ArenaHeuristic::kBySize};
+  EXPECT_GT(PlanAll(g, {}, by_size).arenas.devices[0].arena_bytes,
+            arena.lower_bound_bytes);
+}
+
 TEST(ArenaPlannerTest, AlignsOffsetsAndSizes) {
   GraphMaker m;
   m.Buffer("x", 10, DType::kBytes).Buffer("y", 10, DType::kBytes);
@@ -160,7 +176,8 @@ TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
     testing::RandomPlanCase c = RandomCase(seed);
     const Graph g = RandomGraph(seed, c.graph);
     ArenaOptions options;
-    options.heuristics = {kAllArenaHeuristics[seed % 4]};
+    options.heuristics = {
+        kAllArenaHeuristics[seed % std::size(kAllArenaHeuristics)]};
     if (seed % 6 == 5) options.heuristics = {ArenaHeuristic::kReleaseOrder};
     if (seed % 7 == 6) options.max_conflicts = 1;  // no conflict graph
     const Planned p = PlanAll(g, c.planner, options);
@@ -268,6 +285,65 @@ TEST(ArenaPlannerTest, GrowCliqueSwapsForHeavierMembers) {
   std::vector<int32_t> clique = GrowClique(conflicts, sizes, {0}, 8);
   std::sort(clique.begin(), clique.end());
   EXPECT_THAT(clique, ::testing::ElementsAre(1, 2, 3));
+}
+
+// The heaviest clique of the conflict graph, by enumeration.
+int64_t BruteMaxClique(const Lifetimes& lt, const std::vector<int32_t>& copies,
+                       const std::vector<int64_t>& sizes) {
+  const int n = static_cast<int>(copies.size());
+  int64_t best = 0;
+  for (uint32_t set = 1; set < (uint32_t{1} << n); ++set) {
+    int64_t bytes = 0;
+    bool clique = true;
+    for (int i = 0; i < n && clique; ++i) {
+      if (!((set >> i) & 1)) continue;
+      bytes += sizes[i];
+      for (int j = i + 1; j < n && clique; ++j) {
+        if ((set >> j) & 1) {
+          clique = lt.MayBeLiveTogether(copies[i], copies[j]);
+        }
+      }
+    }
+    if (clique) best = std::max(best, bytes);
+  }
+  return best;
+}
+
+// AntichainBound never exceeds the heaviest clique, and on one stream
+// (copies then used on one stream each) it is that clique.
+TEST(ArenaPlannerPropertyTest, AntichainBoundIsTheHeaviestCliqueOrLess) {
+  int exact = 0;
+  for (uint32_t seed = 0; seed < 600; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    c.graph.num_buffers = 14;
+    const bool single = seed % 2 == 0;
+    if (single) {
+      c.planner.num_devices = 1;
+      c.planner.stream_mode = StreamMode::kSingle;
+    }
+    const Graph g = RandomGraph(seed, c.graph);
+    const Planned p = PlanAll(g, c.planner);
+    const Lifetimes& lt = p.lifetimes;
+    for (int d = 0; d < lt.num_devices(); ++d) {
+      std::vector<int32_t> copies;
+      std::vector<int64_t> sizes;
+      for (int k = 0; k < lt.num_copies(); ++k) {
+        if (lt.copy(k).device != d) continue;
+        copies.push_back(k);
+        sizes.push_back(p.arenas.sizes[k]);
+      }
+      if (copies.empty() || copies.size() > 16) continue;
+      const int64_t bound = AntichainBound(lt, copies, sizes);
+      const int64_t clique = BruteMaxClique(lt, copies, sizes);
+      ASSERT_LE(bound, clique) << "seed " << seed << " device " << d;
+      ASSERT_LE(p.arenas.devices[d].lower_bound_bytes, clique) << seed;
+      if (single) {
+        ASSERT_EQ(bound, clique) << "seed " << seed;
+        ++exact;
+      }
+    }
+  }
+  EXPECT_GT(exact, 200);
 }
 
 // The conflict graph from the sweep equals the pairs MayBeLiveTogether

@@ -12,7 +12,10 @@
 //   - time: memory planning (lifetimes and arenas) over a bare topological
 //     sort (Kahn) of the graph's dependency edges (target: <= 3x extra),
 //     and the memory-aware order over the same sort; thread CPU time, best
-//     of three.
+//     of three;
+//   - spill: bytes spilled by next use (spill_planner.h) running the
+//     memory-aware order under three quarters of its peak, and that over
+//     the least any eviction choice spills for the order.
 //
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 #include <time.h>
@@ -21,6 +24,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,6 +33,7 @@
 #include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/memory/memory_order.h"
+#include "scheduler/memory/spill_planner.h"
 #include "scheduler/planner.h"
 
 namespace weft::scheduler::memory {
@@ -117,10 +122,26 @@ void Row(const std::string& name, const Graph& graph) {
   const double order_s =
       Best(3, [&] { aware = MemoryAwareOrder(graph, *dag); });
 
+  // Spills of the memory-aware order under three quarters of its peak
+  // (at least the largest node's arguments).
+  absl::StatusOr<SpillPlan> unbounded =
+      PlanSpills(graph, aware.order, std::numeric_limits<int64_t>::max());
+  if (!unbounded.ok()) std::exit(1);
+  int64_t budget = unbounded->peak_bytes * 3 / 4;
+  for (NodeId v = 0; v < n; ++v) {
+    int64_t bytes = 0;
+    for (const BufferUse& u : graph.Uses(v)) {
+      bytes += static_cast<int64_t>(graph.buffer_bytes(u.buffer));
+    }
+    budget = std::max(budget, bytes);
+  }
+  absl::StatusOr<SpillPlan> spills = PlanSpills(graph, aware.order, budget);
+  if (!spills.ok()) std::exit(1);
+
   const DeviceArena& d = arena.device;
   std::printf(
       "%-12s %7d %7d %9lld %9.2f %7.4f %-12s %7.2f | %6.3f %6.3f | %8.2f "
-      "%8.2f %6.2f %8.2f %7.1f\n",
+      "%8.2f %6.2f %8.2f %7.1f | %8.2f %6.3f\n",
       name.c_str(), n, arena.copies, static_cast<long long>(d.conflicts),
       d.arena_bytes / 1048576.0,
       static_cast<double>(d.arena_bytes) /
@@ -133,7 +154,9 @@ void Row(const std::string& name, const Graph& graph) {
       static_cast<double>(d.arena_bytes) /
           std::max<int64_t>(aware_arena.device.arena_bytes, 1),
       topo_s * 1e3, memory_s * 1e3, memory_s / topo_s, lifetimes_s * 1e3,
-      order_s / topo_s);
+      order_s / topo_s, spills->spilled_bytes / 1048576.0,
+      static_cast<double>(spills->spilled_bytes) /
+          std::max<int64_t>(spills->lower_bound_bytes, 1));
 }
 
 }  // namespace
@@ -145,10 +168,11 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {1000, 10000, 100000};
   std::printf(
-      "%-12s %7s %7s %9s %9s %7s %-12s %7s | %6s %6s | %8s %8s %6s %8s %7s\n",
+      "%-12s %7s %7s %9s %9s %7s %-12s %7s | %6s %6s | %8s %8s %6s %8s %7s "
+      "| %8s %6s\n",
       "graph", "nodes", "copies", "conflicts", "arena_MB", "ar/lb", "winner",
       "nr/ar", "peak", "arena", "topo_ms", "mem_ms", "mem/tp", "life_ms",
-      "ord/tp");
+      "ord/tp", "spill_MB", "sp/lb");
   std::printf("%88s order: submitted/aware\n", "");
   for (const int n : sizes) {
     Row("mobilenet", MobileNetLike(n));
