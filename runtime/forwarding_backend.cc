@@ -134,6 +134,16 @@ bool ForwardingBackend::supports_device_graph_op(const std::string& op) const {
   return backend_->supports_device_graph_op(op);
 }
 
+bool ForwardingBackend::supports_device_loops() const {
+  return backend_->supports_device_loops();
+}
+
+absl::Status ForwardingBackend::LaunchDeviceLoop(const DeviceLoop& loop,
+                                                 StreamHandle stream,
+                                                 StreamHandle body_stream) {
+  return backend_->LaunchDeviceLoop(loop, stream, body_stream);
+}
+
 absl::Status ForwardingBackend::LaunchDeviceGraph(const DeviceGraph& graph,
                                                   StreamHandle stream) {
   return backend_->LaunchDeviceGraph(graph, stream);

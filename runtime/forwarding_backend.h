@@ -68,6 +68,10 @@ class ForwardingBackend : public Backend {
   absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
                                  StreamHandle stream) override;
   absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
+  // A device loop's body reaches the wrapped backend as a whole too.
+  bool supports_device_loops() const override;
+  absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
+                                StreamHandle body_stream) override;
 
   absl::Status AbortErrorScope(StreamHandle stream, uint64_t scope,
                                absl::Status status) override;

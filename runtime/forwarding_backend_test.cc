@@ -54,6 +54,8 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_TRUE(forwarding.supports_host_gates());
   EXPECT_TRUE(forwarding.interrupts_aborted_work());
   EXPECT_EQ(forwarding.supports_device_graphs(), sim->supports_device_graphs());
+  EXPECT_EQ(forwarding.supports_device_loops(), sim->supports_device_loops());
+  EXPECT_TRUE(forwarding.supports_device_loops());
   EXPECT_EQ(forwarding.prefers_device_graphs(), sim->prefers_device_graphs());
   EXPECT_TRUE(forwarding.supports_device_graph_op("axpy"));
   EXPECT_FALSE(forwarding.supports_device_graph_op("no_such_op"));

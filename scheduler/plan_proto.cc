@@ -88,6 +88,7 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
                      options.max_nodes_per_stream, "), got ", max_nodes));
   }
   if (max_nodes != 0) options.max_nodes_per_stream = max_nodes;
+  options.bodies_on_one_device = proto.control_mode() != weft::v1::CONTROL_HOST;
   switch (proto.memory_order()) {
     case weft::v1::MEMORY_ORDER_AUTO:
     case weft::v1::MEMORY_ORDER_SUBMITTED:

@@ -531,16 +531,51 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   // Control nodes' bodies: each planned once, with the same options.
   if (graph.has_control()) {
     plan.bodies.resize(graph.num_nodes());
-    for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-      const NodeSpec& node = graph.node(v);
+    for (const PlannedNode& pn : plan.nodes) {
+      const NodeSpec& node = graph.node(pn.node);
       if (node.control == nullptr) continue;
       for (const std::shared_ptr<const Graph>& body : node.control->bodies) {
-        WEFT_ASSIGN_OR_RETURN(Plan body_plan, PlanGraph(*body, options));
-        plan.bodies[v].push_back(
+        WEFT_ASSIGN_OR_RETURN(Plan body_plan,
+                              PlanBody(*body, options, pn.device));
+        plan.bodies[pn.node].push_back(
             std::make_shared<const Plan>(std::move(body_plan)));
       }
     }
   }
+  return plan;
+}
+
+absl::StatusOr<Plan> PlanBody(const Graph& body, const PlannerOptions& options,
+                              int device) {
+  bool pinned = false;
+  for (NodeId v = 0; v < body.num_nodes() && !pinned; ++v) {
+    pinned = body.pin(v) >= 0;
+  }
+  if (!options.bodies_on_one_device || pinned || options.num_devices == 1) {
+    return PlanGraph(body, options);
+  }
+  // Planned as for a machine of one device, then moved onto `device`.
+  PlannerOptions one = options;
+  one.num_devices = 1;
+  one.topology.reset();
+  one.busy_streams.clear();
+  if (static_cast<size_t>(device) < options.busy_streams.size()) {
+    one.busy_streams.push_back(options.busy_streams[device]);
+  }
+  one.memory_budget_bytes.clear();
+  if (static_cast<size_t>(device) < options.memory_budget_bytes.size()) {
+    one.memory_budget_bytes.push_back(options.memory_budget_bytes[device]);
+  }
+  one.device_memory_bytes.clear();
+  if (static_cast<size_t>(device) < options.device_memory_bytes.size()) {
+    one.device_memory_bytes.push_back(options.device_memory_bytes[device]);
+  }
+  WEFT_ASSIGN_OR_RETURN(Plan plan, PlanGraph(body, one));
+  plan.num_devices = options.num_devices;
+  for (PlannedNode& pn : plan.nodes) pn.device = device;
+  for (PlannedStream& ps : plan.streams) ps.device = device;
+  for (DeviceMemory& m : plan.memory) m.device = device;
+  for (PlannedBuffer& b : plan.buffers) b.device = device;
   return plan;
 }
 

@@ -41,6 +41,13 @@ namespace weft::scheduler {
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options);
 
+// The plan of a control node's body (ControlSpec::bodies) whose control
+// node is planned on `device`: on that device alone when
+// options.bodies_on_one_device and the body pins no node, otherwise as a
+// graph of its own. PlanGraph plans every body this way (Plan::bodies).
+absl::StatusOr<Plan> PlanBody(const Graph& body, const PlannerOptions& options,
+                              int device);
+
 // Seconds of the calling thread's CPU time spent in each stage of one
 // PlanGraph call.
 struct PlanProfile {

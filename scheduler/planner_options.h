@@ -70,6 +70,11 @@ struct PlannerOptions {
   // way.
   bool simulate = true;
   MemoryOrderKind memory_order = MemoryOrderKind::kSubmitted;
+  // Control nodes' bodies are planned on the device of their control node,
+  // as a loop the device runs by itself needs (unless a body pins nodes to
+  // devices); false plans them over every device like a graph of their
+  // own (ScheduleOptions.control_mode CONTROL_HOST).
+  bool bodies_on_one_device = true;
   // Device memory this job's buffers may take, by device (0 or missing:
   // no budget). A node whose own arguments exceed its device's budget is
   // refused (RESOURCE_EXHAUSTED); reported in Plan::memory.

@@ -212,6 +212,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   }
   job->planner_options = std::move(spec.planner_options);
   job->launch_mode = spec.launch_mode;
+  job->control_mode = spec.control_mode;
   if (!trace_jobs_) {
     job->untraced_reason = "weftd runs with --trace_jobs=false";
   } else if (job->nodes_total > trace_max_nodes_) {
@@ -667,7 +668,8 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     return;
   }
   absl::StatusOr<uint64_t> run = executor_->Start(
-      graph, plan, std::move(callbacks), runtime::JobOptions{job->launch_mode});
+      graph, plan, std::move(callbacks),
+      runtime::JobOptions{job->launch_mode, job->control_mode});
   if (!run.ok()) {
     Finish(job, run.status(), "", {});
     return;

@@ -101,6 +101,8 @@ struct JobSpec {
   scheduler::PlannerOptions planner_options;
   // How the executor issues the job's device work.
   runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;
+  // Where its loops evaluate their conditions.
+  runtime::ControlMode control_mode = runtime::ControlMode::kAuto;
   std::string request_id;  // idempotency key; empty: none
   int32_t priority = 0;    // higher runs first
   std::string tenant;      // who submitted; scopes request_id

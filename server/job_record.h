@@ -43,6 +43,7 @@ struct JobRecord {
   std::vector<std::string> output_names;
   scheduler::PlannerOptions planner_options;
   runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;
+  runtime::ControlMode control_mode = runtime::ControlMode::kAuto;
   // Why the job records no trace; empty when it records one.
   std::string untraced_reason;
 

@@ -3,6 +3,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace weft::server {
 namespace {
 
@@ -12,6 +14,9 @@ struct RunContext {
   std::vector<int> device;  // by node id
   std::vector<int> stream;  // by node id
   std::function<absl::Time()> clock;
+  // By loop: the iteration it reported last (on_control runs on the
+  // executor's scheduling thread only).
+  absl::flat_hash_map<std::string, int64_t> last_iteration;
 };
 
 }  // namespace
@@ -79,7 +84,11 @@ runtime::JobCallbacks MakeRunCallbacks(
       job->Changed();
     }
     if (kind == runtime::ControlEventKind::kIteration) {
-      metrics->LoopIteration();
+      // One event per iteration from the host; one with the count from a
+      // loop run on the device; a nested loop starts again from 1.
+      int64_t& last = ctx->last_iteration[node];
+      metrics->LoopIterations(value > last ? value - last : value);
+      last = value;
     } else {
       metrics->CaseBranch();
     }

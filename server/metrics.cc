@@ -230,7 +230,9 @@ void Metrics::NodeExecuted(const std::string& op, int device) {
       .Increment();
 }
 
-void Metrics::LoopIteration() { loop_iterations_.Increment(); }
+void Metrics::LoopIterations(int64_t n) {
+  loop_iterations_.Increment(static_cast<double>(n));
+}
 
 void Metrics::CaseBranch() { case_branches_.Increment(); }
 

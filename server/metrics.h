@@ -116,7 +116,7 @@ class Metrics {
   void SetRetainedOutputBytes(int64_t bytes);
   void NodeExecuted(const std::string& op, int device);
   // A loop began an iteration; a case..of read its selector.
-  void LoopIteration();
+  void LoopIterations(int64_t n);
   void CaseBranch();
   void BytesCopied(CopyDirection direction, uint64_t bytes);
   void ObservePlanning(absl::Duration d);

@@ -115,19 +115,32 @@ SchedulerService::SchedulerService(Options options)
 
 namespace {
 
-// Control nodes evaluate their conditions on the host (runtime/job.h);
-// CONTROL_AUTO and CONTROL_HOST run there, CONTROL_DEVICE is refused for
-// graphs with control nodes.
+// CONTROL_DEVICE needs a backend that runs loops by itself
+// (Backend::supports_device_loops); a loop whose body it cannot run that
+// way fails its job, naming the loop.
 absl::Status CheckControlMode(const scheduler::Graph& graph,
-                              const weft::v1::ScheduleOptions& options) {
+                              const weft::v1::ScheduleOptions& options,
+                              const runtime::Backend* backend) {
   if (options.control_mode() != weft::v1::CONTROL_DEVICE ||
-      !graph.has_control()) {
+      !graph.has_control() ||
+      (backend != nullptr && backend->supports_device_loops())) {
     return absl::OkStatus();
   }
   return absl::FailedPreconditionError(
       "options.control_mode: CONTROL_DEVICE needs devices that evaluate "
       "conditions themselves; this daemon's devices evaluate them on the "
       "host (CONTROL_AUTO or CONTROL_HOST)");
+}
+
+runtime::ControlMode ControlModeOf(const weft::v1::ScheduleOptions& options) {
+  switch (options.control_mode()) {
+    case weft::v1::CONTROL_HOST:
+      return runtime::ControlMode::kHost;
+    case weft::v1::CONTROL_DEVICE:
+      return runtime::ControlMode::kDevice;
+    default:
+      return runtime::ControlMode::kAuto;
+  }
 }
 
 }  // namespace
@@ -190,7 +203,9 @@ grpc::Status SchedulerService::SubmitGraph(
   absl::StatusOr<scheduler::PlannerOptions> planner =
       PlannerOptions(request->options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
-  if (absl::Status s = CheckControlMode(*graph, request->options()); !s.ok()) {
+  if (absl::Status s =
+          CheckControlMode(*graph, request->options(), options_.backend);
+      !s.ok()) {
     return ToGrpcStatus(s);
   }
   // User code is compiled now, so that its errors reach the submitter.
@@ -215,6 +230,7 @@ grpc::Status SchedulerService::SubmitGraph(
     default:  // refused by PlannerOptions
       return ToGrpcStatus(absl::InternalError("unchecked launch_mode"));
   }
+  spec.control_mode = ControlModeOf(request->options());
   spec.request_id = request->request_id();
   spec.priority = request->priority();
   spec.tenant = *std::move(tenant);

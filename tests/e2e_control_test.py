@@ -79,7 +79,8 @@ class ControlTest(harness.WeftdTestCase):
         loop = graph["nodes"][-1]["whileLoop"]
         tol = math.sqrt(loop["body"][-1]["args"][1]["f32"])
 
-        job = self.client.submit(graph)
+        # On the host: an event per iteration.
+        job = self.client.submit(graph, control_mode="host")
         events = _events(self.client, job.id)
         job = self.client.wait(job.id, timeout=60)
         self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
@@ -211,14 +212,39 @@ class ControlTest(harness.WeftdTestCase):
                                  grpc.StatusCode.INVALID_ARGUMENT)
                 self.assertIn(message, raised.exception.details())
 
-    def test_control_device_is_refused_where_devices_cannot(self):
-        with self.assertRaises(grpc.RpcError) as raised:
-            self.client.submit(example("halve_or_step.json"), control_mode="device")
-        self.assertEqual(raised.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
-        self.assertIn("options.control_mode", raised.exception.details())
-        job = self.client.wait(
-            self.client.submit(example("halve_or_step.json"), control_mode="host").id,
-            timeout=60)
+    def test_conjugate_gradient_on_the_device(self):
+        # The simulated devices evaluate the condition themselves: one
+        # iteration event with the count, the same answer as on the host.
+        host = self.client.submit(example("conjugate_gradient.json"),
+                                  control_mode="host")
+        host_events = _events(self.client, host.id)
+        host = self.client.wait(host.id, timeout=60)
+        self.assertEqual(host.state, weft_pb2.SUCCEEDED, host)
+        job = self.client.submit(example("conjugate_gradient.json"),
+                                 control_mode="device")
+        events = _events(self.client, job.id)
+        job = self.client.wait(job.id, timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+        iterations = [e.iteration for e in events
+                      if e.kind == weft_pb2.NODE_ITERATION and e.node == "cg"]
+        self.assertEqual(len(iterations), 1, iterations)
+        host_count = max(e.iteration for e in host_events
+                         if e.kind == weft_pb2.NODE_ITERATION)
+        self.assertEqual(iterations[0], host_count)
+        self.assertEqual(self.client.read_floats(job.id, "x"),
+                         self.client.read_floats(host.id, "x"))
+
+    def test_control_device_fails_a_loop_the_device_cannot_run(self):
+        # halve_or_step's body holds a case..of: only the host can run it.
+        job = self.client.wait(self.client.submit(
+            example("halve_or_step.json"), control_mode="device").id, timeout=60)
+        self.assertEqual(job.state, weft_pb2.FAILED, job)
+        self.assertEqual(job.error.code, grpc.StatusCode.FAILED_PRECONDITION.value[0])
+        self.assertIn("loop 'walk' cannot evaluate its condition on the device",
+                      job.error.message)
+        # AUTO runs it on the host instead.
+        job = self.client.wait(self.client.submit(
+            example("halve_or_step.json"), control_mode="auto").id, timeout=60)
         self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
 
 
