@@ -16,10 +16,13 @@
 #include "grpcpp/server_builder.h"
 #include "grpcpp/server_context.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "weft/v1/weft.grpc.pb.h"
 
 namespace weft::client {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -190,13 +193,14 @@ TEST_F(ClientTest, ServerErrorsKeepCodeAndMessage) {
   weft::v1::SubmitGraphRequest req;
   req.mutable_graph()->set_name("bad");
   absl::StatusOr<weft::v1::Job> job = client_->Submit(req);
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(job.status().message(), "graph.nodes[1].op: unknown op 'foo'");
   absl::StatusOr<weft::v1::Job> missing = client_->Get("j-2");
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(missing.status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(missing.status().message(), HasSubstr("j-2"));
   // Not implemented by the fake.
-  EXPECT_EQ(client_->List().status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(client_->List().status(),
+              StatusIs(absl::StatusCode::kUnimplemented));
 }
 
 TEST_F(ClientTest, WatchDeliversEveryMessageAndReturnsTheLastJob) {
@@ -228,7 +232,7 @@ TEST_F(ClientTest, ReadBufferReassemblesChunks) {
   EXPECT_EQ(data->data, "0123456789");
   EXPECT_EQ(data->dtype, weft::v1::INT32);
   absl::StatusOr<BufferData> gappy = client_->ReadBuffer("j-1", "gappy");
-  EXPECT_EQ(gappy.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(gappy.status(), StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(gappy.status().message(), HasSubstr("offset 8"));
 }
 
@@ -237,10 +241,11 @@ TEST_F(ClientTest, TraceReassemblesChunks) {
   ASSERT_TRUE(trace.ok()) << trace.status();
   EXPECT_EQ(*trace, R"({"traceEvents":[]})");
   absl::StatusOr<std::string> shorter = client_->Trace("j-short");
-  EXPECT_EQ(shorter.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(shorter.status(), StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_THAT(shorter.status().message(), HasSubstr("got 14 of 18 bytes"));
   absl::StatusOr<std::string> running = client_->Trace("j-running");
-  EXPECT_EQ(running.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(running.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(running.status().message(), HasSubstr("once it has finished"));
 }
 
@@ -254,12 +259,12 @@ TEST_F(ClientTest, DevicesAndHealth) {
   server_->GetHealthCheckService()->SetServingStatus(false);
   EXPECT_EQ(*client_->Health("weft.v1.Scheduler"), "NOT_SERVING");
   absl::StatusOr<std::string> unknown = client_->Health("no.such.Service");
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unknown.status(), StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(ClientConnectTest, EmptyAddressIsInvalid) {
   auto client = Client::Connect("");
-  EXPECT_EQ(client.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(client.status(), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(ClientConnectTest, NoDaemonIsUnavailable) {
@@ -268,20 +273,20 @@ TEST(ClientConnectTest, NoDaemonIsUnavailable) {
   auto client = Client::Connect("unix:/nonexistent/weftd.sock", options);
   ASSERT_TRUE(client.ok());
   absl::StatusOr<std::vector<weft::v1::Device>> devices = (*client)->Devices();
-  EXPECT_EQ(devices.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(devices.status(), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 TEST_F(ClientTest, RetryInfoDetailBecomesARetryDelay) {
   weft::v1::SubmitGraphRequest request;
   request.mutable_graph()->set_name("full");
   absl::StatusOr<weft::v1::Job> job = client_->Submit(request);
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_EQ(job.status().message(), "admission queue is full");
   EXPECT_EQ(RetryDelayOf(job.status()), absl::Milliseconds(2500));
 
   request.mutable_graph()->set_name("bad");
   job = client_->Submit(request);
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(RetryDelayOf(job.status()), std::nullopt);
 }
 

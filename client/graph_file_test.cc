@@ -9,9 +9,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::client {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
@@ -57,7 +60,7 @@ TEST(GraphFormatTest, ByExtension) {
   EXPECT_EQ(*GraphFormatForPath("g.txtpb"), GraphFormat::kText);
   EXPECT_EQ(*GraphFormatForPath("g.pbtxt"), GraphFormat::kText);
   absl::StatusOr<GraphFormat> yaml = GraphFormatForPath("g.yaml");
-  EXPECT_EQ(yaml.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(yaml.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(yaml.status().message()),
               StartsWith("g.yaml: unknown graph"));
 }
@@ -91,7 +94,7 @@ TEST(ParseGraphTest, Text) {
 TEST(ParseGraphTest, JsonSyntaxErrorHasLineAndColumn) {
   absl::StatusOr<weft::v1::Graph> g = ParseGraph(
       "{\n  \"name\": \"x\"\n  \"nodes\": []\n}", GraphFormat::kJson, "g.json");
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(g.status().message()), StartsWith("g.json:3:3: "));
   EXPECT_THAT(g.status().message(), HasSubstr("expected ',' or '}'"));
 
@@ -108,13 +111,13 @@ TEST(ParseGraphTest, JsonFieldErrorsNameTheField) {
   absl::StatusOr<weft::v1::Graph> g =
       ParseGraph(R"({"nodes": [{"name": "a", "engine": "GPU"}]})",
                  GraphFormat::kJson, "g.json");
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(g.status().message()),
               StartsWith("g.json: nodes[0].engine: "));
   EXPECT_THAT(g.status().message(), HasSubstr("GPU"));
 
   g = ParseGraph(R"({"nodez": []})", GraphFormat::kJson, "g.json");
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(g.status().message(), HasSubstr("nodez"));
 }
 
@@ -122,7 +125,7 @@ TEST(ParseGraphTest, TextErrorHasLineAndColumn) {
   absl::StatusOr<weft::v1::Graph> g =
       ParseGraph("name: \"x\"\nbuffers { name: \"b\" size: 3 }\n",
                  GraphFormat::kText, "g.pbtxt");
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(g.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(std::string(g.status().message()), StartsWith("g.pbtxt:2:"));
   EXPECT_THAT(g.status().message(), HasSubstr("size"));
 }
@@ -139,13 +142,13 @@ TEST(LoadGraphFileTest, ReadsFilesByExtension) {
   // Text in a .json file is a JSON error.
   absl::StatusOr<weft::v1::Graph> wrong =
       LoadGraphFile(WriteTemp("wrong.json", kText));
-  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(wrong.status().message(), HasSubstr("wrong.json:2:"));
 }
 
 TEST(LoadGraphFileTest, MissingFileIsNotFound) {
   absl::StatusOr<weft::v1::Graph> g = LoadGraphFile("/nonexistent/g.json");
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(g.status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(g.status().message(), HasSubstr("/nonexistent/g.json"));
   EXPECT_THAT(g.status().message(), HasSubstr("No such file"));
 }
@@ -177,7 +180,7 @@ TEST(LoadGraphFileTest, MissingModuleFileIsNotFoundNamingTheField) {
       WriteTemp("missing_module.textproto",
                 R"pb(modules { name: "m" ptx_file: "nowhere.ptx" })pb");
   absl::StatusOr<weft::v1::Graph> g = LoadGraphFile(path);
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(g.status(), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_THAT(g.status().message(),
               HasSubstr("missing_module.textproto: modules[0].ptx_file: "
                         "cannot read "));

@@ -7,9 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
+
+using ::weft::testing::StatusIs;
 
 using scheduler::Access;
 using scheduler::DType;
@@ -58,7 +61,7 @@ TEST(CpuKernelsTest, FillRejectsBufferValue) {
   std::vector<float> a(1), b(1);
   absl::Status s =
       FillKernel({View(a, DType::kFloat32), View(b, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("fill: argument 1 must be a scalar"));
 }
 
@@ -74,7 +77,7 @@ TEST(CpuKernelsTest, CopyRejectsSmallDestination) {
   std::vector<uint8_t> src(8), dst(4);
   absl::Status s =
       CopyKernel({View(src, DType::kBytes), View(dst, DType::kBytes)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("smaller than source"));
 }
 
@@ -101,7 +104,7 @@ TEST(CpuKernelsTest, AxpyRejectsWrongDtype) {
   std::vector<float> y = {1};
   absl::Status s =
       AxpyKernel({1.0f, View(x, DType::kFloat64), View(y, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(),
               HasSubstr("axpy: argument 1 must be float32, got FLOAT64"));
 }
@@ -137,7 +140,7 @@ TEST(CpuKernelsTest, ReduceSumRejectsTinyOutput) {
   std::vector<uint8_t> out(2);
   HostBufferArg out_arg{out.data(), 2, DType::kFloat32, Access::kWrite};
   absl::Status s = ReduceSumKernel({View(x, DType::kFloat32), out_arg});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("at least one float32"));
 }
 
@@ -163,13 +166,13 @@ TEST(CpuKernelsTest, ElementwiseRejectsShiftedOverlap) {
   HostBufferArg head{v.data(), 12, DType::kFloat32, Access::kRead};
   HostBufferArg tail{v.data() + 1, 12, DType::kFloat32, Access::kWrite};
   absl::Status s = AddKernel({head, head, tail});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("add: argument 2 (the output) overlaps "
                                      "argument 0 without being the same"));
   s = AxpyKernel({1.0f, tail, head});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   s = SubKernel({tail, head, head});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(v, ElementsAre(1, 2, 3, 4));
 }
 
@@ -232,7 +235,7 @@ TEST(CpuKernelsTest, SubMulDivRejectShortB) {
   for (auto kernel : {&SubKernel, &MulKernel, &DivKernel}) {
     absl::Status s = kernel({View(a, DType::kFloat32), View(b, DType::kFloat32),
                              View(out, DType::kFloat32)});
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
     EXPECT_THAT(s.message(),
                 HasSubstr("argument 1 (b) holds 2 float32 elements; it must "
                           "hold one (broadcast) or at least 3"));
@@ -267,7 +270,7 @@ TEST(CpuKernelsTest, BroadcastBInsideALongerOutputIsRejected) {
   HostBufferArg first{v.data(), 4, DType::kFloat32, Access::kRead};
   absl::Status s =
       SubKernel({View(v, DType::kFloat32), first, View(v, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("overlaps argument 1"));
   // A one-element output that is b itself is in place.
   std::vector<float> one = {5};
@@ -307,7 +310,7 @@ TEST(CpuKernelsTest, DotRejectsAliasedOrTinyOutput) {
   absl::Status s =
       DotKernel({View(x, DType::kFloat32), View(y, DType::kFloat32),
                  View(y, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("dot: argument 2 (out) overlaps argument "
                                      "1 (y)"));
   s = DotKernel({View(x, DType::kFloat32), View(y, DType::kFloat32),
@@ -349,7 +352,7 @@ TEST(CpuKernelsTest, GemvChecksSizesNamingTheArgument) {
   };
   EXPECT_TRUE(run(int32_t{2}, int32_t{3}).ok());
   absl::Status s = run(int32_t{3}, int32_t{2});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("gemv: argument 4 (y) holds 2 float32 "
                                      "elements, fewer than rows = 3"));
   s = run(int32_t{1}, int32_t{4});
@@ -366,7 +369,7 @@ TEST(CpuKernelsTest, GemvChecksSizesNamingTheArgument) {
   EXPECT_THAT(s.message(),
               HasSubstr("gemv: argument 1 (cols) must be an integer scalar"));
   s = run(int32_t{2}, int64_t{1} << 31);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(CpuKernelsTest, GemvRejectsOutputOverlappingAnInput) {
@@ -375,7 +378,7 @@ TEST(CpuKernelsTest, GemvRejectsOutputOverlappingAnInput) {
   absl::Status s =
       GemvKernel({int32_t{2}, int32_t{2}, View(a, DType::kFloat32),
                   View(x, DType::kFloat32), View(x, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("gemv: argument 4 (y) overlaps argument "
                                      "3 (x)"));
   HostBufferArg a_tail{a.data() + 2, 8, DType::kFloat32, Access::kWrite};
@@ -424,7 +427,7 @@ TEST(CpuKernelsTest, ComparisonsRejectBadArguments) {
   std::vector<int32_t> flag = {0};
   absl::Status s =
       LessKernel({View(x, DType::kFloat32), 1.0f, View(fl, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(),
               HasSubstr("less: argument 2 (flag) must be int32, got FLOAT32"));
   s = GreaterKernel({View(x, DType::kFloat32), View(x, DType::kFloat32),
@@ -442,20 +445,20 @@ TEST(CpuKernelsTest, SpinLeavesMemoryAlone) {
   ASSERT_TRUE(SpinKernel({View(x, DType::kFloat32)}).ok());
   ASSERT_TRUE(SpinKernel({}).ok());
   EXPECT_THAT(x, ElementsAre(3, 4));
-  EXPECT_EQ(SpinKernel({1.0f}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(SpinKernel({1.0f}), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(CpuKernelsTest, WrongArity) {
   std::vector<float> x = {1};
   absl::Status s = ScaleKernel({View(x, DType::kFloat32)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(s.message(), HasSubstr("scale: expected 2 arguments, got 1"));
 }
 
 TEST(CpuKernelTableTest, UnknownOpIsUnimplemented) {
   CpuKernelTable table = CpuKernelTable::WithBuiltins();
   absl::Status s = table.Run("matmul", {});
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_THAT(s.message(), HasSubstr("no kernel for op 'matmul'"));
 }
 
@@ -480,10 +483,10 @@ TEST(CpuKernelTableTest, RegisterCustomAndRejectDuplicate) {
                               return absl::InternalError("boom");
                             })
                   .ok());
-  EXPECT_EQ(table.Run("boom", {}).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(table.Run("boom", {}), StatusIs(absl::StatusCode::kInternal));
   EXPECT_EQ(calls, 1);
   absl::Status dup = table.Register("fill", FillKernel);
-  EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(dup, StatusIs(absl::StatusCode::kAlreadyExists));
   EXPECT_THAT(dup.message(), HasSubstr("'fill'"));
 }
 
