@@ -62,6 +62,17 @@
 // the backend cannot build (Backend::PrepareDeviceGraph, asked for all of
 // them before the first launch), is issued node by node.
 //
+// Control nodes (scheduler::ControlSpec; control_run.h): a loop that the
+// device can run by itself (JobOptions::control_mode, body planned on one
+// device with device ops only) is enqueued like a device node, as one
+// Backend::LaunchDeviceLoop on a stream of the body's device. Otherwise the
+// node's stream waits for its predecessors and copies the condition to host
+// memory, and a host callback hands the node to a ControlRun, which runs
+// the chosen body as a nested job (NestedJob) over this job's buffers, once
+// per iteration; a loop's nested job parks between iterations and joins its
+// streams into one fence. Nodes that depend on such a node, and the
+// output downloads, are issued once it has finished.
+//
 // Not thread-safe: every method runs on the executor's scheduling thread.
 // Work completes on backend and pool threads, which hand continuations back
 // through JobEnv::post.
