@@ -34,8 +34,6 @@ namespace weft::server {
 namespace {
 
 constexpr char kServiceName[] = "weft.v1.Scheduler";
-// gRPC threads kept waiting for unary calls between bursts.
-constexpr int kMaxIdleRpcThreads = 16;
 
 // Physical memory of the host (at least 1 GiB when it cannot be read).
 int64_t HostMemoryBytes() {
@@ -347,12 +345,6 @@ absl::Status Daemon::Start() {
   quota.SetMaxThreads(options_.grpc_max_threads);
   quota.Resize(static_cast<size_t>(GrpcMemoryBytes(options_)));
   builder.SetResourceQuota(quota);
-  // A unary call's thread goes back to waiting for calls afterwards while
-  // fewer than this many wait; beyond it the thread ends. gRPC's default of
-  // two makes concurrent callers cost a thread start and exit per call.
-  builder.SetSyncServerOption(
-      grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
-      std::min(options_.grpc_max_threads, kMaxIdleRpcThreads));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              options_.max_concurrent_streams);
   builder.RegisterService(service_.get());
