@@ -129,15 +129,23 @@ class ExecutorLoopTest : public ExecutorControlTest,
     ExecutorControlTest::SetUp();
     options_.control_mode = GetParam();
   }
-  bool on_device() const { return GetParam() == ControlMode::kDevice; }
+  // Loops without control nodes in their bodies run on the device.
+  bool on_device() const { return GetParam() != ControlMode::kHost; }
 };
 
 INSTANTIATE_TEST_SUITE_P(Modes, ExecutorLoopTest,
                          ::testing::Values(ControlMode::kHost,
-                                           ControlMode::kDevice),
+                                           ControlMode::kDevice,
+                                           ControlMode::kAuto),
                          [](const ::testing::TestParamInfo<ControlMode>& info) {
-                           return info.param == ControlMode::kHost ? "Host"
-                                                                   : "Device";
+                           switch (info.param) {
+                             case ControlMode::kHost:
+                               return "Host";
+                             case ControlMode::kDevice:
+                               return "Device";
+                             default:
+                               return "Auto";
+                           }
                          });
 
 // i counts up by one per iteration while i < limit; x doubles alongside.
@@ -287,6 +295,97 @@ TEST_F(ExecutorControlTest, SelectorOutOfRangeRunsNoBranchAndSaysSo) {
     for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 1);
     ASSERT_EQ(r.events.size(), 1u);
     EXPECT_EQ(r.events[0].value, -1);
+  }
+}
+
+TEST_P(ExecutorLoopTest, LoopInsideALoop) {
+  // Outer: 3 iterations; inner: 4 per outer iteration, counting `total`.
+  // The inner loop also writes the outer condition (`outer_go`), so the
+  // outer body's last version of it comes from a job nested in it.
+  const std::string text = R"pb(
+    name: "nested_loops"
+    buffers { name: "i" size_bytes: 4 dtype: FLOAT32 }
+    buffers { name: "j" size_bytes: 4 dtype: FLOAT32 }
+    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+    buffers { name: "total" size_bytes: 4 dtype: FLOAT32 output: true }
+    buffers { name: "outer_go" size_bytes: 4 dtype: INT32 fill: 1 }
+    buffers { name: "inner_go" size_bytes: 4 dtype: INT32 }
+    nodes {
+      name: "outer"
+      while_loop {
+        condition: "outer_go"
+        max_iterations: 10
+        body {
+          name: "next_i"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "one" access: READ } }
+          args { buffer { name: "i" access: READ_WRITE } }
+        }
+        body {
+          name: "reset_j"
+          op: "fill"
+          args { buffer { name: "j" access: WRITE } }
+          args { f32: 0 }
+        }
+        body {
+          name: "start_inner"
+          op: "fill"
+          args { buffer { name: "inner_go" access: WRITE } }
+          args { i32: 1 }
+        }
+        body {
+          name: "inner"
+          while_loop {
+            condition: "inner_go"
+            max_iterations: 10
+            body {
+              name: "count"
+              op: "axpy"
+              args { f32: 1 }
+              args { buffer { name: "one" access: READ } }
+              args { buffer { name: "total" access: READ_WRITE } }
+            }
+            body {
+              name: "next_j"
+              op: "axpy"
+              args { f32: 1 }
+              args { buffer { name: "one" access: READ } }
+              args { buffer { name: "j" access: READ_WRITE } }
+            }
+            body {
+              name: "inner_test"
+              op: "less"
+              args { buffer { name: "j" access: READ } }
+              args { f32: 4 }
+              args { buffer { name: "inner_go" access: WRITE } }
+            }
+            body {
+              name: "outer_test"
+              op: "less"
+              args { buffer { name: "i" access: READ } }
+              args { f32: 3 }
+              args { buffer { name: "outer_go" access: WRITE } }
+            }
+          }
+        }
+      }
+    }
+  )pb";
+  RunResult r = Run(text);
+  if (GetParam() == ControlMode::kDevice) {
+    // The outer body holds a loop: only the host can drive it.
+    EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                   HasSubstr("loop 'outer' cannot evaluate its "
+                                             "condition on the device")));
+    return;
+  }
+  ASSERT_OK(r.status);
+  EXPECT_EQ(Floats(r.outputs["total"])[0], 12.0f);
+  EXPECT_EQ(Iterations(r, "outer"), 3);
+  executor_testing::ExpectNoMemoryHeld(*backend_, *executor_);
+  for (const DeviceLoad& load : executor_->Load()) {
+    EXPECT_EQ(load.streams_busy, 0);
   }
 }
 

@@ -95,6 +95,9 @@ void Job::Cancel(absl::Status reason) {
   if (reason.ok()) reason = absl::CancelledError("job cancelled");
   if (status_.ok()) cancel_reason_ = reason;
   for (auto& [index, run] : controls_) run->Stop(reason);
+  for (const auto& [index, loop] : loop_streams_) {
+    env_->backend->AbortErrorScope(loop.first, id_, reason).IgnoreError();
+  }
   Fail(std::move(reason), -1);
   // Withdraw the work already issued but not started, and stop what runs
   // where the backend can; elsewhere the job is abandoned (job.h).
@@ -668,11 +671,20 @@ absl::Status Job::EnqueueDeviceLoop(int index, int device,
     WEFT_ASSIGN_OR_RETURN(loop_stream, streams_.Acquire(d));
     WEFT_RETURN_IF_ERROR(streams_.Enter(loop_stream));
   }
-  WEFT_ASSIGN_OR_RETURN(const StreamHandle body_stream, streams_.Acquire(d));
-  if (body_stream == loop_stream) {
+  // The iterations' stream is the loop's alone until it ends: leased from
+  // the pool apart from the job's streams (nothing else of the job may
+  // queue or wait there), in the job's error scope.
+  WEFT_ASSIGN_OR_RETURN(std::optional<StreamHandle> fresh,
+                        env_->stream_pools[d]->AcquireUnshared());
+  if (!fresh.has_value()) {
     return cannot(absl::StrCat("no free stream on device ", d));
   }
-  WEFT_RETURN_IF_ERROR(streams_.Enter(body_stream));
+  const StreamHandle body_stream = *fresh;
+  loop_streams_[index] = {body_stream, d};
+  if (absl::Status s = backend->SetErrorScope(body_stream, id_); !s.ok()) {
+    return s;
+  }
+  (*env_->stream_scopes)[body_stream.value] = id_;
   if (!(loop_stream == stream)) {
     WEFT_RETURN_IF_ERROR(OrderAfter(stream, device, loop_stream));
   }
@@ -725,6 +737,12 @@ absl::Status Job::EnqueueDeviceLoop(int index, int device,
 }
 
 void Job::OnDeviceLoopDone(int index, absl::Status status, int64_t iterations) {
+  if (auto it = loop_streams_.find(index); it != loop_streams_.end()) {
+    const auto [stream, device] = it->second;
+    loop_streams_.erase(it);
+    env_->backend->ReleaseErrorScope(stream, id_);
+    env_->stream_pools[device]->Release(stream, status.ok());
+  }
   const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
   if (iterations > 0 && callbacks_.on_control) {
     callbacks_.on_control(
@@ -810,10 +828,11 @@ absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
   if (node.control->kind == scheduler::ControlSpec::Kind::kWhile) {
     nested.fetch = node.control->condition;
   }
-  env_->start(nested_id,
-              std::make_unique<Job>(nested_id, env_, std::move(graph),
-                                    plan_->bodies[v][body],
-                                    std::move(callbacks), nested));
+  auto job = std::make_unique<Job>(nested_id, env_, std::move(graph),
+                                   plan_->bodies[v][body], std::move(callbacks),
+                                   nested);
+  job->set_control_mode(control_mode_);
+  env_->start(nested_id, std::move(job));
   return nested_id;
 }
 

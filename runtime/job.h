@@ -309,6 +309,9 @@ class Job {
 
   // Loops' nested jobs parked between iterations, by plan index.
   absl::flat_hash_map<int, uint64_t> parked_;
+  // Loops run on the device, by plan index: the stream their iterations
+  // run on, and its device, until they end.
+  absl::flat_hash_map<int, std::pair<StreamHandle, int>> loop_streams_;
   // Nested jobs: the event each stream records to join the others.
   absl::flat_hash_map<uint64_t, EventHandle> join_events_;
   // Control nodes running, by plan index, and their NodeIds.
