@@ -1,0 +1,324 @@
+// Job's control nodes (job.h, control_run.h): loops run on the device,
+// loops and case..of driven from the host through nested jobs, and the
+// nested jobs' own side (fetching the condition, parking between
+// iterations).
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/device_graph.h"
+#include "runtime/job.h"
+#include "runtime/kernel_launch_builder.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::runtime {
+
+using scheduler::BufferId;
+using scheduler::BufferSpec;
+using scheduler::BufferUse;
+using scheduler::NodeId;
+using scheduler::PlannedNode;
+
+// ---- Nested jobs between iterations.
+
+void Job::Rerun() {
+  if (phase_ != Phase::kParked) return;
+  phase_ = Phase::kIssuing;
+  reported_ = false;
+  next_ = 0;
+  in_flight_ = 0;
+  blocked_on_control_ = false;
+  Begin();
+}
+
+void Job::Dispose() {
+  if (phase_ != Phase::kParked) return;
+  phase_ = Phase::kDone;
+  streams_.LeaveScopes();
+  events_.ReleaseAll();
+  streams_.Release();
+}
+
+// ---- Control nodes.
+
+absl::Status Job::EnqueueControl(int index, int device, StreamHandle stream) {
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile &&
+      control_mode_ != ControlMode::kHost) {
+    absl::Status on_device = EnqueueDeviceLoop(index, device, stream);
+    if (on_device.ok() || control_mode_ == ControlMode::kDevice ||
+        on_device.code() != absl::StatusCode::kFailedPrecondition) {
+      return on_device;
+    }
+    // kAuto: the host runs what the device cannot.
+  }
+  // The condition's value in host memory, once the node's predecessors
+  // are done; the run starts from the callback behind it.
+  WEFT_RETURN_IF_ERROR(buffers_->MakeCurrent(node.control->condition,
+                                             buffers_->host(), device, stream));
+  const uint64_t id = id_;
+  const auto* post = &env_->post;
+  WEFT_RETURN_IF_ERROR(env_->backend->AddHostCallback(
+      stream, [post, id, index](absl::Status status) {
+        (*post)(id, [index, status = std::move(status)](Job& job) {
+          job.OnControlReady(index, status);
+        });
+      }));
+  ++in_flight_;
+  running_controls_.insert(plan_->nodes[index].node);
+  return absl::OkStatus();
+}
+
+absl::Status Job::EnqueueDeviceLoop(int index, int device,
+                                    StreamHandle stream) {
+  Backend* backend = env_->backend;
+  const PlannedNode& pn = plan_->nodes[index];
+  const scheduler::NodeSpec& node = graph_->node(pn.node);
+  const scheduler::Graph& body = *node.control->bodies[0];
+  const scheduler::Plan& body_plan = *plan_->bodies[pn.node][0];
+  auto cannot = [&node](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("loop '", node.name,
+                     "' cannot evaluate its condition on the device: ", why));
+  };
+  if (!backend->supports_device_loops()) {
+    return cannot("this backend has no device loops");
+  }
+  // The body: device ops on one device.
+  const int d = body_plan.nodes.empty() ? -1 : body_plan.nodes[0].device;
+  for (const PlannedNode& bn : body_plan.nodes) {
+    const scheduler::NodeSpec& spec = body.node(bn.node);
+    if (bn.device != d) {
+      return cannot("its body is planned on more than one device");
+    }
+    if (spec.control != nullptr || spec.engine == scheduler::Engine::kHost) {
+      return cannot(absl::StrCat("body node '", spec.name,
+                                 "' runs on the host or holds control"));
+    }
+    if (!backend->supports_device_graph_op(spec.op)) {
+      return cannot(absl::StrCat("body node '", spec.name, "' runs op '",
+                                 spec.op, "', which device graphs lack"));
+    }
+  }
+  if (d < 0) return cannot("its body is empty");
+  // A stream of the body's device for the loop, ordered after the node's
+  // own, and another for its iterations.
+  StreamHandle loop_stream = stream;
+  if (d != device) {
+    WEFT_ASSIGN_OR_RETURN(loop_stream, streams_.Acquire(d));
+    WEFT_RETURN_IF_ERROR(streams_.Enter(loop_stream));
+  }
+  // The iterations' stream is the loop's alone until it ends: leased from
+  // the pool apart from the job's streams (nothing else of the job may
+  // queue or wait there), in the job's error scope.
+  WEFT_ASSIGN_OR_RETURN(std::optional<StreamHandle> fresh,
+                        env_->stream_pools[d]->AcquireUnshared());
+  if (!fresh.has_value()) {
+    return cannot(absl::StrCat("no free stream on device ", d));
+  }
+  const StreamHandle body_stream = *fresh;
+  loop_streams_[index] = {body_stream, d};
+  if (absl::Status s = backend->SetErrorScope(body_stream, id_); !s.ok()) {
+    return s;
+  }
+  (*env_->stream_scopes)[body_stream.value] = id_;
+  if (!(loop_stream == stream)) {
+    WEFT_RETURN_IF_ERROR(OrderAfter(stream, device, loop_stream));
+  }
+  // Everything the loop uses (its bodies' buffers and its condition),
+  // current on the body's device before the loop starts.
+  const scheduler::BufferId condition = node.control->condition;
+  std::vector<BufferUse> uses = graph_->BufferUses(pn.node);
+  for (const BufferUse& use : uses) {
+    WEFT_RETURN_IF_ERROR(buffers_->Allocate(use.buffer, d));
+    WEFT_RETURN_IF_ERROR(buffers_->MakeCurrent(use.buffer, d, d, loop_stream));
+  }
+  // The body as one device graph, in its plan's order.
+  DeviceGraph graph;
+  graph.device = d;
+  absl::flat_hash_map<NodeId, int> position;
+  for (int i = 0; i < body_plan.num_nodes(); ++i) {
+    const NodeId v = body_plan.nodes[i].node;
+    DeviceGraphNode n;
+    n.kind = DeviceGraphNodeKind::kKernel;
+    n.launch = BuildKernelLaunch(
+        body, body.node(v), [&](BufferId b) { return buffers_->ptr(b, d); });
+    for (NodeId dep : body_plan.Deps(i)) n.deps.push_back(position[dep]);
+    position[v] = i;
+    graph.nodes.push_back(std::move(n));
+  }
+  DeviceLoop loop;
+  loop.name = node.name;
+  loop.body = &graph;
+  loop.condition = buffers_->ptr(condition, d);
+  loop.dtype = graph_->buffer(condition).dtype;
+  loop.max_iterations = node.control->max_iterations;
+  loop.iterations = std::make_shared<std::atomic<int64_t>>(0);
+  WEFT_RETURN_IF_ERROR(
+      backend->LaunchDeviceLoop(loop, loop_stream, body_stream));
+  buffers_->MarkWritten(uses, d, loop_stream);
+  if (!(loop_stream == stream)) {
+    WEFT_RETURN_IF_ERROR(OrderAfter(loop_stream, d, stream));
+  }
+  const uint64_t id = id_;
+  const auto* post = &env_->post;
+  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
+      stream,
+      [post, id, index, iterations = loop.iterations](absl::Status status) {
+        (*post)(id,
+                [index, status = std::move(status), count = iterations->load()](
+                    Job& job) { job.OnDeviceLoopDone(index, status, count); });
+      }));
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+void Job::OnDeviceLoopDone(int index, absl::Status status, int64_t iterations) {
+  if (auto it = loop_streams_.find(index); it != loop_streams_.end()) {
+    const auto [stream, device] = it->second;
+    loop_streams_.erase(it);
+    env_->backend->ReleaseErrorScope(stream, id_);
+    env_->stream_pools[device]->Release(stream, status.ok());
+  }
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  if (iterations > 0 && callbacks_.on_control) {
+    callbacks_.on_control(
+        node.name, ControlEventKind::kIteration, iterations,
+        absl::StrCat(iterations, " iterations, on the device"));
+  }
+  if (!status.ok() && !IsOwnCancellation(status) &&
+      status.code() != absl::StatusCode::kFailedPrecondition) {
+    status = absl::Status(
+        status.code(),
+        absl::StrCat("loop '", node.name, "' iteration ", iterations,
+                     " (on the device): ", status.message()));
+  }
+  OnNodeDone(index, std::move(status));
+}
+
+void Job::OnControlReady(int index, absl::Status status) {
+  if (status.ok() && !status_.ok()) {
+    status = absl::CancelledError(
+        absl::StrCat("not run: the job had stopped (", status_.message(), ")"));
+  }
+  if (!status.ok()) {
+    ControlFinished(index, std::move(status));
+    return;
+  }
+  tracer_->NodeStarted(index);
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  const BufferId condition = node.control->condition;
+  ControlRun::Hooks hooks;
+  hooks.start_body = [this, index](int body) { return StartBody(index, body); };
+  hooks.cancel_body = [post = env_->post](uint64_t job, absl::Status reason) {
+    post(job,
+         [reason = std::move(reason)](Job& nested) { nested.Cancel(reason); });
+  };
+  hooks.condition = [this, condition] {
+    return static_cast<const char*>(buffers_->HostData(condition));
+  };
+  hooks.report = [this, name = &node.name](ControlEventKind kind, int64_t value,
+                                           const std::string& message) {
+    if (callbacks_.on_control)
+      callbacks_.on_control(*name, kind, value, message);
+  };
+  hooks.finished = [post = &env_->post, id = id_, index](absl::Status status) {
+    (*post)(id, [index, status = std::move(status)](Job& job) {
+      job.ControlFinished(index, status);
+    });
+  };
+  auto run = std::make_unique<ControlRun>(node, graph_->buffer(condition).dtype,
+                                          std::move(hooks));
+  ControlRun* started = run.get();
+  controls_.emplace(index, std::move(run));
+  started->Start();
+}
+
+absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
+  const NodeId v = plan_->nodes[index].node;
+  const scheduler::NodeSpec& node = graph_->node(v);
+  const bool loop = node.control->kind == scheduler::ControlSpec::Kind::kWhile;
+  if (auto it = parked_.find(index); loop && it != parked_.end()) {
+    const uint64_t parked = it->second;
+    env_->post(parked, [](Job& nested) { nested.Rerun(); });
+    return parked;
+  }
+  std::shared_ptr<const scheduler::Graph> graph = node.control->bodies[body];
+  const uint64_t nested_id = env_->reserve_id();
+  if (loop) parked_[index] = nested_id;
+  JobCallbacks callbacks;
+  callbacks.on_done = [post = env_->post, id = id_, index, graph](
+                          absl::Status status, NodeId failed,
+                          HostBuffers /*outputs*/) {
+    if (!status.ok() && failed >= 0) {
+      status = absl::Status(status.code(),
+                            absl::StrCat("node '", graph->node(failed).name,
+                                         "': ", status.message()));
+    }
+    post(id, [index, status = std::move(status)](Job& job) {
+      job.OnBodyDone(index, status);
+    });
+  };
+  callbacks.on_control = callbacks_.on_control;
+  NestedJob nested;
+  nested.buffers = buffers_;
+  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile) {
+    nested.fetch = node.control->condition;
+  }
+  auto job = std::make_unique<Job>(nested_id, env_, std::move(graph),
+                                   plan_->bodies[v][body], std::move(callbacks),
+                                   nested);
+  job->set_control_mode(control_mode_);
+  env_->start(nested_id, std::move(job));
+  return nested_id;
+}
+
+void Job::OnBodyDone(int index, absl::Status status) {
+  auto it = controls_.find(index);
+  if (it != controls_.end()) it->second->OnBodyDone(std::move(status));
+}
+
+void Job::ControlFinished(int index, absl::Status status) {
+  controls_.erase(index);
+  if (auto it = parked_.find(index); it != parked_.end()) {
+    env_->post(it->second, [](Job& nested) { nested.Dispose(); });
+    parked_.erase(it);
+  }
+  running_controls_.erase(plan_->nodes[index].node);
+  OnNodeDone(index, std::move(status));
+}
+
+bool Job::WaitsForControl(int index) const {
+  for (NodeId dep : plan_->Deps(index)) {
+    if (running_controls_.contains(dep)) return true;
+  }
+  return false;
+}
+
+absl::Status Job::FetchForEnclosing() {
+  const BufferId b = nested_.fetch;
+  if (b < 0) return absl::OkStatus();
+  const BufferCoherence::Latest latest = buffers_->latest(b);
+  if (latest.where < 0 || latest.where == buffers_->host()) {
+    return absl::OkStatus();
+  }
+  // After the body's last write of it: on the stream that wrote it, or
+  // (written by a job nested in this one) on one of this job's streams of
+  // that device, after it.
+  StreamHandle stream = latest.writer;
+  if (streams_.DeviceOf(stream) < 0) {
+    WEFT_ASSIGN_OR_RETURN(stream, streams_.Acquire(latest.where));
+    WEFT_RETURN_IF_ERROR(streams_.Enter(latest.writer));
+    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+    WEFT_RETURN_IF_ERROR(OrderAfter(latest.writer, latest.where, stream));
+  } else {
+    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+  }
+  return buffers_->MakeCurrent(b, buffers_->host(), latest.where, stream);
+}
+
+}  // namespace weft::runtime
