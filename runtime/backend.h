@@ -102,6 +102,21 @@ struct DeviceLoop {
   std::shared_ptr<std::atomic<int64_t>> iterations;
 };
 
+// A case..of the device decides by itself (a CUDA graph's SWITCH
+// conditional node): once the work before it has completed, the device
+// reads element 0 of `selector` (INT32 or INT64, on the branches' device)
+// and runs `branches[i]` for a value i in [0, branches.size()), or no
+// branch for any other value. `taken` holds the branch run (or -1 for
+// none) once the case's completion is reported. A null branch is an empty
+// one.
+struct DeviceCase {
+  std::string name;
+  std::vector<DeviceGraph*> branches;  // not owned; valid until Launch returns
+  DevicePtr selector;
+  scheduler::DType dtype = scheduler::DType::kInt32;
+  std::shared_ptr<std::atomic<int64_t>> taken;
+};
+
 // Called once, on a backend thread, after all work enqueued on the stream
 // before it has completed. `status` is the first error of that work, or OK.
 // Must not block; post heavier work elsewhere.
@@ -282,6 +297,14 @@ class Backend {
                                         StreamHandle stream,
                                         StreamHandle body_stream) {
     return absl::UnimplementedError("this backend has no device loops");
+  }
+  // Device cases (DeviceCase), as device loops: enqueued on `stream`, the
+  // chosen branch runs on `body_stream`, and work enqueued on `stream`
+  // afterwards waits for it. supports_device_loops() covers both.
+  virtual absl::Status LaunchDeviceCase(const DeviceCase& choice,
+                                        StreamHandle stream,
+                                        StreamHandle body_stream) {
+    return absl::UnimplementedError("this backend has no device cases");
   }
 
   // Builds (or finds in a cache) what LaunchDeviceGraph needs for `graph`

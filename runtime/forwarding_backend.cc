@@ -138,6 +138,12 @@ bool ForwardingBackend::supports_device_loops() const {
   return backend_->supports_device_loops();
 }
 
+absl::Status ForwardingBackend::LaunchDeviceCase(const DeviceCase& choice,
+                                                 StreamHandle stream,
+                                                 StreamHandle body_stream) {
+  return backend_->LaunchDeviceCase(choice, stream, body_stream);
+}
+
 absl::Status ForwardingBackend::LaunchDeviceLoop(const DeviceLoop& loop,
                                                  StreamHandle stream,
                                                  StreamHandle body_stream) {

@@ -70,6 +70,8 @@ class ForwardingBackend : public Backend {
   absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
   // A device loop's body reaches the wrapped backend as a whole too.
   bool supports_device_loops() const override;
+  absl::Status LaunchDeviceCase(const DeviceCase& choice, StreamHandle stream,
+                                StreamHandle body_stream) override;
   absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
                                 StreamHandle body_stream) override;
 
