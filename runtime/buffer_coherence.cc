@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,119 @@ BufferCoherence::BufferCoherence(const scheduler::Graph* graph, Options options)
       host_(static_cast<int>(options_.memory_pools.size())) {
   buffers_.resize(graph_->num_buffers());
   for (BufferState& b : buffers_) b.copies.resize(host_ + 1);
+  arenas_.resize(host_);
+  arena_sizes_.resize(host_, 0);
+  holders_.resize(host_);
+}
+
+absl::Status BufferCoherence::Place(const scheduler::Plan& plan,
+                                    bool host_gates) {
+  if (plan.memory.empty() || plan.buffers.empty()) return absl::OkStatus();
+  const int num_buffers = graph_->num_buffers();
+  // Buffers whose copies the plan's lifetimes do not describe.
+  std::vector<uint8_t> unplaced(num_buffers, 0);
+  if (graph_->has_control() || !host_gates) {
+    for (scheduler::NodeId v = 0; v < graph_->num_nodes(); ++v) {
+      const bool control = graph_->node(v).control != nullptr;
+      const bool host_on_device =
+          !host_gates && graph_->engine(v) == scheduler::Engine::kHost;
+      if (!control && !host_on_device) continue;
+      for (const BufferUse& use : graph_->Uses(v)) unplaced[use.buffer] = 1;
+    }
+  }
+  std::vector<int64_t> arena(host_, 0);
+  for (const scheduler::DeviceMemory& m : plan.memory) {
+    if (m.device < 0 || m.device >= host_ || m.arena_bytes < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan.memory: device ", m.device, " with an arena of ",
+                       m.arena_bytes, " bytes is not a device of this job"));
+    }
+    arena[m.device] = m.arena_bytes;
+  }
+  std::vector<uint8_t> used(host_, 0);
+  for (const scheduler::PlannedBuffer& pb : plan.buffers) {
+    if (pb.buffer < 0 || pb.buffer >= num_buffers || pb.device < 0 ||
+        pb.device >= host_ || pb.offset < 0 ||
+        pb.size_bytes !=
+            static_cast<int64_t>(graph_->buffer(pb.buffer).size_bytes) ||
+        pb.offset > arena[pb.device] - pb.size_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan.buffers: buffer ", pb.buffer, " (", pb.size_bytes,
+          " bytes) at offset ", pb.offset, " on device ", pb.device,
+          " does not lie in that device's arena of a buffer of the graph"));
+    }
+    if (!unplaced[pb.buffer]) used[pb.device] = 1;
+  }
+  for (int d = 0; d < host_; ++d) {
+    if (!used[d]) continue;
+    absl::StatusOr<DevicePtr> block =
+        options_.memory_pools[d]->AllocateArena(arena[d]);
+    if (!block.ok()) {
+      return absl::Status(
+          block.status().code(),
+          absl::StrCat("the arena of ", arena[d], " bytes on device ", d, ": ",
+                       block.status().message()));
+    }
+    arenas_[d] = *block;
+    arena_sizes_[d] = arena[d];
+  }
+  for (const scheduler::PlannedBuffer& pb : plan.buffers) {
+    if (unplaced[pb.buffer]) continue;
+    Copy& copy = buffers_[pb.buffer].copies[pb.device];
+    if (copy.allocated) continue;
+    const DevicePtr base = arenas_[pb.device];
+    copy.ptr =
+        DevicePtr{base.device, base.address + static_cast<uint64_t>(pb.offset)};
+    copy.offset = pb.offset;
+    copy.allocated = true;
+    copy.placed = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BufferCoherence::CheckNotLost(BufferId b) const {
+  if (!buffers_[b].lost) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat(
+      "buffer '", graph_->buffer(b).name,
+      "': its latest version was overwritten by a buffer placed at the same "
+      "addresses (the memory plan does not describe this execution)"));
+}
+
+void BufferCoherence::TakeRange(BufferId b, int device) {
+  Copy& copy = buffers_[b].copies[device];
+  if (!copy.placed || copy.holds_range) return;
+  copy.holds_range = true;
+  const int64_t size = static_cast<int64_t>(graph_->buffer(b).size_bytes);
+  if (size == 0) return;  // overlaps nothing
+  std::map<int64_t, Holder>& holders = holders_[device];
+  const int64_t begin = copy.offset;
+  const int64_t end = begin + size;
+  auto it = holders.lower_bound(begin);
+  if (it != holders.begin() && std::prev(it)->second.end > begin) --it;
+  while (it != holders.end() && it->first < end) {
+    Evict(it->second.buffer, device);
+    it = holders.erase(it);
+  }
+  holders.emplace(begin, Holder{end, b});
+}
+
+void BufferCoherence::Evict(BufferId b, int device) {
+  BufferState& state = buffers_[b];
+  Copy& copy = state.copies[device];
+  copy.holds_range = false;
+  copy.current = false;
+  copy.ready_pending = false;
+  if (state.latest != device) return;
+  // Its latest version lived here: keep another current copy, or make the
+  // initial contents again where nothing wrote it; else it is gone.
+  for (int where = 0; where <= host_; ++where) {
+    if (state.copies[where].current) {
+      state.latest = where;
+      return;
+    }
+  }
+  state.latest = -1;
+  if (state.written) state.lost = true;
 }
 
 absl::Status BufferCoherence::Allocate(BufferId b, int device) {
@@ -104,6 +218,8 @@ absl::Status BufferCoherence::MakeCurrent(BufferId b, int where,
                                           int stream_device,
                                           StreamHandle stream) {
   BufferState& state = buffers_[b];
+  WEFT_RETURN_IF_ERROR(CheckNotLost(b));
+  if (where != host_) TakeRange(b, where);
   Copy& dst = state.copies[where];
   if (state.latest < 0) return Materialize(b, where, stream_device, stream);
   if (dst.current) return WaitReady(dst, stream);
@@ -159,6 +275,7 @@ absl::Status BufferCoherence::Materialize(BufferId b, int where,
                                           StreamHandle stream) {
   const BufferSpec& spec = graph_->buffer(b);
   Copy& copy = buffers_[b].copies[where];
+  if (where != host_) TakeRange(b, where);
   buffers_[b].latest = where;
   if (where == host_) {
     const std::string initial = InitialContents(spec);
@@ -239,15 +356,22 @@ void BufferCoherence::MarkWritten(absl::Span<const BufferUse> uses, int where,
 }
 
 void BufferCoherence::Release(bool uncached) {
+  auto give_back = [uncached, this](DevicePtr ptr) {
+    MemoryPool* pool = options_.memory_pools[ptr.device];
+    (uncached ? pool->FreeUncached(ptr) : pool->Free(ptr)).IgnoreError();
+  };
   for (BufferState& state : buffers_) {
     for (Copy& copy : state.copies) {
-      if (copy.allocated) {
-        MemoryPool* pool = options_.memory_pools[copy.ptr.device];
-        (uncached ? pool->FreeUncached(copy.ptr) : pool->Free(copy.ptr))
-            .IgnoreError();
-      }
+      if (copy.allocated && !copy.placed) give_back(copy.ptr);
       copy.allocated = false;
+      copy.placed = false;
+      copy.holds_range = false;
     }
+  }
+  for (int d = 0; d < host_; ++d) {
+    if (arenas_[d].address != 0) give_back(arenas_[d]);
+    arenas_[d] = DevicePtr{};
+    holders_[d].clear();
   }
   staging_.clear();
 }

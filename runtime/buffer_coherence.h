@@ -15,6 +15,20 @@
 // every later use (a node that writes a buffer depends on every earlier
 // reader and writer), so no ready event is needed any more.
 //
+// Placement (Place): where the plan has a memory plan (Plan::memory,
+// Plan::buffers), a device's planned copies lie in one arena taken from
+// the device's pool, each at the arena's base plus its offset; copies
+// without a place are allocated one by one. The planner lets two copies
+// share addresses only when every use of one happens before every use of
+// the other (scheduler/memory/lifetimes.h), so the device already orders
+// the bytes; what remains is the coherence state. A placed copy holds its
+// range from its first use (made current, or initialised, there) until a
+// copy overlapping it takes the range: that copy's first use comes after
+// every use of the earlier one, which is then dead and no longer current.
+// If it held its buffer's only version, the buffer is lost: a later use
+// or download fails (INTERNAL) rather than read another buffer's bytes
+// (that cannot happen when the plan's lifetimes describe this execution).
+//
 // Transfers are traced (JobTracer) and their events held in the job's
 // JobEvents; initial contents uploaded from the host are staged here until
 // Release.
@@ -25,6 +39,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,6 +76,28 @@ class BufferCoherence {
 
   // The host's location index (after the devices).
   int host() const { return host_; }
+
+  // Takes one arena per device of `plan`'s memory plan from the device's
+  // pool and places there every copy that `plan` gives a place, except
+  // the copies the plan's lifetimes do not describe: those of buffers a
+  // control node uses (its bodies run as nested jobs with plans of their
+  // own) and, without `host_gates`, of buffers a host-engine node uses
+  // (it then runs on its device). Call before AllocateFor, which allocates
+  // the rest. A device without placed copies takes no arena; a plan
+  // without a memory plan places nothing. INVALID_ARGUMENT for a place
+  // outside its arena; the pool's error naming the device and the arena.
+  absl::Status Place(const scheduler::Plan& plan, bool host_gates);
+  // Bytes of the arena held on `device` as the plan sized it (0: none).
+  int64_t arena_bytes(int device) const {
+    return arenas_[device].address == 0 ? 0 : arena_sizes_[device];
+  }
+  // Whether `b`'s copy on `device` lies in the device's arena.
+  bool placed(scheduler::BufferId b, int device) const {
+    return buffers_[b].copies[device].placed;
+  }
+  // INTERNAL when `b`'s only version was overwritten by a copy placed at
+  // the same addresses (see Placement above); OK otherwise.
+  absl::Status CheckNotLost(scheduler::BufferId b) const;
 
   // Allocates buffer `b`'s copy on `device`, once. The pool's error when
   // it fails.
@@ -115,9 +152,9 @@ class BufferCoherence {
   // upload to read.
   const char* Stage(scheduler::BufferId b);
 
-  // Frees every device copy: back to its pool for reuse, or (`uncached`,
-  // when work may still use them) straight to the backend. Drops staged
-  // contents.
+  // Frees every device copy and arena: back to its pool for reuse, or
+  // (`uncached`, when work may still use them) straight to the backend.
+  // Drops staged contents.
   void Release(bool uncached);
 
  private:
@@ -134,6 +171,10 @@ class BufferCoherence {
     StreamHandle ready_stream;
     // The stream that last wrote this copy (for the final download).
     StreamHandle writer;
+    // In the device's arena (Place), and holding its range there.
+    bool placed = false;
+    bool holds_range = false;
+    int64_t offset = 0;  // in the arena, when placed
   };
 
   struct BufferState {
@@ -143,8 +184,21 @@ class BufferCoherence {
     // contents, and a zero- or fill-initialized one is made in place.
     bool written = false;
     std::string host_data;  // the host copy's memory, once used
+    // Its only version was overwritten (see Placement above).
+    bool lost = false;
   };
 
+  // A placed copy holding [offset, end) of its device's arena.
+  struct Holder {
+    int64_t end = 0;
+    scheduler::BufferId buffer = -1;
+  };
+
+  // `b`'s copy on `device` is about to be written or read there: if it is
+  // placed, it takes its range from the copies overlapping it (Evict).
+  void TakeRange(scheduler::BufferId b, int device);
+  // The placed copy of `b` on `device` gave its range to another copy.
+  void Evict(scheduler::BufferId b, int device);
   absl::Status WaitReady(Copy& copy, StreamHandle stream);
   absl::Status MarkTransferred(Copy& copy, int stream_device,
                                StreamHandle stream);
@@ -155,6 +209,11 @@ class BufferCoherence {
   const int host_;
 
   std::vector<BufferState> buffers_;
+  // By device: the arena (address 0: none), its planned size, and the
+  // placed copies holding ranges of it, by offset (disjoint ranges).
+  std::vector<DevicePtr> arenas_;
+  std::vector<int64_t> arena_sizes_;
+  std::vector<std::map<int64_t, Holder>> holders_;
   // Host memory that pending uploads read from (a deque: elements never
   // move while uploads read them).
   std::deque<std::string> staging_;

@@ -64,7 +64,8 @@ TEST(InitialContentsTest, PadsDataAndFillsElements) {
 
 class BufferCoherenceTest : public ::testing::Test {
  protected:
-  void Init(uint64_t data_bytes = 8) {
+  // With `plan`, places its buffers first (BufferCoherence::Place).
+  void Init(uint64_t data_bytes = 8, const scheduler::Plan* plan = nullptr) {
     SimBackend::Options options;
     options.num_devices = 2;
     options.time_scale = 0;           // unpaced: exact virtual times
@@ -90,6 +91,7 @@ class BufferCoherenceTest : public ::testing::Test {
         graph_.get(),
         BufferCoherence::Options{backend_.get(), memory_pools_,
                                  job_events_.get(), tracer_.get()});
+    if (plan != nullptr) ASSERT_OK(buffers_->Place(*plan, true));
     for (int b = 0; b < 2; ++b) {
       for (int d = 0; d < 2; ++d) ASSERT_OK(buffers_->Allocate(b, d));
     }
@@ -212,6 +214,85 @@ TEST_F(BufferCoherenceTest, ReleaseFreesEveryDeviceCopy) {
   EXPECT_EQ(backend_->memory_used_bytes(0), 0u);
   EXPECT_EQ(backend_->memory_used_bytes(1), 0u);
   EXPECT_EQ(memory_pools_[0]->stats().in_use_bytes, 0u);
+}
+
+// A memory plan for device 0 only: an arena of `arena` bytes, "data" at
+// `data_offset` and "fill" at `fill_offset`.
+scheduler::Plan PlacementPlan(int64_t arena, int64_t data_offset,
+                              int64_t fill_offset) {
+  scheduler::Plan plan;
+  plan.num_devices = 2;
+  scheduler::DeviceMemory memory;
+  memory.device = 0;
+  memory.arena_bytes = arena;
+  plan.memory.push_back(memory);
+  plan.buffers.push_back({kData, 0, data_offset, 8});
+  plan.buffers.push_back({kFill, 0, fill_offset, 16});
+  return plan;
+}
+
+TEST_F(BufferCoherenceTest, PlacedCopiesLieInOneArena) {
+  const scheduler::Plan plan = PlacementPlan(512, 0, 256);
+  Init(8, &plan);
+  EXPECT_TRUE(buffers_->placed(kData, 0));
+  EXPECT_TRUE(buffers_->placed(kFill, 0));
+  EXPECT_FALSE(buffers_->placed(kData, 1));
+  EXPECT_EQ(buffers_->ptr(kFill, 0).address,
+            buffers_->ptr(kData, 0).address + 256);
+  EXPECT_EQ(buffers_->arena_bytes(0), 512);
+  EXPECT_EQ(buffers_->arena_bytes(1), 0);
+  MemoryPoolStats stats = memory_pools_[0]->stats();
+  EXPECT_EQ(stats.arenas_in_use, 1u);
+  EXPECT_EQ(stats.arena_bytes, 512u);
+  EXPECT_EQ(stats.backend_allocations, 1u);  // the arena, nothing else
+  ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
+  ASSERT_OK(buffers_->MakeCurrent(kFill, 0, 0, streams_[0]));
+  EXPECT_EQ(Read(kData, 0), "abcdefgh");
+  EXPECT_EQ(Read(kFill, 0), Floats({2.5, 2.5, 2.5, 2.5}));
+  for (StreamHandle s : streams_) ASSERT_OK(backend_->SynchronizeStream(s));
+  buffers_->Release(/*uncached=*/false);
+  stats = memory_pools_[0]->stats();
+  EXPECT_EQ(stats.arenas_in_use, 0u);
+  EXPECT_EQ(stats.in_use_bytes, 0u);
+}
+
+TEST_F(BufferCoherenceTest, CopyOverwrittenByASharerIsNoLongerCurrent) {
+  const scheduler::Plan plan = PlacementPlan(256, 0, 0);
+  Init(8, &plan);
+  ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
+  ASSERT_OK(buffers_->MakeCurrent(kData, 1, 1, streams_[1]));
+  // "fill" takes the addresses: "data" is current on device 1 only.
+  ASSERT_OK(buffers_->MakeCurrent(kFill, 0, 0, streams_[0]));
+  EXPECT_EQ(buffers_->latest(kData).where, 1);
+  EXPECT_EQ(Read(kFill, 0), Floats({2.5, 2.5, 2.5, 2.5}));
+  // Used on device 0 again: copied back, not read from what "fill" left.
+  ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
+  EXPECT_EQ(Read(kData, 0), "abcdefgh");
+  ASSERT_OK(buffers_->CheckNotLost(kData));
+  ASSERT_OK(buffers_->CheckNotLost(kFill));
+}
+
+TEST_F(BufferCoherenceTest, OnlyVersionOverwrittenFailsLaterUses) {
+  const scheduler::Plan plan = PlacementPlan(256, 0, 0);
+  Init(8, &plan);
+  ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
+  const BufferUse write{kData, Access::kWrite};
+  buffers_->MarkWritten({&write, 1}, 0, streams_[0]);
+  ASSERT_OK(buffers_->MakeCurrent(kFill, 0, 0, streams_[0]));
+  EXPECT_THAT(buffers_->MakeCurrent(kData, 1, 1, streams_[1]),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("buffer 'data': its latest version was "
+                                 "overwritten")));
+  EXPECT_THAT(buffers_->CheckNotLost(kData),
+              StatusIs(absl::StatusCode::kInternal));
+}
+
+TEST_F(BufferCoherenceTest, PlaceRejectsAPlaceOutsideTheArena) {
+  Init();
+  const scheduler::Plan plan = PlacementPlan(256, 0, 248);
+  EXPECT_THAT(buffers_->Place(plan, true),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not lie in that device's arena")));
 }
 
 TEST(BufferCoherenceAllocateTest, AllocatesWhatEachDeviceNodeUses) {

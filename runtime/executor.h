@@ -136,6 +136,12 @@ class Executor {
     uint64_t memory_pool_max_cached_bytes = MemoryPool::kUnlimited;
     // For jobs that leave it to the executor (JobOptions).
     LaunchMode launch_mode = LaunchMode::kAuto;
+    // Where a job's plan has a memory plan (Plan::memory, Plan::buffers),
+    // take one arena per device from the memory pool for the job and put
+    // each planned buffer at its offset there, so buffers whose lifetimes
+    // do not overlap share memory. False allocates every buffer by itself
+    // for the whole job. Results are the same either way.
+    bool place_buffers = true;
   };
 
   static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);

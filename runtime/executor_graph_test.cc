@@ -235,46 +235,6 @@ std::shared_ptr<const scheduler::Graph> RandomFloatGraph(uint32_t seed) {
                                                   std::move(nodes));
 }
 
-// The graph run on the host, node by node in graph order (a topological
-// order): the outputs every correct execution produces.
-HostBuffers CpuReference(const scheduler::Graph& graph) {
-  const CpuKernelTable kernels = CpuKernelTable::WithBuiltins();
-  std::vector<std::string> memory;
-  for (const BufferSpec& b : graph.buffers()) {
-    std::string bytes(b.size_bytes, '\0');
-    if (b.init == BufferSpec::Init::kData) {
-      std::memcpy(bytes.data(), b.data.data(),
-                  std::min(bytes.size(), b.data.size()));
-    } else if (b.init == BufferSpec::Init::kFill) {
-      const HostArg args[] = {
-          HostBufferArg{bytes.data(), bytes.size(), b.dtype, Access::kWrite},
-          b.fill};
-      EXPECT_TRUE(kernels.Run("fill", args).ok());
-    }
-    memory.push_back(std::move(bytes));
-  }
-  for (const scheduler::NodeSpec& node : graph.nodes()) {
-    std::vector<HostArg> args;
-    for (const scheduler::Arg& arg : node.args) {
-      if (const auto* use = std::get_if<scheduler::BufferUse>(&arg)) {
-        const BufferSpec& b = graph.buffer(use->buffer);
-        args.push_back(HostBufferArg{memory[use->buffer].data(), b.size_bytes,
-                                     b.dtype, use->access});
-      } else if (const auto* f = std::get_if<float>(&arg)) {
-        args.push_back(*f);
-      } else if (const auto* d = std::get_if<double>(&arg)) {
-        args.push_back(*d);
-      }
-    }
-    EXPECT_TRUE(kernels.Run(node.op, args).ok()) << node.name;
-  }
-  HostBuffers out;
-  for (size_t b = 0; b < memory.size(); ++b) {
-    if (graph.buffer(b).output) out[graph.buffer(b).name] = memory[b];
-  }
-  return out;
-}
-
 TEST_F(ExecutorGraphTest, RandomPlannedGraphsMatchTheStreamPath) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     SCOPED_TRACE(seed);

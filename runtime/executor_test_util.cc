@@ -1,5 +1,11 @@
 #include "runtime/executor_test_util.h"
 
+#include <algorithm>
+#include <cstring>
+#include <variant>
+
+#include "runtime/ops/cpu_kernels.h"
+
 namespace weft::runtime::executor_testing {
 
 // fill(x) on device 0 -> axpy(x, y) on device 1 -> reduce_sum(y) on
@@ -44,9 +50,49 @@ void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor) {
   ASSERT_EQ(static_cast<int>(load.size()), backend.device_count());
   for (int d = 0; d < backend.device_count(); ++d) {
     EXPECT_EQ(load[d].memory.in_use_bytes, 0u) << "device " << d;
+    EXPECT_EQ(load[d].memory.arenas_in_use, 0u) << "device " << d;
+    EXPECT_EQ(load[d].memory.arena_bytes, 0u) << "device " << d;
     EXPECT_EQ(backend.memory_used_bytes(d), load[d].memory.cached_bytes)
         << "device " << d;
   }
+}
+
+HostBuffers CpuReference(const scheduler::Graph& graph) {
+  const CpuKernelTable kernels = CpuKernelTable::WithBuiltins();
+  std::vector<std::string> memory;
+  for (const BufferSpec& b : graph.buffers()) {
+    std::string bytes(b.size_bytes, '\0');
+    if (b.init == BufferSpec::Init::kData) {
+      std::memcpy(bytes.data(), b.data.data(),
+                  std::min(bytes.size(), b.data.size()));
+    } else if (b.init == BufferSpec::Init::kFill) {
+      const HostArg args[] = {
+          HostBufferArg{bytes.data(), bytes.size(), b.dtype, Access::kWrite},
+          b.fill};
+      EXPECT_TRUE(kernels.Run("fill", args).ok());
+    }
+    memory.push_back(std::move(bytes));
+  }
+  for (const scheduler::NodeSpec& node : graph.nodes()) {
+    std::vector<HostArg> args;
+    for (const scheduler::Arg& arg : node.args) {
+      if (const auto* use = std::get_if<scheduler::BufferUse>(&arg)) {
+        const BufferSpec& b = graph.buffer(use->buffer);
+        args.push_back(HostBufferArg{memory[use->buffer].data(), b.size_bytes,
+                                     b.dtype, use->access});
+      } else if (const auto* f = std::get_if<float>(&arg)) {
+        args.push_back(*f);
+      } else if (const auto* d = std::get_if<double>(&arg)) {
+        args.push_back(*d);
+      }
+    }
+    EXPECT_TRUE(kernels.Run(node.op, args).ok()) << node.name;
+  }
+  HostBuffers out;
+  for (size_t b = 0; b < memory.size(); ++b) {
+    if (graph.buffer(b).output) out[graph.buffer(b).name] = memory[b];
+  }
+  return out;
 }
 
 }  // namespace weft::runtime::executor_testing

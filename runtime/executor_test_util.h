@@ -184,6 +184,10 @@ void ExpectPipelineResult(Outcome& outcome, float fill_value, int n = 1024);
 // block leaked past the pools).
 void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor);
 
+// The graph run on the host, node by node in graph order (a topological
+// order): the outputs every correct execution produces.
+HostBuffers CpuReference(const scheduler::Graph& graph);
+
 }  // namespace weft::runtime::executor_testing
 
 #endif  // WEFT_RUNTIME_EXECUTOR_TEST_UTIL_H_

@@ -76,10 +76,13 @@ Job::Job(uint64_t id, const JobEnv* env,
 Job::~Job() = default;
 
 void Job::Begin() {
-  if (absl::Status s = buffers_->AllocateFor(*graph_, *plan_, env_->host_gates);
-      !s.ok()) {
-    Fail(std::move(s), -1);
+  absl::Status s;
+  // A nested job's buffers belong to the enclosing job, placed there.
+  if (env_->place_buffers && own_buffers_ != nullptr) {
+    s = own_buffers_->Place(*plan_, env_->host_gates);
   }
+  if (s.ok()) s = buffers_->AllocateFor(*graph_, *plan_, env_->host_gates);
+  if (!s.ok()) Fail(std::move(s), -1);
   Pump();
 }
 
@@ -458,6 +461,7 @@ absl::Status Job::DownloadOutputs() {
   for (BufferId b = 0; b < graph_->num_buffers(); ++b) {
     const BufferSpec& spec = graph_->buffer(b);
     if (!spec.output) continue;
+    WEFT_RETURN_IF_ERROR(buffers_->CheckNotLost(b));
     const BufferCoherence::Latest latest = buffers_->latest(b);
     if (latest.where < 0) {
       // No node touched it: its contents are its initial contents.

@@ -122,6 +122,9 @@ struct JobEnv {
   // Runs host-engine nodes.
   HostPool* host_pool = nullptr;
   const CpuKernelTable* host_kernels = nullptr;
+  // Place each job's planned buffers in one arena per device
+  // (BufferCoherence::Place); false allocates every buffer by itself.
+  bool place_buffers = true;
   // Backend capabilities, read once.
   bool host_gates = false;
   bool device_clock = false;

@@ -1,5 +1,6 @@
 #include "runtime/memory_pool.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/numeric/bits.h"
@@ -53,9 +54,8 @@ absl::StatusOr<DevicePtr> MemoryPool::Allocate(uint64_t bytes) {
       const DevicePtr ptr{device_, it->second};
       by_age_.erase(it->first.second);
       cached_.erase(it);
-      in_use_.emplace(ptr.address, size);
       stats_.cached_bytes -= size;
-      stats_.in_use_bytes += size;
+      AddInUse(ptr, size);
       ++stats_.cache_hits;
       return ptr;
     }
@@ -92,9 +92,26 @@ absl::StatusOr<DevicePtr> MemoryPool::Allocate(uint64_t bytes) {
         " cached bytes released to retry): ", ptr.status().message()));
   }
   ++stats_.backend_allocations;
-  in_use_.emplace(ptr->address, size);
-  stats_.in_use_bytes += size;
+  AddInUse(*ptr, size);
   return *ptr;
+}
+
+absl::StatusOr<DevicePtr> MemoryPool::AllocateArena(uint64_t bytes) {
+  absl::StatusOr<DevicePtr> ptr = Allocate(bytes);
+  if (!ptr.ok()) return ptr.status();
+  absl::MutexLock lock(&mu_);
+  arenas_.emplace(ptr->address, bytes);
+  ++stats_.arenas_in_use;
+  stats_.arena_bytes += bytes;
+  ++stats_.arena_allocations;
+  return *ptr;
+}
+
+void MemoryPool::AddInUse(DevicePtr ptr, uint64_t size) {
+  in_use_.emplace(ptr.address, size);
+  stats_.in_use_bytes += size;
+  stats_.peak_in_use_bytes =
+      std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
 }
 
 absl::StatusOr<uint64_t> MemoryPool::TakeInUse(DevicePtr ptr) {
@@ -107,6 +124,11 @@ absl::StatusOr<uint64_t> MemoryPool::TakeInUse(DevicePtr ptr) {
   const uint64_t size = it->second;
   in_use_.erase(it);
   stats_.in_use_bytes -= size;
+  if (auto arena = arenas_.find(ptr.address); arena != arenas_.end()) {
+    --stats_.arenas_in_use;
+    stats_.arena_bytes -= arena->second;
+    arenas_.erase(arena);
+  }
   return size;
 }
 

@@ -75,6 +75,14 @@ struct MemoryPoolStats {
   uint64_t oom_releases = 0;
   // Allocations that failed.
   uint64_t failures = 0;
+  // Most bytes in use at once since the pool was made.
+  uint64_t peak_in_use_bytes = 0;
+  // Arenas (AllocateArena) handed out and not given back, and the bytes
+  // their holders asked for (the planned arena sizes, before rounding).
+  uint64_t arenas_in_use = 0;
+  uint64_t arena_bytes = 0;
+  // Successful AllocateArena calls.
+  uint64_t arena_allocations = 0;
 };
 
 class MemoryPool {
@@ -107,6 +115,10 @@ class MemoryPool {
   // backend. RESOURCE_EXHAUSTED as described above; other backend errors
   // (a lost device) are returned as they are.
   absl::StatusOr<DevicePtr> Allocate(uint64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  // As Allocate, for a job's arena (one block its planned buffers lie in):
+  // counted in stats() as an arena of `bytes` until it is given back.
+  absl::StatusOr<DevicePtr> AllocateArena(uint64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Gives back a block from Allocate for reuse. REQUIRES: no pending work
   // uses it. INVALID_ARGUMENT for a pointer the pool did not hand out.
@@ -126,6 +138,9 @@ class MemoryPool {
   // The largest cached block a request of class size `block` may take.
   static uint64_t MaxFit(uint64_t block);
 
+  // Counts a block handed out.
+  void AddInUse(DevicePtr ptr, uint64_t size)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Removes `ptr` from the blocks in use; returns its size.
   absl::StatusOr<uint64_t> TakeInUse(DevicePtr ptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -151,6 +166,8 @@ class MemoryPool {
   uint64_t next_age_ ABSL_GUARDED_BY(mu_) = 0;
   // Blocks handed out: address -> size.
   absl::flat_hash_map<uint64_t, uint64_t> in_use_ ABSL_GUARDED_BY(mu_);
+  // Arenas among them: address -> bytes asked for.
+  absl::flat_hash_map<uint64_t, uint64_t> arenas_ ABSL_GUARDED_BY(mu_);
   MemoryPoolStats stats_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -247,6 +247,29 @@ TEST_F(MemoryPoolTest, FreeUncachedAndReleaseCachedGoToTheBackend) {
   EXPECT_EQ(sim_->memory_used_bytes(1), 0u);
 }
 
+TEST_F(MemoryPoolTest, ArenasAreCountedUntilGivenBack) {
+  const DevicePtr arena = pool_->AllocateArena(3 * kMiB + 5).value();
+  const DevicePtr block = pool_->Allocate(kKiB).value();
+  MemoryPoolStats stats = pool_->stats();
+  EXPECT_EQ(stats.arenas_in_use, 1u);
+  EXPECT_EQ(stats.arena_bytes, 3 * kMiB + 5);
+  EXPECT_EQ(stats.arena_allocations, 1u);
+  EXPECT_EQ(stats.peak_in_use_bytes, stats.in_use_bytes);
+  ASSERT_TRUE(pool_->Free(arena).ok());
+  ASSERT_TRUE(pool_->Free(block).ok());
+  stats = pool_->stats();
+  EXPECT_EQ(stats.arenas_in_use, 0u);
+  EXPECT_EQ(stats.arena_bytes, 0u);
+  EXPECT_EQ(stats.in_use_bytes, 0u);
+  EXPECT_GE(stats.peak_in_use_bytes, 3 * kMiB + 5 + kKiB);
+  // The cached block serves the next arena of that size.
+  const DevicePtr again = pool_->AllocateArena(3 * kMiB + 5).value();
+  EXPECT_EQ(again.address, arena.address);
+  EXPECT_EQ(pool_->stats().arena_allocations, 2u);
+  ASSERT_TRUE(pool_->FreeUncached(again).ok());
+  EXPECT_EQ(pool_->stats().arenas_in_use, 0u);
+}
+
 TEST_F(MemoryPoolTest, FreeOfAForeignPointerIsRejected) {
   DevicePtr own = pool_->Allocate(1024).value();
   DevicePtr foreign = sim_->Allocate(1, 1024).value();

@@ -1,0 +1,358 @@
+// Arena placement (Executor::Options::place_buffers): a job's planned
+// buffers lie in one arena per device taken from the memory pool, at the
+// offsets of the plan's memory plan. Results match the separate
+// allocations bit for bit; reuse lets jobs run that would not fit
+// otherwise; the arena goes back to the pool however the job ends.
+#include <atomic>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runtime/executor.h"
+#include "runtime/executor_test_util.h"
+#include "runtime/forwarding_backend.h"
+#include "runtime/sim/sim_backend.h"
+#include "scheduler/planner.h"
+
+namespace weft::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+
+constexpr double kInfinite = std::numeric_limits<double>::infinity();
+
+// Fails the fail_launch_at-th kernel launch, when armed.
+class FailingLaunchBackend final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status Launch(const KernelLaunch& launch,
+                      StreamHandle stream) override {
+    if (++launches == fail_launch_at.load()) {
+      return absl::InternalError("launch refused");
+    }
+    return wrapped()->Launch(launch, stream);
+  }
+  std::atomic<int> launches{0};
+  std::atomic<int> fail_launch_at{0};
+};
+
+// A simulated machine and an executor with or without placement.
+struct Machine {
+  Machine(bool place, int num_devices = 2,
+          uint64_t memory_bytes = uint64_t{64} << 20, double time_scale = 0) {
+    SimBackend::Options options;
+    options.num_devices = num_devices;
+    options.memory_bytes = memory_bytes;
+    options.host_to_device_gbps = kInfinite;
+    options.device_to_host_gbps = kInfinite;
+    options.device_to_device_gbps = kInfinite;
+    options.time_scale = time_scale;
+    sim = SimBackend::Create(options).value();
+    backend = std::make_unique<FailingLaunchBackend>(sim.get());
+    Executor::Options exec;
+    exec.backend = backend.get();
+    exec.max_streams_per_device = 16;
+    exec.place_buffers = place;
+    executor = Executor::Create(exec).value();
+  }
+  ~Machine() {
+    executor.reset();
+    backend.reset();
+    sim.reset();
+  }
+
+  // Runs `graph` under `plan` to the end.
+  void Run(std::shared_ptr<const scheduler::Graph> graph,
+           std::shared_ptr<const scheduler::Plan> plan, Outcome& outcome) {
+    ASSERT_TRUE(executor->Start(graph, plan, outcome.Callbacks()).ok());
+    ASSERT_TRUE(outcome.Wait());
+  }
+  MemoryPoolStats Stats(int device) const {
+    return executor->Load()[device].memory;
+  }
+
+  std::unique_ptr<SimBackend> sim;
+  std::unique_ptr<FailingLaunchBackend> backend;
+  std::unique_ptr<Executor> executor;
+};
+
+// Random graphs of float ops where most tensors are temporaries: each node
+// writes a new tensor from one or two recent ones (sometimes updating one
+// in place, sometimes on the host), so the arena planner shares addresses
+// between tensors whose lifetimes do not overlap. Three inputs (data and
+// fills), two outputs.
+std::shared_ptr<const scheduler::Graph> RandomTemporaries(uint32_t seed,
+                                                          int num_nodes = 48) {
+  std::mt19937 rng(seed);
+  std::vector<BufferSpec> buffers;
+  auto tensor = [&](int elems) {
+    BufferSpec spec;
+    spec.name = "t" + std::to_string(buffers.size());
+    spec.size_bytes = elems * sizeof(float);
+    spec.dtype = DType::kFloat32;
+    spec.init = BufferSpec::Init::kZero;
+    buffers.push_back(std::move(spec));
+    return static_cast<int>(buffers.size()) - 1;
+  };
+  constexpr int kElems = 256;
+  for (int i = 0; i < 3; ++i) {
+    const int t = tensor(kElems);
+    std::vector<float> v(kElems);
+    for (float& x : v) x = static_cast<float>(rng() % 9) - 4;
+    buffers[t].init =
+        i == 1 ? BufferSpec::Init::kFill : BufferSpec::Init::kData;
+    buffers[t].fill = 0.25;
+    buffers[t].data = FloatBytes(v);
+  }
+  std::vector<scheduler::NodeSpec> nodes;
+  auto recent = [&]() {
+    const int n = static_cast<int>(buffers.size());
+    return n - 1 - static_cast<int>(rng() % std::min(n, 5));
+  };
+  for (int i = 0; i < num_nodes; ++i) {
+    scheduler::NodeSpec node;
+    node.name = "n" + std::to_string(i);
+    node.cost_us = 1 + rng() % 20;
+    if (i % 9 == 4) node.engine = scheduler::Engine::kHost;
+    const int x = recent();
+    const int y = recent();
+    switch (rng() % 4) {
+      case 0:
+        node.op = "scale";
+        node.args = {-0.5f, Use(x, Access::kReadWrite)};
+        break;
+      case 1:
+        node.op = "sub";
+        node.args = {Use(x, Access::kRead), Use(y, Access::kRead),
+                     Use(tensor(kElems), Access::kWrite)};
+        break;
+      case 2:
+        node.op = "add";
+        node.args = {Use(x, Access::kRead), Use(y, Access::kRead),
+                     Use(tensor(kElems), Access::kWrite)};
+        break;
+      default:
+        node.op = "add";
+        node.args = {Use(x, Access::kRead), Use(y, Access::kRead),
+                     Use(tensor(kElems), Access::kWrite)};
+        break;
+    }
+    nodes.push_back(std::move(node));
+  }
+  buffers.back().output = true;
+  buffers[buffers.size() / 2].output = true;
+  return std::make_shared<const scheduler::Graph>(
+      "temporaries", std::move(buffers), std::move(nodes));
+}
+
+std::shared_ptr<const scheduler::Plan> PlanFor(
+    const scheduler::Graph& graph, int num_devices,
+    scheduler::DevicePolicyKind policy) {
+  scheduler::PlannerOptions options;
+  options.num_devices = num_devices;
+  options.device_policy = policy;
+  options.explain = false;
+  absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(graph, options);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  return std::make_shared<const scheduler::Plan>(plan.ok() ? *std::move(plan)
+                                                           : scheduler::Plan());
+}
+
+// The sum of the buffer copies' sizes the plan places on `device`.
+int64_t PlacedBytes(const scheduler::Plan& plan, int device) {
+  int64_t bytes = 0;
+  for (const scheduler::PlannedBuffer& b : plan.buffers) {
+    if (b.device == device) bytes += b.size_bytes;
+  }
+  return bytes;
+}
+
+TEST(ExecutorPlacementTest, RandomGraphsGiveTheSameResultsWithAndWithout) {
+  Machine placed(/*place=*/true);
+  Machine separate(/*place=*/false);
+  bool shared_addresses = false;
+  for (uint32_t seed = 1; seed <= 12; ++seed) {
+    SCOPED_TRACE(seed);
+    auto graph = RandomTemporaries(seed);
+    auto plan = PlanFor(
+        *graph, 2,
+        seed % 2 == 0 ? scheduler::DevicePolicyKind::kRoundRobin
+                      : scheduler::DevicePolicyKind::kLookaheadFinishTime);
+    ASSERT_FALSE(plan->memory.empty());
+    for (const scheduler::DeviceMemory& m : plan->memory) {
+      if (m.arena_bytes < PlacedBytes(*plan, m.device)) shared_addresses = true;
+    }
+    Outcome with, without;
+    placed.Run(graph, plan, with);
+    separate.Run(graph, plan, without);
+    ASSERT_TRUE(with.status.ok()) << with.status;
+    ASSERT_TRUE(without.status.ok()) << without.status;
+    const HostBuffers reference = CpuReference(*graph);
+    ASSERT_EQ(with.outputs.size(), reference.size());
+    for (const auto& [name, data] : reference) {
+      EXPECT_EQ(with.outputs.at(name), without.outputs.at(name)) << name;
+      EXPECT_EQ(Floats(with.outputs.at(name)), Floats(data)) << name;
+    }
+    EXPECT_GT(
+        placed.Stats(0).arena_allocations + placed.Stats(1).arena_allocations,
+        0u);
+    EXPECT_EQ(separate.Stats(0).arena_allocations, 0u);
+  }
+  EXPECT_TRUE(shared_addresses);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+  ExpectNoMemoryHeld(*separate.sim, *separate.executor);
+}
+
+// A chain of 1 MiB tensors, each computed from the one before: 24 MiB in
+// all, 2 MiB live at once.
+std::shared_ptr<const scheduler::Graph> LongChain() {
+  constexpr int kElems = 1 << 18;
+  constexpr int kTensors = 24;
+  std::vector<BufferSpec> buffers;
+  for (int i = 0; i < kTensors; ++i) {
+    BufferSpec spec;
+    spec.name = "t" + std::to_string(i);
+    spec.size_bytes = kElems * sizeof(float);
+    spec.dtype = DType::kFloat32;
+    spec.init = i == 0 ? BufferSpec::Init::kFill : BufferSpec::Init::kZero;
+    spec.fill = 1.0;
+    spec.output = i == kTensors - 1;
+    buffers.push_back(std::move(spec));
+  }
+  std::vector<scheduler::NodeSpec> nodes;
+  for (int i = 0; i + 1 < kTensors; ++i) {
+    scheduler::NodeSpec node;
+    node.name = "double" + std::to_string(i);
+    node.op = "add";
+    node.args = {Use(i, Access::kRead), Use(i, Access::kRead),
+                 Use(i + 1, Access::kWrite)};
+    node.cost_us = 10;
+    nodes.push_back(std::move(node));
+  }
+  return std::make_shared<const scheduler::Graph>("chain", std::move(buffers),
+                                                  std::move(nodes));
+}
+
+TEST(ExecutorPlacementTest, JobLargerThanTheDeviceRunsOnlyWithPlacement) {
+  auto graph = LongChain();
+  auto plan =
+      PlanFor(*graph, 1, scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  ASSERT_EQ(plan->memory.size(), 1u);
+  EXPECT_LE(plan->memory[0].arena_bytes, 2 << 20);
+  constexpr uint64_t kDeviceBytes = 8 << 20;  // a third of the buffers
+  {
+    Machine placed(/*place=*/true, 1, kDeviceBytes);
+    Outcome outcome;
+    placed.Run(graph, plan, outcome);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    const std::vector<float> last = Floats(outcome.outputs.at("t23"));
+    ASSERT_EQ(last.size(), size_t{1} << 18);
+    EXPECT_EQ(last.front(), static_cast<float>(1 << 23));
+    EXPECT_EQ(last.back(), static_cast<float>(1 << 23));
+    EXPECT_LE(placed.Stats(0).peak_in_use_bytes, uint64_t{3} << 20);
+    ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+  }
+  {
+    Machine separate(/*place=*/false, 1, kDeviceBytes);
+    Outcome outcome;
+    separate.Run(graph, plan, outcome);
+    EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_THAT(outcome.status.message(), HasSubstr("out of memory"));
+    ExpectNoMemoryHeld(*separate.sim, *separate.executor);
+  }
+}
+
+TEST(ExecutorPlacementTest, PoolServesOneArenaPerDevicePerJob) {
+  Machine placed(/*place=*/true);
+  // Device nodes only: every copy has a place.
+  auto graph = RandomTemporaries(7, 40);
+  std::vector<scheduler::NodeSpec> nodes = graph->nodes();
+  for (scheduler::NodeSpec& node : nodes) {
+    node.engine = scheduler::Engine::kCompute;
+  }
+  graph = std::make_shared<const scheduler::Graph>(
+      "device_only", graph->buffers(), std::move(nodes));
+  auto plan = PlanFor(*graph, 2, scheduler::DevicePolicyKind::kRoundRobin);
+  ASSERT_EQ(plan->memory.size(), 2u);
+  for (int run = 1; run <= 3; ++run) {
+    SCOPED_TRACE(run);
+    Outcome outcome;
+    placed.Run(graph, plan, outcome);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    for (int d = 0; d < 2; ++d) {
+      const MemoryPoolStats stats = placed.Stats(d);
+      EXPECT_EQ(stats.arena_allocations, static_cast<uint64_t>(run));
+      // One block per job: from the backend the first time, then cached.
+      EXPECT_EQ(stats.backend_allocations, 1u);
+      EXPECT_EQ(stats.cache_hits, static_cast<uint64_t>(run - 1));
+    }
+  }
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+}
+
+TEST(ExecutorPlacementTest, FailedJobGivesItsArenaBack) {
+  Machine placed(/*place=*/true);
+  auto graph = RandomTemporaries(3);
+  auto plan = PlanFor(*graph, 2, scheduler::DevicePolicyKind::kRoundRobin);
+  placed.backend->fail_launch_at = 10;
+  Outcome outcome;
+  placed.Run(graph, plan, outcome);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(outcome.status.message(), HasSubstr("launch refused"));
+  EXPECT_GT(placed.Stats(0).arena_allocations, 0u);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+}
+
+TEST(ExecutorPlacementTest, CancelledJobGivesItsArenaBack) {
+  // Paced: the chain's nodes take real time, so the job is still running
+  // when it is cancelled.
+  Machine placed(/*place=*/true, 1, uint64_t{64} << 20, /*time_scale=*/1);
+  std::vector<BufferSpec> buffers;
+  std::vector<scheduler::NodeSpec> nodes;
+  for (int i = 0; i < 21; ++i) {
+    BufferSpec spec;
+    spec.name = "t" + std::to_string(i);
+    spec.size_bytes = 4096;
+    spec.dtype = DType::kFloat32;
+    spec.output = i == 20;
+    buffers.push_back(std::move(spec));
+  }
+  for (int i = 0; i < 20; ++i) {
+    scheduler::NodeSpec node;
+    node.name = "step" + std::to_string(i);
+    node.op = "spin";
+    node.args = {Use(i, Access::kRead), Use(i + 1, Access::kWrite)};
+    node.cost_us = 20000;
+    nodes.push_back(std::move(node));
+  }
+  auto graph = std::make_shared<const scheduler::Graph>(
+      "spins", std::move(buffers), std::move(nodes));
+  auto plan =
+      PlanFor(*graph, 1, scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  absl::Notification first_finished;
+  Outcome outcome;
+  JobCallbacks callbacks = outcome.Callbacks();
+  auto record = callbacks.on_node;
+  callbacks.on_node = [&, record](NodeId node, NodeEventKind kind,
+                                  const absl::Status& s) {
+    record(node, kind, s);
+    if (node == 0 && kind == NodeEventKind::kFinished) first_finished.Notify();
+  };
+  const uint64_t id = placed.executor->Start(graph, plan, callbacks).value();
+  first_finished.WaitForNotification();
+  EXPECT_EQ(placed.Stats(0).arenas_in_use, 1u);
+  EXPECT_EQ(placed.Stats(0).arena_bytes,
+            static_cast<uint64_t>(plan->memory[0].arena_bytes));
+  placed.executor->Cancel(id);
+  ASSERT_TRUE(outcome.Wait());
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+}
+
+}  // namespace
+}  // namespace weft::runtime
