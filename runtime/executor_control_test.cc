@@ -6,6 +6,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -30,6 +31,7 @@ struct ControlEvent {
   std::string node;
   ControlEventKind kind;
   int64_t value;
+  std::string message;
 };
 
 struct RunResult {
@@ -77,9 +79,9 @@ class ExecutorControlTest : public ::testing::Test {
     absl::Notification done;
     JobCallbacks callbacks;
     callbacks.on_control = [&](const std::string& node, ControlEventKind kind,
-                               int64_t value, const std::string&) {
+                               int64_t value, const std::string& message) {
       absl::MutexLock lock(&mu);
-      result.events.push_back({node, kind, value});
+      result.events.push_back({node, kind, value, message});
     };
     callbacks.on_done = [&](absl::Status status, scheduler::NodeId,
                             HostBuffers outputs) {
@@ -121,19 +123,21 @@ class ExecutorControlTest : public ::testing::Test {
   std::unique_ptr<Executor> executor_;
 };
 
-// The loop tests run with conditions read on the host and on the device.
-class ExecutorLoopTest : public ExecutorControlTest,
+// These tests run with conditions and selectors read on the host, on the
+// device, and wherever the control node allows (AUTO).
+class ExecutorModeTest : public ExecutorControlTest,
                          public ::testing::WithParamInterface<ControlMode> {
  protected:
   void SetUp() override {
     ExecutorControlTest::SetUp();
     options_.control_mode = GetParam();
   }
-  // Loops without control nodes in their bodies run on the device.
+  // Control nodes without control nodes in their bodies, whose bodies
+  // are planned on one device, run on the device.
   bool on_device() const { return GetParam() != ControlMode::kHost; }
 };
 
-INSTANTIATE_TEST_SUITE_P(Modes, ExecutorLoopTest,
+INSTANTIATE_TEST_SUITE_P(Modes, ExecutorModeTest,
                          ::testing::Values(ControlMode::kHost,
                                            ControlMode::kDevice,
                                            ControlMode::kAuto),
@@ -205,7 +209,7 @@ std::string CountingLoop(int limit, int max_iterations,
   )pb");
 }
 
-TEST_P(ExecutorLoopTest, LoopRunsUntilItsConditionFails) {
+TEST_P(ExecutorModeTest, LoopRunsUntilItsConditionFails) {
   RunResult r = Run(CountingLoop(10, 100));
   ASSERT_OK(r.status);
   EXPECT_EQ(Floats(r.outputs["i"])[0], 10.0f);
@@ -221,14 +225,14 @@ TEST_P(ExecutorLoopTest, LoopRunsUntilItsConditionFails) {
   }
 }
 
-TEST_P(ExecutorLoopTest, BodyOnAnotherDeviceKeepsBuffersCoherent) {
+TEST_P(ExecutorModeTest, BodyOnAnotherDeviceKeepsBuffersCoherent) {
   RunResult r = Run(CountingLoop(5, 100, "device: 1"));
   ASSERT_OK(r.status);
   EXPECT_EQ(Floats(r.outputs["i"])[0], 5.0f);
   for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 48.0f);
 }
 
-TEST_P(ExecutorLoopTest, LoopBeyondItsBoundFailsNamingIt) {
+TEST_P(ExecutorModeTest, LoopBeyondItsBoundFailsNamingIt) {
   RunResult r = Run(CountingLoop(10, 4));
   EXPECT_THAT(r.status,
               StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -236,7 +240,7 @@ TEST_P(ExecutorLoopTest, LoopBeyondItsBoundFailsNamingIt) {
   if (!on_device()) EXPECT_EQ(Iterations(r, "loop"), 4);
 }
 
-TEST_P(ExecutorLoopTest, FalseConditionRunsNoIteration) {
+TEST_P(ExecutorModeTest, FalseConditionRunsNoIteration) {
   RunResult r = Run(CountingLoop(10, 100, "", /*go=*/0));
   ASSERT_OK(r.status);
   EXPECT_EQ(Floats(r.outputs["i"])[0], 0.0f);
@@ -244,7 +248,9 @@ TEST_P(ExecutorLoopTest, FalseConditionRunsNoIteration) {
   EXPECT_EQ(Iterations(r, "loop"), 0);
 }
 
-std::string Choice(int selector) {
+// x (all ones) scaled by 2 in branch 0 and by 3 in branch 1; `branch1_pin`
+// places branch 1's node.
+std::string Choice(int selector, const std::string& branch1_pin = "") {
   return absl::StrCat(
       R"pb(
         name: "choice"
@@ -269,15 +275,16 @@ std::string Choice(int selector) {
             op: "scale"
             args { f32: 3 }
             args { buffer { name: "x" access: READ_WRITE } }
-            device: 1
-          }
+            )pb",
+      branch1_pin, R"pb(
+        }
         }
       }
     }
   )pb");
 }
 
-TEST_F(ExecutorControlTest, CaseOfRunsTheSelectedBranch) {
+TEST_P(ExecutorModeTest, CaseOfRunsTheSelectedBranch) {
   for (int selector : {0, 1}) {
     RunResult r = Run(Choice(selector));
     ASSERT_OK(r.status);
@@ -285,20 +292,102 @@ TEST_F(ExecutorControlTest, CaseOfRunsTheSelectedBranch) {
     ASSERT_EQ(r.events.size(), 1u);
     EXPECT_EQ(r.events[0].kind, ControlEventKind::kBranch);
     EXPECT_EQ(r.events[0].value, selector);
+    EXPECT_EQ(absl::StrContains(r.events[0].message, "on the device"),
+              on_device())
+        << r.events[0].message;
+    executor_testing::ExpectNoMemoryHeld(*backend_, *executor_);
+    for (const DeviceLoad& load : executor_->Load()) {
+      EXPECT_EQ(load.streams_busy, 0);
+    }
   }
 }
 
-TEST_F(ExecutorControlTest, SelectorOutOfRangeRunsNoBranchAndSaysSo) {
+TEST_P(ExecutorModeTest, SelectorOutOfRangeRunsNoBranchAndSaysSo) {
   for (int selector : {-1, 2, 7}) {
     RunResult r = Run(Choice(selector));
     ASSERT_OK(r.status);
     for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 1);
     ASSERT_EQ(r.events.size(), 1u);
+    EXPECT_EQ(r.events[0].kind, ControlEventKind::kBranch);
     EXPECT_EQ(r.events[0].value, -1);
+    EXPECT_THAT(r.events[0].message, HasSubstr("none of 2 branches"));
   }
 }
 
-TEST_P(ExecutorLoopTest, LoopInsideALoop) {
+TEST_P(ExecutorModeTest, BranchesOnTwoDevices) {
+  // The device decides only among branches on one device; AUTO then
+  // reads the selector on the host.
+  for (int selector : {0, 1}) {
+    RunResult r = Run(Choice(selector, "device: 1"));
+    if (GetParam() == ControlMode::kDevice) {
+      EXPECT_THAT(r.status,
+                  StatusIs(absl::StatusCode::kFailedPrecondition,
+                           HasSubstr("case..of 'case' cannot evaluate its "
+                                     "selector on the device: its branches "
+                                     "are planned on more than one device")));
+      continue;
+    }
+    ASSERT_OK(r.status);
+    for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, selector == 0 ? 2 : 3);
+    ASSERT_EQ(r.events.size(), 1u);
+    EXPECT_EQ(r.events[0].value, selector);
+    EXPECT_THAT(r.events[0].message, ::testing::Not(HasSubstr("device")));
+  }
+}
+
+TEST_P(ExecutorModeTest, BranchOnAnotherDeviceKeepsBuffersCoherent) {
+  // Both branches pinned to device 1; x is written on device 0 before.
+  const std::string text = R"pb(
+    name: "moved"
+    buffers { name: "x" size_bytes: 16 dtype: FLOAT32 fill: 1 output: true }
+    buffers { name: "pick" size_bytes: 4 dtype: INT32 fill: 1 }
+    nodes {
+      name: "before"
+      op: "scale"
+      args { f32: 5 }
+      args { buffer { name: "x" access: READ_WRITE } }
+      device: 0
+    }
+    nodes {
+      name: "case"
+      case_of {
+        selector: "pick"
+        branches {
+          nodes {
+            name: "by2"
+            op: "scale"
+            args { f32: 2 }
+            args { buffer { name: "x" access: READ_WRITE } }
+            device: 1
+          }
+        }
+        branches {
+          nodes {
+            name: "by3"
+            op: "scale"
+            args { f32: 3 }
+            args { buffer { name: "x" access: READ_WRITE } }
+            device: 1
+          }
+        }
+      }
+    }
+    nodes {
+      name: "after"
+      op: "scale"
+      args { f32: 0.5 }
+      args { buffer { name: "x" access: READ_WRITE } }
+      device: 0
+    }
+  )pb";
+  RunResult r = Run(text);
+  ASSERT_OK(r.status);
+  for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 7.5f);
+  ASSERT_EQ(r.events.size(), 1u);
+  EXPECT_EQ(r.events[0].value, 1);
+}
+
+TEST_P(ExecutorModeTest, LoopInsideALoop) {
   // Outer: 3 iterations; inner: 4 per outer iteration, counting `total`.
   // The inner loop also writes the outer condition (`outer_go`), so the
   // outer body's last version of it comes from a job nested in it.
@@ -462,7 +551,7 @@ TEST_F(ExecutorControlTest, CaseOfInsideALoop) {
   EXPECT_EQ(Count(r, "pick", ControlEventKind::kBranch), 6);
 }
 
-TEST_P(ExecutorLoopTest, AFailingBodyFailsTheJobNamingLoopAndIteration) {
+TEST_P(ExecutorModeTest, AFailingBodyFailsTheJobNamingLoopAndIteration) {
   // The fifth kernel launch fails: one in the loop's body.
   ASSERT_OK(backend_->InjectLaunchFault(
       {-1, 5, absl::InternalError("injected launch fault")}));
@@ -490,7 +579,7 @@ TEST_P(ExecutorLoopTest, AFailingBodyFailsTheJobNamingLoopAndIteration) {
   EXPECT_LT(Iterations(r, "loop"), 6);
 }
 
-TEST_P(ExecutorLoopTest, CancelStopsALoopPromptly) {
+TEST_P(ExecutorModeTest, CancelStopsALoopPromptly) {
   // An endless loop of 2 ms spins on a paced clock.
   SimBackend::Options options;
   options.num_devices = 1;

@@ -222,10 +222,11 @@ class Job {
   void FinishHostOp(int index, absl::Status status);
   // Control nodes (control_run.h).
   absl::Status EnqueueControl(int index, int device, StreamHandle stream);
-  // A loop the device runs (ControlMode); FAILED_PRECONDITION saying why
-  // when its body cannot run that way (nothing enqueued then).
-  absl::Status EnqueueDeviceLoop(int index, int device, StreamHandle stream);
-  void OnDeviceLoopDone(int index, absl::Status status, int64_t iterations);
+  // A loop or case..of the device decides (ControlMode); FAILED_PRECONDITION
+  // saying why when its bodies cannot run that way (nothing enqueued then).
+  absl::Status EnqueueDeviceControl(int index, int device, StreamHandle stream);
+  // `result`: the iterations run, or the branch taken (-1: none).
+  void OnDeviceControlDone(int index, absl::Status status, int64_t result);
   void OnControlReady(int index, absl::Status status);
   void OnBodyDone(int index, absl::Status status);
   void ControlFinished(int index, absl::Status status);
@@ -312,8 +313,8 @@ class Job {
 
   // Loops' nested jobs parked between iterations, by plan index.
   absl::flat_hash_map<int, uint64_t> parked_;
-  // Loops run on the device, by plan index: the stream their iterations
-  // run on, and its device, until they end.
+  // Control nodes run on the device, by plan index: the stream their
+  // bodies run on, and its device, until they end.
   absl::flat_hash_map<int, std::pair<StreamHandle, int>> loop_streams_;
   // Nested jobs: the event each stream records to join the others.
   absl::flat_hash_map<uint64_t, EventHandle> join_events_;

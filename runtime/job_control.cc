@@ -1,7 +1,7 @@
-// Job's control nodes (job.h, control_run.h): loops run on the device,
-// loops and case..of driven from the host through nested jobs, and the
-// nested jobs' own side (fetching the condition, parking between
-// iterations).
+// Job's control nodes (job.h, control_run.h) driven from the host:
+// loops and case..of run through nested jobs, and the nested jobs' own
+// side (fetching the condition, parking between iterations). Control
+// nodes the device decides are in job_device_control.cc.
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -47,9 +47,8 @@ void Job::Dispose() {
 
 absl::Status Job::EnqueueControl(int index, int device, StreamHandle stream) {
   const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
-  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile &&
-      control_mode_ != ControlMode::kHost) {
-    absl::Status on_device = EnqueueDeviceLoop(index, device, stream);
+  if (control_mode_ != ControlMode::kHost) {
+    absl::Status on_device = EnqueueDeviceControl(index, device, stream);
     if (on_device.ok() || control_mode_ == ControlMode::kDevice ||
         on_device.code() != absl::StatusCode::kFailedPrecondition) {
       return on_device;
@@ -71,133 +70,6 @@ absl::Status Job::EnqueueControl(int index, int device, StreamHandle stream) {
   ++in_flight_;
   running_controls_.insert(plan_->nodes[index].node);
   return absl::OkStatus();
-}
-
-absl::Status Job::EnqueueDeviceLoop(int index, int device,
-                                    StreamHandle stream) {
-  Backend* backend = env_->backend;
-  const PlannedNode& pn = plan_->nodes[index];
-  const scheduler::NodeSpec& node = graph_->node(pn.node);
-  const scheduler::Graph& body = *node.control->bodies[0];
-  const scheduler::Plan& body_plan = *plan_->bodies[pn.node][0];
-  auto cannot = [&node](absl::string_view why) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("loop '", node.name,
-                     "' cannot evaluate its condition on the device: ", why));
-  };
-  if (!backend->supports_device_loops()) {
-    return cannot("this backend has no device loops");
-  }
-  // The body: device ops on one device.
-  const int d = body_plan.nodes.empty() ? -1 : body_plan.nodes[0].device;
-  for (const PlannedNode& bn : body_plan.nodes) {
-    const scheduler::NodeSpec& spec = body.node(bn.node);
-    if (bn.device != d) {
-      return cannot("its body is planned on more than one device");
-    }
-    if (spec.control != nullptr || spec.engine == scheduler::Engine::kHost) {
-      return cannot(absl::StrCat("body node '", spec.name,
-                                 "' runs on the host or holds control"));
-    }
-    if (!backend->supports_device_graph_op(spec.op)) {
-      return cannot(absl::StrCat("body node '", spec.name, "' runs op '",
-                                 spec.op, "', which device graphs lack"));
-    }
-  }
-  if (d < 0) return cannot("its body is empty");
-  // A stream of the body's device for the loop, ordered after the node's
-  // own, and another for its iterations.
-  StreamHandle loop_stream = stream;
-  if (d != device) {
-    WEFT_ASSIGN_OR_RETURN(loop_stream, streams_.Acquire(d));
-    WEFT_RETURN_IF_ERROR(streams_.Enter(loop_stream));
-  }
-  // The iterations' stream is the loop's alone until it ends: leased from
-  // the pool apart from the job's streams (nothing else of the job may
-  // queue or wait there), in the job's error scope.
-  WEFT_ASSIGN_OR_RETURN(std::optional<StreamHandle> fresh,
-                        env_->stream_pools[d]->AcquireUnshared());
-  if (!fresh.has_value()) {
-    return cannot(absl::StrCat("no free stream on device ", d));
-  }
-  const StreamHandle body_stream = *fresh;
-  loop_streams_[index] = {body_stream, d};
-  if (absl::Status s = backend->SetErrorScope(body_stream, id_); !s.ok()) {
-    return s;
-  }
-  (*env_->stream_scopes)[body_stream.value] = id_;
-  if (!(loop_stream == stream)) {
-    WEFT_RETURN_IF_ERROR(OrderAfter(stream, device, loop_stream));
-  }
-  // Everything the loop uses (its bodies' buffers and its condition),
-  // current on the body's device before the loop starts.
-  const scheduler::BufferId condition = node.control->condition;
-  std::vector<BufferUse> uses = graph_->BufferUses(pn.node);
-  for (const BufferUse& use : uses) {
-    WEFT_RETURN_IF_ERROR(buffers_->Allocate(use.buffer, d));
-    WEFT_RETURN_IF_ERROR(buffers_->MakeCurrent(use.buffer, d, d, loop_stream));
-  }
-  // The body as one device graph, in its plan's order.
-  DeviceGraph graph;
-  graph.device = d;
-  absl::flat_hash_map<NodeId, int> position;
-  for (int i = 0; i < body_plan.num_nodes(); ++i) {
-    const NodeId v = body_plan.nodes[i].node;
-    DeviceGraphNode n;
-    n.kind = DeviceGraphNodeKind::kKernel;
-    n.launch = BuildKernelLaunch(
-        body, body.node(v), [&](BufferId b) { return buffers_->ptr(b, d); });
-    for (NodeId dep : body_plan.Deps(i)) n.deps.push_back(position[dep]);
-    position[v] = i;
-    graph.nodes.push_back(std::move(n));
-  }
-  DeviceLoop loop;
-  loop.name = node.name;
-  loop.body = &graph;
-  loop.condition = buffers_->ptr(condition, d);
-  loop.dtype = graph_->buffer(condition).dtype;
-  loop.max_iterations = node.control->max_iterations;
-  loop.iterations = std::make_shared<std::atomic<int64_t>>(0);
-  WEFT_RETURN_IF_ERROR(
-      backend->LaunchDeviceLoop(loop, loop_stream, body_stream));
-  buffers_->MarkWritten(uses, d, loop_stream);
-  if (!(loop_stream == stream)) {
-    WEFT_RETURN_IF_ERROR(OrderAfter(loop_stream, d, stream));
-  }
-  const uint64_t id = id_;
-  const auto* post = &env_->post;
-  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
-      stream,
-      [post, id, index, iterations = loop.iterations](absl::Status status) {
-        (*post)(id,
-                [index, status = std::move(status), count = iterations->load()](
-                    Job& job) { job.OnDeviceLoopDone(index, status, count); });
-      }));
-  ++in_flight_;
-  return absl::OkStatus();
-}
-
-void Job::OnDeviceLoopDone(int index, absl::Status status, int64_t iterations) {
-  if (auto it = loop_streams_.find(index); it != loop_streams_.end()) {
-    const auto [stream, device] = it->second;
-    loop_streams_.erase(it);
-    env_->backend->ReleaseErrorScope(stream, id_);
-    env_->stream_pools[device]->Release(stream, status.ok());
-  }
-  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
-  if (iterations > 0 && callbacks_.on_control) {
-    callbacks_.on_control(
-        node.name, ControlEventKind::kIteration, iterations,
-        absl::StrCat(iterations, " iterations, on the device"));
-  }
-  if (!status.ok() && !IsOwnCancellation(status) &&
-      status.code() != absl::StatusCode::kFailedPrecondition) {
-    status = absl::Status(
-        status.code(),
-        absl::StrCat("loop '", node.name, "' iteration ", iterations,
-                     " (on the device): ", status.message()));
-  }
-  OnNodeDone(index, std::move(status));
 }
 
 void Job::OnControlReady(int index, absl::Status status) {

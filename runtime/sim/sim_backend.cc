@@ -154,7 +154,7 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
       std::make_unique<SimWorkerPool>(threads, options_.worker_stall_timeout);
   graphs_ =
       std::make_unique<StreamGraphRunner>(this, StreamGraphRunner::Options{});
-  loops_ = std::make_unique<SimDeviceLoops>(
+  control_ = std::make_unique<SimDeviceControl>(
       this, graphs_.get(),
       [memory = memory_.get()](DevicePtr ptr, uint64_t bytes, char* out) {
         absl::StatusOr<SimMemory::Resolved> resolved =
@@ -614,16 +614,33 @@ absl::Status SimBackend::LaunchDeviceGraph(const DeviceGraph& graph,
 absl::Status SimBackend::LaunchDeviceLoop(const DeviceLoop& loop,
                                           StreamHandle stream_handle,
                                           StreamHandle body_stream) {
+  WEFT_ASSIGN_OR_RETURN(Stream stream,
+                        ControlStream(loop.name, stream_handle, body_stream));
+  return control_->Launch(loop, stream_handle, body_stream, stream.device,
+                          stream.queue->scope());
+}
+
+absl::Status SimBackend::LaunchDeviceCase(const DeviceCase& choice,
+                                          StreamHandle stream_handle,
+                                          StreamHandle body_stream) {
+  WEFT_ASSIGN_OR_RETURN(Stream stream,
+                        ControlStream(choice.name, stream_handle, body_stream));
+  return control_->Launch(choice, stream_handle, body_stream, stream.device,
+                          stream.queue->scope());
+}
+
+absl::StatusOr<SimBackend::Stream> SimBackend::ControlStream(
+    const std::string& name, StreamHandle stream_handle,
+    StreamHandle body_stream) const {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
   WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
   WEFT_ASSIGN_OR_RETURN(Stream body, FindStream(body_stream));
   if (body.device != stream.device) {
     return absl::InvalidArgumentError(
-        absl::StrCat("device loop '", loop.name, "': body stream on device ",
-                     body.device, ", loop stream on device ", stream.device));
+        absl::StrCat("device control node '", name, "': body stream on device ",
+                     body.device, ", its stream on device ", stream.device));
   }
-  return loops_->Launch(loop, stream_handle, body_stream, stream.device,
-                        stream.queue->scope());
+  return stream;
 }
 
 absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(

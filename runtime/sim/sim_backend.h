@@ -97,7 +97,7 @@
 #include "runtime/device_graph.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_copy.h"
-#include "runtime/sim/sim_device_loops.h"
+#include "runtime/sim/sim_device_control.h"
 #include "runtime/sim/sim_device_model.h"
 #include "runtime/sim/sim_faults.h"
 #include "runtime/sim/sim_launch.h"
@@ -254,9 +254,13 @@ class SimBackend final : public Backend {
                                  StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
-  // Conditions evaluated by the device workers (sim_device_loops.h).
+  // Conditions and selectors evaluated by the device workers
+  // (sim_device_control.h).
   bool supports_device_loops() const override { return true; }
   absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
+                                StreamHandle body_stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status LaunchDeviceCase(const DeviceCase& choice, StreamHandle stream,
                                 StreamHandle body_stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
   StreamGraphRunner::Stats graph_stats() const { return graphs_->stats(); }
@@ -320,6 +324,12 @@ class SimBackend final : public Backend {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CheckDevice(int device) const;
   absl::Status CheckHealthy(int device) const;
+  // `stream`, of a healthy device, when `body_stream` is of the same one:
+  // for control node `name`.
+  absl::StatusOr<Stream> ControlStream(const std::string& name,
+                                       StreamHandle stream,
+                                       StreamHandle body_stream) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Inside this thread's batch: holds `stream` until EndBatch.
   void MaybeHold(const std::shared_ptr<SimStream>& stream) const;
   // Enqueues `copy` on `stream`.
@@ -343,7 +353,7 @@ class SimBackend final : public Backend {
   // Device graphs; lanes are streams of this backend, torn down with the
   // others (the runner's destructor touches nothing of the backend).
   std::unique_ptr<StreamGraphRunner> graphs_;
-  std::unique_ptr<SimDeviceLoops> loops_;
+  std::unique_ptr<SimDeviceControl> control_;
 
   // Streams destroyed so far: a batch that cached streams drops them when
   // this moves, so a destroyed stream is never found there.
