@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/cuda/builtin_ops.h"
+#include "runtime/cuda/cuda_device_control.h"
 #include "runtime/cuda/cuda_graph_cache.h"
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/gpu_uuid.h"
@@ -36,8 +37,11 @@ using cuda::AsPointer;
 
 class CudaBackendImpl final : public CudaBackend {
  public:
-  explicit CudaBackendImpl(std::vector<DeviceInfo> devices)
-      : devices_(std::move(devices)) {
+  CudaBackendImpl(std::vector<DeviceInfo> devices, int driver_version,
+                  const Options& options)
+      : devices_(std::move(devices)),
+        driver_version_(driver_version),
+        options_(options) {
     dispatcher_ = std::thread([this] { DispatchCallbacks(); });
   }
 
@@ -307,14 +311,94 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status AddHostCallback(StreamHandle stream,
                                HostCallback callback) override {
     if (!callback) return absl::InvalidArgumentError("empty host callback");
+    auto record = std::make_unique<CallbackRecord>();
+    record->callback = std::move(callback);
+    return EnqueueCallback(stream, std::move(record));
+  }
+
+  // Error scopes: CUDA cannot skip enqueued work, but errors the device
+  // reports through memory (a device loop past its bound) fail the scope's
+  // host callbacks added after the work that found them (see
+  // DispatchCallbacks).
+  absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) override {
+    absl::MutexLock lock(&mu_);
+    auto it = streams_.find(stream.value);
+    if (it == streams_.end()) return UnknownStream(stream);
+    it->second.scope = scope;
+    return absl::OkStatus();
+  }
+  void ReleaseErrorScope(StreamHandle stream, uint64_t scope) override {
+    absl::MutexLock lock(&callback_mu_);
+    auto it = scope_errors_.find(scope);
+    if (it != scope_errors_.end() && it->second.stream == stream.value) {
+      scope_errors_.erase(it);
+    }
+  }
+
+  // Device loops and cases: CUDA graphs with conditional nodes
+  // (cuda_device_control.h). They run on `stream`; `body_stream` is not
+  // used, since a conditional node's bodies run inside its graph.
+  bool supports_device_loops() const override {
+    return driver_version_ >= kWhileDriverVersion;
+  }
+  absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
+                                StreamHandle /*body_stream*/) override {
+    if (!supports_device_loops()) return NoConditionalNodes();
     WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
-    auto record = std::make_unique<CallbackRecord>();
+    return control_.LaunchLoop(loop, stream, s.device);
+  }
+  absl::Status LaunchDeviceCase(const DeviceCase& choice, StreamHandle stream,
+                                StreamHandle /*body_stream*/) override {
+    if (!supports_device_loops()) return NoConditionalNodes();
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    if (options_.device_launch_cases ||
+        driver_version_ < kSwitchDriverVersion) {
+      return control_.LaunchCaseByDeviceLaunch(choice, stream, s.device);
+    }
+    return control_.LaunchCase(choice, stream, s.device);
+  }
+  absl::Status LaunchDeviceCaseByDeviceLaunch(const DeviceCase& choice,
+                                              StreamHandle stream) override {
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    return control_.LaunchCaseByDeviceLaunch(choice, stream, s.device);
+  }
+  DeviceControlStats device_control_stats() const override {
+    const cuda::DeviceControlStats stats = control_.stats();
+    return DeviceControlStats{stats.instantiations, stats.cache_hits,
+                              stats.updates, stats.cached};
+  }
+
+ private:
+  struct CallbackRecord;
+
+  // CUDA 12.3 brought WHILE conditional nodes, 12.8 SWITCH nodes.
+  static constexpr int kWhileDriverVersion = 12030;
+  static constexpr int kSwitchDriverVersion = 12080;
+
+  absl::Status NoConditionalNodes() const {
+    return absl::UnimplementedError(absl::StrCat(
+        "device loops need conditional graph nodes (a CUDA driver of 12.3 or "
+        "newer); this driver is ",
+        driver_version_ / 1000, ".", driver_version_ % 1000 / 10));
+  }
+
+  // Adds `record` (callback or report set) as a stream callback of
+  // `stream`, in the stream's current error scope.
+  absl::Status EnqueueCallback(StreamHandle stream,
+                               std::unique_ptr<CallbackRecord> record)
+      ABSL_LOCKS_EXCLUDED(mu_, callback_mu_) {
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
     record->backend = this;
-    record->callback = std::move(callback);
+    record->stream = stream.value;
+    record->scope = s.scope;
     {
       absl::MutexLock lock(&callback_mu_);
       ++pending_callbacks_;
+      record->sequence = ++callback_sequence_;
     }
     // cudaStreamAddCallback rather than cudaLaunchHostFunc: it runs even
     // after a device fault and reports the stream's error, which the
@@ -330,10 +414,10 @@ class CudaBackendImpl final : public CudaBackend {
     return absl::OkStatus();
   }
 
- private:
   struct StreamEntry {
     int device = -1;
     cudaStream_t stream = nullptr;
+    uint64_t scope = 0;  // the current error scope
   };
   struct EventEntry {
     int device = -1;
@@ -345,8 +429,21 @@ class CudaBackendImpl final : public CudaBackend {
   };
   struct CallbackRecord {
     CudaBackendImpl* backend = nullptr;  // not owned
+    // One of the two: a host callback, or a device-control report whose
+    // non-OK result fails the scope's later callbacks.
     HostCallback callback;
+    cuda::CudaDeviceControl::Report report;
+    uint64_t stream = 0;  // handle
+    uint64_t scope = 0;
+    uint64_t sequence = 0;  // order of addition, over all streams
     cudaError_t result = cudaSuccess;
+  };
+  // An error the device reported for a scope: it fails the scope's host
+  // callbacks added after `sequence`, until released on `stream`.
+  struct ScopeError {
+    absl::Status status;
+    uint64_t stream = 0;
+    uint64_t sequence = 0;
   };
 
   // Runs on the CUDA driver's thread: may not call CUDA, so it only hands
@@ -371,13 +468,35 @@ class CudaBackendImpl final : public CudaBackend {
         batch.swap(ready_callbacks_);
       }
       for (std::unique_ptr<CallbackRecord>& record : batch) {
-        record->callback(cuda::CudaStatus(
+        absl::Status status = cuda::CudaStatus(
             record->result, "work enqueued before the host callback", __FILE__,
-            __LINE__));
+            __LINE__);
+        if (status.ok()) status = ScopeErrorFor(*record);
+        if (record->report) {
+          absl::Status found = record->report(status);
+          if (!found.ok() && status.ok()) {
+            absl::MutexLock lock(&callback_mu_);
+            scope_errors_.try_emplace(
+                record->scope,
+                ScopeError{std::move(found), record->stream, record->sequence});
+          }
+        } else {
+          record->callback(std::move(status));
+        }
       }
       absl::MutexLock lock(&callback_mu_);
       pending_callbacks_ -= static_cast<int64_t>(batch.size());
     }
+  }
+
+  absl::Status ScopeErrorFor(const CallbackRecord& record)
+      ABSL_LOCKS_EXCLUDED(callback_mu_) {
+    absl::MutexLock lock(&callback_mu_);
+    auto it = scope_errors_.find(record.scope);
+    if (it == scope_errors_.end() || record.sequence <= it->second.sequence) {
+      return absl::OkStatus();
+    }
+    return it->second.status;
   }
 
   bool CallbacksReadyOrStopping() const
@@ -470,6 +589,25 @@ class CudaBackendImpl final : public CudaBackend {
     };
   }
 
+  cuda::CudaDeviceControl::Hooks ControlHooks() {
+    cuda::CudaDeviceControl::Hooks hooks;
+    hooks.stream = [this](StreamHandle h) -> absl::StatusOr<cudaStream_t> {
+      WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(h));
+      return s.stream;
+    };
+    hooks.capture = [this](const DeviceGraph& graph, cudaGraph_t target,
+                           const cuda::CudaGraphCache::CaptureTail& tail) {
+      return graphs_.CaptureToGraph(graph, target, tail);
+    };
+    hooks.report = [this](StreamHandle h,
+                          cuda::CudaDeviceControl::Report report) {
+      auto record = std::make_unique<CallbackRecord>();
+      record->report = std::move(report);
+      return EnqueueCallback(h, std::move(record));
+    };
+    return hooks;
+  }
+
   cuda::CudaGraphCache::Hooks GraphHooks() {
     cuda::CudaGraphCache::Hooks hooks;
     hooks.stream = [this](StreamHandle h) -> absl::StatusOr<cudaStream_t> {
@@ -493,6 +631,8 @@ class CudaBackendImpl final : public CudaBackend {
 
   // Constant after construction.
   const std::vector<DeviceInfo> devices_;
+  const int driver_version_;  // cudaDriverGetVersion, e.g. 13000
+  const Options options_;
   std::thread dispatcher_;
   // User modules (thread-safe themselves; mutable: caches). Destroyed after
   // the destructor has synchronized every device.
@@ -501,6 +641,9 @@ class CudaBackendImpl final : public CudaBackend {
   cuda::BuiltinOps builtin_ops_{CheckRangeFn()};
   // Device graphs; its lanes are streams of this backend.
   cuda::CudaGraphCache graphs_{GraphHooks(), cuda::CudaGraphCache::Options{}};
+  // Device loops and cases; they capture through graphs_.
+  cuda::CudaDeviceControl control_{ControlHooks(),
+                                   cuda::CudaDeviceControl::Options{}};
 
   mutable absl::Mutex mu_;
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
@@ -516,6 +659,10 @@ class CudaBackendImpl final : public CudaBackend {
   bool stopping_ ABSL_GUARDED_BY(callback_mu_) = false;
   // Callbacks added and not yet run to completion by the dispatcher.
   int64_t pending_callbacks_ ABSL_GUARDED_BY(callback_mu_) = 0;
+  uint64_t callback_sequence_ ABSL_GUARDED_BY(callback_mu_) = 0;
+  // Keyed by error scope; the first error of each.
+  absl::flat_hash_map<uint64_t, ScopeError> scope_errors_
+      ABSL_GUARDED_BY(callback_mu_);
 };
 
 // Enables peer access between every pair of devices that supports it, so
@@ -549,6 +696,11 @@ int VisibleCudaDevices() {
 }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
+  return Create(Options{});
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const Options& options) {
   int count = 0;
   const cudaError_t result = cudaGetDeviceCount(&count);
   if (result != cudaSuccess) {
@@ -572,8 +724,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
     info.memory_total_bytes = prop.totalGlobalMem;
     devices.push_back(std::move(info));
   }
+  int driver_version = 0;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver_version));
   EnablePeerAccess(count);
-  return std::unique_ptr<CudaBackend>(new CudaBackendImpl(std::move(devices)));
+  return std::unique_ptr<CudaBackend>(
+      new CudaBackendImpl(std::move(devices), driver_version, options));
 }
 
 }  // namespace weft::runtime

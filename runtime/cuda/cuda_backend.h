@@ -8,6 +8,19 @@
 // Device graphs (Backend::LaunchDeviceGraph) become CUDA graphs, captured
 // once per structure, instantiated, cached and updated in place when the
 // same structure returns with new parameters (cuda_graph_cache.h).
+// Device loops and cases (Backend::LaunchDeviceLoop / LaunchDeviceCase)
+// are CUDA graphs with conditional nodes: a WHILE node whose body is the
+// loop's captured body followed by a kernel that reads the condition and
+// sets the node's value, a SWITCH node with one body per branch; the GPU
+// evaluates conditions and selectors with no host round trip. They need a
+// driver of CUDA 12.3 or newer (supports_device_loops()); cases use SWITCH
+// nodes from 12.8 and device graph launch before that or when
+// Options::device_launch_cases asks for it (cuda_device_control.h). Both
+// run on the caller's stream; the body stream a caller hands over stays
+// unused. A loop past its max_iterations fails the host callbacks of its
+// stream's error scope added after it with FAILED_PRECONDITION (CUDA
+// cannot skip the enqueued work behind it: the scope's later work still
+// runs, and only its callbacks see the failure).
 // Every CUDA error becomes an absl::Status through cuda_status.h:
 // out-of-memory is RESOURCE_EXHAUSTED, a bad handle or pointer is
 // NOT_FOUND / INVALID_ARGUMENT, a fault in enqueued work reaches the host
@@ -44,9 +57,23 @@ int VisibleCudaDevices();
 
 class CudaBackend : public Backend {
  public:
+  struct Options {
+    // Device cases by device graph launch rather than SWITCH nodes: the
+    // branches are device-launchable executable graphs, and a kernel reads
+    // the selector and launches the chosen one from the device.
+    bool device_launch_cases = false;
+  };
+
   // A backend over every visible CUDA device (CUDA_VISIBLE_DEVICES applies).
   // UNAVAILABLE when no device is visible or the build has no CUDA.
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create();
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(
+      const Options& options);
+
+  // Backend::LaunchDeviceCase by device graph launch, whatever the options
+  // say (for comparisons). `choice` as for LaunchDeviceCase.
+  virtual absl::Status LaunchDeviceCaseByDeviceLaunch(const DeviceCase& choice,
+                                                      StreamHandle stream) = 0;
 
   // Counters of the device graph cache: captures instantiated, launches
   // of a cached executable graph, of those the ones with new parameters
@@ -59,6 +86,17 @@ class CudaBackend : public Backend {
     int cached = 0;
   };
   virtual GraphCacheStats graph_cache_stats() const = 0;
+
+  // Counters of the device loop and case executables: built (misses and
+  // rebuilds), launches of a cached one, of those the ones updated in
+  // place with new parameters; executables cached now.
+  struct DeviceControlStats {
+    uint64_t instantiations = 0;
+    uint64_t cache_hits = 0;
+    uint64_t updates = 0;
+    int cached = 0;
+  };
+  virtual DeviceControlStats device_control_stats() const = 0;
 
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;

@@ -10,6 +10,11 @@ namespace weft::runtime {
 int VisibleCudaDevices() { return 0; }
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
+  return Create(Options{});
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const Options& /*options*/) {
   return absl::UnavailableError(
       "CUDA backend unavailable: Weft was built without CUDA");
 }

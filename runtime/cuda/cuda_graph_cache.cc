@@ -38,7 +38,9 @@ absl::Status CudaGraphCache::EnsureLanes(int device, int lanes, int events) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph) {
+absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph,
+                                                    cudaGraph_t target,
+                                                    const CaptureTail* tail) {
   const int n = static_cast<int>(graph.nodes.size());
   int num_lanes = 1;
   const std::vector<int> lane_of =
@@ -57,8 +59,13 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph) {
   WEFT_RETURN_IF_ERROR(EnsureLanes(graph.device, num_lanes, events));
   const DeviceLanes& d = lanes_[graph.device];
   cudaStream_t origin = d.raw[0];
-  WEFT_CUDA_RETURN_IF_ERROR(
-      cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
+  if (target == nullptr) {
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaStreamBeginCapture(origin, cudaStreamCaptureModeThreadLocal));
+  } else {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaStreamBeginCaptureToGraph(
+        origin, target, nullptr, nullptr, 0, cudaStreamCaptureModeThreadLocal));
+  }
 
   absl::Status status;
   auto check = [&status](absl::Status s) {
@@ -131,16 +138,27 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph) {
     check(WEFT_CUDA_STATUS(cudaEventRecord(d.events[lane], d.raw[lane])));
     check(WEFT_CUDA_STATUS(cudaStreamWaitEvent(origin, d.events[lane], 0)));
   }
+  if (tail != nullptr && *tail && status.ok()) check((*tail)(origin));
   cudaGraph_t captured = nullptr;
   check(WEFT_CUDA_STATUS(cudaStreamEndCapture(origin, &captured)));
   if (!status.ok()) {
-    if (captured != nullptr) (void)cudaGraphDestroy(captured);
+    // A target belongs to the caller (or to its conditional node).
+    if (captured != nullptr && target == nullptr) {
+      (void)cudaGraphDestroy(captured);
+    }
     (void)cudaGetLastError();
     return absl::Status(status.code(),
                         absl::StrCat("capturing a device graph of device ",
                                      graph.device, ": ", status.message()));
   }
   return captured;
+}
+
+absl::StatusOr<cudaGraph_t> CudaGraphCache::CaptureToGraph(
+    const DeviceGraph& graph, cudaGraph_t target, const CaptureTail& tail) {
+  WEFT_RETURN_IF_ERROR(ValidateDeviceGraph(graph));
+  absl::MutexLock lock(&mu_);
+  return Capture(graph, target, &tail);
 }
 
 absl::StatusOr<CudaGraphCache::Entry*> CudaGraphCache::Find(

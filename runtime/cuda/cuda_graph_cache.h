@@ -102,6 +102,20 @@ class CudaGraphCache {
 
   CudaGraphCacheStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Enqueued on the capturing origin lane after every node of a graph
+  // (all lanes joined), so that its work depends on the whole graph.
+  using CaptureTail = std::function<absl::Status(cudaStream_t origin)>;
+  // Captures `graph` (validated) into `target`, an existing CUDA graph
+  // such as the body of a conditional node (cudaStreamBeginCaptureToGraph),
+  // or into a new graph when `target` is null, then runs `tail` (when set)
+  // on the origin lane. Returns the graph captured into: `target`, or a new
+  // graph the caller owns. Caches nothing; for graphs that live inside
+  // other graphs (device loops and cases, cuda_device_control.h).
+  absl::StatusOr<cudaGraph_t> CaptureToGraph(const DeviceGraph& graph,
+                                             cudaGraph_t target,
+                                             const CaptureTail& tail)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   struct Entry {
     cudaGraphExec_t exec = nullptr;
@@ -119,8 +133,11 @@ class CudaGraphCache {
   absl::StatusOr<Entry*> Find(const DeviceGraph& graph, std::string key,
                               std::string parameters)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Captures `graph` into a new CUDA graph.
-  absl::StatusOr<cudaGraph_t> Capture(const DeviceGraph& graph)
+  // Captures `graph` into a new CUDA graph, or into `target` when set,
+  // followed by `tail` when set.
+  absl::StatusOr<cudaGraph_t> Capture(const DeviceGraph& graph,
+                                      cudaGraph_t target = nullptr,
+                                      const CaptureTail* tail = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status EnsureLanes(int device, int lanes, int events)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

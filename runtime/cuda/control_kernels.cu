@@ -1,0 +1,296 @@
+// Kernels of device loops and device cases. Built by nvcc (see BUILD);
+// everything host code needs is declared in control_kernels.h.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "runtime/cuda/control_kernels.h"
+#include "runtime/cuda/cuda_status.h"
+
+namespace weft::runtime::cuda {
+namespace {
+
+__device__ bool Nonzero(const void* data, int32_t kind) {
+  switch (kind) {
+    case static_cast<int32_t>(ConditionKind::kByte):
+      return *static_cast<const unsigned char*>(data) != 0;
+    case static_cast<int32_t>(ConditionKind::kInt32):
+      return *static_cast<const int32_t*>(data) != 0;
+    case static_cast<int32_t>(ConditionKind::kInt64):
+      return *static_cast<const int64_t*>(data) != 0;
+    case static_cast<int32_t>(ConditionKind::kFloat32):
+      return *static_cast<const float*>(data) != 0.0f;
+    case static_cast<int32_t>(ConditionKind::kFloat64):
+      return *static_cast<const double*>(data) != 0.0;
+  }
+  return false;
+}
+
+__device__ int64_t Selector(const void* data, int32_t is_int64) {
+  return is_int64 ? *static_cast<const int64_t*>(data)
+                  : static_cast<int64_t>(*static_cast<const int32_t*>(data));
+}
+
+// One thread. Runs before every iteration: before the first (with `reset`)
+// and at the end of each body.
+__global__ void LoopCheckKernel(cudaGraphConditionalHandle handle,
+                                const void* condition, int32_t kind,
+                                ControlState* state,
+                                unsigned long long max_iterations,
+                                int32_t reset) {
+  if (reset) {
+    state->value = 0;
+    state->flag = 0;
+    state->error = 0;
+  }
+  unsigned int again = 0;
+  if (Nonzero(condition, kind)) {
+    if (static_cast<unsigned long long>(state->value) >= max_iterations) {
+      state->flag = 1;
+    } else {
+      ++state->value;
+      again = 1;
+    }
+  }
+  cudaGraphSetConditional(handle, again);
+}
+
+__global__ void CaseSelectKernel(cudaGraphConditionalHandle handle,
+                                 const void* selector, int32_t is_int64,
+                                 unsigned int branches, ControlState* state) {
+  const int64_t value = Selector(selector, is_int64);
+  const bool in_range = value >= 0 && value < static_cast<int64_t>(branches);
+  state->value = in_range ? value : -1;
+  state->flag = 0;
+  state->error = 0;
+  cudaGraphSetConditional(
+      handle, in_range ? static_cast<unsigned int>(value) : branches);
+}
+
+__global__ void CaseLaunchKernel(const void* selector, int32_t is_int64,
+                                 const cudaGraphExec_t* execs,
+                                 unsigned int branches, ControlState* out) {
+  const int64_t value = Selector(selector, is_int64);
+  int32_t error = 0;
+  int64_t taken = -1;
+  if (value >= 0 && value < static_cast<int64_t>(branches)) {
+    taken = value;
+    cudaGraphExec_t exec = execs[value];
+    if (exec != nullptr) {
+      error = static_cast<int32_t>(
+          cudaGraphLaunch(exec, cudaStreamGraphFireAndForget));
+    }
+  }
+  out->value = taken;
+  out->flag = 0;
+  out->error = error;
+  __threadfence_system();
+}
+
+__global__ void ReportKernel(const ControlState* state, ControlState* out) {
+  out->value = state->value;
+  out->flag = state->flag;
+  out->error = state->error;
+  __threadfence_system();
+}
+
+// Kernel node parameters of a single-thread kernel. `args` points at the
+// argument values, in order; they only need to live until CUDA has copied
+// them (the call that takes the parameters).
+cudaKernelNodeParams SingleThread(const void* func, void** args) {
+  cudaKernelNodeParams params = {};
+  params.func = const_cast<void*>(func);
+  params.gridDim = dim3(1);
+  params.blockDim = dim3(1);
+  params.sharedMemBytes = 0;
+  params.kernelParams = args;
+  params.extra = nullptr;
+  return params;
+}
+
+absl::Status AddNode(cudaGraph_t graph, NodeDeps deps,
+                     const cudaKernelNodeParams& params,
+                     cudaGraphNode_t* node) {
+  return WEFT_CUDA_STATUS(
+      cudaGraphAddKernelNode(node, graph, deps.deps, deps.count, &params));
+}
+
+absl::Status SetNode(cudaGraphExec_t exec, cudaGraphNode_t node,
+                     const cudaKernelNodeParams& params) {
+  return WEFT_CUDA_STATUS(
+      cudaGraphExecKernelNodeSetParams(exec, node, &params));
+}
+
+// The argument values of each kernel, as locals whose addresses make the
+// kernelParams array.
+struct LoopCheckArgs {
+  cudaGraphConditionalHandle handle;
+  const void* condition;
+  int32_t kind;
+  ControlState* state;
+  unsigned long long max_iterations;
+  int32_t reset;
+  void* ptrs[6];
+
+  LoopCheckArgs(cudaGraphConditionalHandle h, const void* c, ConditionKind k,
+                ControlState* s, uint64_t max, bool r)
+      : handle(h),
+        condition(c),
+        kind(static_cast<int32_t>(k)),
+        state(s),
+        max_iterations(max),
+        reset(r ? 1 : 0),
+        ptrs{&handle, &condition, &kind, &state, &max_iterations, &reset} {}
+  LoopCheckArgs(const LoopCheckArgs&) = delete;
+  LoopCheckArgs& operator=(const LoopCheckArgs&) = delete;
+
+  cudaKernelNodeParams params() {
+    return SingleThread(reinterpret_cast<const void*>(&LoopCheckKernel), ptrs);
+  }
+};
+
+struct CaseSelectArgs {
+  cudaGraphConditionalHandle handle;
+  const void* selector;
+  int32_t is_int64;
+  unsigned int branches;
+  ControlState* state;
+  void* ptrs[5];
+
+  CaseSelectArgs(cudaGraphConditionalHandle h, const void* sel, bool wide,
+                 uint32_t n, ControlState* s)
+      : handle(h),
+        selector(sel),
+        is_int64(wide ? 1 : 0),
+        branches(n),
+        state(s),
+        ptrs{&handle, &selector, &is_int64, &branches, &state} {}
+  CaseSelectArgs(const CaseSelectArgs&) = delete;
+  CaseSelectArgs& operator=(const CaseSelectArgs&) = delete;
+
+  cudaKernelNodeParams params() {
+    return SingleThread(reinterpret_cast<const void*>(&CaseSelectKernel), ptrs);
+  }
+};
+
+struct CaseLaunchArgs {
+  const void* selector;
+  int32_t is_int64;
+  const cudaGraphExec_t* execs;
+  unsigned int branches;
+  ControlState* out;
+  void* ptrs[5];
+
+  CaseLaunchArgs(const void* sel, bool wide, const cudaGraphExec_t* e,
+                 uint32_t n, ControlState* o)
+      : selector(sel),
+        is_int64(wide ? 1 : 0),
+        execs(e),
+        branches(n),
+        out(o),
+        ptrs{&selector, &is_int64, &execs, &branches, &out} {}
+  CaseLaunchArgs(const CaseLaunchArgs&) = delete;
+  CaseLaunchArgs& operator=(const CaseLaunchArgs&) = delete;
+
+  cudaKernelNodeParams params() {
+    return SingleThread(reinterpret_cast<const void*>(&CaseLaunchKernel), ptrs);
+  }
+};
+
+struct ReportArgs {
+  const ControlState* state;
+  ControlState* out;
+  void* ptrs[2];
+
+  ReportArgs(const ControlState* s, ControlState* o)
+      : state(s), out(o), ptrs{&state, &out} {}
+  ReportArgs(const ReportArgs&) = delete;
+  ReportArgs& operator=(const ReportArgs&) = delete;
+
+  cudaKernelNodeParams params() {
+    return SingleThread(reinterpret_cast<const void*>(&ReportKernel), ptrs);
+  }
+};
+
+}  // namespace
+
+absl::Status AddLoopCheckNode(cudaGraph_t graph, NodeDeps deps,
+                              cudaGraphConditionalHandle handle,
+                              const void* condition, ConditionKind kind,
+                              ControlState* state, uint64_t max_iterations,
+                              bool reset, cudaGraphNode_t* node) {
+  LoopCheckArgs args(handle, condition, kind, state, max_iterations, reset);
+  return AddNode(graph, deps, args.params(), node);
+}
+
+absl::Status LaunchLoopCheck(cudaGraphConditionalHandle handle,
+                             const void* condition, ConditionKind kind,
+                             ControlState* state, uint64_t max_iterations,
+                             cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = stream;
+  return WEFT_CUDA_STATUS(cudaLaunchKernelEx(
+      &config, LoopCheckKernel, handle, condition, static_cast<int32_t>(kind),
+      state, static_cast<unsigned long long>(max_iterations), int32_t{0}));
+}
+
+absl::Status SetLoopCheckNode(cudaGraphNode_t node,
+                              cudaGraphConditionalHandle handle,
+                              const void* condition, ConditionKind kind,
+                              ControlState* state, uint64_t max_iterations,
+                              bool reset) {
+  LoopCheckArgs args(handle, condition, kind, state, max_iterations, reset);
+  const cudaKernelNodeParams params = args.params();
+  return WEFT_CUDA_STATUS(cudaGraphKernelNodeSetParams(node, &params));
+}
+
+absl::Status AddCaseSelectNode(cudaGraph_t graph, NodeDeps deps,
+                               cudaGraphConditionalHandle handle,
+                               const void* selector, bool is_int64,
+                               uint32_t branches, ControlState* state,
+                               cudaGraphNode_t* node) {
+  CaseSelectArgs args(handle, selector, is_int64, branches, state);
+  return AddNode(graph, deps, args.params(), node);
+}
+
+absl::Status SetCaseSelectNode(cudaGraphNode_t node,
+                               cudaGraphConditionalHandle handle,
+                               const void* selector, bool is_int64,
+                               uint32_t branches, ControlState* state) {
+  CaseSelectArgs args(handle, selector, is_int64, branches, state);
+  const cudaKernelNodeParams params = args.params();
+  return WEFT_CUDA_STATUS(cudaGraphKernelNodeSetParams(node, &params));
+}
+
+absl::Status AddCaseLaunchNode(cudaGraph_t graph, NodeDeps deps,
+                               const void* selector, bool is_int64,
+                               const cudaGraphExec_t* execs, uint32_t branches,
+                               ControlState* out, cudaGraphNode_t* node) {
+  CaseLaunchArgs args(selector, is_int64, execs, branches, out);
+  return AddNode(graph, deps, args.params(), node);
+}
+
+absl::Status SetCaseLaunchNode(cudaGraphExec_t exec, cudaGraphNode_t node,
+                               const void* selector, bool is_int64,
+                               const cudaGraphExec_t* execs, uint32_t branches,
+                               ControlState* out) {
+  CaseLaunchArgs args(selector, is_int64, execs, branches, out);
+  return SetNode(exec, node, args.params());
+}
+
+absl::Status AddReportNode(cudaGraph_t graph, NodeDeps deps,
+                           const ControlState* state, ControlState* out,
+                           cudaGraphNode_t* node) {
+  ReportArgs args(state, out);
+  return AddNode(graph, deps, args.params(), node);
+}
+
+absl::Status SetReportNode(cudaGraphExec_t exec, cudaGraphNode_t node,
+                           const ControlState* state, ControlState* out) {
+  ReportArgs args(state, out);
+  return SetNode(exec, node, args.params());
+}
+
+}  // namespace weft::runtime::cuda

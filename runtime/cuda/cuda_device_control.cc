@@ -1,0 +1,652 @@
+#include "runtime/cuda/cuda_device_control.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "runtime/cuda/cuda_status.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::runtime::cuda {
+namespace {
+
+using scheduler::DType;
+
+// Report slots are allocated this many at a time.
+constexpr int kSlotsPerChunk = 256;
+
+// A length-prefixed field, so that keys built from several signatures
+// cannot collide.
+std::string Field(const std::string& s) {
+  return absl::StrCat(s.size(), ":", s);
+}
+
+absl::Status RemoveNodes(cudaGraph_t graph) {
+  size_t count = 0;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nodes.data(), &count));
+  }
+  for (cudaGraphNode_t node : nodes) {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphDestroyNode(node));
+  }
+  return absl::OkStatus();
+}
+
+// Adds a conditional node of `type` with `size` bodies after `dep`.
+absl::Status AddConditionalNode(cudaGraph_t graph, cudaGraphNode_t dep,
+                                cudaGraphConditionalHandle handle,
+                                cudaGraphConditionalNodeType type,
+                                unsigned int size, cudaGraphNode_t* node,
+                                std::vector<cudaGraph_t>* bodies) {
+  cudaGraphNodeParams params = {};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = handle;
+  params.conditional.type = type;
+  params.conditional.size = size;
+  WEFT_CUDA_RETURN_IF_ERROR(
+      cudaGraphAddNode(node, graph, &dep, nullptr, 1, &params));
+  bodies->assign(params.conditional.phGraph_out,
+                 params.conditional.phGraph_out + size);
+  return absl::OkStatus();
+}
+
+bool Empty(const DeviceGraph* graph) {
+  return graph == nullptr || graph->nodes.empty();
+}
+
+}  // namespace
+
+ConditionKind ConditionKindOf(DType dtype) {
+  switch (dtype) {
+    case DType::kBytes:
+      return ConditionKind::kByte;
+    case DType::kFloat32:
+      return ConditionKind::kFloat32;
+    case DType::kFloat64:
+      return ConditionKind::kFloat64;
+    case DType::kInt32:
+      return ConditionKind::kInt32;
+    case DType::kInt64:
+      return ConditionKind::kInt64;
+  }
+  return ConditionKind::kByte;
+}
+
+// ---- Report slots.
+
+CudaDeviceControl::Slots::~Slots() {
+  absl::MutexLock lock(&mu_);
+  for (void* chunk : chunks_) (void)cudaFreeHost(chunk);
+  (void)cudaGetLastError();
+}
+
+absl::StatusOr<ControlState*> CudaDeviceControl::Slots::Acquire() {
+  absl::MutexLock lock(&mu_);
+  if (free_.empty()) {
+    void* chunk = nullptr;
+    // Mapped and portable: under unified addressing the host address is
+    // valid on every device.
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaHostAlloc(&chunk, sizeof(ControlState) * kSlotsPerChunk,
+                      cudaHostAllocMapped | cudaHostAllocPortable));
+    chunks_.push_back(chunk);
+    ControlState* slots = static_cast<ControlState*>(chunk);
+    for (int i = kSlotsPerChunk - 1; i >= 0; --i) free_.push_back(&slots[i]);
+  }
+  ControlState* slot = free_.back();
+  free_.pop_back();
+  *slot = ControlState{};
+  return slot;
+}
+
+void CudaDeviceControl::Slots::Release(ControlState* slot) {
+  absl::MutexLock lock(&mu_);
+  free_.push_back(slot);
+}
+
+// ---- Lifetime.
+
+CudaDeviceControl::CudaDeviceControl(Hooks hooks, Options options)
+    : hooks_(std::move(hooks)), options_(options) {}
+
+CudaDeviceControl::~CudaDeviceControl() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [key, c] : loops_) Destroy(*c);
+  for (auto& [key, c] : cases_) Destroy(*c);
+  for (auto& [key, l] : launchers_) Destroy(*l);
+  (void)cudaGetLastError();
+}
+
+void CudaDeviceControl::Destroy(Conditional& c) {
+  if (c.device >= 0) (void)cudaSetDevice(c.device);
+  // Launches in flight complete first: CUDA frees the executable after.
+  if (c.exec != nullptr) (void)cudaGraphExecDestroy(c.exec);
+  if (c.graph != nullptr) (void)cudaGraphDestroy(c.graph);
+  // cudaFree waits for the device, so no launch still uses the word.
+  if (c.state != nullptr) (void)cudaFree(c.state);
+  c = Conditional{};
+  (void)cudaGetLastError();
+}
+
+void CudaDeviceControl::Destroy(Launcher& l) {
+  if (l.device >= 0) (void)cudaSetDevice(l.device);
+  if (l.exec != nullptr) (void)cudaGraphExecDestroy(l.exec);
+  if (l.graph != nullptr) (void)cudaGraphDestroy(l.graph);
+  if (l.table != nullptr) (void)cudaFree(l.table);
+  for (cudaGraphExec_t branch : l.branches) {
+    if (branch != nullptr) (void)cudaGraphExecDestroy(branch);
+  }
+  if (l.done != nullptr) (void)cudaEventDestroy(l.done);
+  l = Launcher{};
+  (void)cudaGetLastError();
+}
+
+template <typename Entry>
+void CudaDeviceControl::Trim(
+    absl::flat_hash_map<std::string, std::unique_ptr<Entry>>& cache,
+    const Entry* keep) {
+  const size_t bound = static_cast<size_t>(std::max(1, options_.max_cached));
+  while (cache.size() > bound) {
+    auto oldest = cache.end();
+    for (auto it = cache.begin(); it != cache.end(); ++it) {
+      if (it->second.get() == keep) continue;
+      if (oldest == cache.end() ||
+          it->second->last_use < oldest->second->last_use) {
+        oldest = it;
+      }
+    }
+    if (oldest == cache.end()) return;
+    Destroy(*oldest->second);
+    cache.erase(oldest);
+  }
+}
+
+DeviceControlStats CudaDeviceControl::stats() const {
+  absl::MutexLock lock(&mu_);
+  DeviceControlStats stats = stats_;
+  stats.cached =
+      static_cast<int>(loops_.size() + cases_.size() + launchers_.size());
+  return stats;
+}
+
+// ---- Conditional nodes (WHILE, SWITCH).
+
+absl::Status CudaDeviceControl::FillLoop(Conditional& c,
+                                         const DeviceLoop& loop) {
+  const ConditionKind kind = ConditionKindOf(loop.dtype);
+  const void* condition = reinterpret_cast<const void*>(loop.condition.address);
+  const cudaGraphConditionalHandle handle = c.handle;
+  ControlState* state = c.state;
+  const uint64_t max = loop.max_iterations;
+  WEFT_RETURN_IF_ERROR(RemoveNodes(c.bodies[0]));
+  // The body, then the check that decides on the next iteration.
+  WEFT_RETURN_IF_ERROR(hooks_
+                           .capture(*loop.body, c.bodies[0],
+                                    [=](cudaStream_t origin) {
+                                      return LaunchLoopCheck(handle, condition,
+                                                             kind, state, max,
+                                                             origin);
+                                    })
+                           .status());
+  return SetLoopCheckNode(c.check, handle, condition, kind, state, max,
+                          /*reset=*/true);
+}
+
+absl::Status CudaDeviceControl::FillCase(Conditional& c,
+                                         const DeviceCase& choice) {
+  const uint32_t n = static_cast<uint32_t>(choice.branches.size());
+  for (uint32_t i = 0; i < n; ++i) {
+    WEFT_RETURN_IF_ERROR(RemoveNodes(c.bodies[i]));
+    if (Empty(choice.branches[i])) {
+      cudaGraphNode_t empty = nullptr;
+      WEFT_CUDA_RETURN_IF_ERROR(
+          cudaGraphAddEmptyNode(&empty, c.bodies[i], nullptr, 0));
+      continue;
+    }
+    WEFT_RETURN_IF_ERROR(
+        hooks_.capture(*choice.branches[i], c.bodies[i], nullptr).status());
+  }
+  return SetCaseSelectNode(
+      c.check, c.handle, reinterpret_cast<const void*>(choice.selector.address),
+      choice.dtype == DType::kInt64, n, c.state);
+}
+
+absl::Status CudaDeviceControl::Refresh(Conditional& c) {
+  if (c.exec != nullptr) {
+    cudaGraphExecUpdateResultInfo info;
+    if (cudaGraphExecUpdate(c.exec, c.graph, &info) == cudaSuccess) {
+      ++stats_.updates;
+      return absl::OkStatus();
+    }
+    // CUDA could not map the new parameters onto the executable: build it
+    // anew (a graph with conditional nodes has one executable at a time).
+    (void)cudaGetLastError();
+    (void)cudaGraphExecDestroy(c.exec);
+    c.exec = nullptr;
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&c.exec, c.graph, 0));
+  ++stats_.instantiations;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
+    const DeviceLoop& loop, const std::string& key,
+    const std::string& parameters, int device) {
+  if (auto it = loops_.find(key); it != loops_.end()) {
+    Conditional* c = it->second.get();
+    c->last_use = ++tick_;
+    if (c->parameters != parameters) {
+      absl::Status s = FillLoop(*c, loop);
+      if (s.ok()) s = Refresh(*c);
+      if (!s.ok()) {
+        Destroy(*c);
+        loops_.erase(it);
+        return s;
+      }
+      c->parameters = parameters;
+    }
+    return c;
+  }
+  auto c = std::make_unique<Conditional>();
+  c->device = device;
+  auto build = [&]() -> absl::Status {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
+        &c->handle, c->graph, 0, cudaGraphCondAssignDefault));
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaMalloc(reinterpret_cast<void**>(&c->state), sizeof(ControlState)));
+    WEFT_RETURN_IF_ERROR(AddLoopCheckNode(
+        c->graph, NodeDeps{}, c->handle,
+        reinterpret_cast<const void*>(loop.condition.address),
+        ConditionKindOf(loop.dtype), c->state, loop.max_iterations,
+        /*reset=*/true, &c->check));
+    cudaGraphNode_t node = nullptr;
+    WEFT_RETURN_IF_ERROR(AddConditionalNode(c->graph, c->check, c->handle,
+                                            cudaGraphCondTypeWhile, 1, &node,
+                                            &c->bodies));
+    WEFT_RETURN_IF_ERROR(AddReportNode(c->graph, NodeDeps{&node, 1}, c->state,
+                                       nullptr, &c->report));
+    WEFT_RETURN_IF_ERROR(FillLoop(*c, loop));
+    return Refresh(*c);
+  };
+  if (absl::Status s = build(); !s.ok()) {
+    Destroy(*c);
+    return absl::Status(s.code(), absl::StrCat("building device loop '",
+                                               loop.name, "': ", s.message()));
+  }
+  c->parameters = parameters;
+  c->last_use = ++tick_;
+  Conditional* found = c.get();
+  loops_.emplace(key, std::move(c));
+  Trim(loops_, found);
+  return found;
+}
+
+absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
+    const DeviceCase& choice, const std::string& key,
+    const std::string& parameters, int device) {
+  if (auto it = cases_.find(key); it != cases_.end()) {
+    Conditional* c = it->second.get();
+    c->last_use = ++tick_;
+    if (c->parameters != parameters) {
+      absl::Status s = FillCase(*c, choice);
+      if (s.ok()) s = Refresh(*c);
+      if (!s.ok()) {
+        Destroy(*c);
+        cases_.erase(it);
+        return s;
+      }
+      c->parameters = parameters;
+    }
+    return c;
+  }
+  const uint32_t n = static_cast<uint32_t>(choice.branches.size());
+  auto c = std::make_unique<Conditional>();
+  c->device = device;
+  auto build = [&]() -> absl::Status {
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
+    // No branch unless the select kernel says otherwise.
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
+        &c->handle, c->graph, n, cudaGraphCondAssignDefault));
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaMalloc(reinterpret_cast<void**>(&c->state), sizeof(ControlState)));
+    WEFT_RETURN_IF_ERROR(AddCaseSelectNode(
+        c->graph, NodeDeps{}, c->handle,
+        reinterpret_cast<const void*>(choice.selector.address),
+        choice.dtype == DType::kInt64, n, c->state, &c->check));
+    cudaGraphNode_t node = nullptr;
+    WEFT_RETURN_IF_ERROR(AddConditionalNode(c->graph, c->check, c->handle,
+                                            cudaGraphCondTypeSwitch, n, &node,
+                                            &c->bodies));
+    WEFT_RETURN_IF_ERROR(AddReportNode(c->graph, NodeDeps{&node, 1}, c->state,
+                                       nullptr, &c->report));
+    WEFT_RETURN_IF_ERROR(FillCase(*c, choice));
+    return Refresh(*c);
+  };
+  if (absl::Status s = build(); !s.ok()) {
+    Destroy(*c);
+    return absl::Status(s.code(),
+                        absl::StrCat("building device case '", choice.name,
+                                     "': ", s.message()));
+  }
+  c->parameters = parameters;
+  c->last_use = ++tick_;
+  Conditional* found = c.get();
+  cases_.emplace(key, std::move(c));
+  Trim(cases_, found);
+  return found;
+}
+
+absl::Status CudaDeviceControl::LaunchConditional(Conditional& c,
+                                                  StreamHandle stream,
+                                                  ControlState* slot,
+                                                  Report report) {
+  if (c.launched) ++stats_.cache_hits;
+  c.launched = true;
+  absl::StatusOr<cudaStream_t> raw = hooks_.stream(stream);
+  absl::Status s = raw.status();
+  if (s.ok()) s = SetReportNode(c.exec, c.report, c.state, slot);
+  if (s.ok()) s = WEFT_CUDA_STATUS(cudaGraphLaunch(c.exec, *raw));
+  if (!s.ok()) {
+    slots_.Release(slot);
+    return s;
+  }
+  // If the report cannot be enqueued the slot stays taken: the graph
+  // enqueued above still writes to it.
+  return hooks_.report(stream, std::move(report));
+}
+
+namespace {
+
+absl::Status CheckLoop(const DeviceLoop& loop, int device) {
+  if (loop.body == nullptr || loop.iterations == nullptr) {
+    return absl::InvalidArgumentError("device loop without body or counter");
+  }
+  if (loop.body->device != device || loop.condition.device != device) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device loop '", loop.name,
+        "': its body and condition must be on the device of its stream "
+        "(device ",
+        device, ")"));
+  }
+  if (loop.condition.address == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device loop '", loop.name, "': null condition"));
+  }
+  return ValidateDeviceGraph(*loop.body);
+}
+
+absl::Status CheckCase(const DeviceCase& choice, int device) {
+  if (choice.taken == nullptr) {
+    return absl::InvalidArgumentError("device case without a taken counter");
+  }
+  if (choice.dtype != DType::kInt32 && choice.dtype != DType::kInt64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device case '", choice.name,
+                     "': its selector must be INT32 or INT64, not ",
+                     scheduler::DTypeName(choice.dtype)));
+  }
+  if (choice.branches.size() > std::numeric_limits<uint32_t>::max() / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device case '", choice.name, "': too many branches"));
+  }
+  if (!choice.branches.empty() &&
+      (choice.selector.device != device || choice.selector.address == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device case '", choice.name,
+                     "': its selector must be on the device of its stream "
+                     "(device ",
+                     device, ")"));
+  }
+  for (const DeviceGraph* branch : choice.branches) {
+    if (branch == nullptr) continue;
+    if (branch->device != device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "device case '", choice.name,
+          "': its branches must be on the device of its stream (device ",
+          device, ")"));
+    }
+    WEFT_RETURN_IF_ERROR(ValidateDeviceGraph(*branch));
+  }
+  return absl::OkStatus();
+}
+
+std::string CaseKey(absl::string_view kind, const DeviceCase& choice,
+                    int device) {
+  std::string key =
+      absl::StrCat(kind, "|", device, "|", scheduler::DTypeName(choice.dtype),
+                   "|", choice.branches.size());
+  for (const DeviceGraph* branch : choice.branches) {
+    absl::StrAppend(&key, "|",
+                    Field(Empty(branch) ? std::string("-")
+                                        : DeviceGraphSignature(*branch)));
+  }
+  return key;
+}
+
+std::string BranchParameters(const DeviceGraph* branch) {
+  return Empty(branch) ? std::string() : DeviceGraphParameters(*branch);
+}
+
+}  // namespace
+
+absl::Status CudaDeviceControl::LaunchLoop(const DeviceLoop& loop,
+                                           StreamHandle stream, int device) {
+  WEFT_RETURN_IF_ERROR(CheckLoop(loop, device));
+  const std::string key =
+      absl::StrCat("loop|", device, "|", scheduler::DTypeName(loop.dtype), "|",
+                   loop.max_iterations, "|", DeviceGraphSignature(*loop.body));
+  const std::string parameters = absl::StrCat(
+      loop.condition.address, "|", DeviceGraphParameters(*loop.body));
+  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire());
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Conditional*> c = FindLoop(loop, key, parameters, device);
+  if (!c.ok()) {
+    slots_.Release(slot);
+    return c.status();
+  }
+  Report report = [slots = &slots_, slot, iterations = loop.iterations,
+                   name = loop.name,
+                   max = loop.max_iterations](absl::Status status) {
+    const ControlState state = *slot;
+    slots->Release(slot);
+    if (!status.ok()) return absl::OkStatus();  // the stream's error stands
+    iterations->store(state.value);
+    if (state.flag != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("loop '", name, "' would exceed max_iterations ", max,
+                       ": its condition still holds after ", state.value,
+                       " iterations (evaluated on the device)"));
+    }
+    return absl::OkStatus();
+  };
+  return LaunchConditional(**c, stream, slot, std::move(report));
+}
+
+absl::Status CudaDeviceControl::LaunchCase(const DeviceCase& choice,
+                                           StreamHandle stream, int device) {
+  WEFT_RETURN_IF_ERROR(CheckCase(choice, device));
+  if (choice.branches.empty()) {
+    // Nothing can be chosen: no graph, only the report.
+    return hooks_.report(stream, [taken = choice.taken](absl::Status) {
+      taken->store(-1);
+      return absl::OkStatus();
+    });
+  }
+  const std::string key = CaseKey("case", choice, device);
+  std::string parameters = absl::StrCat(choice.selector.address);
+  for (const DeviceGraph* branch : choice.branches) {
+    absl::StrAppend(&parameters, "|", Field(BranchParameters(branch)));
+  }
+  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire());
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Conditional*> c = FindCase(choice, key, parameters, device);
+  if (!c.ok()) {
+    slots_.Release(slot);
+    return c.status();
+  }
+  Report report = [slots = &slots_, slot,
+                   taken = choice.taken](absl::Status status) {
+    const ControlState state = *slot;
+    slots->Release(slot);
+    taken->store(status.ok() ? state.value : -1);
+    return absl::OkStatus();
+  };
+  return LaunchConditional(**c, stream, slot, std::move(report));
+}
+
+// ---- Device graph launch.
+
+absl::StatusOr<CudaDeviceControl::Launcher*> CudaDeviceControl::FindLauncher(
+    const DeviceCase& choice, const std::string& key, int device,
+    cudaStream_t stream) {
+  if (auto it = launchers_.find(key); it != launchers_.end()) {
+    it->second->last_use = ++tick_;
+    return it->second.get();
+  }
+  const uint32_t n = static_cast<uint32_t>(choice.branches.size());
+  auto l = std::make_unique<Launcher>();
+  l->device = device;
+  l->branches.assign(n, nullptr);
+  l->parameters.assign(n, std::string());
+  auto build = [&]() -> absl::Status {
+    for (uint32_t i = 0; i < n; ++i) {
+      // A device graph may not be empty: an empty branch is a null entry,
+      // which the launch kernel skips.
+      if (Empty(choice.branches[i])) continue;
+      WEFT_ASSIGN_OR_RETURN(
+          cudaGraph_t captured,
+          hooks_.capture(*choice.branches[i], nullptr, nullptr));
+      const absl::Status made = WEFT_CUDA_STATUS(cudaGraphInstantiate(
+          &l->branches[i], captured, cudaGraphInstantiateFlagDeviceLaunch));
+      (void)cudaGraphDestroy(captured);
+      WEFT_RETURN_IF_ERROR(made);
+      WEFT_CUDA_RETURN_IF_ERROR(cudaGraphUpload(l->branches[i], stream));
+      l->parameters[i] = DeviceGraphParameters(*choice.branches[i]);
+    }
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&l->table),
+                                         sizeof(cudaGraphExec_t) * n));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMemcpy(l->table, l->branches.data(),
+                                         sizeof(cudaGraphExec_t) * n,
+                                         cudaMemcpyHostToDevice));
+    // The launching graph is an ordinary host-launched graph: a kernel of
+    // one may launch device graphs of its device.
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&l->graph, 0));
+    WEFT_RETURN_IF_ERROR(AddCaseLaunchNode(
+        l->graph, NodeDeps{},
+        reinterpret_cast<const void*>(choice.selector.address),
+        choice.dtype == DType::kInt64, l->table, n, nullptr, &l->launch));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&l->exec, l->graph, 0));
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&l->done, cudaEventDisableTiming));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = build(); !s.ok()) {
+    Destroy(*l);
+    return absl::Status(
+        s.code(), absl::StrCat("building device-launched case '", choice.name,
+                               "': ", s.message()));
+  }
+  ++stats_.instantiations;
+  l->last_use = ++tick_;
+  Launcher* found = l.get();
+  launchers_.emplace(key, std::move(l));
+  Trim(launchers_, found);
+  return found;
+}
+
+absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
+    const DeviceCase& choice, StreamHandle stream, int device) {
+  WEFT_RETURN_IF_ERROR(CheckCase(choice, device));
+  if (choice.branches.empty()) {
+    return hooks_.report(stream, [taken = choice.taken](absl::Status) {
+      taken->store(-1);
+      return absl::OkStatus();
+    });
+  }
+  WEFT_ASSIGN_OR_RETURN(cudaStream_t raw, hooks_.stream(stream));
+  const std::string key = CaseKey("launch", choice, device);
+  const uint32_t n = static_cast<uint32_t>(choice.branches.size());
+  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire());
+  absl::MutexLock lock(&mu_);
+  auto fail = [&](absl::Status s) {
+    slots_.Release(slot);
+    return s;
+  };
+  absl::StatusOr<Launcher*> found = FindLauncher(choice, key, device, raw);
+  if (!found.ok()) return fail(found.status());
+  Launcher* l = *found;
+  if (l->launched) ++stats_.cache_hits;
+  // New parameters: each changed branch is updated in place and uploaded
+  // again, once no earlier launch can still launch it.
+  bool waited = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (l->branches[i] == nullptr) continue;
+    std::string parameters = DeviceGraphParameters(*choice.branches[i]);
+    if (parameters == l->parameters[i]) continue;
+    if (l->launched && !waited) {
+      if (absl::Status s = WEFT_CUDA_STATUS(cudaEventSynchronize(l->done));
+          !s.ok()) {
+        return fail(s);
+      }
+      waited = true;
+    }
+    absl::StatusOr<cudaGraph_t> captured =
+        hooks_.capture(*choice.branches[i], nullptr, nullptr);
+    if (!captured.ok()) return fail(captured.status());
+    cudaGraphExecUpdateResultInfo info;
+    const cudaError_t updated =
+        cudaGraphExecUpdate(l->branches[i], *captured, &info);
+    (void)cudaGraphDestroy(*captured);
+    if (updated != cudaSuccess) {
+      // Build the whole case anew.
+      (void)cudaGetLastError();
+      Destroy(*l);
+      launchers_.erase(key);
+      found = FindLauncher(choice, key, device, raw);
+      if (!found.ok()) return fail(found.status());
+      l = *found;
+      break;
+    }
+    if (absl::Status s = WEFT_CUDA_STATUS(cudaGraphUpload(l->branches[i], raw));
+        !s.ok()) {
+      return fail(s);
+    }
+    l->parameters[i] = std::move(parameters);
+    ++stats_.updates;
+  }
+  l->launched = true;
+  if (absl::Status s = SetCaseLaunchNode(
+          l->exec, l->launch,
+          reinterpret_cast<const void*>(choice.selector.address),
+          choice.dtype == DType::kInt64, l->table, n, slot);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = WEFT_CUDA_STATUS(cudaGraphLaunch(l->exec, raw));
+      !s.ok()) {
+    return fail(s);
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaEventRecord(l->done, raw));
+  return hooks_.report(stream, [slots = &slots_, slot, taken = choice.taken,
+                                name = choice.name](absl::Status status) {
+    const ControlState state = *slot;
+    slots->Release(slot);
+    taken->store(status.ok() ? state.value : -1);
+    if (status.ok() && state.error != 0) {
+      const absl::Status launch =
+          CudaStatus(static_cast<cudaError_t>(state.error),
+                     "cudaGraphLaunch on the device", __FILE__, __LINE__);
+      return absl::Status(
+          launch.code(), absl::StrCat("case '", name, "': branch ", state.value,
+                                      ": ", launch.message()));
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace weft::runtime::cuda

@@ -1,0 +1,208 @@
+// Device loops and device cases on CUDA (Backend::LaunchDeviceLoop and
+// LaunchDeviceCase of the CUDA backend): control flow the GPU decides by
+// itself, with CUDA graphs' conditional nodes.
+//
+// A loop is one CUDA graph: a check kernel, a WHILE conditional node and a
+// report kernel. The check (control_kernels.h) reads element 0 of the
+// condition, counts iterations in a device word and sets the node's value;
+// it runs once before the node and again as the last node of the WHILE
+// body, after the loop's body (the DeviceGraph, captured into the body by
+// CudaGraphCache::CaptureToGraph). When the condition still holds after
+// `max_iterations` iterations the check ends the loop and raises a flag.
+// The report copies count and flag into a pinned host slot of this launch;
+// a host callback then fills DeviceLoop::iterations and, when the flag is
+// up, fails the stream's error scope with FAILED_PRECONDITION naming the
+// loop. A case is the same with a SWITCH node of one body per branch
+// (an empty body for a null branch) and a select kernel: a selector in
+// [0, n) runs that branch, anything else none.
+//
+// The graphs run on the caller's stream: the body stream a Backend caller
+// hands over stays unused on CUDA, since a conditional node's bodies run
+// inside the graph, ordered like any graph node.
+//
+// Device launch (LaunchCaseByDeviceLaunch): the branches are executable
+// graphs instantiated for device launch and uploaded; a one-kernel graph
+// launched from the host reads the selector and launches the chosen
+// branch from the device (fire and forget). Work after it on the stream
+// waits for the branch: a fire-and-forget launch belongs to the execution
+// of the graph that made it.
+//
+// Executables are cached per structure: the body's DeviceGraphSignature
+// (each branch's for a case), the condition's dtype, max_iterations, the
+// device. A launch with other parameters (addresses, scalars) re-captures
+// the bodies into the cached graph and updates the executable in place
+// (cudaGraphExecUpdate); only when CUDA refuses is it instantiated anew.
+// Each executable's device word serves one launch at a time: CUDA runs
+// launches of an executable one after another.
+//
+// Thread-safe (one mutex; builds and launches are serialized).
+#ifndef WEFT_RUNTIME_CUDA_CUDA_DEVICE_CONTROL_H_
+#define WEFT_RUNTIME_CUDA_CUDA_DEVICE_CONTROL_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "runtime/backend.h"
+#include "runtime/cuda/control_kernels.h"
+#include "runtime/cuda/cuda_graph_cache.h"
+#include "runtime/device_graph.h"
+
+namespace weft::runtime::cuda {
+
+struct DeviceControlStats {
+  uint64_t instantiations = 0;  // executables built (misses and rebuilds)
+  uint64_t cache_hits = 0;      // launches of a cached executable
+  uint64_t updates = 0;         // hits with new parameters, updated in place
+  int cached = 0;
+};
+
+class CudaDeviceControl {
+ public:
+  // Runs on the backend's callback thread once the work before it on the
+  // stream has completed, with that work's status; a non-OK return fails
+  // the host callbacks added to the stream's error scope after it.
+  using Report = std::function<absl::Status(absl::Status)>;
+
+  // What device control needs from its backend.
+  struct Hooks {
+    std::function<absl::StatusOr<cudaStream_t>(StreamHandle)> stream;
+    // CudaGraphCache::CaptureToGraph.
+    std::function<absl::StatusOr<cudaGraph_t>(
+        const DeviceGraph&, cudaGraph_t, const CudaGraphCache::CaptureTail&)>
+        capture;
+    // Enqueues `report` on `stream`, ordered before every host callback
+    // added to the stream later.
+    std::function<absl::Status(StreamHandle, Report)> report;
+  };
+  struct Options {
+    int max_cached = 128;  // executables of each kind
+  };
+
+  CudaDeviceControl(Hooks hooks, Options options);
+  // Destroys the executables and graphs (launches in flight complete
+  // first) and frees the device words and host slots.
+  ~CudaDeviceControl();
+  CudaDeviceControl(const CudaDeviceControl&) = delete;
+  CudaDeviceControl& operator=(const CudaDeviceControl&) = delete;
+
+  // Backend::LaunchDeviceLoop / LaunchDeviceCase on `stream`, a stream of
+  // `device`, which is current on the calling thread.
+  absl::Status LaunchLoop(const DeviceLoop& loop, StreamHandle stream,
+                          int device) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status LaunchCase(const DeviceCase& choice, StreamHandle stream,
+                          int device) ABSL_LOCKS_EXCLUDED(mu_);
+  // A case by device graph launch (see above). A branch that captures no
+  // node is an empty one.
+  absl::Status LaunchCaseByDeviceLaunch(const DeviceCase& choice,
+                                        StreamHandle stream, int device)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  DeviceControlStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // A loop or SWITCH case: the graph the executable was instantiated from
+  // (kept: its nodes address the executable's nodes), its conditional
+  // bodies and nodes.
+  struct Conditional {
+    int device = -1;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaGraphConditionalHandle handle = 0;
+    std::vector<cudaGraph_t> bodies;  // owned by the conditional node
+    cudaGraphNode_t check = nullptr;  // loop check or case select
+    cudaGraphNode_t report = nullptr;
+    ControlState* state = nullptr;  // device word
+    std::string parameters;
+    uint64_t last_use = 0;
+    bool launched = false;
+  };
+  // A case by device launch.
+  struct Launcher {
+    int device = -1;
+    std::vector<cudaGraphExec_t> branches;  // null: empty branch
+    cudaGraphExec_t* table = nullptr;       // the same, in device memory
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaGraphNode_t launch = nullptr;
+    cudaEvent_t done = nullptr;           // recorded after each launch
+    std::vector<std::string> parameters;  // per branch
+    uint64_t last_use = 0;
+    bool launched = false;
+  };
+  // Pinned, mapped host memory for reports, one slot per launch in flight.
+  class Slots {
+   public:
+    ~Slots();
+    absl::StatusOr<ControlState*> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
+    void Release(ControlState* slot) ABSL_LOCKS_EXCLUDED(mu_);
+
+   private:
+    absl::Mutex mu_;
+    std::vector<void*> chunks_ ABSL_GUARDED_BY(mu_);
+    std::vector<ControlState*> free_ ABSL_GUARDED_BY(mu_);
+  };
+
+  absl::StatusOr<Conditional*> FindLoop(const DeviceLoop& loop,
+                                        const std::string& key,
+                                        const std::string& parameters,
+                                        int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Conditional*> FindCase(const DeviceCase& choice,
+                                        const std::string& key,
+                                        const std::string& parameters,
+                                        int device)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // (Re)captures the loop's body and sets its check nodes; the graph only.
+  absl::Status FillLoop(Conditional& c, const DeviceLoop& loop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status FillCase(Conditional& c, const DeviceCase& choice)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Brings the executable to the graph's parameters: in place, or anew.
+  absl::Status Refresh(Conditional& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Points the report at `slot`, launches, then enqueues `report`. Takes
+  // `slot`: releases it when nothing was launched.
+  absl::Status LaunchConditional(Conditional& c, StreamHandle stream,
+                                 ControlState* slot, Report report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Launcher*> FindLauncher(const DeviceCase& choice,
+                                         const std::string& key, int device,
+                                         cudaStream_t stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  template <typename Entry>
+  void Trim(absl::flat_hash_map<std::string, std::unique_ptr<Entry>>& cache,
+            const Entry* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Destroy(Conditional& c);
+  static void Destroy(Launcher& l);
+
+  // Constant after construction.
+  const Hooks hooks_;
+  const Options options_;
+  Slots slots_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Conditional>> loops_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<Conditional>> cases_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<Launcher>> launchers_
+      ABSL_GUARDED_BY(mu_);
+  uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
+  DeviceControlStats stats_ ABSL_GUARDED_BY(mu_);
+};
+
+// How element 0 of a condition of `dtype` is read on the device.
+ConditionKind ConditionKindOf(scheduler::DType dtype);
+
+}  // namespace weft::runtime::cuda
+
+#endif  // WEFT_RUNTIME_CUDA_CUDA_DEVICE_CONTROL_H_
