@@ -584,6 +584,7 @@ absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
   // New parameters: each changed branch is updated in place and uploaded
   // again, once no earlier launch can still launch it.
   bool waited = false;
+  bool updated = false;
   for (uint32_t i = 0; i < n; ++i) {
     if (l->branches[i] == nullptr) continue;
     std::string parameters = DeviceGraphParameters(*choice.branches[i]);
@@ -599,17 +600,18 @@ absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
         hooks_.capture(*choice.branches[i], nullptr, nullptr);
     if (!captured.ok()) return fail(captured.status());
     cudaGraphExecUpdateResultInfo info;
-    const cudaError_t updated =
+    const cudaError_t result =
         cudaGraphExecUpdate(l->branches[i], *captured, &info);
     (void)cudaGraphDestroy(*captured);
-    if (updated != cudaSuccess) {
-      // Build the whole case anew.
+    if (result != cudaSuccess) {
+      // Build the whole case anew, with every branch's parameters.
       (void)cudaGetLastError();
       Destroy(*l);
       launchers_.erase(key);
       found = FindLauncher(choice, key, device, raw);
       if (!found.ok()) return fail(found.status());
       l = *found;
+      updated = false;
       break;
     }
     if (absl::Status s = WEFT_CUDA_STATUS(cudaGraphUpload(l->branches[i], raw));
@@ -617,8 +619,9 @@ absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
       return fail(s);
     }
     l->parameters[i] = std::move(parameters);
-    ++stats_.updates;
+    updated = true;
   }
+  if (updated) ++stats_.updates;
   l->launched = true;
   if (absl::Status s = SetCaseLaunchNode(
           l->exec, l->launch,
