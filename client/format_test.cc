@@ -137,10 +137,14 @@ TEST(FormatTest, DevicesTable) {
   d.set_memory_total_bytes(uint64_t{16} << 30);
   d.set_memory_used_bytes(4096);
   d.set_memory_cached_bytes(3 << 20);
+  d.set_memory_arena_bytes(2048);
   d.set_streams_busy(1);
   d.set_streams_total(4);
   std::string table = DevicesTable({d});
-  EXPECT_THAT(table, HasSubstr("0      Sim GPU  GPU-1  simulated  4.0 KiB"));
+  EXPECT_THAT(table, HasSubstr("MEMORY_USED  ARENA_PLANNED"));
+  EXPECT_THAT(
+      table,
+      HasSubstr("0      Sim GPU  GPU-1  simulated  4.0 KiB      2.0 KiB"));
   EXPECT_THAT(table, HasSubstr("MEMORY_CACHED"));
   EXPECT_THAT(table, HasSubstr("3.0 MiB"));
   EXPECT_THAT(table, HasSubstr("16.0 GiB"));

@@ -278,6 +278,7 @@ absl::Status Daemon::Start() {
   }
   WEFT_ASSIGN_OR_RETURN(executor_options.launch_mode,
                         ParseLaunchMode(options_.launch_mode));
+  executor_options.place_buffers = options_.arena_placement;
   WEFT_ASSIGN_OR_RETURN(executor_, runtime::Executor::Create(executor_options));
 
   JobManager::Options job_options;
@@ -294,6 +295,7 @@ absl::Status Daemon::Start() {
                                         : HostMemoryBytes() / 8;
   job_options.trace_jobs = options_.trace_jobs;
   job_options.trace_max_nodes = options_.trace_max_nodes;
+  job_options.plan_memory = options_.arena_placement;
   WEFT_ASSIGN_OR_RETURN(jobs_, JobManager::Create(std::move(job_options)));
 
   SchedulerService::Options service_options;

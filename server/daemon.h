@@ -80,6 +80,11 @@ class Daemon {
     // node by node on simulated GPUs), "streams" or "graphs"
     // (runtime::LaunchMode).
     std::string launch_mode = "auto";
+    // Place each job's buffers at the offsets of its memory plan, in one
+    // arena per device taken from the memory pool, so that buffers whose
+    // lifetimes do not overlap share memory; false allocates every buffer
+    // by itself for the whole job (runtime::Executor::Options).
+    bool arena_placement = true;
     int max_queued_jobs = 1024;
     // 0: no bound per tenant beyond max_queued_jobs.
     int max_queued_jobs_per_tenant = 0;

@@ -17,6 +17,7 @@ std::vector<weft::v1::Device> DescribeDevices(
     if (i < static_cast<int>(load.size())) {
       d.set_memory_used_bytes(load[i].memory.in_use_bytes);
       d.set_memory_cached_bytes(load[i].memory.cached_bytes);
+      d.set_memory_arena_bytes(load[i].memory.arena_bytes);
       d.set_streams_busy(load[i].streams_busy);
       d.set_streams_total(load[i].streams_total);
     }
@@ -35,6 +36,7 @@ std::vector<DeviceSample> ToDeviceSamples(
     s.streams_busy = d.streams_busy();
     s.streams_total = d.streams_total();
     s.memory_used_bytes = d.memory_used_bytes();
+    s.memory_arena_bytes = d.memory_arena_bytes();
     s.memory_total_bytes = d.memory_total_bytes();
     samples.push_back(std::move(s));
   }

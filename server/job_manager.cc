@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/trace.h"
+#include "scheduler/memory/memory_plan.h"
 #include "scheduler/plan.h"
 #include "scheduler/status_macros.h"
 #include "server/devices.h"
@@ -97,6 +98,7 @@ JobManager::JobManager(Options options)
       clock_(std::move(options.clock)),
       trace_jobs_(options.trace_jobs),
       trace_max_nodes_(options.trace_max_nodes),
+      plan_memory_(options.plan_memory),
       admission_(AdmissionControl::Limits{
           options.max_queued_jobs, options.max_queued_per_tenant,
           options.min_retry_delay, options.max_retry_delay}),
@@ -172,6 +174,21 @@ absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
   return rejection;
 }
 
+absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
+    const scheduler::Graph& graph,
+    const scheduler::PlannerOptions& options) const {
+  WEFT_ASSIGN_OR_RETURN(scheduler::Plan plan,
+                        scheduler::PlanGraph(graph, options));
+  if (plan_memory_ && plan.memory.empty() &&
+      graph.num_nodes() <= kMaxMemoryPlanNodes) {
+    scheduler::memory::MemoryPlanOptions memory;
+    memory.budget_bytes = options.memory_budget_bytes;
+    memory.device_memory_bytes = options.device_memory_bytes;
+    WEFT_RETURN_IF_ERROR(scheduler::memory::PlanMemory(graph, memory, &plan));
+  }
+  return plan;
+}
+
 absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   if (spec.graph == nullptr) {
     return absl::InvalidArgumentError("graph: missing");
@@ -195,7 +212,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   spec.planner_options.simulate = false;
   const absl::Time plan_start = absl::Now();
   absl::StatusOr<scheduler::Plan> plan =
-      scheduler::PlanGraph(*spec.graph, spec.planner_options);
+      PlanJob(*spec.graph, spec.planner_options);
   metrics_->ObservePlanning(absl::Now() - plan_start);
   if (!plan.ok()) return plan.status();
 
@@ -639,8 +656,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     options.busy_streams = BusyStreams(*executor_, options.num_devices);
     if (options.busy_streams != job->planner_options.busy_streams) {
       const absl::Time plan_start = absl::Now();
-      absl::StatusOr<scheduler::Plan> replanned =
-          scheduler::PlanGraph(*graph, options);
+      absl::StatusOr<scheduler::Plan> replanned = PlanJob(*graph, options);
       metrics_->ObservePlanning(absl::Now() - plan_start);
       if (!replanned.ok()) {
         Finish(job, replanned.status(), "", {});

@@ -147,7 +147,16 @@ class JobManager {
     // --trace_jobs and --trace_max_nodes.
     bool trace_jobs = true;
     int64_t trace_max_nodes = 200000;
+    // Give job plans a memory plan (scheduler/memory/memory_plan.h), by
+    // which the executor places each job's buffers in one arena per device
+    // (runtime::Executor::Options::place_buffers). The planner plans the
+    // memory of simulated plans only, and job plans are not simulated.
+    // Graphs of more than kMaxMemoryPlanNodes nodes go without (memory
+    // planning costs more than the rest of their plan): their buffers are
+    // allocated one by one.
+    bool plan_memory = true;
   };
+  static constexpr int kMaxMemoryPlanNodes = 20000;
 
   // INVALID_ARGUMENT for missing executor or non-positive bounds. Starts the
   // dispatcher thread.
@@ -218,6 +227,10 @@ class JobManager {
   int64_t retained() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // The graph's plan, with a memory plan (Options::plan_memory).
+  absl::StatusOr<scheduler::Plan> PlanJob(
+      const scheduler::Graph& graph,
+      const scheduler::PlannerOptions& options) const;
   explicit JobManager(Options options);
 
   absl::Time Now() const { return clock_(); }
@@ -269,6 +282,7 @@ class JobManager {
   const std::function<absl::Time()> clock_;
   const bool trace_jobs_;
   const int64_t trace_max_nodes_;
+  const bool plan_memory_;
 
   mutable absl::Mutex mu_;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -337,6 +337,50 @@ TEST_F(JobManagerTest, JobsArePlannedWithoutReasonsOrSimulation) {
   EXPECT_EQ(plan->critical_path_us, 20);
 }
 
+TEST_F(JobManagerTest, JobPlansHaveAMemoryPlanTheExecutorPlacesBy) {
+  for (const bool plan_memory : {true, false}) {
+    SCOPED_TRACE(plan_memory);
+    PlanRecordingExecutor recording(executor_.get());
+    JobManager::Options options;
+    options.executor = &recording;
+    options.metrics = &metrics_;
+    options.plan_memory = plan_memory;
+    auto jobs = JobManager::Create(std::move(options));
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    uint64_t arenas_before = 0;
+    for (const runtime::DeviceLoad& d : executor_->Load()) {
+      arenas_before += d.memory.arena_allocations;
+    }
+    absl::StatusOr<JobInfo> submitted = (*jobs)->Submit(Spec(AxpyGraph()));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    absl::StatusOr<JobInfo> done = (*jobs)->WaitUntilTerminal(
+        submitted->id, absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->state, JobState::kSucceeded)
+        << JobToProto(*done).ShortDebugString();
+    absl::StatusOr<OutputBuffer> y = (*jobs)->ReadOutput(done->id, "y");
+    ASSERT_TRUE(y.ok()) << y.status();
+    std::vector<float> values(16);
+    std::memcpy(values.data(), y->data->data(), 64);
+    for (float v : values) EXPECT_EQ(v, 7.0f);
+
+    std::shared_ptr<const scheduler::Plan> plan = recording.last_plan();
+    ASSERT_NE(plan, nullptr);
+    uint64_t arenas = 0;
+    for (const runtime::DeviceLoad& d : executor_->Load()) {
+      arenas += d.memory.arena_allocations;
+    }
+    if (plan_memory) {
+      EXPECT_THAT(plan->memory, ::testing::Not(::testing::IsEmpty()));
+      EXPECT_EQ(plan->buffers.size(), 2u);
+      EXPECT_GT(arenas, arenas_before);
+    } else {
+      EXPECT_THAT(plan->memory, ::testing::IsEmpty());
+      EXPECT_EQ(arenas, arenas_before);
+    }
+  }
+}
+
 TEST_F(JobManagerTest, ReadOutputErrors) {
   std::string id = SubmitOk(AxpyGraph());
   WaitTerminal(id);

@@ -68,6 +68,11 @@ ABSL_FLAG(int64_t, memory_pool_max_cached_bytes, -1,
           "later jobs (a job whose buffer sizes were seen before allocates "
           "nothing). -1: no cap, the cache is released when a device runs "
           "out of memory; 0: no caching, every job allocates and frees.");
+ABSL_FLAG(bool, arena_placement, true,
+          "Place each job's buffers at the offsets of its memory plan, in "
+          "one arena per device taken from the memory pool once per job, so "
+          "that buffers whose lifetimes do not overlap share device memory; "
+          "false allocates every buffer by itself for the whole job.");
 ABSL_FLAG(std::string, launch_mode, "auto",
           "How jobs whose options say LAUNCH_AUTO issue their device work: "
           "auto (CUDA graphs on GPUs, built once per graph shape and "
@@ -205,6 +210,7 @@ int main(int argc, char** argv) {
   options.memory_pool_max_cached_bytes =
       absl::GetFlag(FLAGS_memory_pool_max_cached_bytes);
   options.launch_mode = absl::GetFlag(FLAGS_launch_mode);
+  options.arena_placement = absl::GetFlag(FLAGS_arena_placement);
   options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
   options.max_running_jobs_per_tenant =
       absl::GetFlag(FLAGS_max_running_jobs_per_tenant);

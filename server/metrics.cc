@@ -130,6 +130,12 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                               .Help("Device memory held by jobs (memory "
                                     "pool blocks in use).")
                               .Register(*registry)),
+      device_arena_(BuildGauge()
+                        .Name("weft_device_arena_bytes")
+                        .Help("Device memory of the arenas running jobs hold "
+                              "(sized by their memory plans; within the "
+                              "memory used).")
+                        .Register(*registry)),
       device_memory_cached_(BuildGauge()
                                 .Name("weft_device_memory_cached_bytes")
                                 .Help("Freed device memory the memory pool "
@@ -268,6 +274,7 @@ void Metrics::SetDevices(const std::vector<DeviceSample>& devices) {
         static_cast<double>(d.memory_used_bytes));
     device_memory_capacity_.Add(labels).Set(
         static_cast<double>(d.memory_total_bytes));
+    device_arena_.Add(labels).Set(static_cast<double>(d.memory_arena_bytes));
     device_memory_cached_.Add(labels).Set(
         static_cast<double>(d.memory_cached_bytes));
     CatchUp(device_memory_allocations_.Add(labels), d.memory_allocations);

@@ -25,6 +25,8 @@
 //   weft_device_streams{device,UUID}                   gauge
 //   weft_device_memory_used_bytes{device,UUID}         gauge
 //       device memory held by jobs (blocks of the memory pool in use)
+//   weft_device_arena_bytes{device,UUID}               gauge
+//       planned arenas of running jobs (within memory used)
 //   weft_device_memory_cached_bytes{device,UUID}       gauge
 //       freed device memory the pool keeps for reuse
 //   weft_device_memory_allocations_total{device,UUID}  counter
@@ -73,6 +75,8 @@ struct DeviceSample {
   int streams_total = 0;
   uint64_t memory_used_bytes = 0;
   uint64_t memory_total_bytes = 0;
+  // Planned arenas of running jobs (within memory_used_bytes).
+  uint64_t memory_arena_bytes = 0;
   // The device's memory pool; the two counts only ever grow.
   uint64_t memory_cached_bytes = 0;
   uint64_t memory_allocations = 0;
@@ -148,6 +152,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& device_busy_streams_;
   prometheus::Family<prometheus::Gauge>& device_streams_;
   prometheus::Family<prometheus::Gauge>& device_memory_used_;
+  prometheus::Family<prometheus::Gauge>& device_arena_;
   prometheus::Family<prometheus::Gauge>& device_memory_cached_;
   prometheus::Family<prometheus::Counter>& device_memory_allocations_;
   prometheus::Family<prometheus::Counter>& device_memory_pool_hits_;

@@ -149,6 +149,7 @@ TEST(MetricsTest, RefreshingCollectableSamplesDevicesOnScrape) {
     d.streams_busy = busy;
     d.streams_total = 4;
     d.memory_used_bytes = 1024;
+    d.memory_arena_bytes = 768;
     d.memory_total_bytes = 4096;
     metrics.SetDevices({d});
   });
@@ -167,6 +168,8 @@ TEST(MetricsTest, RefreshingCollectableSamplesDevicesOnScrape) {
                         "device=\"1\"} 1024"));
   EXPECT_THAT(text, HasSubstr("weft_device_memory_capacity_bytes{UUID=\"GPU-"
                               "sim-1\",device=\"1\"} 4096"));
+  EXPECT_THAT(text, HasSubstr("weft_device_arena_bytes{UUID=\"GPU-sim-1\","
+                              "device=\"1\"} 768"));
   busy = 1;
   EXPECT_THAT(Scrape(collectable),
               HasSubstr("weft_device_busy_streams{UUID=\"GPU-sim-1\","
