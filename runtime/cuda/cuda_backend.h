@@ -17,10 +17,12 @@
 // nodes from 12.8 and device graph launch before that or when
 // Options::device_launch_cases asks for it (cuda_device_control.h). Both
 // run on the caller's stream; the body stream a caller hands over stays
-// unused. A loop past its max_iterations fails the host callbacks of its
-// stream's error scope added after it with FAILED_PRECONDITION (CUDA
-// cannot skip the enqueued work behind it: the scope's later work still
-// runs, and only its callbacks see the failure).
+// unused. A loop past its max_iterations fails with FAILED_PRECONDITION
+// the host callbacks of its stream's error scope, on any stream, added
+// after it, until ReleaseErrorScope(stream, scope). SetErrorScope only
+// tracks the scope for this: CUDA cannot skip enqueued work, so the
+// scope's later work still runs and only its callbacks see the failure.
+//
 // Every CUDA error becomes an absl::Status through cuda_status.h:
 // out-of-memory is RESOURCE_EXHAUSTED, a bad handle or pointer is
 // NOT_FOUND / INVALID_ARGUMENT, a fault in enqueued work reaches the host

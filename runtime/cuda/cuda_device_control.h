@@ -25,7 +25,10 @@
 // launched from the host reads the selector and launches the chosen
 // branch from the device (fire and forget). Work after it on the stream
 // waits for the branch: a fire-and-forget launch belongs to the execution
-// of the graph that made it.
+// of the graph that made it. New parameters update a branch's executable
+// in place and upload it again, after waiting on the host for the case's
+// previous launch (a launch still queued could otherwise start the branch
+// while it is being replaced).
 //
 // Executables are cached per structure: the body's DeviceGraphSignature
 // (each branch's for a case), the condition's dtype, max_iterations, the
@@ -34,6 +37,12 @@
 // (cudaGraphExecUpdate); only when CUDA refuses is it instantiated anew.
 // Each executable's device word serves one launch at a time: CUDA runs
 // launches of an executable one after another.
+//
+// Conditional bodies hold kernel, copy, memset and empty nodes only: a
+// body whose ops allocate stream-ordered memory when captured (reduce_sum
+// and dot over 4096 floats or more) cannot be built, and the launch fails
+// naming the loop or case. Device-launched branches are further limited
+// to device memory (no copies from or to pageable host memory).
 //
 // Thread-safe (one mutex; builds and launches are serialized).
 #ifndef WEFT_RUNTIME_CUDA_CUDA_DEVICE_CONTROL_H_
