@@ -1,10 +1,12 @@
 // Memory planning of a finished plan: lifetimes (lifetimes.h), then one
-// arena per device (arena_planner.h), written into the plan.
+// arena per device (arena_planner.h), written into the plan. The executor
+// places each job's buffer copies at these offsets in one arena per device
+// (runtime/buffer_coherence.h).
 //
-// What comes later fits here: spilling to a budget (a copy moved out and
-// back: DeviceMemory::spilled_bytes), orderings added so that copies can
-// share addresses (DeviceMemory::orderings_added), and the executor
-// placing copies at their offsets.
+// Copies share addresses only where the plan already orders them, so no
+// ordering is added (DeviceMemory::orderings_added stays 0). What comes
+// later fits here: spilling to a budget (a copy moved out and back:
+// DeviceMemory::spilled_bytes).
 #ifndef WEFT_SCHEDULER_MEMORY_MEMORY_PLAN_H_
 #define WEFT_SCHEDULER_MEMORY_MEMORY_PLAN_H_
 
