@@ -54,6 +54,21 @@ absl::Status AddConditionalNode(cudaGraph_t graph, cudaGraphNode_t dep,
   return absl::OkStatus();
 }
 
+// A control node whose graph CUDA will not build (a body with nodes a
+// conditional body cannot hold, say) cannot run on the device:
+// FAILED_PRECONDITION naming it, so that a caller may run it another way.
+// Running out of memory stays RESOURCE_EXHAUSTED.
+absl::Status CannotBuild(absl::string_view what, const std::string& name,
+                         const absl::Status& status) {
+  const absl::StatusCode code =
+      status.code() == absl::StatusCode::kResourceExhausted
+          ? status.code()
+          : absl::StatusCode::kFailedPrecondition;
+  return absl::Status(
+      code, absl::StrCat(what, " '", name,
+                         "' cannot run as a CUDA graph: ", status.message()));
+}
+
 bool Empty(const DeviceGraph* graph) {
   return graph == nullptr || graph->nodes.empty();
 }
@@ -245,7 +260,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
       if (!s.ok()) {
         Destroy(*c);
         loops_.erase(it);
-        return s;
+        return CannotBuild("loop", loop.name, s);
       }
       c->parameters = parameters;
     }
@@ -275,8 +290,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
   };
   if (absl::Status s = build(); !s.ok()) {
     Destroy(*c);
-    return absl::Status(s.code(), absl::StrCat("building device loop '",
-                                               loop.name, "': ", s.message()));
+    return CannotBuild("loop", loop.name, s);
   }
   c->parameters = parameters;
   c->last_use = ++tick_;
@@ -298,7 +312,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
       if (!s.ok()) {
         Destroy(*c);
         cases_.erase(it);
-        return s;
+        return CannotBuild("case..of", choice.name, s);
       }
       c->parameters = parameters;
     }
@@ -329,9 +343,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
   };
   if (absl::Status s = build(); !s.ok()) {
     Destroy(*c);
-    return absl::Status(s.code(),
-                        absl::StrCat("building device case '", choice.name,
-                                     "': ", s.message()));
+    return CannotBuild("case..of", choice.name, s);
   }
   c->parameters = parameters;
   c->last_use = ++tick_;
@@ -547,9 +559,7 @@ absl::StatusOr<CudaDeviceControl::Launcher*> CudaDeviceControl::FindLauncher(
   };
   if (absl::Status s = build(); !s.ok()) {
     Destroy(*l);
-    return absl::Status(
-        s.code(), absl::StrCat("building device-launched case '", choice.name,
-                               "': ", s.message()));
+    return CannotBuild("case..of", choice.name, s);
   }
   ++stats_.instantiations;
   l->last_use = ++tick_;

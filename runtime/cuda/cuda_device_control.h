@@ -41,8 +41,9 @@
 // Conditional bodies hold kernel, copy, memset and empty nodes only: a
 // body whose ops allocate stream-ordered memory when captured (reduce_sum
 // and dot over 4096 floats or more) cannot be built, and the launch fails
-// naming the loop or case. Device-launched branches are further limited
-// to device memory (no copies from or to pageable host memory).
+// with FAILED_PRECONDITION naming the loop or case, enqueueing nothing.
+// Device-launched branches are further limited to device memory (no copies from
+// or to pageable host memory).
 //
 // Thread-safe (one mutex; builds and launches are serialized).
 #ifndef WEFT_RUNTIME_CUDA_CUDA_DEVICE_CONTROL_H_

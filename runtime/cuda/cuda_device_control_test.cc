@@ -337,6 +337,46 @@ TEST_F(CudaDeviceControlTest, LoopsOnTwoStreamsShareAnExecutable) {
   EXPECT_EQ(lb.iterations->load(), 9);
 }
 
+// A large reduce_sum takes stream-ordered scratch memory, which a
+// conditional body cannot hold: the loop is refused, naming it, unless the
+// driver builds it (then it must run right).
+TEST_F(CudaDeviceControlTest, BodyCudaCannotBuildFailsNamingTheLoop) {
+  constexpr uint64_t kN = 1 << 20;
+  const DevicePtr x = Alloc(kN * 4);
+  const DevicePtr sum = Alloc();
+  const DevicePtr go = Alloc();
+  Set(go, int32_t{1});
+  DeviceGraph body;
+  body.device = 0;
+  const int fill = body.AddKernel(Fill(x, DType::kFloat32, 0.5, kN * 4), {});
+  KernelLaunch reduce;
+  reduce.op = "reduce_sum";
+  reduce.args = {Buf(x, DType::kFloat32, Access::kRead, kN * 4),
+                 Buf(sum, DType::kFloat32, Access::kWrite)};
+  const int r = body.AddKernel(reduce, {fill});
+  body.AddKernel(Fill(go, DType::kInt32, 0), {r});
+  DeviceLoop loop = Loop(&body, go, DType::kInt32, 10);
+  const absl::Status launched =
+      backend_->LaunchDeviceLoop(loop, stream_, body_stream_);
+  if (launched.ok()) {
+    ASSERT_OK(Done());
+    EXPECT_EQ(loop.iterations->load(), 1);
+    EXPECT_EQ(Get<float>(sum), 0.5f * kN);
+    return;
+  }
+  EXPECT_THAT(launched,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("loop 'count' cannot run as a CUDA graph")));
+  // Nothing was enqueued, and the backend carries on.
+  ASSERT_OK(Done());
+  const Counter c = NewCounter();
+  DeviceGraph counting = CountingBody(c.one, c.i, c.go, 2);
+  DeviceLoop next = Loop(&counting, c.go, DType::kInt32, 10);
+  ASSERT_OK(backend_->LaunchDeviceLoop(next, stream_, body_stream_));
+  ASSERT_OK(Done());
+  EXPECT_EQ(next.iterations->load(), 2);
+}
+
 TEST_F(CudaDeviceControlTest, RejectsALoopOnAnotherDevice) {
   const Counter c = NewCounter();
   DeviceGraph body = CountingBody(c.one, c.i, c.go, 3);
