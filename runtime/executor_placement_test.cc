@@ -68,8 +68,11 @@ struct Machine {
 
   // Runs `graph` under `plan` to the end.
   void Run(std::shared_ptr<const scheduler::Graph> graph,
-           std::shared_ptr<const scheduler::Plan> plan, Outcome& outcome) {
-    ASSERT_TRUE(executor->Start(graph, plan, outcome.Callbacks()).ok());
+           std::shared_ptr<const scheduler::Plan> plan, Outcome& outcome,
+           LaunchMode mode = LaunchMode::kDefault) {
+    ASSERT_TRUE(
+        executor->Start(graph, plan, outcome.Callbacks(), JobOptions{mode})
+            .ok());
     ASSERT_TRUE(outcome.Wait());
   }
   MemoryPoolStats Stats(int device) const {
@@ -150,6 +153,17 @@ std::shared_ptr<const scheduler::Graph> RandomTemporaries(uint32_t seed,
       "temporaries", std::move(buffers), std::move(nodes));
 }
 
+// `graph` with every node on a device (none on the host).
+std::shared_ptr<const scheduler::Graph> DeviceOnly(
+    std::shared_ptr<const scheduler::Graph> graph) {
+  std::vector<scheduler::NodeSpec> nodes = graph->nodes();
+  for (scheduler::NodeSpec& node : nodes) {
+    node.engine = scheduler::Engine::kCompute;
+  }
+  return std::make_shared<const scheduler::Graph>(
+      graph->name(), graph->buffers(), std::move(nodes));
+}
+
 std::shared_ptr<const scheduler::Plan> PlanFor(
     const scheduler::Graph& graph, int num_devices,
     scheduler::DevicePolicyKind policy) {
@@ -206,6 +220,26 @@ TEST(ExecutorPlacementTest, RandomGraphsGiveTheSameResultsWithAndWithout) {
   EXPECT_TRUE(shared_addresses);
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
   ExpectNoMemoryHeld(*separate.sim, *separate.executor);
+}
+
+TEST(ExecutorPlacementTest, RandomGraphsRunAsDeviceGraphsInTheirArenas) {
+  Machine placed(/*place=*/true);
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    SCOPED_TRACE(seed);
+    auto graph = DeviceOnly(RandomTemporaries(seed));
+    auto plan = PlanFor(*graph, 2, scheduler::DevicePolicyKind::kRoundRobin);
+    Outcome outcome;
+    placed.Run(graph, plan, outcome, LaunchMode::kDeviceGraphs);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    const HostBuffers reference = CpuReference(*graph);
+    ASSERT_EQ(outcome.outputs.size(), reference.size());
+    for (const auto& [name, data] : reference) {
+      EXPECT_EQ(Floats(outcome.outputs.at(name)), Floats(data)) << name;
+    }
+  }
+  EXPECT_GT(placed.sim->graph_stats().instantiations, 0u);
+  EXPECT_EQ(placed.Stats(0).arena_allocations, 6u);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
 
 // A chain of 1 MiB tensors, each computed from the one before: 24 MiB in
@@ -270,13 +304,7 @@ TEST(ExecutorPlacementTest, JobLargerThanTheDeviceRunsOnlyWithPlacement) {
 TEST(ExecutorPlacementTest, PoolServesOneArenaPerDevicePerJob) {
   Machine placed(/*place=*/true);
   // Device nodes only: every copy has a place.
-  auto graph = RandomTemporaries(7, 40);
-  std::vector<scheduler::NodeSpec> nodes = graph->nodes();
-  for (scheduler::NodeSpec& node : nodes) {
-    node.engine = scheduler::Engine::kCompute;
-  }
-  graph = std::make_shared<const scheduler::Graph>(
-      "device_only", graph->buffers(), std::move(nodes));
+  auto graph = DeviceOnly(RandomTemporaries(7, 40));
   auto plan = PlanFor(*graph, 2, scheduler::DevicePolicyKind::kRoundRobin);
   ASSERT_EQ(plan->memory.size(), 2u);
   for (int run = 1; run <= 3; ++run) {

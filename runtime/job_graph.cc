@@ -123,6 +123,8 @@ absl::StatusOr<JobGraphs> Builder::Build() {
                                          std::vector<bool>(num_devices));
   std::vector<std::vector<Ref>> producer(num_buffers,
                                          std::vector<Ref>(num_devices));
+  // Some node has written the buffer (BufferCoherence's `written`).
+  std::vector<bool> written(num_buffers, false);
   std::vector<Ref> ref(n);
   std::vector<int> position(graph_.num_nodes(), -1);
   std::vector<int> last_on_stream(plan_.streams.size(), -1);
@@ -181,24 +183,33 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     for (const BufferUse& use : uses) {
       const BufferId b = use.buffer;
       const BufferSpec& spec = graph_.buffer(b);
-      if (out_.latest[b] < 0) {
-        if (spec.init == BufferSpec::Init::kData) {
-          // Uploaded before graph g, on its stream: ready where g starts.
-          out_.graphs[g].uploads.push_back(b);
-          producer[b][d] = Ref{g, kStart};
-        } else {
-          const bool zero = spec.init == BufferSpec::Init::kZero;
-          KernelLaunch fill;
-          fill.op = "fill";
-          fill.args = {
-              DeviceBufferArg{in_.buffer(b, d), spec.size_bytes,
-                              zero ? scheduler::DType::kBytes : spec.dtype,
-                              scheduler::Access::kWrite},
-              zero ? 0.0 : spec.fill};
-          producer[b][d] =
-              Ref{g, out_.graphs[g].graph.AddKernel(std::move(fill), {})};
-        }
+      const bool first = out_.latest[b] < 0;
+      if (first && spec.init == BufferSpec::Init::kData) {
+        // Uploaded before graph g, on its stream: ready where g starts.
+        out_.graphs[g].uploads.push_back(b);
+        producer[b][d] = Ref{g, kStart};
         out_.latest[b] = d;
+        current[b][d] = true;
+      } else if (spec.init != BufferSpec::Init::kData && !written[b] &&
+                 !current[b][d]) {
+        // Still its initial zeros or fill: made here in place, as on
+        // streams, and after the node's own predecessors (with arena
+        // placement the memory may hold another buffer until then).
+        const bool zero = spec.init == BufferSpec::Init::kZero;
+        KernelLaunch fill;
+        fill.op = "fill";
+        fill.args = {
+            DeviceBufferArg{in_.buffer(b, d), spec.size_bytes,
+                            zero ? scheduler::DType::kBytes : spec.dtype,
+                            scheduler::Access::kWrite},
+            zero ? 0.0 : spec.fill};
+        std::vector<int> fill_deps = deps;
+        std::sort(fill_deps.begin(), fill_deps.end());
+        fill_deps.erase(std::unique(fill_deps.begin(), fill_deps.end()),
+                        fill_deps.end());
+        producer[b][d] = Ref{g, out_.graphs[g].graph.AddKernel(
+                                    std::move(fill), std::move(fill_deps))};
+        if (first) out_.latest[b] = d;
         current[b][d] = true;
       } else if (!current[b][d]) {
         // After the node's own predecessors, as on streams, and after the
@@ -224,6 +235,7 @@ absl::StatusOr<JobGraphs> Builder::Build() {
       if (!scheduler::Writes(use.access)) continue;
       const BufferId b = use.buffer;
       out_.latest[b] = d;
+      written[b] = true;
       std::fill(current[b].begin(), current[b].end(), false);
       current[b][d] = true;
       producer[b][d] = ref[i];

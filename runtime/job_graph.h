@@ -7,8 +7,9 @@
 // decided ahead of time: coherence follows plan order the same way, so a
 // buffer's copy on a device is refreshed from the device holding its latest
 // version right before the first node that needs it there, and zero- and
-// fill-initialized buffers are filled by a kernel where they are first
-// used. Buffers with initial data are uploaded before the graph of the
+// fill-initialized buffers are filled by a kernel, after that node's
+// predecessors, on each device that uses them before anything writes
+// them. Buffers with initial data are uploaded before the graph of the
 // device that first uses them (host memory stays out of graphs: CUDA graphs
 // cannot copy pageable memory). Edges come from the plan's dependencies
 // plus the coherence copies; an edge between devices becomes an event

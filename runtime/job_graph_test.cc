@@ -49,6 +49,37 @@ std::vector<DeviceGraphNodeKind> Kinds(const DeviceGraph& g) {
 
 using K = DeviceGraphNodeKind;
 
+// A zero buffer read on two devices before anything writes it is zeroed
+// in place on both, as on streams (nothing reads device 0's copy for it),
+// and each fill follows its node's predecessors on the stream: the memory
+// may hold another buffer until they finish.
+TEST(JobGraphTest, UnwrittenBuffersAreFilledInPlaceAfterThePredecessors) {
+  TestJob job(2, {0, 1});
+  const int a = job.Buffer("a", 64, DType::kFloat32);
+  const int z = job.Buffer("z", 64, DType::kFloat32);
+  const int out0 = job.Buffer("out0", 4, DType::kFloat32);
+  const int out1 = job.Buffer("out1", 4, DType::kFloat32);
+  job.Node("write_a", "fill", {Use(a, Access::kWrite), 1.0}, 0);
+  job.Node("sum0", "reduce_sum",
+           {Use(z, Access::kRead), Use(out0, Access::kWrite)}, 0);
+  job.Node("sum1", "reduce_sum",
+           {Use(z, Access::kRead), Use(out1, Access::kWrite)}, 1);
+  absl::StatusOr<JobGraphs> graphs = Build(job);
+  ASSERT_TRUE(graphs.ok()) << graphs.status();
+  ASSERT_EQ(graphs->graphs.size(), 2u);
+  const DeviceGraph& first = graphs->graphs[0].graph;
+  const DeviceGraph& second = graphs->graphs[1].graph;
+  // a's init, write_a, z's init after write_a, out0's init, sum0.
+  ASSERT_THAT(Kinds(first), ElementsAre(K::kKernel, K::kKernel, K::kKernel,
+                                        K::kKernel, K::kKernel));
+  EXPECT_EQ(first.nodes[2].launch.op, "fill");
+  EXPECT_THAT(first.nodes[2].deps, ElementsAre(1));
+  // z zeroed on device 1 too, not copied from device 0.
+  EXPECT_THAT(Kinds(second), ElementsAre(K::kKernel, K::kKernel, K::kKernel));
+  EXPECT_EQ(second.nodes[0].launch.op, "fill");
+  EXPECT_EQ(second.nodes[0].launch.args.size(), 2u);
+}
+
 TEST(JobGraphTest, DevicesTakingTurnsGetOneGraphPerTurn) {
   absl::StatusOr<JobGraphs> graphs = Build(VectorPipeline(2));
   ASSERT_TRUE(graphs.ok()) << graphs.status();
