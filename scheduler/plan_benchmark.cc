@@ -24,8 +24,9 @@
 // 1 MB buffers) with every policy, with and without
 // restrict_to_parent_devices, and prints the cross-device dependencies,
 // events, simulated makespan and lower bound of each plan. --digest plans
-// the benchmark graphs (default 1000 and 100000 nodes) with every policy,
-// with and without reasons, and prints a hash of each plan's content
+// the benchmark graphs and a chain (default 1000 and 100000 nodes) with
+// every policy, with and without reasons and as a job's plan (no
+// simulation), and prints a hash of each plan's content
 // (devices, streams, dependencies, events, estimated times, reasons):
 // a change to the planner that should not change its answers must leave
 // these lines the same. --profile plans one graph of N nodes (default
@@ -227,29 +228,58 @@ Graph MixedGraph(int n, std::mt19937& rng) {
   return Graph("mixed", std::move(buffers), std::move(nodes));
 }
 
+// A chain of n nodes, each updating one buffer in place after the one
+// before it (the shape of the small jobs of weftd's load benchmark): a
+// graph with a single topological order.
+Graph ChainGraph(int n, std::mt19937& rng) {
+  std::vector<BufferSpec> buffers(1);
+  buffers[0].name = "x";
+  buffers[0].size_bytes = 256;
+  std::vector<NodeSpec> nodes(n);
+  std::uniform_real_distribution<double> cost(1, 100);
+  for (NodeId v = 0; v < n; ++v) {
+    nodes[v].name = absl::StrCat("n", v);
+    nodes[v].op = "spin";
+    nodes[v].cost_us = cost(rng);
+    nodes[v].args.push_back(
+        BufferUse{0, v == 0 ? Access::kWrite : Access::kReadWrite});
+  }
+  return Graph("chain", std::move(buffers), std::move(nodes));
+}
+
 int PrintDigests(std::vector<int> sizes) {
   if (sizes.empty()) sizes = {1000, 100000};
+  enum class Shape { kLayered, kMixed, kChain };
+  const char* names[] = {"layered", "mixed", "chain"};
   for (int n : sizes) {
-    for (bool mixed : {false, true}) {
+    for (Shape shape : {Shape::kLayered, Shape::kMixed, Shape::kChain}) {
       std::mt19937 rng(42);
-      Graph graph = mixed ? MixedGraph(n, rng)
-                          : LayeredGraph(n, /*width=*/64, rng,
-                                         /*buffer_bytes=*/1 << 20);
-      for (int k = 0; k < 6; ++k) {
-        for (bool explain : {false, true}) {
+      Graph graph = shape == Shape::kMixed ? MixedGraph(n, rng)
+                    : shape == Shape::kChain
+                        ? ChainGraph(n, rng)
+                        : LayeredGraph(n, /*width=*/64, rng,
+                                       /*buffer_bytes=*/1 << 20);
+      // Every policy; each with and without reasons, and as weftd plans a
+      // job (no reasons, no simulation).
+      for (int k = 0; k <= 6; ++k) {
+        for (int variant = 0; variant < 3; ++variant) {
           PlannerOptions options;
           options.num_devices = 3;
           options.device_policy = static_cast<DevicePolicyKind>(k);
           options.max_streams_per_device = 6;
           options.max_nodes_per_stream = 5000;
-          options.explain = explain;
+          options.explain = variant == 1;
+          options.simulate = variant != 2;
           absl::StatusOr<Plan> plan = PlanGraph(graph, options);
           if (!plan.ok()) {
             std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
             return 1;
           }
-          std::printf("%s nodes %d policy %d explain %d: %016llx\n",
-                      mixed ? "mixed" : "layered", n, k, explain ? 1 : 0,
+          std::printf("%s nodes %d policy %d %s: %016llx\n",
+                      names[static_cast<int>(shape)], n, k,
+                      variant == 2   ? "job"
+                      : variant == 1 ? "explain 1"
+                                     : "explain 0",
                       static_cast<unsigned long long>(PlanDigest(*plan)));
         }
       }

@@ -294,6 +294,34 @@ void IssueByStart(const std::vector<double>& start_us, Dag& dag) {
   if (!intervals.empty()) dag.reach.set_intervals(std::move(intervals));
 }
 
+// True when `dag` has a single topological order: each node in its order
+// depends directly on the one before it. Any other walk or issue order of
+// such a graph is the same order.
+bool HasOneOrder(const Dag& dag) {
+  for (int i = 1; i < dag.num_nodes(); ++i) {
+    const absl::Span<const NodeId> preds = dag.Preds(dag.order[i]);
+    if (std::find(preds.begin(), preds.end(), dag.order[i - 1]) ==
+        preds.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The thread CPU clock of PlanProfile, read only when a profile is asked
+// for: each read is a system call, and a job's plan of a few nodes takes
+// less time than the thirty reads of a profiled plan.
+class StageClock {
+ public:
+  explicit StageClock(PlanProfile* profile) : profile_(profile) {}
+  double Now() const { return profile_ != nullptr ? ThreadSeconds() : 0; }
+  // Where the stages' times go; null when nobody asked.
+  PlanProfile* profile() const { return profile_; }
+
+ private:
+  PlanProfile* const profile_;
+};
+
 // LOOKAHEAD_FINISH_TIME tries a second issue order on graphs of at most
 // this many nodes.
 constexpr int kMaxRankedNodes = 1 << 16;
@@ -306,19 +334,19 @@ struct IssuePlan {
   absl::Status Make(const Graph& graph, Dag dag_in, const CostLevels& levels,
                     const DevicePolicy& policy, const DeviceContext& context,
                     const PlannerOptions& options, const Topology& topology,
-                    bool simulate, PlanProfile* profile,
-                    bool issue_by_start = false) {
+                    bool simulate, PlanProfile& profile,
+                    const StageClock& clock, bool issue_by_start = false) {
     dag = std::make_unique<Dag>(std::move(dag_in));
-    double start = ThreadSeconds();
+    double start = clock.Now();
     WEFT_ASSIGN_OR_RETURN(devices, policy.Assign(graph, *dag, context));
     if (issue_by_start && !devices.start_us.empty()) {
       IssueByStart(devices.start_us, *dag);
     }
     std::vector<int> copy_sources =
         CopySourceDevices(graph, dag->order, devices.device);
-    profile->devices_s += ThreadSeconds() - start;
+    profile.devices_s += clock.Now() - start;
 
-    start = ThreadSeconds();
+    start = clock.Now();
     StreamOptions stream_options;
     stream_options.mode = options.stream_mode;
     stream_options.max_streams_per_device = options.max_streams_per_device;
@@ -327,20 +355,24 @@ struct IssuePlan {
     streams = std::make_unique<StreamContext>(
         graph, *dag, levels, std::move(devices.device), stream_options);
     streams->peer_device = std::move(copy_sources);
-    std::vector<std::pair<std::string, double>> passes;
-    WEFT_RETURN_IF_ERROR(RunStreamPipeline(*streams, &passes));
-    if (profile->passes_s.size() != passes.size()) {
-      profile->passes_s = std::move(passes);
+    if (clock.profile() == nullptr) {
+      WEFT_RETURN_IF_ERROR(RunStreamPipeline(*streams));
     } else {
-      for (size_t i = 0; i < passes.size(); ++i) {
-        profile->passes_s[i].second += passes[i].second;
+      std::vector<std::pair<std::string, double>> passes;
+      WEFT_RETURN_IF_ERROR(RunStreamPipeline(*streams, &passes));
+      if (profile.passes_s.size() != passes.size()) {
+        profile.passes_s = std::move(passes);
+      } else {
+        for (size_t i = 0; i < passes.size(); ++i) {
+          profile.passes_s[i].second += passes[i].second;
+        }
       }
     }
-    profile->streams_s += ThreadSeconds() - start;
+    profile.streams_s += clock.Now() - start;
     if (!simulate) return absl::OkStatus();
-    start = ThreadSeconds();
+    start = clock.Now();
     const absl::Status simulated = Simulate(graph, topology, options);
-    profile->simulation_s += ThreadSeconds() - start;
+    profile.simulation_s += clock.Now() - start;
     return simulated;
   }
 
@@ -369,22 +401,23 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
 
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options,
-                               PlanProfile* profile) {
+                               PlanProfile* profile_out) {
+  const StageClock clock(profile_out);
   PlanProfile ignored;
-  if (profile == nullptr) profile = &ignored;
+  PlanProfile& profile = profile_out != nullptr ? *profile_out : ignored;
   WEFT_RETURN_IF_ERROR(ValidateOptions(graph, options));
   WEFT_ASSIGN_OR_RETURN(std::unique_ptr<DevicePolicy> policy,
                         CreateDevicePolicy(options.device_policy));
 
-  double start = ThreadSeconds();
+  double start = clock.Now();
   CostLevels levels;
   WEFT_ASSIGN_OR_RETURN(Dag dag, InferDependencies(graph, &levels));
   if (options.memory_order == MemoryOrderKind::kMemoryAware) {
     memory::IssueInMemoryOrder(graph, &dag);
   }
-  profile->dependencies_s = ThreadSeconds() - start;
+  profile.dependencies_s = clock.Now() - start;
 
-  start = ThreadSeconds();
+  start = clock.Now();
   const Topology topology = options.topology.has_value()
                                 ? *options.topology
                                 : Topology::Default(options.num_devices);
@@ -397,29 +430,30 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.max_concurrent_kernels = options.max_concurrent_kernels;
   context.copy_engines_per_device = options.copy_engines_per_device;
   context.record_choices = options.explain;
-  profile->devices_s = profile->streams_s = profile->simulation_s = 0;
-  profile->passes_s.clear();
+  profile.devices_s = profile.streams_s = profile.simulation_s = 0;
+  profile.passes_s.clear();
   IssuePlan chosen;
-  WEFT_RETURN_IF_ERROR(chosen.Make(graph, std::move(dag), levels, *policy,
-                                   context, options, topology,
-                                   /*simulate=*/options.simulate, profile));
+  WEFT_RETURN_IF_ERROR(chosen.Make(
+      graph, std::move(dag), levels, *policy, context, options, topology,
+      /*simulate=*/options.simulate, profile, clock));
   // LOOKAHEAD_FINISH_TIME on a small graph: also places the nodes by rank
   // and issues them by their estimated start, and keeps whichever order
-  // the cost model finishes first.
+  // the cost model finishes first. A graph with one order (a chain, a
+  // single node) has no other to try.
   if (options.device_policy == DevicePolicyKind::kLookaheadFinishTime &&
       options.memory_order != MemoryOrderKind::kMemoryAware &&
-      graph.num_nodes() <= kMaxRankedNodes) {
+      graph.num_nodes() <= kMaxRankedNodes && !HasOneOrder(*chosen.dag)) {
     if (!options.simulate) {
-      start = ThreadSeconds();
+      start = clock.Now();
       WEFT_RETURN_IF_ERROR(chosen.Simulate(graph, topology, options));
-      profile->simulation_s += ThreadSeconds() - start;
+      profile.simulation_s += clock.Now() - start;
     }
     const std::vector<NodeId> walk = RankOrder(levels, *chosen.dag);
     context.walk_order = &walk;
     IssuePlan ranked;
     WEFT_RETURN_IF_ERROR(ranked.Make(graph, Dag(*chosen.dag), levels, *policy,
                                      context, options, topology,
-                                     /*simulate=*/true, profile,
+                                     /*simulate=*/true, profile, clock,
                                      /*issue_by_start=*/true));
     if (ranked.times.makespan_us < chosen.times.makespan_us) {
       chosen = std::move(ranked);
@@ -431,7 +465,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   const int n = dag_out.num_nodes();
 
   // The plan, in one pass.
-  start = ThreadSeconds();
+  start = clock.Now();
   Plan plan;
   plan.num_devices = options.num_devices;
   plan.num_events = streams.num_events;
@@ -508,12 +542,12 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       }
     }
   }
-  profile->explain_s = ThreadSeconds() - start;
+  profile.explain_s = clock.Now() - start;
 
   // Memory: arenas for plans that are simulated (not yet for job plans);
   // on large graphs only when the options ask about memory, since it costs
   // far more than the rest of the plan there.
-  start = ThreadSeconds();
+  start = clock.Now();
   WEFT_RETURN_IF_ERROR(memory::CheckNodeBudgets(
       graph, plan,
       memory::DeviceBudgets(options.memory_budget_bytes,
@@ -527,7 +561,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     memory_options.device_memory_bytes = options.device_memory_bytes;
     WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
   }
-  profile->memory_s = ThreadSeconds() - start;
+  profile.memory_s = clock.Now() - start;
   // Control nodes' bodies: each planned once, with the same options.
   if (graph.has_control()) {
     plan.bodies.resize(graph.num_nodes());

@@ -8,10 +8,10 @@
 // false. With options.memory_order kMemoryAware the nodes are issued in a
 // memory-aware order (memory/memory_order.h). With the default device
 // policy (LOOKAHEAD_FINISH_TIME) and the submitted order, a graph of at
-// most 65536 nodes is also placed in HEFT's rank order and issued by the
-// placement's estimated starts, and the plan keeps whichever of the two
-// issue orders the cost model finishes first (both are simulated, job
-// plans too). Pure computation:
+// most 65536 nodes with more than one topological order is also placed in
+// HEFT's rank order and issued by the placement's estimated starts, and the
+// plan keeps whichever of the two issue orders the cost model finishes
+// first (both are simulated, job plans too). Pure computation:
 // no threads, no devices, no I/O. No V x V structure: time and memory grow
 // linearly with the graph, times the number of streams for the vector
 // clocks of event planning; plan_benchmark.cc measures it.
@@ -60,7 +60,8 @@ struct PlanProfile {
   double memory_s = 0;   // lifetimes and arenas (scheduler/memory)
 };
 
-// PlanGraph that also reports where the time went (`profile` may be null).
+// PlanGraph that also reports where the time went. `profile` may be null;
+// then no clock is read.
 absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                                const PlannerOptions& options,
                                PlanProfile* profile);
