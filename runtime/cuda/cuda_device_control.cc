@@ -138,10 +138,13 @@ CudaDeviceControl::~CudaDeviceControl() {
 
 void CudaDeviceControl::Destroy(Conditional& c) {
   if (c.device >= 0) (void)cudaSetDevice(c.device);
-  // Launches in flight complete first: CUDA frees the executable after.
+  // The last launch has finished with the device word before it goes.
+  if (c.done != nullptr) {
+    (void)cudaEventSynchronize(c.done);
+    (void)cudaEventDestroy(c.done);
+  }
   if (c.exec != nullptr) (void)cudaGraphExecDestroy(c.exec);
   if (c.graph != nullptr) (void)cudaGraphDestroy(c.graph);
-  // cudaFree waits for the device, so no launch still uses the word.
   if (c.state != nullptr) (void)cudaFree(c.state);
   c = Conditional{};
   (void)cudaGetLastError();
@@ -149,6 +152,8 @@ void CudaDeviceControl::Destroy(Conditional& c) {
 
 void CudaDeviceControl::Destroy(Launcher& l) {
   if (l.device >= 0) (void)cudaSetDevice(l.device);
+  // No launch in flight may still launch a branch destroyed below.
+  if (l.done != nullptr) (void)cudaEventSynchronize(l.done);
   if (l.exec != nullptr) (void)cudaGraphExecDestroy(l.exec);
   if (l.graph != nullptr) (void)cudaGraphDestroy(l.graph);
   if (l.table != nullptr) (void)cudaFree(l.table);
@@ -269,6 +274,8 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
   auto c = std::make_unique<Conditional>();
   c->device = device;
   auto build = [&]() -> absl::Status {
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
         &c->handle, c->graph, 0, cudaGraphCondAssignDefault));
@@ -322,6 +329,8 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
   auto c = std::make_unique<Conditional>();
   c->device = device;
   auto build = [&]() -> absl::Status {
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
     // No branch unless the select kernel says otherwise.
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
@@ -367,6 +376,7 @@ absl::Status CudaDeviceControl::LaunchConditional(Conditional& c,
     slots_.Release(slot);
     return s;
   }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaEventRecord(c.done, *raw));
   // If the report cannot be enqueued the slot stays taken: the graph
   // enqueued above still writes to it.
   return hooks_.report(stream, std::move(report));

@@ -132,6 +132,7 @@ class CudaDeviceControl {
     cudaGraphNode_t check = nullptr;  // loop check or case select
     cudaGraphNode_t report = nullptr;
     ControlState* state = nullptr;  // device word
+    cudaEvent_t done = nullptr;     // recorded after each launch
     std::string parameters;
     uint64_t last_use = 0;
     bool launched = false;
