@@ -11,20 +11,21 @@
 // (the executor's scheduling thread: what the loop costs the scheduler).
 // Ratios are against one job per iteration in the same run.
 //
-//   bazel run -c opt //runtime:control_bench -- [iterations]
+//   bazel run -c opt //runtime:control_bench -- [iterations] [host]
 #include <dirent.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -61,37 +62,19 @@ int SchedulerTid() {
   return found;
 }
 
-// CPU microseconds of every thread of this process, by thread id.
-std::map<int, double> ThreadCpuUs() {
-  std::map<int, double> cpu;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return cpu;
-  const double tick_us = 1e6 / static_cast<double>(sysconf(_SC_CLK_TCK));
-  while (dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::ifstream stat(
-        absl::StrCat("/proc/self/task/", entry->d_name, "/stat"));
-    std::string text((std::istreambuf_iterator<char>(stat)),
-                     std::istreambuf_iterator<char>());
-    // Fields after the command name (which ends with ')'): utime is the
-    // 14th field of the line, stime the 15th.
-    const size_t close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::vector<std::string> fields;
-    size_t pos = close + 2;
-    while (pos < text.size()) {
-      size_t end = text.find(' ', pos);
-      if (end == std::string::npos) end = text.size();
-      fields.push_back(text.substr(pos, end - pos));
-      pos = end + 1;
-    }
-    if (fields.size() < 13) continue;
-    cpu[std::atoi(entry->d_name)] =
-        (std::atof(fields[11].c_str()) + std::atof(fields[12].c_str())) *
-        tick_us;
-  }
-  closedir(dir);
-  return cpu;
+// CPU microseconds of `clock` (a CPU-time clock) so far.
+double CpuUs(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 +
+         static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// The CPU-time clock of thread `tid` of this process (Linux encodes it
+// from the thread id: per-thread, scheduler-accounted), so that another
+// thread can read it to the nanosecond.
+clockid_t ThreadCpuClock(int tid) {
+  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
 }
 
 struct Cost {
@@ -104,17 +87,15 @@ int scheduler_tid = -1;
 
 template <typename Fn>
 Cost Measure(Fn fn) {
-  const std::map<int, double> before = ThreadCpuUs();
+  const clockid_t scheduler = ThreadCpuClock(scheduler_tid);
+  const double cpu_before = CpuUs(CLOCK_PROCESS_CPUTIME_ID);
+  const double scheduler_before = CpuUs(scheduler);
   const absl::Time start = absl::Now();
   fn();
   Cost cost;
   cost.wall_us = absl::ToDoubleMicroseconds(absl::Now() - start);
-  for (const auto& [tid, us] : ThreadCpuUs()) {
-    auto it = before.find(tid);
-    const double delta = us - (it == before.end() ? 0 : it->second);
-    cost.cpu_us += delta;
-    if (tid == scheduler_tid) cost.scheduler_us = delta;
-  }
+  cost.cpu_us = CpuUs(CLOCK_PROCESS_CPUTIME_ID) - cpu_before;
+  cost.scheduler_us = CpuUs(scheduler) - scheduler_before;
   return cost;
 }
 
@@ -262,7 +243,12 @@ Cost JobPerIteration(Executor& executor, int body, int iterations) {
 }
 
 int Main(int argc, char** argv) {
+  // Release builds of absl leave deadlock detection to debug builds;
+  // Debian's keeps it on, which would bill every lock to the figures.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 10000;
+  // "host": only the host-driven loops, for profiling.
+  const bool host_only = argc > 2 && std::strcmp(argv[2], "host") == 0;
   SimBackend::Options sim;
   sim.num_devices = 2;
   std::unique_ptr<SimBackend> backend = SimBackend::Create(sim).value();
@@ -284,6 +270,14 @@ int Main(int argc, char** argv) {
               "cpu_all", "scheduler", "ratio");
   for (int body : {2, 4, 16}) {
     LoopJob(*executor, body, 100, ControlMode::kHost);  // warm up
+    if (host_only) {
+      const Cost host =
+          LoopJob(*executor, body, iterations, ControlMode::kHost);
+      std::printf("%-5d %-20s %10.2f %10.2f %10.3f\n", body, "while_loop_host",
+                  host.wall_us / iterations, host.cpu_us / iterations,
+                  host.scheduler_us / iterations);
+      continue;
+    }
     const Cost per_job = JobPerIteration(*executor, body, iterations);
     const Cost host = LoopJob(*executor, body, iterations, ControlMode::kHost);
     const Cost device =

@@ -18,7 +18,9 @@ int Append(DeviceGraph& graph, DeviceGraphNode node) {
 
 // Fixed-width little-endian fields keep the encoding unambiguous.
 void PutU64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+  char bytes[8];
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(v >> (8 * i));
+  out.append(bytes, sizeof(bytes));
 }
 void PutI32(std::string& out, int32_t v) {
   PutU64(out, static_cast<uint64_t>(static_cast<int64_t>(v)));

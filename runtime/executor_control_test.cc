@@ -225,6 +225,20 @@ TEST_P(ExecutorModeTest, LoopRunsUntilItsConditionFails) {
   }
 }
 
+TEST_P(ExecutorModeTest, LoopBodiesRunAsCachedDeviceGraphs) {
+  // Wherever the condition is read, a body of device ops on one device
+  // is built once as a device graph and relaunched every iteration.
+  const StreamGraphRunner::Stats before = backend_->graph_stats();
+  RunResult r = Run(CountingLoop(12, 100));
+  ASSERT_OK(r.status);
+  const StreamGraphRunner::Stats after = backend_->graph_stats();
+  EXPECT_EQ(after.instantiations - before.instantiations, 1u);
+  EXPECT_EQ(after.cache_hits - before.cache_hits, 11u);
+  // On the host, one event per iteration; on the device, one in all.
+  EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration),
+            on_device() ? 1 : 12);
+}
+
 TEST_P(ExecutorModeTest, BodyOnAnotherDeviceKeepsBuffersCoherent) {
   RunResult r = Run(CountingLoop(5, 100, "device: 1"));
   ASSERT_OK(r.status);

@@ -94,6 +94,7 @@
 #include "runtime/backend.h"
 #include "runtime/buffer_coherence.h"
 #include "runtime/control_run.h"
+#include "runtime/device_graph.h"
 #include "runtime/event_pool.h"
 #include "runtime/executor.h"
 #include "runtime/host_pool.h"
@@ -222,9 +223,54 @@ class Job {
   void FinishHostOp(int index, absl::Status status);
   // Control nodes (control_run.h).
   absl::Status EnqueueControl(int index, int device, StreamHandle stream);
+  // A control node's bodies as device graphs (job_device_control.cc):
+  // all on `device`, whose `stream` is ordered after the node's own
+  // stream and holds the node's buffers current there; `body_stream` is
+  // leased for the node alone (loop_streams_) and runs the bodies.
+  struct DeviceBodies {
+    int device = -1;
+    StreamHandle stream;
+    StreamHandle body_stream;
+    std::vector<DeviceGraph> graphs;
+  };
+  // Builds them for plan index `index` (issued on `stream` of `device`),
+  // for a node the device decides (`device_decides`) or the host drives.
+  // FAILED_PRECONDITION saying why when the bodies cannot run that way:
+  // nothing enqueued then.
+  absl::StatusOr<DeviceBodies> PrepareDeviceBodies(int index, int device,
+                                                   StreamHandle stream,
+                                                   bool device_decides);
   // A loop or case..of the device decides (ControlMode); FAILED_PRECONDITION
   // saying why when its bodies cannot run that way (nothing enqueued then).
   absl::Status EnqueueDeviceControl(int index, int device, StreamHandle stream);
+  // A control node the host drives whose bodies run as device graphs: the
+  // condition comes back to host memory of its own after every iteration;
+  // no nested jobs. FAILED_PRECONDITION (nothing enqueued) when the bodies
+  // cannot run as graphs.
+  absl::Status EnqueueGraphControl(int index, int device, StreamHandle stream);
+  // A control node the host drives with bodies as device graphs: the
+  // bodies, and host memory the condition comes back to.
+  struct GraphControl {
+    DeviceBodies bodies;
+    DevicePtr condition;
+    uint64_t condition_bytes = 0;
+    std::unique_ptr<char[]> condition_value;
+  };
+  // After PrepareDeviceBodies: the condition's first value on its way to
+  // the host, and the run behind it.
+  absl::Status StartGraphControl(int index, GraphControl& control);
+  // After PrepareDeviceBodies: the DeviceLoop or DeviceCase launched.
+  absl::Status LaunchDeviceControl(int index, int device, StreamHandle stream,
+                                   DeviceBodies& bodies);
+  // The leased stream of control node `index`, if any, back to its pool
+  // (`reusable`: its work succeeded).
+  void ReleaseLeasedStream(int index, bool reusable);
+  // Launches body `body` of graph-driven control node `index` (0: no job
+  // to cancel; the leased stream's error scope stops it).
+  absl::StatusOr<uint64_t> StartGraphBody(int index, int body);
+  // Ends graph-driven control node `index`: its writes become the job's
+  // on the node's stream and its leased stream goes back.
+  absl::Status EndGraphControl(int index, absl::Status status);
   // `result`: the iterations run, or the branch taken (-1: none).
   void OnDeviceControlDone(int index, absl::Status status, int64_t result);
   void OnControlReady(int index, absl::Status status);
@@ -313,6 +359,9 @@ class Job {
 
   // Loops' nested jobs parked between iterations, by plan index.
   absl::flat_hash_map<int, uint64_t> parked_;
+  // Control nodes the host drives with bodies as device graphs, by plan
+  // index.
+  absl::flat_hash_map<int, GraphControl> graph_controls_;
   // Control nodes run on the device, by plan index: the stream their
   // bodies run on, and its device, until they end.
   absl::flat_hash_map<int, std::pair<StreamHandle, int>> loop_streams_;

@@ -55,6 +55,12 @@ absl::Status Job::EnqueueControl(int index, int device, StreamHandle stream) {
     }
     // kAuto: the host runs what the device cannot.
   }
+  // The host decides; bodies that can run as device graphs do, and
+  // others run as nested jobs.
+  absl::Status as_graphs = EnqueueGraphControl(index, device, stream);
+  if (as_graphs.code() != absl::StatusCode::kFailedPrecondition) {
+    return as_graphs;
+  }
   // The condition's value in host memory, once the node's predecessors
   // are done; the run starts from the callback behind it.
   WEFT_RETURN_IF_ERROR(buffers_->MakeCurrent(node.control->condition,
@@ -85,14 +91,24 @@ void Job::OnControlReady(int index, absl::Status status) {
   const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
   const BufferId condition = node.control->condition;
   ControlRun::Hooks hooks;
-  hooks.start_body = [this, index](int body) { return StartBody(index, body); };
+  const auto graph_control = graph_controls_.find(index);
+  const bool as_graphs = graph_control != graph_controls_.end();
+  hooks.start_body = [this, index, as_graphs](int body) {
+    return as_graphs ? StartGraphBody(index, body) : StartBody(index, body);
+  };
   hooks.cancel_body = [post = env_->post](uint64_t job, absl::Status reason) {
     post(job,
          [reason = std::move(reason)](Job& nested) { nested.Cancel(reason); });
   };
-  hooks.condition = [this, condition] {
-    return static_cast<const char*>(buffers_->HostData(condition));
-  };
+  if (as_graphs) {
+    hooks.condition = [value = graph_control->second.condition_value.get()] {
+      return static_cast<const char*>(value);
+    };
+  } else {
+    hooks.condition = [this, condition] {
+      return static_cast<const char*>(buffers_->HostData(condition));
+    };
+  }
   hooks.report = [this, name = &node.name](ControlEventKind kind, int64_t value,
                                            const std::string& message) {
     if (callbacks_.on_control)
@@ -156,6 +172,7 @@ void Job::OnBodyDone(int index, absl::Status status) {
 
 void Job::ControlFinished(int index, absl::Status status) {
   controls_.erase(index);
+  status = EndGraphControl(index, std::move(status));
   if (auto it = parked_.find(index); it != parked_.end()) {
     env_->post(it->second, [](Job& nested) { nested.Dispose(); });
     parked_.erase(it);

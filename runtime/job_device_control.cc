@@ -1,7 +1,8 @@
-// Job's control nodes the device decides (ControlMode kDevice and kAuto):
-// a loop becomes a DeviceLoop and a case..of a DeviceCase, their bodies
-// device graphs built from the bodies' plans, launched on the node's
-// stream with the bodies on a stream leased for them alone.
+// Job's control nodes whose bodies run as device graphs, built once from
+// the bodies' plans and run on a stream leased for them alone: decided by
+// the device (ControlMode kDevice and kAuto: a loop becomes a DeviceLoop
+// and a case..of a DeviceCase), or driven by the host (the condition comes
+// back after every iteration and the host relaunches the body's graph).
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -22,20 +23,27 @@ using scheduler::BufferUse;
 using scheduler::NodeId;
 using scheduler::PlannedNode;
 
-absl::Status Job::EnqueueDeviceControl(int index, int device,
-                                       StreamHandle stream) {
+absl::StatusOr<Job::DeviceBodies> Job::PrepareDeviceBodies(
+    int index, int device, StreamHandle stream, bool device_decides) {
   Backend* backend = env_->backend;
   const PlannedNode& pn = plan_->nodes[index];
   const scheduler::NodeSpec& node = graph_->node(pn.node);
   const scheduler::ControlSpec& control = *node.control;
   const bool loop = control.kind == scheduler::ControlSpec::Kind::kWhile;
   auto cannot = [&](absl::string_view why) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        loop ? "loop '" : "case..of '", node.name, "' cannot evaluate its ",
-        loop ? "condition" : "selector", " on the device: ", why));
+    return absl::FailedPreconditionError(
+        device_decides ? absl::StrCat(loop ? "loop '" : "case..of '", node.name,
+                                      "' cannot evaluate its ",
+                                      loop ? "condition" : "selector",
+                                      " on the device: ", why)
+                       : absl::StrCat("the bodies of '", node.name,
+                                      "' cannot run as device graphs: ", why));
   };
-  if (!backend->supports_device_loops()) {
+  if (device_decides && !backend->supports_device_loops()) {
     return cannot("this backend has no device control nodes");
+  }
+  if (!device_decides && !backend->supports_device_graphs()) {
+    return cannot("this backend has no device graphs");
   }
   // The bodies: device ops, all on one device.
   const std::vector<std::shared_ptr<const scheduler::Plan>>& plans =
@@ -62,12 +70,14 @@ absl::Status Job::EnqueueDeviceControl(int index, int device,
     }
   }
   if (d < 0) return cannot("its bodies are empty");
+  DeviceBodies bodies;
+  bodies.device = d;
   // A stream of the bodies' device for the node, ordered after the node's
   // own, and another for the bodies.
-  StreamHandle control_stream = stream;
+  bodies.stream = stream;
   if (d != device) {
-    WEFT_ASSIGN_OR_RETURN(control_stream, streams_.Acquire(d));
-    WEFT_RETURN_IF_ERROR(streams_.Enter(control_stream));
+    WEFT_ASSIGN_OR_RETURN(bodies.stream, streams_.Acquire(d));
+    WEFT_RETURN_IF_ERROR(streams_.Enter(bodies.stream));
   }
   // The bodies' stream is the node's alone until it ends: leased from the
   // pool apart from the job's streams (nothing else of the job may queue
@@ -77,29 +87,26 @@ absl::Status Job::EnqueueDeviceControl(int index, int device,
   if (!fresh.has_value()) {
     return cannot(absl::StrCat("no free stream on device ", d));
   }
-  const StreamHandle body_stream = *fresh;
-  loop_streams_[index] = {body_stream, d};
-  if (absl::Status s = backend->SetErrorScope(body_stream, id_); !s.ok()) {
-    return s;
-  }
-  (*env_->stream_scopes)[body_stream.value] = id_;
-  if (!(control_stream == stream)) {
-    WEFT_RETURN_IF_ERROR(OrderAfter(stream, device, control_stream));
+  bodies.body_stream = *fresh;
+  loop_streams_[index] = {bodies.body_stream, d};
+  WEFT_RETURN_IF_ERROR(backend->SetErrorScope(bodies.body_stream, id_));
+  (*env_->stream_scopes)[bodies.body_stream.value] = id_;
+  if (!(bodies.stream == stream)) {
+    WEFT_RETURN_IF_ERROR(OrderAfter(stream, device, bodies.stream));
   }
   // Everything the node uses (its bodies' buffers and its condition or
   // selector), current on the bodies' device before it starts.
-  const std::vector<BufferUse> uses = graph_->BufferUses(pn.node);
-  for (const BufferUse& use : uses) {
+  for (const BufferUse& use : graph_->BufferUses(pn.node)) {
     WEFT_RETURN_IF_ERROR(buffers_->Allocate(use.buffer, d));
     WEFT_RETURN_IF_ERROR(
-        buffers_->MakeCurrent(use.buffer, d, d, control_stream));
+        buffers_->MakeCurrent(use.buffer, d, d, bodies.stream));
   }
   // Each body as one device graph, in its plan's order.
-  std::vector<DeviceGraph> graphs(control.bodies.size());
+  bodies.graphs.resize(control.bodies.size());
   for (size_t b = 0; b < control.bodies.size(); ++b) {
     const scheduler::Graph& body = *control.bodies[b];
     const scheduler::Plan& body_plan = *plans[b];
-    graphs[b].device = d;
+    bodies.graphs[b].device = d;
     absl::flat_hash_map<NodeId, int> position;
     for (int i = 0; i < body_plan.num_nodes(); ++i) {
       const NodeId v = body_plan.nodes[i].node;
@@ -110,34 +117,59 @@ absl::Status Job::EnqueueDeviceControl(int index, int device,
       });
       for (NodeId dep : body_plan.Deps(i)) n.deps.push_back(position[dep]);
       position[v] = i;
-      graphs[b].nodes.push_back(std::move(n));
+      bodies.graphs[b].nodes.push_back(std::move(n));
     }
   }
+  return bodies;
+}
+
+absl::Status Job::EnqueueDeviceControl(int index, int device,
+                                       StreamHandle stream) {
+  absl::StatusOr<DeviceBodies> prepared =
+      PrepareDeviceBodies(index, device, stream, /*device_decides=*/true);
+  if (!prepared.ok()) {
+    ReleaseLeasedStream(index, false);
+    return prepared.status();
+  }
+  absl::Status launched = LaunchDeviceControl(index, device, stream, *prepared);
+  if (!launched.ok()) ReleaseLeasedStream(index, false);
+  return launched;
+}
+
+absl::Status Job::LaunchDeviceControl(int index, int device,
+                                      StreamHandle stream,
+                                      DeviceBodies& bodies) {
+  Backend* backend = env_->backend;
+  const PlannedNode& pn = plan_->nodes[index];
+  const scheduler::NodeSpec& node = graph_->node(pn.node);
+  const scheduler::ControlSpec& control = *node.control;
+  const bool loop = control.kind == scheduler::ControlSpec::Kind::kWhile;
+  const int d = bodies.device;
   const BufferId value = control.condition;
   auto result = std::make_shared<std::atomic<int64_t>>(loop ? 0 : -1);
   if (loop) {
     DeviceLoop device_loop;
     device_loop.name = node.name;
-    device_loop.body = &graphs[0];
+    device_loop.body = &bodies.graphs[0];
     device_loop.condition = buffers_->ptr(value, d);
     device_loop.dtype = graph_->buffer(value).dtype;
     device_loop.max_iterations = control.max_iterations;
     device_loop.iterations = result;
-    WEFT_RETURN_IF_ERROR(
-        backend->LaunchDeviceLoop(device_loop, control_stream, body_stream));
+    WEFT_RETURN_IF_ERROR(backend->LaunchDeviceLoop(device_loop, bodies.stream,
+                                                   bodies.body_stream));
   } else {
     DeviceCase device_case;
     device_case.name = node.name;
-    for (DeviceGraph& g : graphs) device_case.branches.push_back(&g);
+    for (DeviceGraph& g : bodies.graphs) device_case.branches.push_back(&g);
     device_case.selector = buffers_->ptr(value, d);
     device_case.dtype = graph_->buffer(value).dtype;
     device_case.taken = result;
-    WEFT_RETURN_IF_ERROR(
-        backend->LaunchDeviceCase(device_case, control_stream, body_stream));
+    WEFT_RETURN_IF_ERROR(backend->LaunchDeviceCase(device_case, bodies.stream,
+                                                   bodies.body_stream));
   }
-  buffers_->MarkWritten(uses, d, control_stream);
-  if (!(control_stream == stream)) {
-    WEFT_RETURN_IF_ERROR(OrderAfter(control_stream, d, stream));
+  buffers_->MarkWritten(graph_->BufferUses(pn.node), d, bodies.stream);
+  if (!(bodies.stream == stream)) {
+    WEFT_RETURN_IF_ERROR(OrderAfter(bodies.stream, d, stream));
   }
   const uint64_t id = id_;
   const auto* post = &env_->post;
@@ -152,13 +184,106 @@ absl::Status Job::EnqueueDeviceControl(int index, int device,
   return absl::OkStatus();
 }
 
-void Job::OnDeviceControlDone(int index, absl::Status status, int64_t result) {
-  if (auto it = loop_streams_.find(index); it != loop_streams_.end()) {
-    const auto [stream, device] = it->second;
-    loop_streams_.erase(it);
-    env_->backend->ReleaseErrorScope(stream, id_);
-    env_->stream_pools[device]->Release(stream, status.ok());
+absl::Status Job::EnqueueGraphControl(int index, int device,
+                                      StreamHandle stream) {
+  absl::StatusOr<DeviceBodies> prepared =
+      PrepareDeviceBodies(index, device, stream, /*device_decides=*/false);
+  if (!prepared.ok()) {
+    ReleaseLeasedStream(index, false);
+    return prepared.status();
   }
+  GraphControl& control = graph_controls_[index];
+  control.bodies = *std::move(prepared);
+  absl::Status started = StartGraphControl(index, control);
+  if (!started.ok()) {
+    graph_controls_.erase(index);
+    ReleaseLeasedStream(index, false);
+  }
+  return started;
+}
+
+absl::Status Job::StartGraphControl(int index, GraphControl& control) {
+  Backend* backend = env_->backend;
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  const int d = control.bodies.device;
+  const BufferId value = node.control->condition;
+  control.condition = buffers_->ptr(value, d);
+  control.condition_bytes =
+      static_cast<uint64_t>(scheduler::DTypeSize(graph_->buffer(value).dtype));
+  control.condition_value = std::make_unique<char[]>(8);
+  for (const DeviceGraph& g : control.bodies.graphs) {
+    WEFT_RETURN_IF_ERROR(backend->PrepareDeviceGraph(g));
+  }
+  // The bodies' stream: after the buffers are current, the condition's
+  // first value to the host, and the run starts behind it.
+  const StreamHandle body_stream = control.bodies.body_stream;
+  WEFT_RETURN_IF_ERROR(OrderAfter(control.bodies.stream, d, body_stream));
+  WEFT_RETURN_IF_ERROR(backend->CopyDeviceToHost(
+      control.condition_value.get(), control.condition, control.condition_bytes,
+      body_stream));
+  const uint64_t id = id_;
+  const auto* post = &env_->post;
+  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
+      body_stream, [post, id, index](absl::Status status) {
+        (*post)(id, [index, status = std::move(status)](Job& job) {
+          job.OnControlReady(index, status);
+        });
+      }));
+  ++in_flight_;
+  running_controls_.insert(plan_->nodes[index].node);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Job::StartGraphBody(int index, int body) {
+  Backend* backend = env_->backend;
+  GraphControl& control = graph_controls_.at(index);
+  const StreamHandle body_stream = control.bodies.body_stream;
+  WEFT_RETURN_IF_ERROR(
+      backend->LaunchDeviceGraph(control.bodies.graphs[body], body_stream));
+  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
+  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile) {
+    WEFT_RETURN_IF_ERROR(backend->CopyDeviceToHost(
+        control.condition_value.get(), control.condition,
+        control.condition_bytes, body_stream));
+  }
+  const uint64_t id = id_;
+  const auto* post = &env_->post;
+  WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
+      body_stream, [post, id, index](absl::Status status) {
+        (*post)(id, [index, status = std::move(status)](Job& job) {
+          job.OnBodyDone(index, status);
+        });
+      }));
+  return uint64_t{0};
+}
+
+absl::Status Job::EndGraphControl(int index, absl::Status status) {
+  auto it = graph_controls_.find(index);
+  if (it == graph_controls_.end()) return status;
+  const DeviceBodies& bodies = it->second.bodies;
+  // What the bodies wrote is the node's, on its stream of their device.
+  absl::Status ordered =
+      OrderAfter(bodies.body_stream, bodies.device, bodies.stream);
+  if (ordered.ok()) {
+    buffers_->MarkWritten(graph_->BufferUses(plan_->nodes[index].node),
+                          bodies.device, bodies.stream);
+  }
+  ReleaseLeasedStream(index, status.ok() && ordered.ok());
+  graph_controls_.erase(it);
+  return status.ok() ? ordered : status;
+}
+
+void Job::ReleaseLeasedStream(int index, bool reusable) {
+  auto it = loop_streams_.find(index);
+  if (it == loop_streams_.end()) return;
+  const auto [stream, device] = it->second;
+  loop_streams_.erase(it);
+  env_->backend->ReleaseErrorScope(stream, id_);
+  env_->stream_pools[device]->Release(stream, reusable);
+}
+
+void Job::OnDeviceControlDone(int index, absl::Status status, int64_t result) {
+  ReleaseLeasedStream(index, status.ok());
   const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
   const bool loop = node.control->kind == scheduler::ControlSpec::Kind::kWhile;
   if (callbacks_.on_control) {

@@ -76,7 +76,9 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
       status = made.status();
     }
   };
-  for (int lane = 0; lane < num_lanes && status.ok(); ++lane) {
+  instance->direct = num_lanes == 1;
+  for (int lane = 0; lane < num_lanes && status.ok() && !instance->direct;
+       ++lane) {
     absl::StatusOr<StreamHandle> made = backend_->CreateStream(graph.device);
     if (made.ok()) {
       instance->lanes.push_back(*made);
@@ -84,8 +86,9 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
       status = made.status();
     }
   }
-  make_event(instance->entry);
-  instance->lane_end.assign(instance->lanes.size(), EventHandle{});
+  if (!instance->direct) make_event(instance->entry);
+  instance->lane_end.assign(instance->direct ? 1 : instance->lanes.size(),
+                            EventHandle{});
   for (EventHandle& event : instance->lane_end) make_event(event);
   for (int i = 0; i < n; ++i) {
     for (int dep : graph.nodes[i].deps) {
@@ -105,6 +108,15 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
 absl::Status StreamGraphRunner::Enqueue(const Instance& instance,
                                         const DeviceGraph& graph,
                                         StreamHandle stream, uint64_t scope) {
+  if (instance.direct) {
+    // After the previous launch of the instance (a no-op before the
+    // first), then the end of this one.
+    WEFT_RETURN_IF_ERROR(
+        backend_->StreamWaitEvent(stream, instance.lane_end[0]));
+    absl::Status status = EnqueueNodes(instance, graph, stream, scope);
+    absl::Status ended = backend_->RecordEvent(instance.lane_end[0], stream);
+    return status.ok() ? ended : status;
+  }
   absl::Status status = EnqueueNodes(instance, graph, stream, scope);
   // The caller's stream waits for every lane, also when a call above failed
   // part way: what did reach the lanes may still be running, and the caller
@@ -125,15 +137,18 @@ absl::Status StreamGraphRunner::EnqueueNodes(const Instance& instance,
                                              const DeviceGraph& graph,
                                              StreamHandle stream,
                                              uint64_t scope) {
-  WEFT_RETURN_IF_ERROR(backend_->RecordEvent(instance.entry, stream));
-  for (StreamHandle lane : instance.lanes) {
-    WEFT_RETURN_IF_ERROR(backend_->SetErrorScope(lane, scope));
-    WEFT_RETURN_IF_ERROR(backend_->StreamWaitEvent(lane, instance.entry));
+  if (!instance.direct) {
+    WEFT_RETURN_IF_ERROR(backend_->RecordEvent(instance.entry, stream));
+    for (StreamHandle lane : instance.lanes) {
+      WEFT_RETURN_IF_ERROR(backend_->SetErrorScope(lane, scope));
+      WEFT_RETURN_IF_ERROR(backend_->StreamWaitEvent(lane, instance.entry));
+    }
   }
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const DeviceGraphNode& node = graph.nodes[i];
     const int lane_index = instance.lane_of[i];
-    const StreamHandle lane = instance.lanes[lane_index];
+    const StreamHandle lane =
+        instance.direct ? stream : instance.lanes[lane_index];
     for (int dep : node.deps) {
       if (instance.lane_of[dep] != lane_index) {
         WEFT_RETURN_IF_ERROR(

@@ -9,9 +9,11 @@
 // become event waits. A launch records an entry event on the caller's
 // stream that every lane waits for, enqueues the nodes in order, and has
 // the caller's stream wait for every lane's end, so the launch behaves as
-// one piece of work on that stream. The work runs with the backend's own
-// launches and copies, so its timing (kernel occupancy, copy engines) is the
-// backend's as if the nodes had been issued one by one.
+// one piece of work on that stream. A graph that is one chain (one lane)
+// needs no lanes: its nodes go straight onto the caller's stream, after
+// an event that ends the instance's previous launch. The work runs with the
+// backend's own launches and copies, so its timing (kernel occupancy, copy
+// engines) is the backend's as if the nodes had been issued one by one.
 //
 // Instances are cached by DeviceGraphSignature, least recently used first
 // out beyond a bound (only idle instances are evicted). Launches of one
@@ -89,11 +91,14 @@ class StreamGraphRunner {
  private:
   struct Instance {
     int device = 0;
-    std::vector<StreamHandle> lanes;
+    // One lane: the nodes go straight onto the caller's stream (no lane
+    // streams, no entry event), after the instance's previous launch.
+    bool direct = false;
+    std::vector<StreamHandle> lanes;     // none when direct
     std::vector<int> lane_of;            // by node
     std::vector<EventHandle> node_done;  // by node; 0 when no lane waits
     EventHandle entry;
-    std::vector<EventHandle> lane_end;  // by lane
+    std::vector<EventHandle> lane_end;  // by lane; direct: the one end
     std::list<std::string>::iterator lru;
     bool launched = false;
   };

@@ -210,6 +210,29 @@ TEST(StreamGraphRunnerTest, TimingFollowsTheEdges) {
   EXPECT_DOUBLE_EQ(elapsed(chain), 30);
 }
 
+TEST(StreamGraphRunnerTest, AChainRunsOnTheCallersStreamAfterItsLastLaunch) {
+  auto backend = MakeBackend(nullptr);
+  const StreamHandle a = *backend->CreateStream(0);
+  const StreamHandle b = *backend->CreateStream(0);
+  const int streams = backend->stream_count();
+  DeviceGraph chain;
+  const int first = chain.AddKernel(Op("spin", 10), {});
+  chain.AddKernel(Op("spin", 10), {first});
+  const EventHandle end = *backend->CreateEvent(0);
+  // Launched from two streams: the second launch of the instance starts
+  // after the first, as launches of one CUDA graph executable do.
+  ASSERT_TRUE(backend->LaunchDeviceGraph(chain, a).ok());
+  ASSERT_TRUE(backend->LaunchDeviceGraph(chain, b).ok());
+  ASSERT_TRUE(backend->RecordEvent(end, b).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(b).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(a).ok());
+  EXPECT_DOUBLE_EQ(*backend->EventTimeUs(end), 40);
+  // No lane streams: the chain went onto the callers' streams.
+  EXPECT_EQ(backend->stream_count(), streams);
+  EXPECT_EQ(backend->graph_stats().instantiations, 1u);
+  EXPECT_EQ(backend->graph_stats().cache_hits, 1u);
+}
+
 TEST(StreamGraphRunnerTest, FailureReachesOnlyItsScope) {
   TestKernels kernels;
   auto backend = MakeBackend(&kernels.table);
