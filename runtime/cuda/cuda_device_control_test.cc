@@ -396,7 +396,7 @@ class CudaDeviceCaseTest : public CudaDeviceControlTest,
  protected:
   void SetUp() override {
     CudaDeviceControlTest::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     out_ = Alloc();
     for (int i = 0; i < 3; ++i) {
       branches_[i].device = 0;
