@@ -534,6 +534,8 @@ struct RunResult {
   absl::Status status;
   HostBuffers outputs;
   int64_t iterations = 0;
+  int64_t branch = -7;
+  std::string branch_message;
 };
 
 RunResult RunJob(Executor& executor, const std::string& text) {
@@ -557,9 +559,13 @@ RunResult RunJob(Executor& executor, const std::string& text) {
   absl::Notification done;
   JobCallbacks callbacks;
   callbacks.on_control = [&](const std::string&, ControlEventKind kind,
-                             int64_t value, const std::string&) {
+                             int64_t value, const std::string& message) {
     absl::MutexLock lock(&mu);
     if (kind == ControlEventKind::kIteration) result.iterations = value;
+    if (kind == ControlEventKind::kBranch) {
+      result.branch = value;
+      result.branch_message = message;
+    }
   };
   callbacks.on_done = [&](absl::Status status, scheduler::NodeId,
                           HostBuffers outputs) {
@@ -640,6 +646,57 @@ TEST_F(CudaDeviceControlTest, ExecutorRunsLoopsOnTheDevice) {
   // Later jobs are not affected.
   RunResult after = RunJob(*executor, CountingJob(2, 100));
   EXPECT_OK(after.status);
+}
+
+// x *= 2 (branch 0) or x *= 3 (branch 1), chosen by an INT64 selector.
+std::string ChoiceJob(int selector) {
+  return absl::StrCat(
+      R"pb(
+        name: "choice"
+        buffers { name: "x" size_bytes: 16 dtype: FLOAT32 fill: 1 output: true }
+        buffers { name: "pick" size_bytes: 8 dtype: INT64 fill:)pb",
+      selector, R"pb(
+        }
+        nodes {
+                          name: "case"
+                          case_of {
+                            selector: "pick"
+                            branches {
+                              nodes {
+                                name: "by2"
+                                op: "scale"
+                                args { f32: 2 }
+                                args { buffer { name: "x" access: READ_WRITE } }
+                              }
+                            }
+                            branches {
+                              nodes {
+                                name: "by3"
+                                op: "scale"
+                                args { f32: 3 }
+                                args { buffer { name: "x" access: READ_WRITE } }
+                              }
+                            }
+                          }
+                        }
+                      )pb");
+}
+
+TEST_F(CudaDeviceControlTest, ExecutorRunsCasesOnTheDevice) {
+  Executor::Options options;
+  options.backend = backend_.get();
+  std::unique_ptr<Executor> executor = Executor::Create(options).value();
+  for (int selector : {0, 1, 5}) {
+    SCOPED_TRACE(selector);
+    RunResult r = RunJob(*executor, ChoiceJob(selector));
+    ASSERT_OK(r.status);
+    const float want = selector == 0 ? 2.0f : selector == 1 ? 3.0f : 1.0f;
+    for (float v : executor_testing::Floats(r.outputs["x"])) {
+      EXPECT_EQ(v, want);
+    }
+    EXPECT_EQ(r.branch, selector < 2 ? selector : -1);
+    EXPECT_THAT(r.branch_message, HasSubstr("on the device"));
+  }
 }
 
 }  // namespace
