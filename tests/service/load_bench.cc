@@ -446,6 +446,10 @@ int Main(int argc, char** argv) {
   for (const weft::v1::Job& job : *all) by_id[job.id()] = &job;
   int64_t lost = 0, not_terminal = 0, succeeded = 0, failed = 0, cancelled = 0;
   std::vector<double> done_ms;
+  // Where submit-to-done went: until the job was created (the submission,
+  // planning included), queued (created to started), running (started to
+  // ended).
+  std::vector<double> admit_ms, queued_ms, run_ms;
   absl::Time last_end = absl::InfinitePast();
   for (const Accepted& a : weft.accepted) {
     auto it = by_id.find(a.id);
@@ -471,6 +475,11 @@ int Main(int argc, char** argv) {
     const absl::Time ended = ToTime(job.end_time());
     last_end = std::max(last_end, ended);
     done_ms.push_back(absl::ToDoubleMilliseconds(ended - a.submitted));
+    const absl::Time created = ToTime(job.create_time());
+    const absl::Time started = ToTime(job.start_time());
+    admit_ms.push_back(absl::ToDoubleMilliseconds(created - a.submitted));
+    queued_ms.push_back(absl::ToDoubleMilliseconds(started - created));
+    run_ms.push_back(absl::ToDoubleMilliseconds(ended - started));
   }
   const int64_t strangers = static_cast<int64_t>(all->size()) -
                             static_cast<int64_t>(weft.accepted.size()) + lost;
@@ -494,6 +503,14 @@ int Main(int argc, char** argv) {
                    "completed/s; submit-to-done p50 %.1f ms p99 %.1f ms",
                    succeeded, failed, cancelled, completed_rate,
                    Percentile(done_ms, 0.5), Percentile(done_ms, 0.99))
+            << std::endl;
+  std::cout << absl::StrFormat(
+                   "       of which until created p50 %.1f ms p99 %.1f ms, "
+                   "queued p50 %.1f ms p99 %.1f ms, running p50 %.1f ms "
+                   "p99 %.1f ms",
+                   Percentile(admit_ms, 0.5), Percentile(admit_ms, 0.99),
+                   Percentile(queued_ms, 0.5), Percentile(queued_ms, 0.99),
+                   Percentile(run_ms, 0.5), Percentile(run_ms, 0.99))
             << std::endl;
   std::cout << absl::StrFormat(
                    "ratio: weft submissions / echo calls = %.2f (target >= "
