@@ -71,7 +71,9 @@ absl::Status BufferCoherence::Place(const scheduler::Plan& plan,
     }
     arena[m.device] = m.arena_bytes;
   }
-  std::vector<uint8_t> used(host_, 0);
+  // By device: the copies to place, and the largest, to name in errors.
+  std::vector<int> used(host_, 0);
+  std::vector<BufferId> largest(host_, -1);
   for (const scheduler::PlannedBuffer& pb : plan.buffers) {
     if (pb.buffer < 0 || pb.buffer >= num_buffers || pb.device < 0 ||
         pb.device >= host_ || pb.offset < 0 ||
@@ -83,17 +85,35 @@ absl::Status BufferCoherence::Place(const scheduler::Plan& plan,
           " bytes) at offset ", pb.offset, " on device ", pb.device,
           " does not lie in that device's arena of a buffer of the graph"));
     }
-    if (!unplaced[pb.buffer]) used[pb.device] = 1;
+    if (unplaced[pb.buffer]) continue;
+    ++used[pb.device];
+    BufferId& big = largest[pb.device];
+    if (big < 0 ||
+        graph_->buffer(pb.buffer).size_bytes > graph_->buffer(big).size_bytes) {
+      big = pb.buffer;
+    }
   }
   for (int d = 0; d < host_; ++d) {
-    if (!used[d]) continue;
+    if (used[d] == 0) continue;
     absl::StatusOr<DevicePtr> block =
         options_.memory_pools[d]->AllocateArena(arena[d]);
     if (!block.ok()) {
+      // Named as a buffer allocated by itself would be: its largest.
+      std::string first_user;
+      for (const scheduler::PlannedNode& pn : plan.nodes) {
+        if (pn.device != d) continue;
+        for (const BufferUse& use : graph_->Uses(pn.node)) {
+          if (use.buffer == largest[d]) first_user = graph_->node(pn.node).name;
+        }
+        if (!first_user.empty()) break;
+      }
       return absl::Status(
           block.status().code(),
-          absl::StrCat("the arena of ", arena[d], " bytes on device ", d, ": ",
-                       block.status().message()));
+          absl::StrCat("buffer '", graph_->buffer(largest[d]).name,
+                       "' (first used by node '", first_user, "' on device ", d,
+                       ") and ", used[d] - 1,
+                       " other buffers placed in an arena of ", arena[d],
+                       " bytes: ", block.status().message()));
     }
     arenas_[d] = *block;
     arena_sizes_[d] = arena[d];

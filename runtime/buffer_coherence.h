@@ -85,7 +85,8 @@ class BufferCoherence {
   // (it then runs on its device). Call before AllocateFor, which allocates
   // the rest. A device without placed copies takes no arena; a plan
   // without a memory plan places nothing. INVALID_ARGUMENT for a place
-  // outside its arena; the pool's error naming the device and the arena.
+  // outside its arena; the pool's error naming the arena's largest buffer,
+  // its first user and the device, as AllocateFor names a buffer.
   absl::Status Place(const scheduler::Plan& plan, bool host_gates);
   // Bytes of the arena held on `device` as the plan sized it (0: none).
   int64_t arena_bytes(int device) const {

@@ -261,6 +261,9 @@ TEST_F(BufferCoherenceTest, CopyOverwrittenByASharerIsNoLongerCurrent) {
   Init(8, &plan);
   ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
   ASSERT_OK(buffers_->MakeCurrent(kData, 1, 1, streams_[1]));
+  // The plan orders the copy to device 1 before the next use of the
+  // addresses.
+  ASSERT_OK(backend_->SynchronizeStream(streams_[1]));
   // "fill" takes the addresses: "data" is current on device 1 only.
   ASSERT_OK(buffers_->MakeCurrent(kFill, 0, 0, streams_[0]));
   EXPECT_EQ(buffers_->latest(kData).where, 1);

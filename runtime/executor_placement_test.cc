@@ -11,12 +11,15 @@
 
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
 #include "runtime/forwarding_backend.h"
 #include "runtime/sim/sim_backend.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/planner.h"
+#include "weft/v1/weft.pb.h"
 
 namespace weft::runtime {
 namespace {
@@ -252,6 +255,138 @@ TEST(ExecutorPlacementTest, RandomGraphsRunAsDeviceGraphsInTheirArenas) {
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
 
+// Temporaries before and after a loop, on both devices, with the loop's
+// buffers shared with them: the loop's own buffers keep allocations of
+// their own (its body runs as a nested job planned apart), the rest lie in
+// the arenas.
+constexpr char kLoopBetweenTemporaries[] = R"pb(
+  name: "loop_between_temporaries"
+  buffers { name: "a" size_bytes: 4096 dtype: FLOAT32 fill: 1 }
+  buffers { name: "t1" size_bytes: 4096 dtype: FLOAT32 }
+  buffers { name: "t2" size_bytes: 4096 dtype: FLOAT32 }
+  buffers { name: "t3" size_bytes: 4096 dtype: FLOAT32 }
+  buffers { name: "t4" size_bytes: 4096 dtype: FLOAT32 }
+  buffers { name: "t5" size_bytes: 4096 dtype: FLOAT32 output: true }
+  buffers { name: "x" size_bytes: 4096 dtype: FLOAT32 }
+  buffers { name: "i" size_bytes: 4 dtype: FLOAT32 output: true }
+  buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+  buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+  nodes {
+    name: "n1"
+    op: "add"
+    args { buffer { name: "a" access: READ } }
+    args { buffer { name: "a" access: READ } }
+    args { buffer { name: "t1" access: WRITE } }
+    device: 0
+  }
+  nodes {
+    name: "n2"
+    op: "add"
+    args { buffer { name: "t1" access: READ } }
+    args { buffer { name: "a" access: READ } }
+    args { buffer { name: "t2" access: WRITE } }
+    device: 1
+  }
+  nodes {
+    name: "n3"
+    op: "add"
+    args { buffer { name: "t2" access: READ } }
+    args { buffer { name: "t2" access: READ } }
+    args { buffer { name: "x" access: WRITE } }
+    device: 0
+  }
+  nodes {
+    name: "loop"
+    while_loop {
+      condition: "go"
+      max_iterations: 20
+      body {
+        name: "inc"
+        op: "axpy"
+        args { f32: 1 }
+        args { buffer { name: "one" access: READ } }
+        args { buffer { name: "i" access: READ_WRITE } }
+      }
+      body {
+        name: "double"
+        op: "scale"
+        args { f32: 2 }
+        args { buffer { name: "x" access: READ_WRITE } }
+      }
+      body {
+        name: "test"
+        op: "less"
+        args { buffer { name: "i" access: READ } }
+        args { f32: 5 }
+        args { buffer { name: "go" access: WRITE } }
+      }
+    }
+  }
+  nodes {
+    name: "n4"
+    op: "add"
+    args { buffer { name: "x" access: READ } }
+    args { buffer { name: "a" access: READ } }
+    args { buffer { name: "t3" access: WRITE } }
+    device: 1
+  }
+  nodes {
+    name: "n5"
+    op: "add"
+    args { buffer { name: "t3" access: READ } }
+    args { buffer { name: "t3" access: READ } }
+    args { buffer { name: "t4" access: WRITE } }
+    device: 0
+  }
+  nodes {
+    name: "n6"
+    op: "sub"
+    args { buffer { name: "t4" access: READ } }
+    args { buffer { name: "a" access: READ } }
+    args { buffer { name: "t5" access: WRITE } }
+    device: 1
+  }
+)pb";
+
+TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      kLoopBetweenTemporaries, &proto));
+  scheduler::GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<scheduler::Graph> built = scheduler::BuildGraph(proto, limits);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto graph = std::make_shared<const scheduler::Graph>(*std::move(built));
+  auto plan =
+      PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  ASSERT_FALSE(plan->memory.empty());
+  Machine placed(/*place=*/true);
+  Machine separate(/*place=*/false);
+  // x = 2 * 3 = 6, doubled 5 times: 192; t3 = 193; t4 = 386; t5 = 385.
+  for (const ControlMode mode :
+       {ControlMode::kHost, ControlMode::kDevice, ControlMode::kAuto}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    JobOptions options;
+    options.control_mode = mode;
+    Outcome with, without;
+    ASSERT_TRUE(
+        placed.executor->Start(graph, plan, with.Callbacks(), options).ok());
+    ASSERT_TRUE(
+        separate.executor->Start(graph, plan, without.Callbacks(), options)
+            .ok());
+    ASSERT_TRUE(with.Wait());
+    ASSERT_TRUE(without.Wait());
+    ASSERT_TRUE(with.status.ok()) << with.status;
+    ASSERT_TRUE(without.status.ok()) << without.status;
+    EXPECT_EQ(with.outputs, without.outputs);
+    EXPECT_EQ(Floats(with.outputs.at("i"))[0], 5.0f);
+    for (float v : Floats(with.outputs.at("t5"))) EXPECT_EQ(v, 385.0f);
+  }
+  EXPECT_EQ(placed.Stats(0).arena_allocations, 3u);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+  ExpectNoMemoryHeld(*separate.sim, *separate.executor);
+}
+
 // A chain of 1 MiB tensors, each computed from the one before: 24 MiB in
 // all, 2 MiB live at once.
 std::shared_ptr<const scheduler::Graph> LongChain() {
@@ -309,6 +444,22 @@ TEST(ExecutorPlacementTest, JobLargerThanTheDeviceRunsOnlyWithPlacement) {
     EXPECT_THAT(outcome.status.message(), HasSubstr("out of memory"));
     ExpectNoMemoryHeld(*separate.sim, *separate.executor);
   }
+}
+
+TEST(ExecutorPlacementTest,
+     ArenaLargerThanTheDeviceFailsNamingItsLargestBuffer) {
+  auto graph = LongChain();
+  auto plan =
+      PlanFor(*graph, 1, scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  Machine placed(/*place=*/true, 1, uint64_t{1} << 20);
+  Outcome outcome;
+  placed.Run(graph, plan, outcome);
+  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(outcome.status.message(),
+              HasSubstr("buffer 't0' (first used by node 'double0' on device "
+                        "0) and 23 other buffers placed in an arena of"));
+  EXPECT_THAT(outcome.status.message(), HasSubstr("out of memory"));
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
 
 TEST(ExecutorPlacementTest, PoolServesOneArenaPerDevicePerJob) {
