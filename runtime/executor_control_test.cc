@@ -2,6 +2,7 @@
 // executor: loops and case..of over the job's buffers, across devices,
 // nested, failing, exceeding their bound and cancelled mid-loop.
 #include <limits>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
 #include "runtime/sim/sim_backend.h"
+#include "runtime/trace.h"
 #include "scheduler/graph_builder.h"
 #include "scheduler/planner.h"
 #include "testing/status_matchers.h"
@@ -38,6 +40,7 @@ struct RunResult {
   absl::Status status;
   HostBuffers outputs;
   std::vector<ControlEvent> events;
+  std::optional<JobTrace> trace;  // when asked for
 };
 
 class ExecutorControlTest : public ::testing::Test {
@@ -56,7 +59,8 @@ class ExecutorControlTest : public ::testing::Test {
   // Plans and runs the graph in `text`; `while_running` is called with the
   // job's id once it started.
   RunResult Run(const std::string& text,
-                std::function<void(uint64_t)> while_running = nullptr) {
+                std::function<void(uint64_t)> while_running = nullptr,
+                bool traced = false) {
     weft::v1::Graph proto;
     EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &proto));
     scheduler::GraphLimits limits;
@@ -83,6 +87,12 @@ class ExecutorControlTest : public ::testing::Test {
       absl::MutexLock lock(&mu);
       result.events.push_back({node, kind, value, message});
     };
+    if (traced) {
+      callbacks.on_trace = [&](JobTrace trace) {
+        absl::MutexLock lock(&mu);
+        result.trace = std::move(trace);
+      };
+    }
     callbacks.on_done = [&](absl::Status status, scheduler::NodeId,
                             HostBuffers outputs) {
       result.status = std::move(status);
@@ -237,6 +247,36 @@ TEST_P(ExecutorModeTest, LoopBodiesRunAsCachedDeviceGraphs) {
   // On the host, one event per iteration; on the device, one in all.
   EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration),
             on_device() ? 1 : 12);
+}
+
+TEST_P(ExecutorModeTest, TracesShowEachIterationTheHostLaunches) {
+  RunResult r = Run(CountingLoop(5, 100), nullptr, /*traced=*/true);
+  ASSERT_OK(r.status);
+  ASSERT_TRUE(r.trace.has_value());
+  std::vector<TraceSpan> iterations;
+  std::optional<TraceSpan> loop;
+  for (const TraceSpan& span : r.trace->spans) {
+    if (span.kind == SpanKind::kIteration) iterations.push_back(span);
+    if (span.name == "loop") loop = span;
+  }
+  ASSERT_TRUE(loop.has_value());
+  if (on_device()) {
+    // The device ran the iterations: the loop's span covers them all.
+    EXPECT_TRUE(iterations.empty());
+    EXPECT_GT(loop->end_us - loop->start_us, 0);
+    return;
+  }
+  ASSERT_EQ(iterations.size(), 5u);
+  for (size_t k = 0; k < iterations.size(); ++k) {
+    EXPECT_EQ(iterations[k].name, absl::StrCat("loop: iteration ", k + 1));
+    EXPECT_GE(iterations[k].start_us, loop->start_us);
+    EXPECT_LE(iterations[k].end_us, loop->end_us + 1e-6);
+    if (k > 0) {
+      EXPECT_GE(iterations[k].start_us, iterations[k - 1].end_us - 1e-6);
+    }
+  }
+  // The body's kernels cost something on the device clock.
+  EXPECT_GT(iterations[0].end_us, iterations[0].start_us);
 }
 
 TEST_P(ExecutorModeTest, BodyOnAnotherDeviceKeepsBuffersCoherent) {

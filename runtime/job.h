@@ -255,7 +255,12 @@ class Job {
     DevicePtr condition;
     uint64_t condition_bytes = 0;
     std::unique_ptr<char[]> condition_value;
+    int64_t launches = 0;  // bodies launched
+    int open_span = -1;    // the trace span of the body running
   };
+  // Bodies of one control node traced as spans of their own: beyond, the
+  // node's span still covers them (a trace holds two markers per span).
+  static constexpr int64_t kMaxTracedBodies = 1024;
   // After PrepareDeviceBodies: the condition's first value on its way to
   // the host, and the run behind it.
   absl::Status StartGraphControl(int index, GraphControl& control);

@@ -166,6 +166,10 @@ absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
 }
 
 void Job::OnBodyDone(int index, absl::Status status) {
+  if (auto g = graph_controls_.find(index); g != graph_controls_.end()) {
+    tracer_->SpanCompleted(g->second.open_span);
+    g->second.open_span = -1;
+  }
   auto it = controls_.find(index);
   if (it != controls_.end()) it->second->OnBodyDone(std::move(status));
 }

@@ -238,14 +238,32 @@ absl::StatusOr<uint64_t> Job::StartGraphBody(int index, int body) {
   Backend* backend = env_->backend;
   GraphControl& control = graph_controls_.at(index);
   const StreamHandle body_stream = control.bodies.body_stream;
+  const int d = control.bodies.device;
+  const NodeId v = plan_->nodes[index].node;
+  const scheduler::NodeSpec& node = graph_->node(v);
+  const bool loop = node.control->kind == scheduler::ControlSpec::Kind::kWhile;
+  ++control.launches;
+  // Each iteration (or the branch) is a span on the bodies' stream, the
+  // condition's way back included.
+  if (control.launches <= kMaxTracedBodies) {
+    const std::string name =
+        loop ? absl::StrCat(node.name, ": iteration ", control.launches)
+             : absl::StrCat(node.name, ": branch ", body);
+    control.open_span =
+        tracer_->Begin(TracedWork{SpanKind::kIteration, TraceTrackKind::kStream,
+                                  d, name, node.op, v},
+                       body_stream, d);
+  }
   WEFT_RETURN_IF_ERROR(
       backend->LaunchDeviceGraph(control.bodies.graphs[body], body_stream));
-  const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
-  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile) {
+  if (loop) {
     WEFT_RETURN_IF_ERROR(backend->CopyDeviceToHost(
         control.condition_value.get(), control.condition,
         control.condition_bytes, body_stream));
   }
+  tracer_->End(control.open_span, body_stream, d);
+  // The next iteration starts when it is launched, not when this one ends.
+  tracer_->Dirty(body_stream);
   const uint64_t id = id_;
   const auto* post = &env_->post;
   WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
@@ -267,6 +285,7 @@ absl::Status Job::EndGraphControl(int index, absl::Status status) {
   if (ordered.ok()) {
     buffers_->MarkWritten(graph_->BufferUses(plan_->nodes[index].node),
                           bodies.device, bodies.stream);
+    tracer_->NodeEndsAfter(index, bodies.stream, bodies.device);
   }
   ReleaseLeasedStream(index, status.ok() && ordered.ok());
   graph_controls_.erase(it);

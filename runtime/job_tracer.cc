@@ -129,6 +129,19 @@ void RecordingJobTracer::NodeCompleted(int index) {
   }
 }
 
+void RecordingJobTracer::SpanCompleted(int span) {
+  if (!options_.device_clock && span >= 0) ops_[span].host_end = absl::Now();
+}
+
+void RecordingJobTracer::NodeEndsAfter(int index, StreamHandle stream,
+                                       int device) {
+  if (!options_.device_clock || node_op_[index] < 0) return;
+  absl::StatusOr<EventHandle> marker = Marker(stream, device);
+  if (!marker.ok()) return;  // the span keeps its first end
+  ops_[node_op_[index]].end = *marker;
+  clean_end_[stream.value] = *marker;
+}
+
 std::optional<JobTrace> RecordingJobTracer::Build() {
   const bool device_clock = options_.device_clock;
   JobTrace trace;

@@ -77,6 +77,13 @@ class JobTracer {
   // host, or completed.
   virtual void NodeStarted(int index) = 0;
   virtual void NodeCompleted(int index) = 0;
+  // Span `span` (from Begin; -1 is ignored) completed now on the host
+  // clock: for work that is not a node of the plan.
+  virtual void SpanCompleted(int span) = 0;
+  // The node at plan index `index` ends after the work enqueued on
+  // `stream` (of `device`) so far, not where its span was first ended:
+  // for a control node whose bodies run after it was issued.
+  virtual void NodeEndsAfter(int index, StreamHandle stream, int device) = 0;
   // The trace so far, or nullopt when nothing is recorded. REQUIRES: the
   // job's events are still held.
   virtual std::optional<JobTrace> Build() = 0;
@@ -91,6 +98,8 @@ class NullJobTracer final : public JobTracer {
   void NodeIssued(int, int, absl::Span<const int32_t>, int) override {}
   void NodeStarted(int) override {}
   void NodeCompleted(int) override {}
+  void SpanCompleted(int) override {}
+  void NodeEndsAfter(int, StreamHandle, int) override {}
   std::optional<JobTrace> Build() override { return std::nullopt; }
 };
 
@@ -113,6 +122,8 @@ class RecordingJobTracer final : public JobTracer {
                   int signal_event) override;
   void NodeStarted(int index) override;
   void NodeCompleted(int index) override;
+  void SpanCompleted(int span) override;
+  void NodeEndsAfter(int index, StreamHandle stream, int device) override;
   std::optional<JobTrace> Build() override;
 
  private:

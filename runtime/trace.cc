@@ -20,6 +20,8 @@ const char* Category(SpanKind kind) {
       return "copy";
     case SpanKind::kHost:
       return "host";
+    case SpanKind::kIteration:
+      return "iteration";
   }
   return "other";
 }

@@ -31,7 +31,9 @@ struct TraceTrack {
   std::string name;  // e.g. "stream 7", "H2D", "host"
 };
 
-enum class SpanKind { kKernel, kCopy, kHost };
+// kIteration: one iteration of a loop, or the branch of a case..of, run
+// as a device graph the host launched.
+enum class SpanKind { kKernel, kCopy, kHost, kIteration };
 
 struct TraceSpan {
   int track = 0;
