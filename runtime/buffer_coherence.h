@@ -1,8 +1,9 @@
 // Where the current bytes of each of a job's buffers are.
 //
 // A buffer has a copy in every location whose nodes use it: each device
-// (allocated up front from the device's MemoryPool) and host memory (for
-// host-engine nodes, sized on first use). Coherence follows plan order: for
+// (allocated up front from the device's MemoryPool, or placed in the job's
+// arena there: see Placement below) and host memory (for host-engine
+// nodes, sized on first use). Coherence follows plan order: for
 // each buffer it tracks the location of the latest version and which
 // copies are current. Before a use, MakeCurrent refreshes a stale or
 // missing copy where the use runs, on the use's stream: initial contents
