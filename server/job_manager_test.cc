@@ -24,6 +24,7 @@
 #include "runtime/executor.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/graph_builder.h"
+#include "server/devices.h"
 #include "server/job_proto.h"
 #include "server/metrics.h"
 
@@ -397,6 +398,32 @@ TEST_F(JobManagerTest, ReadOutputErrors) {
   EXPECT_THAT(early.status().message(), HasSubstr("SUCCEEDED"));
   gate_.Notify();
   EXPECT_EQ(WaitTerminal(gated).state, JobState::kSucceeded);
+}
+
+// The planned arenas of running jobs, as ListDevices and the metrics show
+// them.
+uint64_t ArenaBytes(const runtime::Backend& backend,
+                    const runtime::Executor& executor) {
+  uint64_t bytes = 0;
+  for (const weft::v1::Device& d : DescribeDevices(backend, executor)) {
+    bytes += d.memory_arena_bytes();
+  }
+  return bytes;
+}
+
+TEST_F(JobManagerTest, DevicesShowTheArenasOfRunningJobs) {
+  EXPECT_EQ(ArenaBytes(*backend_, *executor_), 0u);
+  std::string gated = SubmitOk(SpinChain("gated", 1, kGateUs));
+  WaitForState(gated, JobState::kRunning);
+  // The job takes its arena as the executor begins it, just after.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (ArenaBytes(*backend_, *executor_) == 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(ArenaBytes(*backend_, *executor_), 256u);  // 16 bytes, aligned
+  gate_.Notify();
+  EXPECT_EQ(WaitTerminal(gated).state, JobState::kSucceeded);
+  EXPECT_EQ(ArenaBytes(*backend_, *executor_), 0u);
 }
 
 TEST_F(JobManagerTest, GetUnknownJobIsNotFoundNamingTheId) {
