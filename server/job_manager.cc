@@ -514,6 +514,20 @@ void JobManager::Finish(const std::shared_ptr<JobRecord>& job,
                std::move(outputs));
 }
 
+void JobManager::RunEnded(const std::shared_ptr<JobRecord>& job,
+                          absl::Status status, std::string failed_node,
+                          runtime::HostBuffers outputs) {
+  std::vector<std::shared_ptr<JobRecord>> start;
+  {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(job, std::move(status), std::move(failed_node),
+                 std::move(outputs));
+    start = TakeStartableLocked(/*quick_only=*/true);
+    if (!start.empty()) UpdateGaugesLocked();
+  }
+  for (const std::shared_ptr<JobRecord>& next : start) StartJob(next);
+}
+
 void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
                               absl::Status status, std::string failed_node,
                               runtime::HostBuffers outputs) {
@@ -592,11 +606,20 @@ bool JobManager::CanDispatchLocked() const {
           static_cast<int64_t>(running_.size()) < max_running_jobs_);
 }
 
-std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked() {
+std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked(
+    bool quick_only) {
   std::vector<std::shared_ptr<JobRecord>> taken;
   if (shutdown_) return taken;
   const absl::Time now = Now();
   while (CanDispatchLocked()) {
+    if (quick_only) {
+      const JobRecord& next = *directory_.Find(*queue_.PeekId());
+      if (next.nodes_total > kMaxStartedOnRunEndNodes ||
+          next.planner_options.device_policy ==
+              scheduler::DevicePolicyKind::kStreamAware) {
+        break;
+      }
+    }
     std::shared_ptr<JobRecord> job = directory_.Find(queue_.Pop()->id);
     running_[job->id] = job;
     {
@@ -670,8 +693,8 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
       MakeRunCallbacks(job, graph, plan, metrics_, clock_,
                        [this, job](absl::Status status, std::string failed_node,
                                    runtime::HostBuffers outputs) {
-                         Finish(job, std::move(status), std::move(failed_node),
-                                std::move(outputs));
+                         RunEnded(job, std::move(status),
+                                  std::move(failed_node), std::move(outputs));
                        });
 
   std::optional<std::string> cancelled;

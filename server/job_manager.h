@@ -31,8 +31,11 @@
 // is used, except that the load-aware STREAM_AWARE policy is planned again
 // against the load at dispatch. A job admitted while a slot is free is
 // started (handed to the executor) by its submitter's thread, sparing a
-// hand-off; otherwise one dispatcher thread starts queued jobs as slots
-// free. Device work never runs on either.
+// hand-off. A queued job whose slot a run's end frees is started by the
+// executor's thread that reports that end, when starting it is little work
+// (at most kMaxStartedOnRunEndNodes nodes, no planning again); otherwise
+// one dispatcher thread starts queued jobs as slots free. Device work never
+// runs on any of them.
 //
 // Cancellation: a queued job is cancelled at once; a running job is asked to
 // stop (runtime::Executor::Cancel: no more work is issued, its streams and
@@ -90,6 +93,10 @@
 #include "server/metrics.h"
 
 namespace weft::server {
+
+// Queued jobs of at most this many nodes may be started on the executor's
+// thread (see JobManager).
+inline constexpr int64_t kMaxStartedOnRunEndNodes = 4096;
 
 // A job as submitted: a validated graph and how to plan it.
 struct JobSpec {
@@ -259,6 +266,11 @@ class JobManager {
   void Finish(const std::shared_ptr<JobRecord>& job, absl::Status status,
               std::string failed_node, runtime::HostBuffers outputs)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The executor reports `job`'s run over (on its thread): Finish, then
+  // start the queued jobs that are little work to start.
+  void RunEnded(const std::shared_ptr<JobRecord>& job, absl::Status status,
+                std::string failed_node, runtime::HostBuffers outputs)
+      ABSL_LOCKS_EXCLUDED(mu_);
   bool CancelQueuedLocked(const std::shared_ptr<JobRecord>& job,
                           absl::string_view reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -266,9 +278,10 @@ class JobManager {
   void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
   bool CanDispatchLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the jobs that may start now to RUNNING, in dispatch order, for
-  // the caller to StartJob.
-  std::vector<std::shared_ptr<JobRecord>> TakeStartableLocked()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // the caller to StartJob. With `quick_only`, stops before the first job
+  // that is much work to start (see the header comment).
+  std::vector<std::shared_ptr<JobRecord>> TakeStartableLocked(
+      bool quick_only = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a job that TakeStartableLocked moved to RUNNING.
   void StartJob(const std::shared_ptr<JobRecord>& job) ABSL_LOCKS_EXCLUDED(mu_);
 

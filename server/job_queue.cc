@@ -53,6 +53,13 @@ const std::string* JobQueue::NextTenant(bool bounded) const {
   return best;
 }
 
+const std::string* JobQueue::PeekId() const {
+  const std::string* next = NextTenant(/*bounded=*/true);
+  if (next == nullptr) return nullptr;
+  const Tenant& tenant = tenants_.find(*next)->second;
+  return &tenant.ids.find(std::get<1>(*tenant.order.begin()))->second;
+}
+
 std::optional<JobQueue::Entry> JobQueue::Pop() {
   const std::string* next = NextTenant(/*bounded=*/true);
   if (next == nullptr) return std::nullopt;

@@ -58,6 +58,9 @@ class JobQueue {
 
   // Whether Pop would return a job.
   bool startable() const { return NextTenant(/*bounded=*/true) != nullptr; }
+  // The id of the job Pop would return, or null; valid until the queue
+  // changes.
+  const std::string* PeekId() const;
 
   // Removes every queued job without starting any, in the order Pop would
   // have returned them if none finished meanwhile.

@@ -42,6 +42,20 @@ TEST_F(JobQueueTest, OneTenantRunsByPriorityThenSubmission) {
   EXPECT_EQ(queue_.running("t"), 4);
 }
 
+TEST_F(JobQueueTest, PeekIdNamesTheJobPopReturns) {
+  EXPECT_EQ(queue_.PeekId(), nullptr);
+  Push("a", "t", 0);
+  Push("b", "u", 0);
+  Push("c", "t", 5);
+  for (int i = 0; i < 3; ++i) {
+    const std::string* peeked = queue_.PeekId();
+    ASSERT_NE(peeked, nullptr);
+    const std::string expected = *peeked;
+    EXPECT_EQ(PopId(), expected);
+  }
+  EXPECT_EQ(queue_.PeekId(), nullptr);
+}
+
 TEST_F(JobQueueTest, PriorityDoesNotJumpAnotherTenant) {
   // A tenant floods at the highest priority before another submits once.
   for (int i = 0; i < 40; ++i) {
