@@ -40,7 +40,9 @@ struct RunResult {
   absl::Status status;
   HostBuffers outputs;
   std::vector<ControlEvent> events;
-  std::optional<JobTrace> trace;  // when asked for
+  std::optional<JobTrace> trace;        // when asked for
+  std::vector<std::string> finished;    // nodes, in the order they finished
+  std::vector<std::string> plan_order;  // nodes, in issue order
 };
 
 class ExecutorControlTest : public ::testing::Test {
@@ -79,6 +81,9 @@ class ExecutorControlTest : public ::testing::Test {
         std::make_shared<const scheduler::Plan>(*std::move(plan));
 
     RunResult result;
+    for (const scheduler::PlannedNode& pn : shared_plan->nodes) {
+      result.plan_order.push_back(graph->node(pn.node).name);
+    }
     absl::Mutex mu;
     absl::Notification done;
     JobCallbacks callbacks;
@@ -86,6 +91,12 @@ class ExecutorControlTest : public ::testing::Test {
                                int64_t value, const std::string& message) {
       absl::MutexLock lock(&mu);
       result.events.push_back({node, kind, value, message});
+    };
+    callbacks.on_node = [&](scheduler::NodeId node, NodeEventKind kind,
+                            const absl::Status&) {
+      if (kind != NodeEventKind::kFinished) return;
+      absl::MutexLock lock(&mu);
+      result.finished.push_back(graph->node(node).name);
     };
     if (traced) {
       callbacks.on_trace = [&](JobTrace trace) {
@@ -631,6 +642,80 @@ TEST_P(ExecutorModeTest, AFailingBodyFailsTheJobNamingLoopAndIteration) {
   EXPECT_THAT(std::string(r.status.message()),
               HasSubstr("loop 'loop' iteration "));
   EXPECT_LT(Iterations(r, "loop"), 6);
+}
+
+TEST_P(ExecutorModeTest, IndependentNodesRunWhileALoopRuns) {
+  // A loop of 2 ms iterations on a paced clock; "after" depends on it and
+  // comes before "other" in plan order, which does not: "other" finishes
+  // long before the loop does.
+  SimBackend::Options options;
+  options.num_devices = 2;
+  options.time_scale = 1.0;
+  executor_.reset();
+  backend_ = SimBackend::Create(options).value();
+  Executor::Options exec_options;
+  exec_options.backend = backend_.get();
+  executor_ = Executor::Create(exec_options).value();
+  const std::string text = R"pb(
+    name: "beside"
+    buffers { name: "k" size_bytes: 4 dtype: FLOAT32 output: true }
+    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+    buffers { name: "x" size_bytes: 4 dtype: FLOAT32 fill: 1 output: true }
+    buffers { name: "y" size_bytes: 4 dtype: FLOAT32 fill: 1 output: true }
+    nodes {
+      name: "loop"
+      while_loop {
+        condition: "go"
+        max_iterations: 100
+        body {
+          name: "inc"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "one" access: READ } }
+          args { buffer { name: "k" access: READ_WRITE } }
+        }
+        body {
+          name: "work"
+          op: "spin"
+          args { buffer { name: "k" access: READ } }
+          cost { estimated_us: 2000 }
+        }
+        body {
+          name: "test"
+          op: "less"
+          args { buffer { name: "k" access: READ } }
+          args { f32: 10 }
+          args { buffer { name: "go" access: WRITE } }
+        }
+      }
+    }
+    nodes {
+      name: "after"
+      op: "axpy"
+      args { f32: 1 }
+      args { buffer { name: "k" access: READ } }
+      args { buffer { name: "x" access: READ_WRITE } }
+      device: 0
+    }
+    nodes {
+      name: "other"
+      op: "scale"
+      args { f32: 3 }
+      args { buffer { name: "y" access: READ_WRITE } }
+      device: 1
+    }
+  )pb";
+  RunResult r = Run(text);
+  ASSERT_OK(r.status);
+  ASSERT_THAT(r.plan_order, ::testing::ElementsAre("loop", "after", "other"));
+  EXPECT_EQ(Floats(r.outputs["k"])[0], 10.0f);
+  EXPECT_EQ(Floats(r.outputs["x"])[0], 11.0f);
+  EXPECT_EQ(Floats(r.outputs["y"])[0], 3.0f);
+  ASSERT_EQ(r.finished.size(), 3u);
+  EXPECT_EQ(r.finished[0], "other");
+  EXPECT_EQ(r.finished[1], "loop");
+  EXPECT_EQ(r.finished[2], "after");
 }
 
 TEST_P(ExecutorModeTest, CancelStopsALoopPromptly) {

@@ -164,9 +164,14 @@ void Job::IssueSome() {
   blocked_on_control_ = false;
   while (next_ < plan_->nodes.size() && in_flight_ < env_->window &&
          issued < env_->issue_batch && status_.ok()) {
+    if (issued_ahead_.erase(static_cast<int>(next_)) > 0) {
+      ++next_;  // issued already
+      continue;
+    }
     if (!running_controls_.empty() &&
         WaitsForControl(static_cast<int>(next_))) {
       blocked_on_control_ = true;  // ControlFinished pumps again
+      IssueAhead(issued);
       return;
     }
     const int index = static_cast<int>(next_++);

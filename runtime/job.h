@@ -9,7 +9,10 @@
 // Lifecycle: kIssuing -> kDraining -> kDone.
 //   kIssuing: nodes are issued in plan order, at most a window of them in
 //     flight (issued, completion not yet reported), so a cancelled or failed
-//     job stops promptly. Before the first node, buffers with initial data
+//     job stops promptly. A node that depends on a control node still
+//     running waits; nodes after it that no waiting node orders (by a
+//     dependency, their stream or an event) are issued meanwhile
+//     (IssueAhead). Before the first node, buffers with initial data
 //     are uploaded to the device of their first use (on one stream per
 //     device). Issuing a device node means, on its pooled stream: wait for
 //     the plan's events, make its buffers current on its device, launch,
@@ -286,6 +289,13 @@ class Job {
   // that has not finished: it is issued only after (what the body writes
   // becomes current only as the body runs).
   bool WaitsForControl(int index) const;
+  // While node next_ waits for a control node: issues the nodes after it,
+  // up to kIssueAhead positions on, that nothing unissued before them
+  // orders (a dependency, their streams, an event they wait on), so the
+  // independent parts of the job keep running. False when issuing failed
+  // (the job has failed).
+  bool IssueAhead(int& issued);
+  static constexpr int kIssueAhead = 256;
   // A nested job: brings NestedJob::fetch into host memory.
   absl::Status FetchForEnclosing();
 
@@ -377,6 +387,10 @@ class Job {
   absl::flat_hash_set<scheduler::NodeId> running_controls_;
   // Issuing stopped at a node waiting for a control node.
   bool blocked_on_control_ = false;
+  // Plan indices at or after next_ issued ahead of it (IssueAhead).
+  absl::flat_hash_set<int> issued_ahead_;
+  // By NodeId: its plan index (filled on first use).
+  std::vector<int> plan_index_;
   // Host-engine nodes in flight, by plan index.
   absl::flat_hash_map<int, HostOp> host_ops_;
   // Output buffers being downloaded: name and destination.

@@ -30,6 +30,7 @@ void Job::Rerun() {
   phase_ = Phase::kIssuing;
   reported_ = false;
   next_ = 0;
+  issued_ahead_.clear();
   in_flight_ = 0;
   blocked_on_control_ = false;
   Begin();
@@ -190,6 +191,56 @@ bool Job::WaitsForControl(int index) const {
     if (running_controls_.contains(dep)) return true;
   }
   return false;
+}
+
+bool Job::IssueAhead(int& issued) {
+  const int n = plan_->num_nodes();
+  if (plan_index_.empty()) {
+    plan_index_.assign(graph_->num_nodes(), -1);
+    for (int i = 0; i < n; ++i) plan_index_[plan_->nodes[i].node] = i;
+  }
+  // What the unissued nodes before position j hold: their streams and
+  // the events they signal.
+  absl::flat_hash_set<int> held_streams;
+  absl::flat_hash_set<int> held_events;
+  auto unissued = [&](NodeId v) {
+    const int i = plan_index_[v];
+    return i >= static_cast<int>(next_) && !issued_ahead_.contains(i);
+  };
+  auto hold = [&](int i) {
+    const PlannedNode& pn = plan_->nodes[i];
+    held_streams.insert(pn.stream);
+    if (pn.peer_stream >= 0) held_streams.insert(pn.peer_stream);
+    if (pn.signal_event >= 0) held_events.insert(pn.signal_event);
+  };
+  const int first = static_cast<int>(next_);
+  hold(first);
+  for (int j = first + 1; j < n && j <= first + kIssueAhead; ++j) {
+    if (in_flight_ >= env_->window || issued >= env_->issue_batch) break;
+    if (issued_ahead_.contains(j)) continue;
+    const PlannedNode& pn = plan_->nodes[j];
+    bool free = !held_streams.contains(pn.stream) &&
+                (pn.peer_stream < 0 || !held_streams.contains(pn.peer_stream));
+    for (int32_t e : plan_->Waits(j)) free = free && !held_events.contains(e);
+    for (NodeId dep : plan_->Deps(j)) {
+      free = free && !unissued(dep) && !running_controls_.contains(dep);
+    }
+    if (!free) {
+      hold(j);
+      continue;
+    }
+    absl::Status s = IssueNode(j);
+    issued_ahead_.insert(j);
+    if (!s.ok()) {
+      if (callbacks_.on_node) {
+        callbacks_.on_node(pn.node, NodeEventKind::kFailed, s);
+      }
+      Fail(std::move(s), pn.node);
+      return false;
+    }
+    ++issued;
+  }
+  return true;
 }
 
 absl::Status Job::FetchForEnclosing() {
