@@ -18,14 +18,12 @@ constexpr int kMaxDevices = 64;
 std::atomic<uint64_t> next_batch_token{1};
 std::atomic<uint64_t> next_backend_id{1};
 
-// A duration the virtual clock can take: 0 for negative or NaN, at most
-// SimBackend::kMaxDurationUs.
-double DurationUs(double us) {
-  if (!(us > 0)) return 0;
-  return std::min(us, SimBackend::kMaxDurationUs);
-}
-
 }  // namespace
+
+double SimBackend::ClampDurationUs(double us) {
+  if (!(us > 0)) return 0;
+  return std::min(us, kMaxDurationUs);
+}
 
 // A thread's batch (Backend::BeginBatch): which backend it is for, its
 // token, the streams it holds, and the streams it looked up (by handle),
@@ -523,7 +521,7 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   }
   Batch& batch = tls_batch_;
   SimLaunches::RecordPtr record =
-      launches_->Make(launch, DurationUs(launch.cost_us), kernel, device,
+      launches_->Make(launch, ClampDurationUs(launch.cost_us), kernel, device,
                       models_[device].get(), faults_.Next(device, launch.op),
                       batch.owner == id_ ? &batch.records : nullptr);
   MaybeHold(stream->queue);
@@ -590,90 +588,6 @@ void SimBackend::ReleaseErrorScope(StreamHandle stream_handle, uint64_t scope) {
     absl::StatusOr<Stream> found = FindStream(lane);
     if (found.ok()) found->queue->ForgetScope(scope);
   }
-}
-
-bool SimBackend::supports_device_graph_op(const std::string& op) const {
-  return launches_->kernels().Find(op) != nullptr;
-}
-
-absl::Status SimBackend::PrepareDeviceGraph(const DeviceGraph& graph) {
-  WEFT_RETURN_IF_ERROR(CheckHealthy(graph.device));
-  return graphs_->Prepare(graph);
-}
-
-absl::Status SimBackend::LaunchDeviceGraph(const DeviceGraph& graph,
-                                           StreamHandle stream_handle) {
-  Stream storage;
-  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
-                        FindStreamForCall(stream_handle, &storage));
-  WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
-  return graphs_->Launch(graph, stream_handle, stream->device,
-                         stream->queue->scope());
-}
-
-absl::Status SimBackend::LaunchDeviceLoop(const DeviceLoop& loop,
-                                          StreamHandle stream_handle,
-                                          StreamHandle body_stream) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream,
-                        ControlStream(loop.name, stream_handle, body_stream));
-  return control_->Launch(loop, stream_handle, body_stream, stream.device,
-                          stream.queue->scope());
-}
-
-absl::Status SimBackend::LaunchDeviceCase(const DeviceCase& choice,
-                                          StreamHandle stream_handle,
-                                          StreamHandle body_stream) {
-  WEFT_ASSIGN_OR_RETURN(Stream stream,
-                        ControlStream(choice.name, stream_handle, body_stream));
-  return control_->Launch(choice, stream_handle, body_stream, stream.device,
-                          stream.queue->scope());
-}
-
-absl::StatusOr<SimBackend::Stream> SimBackend::ControlStream(
-    const std::string& name, StreamHandle stream_handle,
-    StreamHandle body_stream) const {
-  WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
-  WEFT_RETURN_IF_ERROR(CheckHealthy(stream.device));
-  WEFT_ASSIGN_OR_RETURN(Stream body, FindStream(body_stream));
-  if (body.device != stream.device) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device control node '", name, "': body stream on device ",
-                     body.device, ", its stream on device ", stream.device));
-  }
-  return stream;
-}
-
-absl::StatusOr<GateHandle> SimBackend::EnqueueHostGate(
-    StreamHandle stream_handle) {
-  auto gate = std::make_shared<SimStream::Gate>();
-  absl::MutexLock lock(&mu_);
-  auto it = streams_.find(stream_handle.value);
-  if (it == streams_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown stream ", stream_handle.value));
-  }
-  MaybeHold(it->second.queue);
-  it->second.queue->EnqueueGate(gate);
-  const uint64_t handle = next_handle_++;
-  gates_.emplace(handle, PendingGate{it->second.queue, std::move(gate)});
-  return GateHandle{handle};
-}
-
-absl::Status SimBackend::OpenHostGate(GateHandle gate_handle,
-                                      absl::Status status, double busy_us) {
-  PendingGate pending;
-  {
-    absl::MutexLock lock(&mu_);
-    auto it = gates_.find(gate_handle.value);
-    if (it == gates_.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("unknown or already opened gate ", gate_handle.value));
-    }
-    pending = std::move(it->second);
-    gates_.erase(it);
-  }
-  return pending.stream->OpenGate(*pending.gate, std::move(status),
-                                  DurationUs(busy_us));
 }
 
 }  // namespace weft::runtime

@@ -322,6 +322,9 @@ class SimBackend final : public Backend {
   // A copy of the event's record (its last capture); NOT_FOUND if unknown.
   absl::StatusOr<Event> FindEvent(EventHandle handle) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A duration the virtual clock can take: 0 for negative or NaN, at most
+  // kMaxDurationUs.
+  static double ClampDurationUs(double us);
   absl::Status CheckDevice(int device) const;
   absl::Status CheckHealthy(int device) const;
   // `stream`, of a healthy device, when `body_stream` is of the same one:
