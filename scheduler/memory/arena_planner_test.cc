@@ -5,6 +5,9 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "scheduler/memory/arena_bounds.h"
+#include "scheduler/memory/arena_placement.h"
+#include "scheduler/memory/conflict_graph.h"
 #include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/memory/test_plans.h"

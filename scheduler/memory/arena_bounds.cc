@@ -1,0 +1,279 @@
+#include "scheduler/memory/arena_bounds.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace weft::scheduler::memory {
+
+int64_t ExecutionPeak(const Lifetimes& lifetimes,
+                      absl::Span<const int32_t> copies,
+                      absl::Span<const int64_t> sizes, int e,
+                      std::vector<int32_t>* live_at_peak) {
+  constexpr double kForever = std::numeric_limits<double>::infinity();
+  std::vector<std::pair<double, double>> spans(copies.size());
+  std::vector<std::pair<double, int64_t>> events;  // (time, +/- size)
+  events.reserve(2 * copies.size());
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const int32_t c = copies[k];
+    double start = kForever;
+    double end = 0;
+    for (const int32_t position : lifetimes.Uses(c)) {
+      if (position < 0) continue;
+      start = std::min(start, lifetimes.start_us(e, position));
+      end = std::max(end, lifetimes.end_us(e, position));
+    }
+    if (lifetimes.copy(c).live_to_end) end = kForever;
+    spans[k] = {start, end};
+    if (start == kForever) continue;
+    events.emplace_back(start, sizes[k]);
+    if (end != kForever) events.emplace_back(end, -sizes[k]);
+  }
+  // Ends before starts at one instant: a copy that ends as another starts
+  // does not overlap it.
+  std::sort(events.begin(), events.end());
+  int64_t live = 0, peak = 0;
+  double at = 0;
+  for (const auto& [time, delta] : events) {
+    live += delta;
+    if (live > peak) {
+      peak = live;
+      at = time;
+    }
+  }
+  live_at_peak->clear();
+  for (size_t k = 0; k < copies.size(); ++k) {
+    if (spans[k].first <= at && spans[k].second > at && peak > 0) {
+      live_at_peak->push_back(static_cast<int32_t>(k));
+    }
+  }
+  return peak;
+}
+
+namespace {
+
+bool Adjacent(const Csr& conflicts, int32_t a, int32_t b) {
+  const auto row = conflicts.Row(a);
+  return std::binary_search(row.begin(), row.end(), b);
+}
+
+// Adds `candidates` to `clique`, heaviest first, each that conflicts with
+// every copy added before it (all conflict with `clique` already).
+void AddGreedily(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                 std::vector<int32_t> candidates,
+                 std::vector<int32_t>* clique) {
+  std::sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+    return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a < b;
+  });
+  const size_t base = clique->size();
+  for (const int32_t c : candidates) {
+    bool fits = true;
+    for (size_t i = base; i < clique->size() && fits; ++i) {
+      fits = Adjacent(conflicts, c, (*clique)[i]);
+    }
+    if (fits) clique->push_back(c);
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> GrowClique(const Csr& conflicts,
+                                absl::Span<const int64_t> sizes,
+                                std::vector<int32_t> clique, int max_rounds) {
+  const int n = static_cast<int>(sizes.size());
+  std::vector<int32_t> count(n, 0);
+  std::vector<uint8_t> member(n, 0);
+  std::vector<int32_t> touched;
+  for (int round = 0; round < max_rounds; ++round) {
+    for (const int32_t c : clique) member[c] = 1;
+    touched.clear();
+    for (const int32_t c : clique) {
+      for (const int32_t a : conflicts.Row(c)) {
+        if (member[a]) continue;
+        if (count[a]++ == 0) touched.push_back(a);
+      }
+    }
+    const int32_t k = static_cast<int32_t>(clique.size());
+    std::vector<int32_t> all;
+    // Copies that conflict with all members but one, by that member.
+    std::vector<std::pair<int32_t, int32_t>> near;  // (member index, copy)
+    for (const int32_t a : touched) {
+      if (count[a] == k) {
+        all.push_back(a);
+      } else if (count[a] == k - 1 && all.empty()) {
+        for (int32_t i = 0; i < k; ++i) {
+          if (!Adjacent(conflicts, a, clique[i])) {
+            near.emplace_back(i, a);
+            break;
+          }
+        }
+      }
+      count[a] = 0;
+    }
+    for (const int32_t c : clique) member[c] = 0;
+    if (!all.empty()) {
+      AddGreedily(conflicts, sizes, std::move(all), &clique);
+      continue;
+    }
+    // The best swap of one member for what conflicts with all the others.
+    std::sort(near.begin(), near.end());
+    int64_t best_gain = 0;
+    std::vector<int32_t> best;
+    for (size_t lo = 0; lo < near.size();) {
+      size_t hi = lo;
+      while (hi < near.size() && near[hi].first == near[lo].first) ++hi;
+      const int32_t out = near[lo].first;
+      std::vector<int32_t> candidates;
+      for (size_t j = lo; j < hi; ++j) candidates.push_back(near[j].second);
+      std::vector<int32_t> next;
+      for (int32_t i = 0; i < k; ++i) {
+        if (i != out) next.push_back(clique[i]);
+      }
+      AddGreedily(conflicts, sizes, std::move(candidates), &next);
+      int64_t gain = -sizes[clique[out]];
+      for (size_t i = k - 1; i < next.size(); ++i) gain += sizes[next[i]];
+      if (gain > best_gain) {
+        best_gain = gain;
+        best = std::move(next);
+      }
+      lo = hi;
+    }
+    if (best_gain <= 0) break;
+    clique = std::move(best);
+  }
+  return clique;
+}
+
+int64_t AntichainBound(const Lifetimes& lifetimes,
+                       absl::Span<const int32_t> copies,
+                       absl::Span<const int64_t> sizes) {
+  const HappensBefore& hb = lifetimes.happens_before();
+  const int num_positions = hb.num_positions();
+  const int num_streams = hb.upload_stream(0);  // plan streams
+  // Nodes: before and after each position, then the source and the sink.
+  const int source = 2 * num_positions;
+  const int sink = source + 1;
+  struct Arc {
+    int32_t to;
+    int64_t capacity;
+  };
+  constexpr int64_t kInfinite = std::numeric_limits<int64_t>::max() / 4;
+  std::vector<std::pair<int32_t, Arc>> arcs;  // (from, arc), then reverse
+  auto add = [&](int32_t from, int32_t to, int64_t capacity) {
+    arcs.push_back({from, {to, capacity}});
+    arcs.push_back({to, {from, 0}});
+  };
+  // Happens-before: stream order and every rise of a stream's clock.
+  std::vector<std::vector<int32_t>> on_stream(num_streams);
+  std::vector<int32_t> previous(num_positions, -1);
+  for (int32_t i = 0; i < num_positions; ++i) {
+    const int32_t s = hb.point(i).stream;
+    if (!on_stream[s].empty()) previous[i] = on_stream[s].back();
+    on_stream[s].push_back(i);
+    add(2 * i, 2 * i + 1, kInfinite);
+    if (previous[i] >= 0) add(2 * previous[i] + 1, 2 * i, kInfinite);
+  }
+  for (int32_t i = 0; i < num_positions; ++i) {
+    const int32_t s = hb.point(i).stream;
+    for (int t = 0; t < num_streams; ++t) {
+      if (t == s) continue;
+      const int32_t known = hb.Known(i, t);
+      if (known <= 0 ||
+          (previous[i] >= 0 && hb.Known(previous[i], t) >= known)) {
+        continue;
+      }
+      add(2 * on_stream[t][known - 1] + 1, 2 * i, kInfinite);
+    }
+  }
+  // A copy ends after its last use (outputs never) and starts before its
+  // first use on a stream (uploads before everything): a unit of flow from
+  // an end to a start pairs two copies one of which happens before the
+  // other. Every pair that does is reachable (perhaps more).
+  int64_t total = 0;
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const BufferCopy& copy = lifetimes.copy(copies[k]);
+    total += sizes[k];
+    if (sizes[k] == 0) continue;
+    if (!copy.live_to_end && copy.last >= 0 && copy.last < num_positions) {
+      add(source, 2 * copy.last + 1, sizes[k]);
+    }
+    const auto starts = lifetimes.Starts(copies[k]);
+    if (!copy.uploaded && !starts.empty()) {
+      add(2 * *std::min_element(starts.begin(), starts.end()), sink, sizes[k]);
+    }
+  }
+  // Compressed adjacency.
+  const int num_nodes = sink + 1;
+  std::vector<int32_t> first(num_nodes + 1, 0);
+  for (const auto& [from, arc] : arcs) ++first[from + 1];
+  for (int v = 0; v < num_nodes; ++v) first[v + 1] += first[v];
+  std::vector<Arc> adjacency(arcs.size());
+  std::vector<int32_t> reverse(arcs.size());
+  {
+    std::vector<int32_t> fill(first.begin(), first.end() - 1);
+    for (size_t a = 0; a < arcs.size(); a += 2) {
+      const int32_t x = fill[arcs[a].first]++;
+      const int32_t y = fill[arcs[a + 1].first]++;
+      adjacency[x] = arcs[a].second;
+      adjacency[y] = arcs[a + 1].second;
+      reverse[x] = y;
+      reverse[y] = x;
+    }
+  }
+  arcs.clear();
+  arcs.shrink_to_fit();
+  // Dinic, with an explicit stack.
+  std::vector<int32_t> level(num_nodes), next(num_nodes), queue, path;
+  int64_t flow = 0;
+  for (;;) {
+    std::fill(level.begin(), level.end(), -1);
+    queue.assign(1, source);
+    level[source] = 0;
+    for (size_t q = 0; q < queue.size(); ++q) {
+      const int32_t v = queue[q];
+      for (int32_t a = first[v]; a < first[v + 1]; ++a) {
+        if (adjacency[a].capacity > 0 && level[adjacency[a].to] < 0) {
+          level[adjacency[a].to] = level[v] + 1;
+          queue.push_back(adjacency[a].to);
+        }
+      }
+    }
+    if (level[sink] < 0) break;
+    std::copy(first.begin(), first.end() - 1, next.begin());
+    path.clear();  // arcs from the source
+    int32_t v = source;
+    for (;;) {
+      if (v == sink) {
+        int64_t push = kInfinite;
+        for (const int32_t a : path)
+          push = std::min(push, adjacency[a].capacity);
+        for (const int32_t a : path) {
+          adjacency[a].capacity -= push;
+          adjacency[reverse[a]].capacity += push;
+        }
+        flow += push;
+        path.clear();
+        v = source;
+        continue;
+      }
+      int32_t& a = next[v];
+      while (a < first[v + 1] && (adjacency[a].capacity == 0 ||
+                                  level[adjacency[a].to] != level[v] + 1)) {
+        ++a;
+      }
+      if (a < first[v + 1]) {
+        path.push_back(a);
+        v = adjacency[a].to;
+        continue;
+      }
+      if (v == source) break;
+      level[v] = -1;  // a dead end this phase
+      path.pop_back();
+      v = path.empty() ? source : adjacency[path.back()].to;
+    }
+  }
+  return total - flow;
+}
+
+}  // namespace weft::scheduler::memory

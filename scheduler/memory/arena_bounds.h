@@ -1,0 +1,62 @@
+// Lower bounds on the arena of one device's buffer copies: sets of copies
+// that may be live together pairwise need disjoint bytes, so no offset
+// assignment is smaller than the heaviest such set.
+//
+//   - ExecutionPeak: the copies live at the peak of one execution the plan
+//     allows (Lifetimes' timed executions);
+//   - GrowClique: a clique of the conflict graph grown by local search from
+//     a seed (the copies live at a peak);
+//   - AntichainBound: the heaviest antichain of copies under happens-before
+//     by a maximum flow (Dilworth), the strongest and the dearest.
+//
+// Thread-safe (stateless).
+#ifndef WEFT_SCHEDULER_MEMORY_ARENA_BOUNDS_H_
+#define WEFT_SCHEDULER_MEMORY_ARENA_BOUNDS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "scheduler/csr.h"
+#include "scheduler/memory/lifetimes.h"
+
+namespace weft::scheduler::memory {
+
+// The most bytes live at once in execution `e` of `lifetimes` among
+// `copies` (one device's, with aligned `sizes`): a copy is live from the
+// start of its first use (not counting an upload, which starts no later)
+// to the end of its last, an output forever. Copies live at one instant
+// conflict pairwise, so no arena is smaller. Fills `live_at_peak` with those
+// live at the peak (local indices). O(copies log copies + uses).
+int64_t ExecutionPeak(const Lifetimes& lifetimes,
+                      absl::Span<const int32_t> copies,
+                      absl::Span<const int64_t> sizes, int e,
+                      std::vector<int32_t>* live_at_peak);
+
+// A clique of `conflicts` (each copy conflicts with every other) at least
+// as heavy by `sizes` as `clique`, which must be one: adds copies that
+// conflict with every member, heaviest first, and otherwise swaps one
+// member for the copies that conflict with all the others where that gains
+// bytes, for at most `max_rounds` rounds. Each round costs the members'
+// degrees plus a clique check per copy adjacent to all members but one.
+std::vector<int32_t> GrowClique(const Csr& conflicts,
+                                absl::Span<const int64_t> sizes,
+                                std::vector<int32_t> clique, int max_rounds);
+
+// The heaviest set of `copies` (one device's, with aligned `sizes`) no two
+// of which one happens before the other, by Dilworth's theorem: the total
+// less a maximum flow from the copies' last uses to their first uses
+// through the plan's happens-before (a flow of a copy's size from its end
+// and into its start, chains through the plan's nodes unbounded). Copies
+// used on several streams enter at their first use and leave from their
+// last, which may order pairs the plan does not: the set is then lighter,
+// still a bound. Copies that may be live together pairwise need disjoint
+// bytes, so no arena is smaller. Dinic's algorithm on 2 nodes per issue
+// position.
+int64_t AntichainBound(const Lifetimes& lifetimes,
+                       absl::Span<const int32_t> copies,
+                       absl::Span<const int64_t> sizes);
+
+}  // namespace weft::scheduler::memory
+
+#endif  // WEFT_SCHEDULER_MEMORY_ARENA_BOUNDS_H_
