@@ -13,9 +13,10 @@
 // Then it waits for every accepted job to end and checks that nothing was
 // lost: every accepted job is known to weftd and terminal, and every
 // rejection was RESOURCE_EXHAUSTED carrying a RetryInfo. It prints
-// throughput, submit-to-done latency percentiles and Weft's submission
-// throughput as a ratio of the echo server's. Exit status 0 only when the
-// checks hold.
+// throughput, submit-to-done latency percentiles (and where they went) and
+// Weft's submission throughput and p99 submit-to-done latency as ratios of
+// the echo server's throughput and p99 call latency. Exit status 0 only when
+// the checks hold.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -514,8 +515,11 @@ int Main(int argc, char** argv) {
             << std::endl;
   std::cout << absl::StrFormat(
                    "ratio: weft submissions / echo calls = %.2f (target >= "
-                   "0.5)",
-                   submit_rate / std::max(1.0, echo_rate))
+                   "0.7); submit-to-done p99 / echo call p99 = %.1f (target "
+                   "<= 2)",
+                   submit_rate / std::max(1.0, echo_rate),
+                   Percentile(done_ms, 0.99) * 1000 /
+                       std::max(1.0, Percentile(echo.latency_us, 0.99)))
             << std::endl;
 
   bool ok = true;
