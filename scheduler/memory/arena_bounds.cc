@@ -83,15 +83,19 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
                                 std::vector<int32_t> clique, int max_rounds) {
   const int n = static_cast<int>(sizes.size());
   std::vector<int32_t> count(n, 0);
+  // The sum of the member indices each copy conflicts with: for a copy
+  // adjacent to all members but one, the total less it names that one.
+  std::vector<int64_t> index_sum(n, 0);
   std::vector<uint8_t> member(n, 0);
   std::vector<int32_t> touched;
   for (int round = 0; round < max_rounds; ++round) {
     for (const int32_t c : clique) member[c] = 1;
     touched.clear();
-    for (const int32_t c : clique) {
-      for (const int32_t a : conflicts.Row(c)) {
+    for (size_t i = 0; i < clique.size(); ++i) {
+      for (const int32_t a : conflicts.Row(clique[i])) {
         if (member[a]) continue;
         if (count[a]++ == 0) touched.push_back(a);
+        index_sum[a] += static_cast<int64_t>(i);
       }
     }
     const int32_t k = static_cast<int32_t>(clique.size());
@@ -102,14 +106,11 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
       if (count[a] == k) {
         all.push_back(a);
       } else if (count[a] == k - 1 && all.empty()) {
-        for (int32_t i = 0; i < k; ++i) {
-          if (!Adjacent(conflicts, a, clique[i])) {
-            near.emplace_back(i, a);
-            break;
-          }
-        }
+        const int64_t all_indices = int64_t{k} * (k - 1) / 2;
+        near.emplace_back(static_cast<int32_t>(all_indices - index_sum[a]), a);
       }
       count[a] = 0;
+      index_sum[a] = 0;
     }
     for (const int32_t c : clique) member[c] = 0;
     if (!all.empty()) {

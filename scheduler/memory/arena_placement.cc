@@ -56,15 +56,22 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
   offsets->assign(n, -1);
   int64_t arena = 0;
   std::vector<std::pair<int64_t, int64_t>> placed;  // (offset, end)
+  // Sort keys: offset above the index into `placed`, where both fit (one
+  // integer sorts about twice as fast as a pair).
+  constexpr int kIndexBits = 22;
+  constexpr int64_t kMaxKeyedOffset = int64_t{1} << (63 - kIndexBits);
+  std::vector<uint64_t> keys;
+  std::vector<std::pair<int64_t, int64_t>> sorted;
   for (const int32_t k : order) {
     placed.clear();
+    bool keyed = true;
     for (const int32_t a : conflicts.Row(k)) {
       const int64_t offset = (*offsets)[a];
       if (offset >= 0 && sizes[a] > 0) {
         placed.emplace_back(offset, offset + sizes[a]);
+        keyed = keyed && offset < kMaxKeyedOffset;
       }
     }
-    std::sort(placed.begin(), placed.end());
     int64_t best = -1;
     int64_t best_gap = std::numeric_limits<int64_t>::max();
     if (height >= sizes[k] && sizes[k] > 0) {
@@ -82,9 +89,29 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
       }
       if (best >= 0) best_gap = 0;
     }
+    if (best_gap == 0) {
+      (*offsets)[k] = best;
+      arena = std::max(arena, best + sizes[k]);
+      continue;
+    }
+    // Copies at one offset may come in any order: the scan below takes
+    // the highest end among them before it looks for a gap.
+    if (keyed && placed.size() < (size_t{1} << kIndexBits)) {
+      keys.resize(placed.size());
+      for (size_t i = 0; i < placed.size(); ++i) {
+        keys[i] = static_cast<uint64_t>(placed[i].first) << kIndexBits | i;
+      }
+      std::sort(keys.begin(), keys.end());
+      sorted.resize(placed.size());
+      for (size_t i = 0; i < keys.size(); ++i) {
+        sorted[i] = placed[keys[i] & ((uint64_t{1} << kIndexBits) - 1)];
+      }
+      placed.swap(sorted);
+    } else {
+      std::sort(placed.begin(), placed.end());
+    }
     int64_t top = 0;  // highest end so far
     for (const auto& [offset, end] : placed) {
-      if (best_gap == 0) break;
       if (offset > top) {
         const int64_t gap = offset - top;
         if (gap >= sizes[k] && gap < best_gap) {
