@@ -47,11 +47,20 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
   for (int c = 0; c < num_copies; ++c) {
     plan.sizes[c] = AlignUp(lifetimes.copy(c).size_bytes, alignment);
   }
-  const std::vector<ArenaHeuristic> heuristics =
+  std::vector<ArenaHeuristic> heuristics =
       options.heuristics.empty()
           ? std::vector<ArenaHeuristic>(std::begin(kAllArenaHeuristics),
                                         std::end(kAllArenaHeuristics))
           : options.heuristics;
+  // Both ends second: chains of inverted residual blocks meet the bound only
+  // that way, and the search stops there. Ties go to the earlier order.
+  if (heuristics.size() > 2) {
+    const auto two_ended = std::find(heuristics.begin() + 1, heuristics.end(),
+                                     ArenaHeuristic::kTwoEnded);
+    if (two_ended != heuristics.end()) {
+      std::rotate(heuristics.begin() + 1, two_ended, two_ended + 1);
+    }
+  }
   const int num_positions = lifetimes.num_positions();
   for (int d = 0; d < lifetimes.num_devices(); ++d) {
     DeviceArena arena;
@@ -158,7 +167,11 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       best = PlaceByRelease(lifetimes, graph.copies, sizes, &best_offsets);
       arena.heuristic = ArenaHeuristic::kReleaseOrder;
     }
+    int64_t two_ended_height = -1;  // the bound both ends last used
     auto try_heuristic = [&](ArenaHeuristic h) {
+      if (h == ArenaHeuristic::kTwoEnded) {
+        two_ended_height = arena.lower_bound_bytes;
+      }
       std::iota(order.begin(), order.end(), 0);
       auto lifetime = [&](int32_t k) {
         const BufferCopy& copy = lifetimes.copy(graph.copies[k]);
@@ -197,8 +210,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
               ? PlaceByRelease(lifetimes, graph.copies, sizes, &offsets)
               : Place(graph.conflicts, sizes, order, /*first_fit=*/false,
                       &offsets,
-                      h == ArenaHeuristic::kTwoEnded ? arena.lower_bound_bytes
-                                                     : 0);
+                      h == ArenaHeuristic::kTwoEnded ? two_ended_height : 0);
       if (best < 0 || size < best) {
         best = size;
         best_offsets.swap(offsets);
@@ -222,10 +234,9 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     }
     if (best > arena.lower_bound_bytes) {
       if (!cliques) raise_by_cliques(best);
-      const int64_t bound = arena.lower_bound_bytes;
       raise_by_antichain();
       if (graph.complete && two_ended && best > arena.lower_bound_bytes &&
-          arena.lower_bound_bytes > bound) {
+          arena.lower_bound_bytes > two_ended_height) {
         try_heuristic(ArenaHeuristic::kTwoEnded);
       }
     }

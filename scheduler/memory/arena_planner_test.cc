@@ -211,6 +211,31 @@ TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
   EXPECT_GT(shared, 1000);  // reuse happens
 }
 
+// Stopping at the lower bound and raising it only when no arena meets it
+// never costs bytes: all heuristics together place in no more than any of
+// those that do not depend on the bound alone.
+TEST(ArenaPlannerPropertyTest, AllHeuristicsBeatEachAlone) {
+  for (uint32_t seed = 0; seed < 400; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    const Planned p = PlanAll(g, c.planner);
+    for (const ArenaHeuristic h :
+         {ArenaHeuristic::kBySize, ArenaHeuristic::kInOrder,
+          ArenaHeuristic::kByConflicts, ArenaHeuristic::kByLifetime}) {
+      ArenaOptions options;
+      options.heuristics = {h};
+      const ArenaPlan alone = PlanArenas(p.lifetimes, options);
+      ASSERT_EQ(alone.devices.size(), p.arenas.devices.size());
+      for (size_t d = 0; d < alone.devices.size(); ++d) {
+        EXPECT_LE(p.arenas.devices[d].arena_bytes, alone.devices[d].arena_bytes)
+            << "seed " << seed << " " << ArenaHeuristicName(h);
+        EXPECT_LE(p.arenas.devices[d].lower_bound_bytes,
+                  p.arenas.devices[d].arena_bytes);
+      }
+    }
+  }
+}
+
 TEST(ArenaPlannerTest, WithoutAConflictGraphReleasesInIssueOrder) {
   ArenaOptions options;
   options.max_conflicts = 1;

@@ -18,6 +18,12 @@
 //     the least any eviction choice spills for the order.
 //
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
+//       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
+//       [--max_conflicts=N]
+//
+// The last two set ArenaOptions: the plan size up to which the lower bound
+// may use the antichain (it costs seconds at 100k), and the conflict graph
+// size above which placement goes without one.
 #include <time.h>
 
 #include <algorithm>
@@ -92,10 +98,15 @@ struct Arena {
   int copies = 0;
 };
 
+ArenaOptions& Options() {
+  static ArenaOptions* options = new ArenaOptions;
+  return *options;
+}
+
 Arena PlanAndMeasure(const Graph& graph, const Plan& plan) {
   absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, plan);
   if (!lt.ok()) std::exit(1);
-  const ArenaPlan arenas = PlanArenas(*lt);
+  const ArenaPlan arenas = PlanArenas(*lt, Options());
   return {arenas.devices[0], lt->num_copies()};
 }
 
@@ -113,7 +124,7 @@ void Row(const std::string& name, const Graph& graph) {
     const double start = ThreadSeconds();
     absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, plan);
     lifetimes_s = std::min(lifetimes_s, ThreadSeconds() - start);
-    PlanArenas(*lt);
+    PlanArenas(*lt, Options());
   });
   absl::StatusOr<Dag> dag = InferDependencies(graph);
   if (!dag.ok()) std::exit(1);
@@ -165,7 +176,28 @@ void Row(const std::string& name, const Graph& graph) {
 int main(int argc, char** argv) {
   using namespace weft::scheduler::memory;
   std::vector<int> sizes;
-  for (int i = 1; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+  std::string graphs = "mobilenet,nas,transformer,unet,random";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string kGraphs = "--graphs=";
+    const std::string kAntichain = "--antichain_max_positions=";
+    const std::string kMaxConflicts = "--max_conflicts=";
+    if (arg.rfind(kGraphs, 0) == 0) {
+      graphs = "," + arg.substr(kGraphs.size()) + ",";
+    } else if (arg.rfind(kAntichain, 0) == 0) {
+      Options().antichain_max_positions =
+          std::atoi(arg.substr(kAntichain.size()).c_str());
+    } else if (arg.rfind(kMaxConflicts, 0) == 0) {
+      Options().max_conflicts =
+          std::atoll(arg.substr(kMaxConflicts.size()).c_str());
+    } else {
+      sizes.push_back(std::atoi(arg.c_str()));
+    }
+  }
+  graphs = "," + graphs + ",";
+  auto wanted = [&](const char* name) {
+    return graphs.find("," + std::string(name) + ",") != std::string::npos;
+  };
   if (sizes.empty()) sizes = {1000, 10000, 100000};
   std::printf(
       "%-12s %7s %7s %9s %9s %7s %-12s %7s | %6s %6s | %8s %8s %6s %8s %7s "
@@ -175,11 +207,11 @@ int main(int argc, char** argv) {
       "ord/tp", "spill_MB", "sp/lb");
   std::printf("%88s order: submitted/aware\n", "");
   for (const int n : sizes) {
-    Row("mobilenet", MobileNetLike(n));
-    Row("nas", NasLike(n));
-    Row("transformer", TransformerStack(n));
-    Row("unet", UNet(n));
-    Row("random", RandomDag(n));
+    if (wanted("mobilenet")) Row("mobilenet", MobileNetLike(n));
+    if (wanted("nas")) Row("nas", NasLike(n));
+    if (wanted("transformer")) Row("transformer", TransformerStack(n));
+    if (wanted("unet")) Row("unet", UNet(n));
+    if (wanted("random")) Row("random", RandomDag(n));
   }
   return 0;
 }
