@@ -108,12 +108,16 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
       for (size_t i = 0; i < list.size(); ++i) {
         const int32_t a = list[i];
         const auto ends = lifetimes.Ends(graph.copies[a]);
-        if (h >= 0 && hb.AllBefore(ends, h)) continue;  // known from here on
-        list[kept++] = a;
+        // h comes no later than g on the stream, so what g does not know h
+        // does not know either: a conflict keeps `a` without asking h.
         if (stamp[a] != now && !hb.AllBefore(ends, g)) {
           stamp[a] = now;
           pairs.emplace_back(k, a);
+          list[kept++] = a;
+          continue;
         }
+        if (h >= 0 && hb.AllBefore(ends, h)) continue;  // known from here on
+        list[kept++] = a;
       }
       list.resize(kept);
     }
