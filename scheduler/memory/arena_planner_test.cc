@@ -6,7 +6,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/memory/arena_bounds.h"
-#include "scheduler/memory/arena_placement.h"
 #include "scheduler/memory/conflict_graph.h"
 #include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
@@ -122,18 +121,6 @@ TEST(ArenaPlannerTest, OneStreamLetsTheBranchesShare) {
   EXPECT_EQ(p.offset(3), 2048);  // v
   EXPECT_EQ(p.offset(4), 0);     // out
   EXPECT_EQ(p.arenas.devices[0].arena_bytes, 3072);
-}
-
-TEST(ArenaPlannerTest, TfliteChainRecordsAsIntervals) {
-  // TFLite's memory_management_test chain {16,0,1},{8,1,2},{64,2,3},
-  // {32,3,4},{8,4,5}: greedy by size gives offsets 0,64,0,64,0, 96 bytes.
-  Csr conflicts;
-  conflicts.offsets = {0, 1, 3, 5, 7, 8};
-  conflicts.items = {1, 0, 2, 1, 3, 2, 4, 3};
-  const std::vector<int64_t> sizes = {16, 8, 64, 32, 8};
-  std::vector<int64_t> offsets;
-  EXPECT_EQ(PlaceInOrder(conflicts, sizes, {2, 3, 0, 1, 4}, &offsets), 96);
-  EXPECT_THAT(offsets, ::testing::ElementsAre(0, 64, 0, 64, 0));
 }
 
 // Inverted residual blocks: each block's input and output must sit at
@@ -304,17 +291,6 @@ TEST(ArenaPlannerPropertyTest, GrownCliquesAreCliques) {
   EXPECT_GT(grew, 1000);
 }
 
-TEST(ArenaPlannerTest, GrowCliqueSwapsForHeavierMembers) {
-  // 0-1 conflict; 2 and 3 conflict with 1 and each other, not with 0.
-  Csr conflicts;
-  conflicts.offsets = {0, 1, 4, 6, 8};
-  conflicts.items = {1, 0, 2, 3, 1, 3, 1, 2};
-  const std::vector<int64_t> sizes = {300, 100, 200, 200};
-  std::vector<int32_t> clique = GrowClique(conflicts, sizes, {0}, 8);
-  std::sort(clique.begin(), clique.end());
-  EXPECT_THAT(clique, ::testing::ElementsAre(1, 2, 3));
-}
-
 // The heaviest clique of the conflict graph, by enumeration.
 int64_t BruteMaxClique(const Lifetimes& lt, const std::vector<int32_t>& copies,
                        const std::vector<int64_t>& sizes) {
@@ -372,30 +348,6 @@ TEST(ArenaPlannerPropertyTest, AntichainBoundIsTheHeaviestCliqueOrLess) {
     }
   }
   EXPECT_GT(exact, 200);
-}
-
-// The conflict graph from the sweep equals the pairs MayBeLiveTogether
-// names.
-TEST(ArenaPlannerPropertyTest, ConflictGraphIsExact) {
-  for (uint32_t seed = 0; seed < 1500; ++seed) {
-    testing::RandomPlanCase c = RandomCase(seed);
-    const Graph g = RandomGraph(seed, c.graph);
-    const Planned p = PlanAll(g, c.planner);
-    const Lifetimes& lt = p.lifetimes;
-    for (int d = 0; d < lt.num_devices(); ++d) {
-      const ConflictGraph cg = BuildConflictGraph(lt, d);
-      for (size_t i = 0; i < cg.copies.size(); ++i) {
-        std::vector<int32_t> expected;
-        for (size_t j = 0; j < cg.copies.size(); ++j) {
-          if (i != j && lt.MayBeLiveTogether(cg.copies[i], cg.copies[j])) {
-            expected.push_back(static_cast<int32_t>(j));
-          }
-        }
-        ASSERT_THAT(cg.conflicts.Row(i), ::testing::ElementsAreArray(expected))
-            << "seed " << seed << " device " << d << " copy " << cg.copies[i];
-      }
-    }
-  }
 }
 
 }  // namespace

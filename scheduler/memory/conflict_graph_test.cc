@@ -1,0 +1,50 @@
+#include "scheduler/memory/conflict_graph.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/memory/lifetimes.h"
+#include "scheduler/memory/test_plans.h"
+#include "scheduler/plan.h"
+#include "scheduler/planner.h"
+
+namespace weft::scheduler::memory {
+namespace {
+
+using ::weft::scheduler::memory::testing::RandomCase;
+using ::weft::scheduler::memory::testing::RandomGraph;
+
+// The conflict graph from the sweep equals the pairs MayBeLiveTogether
+// names.
+TEST(ConflictGraphPropertyTest, ConflictGraphIsExact) {
+  for (uint32_t seed = 0; seed < 1500; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    PlannerOptions options = c.planner;
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    absl::StatusOr<Lifetimes> lifetimes = Lifetimes::Compute(g, *plan);
+    ASSERT_TRUE(lifetimes.ok()) << lifetimes.status();
+    const Lifetimes& lt = *lifetimes;
+    for (int d = 0; d < lt.num_devices(); ++d) {
+      const ConflictGraph cg = BuildConflictGraph(lt, d);
+      for (size_t i = 0; i < cg.copies.size(); ++i) {
+        std::vector<int32_t> expected;
+        for (size_t j = 0; j < cg.copies.size(); ++j) {
+          if (i != j && lt.MayBeLiveTogether(cg.copies[i], cg.copies[j])) {
+            expected.push_back(static_cast<int32_t>(j));
+          }
+        }
+        ASSERT_THAT(cg.conflicts.Row(i), ::testing::ElementsAreArray(expected))
+            << "seed " << seed << " device " << d << " copy " << cg.copies[i];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace weft::scheduler::memory
