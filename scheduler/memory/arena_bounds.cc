@@ -1,3 +1,5 @@
+// Lower bounds on an arena: execution peaks, cliques grown by local search,
+// and the heaviest antichain by a maximum flow (arena_bounds.h).
 #include "scheduler/memory/arena_bounds.h"
 
 #include <algorithm>

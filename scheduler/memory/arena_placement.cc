@@ -1,3 +1,6 @@
+// The placement rule against a conflict graph: best fit (or first fit)
+// among the placed conflicting copies, or either end of a given height
+// (arena_placement.h).
 #include "scheduler/memory/arena_placement.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// Per device: the conflict graph, the lower bound as far as it is needed,
+// and the placement orders tried until one meets it (arena_planner.h).
 #include "scheduler/memory/arena_planner.h"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// The sweep over issue order that finds which copies of a device may be
+// live together (conflict_graph.h).
 #include "scheduler/memory/conflict_graph.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// Placement without a conflict graph: a heap simulation in issue order
+// whose free blocks are taken once their last holder happens before the
+// copy (release_placement.h).
 #include "scheduler/memory/release_placement.h"
 
 #include <algorithm>
