@@ -273,7 +273,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
   }
   auto c = std::make_unique<Conditional>();
   c->device = device;
-  auto build = [&]() -> absl::Status {
+  auto build = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     WEFT_CUDA_RETURN_IF_ERROR(
         cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
@@ -328,7 +328,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
   const uint32_t n = static_cast<uint32_t>(choice.branches.size());
   auto c = std::make_unique<Conditional>();
   c->device = device;
-  auto build = [&]() -> absl::Status {
+  auto build = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     WEFT_CUDA_RETURN_IF_ERROR(
         cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
@@ -535,7 +535,7 @@ absl::StatusOr<CudaDeviceControl::Launcher*> CudaDeviceControl::FindLauncher(
   l->device = device;
   l->branches.assign(n, nullptr);
   l->parameters.assign(n, std::string());
-  auto build = [&]() -> absl::Status {
+  auto build = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     for (uint32_t i = 0; i < n; ++i) {
       // A device graph may not be empty: an empty branch is a null entry,
       // which the launch kernel skips.
