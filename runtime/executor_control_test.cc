@@ -140,6 +140,19 @@ class ExecutorControlTest : public ::testing::Test {
     return last;
   }
 
+  // Replaces the backend with one whose clock is paced (simulated time
+  // passes as wall time) and the executor with one over it.
+  void UsePacedBackend(int num_devices) {
+    SimBackend::Options options;
+    options.num_devices = num_devices;
+    options.time_scale = 1.0;
+    executor_.reset();
+    backend_ = SimBackend::Create(options).value();
+    Executor::Options exec_options;
+    exec_options.backend = backend_.get();
+    executor_ = Executor::Create(exec_options).value();
+  }
+
   JobOptions options_;
   std::unique_ptr<SimBackend> backend_;
   std::unique_ptr<Executor> executor_;
@@ -649,14 +662,7 @@ TEST_P(ExecutorModeTest, IndependentNodesRunWhileALoopRuns) {
   // A loop of 2 ms iterations on a paced clock; "after" depends on it and
   // comes before "other" in plan order, which does not: "other" finishes
   // long before the loop does.
-  SimBackend::Options options;
-  options.num_devices = 2;
-  options.time_scale = 1.0;
-  executor_.reset();
-  backend_ = SimBackend::Create(options).value();
-  Executor::Options exec_options;
-  exec_options.backend = backend_.get();
-  executor_ = Executor::Create(exec_options).value();
+  UsePacedBackend(/*num_devices=*/2);
   const std::string text = R"pb(
     name: "beside"
     buffers { name: "k" size_bytes: 4 dtype: FLOAT32 output: true }
@@ -721,14 +727,7 @@ TEST_P(ExecutorModeTest, IndependentNodesRunWhileALoopRuns) {
 
 TEST_P(ExecutorModeTest, CancelStopsALoopPromptly) {
   // An endless loop of 2 ms spins on a paced clock.
-  SimBackend::Options options;
-  options.num_devices = 1;
-  options.time_scale = 1.0;
-  executor_.reset();
-  backend_ = SimBackend::Create(options).value();
-  Executor::Options exec_options;
-  exec_options.backend = backend_.get();
-  executor_ = Executor::Create(exec_options).value();
+  UsePacedBackend(/*num_devices=*/1);
   const std::string text = R"pb(
     name: "endless"
     buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
