@@ -163,6 +163,33 @@ class Backend {
   virtual absl::Status CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
                                           uint64_t bytes,
                                           StreamHandle stream) = 0;
+  // An upload of `bytes` with a zero tail: the first `src_bytes` from `src`,
+  // zeros after them (INVALID_ARGUMENT when src_bytes > bytes). Where a
+  // backend models time (the simulator) it is one copy of `bytes`, timed
+  // and booked as CopyHostToDevice of `bytes` would be. The default: the
+  // upload of the data, then the built-in `fill` with zeros over the tail.
+  virtual absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                              uint64_t src_bytes,
+                                              uint64_t bytes,
+                                              StreamHandle stream) {
+    if (src_bytes > bytes) {
+      return absl::InvalidArgumentError(
+          "an upload's data is larger than the upload");
+    }
+    if (src_bytes == bytes) return CopyHostToDevice(dst, src, bytes, stream);
+    if (src_bytes > 0) {
+      absl::Status status = CopyHostToDevice(dst, src, src_bytes, stream);
+      if (!status.ok()) return status;
+    }
+    KernelLaunch zeros;
+    zeros.op = "fill";
+    zeros.args = {
+        DeviceBufferArg{DevicePtr{dst.device, dst.address + src_bytes},
+                        bytes - src_bytes, scheduler::DType::kBytes,
+                        scheduler::Access::kWrite},
+        0.0};
+    return Launch(zeros, stream);
+  }
 
   // Enqueues a built-in op or a user kernel. UNIMPLEMENTED for unknown ops.
   virtual absl::Status Launch(const KernelLaunch& launch,

@@ -75,6 +75,14 @@ absl::Status ForwardingBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
   return backend_->CopyDeviceToDevice(dst, src, bytes, stream);
 }
 
+absl::Status ForwardingBackend::CopyHostToDevicePadded(DevicePtr dst,
+                                                       const void* src,
+                                                       uint64_t src_bytes,
+                                                       uint64_t bytes,
+                                                       StreamHandle stream) {
+  return backend_->CopyHostToDevicePadded(dst, src, src_bytes, bytes, stream);
+}
+
 absl::Status ForwardingBackend::Launch(const KernelLaunch& launch,
                                        StreamHandle stream) {
   return backend_->Launch(launch, stream);

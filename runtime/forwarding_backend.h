@@ -46,6 +46,9 @@ class ForwardingBackend : public Backend {
                                 StreamHandle stream) override;
   absl::Status CopyDeviceToDevice(DevicePtr dst, DevicePtr src, uint64_t bytes,
                                   StreamHandle stream) override;
+  absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      StreamHandle stream) override;
   absl::Status Launch(const KernelLaunch& launch, StreamHandle stream) override;
   absl::Status PrepareModules(const scheduler::Graph& graph) const override;
   absl::Status AddHostCallback(StreamHandle stream,

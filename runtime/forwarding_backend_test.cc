@@ -1,6 +1,8 @@
 #include "runtime/forwarding_backend.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
@@ -66,6 +68,42 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_EQ(forwarding.memory_used_bytes(0), 4096u);
   ASSERT_TRUE(forwarding.Free(*ptr).ok());
   EXPECT_EQ(sim->memory_used_bytes(0), 0u);
+}
+
+// A Backend with the default padded upload: everything else is the
+// simulator's.
+class DefaultPaddedUpload final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      StreamHandle stream) override {
+    return Backend::CopyHostToDevicePadded(dst, src, src_bytes, bytes, stream);
+  }
+};
+
+TEST(ForwardingBackendTest, PaddedUploadsGiveDataThenZeros) {
+  std::unique_ptr<SimBackend> sim = MakeSim();
+  ForwardingBackend forwarding(sim.get());
+  DefaultPaddedUpload fallback(sim.get());
+  for (Backend* backend : std::vector<Backend*>{&forwarding, &fallback}) {
+    auto ptr = backend->Allocate(0, 64);
+    auto stream = backend->CreateStream(0);
+    ASSERT_TRUE(ptr.ok() && stream.ok());
+    const std::string junk(64, 'j');
+    ASSERT_TRUE(backend->CopyHostToDevice(*ptr, junk.data(), 64, *stream).ok());
+    ASSERT_TRUE(
+        backend->CopyHostToDevicePadded(*ptr, "abc", 3, 64, *stream).ok());
+    std::string back(64, '?');
+    ASSERT_TRUE(backend->CopyDeviceToHost(back.data(), *ptr, 64, *stream).ok());
+    ASSERT_TRUE(backend->SynchronizeStream(*stream).ok());
+    EXPECT_EQ(back, "abc" + std::string(61, '\0'));
+    EXPECT_EQ(
+        backend->CopyHostToDevicePadded(*ptr, "abc", 3, 2, *stream).code(),
+        absl::StatusCode::kInvalidArgument);
+    ASSERT_TRUE(backend->Free(*ptr).ok());
+    ASSERT_TRUE(backend->DestroyStream(*stream).ok());
+  }
 }
 
 TEST(ForwardingBackendTest, AbortErrorScopeSkipsQueuedWorkOfThatScopeOnly) {

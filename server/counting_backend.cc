@@ -16,6 +16,17 @@ absl::Status CountingBackend::CopyHostToDevice(DevicePtr dst, const void* src,
   return status;
 }
 
+absl::Status CountingBackend::CopyHostToDevicePadded(DevicePtr dst,
+                                                     const void* src,
+                                                     uint64_t src_bytes,
+                                                     uint64_t bytes,
+                                                     StreamHandle stream) {
+  absl::Status status =
+      wrapped()->CopyHostToDevicePadded(dst, src, src_bytes, bytes, stream);
+  if (status.ok()) metrics_->BytesCopied(CopyDirection::kHostToDevice, bytes);
+  return status;
+}
+
 absl::Status CountingBackend::CopyDeviceToHost(void* dst, DevicePtr src,
                                                uint64_t bytes,
                                                StreamHandle stream) {

@@ -27,6 +27,9 @@ class CountingBackend final : public runtime::ForwardingBackend {
   absl::Status CopyHostToDevice(runtime::DevicePtr dst, const void* src,
                                 uint64_t bytes,
                                 runtime::StreamHandle stream) override;
+  absl::Status CopyHostToDevicePadded(runtime::DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      runtime::StreamHandle stream) override;
   absl::Status CopyDeviceToHost(void* dst, runtime::DevicePtr src,
                                 uint64_t bytes,
                                 runtime::StreamHandle stream) override;

@@ -51,6 +51,9 @@ TEST_F(CountingBackendTest, CountsCopyBytesByDirection) {
   std::string back(256, '\0');
   ASSERT_TRUE(counting_->CopyHostToDevice(*a, host.data(), 200, *s0).ok());
   ASSERT_TRUE(counting_->CopyHostToDevice(*a, host.data(), 56, *s0).ok());
+  // The whole upload counts, zero tail included.
+  ASSERT_TRUE(
+      counting_->CopyHostToDevicePadded(*b, host.data(), 8, 100, *s0).ok());
   ASSERT_TRUE(counting_->CopyDeviceToDevice(*b, *a, 128, *s0).ok());
   ASSERT_TRUE(counting_->CopyDeviceToHost(back.data(), *a, 64, *s0).ok());
   ASSERT_TRUE(counting_->SynchronizeStream(*s0).ok());
@@ -59,7 +62,7 @@ TEST_F(CountingBackendTest, CountsCopyBytesByDirection) {
   const std::string text = Scrape();
   EXPECT_THAT(
       text,
-      HasSubstr("weft_copy_bytes_total{direction=\"host_to_device\"} 256"));
+      HasSubstr("weft_copy_bytes_total{direction=\"host_to_device\"} 356"));
   EXPECT_THAT(
       text,
       HasSubstr("weft_copy_bytes_total{direction=\"device_to_host\"} 64"));

@@ -236,6 +236,31 @@ class CudaBackendImpl final : public CudaBackend {
                                             cudaMemcpyHostToDevice, s.stream));
   }
 
+  // The data, then cudaMemsetAsync over the tail, on the same stream.
+  absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      StreamHandle stream) override {
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    if (src_bytes > bytes) {
+      return absl::InvalidArgumentError(
+          "an upload's data is larger than the upload");
+    }
+    if (bytes == 0) return absl::OkStatus();
+    if (src_bytes > 0 && src == nullptr) {
+      return absl::InvalidArgumentError("null host source");
+    }
+    WEFT_RETURN_IF_ERROR(CheckRange(dst, bytes, "copy destination"));
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    if (src_bytes > 0) {
+      WEFT_RETURN_IF_ERROR(WEFT_CUDA_STATUS(cudaMemcpyAsync(
+          AsPointer(dst), src, src_bytes, cudaMemcpyHostToDevice, s.stream)));
+    }
+    if (src_bytes == bytes) return absl::OkStatus();
+    char* tail = static_cast<char*>(AsPointer(dst)) + src_bytes;
+    return WEFT_CUDA_STATUS(
+        cudaMemsetAsync(tail, 0, bytes - src_bytes, s.stream));
+  }
+
   absl::Status CopyDeviceToHost(void* dst, DevicePtr src, uint64_t bytes,
                                 StreamHandle stream) override {
     WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));

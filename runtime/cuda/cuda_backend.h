@@ -4,7 +4,8 @@
 // events are timing-free CUDA events, both behind the Backend's opaque
 // handles; memory comes from cudaMalloc; copies are cudaMemcpyAsync, with
 // cudaMemcpyPeerAsync between devices (peer access is enabled where the
-// hardware allows); built-in ops run as the CUDA kernels of kernels.h.
+// hardware allows) and cudaMemsetAsync for an upload's zero tail; built-in
+// ops run as the CUDA kernels of kernels.h.
 // Device graphs (Backend::LaunchDeviceGraph) become CUDA graphs, captured
 // once per structure, instantiated, cached and updated in place when the
 // same structure returns with new parameters (cuda_graph_cache.h).

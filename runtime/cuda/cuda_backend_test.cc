@@ -185,6 +185,20 @@ TEST_F(CudaBackendTest, HostDeviceRoundTrip) {
   EXPECT_TRUE(back == data);
 }
 
+TEST_F(CudaBackendTest, PaddedUploadZeroesTheTail) {
+  const std::string junk(4099, 'j');
+  ASSERT_OK_AND_ASSIGN(DevicePtr a, Upload(junk));
+  ASSERT_OK(
+      backend_->CopyHostToDevicePadded(a, "abc", 3, junk.size(), stream_));
+  ASSERT_OK_AND_ASSIGN(std::string back, Download(a, junk.size()));
+  EXPECT_TRUE(back == "abc" + std::string(junk.size() - 3, '\0'));
+  ASSERT_OK(backend_->CopyHostToDevicePadded(a, nullptr, 0, 16, stream_));
+  ASSERT_OK_AND_ASSIGN(back, Download(a, 17));
+  EXPECT_TRUE(back == std::string(17, '\0'));
+  EXPECT_EQ(backend_->CopyHostToDevicePadded(a, "abc", 3, 2, stream_).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CudaBackendTest, CopiesOutsideAllocationsAreRejected) {
   ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Alloc(1024));
   std::string host(2048, 'x');

@@ -155,16 +155,7 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
   control_ = std::make_unique<SimDeviceControl>(
       this, graphs_.get(),
       [memory = memory_.get()](DevicePtr ptr, uint64_t bytes, char* out) {
-        absl::StatusOr<SimMemory::Resolved> resolved =
-            memory->Resolve(ptr, bytes, SimMemory::Need::kAddress);
-        if (!resolved.ok()) return resolved.status();
-        // Memory without contents yet reads as zeros.
-        if (resolved->data == nullptr) {
-          std::memset(out, 0, bytes);
-        } else {
-          std::memcpy(out, resolved->data, bytes);
-        }
-        return absl::OkStatus();
+        return memory->Read(ptr, bytes, out);
       });
 }
 
@@ -452,13 +443,24 @@ absl::Status SimBackend::Free(DevicePtr ptr) {
 absl::Status SimBackend::CopyHostToDevice(DevicePtr dst, const void* src,
                                           uint64_t bytes,
                                           StreamHandle stream_handle) {
+  return CopyHostToDevicePadded(dst, src, bytes, bytes, stream_handle);
+}
+
+absl::Status SimBackend::CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                                uint64_t src_bytes,
+                                                uint64_t bytes,
+                                                StreamHandle stream_handle) {
+  if (src_bytes > bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an upload of ", src_bytes, " bytes of data into ", bytes, " bytes"));
+  }
   Stream storage;
   WEFT_ASSIGN_OR_RETURN(const Stream* stream,
                         FindStreamForCall(stream_handle, &storage));
   WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   WEFT_RETURN_IF_ERROR(CheckHealthy(dst.device));
   WEFT_RETURN_IF_ERROR(memory_->Resolve(dst, bytes).status());
-  EnqueueCopy(*stream, copies_->Upload(dst, src, bytes));
+  EnqueueCopy(*stream, copies_->Upload(dst, src, src_bytes, bytes));
   return absl::OkStatus();
 }
 

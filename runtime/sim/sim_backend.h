@@ -3,8 +3,8 @@
 // SimBackend implements runtime::Backend with classes that each own one
 // part of the simulation:
 //   SimMemory       each device's memory: capacity, allocations, and their
-//                   contents, made only once some operation needs them
-//                   (sim_memory.h);
+//                   contents, host memory only for the byte ranges that
+//                   hold data, zeros everywhere else (sim_memory.h);
 //   SimDeviceModel  each device's health and units (kernel capacity, three
 //                   copy engines), on which work books its virtual time as
 //                   the planner's cost model books it, and gives back what
@@ -214,6 +214,12 @@ class SimBackend final : public Backend {
       ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status CopyDeviceToDevice(DevicePtr dst, DevicePtr src, uint64_t bytes,
                                   StreamHandle stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // One upload of `bytes`, timed and booked as CopyHostToDevice of `bytes`;
+  // only the data takes host memory (sim_memory.h).
+  absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status Launch(const KernelLaunch& launch, StreamHandle stream) override

@@ -653,6 +653,29 @@ TEST(SimBackendTimingTest, CopyLaunchBooksTheDeviceToDeviceEngine) {
   EXPECT_EQ(FirstFloat(*backend, y, copier), 2.5f);
 }
 
+TEST(SimBackendTimingTest, PaddedUploadIsOneUploadOfAllItsBytes) {
+  SimBackend::Options options = Unpaced();
+  // 1 GB/s everywhere: 1000 bytes per microsecond.
+  options.bandwidth_gbps = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
+  auto backend = MakeBackend(options);
+  DevicePtr a = backend->Allocate(0, 100000).value();
+  DevicePtr b = backend->Allocate(0, 100000).value();
+  StreamHandle s = backend->CreateStream(0).value();
+  const std::string full = "data" + std::string(100000 - 4, '\0');
+  ASSERT_TRUE(backend->CopyHostToDevice(a, full.data(), 100000, s).ok());
+  EXPECT_EQ(TimeAfter(*backend, s, 0), 100);
+  ASSERT_TRUE(backend->CopyHostToDevicePadded(b, "data", 4, 100000, s).ok());
+  EXPECT_EQ(TimeAfter(*backend, s, 0), 200);  // as long as the full one
+  std::string back(100000, 'x');
+  ASSERT_TRUE(backend->CopyDeviceToHost(back.data(), b, 100000, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_TRUE(back == full);
+  // Only the data took host memory, on either path.
+  EXPECT_EQ(backend->materialized_bytes(0), 8u);
+  EXPECT_EQ(backend->CopyHostToDevicePadded(b, "data", 4, 3, s).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SimBackendTimingTest, UploadAndDownloadOverlapButTwoUploadsDoNot) {
   SimBackend::Options options = Unpaced();
   options.bandwidth_gbps = {{0, 1, 1}, {1, 0, 1}, {1, 1, 0}};
@@ -1253,6 +1276,39 @@ TEST(SimBackendMemoryTest, RealOpsGetContentsAndComputeRight) {
   EXPECT_EQ(backend->materialized_bytes(0), 3 * kBytes + 8);
   for (DevicePtr p : {x, y, z, u}) ASSERT_TRUE(backend->Free(p).ok());
   EXPECT_EQ(backend->materialized_bytes(0), 0u);
+}
+
+TEST(SimBackendMemoryTest, ZerosAfterDataAndZeroFillsTakeNoHostMemory) {
+  SimBackend::Options options = Unpaced();
+  options.memory_bytes = uint64_t{2} << 30;
+  auto backend = MakeBackend(options);
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  DevicePtr a = backend->Allocate(0, kGiB).value();
+  DevicePtr b = backend->Allocate(1, kGiB).value();
+  StreamHandle s = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->CopyHostToDevicePadded(a, "x", 1, kGiB, s).ok());
+  ASSERT_TRUE(backend->CopyDeviceToDevice(b, a, kGiB, s).ok());
+  KernelLaunch zero;
+  zero.op = "fill";
+  zero.args = {DeviceBufferArg{a, kGiB, DType::kBytes, Access::kWrite}, 0.0};
+  ASSERT_TRUE(backend->Launch(zero, s).ok());
+  char head[2] = {'?', '?'};
+  ASSERT_TRUE(backend->CopyDeviceToHost(head, a, 2, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(head[0], 0);  // cleared
+  ASSERT_TRUE(backend->CopyDeviceToHost(head, b, 2, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(std::string(head, 2), std::string("x\0", 2));
+  EXPECT_EQ(backend->materialized_bytes(0), 1u);
+  EXPECT_EQ(backend->materialized_bytes(1), 1u);
+  // A kernel computing on the cleared range reads zeros there.
+  KernelLaunch sum;
+  sum.op = "reduce_sum";
+  DevicePtr total = backend->Allocate(0, 4).value();
+  sum.args = {DeviceBufferArg{a, 4096, DType::kFloat32, Access::kRead},
+              DeviceBufferArg{total, 4, DType::kFloat32, Access::kWrite}};
+  ASSERT_TRUE(backend->Launch(sum, s).ok());
+  EXPECT_EQ(FirstFloat(*backend, total, s), 0.0f);
 }
 
 // ---- Paced: the host's time running the work is not device time.

@@ -1,7 +1,6 @@
 #include "runtime/sim/sim_copy.h"
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <utility>
 
@@ -12,7 +11,6 @@
 namespace weft::runtime {
 
 using Engine = SimDeviceModel::Engine;
-using Need = SimMemory::Need;
 
 SimCopies::SimCopies(std::vector<double> bandwidth_gbps, SimMemory* memory,
                      std::vector<SimDeviceModel*> models)
@@ -92,11 +90,13 @@ double SimCopies::DurationUs(uint64_t bytes, int from, int to) const {
 
 std::unique_ptr<SimCopyRecord> SimCopies::Upload(DevicePtr dst,
                                                  const void* host_src,
+                                                 uint64_t src_bytes,
                                                  uint64_t bytes) const {
   auto copy = std::make_unique<SimCopyRecord>();
   copy->kind = SimCopyRecord::Kind::kHostToDevice;
   copy->dst = dst;
   copy->host_src = host_src;
+  copy->host_src_bytes = src_bytes;
   copy->bytes = bytes;
   copy->model = models_[dst.device];
   copy->engine = Engine::kHostToDevice;
@@ -164,47 +164,17 @@ absl::Status SimCopies::CheckHealthy(int device) const {
 
 absl::Status SimCopies::MoveBytes(const SimCopyRecord& copy) const {
   switch (copy.kind) {
-    case SimCopyRecord::Kind::kHostToDevice: {
+    case SimCopyRecord::Kind::kHostToDevice:
       WEFT_RETURN_IF_ERROR(CheckHealthy(copy.dst.device));
-      if (copy.bytes == 0) {
-        return memory_->Resolve(copy.dst, copy.bytes).status();
-      }
-      WEFT_ASSIGN_OR_RETURN(
-          SimMemory::Resolved to,
-          memory_->Resolve(copy.dst, copy.bytes, Need::kContents));
-      std::memcpy(to.data, copy.host_src, copy.bytes);
-      return absl::OkStatus();
-    }
-    case SimCopyRecord::Kind::kDeviceToHost: {
+      return memory_->Write(copy.dst, copy.host_src, copy.host_src_bytes,
+                            copy.bytes);
+    case SimCopyRecord::Kind::kDeviceToHost:
       WEFT_RETURN_IF_ERROR(CheckHealthy(copy.src.device));
-      WEFT_ASSIGN_OR_RETURN(SimMemory::Resolved from,
-                            memory_->Resolve(copy.src, copy.bytes));
-      if (copy.bytes == 0) return absl::OkStatus();
-      if (from.data == nullptr) {
-        std::memset(copy.host_dst, 0, copy.bytes);  // no contents: zeros
-      } else {
-        std::memcpy(copy.host_dst, from.data, copy.bytes);
-      }
-      return absl::OkStatus();
-    }
-    case SimCopyRecord::Kind::kDeviceToDevice: {
+      return memory_->Read(copy.src, copy.bytes, copy.host_dst);
+    case SimCopyRecord::Kind::kDeviceToDevice:
       WEFT_RETURN_IF_ERROR(CheckHealthy(copy.src.device));
       WEFT_RETURN_IF_ERROR(CheckHealthy(copy.dst.device));
-      WEFT_ASSIGN_OR_RETURN(SimMemory::Resolved from,
-                            memory_->Resolve(copy.src, copy.bytes));
-      // Zeros onto memory without contents change nothing.
-      const Need need = from.data != nullptr && copy.bytes > 0 ? Need::kContents
-                                                               : Need::kAddress;
-      WEFT_ASSIGN_OR_RETURN(SimMemory::Resolved to,
-                            memory_->Resolve(copy.dst, copy.bytes, need));
-      if (copy.bytes == 0 || to.data == nullptr) return absl::OkStatus();
-      if (from.data == nullptr) {
-        std::memset(to.data, 0, copy.bytes);
-      } else {
-        std::memmove(to.data, from.data, copy.bytes);
-      }
-      return absl::OkStatus();
-    }
+      return memory_->Copy(copy.dst, copy.src, copy.bytes);
   }
   return absl::OkStatus();
 }

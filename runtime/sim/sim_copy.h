@@ -9,10 +9,11 @@
 // devices without a link goes through the host: it lasts both legs, back
 // to back, on the destination's device-to-device engine.
 //
-// The work of a copy moves the bytes once, on a worker (SimMemory: memory
-// without contents reads as zeros, and zeros copied onto memory without
-// contents change nothing), then books its engine, which may park the
-// stream until its turn and run again to book.
+// The work of a copy moves the bytes once, on a worker, through SimMemory,
+// which moves only the ranges holding data (zeros stay virtual), then books
+// its engine, which may park the stream until its turn and run again to
+// book. An upload may have a zero tail: the first bytes from the host, the
+// rest zeros; it lasts and books as an upload of all of its bytes.
 //
 // Thread-safe (immutable after construction).
 #ifndef WEFT_RUNTIME_SIM_SIM_COPY_H_
@@ -41,6 +42,7 @@ struct SimCopyRecord {
   DevicePtr src;
   void* host_dst = nullptr;
   const void* host_src = nullptr;
+  uint64_t host_src_bytes = 0;  // uploads: the bytes from host_src
   uint64_t bytes = 0;
   // The engine it books (see the header comment).
   SimDeviceModel* model = nullptr;
@@ -77,8 +79,11 @@ class SimCopies {
   double DurationUs(uint64_t bytes, int from, int to) const;
 
   // The work of a copy of `bytes` from `src` (or `host_src`) to `dst` (or
-  // `host_dst`), with its engine and duration, to enqueue with Enqueue.
+  // `host_dst`), with its engine and duration, to enqueue with Enqueue. An
+  // upload takes its first `src_bytes` from `host_src` and zeros after
+  // them.
   std::unique_ptr<SimCopyRecord> Upload(DevicePtr dst, const void* host_src,
+                                        uint64_t src_bytes,
                                         uint64_t bytes) const;
   std::unique_ptr<SimCopyRecord> Download(void* host_dst, DevicePtr src,
                                           uint64_t bytes) const;

@@ -82,7 +82,7 @@ TEST_F(SimCopiesTest, EachCopyBooksTheEngineItRunsOn) {
   const DevicePtr on0{0, 1};
   const DevicePtr on1{1, 1};
   char host[4];
-  std::unique_ptr<SimCopyRecord> up = copies_.Upload(on1, host, 4);
+  std::unique_ptr<SimCopyRecord> up = copies_.Upload(on1, host, 4, 4);
   EXPECT_EQ(up->model, &model1_);
   EXPECT_EQ(up->engine, Engine::kHostToDevice);
   std::unique_ptr<SimCopyRecord> down = copies_.Download(host, on0, 4);
@@ -100,9 +100,9 @@ TEST_F(SimCopiesTest, MovesTheBytesAndTakesItsTime) {
   const std::string in(4000, 'w');
   std::string out(4000, '\0');
   SimStream stream("s", &clock_);
-  copies_.Enqueue(stream, copies_.Upload(a, in.data(), 4000));     // 4 us
-  copies_.Enqueue(stream, copies_.Copy(b, a, 4000));               // 6 us
-  copies_.Enqueue(stream, copies_.Download(out.data(), b, 4000));  // 2 us
+  copies_.Enqueue(stream, copies_.Upload(a, in.data(), 4000, 4000));  // 4 us
+  copies_.Enqueue(stream, copies_.Copy(b, a, 4000));                  // 6 us
+  copies_.Enqueue(stream, copies_.Download(out.data(), b, 4000));     // 2 us
   std::shared_ptr<SimStream::Mark> done = stream.Record();
   ASSERT_OK(stream.Synchronize());
   EXPECT_EQ(out, in);

@@ -219,7 +219,8 @@ absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {
   const SimMemory::Need need = record.contents == SimContents::kCompute
                                    ? SimMemory::Need::kContents
                                    : SimMemory::Need::kAddress;
-  bool has_contents = false;
+  // What a zero fill clears: its buffer, argument 0 (ContentsOf).
+  SimMemory::Resolved zeroed;
   if (!launch.args.empty()) {
     args.reserve(launch.args.size());
     absl::Status resolved = options_.memory->ResolveArgs(
@@ -229,7 +230,9 @@ absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {
             return;
           }
           const auto& b = std::get<DeviceBufferArg>(arg);
-          has_contents |= r->data != nullptr;
+          if (record.contents == SimContents::kZeroFill && args.empty()) {
+            zeroed = *r;
+          }
           args.push_back(
               HostBufferArg{r->data, b.size_bytes, b.dtype, b.access});
           keep_alive.push_back(std::move(r->owner));
@@ -244,8 +247,10 @@ absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {
     absl::Status fault = options_.launch_fault(device, launch);
     if (!fault.ok()) return fault;
   }
-  // Zeros onto memory without contents: nothing to do.
-  if (record.contents == SimContents::kZeroFill && !has_contents) {
+  // Zeros: the range reads as zeros from now on, with no host work.
+  if (record.contents == SimContents::kZeroFill) {
+    options_.memory->Clear(
+        zeroed, std::get<DeviceBufferArg>(launch.args[0]).size_bytes);
     return absl::OkStatus();
   }
   absl::Status status = (*record.kernel)(args);

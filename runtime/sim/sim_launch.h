@@ -10,9 +10,10 @@
 //
 // What a kernel does to its buffers' contents decides which memory gets
 // contents (SimMemory): `spin` and user kernels (which the simulator does
-// not run: it has no GPU for CUDA code) touch none, a fill with +0 writes
-// zeros, which memory without contents reads already, and every other op
-// computes on all of its buffers.
+// not run: it has no GPU for CUDA code) touch none, a fill with +0 clears
+// its buffer's range (it reads as zeros from then on, with no host work),
+// and every other op computes on all of its buffers, whose stale bytes are
+// zeroed first.
 //
 // Records are pooled: Make takes one, and the work gives it back when
 // destroyed (run or dropped), so that a launch allocates nothing once the
@@ -49,7 +50,7 @@ class SimLaunches;
 // What a kernel does to the contents of its buffers.
 enum class SimContents {
   kNone,      // nothing (`spin`, user kernels): none is materialised
-  kZeroFill,  // writes zeros: nothing to do where there are none yet
+  kZeroFill,  // writes zeros: the range reads as zeros, no host work
   kCompute,   // reads or writes them: all are materialised
 };
 

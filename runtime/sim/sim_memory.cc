@@ -1,6 +1,8 @@
 #include "runtime/sim/sim_memory.h"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,11 +19,86 @@ constexpr uint64_t kAlignment = 256;
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
 
+// How many of the first `bytes` of `data` hold data: up to its last nonzero
+// byte. Looks back from the end a block at a time.
+uint64_t DataBytes(const char* data, uint64_t bytes) {
+  static constexpr char kZeros[4096] = {};
+  uint64_t end = bytes;
+  while (end > 0) {
+    const uint64_t block = std::min<uint64_t>(end, sizeof(kZeros));
+    if (std::memcmp(data + end - block, kZeros, block) != 0) break;
+    end -= block;
+  }
+  while (end > 0 && data[end - 1] == 0) --end;
+  return end;
+}
+
 }  // namespace
 
+uint64_t SimRanges::Add(uint64_t begin, uint64_t end) {
+  if (begin >= end) return 0;
+  // The first range touching [begin, end), if any.
+  auto it = ranges_.upper_bound(begin);
+  if (it != ranges_.begin() && std::prev(it)->second >= begin) --it;
+  uint64_t covered = 0;
+  uint64_t first = begin;
+  uint64_t last = end;
+  while (it != ranges_.end() && it->first <= end) {
+    const uint64_t b = std::max(it->first, begin);
+    const uint64_t e = std::min(it->second, end);
+    if (e > b) covered += e - b;
+    first = std::min(first, it->first);
+    last = std::max(last, it->second);
+    it = ranges_.erase(it);
+  }
+  ranges_.emplace_hint(it, first, last);
+  const uint64_t added = (end - begin) - covered;
+  bytes_ += added;
+  return added;
+}
+
+uint64_t SimRanges::Remove(uint64_t begin, uint64_t end) {
+  if (begin >= end) return 0;
+  auto it = ranges_.upper_bound(begin);
+  if (it != ranges_.begin() && std::prev(it)->second > begin) --it;
+  uint64_t removed = 0;
+  while (it != ranges_.end() && it->first < end) {
+    const uint64_t b = it->first;
+    const uint64_t e = it->second;
+    removed += std::min(e, end) - std::max(b, begin);
+    it = ranges_.erase(it);
+    if (b < begin) ranges_.emplace_hint(it, b, begin);
+    if (e > end) it = ranges_.emplace_hint(it, end, e);
+  }
+  bytes_ -= removed;
+  return removed;
+}
+
+void SimRanges::ForEach(
+    uint64_t begin, uint64_t end,
+    absl::FunctionRef<void(uint64_t, uint64_t)> each) const {
+  if (begin >= end) return;
+  auto it = ranges_.upper_bound(begin);
+  if (it != ranges_.begin() && std::prev(it)->second > begin) --it;
+  for (; it != ranges_.end() && it->first < end; ++it) {
+    each(std::max(it->first, begin), std::min(it->second, end));
+  }
+}
+
+void SimRanges::ForEachGap(
+    uint64_t begin, uint64_t end,
+    absl::FunctionRef<void(uint64_t, uint64_t)> each) const {
+  uint64_t at = begin;
+  ForEach(begin, end, [&](uint64_t b, uint64_t e) {
+    if (b > at) each(at, b);
+    at = e;
+  });
+  if (at < end) each(at, end);
+}
+
 SimMemory::Allocation::~Allocation() {
-  if (data != nullptr && materialized != nullptr) {
-    materialized->fetch_sub(size, std::memory_order_relaxed);
+  if (materialized != nullptr) {
+    materialized->fetch_sub(written.bytes(), std::memory_order_relaxed);
   }
 }
 
@@ -120,10 +197,15 @@ absl::StatusOr<SimMemory::Resolved> SimMemory::ResolveLocked(DevicePtr ptr,
     const uint64_t offset = ptr.address - a.address;
     if (offset <= a.size && bytes <= a.size - offset) {
       if (need == Need::kContents) {
-        WEFT_RETURN_IF_ERROR(Materialize(ptr.device, a));
+        WEFT_RETURN_IF_ERROR(
+            MakeContents(ptr.device, a, offset, offset + bytes));
       }
-      char* data = a.data == nullptr ? nullptr : a.data.get() + offset;
-      return Resolved{it->second, data};
+      Resolved resolved;
+      resolved.owner = it->second;
+      resolved.data = a.data == nullptr ? nullptr : a.data.get() + offset;
+      resolved.allocation = &a;
+      resolved.offset = offset;
+      return resolved;
     }
   }
   return absl::InvalidArgumentError(
@@ -143,9 +225,126 @@ absl::Status SimMemory::Materialize(int device, Allocation& allocation) const {
         "device ", device, ": host memory for the contents of a ",
         allocation.size, "-byte simulated allocation is exhausted"));
   }
-  allocation.materialized->fetch_add(allocation.size,
-                                     std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+absl::Status SimMemory::MakeContents(int device, Allocation& allocation,
+                                     uint64_t begin, uint64_t end) const {
+  WEFT_RETURN_IF_ERROR(Materialize(device, allocation));
+  if (begin >= end) return absl::OkStatus();
+  // Bytes written once and cleared since are zeroed now; bytes never
+  // written are still calloc's zeros.
+  char* const data = allocation.data.get();
+  const SimRanges& written = allocation.written;
+  allocation.valid.ForEachGap(begin, end, [&](uint64_t b, uint64_t e) {
+    written.ForEach(b, e, [&](uint64_t wb, uint64_t we) {
+      std::memset(data + wb, 0, we - wb);
+    });
+  });
+  MarkData(allocation, begin, end);
+  return absl::OkStatus();
+}
+
+void SimMemory::MarkData(Allocation& allocation, uint64_t begin,
+                         uint64_t end) const {
+  allocation.valid.Add(begin, end);
+  const uint64_t added = allocation.written.Add(begin, end);
+  allocation.materialized->fetch_add(added, std::memory_order_relaxed);
+}
+
+absl::Status SimMemory::Read(DevicePtr src, uint64_t bytes, void* out) const {
+  // The data ranges, from the range's start.
+  std::vector<std::pair<uint64_t, uint64_t>> parts;
+  Resolved from;
+  {
+    absl::MutexLock lock(&mu_);
+    WEFT_ASSIGN_OR_RETURN(from, ResolveLocked(src, bytes, Need::kAddress));
+    const uint64_t offset = from.offset;
+    from.allocation->valid.ForEach(offset, offset + bytes,
+                                   [&](uint64_t b, uint64_t e) {
+                                     parts.emplace_back(b - offset, e - offset);
+                                   });
+  }
+  char* const to = static_cast<char*>(out);
+  uint64_t at = 0;
+  for (const auto& [b, e] : parts) {
+    std::memset(to + at, 0, b - at);
+    std::memcpy(to + b, from.data + b, e - b);
+    at = e;
+  }
+  if (bytes > at) std::memset(to + at, 0, bytes - at);
+  return absl::OkStatus();
+}
+
+absl::Status SimMemory::Write(DevicePtr dst, const void* src,
+                              uint64_t src_bytes, uint64_t bytes) const {
+  if (src_bytes > bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a write of ", src_bytes, " bytes of data into ", bytes, " bytes"));
+  }
+  const uint64_t data_bytes =
+      DataBytes(static_cast<const char*>(src), src_bytes);
+  Resolved to;
+  {
+    absl::MutexLock lock(&mu_);
+    WEFT_ASSIGN_OR_RETURN(to, ResolveLocked(dst, bytes, Need::kAddress));
+    Allocation& a = *to.allocation;
+    a.valid.Remove(to.offset, to.offset + bytes);
+    if (data_bytes > 0) {
+      WEFT_RETURN_IF_ERROR(Materialize(dst.device, a));
+      MarkData(a, to.offset, to.offset + data_bytes);
+      to.data = a.data.get() + to.offset;
+    }
+  }
+  if (data_bytes > 0) std::memcpy(to.data, src, data_bytes);
+  return absl::OkStatus();
+}
+
+absl::Status SimMemory::Copy(DevicePtr dst, DevicePtr src,
+                             uint64_t bytes) const {
+  // The source's data ranges, from the range's start.
+  std::vector<std::pair<uint64_t, uint64_t>> parts;
+  Resolved from;
+  Resolved to;
+  {
+    absl::MutexLock lock(&mu_);
+    WEFT_ASSIGN_OR_RETURN(from, ResolveLocked(src, bytes, Need::kAddress));
+    WEFT_ASSIGN_OR_RETURN(to, ResolveLocked(dst, bytes, Need::kAddress));
+    Allocation& s = *from.allocation;
+    Allocation& d = *to.allocation;
+    s.valid.ForEach(from.offset, from.offset + bytes,
+                    [&](uint64_t b, uint64_t e) {
+                      parts.emplace_back(b - from.offset, e - from.offset);
+                    });
+    const bool overlap = &s == &d && from.offset < to.offset + bytes &&
+                         to.offset < from.offset + bytes;
+    if (overlap && !parts.empty()) {
+      // Moved as one block, as memmove would: its stale bytes zeroed
+      // first.
+      WEFT_RETURN_IF_ERROR(
+          MakeContents(src.device, s, from.offset, from.offset + bytes));
+      parts.assign(1, {0, bytes});
+    }
+    d.valid.Remove(to.offset, to.offset + bytes);
+    if (!parts.empty()) {
+      WEFT_RETURN_IF_ERROR(Materialize(dst.device, d));
+      for (const auto& [b, e] : parts) {
+        MarkData(d, to.offset + b, to.offset + e);
+      }
+      from.data = s.data.get() + from.offset;
+      to.data = d.data.get() + to.offset;
+    }
+  }
+  for (const auto& [b, e] : parts) {
+    std::memmove(to.data + b, from.data + b, e - b);
+  }
+  return absl::OkStatus();
+}
+
+void SimMemory::Clear(const Resolved& resolved, uint64_t bytes) const {
+  if (resolved.allocation == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  resolved.allocation->valid.Remove(resolved.offset, resolved.offset + bytes);
 }
 
 uint64_t SimMemory::used_bytes(int device) const {
