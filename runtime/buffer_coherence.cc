@@ -1,6 +1,7 @@
 #include "runtime/buffer_coherence.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <utility>
@@ -34,6 +35,19 @@ std::string InitialContents(const BufferSpec& spec) {
     }
   }
   return bytes;
+}
+
+std::string InitialData(const BufferSpec& spec) {
+  switch (spec.init) {
+    case BufferSpec::Init::kZero:
+      return std::string();
+    case BufferSpec::Init::kData:
+      return spec.data.substr(
+          0, std::min<uint64_t>(spec.data.size(), spec.size_bytes));
+    case BufferSpec::Init::kFill:
+      break;
+  }
+  return InitialContents(spec);
 }
 
 BufferCoherence::BufferCoherence(const scheduler::Graph* graph, Options options)
@@ -216,8 +230,21 @@ char* BufferCoherence::HostData(BufferId b) {
 }
 
 const char* BufferCoherence::Stage(BufferId b) {
-  staging_.push_back(InitialContents(graph_->buffer(b)));
-  return staging_.back().data();
+  const BufferSpec& spec = graph_->buffer(b);
+  // calloc: the zeros after the data are pages the OS hands out only when
+  // something reads or writes them.
+  staging_.emplace_back(static_cast<char*>(
+      std::calloc(std::max<uint64_t>(spec.size_bytes, 1), 1)));
+  char* staged = staging_.back().get();
+  if (staged == nullptr) return nullptr;
+  if (spec.init == BufferSpec::Init::kFill) {
+    const std::string contents = InitialContents(spec);
+    std::memcpy(staged, contents.data(), contents.size());
+  } else if (spec.init == BufferSpec::Init::kData) {
+    std::memcpy(staged, spec.data.data(),
+                std::min<uint64_t>(spec.data.size(), spec.size_bytes));
+  }
+  return staged;
 }
 
 BufferCoherence::Latest BufferCoherence::latest(BufferId b) const {
@@ -308,14 +335,23 @@ absl::Status BufferCoherence::Materialize(BufferId b, int where,
   JobTracer* tracer = options_.tracer;
   int span = -1;
   if (spec.init == BufferSpec::Init::kData) {
-    const char* staged = Stage(b);
+    // The data alone is staged; the zeros after it are the upload's tail.
+    const std::string data = InitialData(spec);
+    staging_.emplace_back(
+        static_cast<char*>(std::malloc(std::max<size_t>(data.size(), 1))));
+    char* staged = staging_.back().get();
+    if (staged == nullptr) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "no host memory to stage the data of buffer '", spec.name, "'"));
+    }
+    std::memcpy(staged, data.data(), data.size());
     const std::string name = absl::StrCat(spec.name, " upload");
     TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, where,
                       name};
     upload.bytes = spec.size_bytes;
     span = tracer->Begin(upload, stream, stream_device);
-    WEFT_RETURN_IF_ERROR(
-        backend->CopyHostToDevice(copy.ptr, staged, spec.size_bytes, stream));
+    WEFT_RETURN_IF_ERROR(backend->CopyHostToDevicePadded(
+        copy.ptr, staged, data.size(), spec.size_bytes, stream));
   } else {
     // Zero and fill initializations run the built-in fill on the device
     // instead of uploading a buffer's worth of bytes.

@@ -32,15 +32,17 @@
 //
 // Transfers are traced (JobTracer) and their events held in the job's
 // JobEvents; initial contents uploaded from the host are staged here until
-// Release.
+// Release: only their data, which the upload follows with zeros up to the
+// buffer's size (Backend::CopyHostToDevicePadded).
 //
 // Not thread-safe: used by one job on the executor's scheduling thread.
 #ifndef WEFT_RUNTIME_BUFFER_COHERENCE_H_
 #define WEFT_RUNTIME_BUFFER_COHERENCE_H_
 
 #include <cstdint>
-#include <deque>
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,10 @@ namespace weft::runtime {
 // The initial contents of `spec` (zeros, its data, or its fill), computed
 // on the host.
 std::string InitialContents(const scheduler::BufferSpec& spec);
+// The initial contents of `spec` up to where only zeros follow, which an
+// upload sends as its zero tail (Backend::CopyHostToDevicePadded): empty for
+// zeros, its data (at most the buffer's size), or its whole fill.
+std::string InitialData(const scheduler::BufferSpec& spec);
 
 class BufferCoherence {
  public:
@@ -151,7 +157,8 @@ class BufferCoherence {
     return std::move(buffers_[b].host_data);
   }
   // `b`'s initial contents in host memory that stays until Release, for an
-  // upload to read.
+  // upload of its full size to read; the zeros after its data take host
+  // pages only once read. Null when the host has no memory for it.
   const char* Stage(scheduler::BufferId b);
 
   // Frees every device copy and arena: back to its pool for reuse, or
@@ -216,9 +223,14 @@ class BufferCoherence {
   std::vector<DevicePtr> arenas_;
   std::vector<int64_t> arena_sizes_;
   std::vector<std::map<int64_t, Holder>> holders_;
-  // Host memory that pending uploads read from (a deque: elements never
-  // move while uploads read them).
-  std::deque<std::string> staging_;
+  // Frees what std::malloc and std::calloc gave.
+  struct FreeDeleter {
+    void operator()(char* p) const { std::free(p); }
+  };
+  // Host memory that pending uploads read from: initial data (Materialize
+  // uploads only the data, with a zero tail) or whole initial contents
+  // (Stage).
+  std::vector<std::unique_ptr<char, FreeDeleter>> staging_;
 };
 
 }  // namespace weft::runtime

@@ -62,6 +62,17 @@ TEST(InitialContentsTest, PadsDataAndFillsElements) {
   EXPECT_EQ(InitialContents(zero), std::string(3, '\0'));
 }
 
+TEST(InitialDataTest, IsWhatPrecedesTheZeroTail) {
+  std::vector<BufferSpec> buffers = Buffers(/*data_bytes=*/10);
+  EXPECT_EQ(InitialData(buffers[kData]), "abcdefgh");
+  buffers[kData].size_bytes = 3;  // data longer than the buffer: cut
+  EXPECT_EQ(InitialData(buffers[kData]), "abc");
+  EXPECT_EQ(InitialData(buffers[kFill]), Floats({2.5, 2.5, 2.5, 2.5}));
+  BufferSpec zero;
+  zero.size_bytes = 3;
+  EXPECT_EQ(InitialData(zero), "");
+}
+
 class BufferCoherenceTest : public ::testing::Test {
  protected:
   // With `plan`, places its buffers first (BufferCoherence::Place).
@@ -193,6 +204,19 @@ TEST_F(BufferCoherenceTest, HostVersionIsUploadedWhereItIsUsedNext) {
   EXPECT_THAT(SpanNames(), ElementsAre("data host->d1"));
 }
 
+TEST_F(BufferCoherenceTest, UploadsTheDataWithAZeroTailAsOneUpload) {
+  Init(/*data_bytes=*/1000000);  // its upload lasts 1,000 us
+  ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
+  EXPECT_EQ(Read(kData, 0), "abcdefgh" + std::string(1000000 - 8, '\0'));
+  for (StreamHandle s : streams_) ASSERT_OK(backend_->SynchronizeStream(s));
+  const std::optional<JobTrace> trace = tracer_->Build();
+  ASSERT_EQ(trace->spans.size(), 1u);
+  EXPECT_EQ(trace->spans[0].name, "data upload");
+  EXPECT_EQ(trace->spans[0].end_us - trace->spans[0].start_us, 1000);
+  // Only the data took host memory on the simulated device.
+  EXPECT_EQ(backend_->materialized_bytes(0), 8u);
+}
+
 TEST_F(BufferCoherenceTest, OtherStreamsWaitForATransferTheyDidNotOrder) {
   Init(/*data_bytes=*/1000000);  // its upload lasts 1,000 us
   ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
@@ -219,14 +243,14 @@ TEST_F(BufferCoherenceTest, ReleaseFreesEveryDeviceCopy) {
 // A memory plan for device 0 only: an arena of `arena` bytes, "data" at
 // `data_offset` and "fill" at `fill_offset`.
 scheduler::Plan PlacementPlan(int64_t arena, int64_t data_offset,
-                              int64_t fill_offset) {
+                              int64_t fill_offset, int64_t data_bytes = 8) {
   scheduler::Plan plan;
   plan.num_devices = 2;
   scheduler::DeviceMemory memory;
   memory.device = 0;
   memory.arena_bytes = arena;
   plan.memory.push_back(memory);
-  plan.buffers.push_back({kData, 0, data_offset, 8});
+  plan.buffers.push_back({kData, 0, data_offset, data_bytes});
   plan.buffers.push_back({kFill, 0, fill_offset, 16});
   return plan;
 }
@@ -254,6 +278,18 @@ TEST_F(BufferCoherenceTest, PlacedCopiesLieInOneArena) {
   stats = memory_pools_[0]->stats();
   EXPECT_EQ(stats.arenas_in_use, 0u);
   EXPECT_EQ(stats.in_use_bytes, 0u);
+}
+
+TEST_F(BufferCoherenceTest, UploadIntoAnArenaZeroesWhatASharerLeft) {
+  // "fill" and then "data" (16 bytes, 8 of data) at the same addresses.
+  const scheduler::Plan plan = PlacementPlan(256, 0, 0, /*data_bytes=*/16);
+  Init(16, &plan);
+  ASSERT_OK(buffers_->MakeCurrent(kFill, 0, 0, streams_[0]));
+  EXPECT_EQ(Read(kFill, 0), Floats({2.5, 2.5, 2.5, 2.5}));
+  ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
+  EXPECT_EQ(Read(kData, 0), "abcdefgh" + std::string(8, '\0'));
+  // The arena's host memory: the fill's 16 bytes, which the data reused.
+  EXPECT_EQ(backend_->materialized_bytes(0), 16u);
 }
 
 TEST_F(BufferCoherenceTest, CopyOverwrittenByASharerIsNoLongerCurrent) {

@@ -158,6 +158,38 @@ TEST_F(ExecutorMemoryTest, SpinsOnLargeBuffersTakeNoHostMemory) {
             uint64_t{1} << 20);
 }
 
+// A buffer's initial data is uploaded with a zero tail: on the simulator
+// only the data takes host memory, however large the buffer, whether the
+// job runs node by node or as device graphs.
+TEST_F(ExecutorMemoryTest, InitialDataTakesHostMemoryForTheDataOnly) {
+  constexpr uint64_t kGiB = uint64_t{1} << 30;
+  Make(3 * kGiB);
+  TestJob job(2, {0, 1});
+  const int big =
+      job.Buffer("big", kGiB, DType::kBytes, BufferSpec::Init::kData, 0, "x");
+  const int out = job.Buffer("out", 16, DType::kBytes, BufferSpec::Init::kData,
+                             0, "result", /*output=*/true);
+  job.Node("here", "spin", {Use(big, Access::kRead)}, 0, {}, 0, 10);
+  job.Node("there", "spin", {Use(big, Access::kRead), Use(out, Access::kRead)},
+           1, {0}, -1, 10);
+  for (LaunchMode mode : {LaunchMode::kStreams, LaunchMode::kDeviceGraphs}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    Outcome outcome;
+    JobOptions options;
+    options.launch_mode = mode;
+    ASSERT_TRUE(
+        executor_->Start(job.graph(), job.plan(), outcome.Callbacks(), options)
+            .ok());
+    ASSERT_TRUE(outcome.Wait());
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    EXPECT_EQ(outcome.outputs.at("out"), "result" + std::string(10, '\0'));
+    EXPECT_EQ(sim_->memory_used_bytes(0), kGiB + 0);  // cached, by size
+    // "x" on device 0, copied to device 1, and "result" there.
+    EXPECT_EQ(sim_->materialized_bytes(0), 1u);
+    EXPECT_EQ(sim_->materialized_bytes(1), 1u + 6u);
+  }
+}
+
 TEST_F(ExecutorMemoryTest, WithoutCachingEveryJobAllocates) {
   Make(uint64_t{64} << 20, /*max_cached=*/0);
   for (int i = 0; i < 3; ++i) {
