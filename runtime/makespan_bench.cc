@@ -18,19 +18,24 @@
 // vary the buffer sizes (up to tens of MiB, where transfers weigh as much
 // as kernels) and the nodes' occupancy (a share of the device, so that
 // kernels pack side by side). The host_MiB column is the host memory the
-// simulated devices hold at the end: spins never need contents, so only
-// the uploaded inputs have any.
+// simulated devices hold at the end (SimBackend::materialized_bytes):
+// spins never need contents, and uploads keep only their data, so only the
+// inputs' few bytes of data have any.
 //
 // --schedule_cases: every case of scheduler::AllScheduleCases() (GrCUDA's
 // benchmark DAGs, fork/joins, random DAGs; benchmark_graphs.h) with the
 // planner's default options on 1, 2, 4 and 8 devices (--devices), taking
-// minutes rather than seconds. The executor stages host data in host
-// memory whatever the backend (runtime/job.cc): a zeroed host copy of
-// every host-initialized buffer's full size for its first upload (which
-// the simulated device then holds too), and a host string of every
-// output's full size for its download. A case whose initial data and
-// outputs together exceed --max_staged_mib (default 2048) is skipped and
-// named as such; the rest print estimate, measured, ratio, and at the end
+// minutes rather than seconds. Host memory: an upload of initial data
+// stages the data alone and the simulated device keeps only that (zeros
+// after it take none), so a case's large host-initialized buffers cost
+// next to nothing (init_MiB is their size, data_B the bytes staged). What
+// remains is the job's results: the executor downloads every output into
+// a host string of its full size (runtime/job.cc), out_MiB in all. A case
+// whose staged data and outputs together exceed --max_staged_mib (default
+// 8192, above the largest case's outputs) is skipped and named, with its
+// outputs as the reason; the rest print estimate, measured, ratio, the
+// simulated devices' host memory (host_MiB) and the process's peak
+// resident memory during the run (peak_MiB, Linux), and at the end
 // min / median / max and the worst deviation. --cases=SUBSTRING keeps the
 // cases whose name contains it; --all runs both sets.
 //
@@ -50,12 +55,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -317,7 +324,7 @@ struct Flags {
   std::vector<int> devices = {1, 2, 4, 8};
   // Schedule cases whose host staging (see StagedBytes) exceeds this are
   // skipped.
-  uint64_t max_staged_bytes = uint64_t{2} << 30;
+  uint64_t max_staged_bytes = uint64_t{8} << 30;
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -429,15 +436,17 @@ int RunRandomShapes() {
   return 0;
 }
 
-// Host memory a job of `graph` takes in the executor before any simulated
-// device holds a byte (runtime/job.cc): the contents of every
-// host-initialized buffer, staged in a host string of its full size for
-// its first upload (which then materialises the device copy as well), and
-// a host string of every output's full size for its download.
+// Host memory a job of `graph` takes in the executor: the data of every
+// host-initialized buffer, staged for its upload (the zeros after it are
+// the upload's tail and take none, on the host or the simulated device),
+// and a host string of every output's full size for its download
+// (runtime/job.cc). `initial` is the host-initialized buffers' size, for
+// the table.
 struct Staged {
   uint64_t initial = 0;
+  uint64_t data = 0;
   uint64_t outputs = 0;
-  uint64_t total() const { return initial + outputs; }
+  uint64_t total() const { return data + outputs; }
 };
 
 Staged StagedBytes(const scheduler::Graph& graph) {
@@ -445,10 +454,35 @@ Staged StagedBytes(const scheduler::Graph& graph) {
   for (const BufferSpec& buffer : graph.buffers()) {
     if (buffer.init == BufferSpec::Init::kData) {
       staged.initial += buffer.size_bytes;
+      staged.data += std::min<uint64_t>(buffer.data.size(), buffer.size_bytes);
     }
     if (buffer.output) staged.outputs += buffer.size_bytes;
   }
   return staged;
+}
+
+// The process's peak resident memory since the last ResetPeakResident, in
+// bytes (Linux: VmHWM of /proc/self/status); 0 where unknown.
+uint64_t PeakResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, "VmHWM:")) continue;
+    rest = absl::StripAsciiWhitespace(rest);
+    uint64_t kib = 0;
+    if (absl::ConsumeSuffix(&rest, " kB") && absl::SimpleAtoi(rest, &kib)) {
+      return kib << 10;
+    }
+  }
+  return 0;
+}
+
+// Starts a new peak (Linux: writing 5 to /proc/self/clear_refs); where that
+// is not possible the peak is the process's.
+void ResetPeakResident() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
 }
 
 int RunScheduleCases(const Flags& flags) {
@@ -457,24 +491,25 @@ int RunScheduleCases(const Flags& flags) {
       "schedule cases, default options (%s), Topology::Default, %d kernel "
       "slots per device\n",
       PolicyName(defaults.device_policy), defaults.max_concurrent_kernels);
-  std::printf("%-16s %3s %5s %8s %8s %12s %12s %8s %12s %12s %8s %7s\n", "case",
-              "dev", "nodes", "init_MiB", "out_MiB", "estimate_us",
-              "measured_us", "ratio", "last_node_us", "lower_bound", "host_MiB",
-              "wall_s");
+  std::printf("%-16s %3s %5s %8s %6s %8s %12s %12s %8s %12s %12s %8s %8s %7s\n",
+              "case", "dev", "nodes", "init_MiB", "data_B", "out_MiB",
+              "estimate_us", "measured_us", "ratio", "last_node_us",
+              "lower_bound", "host_MiB", "peak_MiB", "wall_s");
   Summary summary;
   std::vector<std::string> skipped;
+  uint64_t max_host = 0;
+  uint64_t max_peak = 0;
+  const absl::Time all_start = absl::Now();
   for (scheduler::BenchmarkCase& c : scheduler::AllScheduleCases()) {
     if (!absl::StrContains(c.name, flags.cases)) continue;
     const Staged staged = StagedBytes(c.graph);
     if (staged.total() > flags.max_staged_bytes) {
       skipped.push_back(c.name);
       std::printf(
-          "%-16s skipped: the executor would stage %.0f MiB on the "
-          "host (%.0f MiB of initial data, %.0f MiB of outputs; "
-          "limit %.0f MiB)\n",
-          c.name.c_str(), static_cast<double>(staged.total()) / kMiB,
-          static_cast<double>(staged.initial) / kMiB,
-          static_cast<double>(staged.outputs) / kMiB,
+          "%-16s skipped: its outputs need %.0f MiB of host strings and its "
+          "initial data %.0f bytes (limit %.0f MiB)\n",
+          c.name.c_str(), static_cast<double>(staged.outputs) / kMiB,
+          static_cast<double>(staged.data),
           static_cast<double>(flags.max_staged_bytes) / kMiB);
       continue;
     }
@@ -491,23 +526,29 @@ int RunScheduleCases(const Flags& flags) {
         continue;
       }
       auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
+      ResetPeakResident();
       const absl::Time start = absl::Now();
       const Measured measured = Execute(graph, shared, *options.topology,
                                         options.max_concurrent_kernels);
       const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
+      const uint64_t peak = PeakResidentBytes();
+      max_peak = std::max(max_peak, peak);
+      max_host = std::max(max_host, measured.host_bytes);
       if (measured.makespan_us < 0) return 1;
       const double ratio = measured.makespan_us / shared->estimated_makespan_us;
       summary.Add(shared->estimated_makespan_us, measured.makespan_us,
                   absl::StrCat(c.name, " on ", devices, " devices"));
       std::printf(
-          "%-16s %3d %5d %8.1f %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f %8.1f "
-          "%7.2f\n",
+          "%-16s %3d %5d %8.1f %6llu %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f "
+          "%8.3f %8.0f %7.2f\n",
           c.name.c_str(), devices, graph->num_nodes(),
           static_cast<double>(staged.initial) / kMiB,
+          static_cast<unsigned long long>(staged.data),
           static_cast<double>(staged.outputs) / kMiB,
           shared->estimated_makespan_us, measured.makespan_us, ratio,
           measured.last_node_us, shared->lower_bound_us,
-          static_cast<double>(measured.host_bytes) / kMiB, wall_s);
+          static_cast<double>(measured.host_bytes) / kMiB,
+          static_cast<double>(peak) / kMiB, wall_s);
       if (measured.makespan_us != shared->estimated_makespan_us) {
         std::printf("  %s\n",
                     FirstDivergence(*graph, *shared, measured).c_str());
@@ -517,8 +558,14 @@ int RunScheduleCases(const Flags& flags) {
   }
   if (summary.empty()) return 1;
   summary.Print("schedule cases");
+  std::printf(
+      "host memory: at most %llu bytes held by the simulated devices, %.0f "
+      "MiB peak resident in one run; %.0f s in all\n",
+      static_cast<unsigned long long>(max_host),
+      static_cast<double>(max_peak) / kMiB,
+      absl::ToDoubleSeconds(absl::Now() - all_start));
   if (!skipped.empty()) {
-    std::printf("skipped %zu cases over the host staging limit: %s\n",
+    std::printf("skipped %zu cases whose outputs exceed the host limit: %s\n",
                 skipped.size(), absl::StrJoin(skipped, ", ").c_str());
   }
   return 0;

@@ -8,27 +8,28 @@
 // Contents. An allocation reads as zeros except in the byte ranges it
 // records as holding data (SimRanges): only operations that put real bytes
 // there add ranges (an upload's data, a kernel that computes on its
-// buffers, a copy of ranges holding data), and zeros written by an upload's
-// zero tail, a zero fill (Clear) or a copy of zeros only remove them, with
-// no host work. The executor places many buffers in one allocation (an
-// arena), so the ranges are kept per byte range, not per allocation. Host
-// memory for the bytes is one block per allocation, made on the first
-// operation that needs real bytes (zeroed pages from calloc, which the OS
-// hands out lazily): an upload of one byte of data into a 1 GiB allocation
-// touches one page. Host bytes outside the data ranges may be stale (once
-// written, since cleared): whoever needs real contents of a range zeroes
-// its stale parts first (Resolve with Need::kContents), and reads and
-// copies move only data ranges (Read, Copy), zeros standing in for the
-// rest. materialized_bytes counts the host bytes ever written.
+// buffers, a copy of ranges holding data), and zeros written by an
+// upload's zero tail, a zero fill (Clear) or a copy of zeros only remove
+// them, with no host work. The executor places many buffers in one
+// allocation (an arena), so the ranges are byte ranges inside an
+// allocation rather than a mark per allocation. Host memory for the bytes
+// is one block per allocation, made on the first operation that needs
+// real bytes (zeroed pages from calloc, which the OS hands out lazily): an
+// upload of one byte of data into a 1 GiB allocation touches one page.
+// Host bytes outside the data ranges may be stale (once written, since
+// cleared): whoever needs real contents of a range zeroes its stale parts
+// first (Resolve with Need::kContents), and reads and copies move only
+// data ranges (Read, Copy), zeros standing in for the rest.
+// materialized_bytes counts the host bytes ever written.
 //
 // Resolving an address finds the allocation that holds the whole range and
 // keeps that allocation alive (Resolved::owner) for as long as the caller
 // holds it, so work that resolved its buffers before they were freed still
 // has memory to touch.
 //
-// Thread-safe: the ranges change under one lock; the bytes themselves move
-// outside it, and the device's ordering of the work keeps operations on the
-// same bytes apart.
+// Thread-safe: the ranges change under one lock (as do the stale bytes
+// Need::kContents zeroes); the bytes themselves move outside it, and the
+// device's ordering of the work keeps operations on the same bytes apart.
 #ifndef WEFT_RUNTIME_SIM_SIM_MEMORY_H_
 #define WEFT_RUNTIME_SIM_SIM_MEMORY_H_
 
