@@ -10,13 +10,10 @@
 // water over the runs (what the devices held at most), and the median wall
 // time of a warm job.
 //
-// The generators' first tensor is host data. Its upload gives the
-// simulator's allocation holding it contents, and zero fills into an
-// allocation with contents write their bytes (into one without, they cost
-// nothing): with placement the whole arena then has contents and every
-// zero-initialised tensor is really filled, a cost a GPU pays either way.
-// WEFT_BENCH_NO_DATA=1 makes that tensor zero-initialised too, so that the
-// job times compare the executor's own work.
+// The generators' first tensor is host data. On the simulator its upload
+// keeps only its data and zero fills take no host work, placed or not
+// (sim_memory.h). WEFT_BENCH_NO_DATA=1 makes that tensor
+// zero-initialised too, leaving no contents at all.
 //
 //   bazel run -c opt //runtime:placement_bench -- [nodes] [runs] [devices]
 #include <algorithm>
