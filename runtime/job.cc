@@ -192,6 +192,7 @@ absl::Status Job::IssueNode(int index) {
   const PlannedNode& pn = plan_->nodes[index];
   const scheduler::NodeSpec& node = graph_->node(pn.node);
   const int device = pn.device;
+  if (!plan_->copies.empty()) WEFT_RETURN_IF_ERROR(IssueEagerCopies(index));
   WEFT_ASSIGN_OR_RETURN(StreamHandle stream, streams_.For(pn.stream));
   WEFT_RETURN_IF_ERROR(streams_.EnterLogical(pn.stream, stream));
 
@@ -283,6 +284,21 @@ absl::Status Job::IssueNode(int index) {
   if (peer_device >= 0) {
     absl::Status joined = OrderAfter(stream, device, peer);
     if (!joined.ok()) Fail(std::move(joined), pn.node);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Job::IssueEagerCopies(int index) {
+  for (const scheduler::PlannedCopy& copy : plan_->CopiesBefore(index)) {
+    WEFT_ASSIGN_OR_RETURN(StreamHandle stream, streams_.For(copy.stream));
+    WEFT_RETURN_IF_ERROR(streams_.EnterLogical(copy.stream, stream));
+    if (const EventHandle event = events_.plan_event(copy.event);
+        event.value != 0) {
+      WEFT_RETURN_IF_ERROR(env_->backend->StreamWaitEvent(stream, event));
+      tracer_->Dirty(stream);
+    }
+    WEFT_RETURN_IF_ERROR(
+        buffers_->MakeCurrent(copy.buffer, copy.device, copy.device, stream));
   }
   return absl::OkStatus();
 }

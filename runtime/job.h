@@ -305,6 +305,10 @@ class Job {
   // Device graph `g` (of graphs_), launched on pooled `stream`, completed.
   void OnGraphDone(int g, StreamHandle stream, absl::Status status);
   absl::Status IssueNode(int index);
+  // Issues the plan's eager copies for the node at issue position `index`
+  // (Plan::copies): each on its COPY stream, after its writer's event,
+  // made current on its device by the buffer coherence.
+  absl::Status IssueEagerCopies(int index);
   // Makes `to` wait for the work enqueued so far on `from`, a stream of
   // `from_device`.
   absl::Status OrderAfter(StreamHandle from, int from_device, StreamHandle to);

@@ -99,6 +99,26 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
       }
     }
   }
+  // Eager copies: in issue order of their readers, each from an earlier
+  // node that signals the event it waits on, onto a stream of its own
+  // device.
+  for (size_t c = 0; c < plan.copies.size(); ++c) {
+    const scheduler::PlannedCopy& copy = plan.copies[c];
+    const bool ordered = c == 0 || plan.copies[c - 1].before <= copy.before;
+    if (!ordered || copy.after < 0 || copy.before >= n ||
+        copy.after >= copy.before || copy.buffer < 0 ||
+        copy.buffer >= graph.num_buffers() || copy.device < 0 ||
+        copy.device >= num_devices || copy.stream < 0 ||
+        copy.stream >= num_streams ||
+        plan.streams[copy.stream].device != copy.device || copy.event < 0 ||
+        plan.nodes[copy.after].signal_event != copy.event) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan's eager copy ", c, " (buffer ", copy.buffer, " to device ",
+          copy.device, " on stream ", copy.stream, " from position ",
+          copy.after, " to ", copy.before, ", event ", copy.event,
+          ") is out of order or refers to what the plan does not have"));
+    }
+  }
   // Control nodes: a plan per body, each checked against its body.
   if (!graph.has_control()) return absl::OkStatus();
   if (static_cast<int>(plan.bodies.size()) != n) {

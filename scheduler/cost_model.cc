@@ -65,7 +65,13 @@ class Simulation {
     Setup();
     if (options_.model_transfers) PrefetchUploads();
     double makespan = 0;
+    const std::vector<PlannedCopy>& copies = schedule_.copies;
+    size_t next_copy = 0;
     for (int32_t i = 0; i < n_; ++i) {
+      for (; next_copy < copies.size() && copies[next_copy].before == i;
+           ++next_copy) {
+        IssueCopy(copies[next_copy]);
+      }
       WEFT_ASSIGN_OR_RETURN(const double end, Issue(i));
       makespan = std::max(makespan, end);
     }
@@ -146,6 +152,22 @@ class Simulation {
         return absl::InternalError(
             absl::StrCat("event ", e, " is never signalled"));
       }
+    }
+    int32_t before = 0;
+    for (const PlannedCopy& copy : sc.copies) {
+      if (copy.before < before || copy.before >= n_ || copy.after < 0 ||
+          copy.after >= copy.before || copy.buffer < 0 ||
+          copy.buffer >= graph_.num_buffers() || copy.device < 0 ||
+          copy.device >= num_devices_ || copy.stream < 0 ||
+          copy.stream >= num_streams || copy.event < 0 ||
+          copy.event >= num_events || sc.signal[copy.after] != copy.event) {
+        return absl::InternalError(absl::StrCat(
+            "eager copy of buffer ", copy.buffer, " from plan node ",
+            copy.after, " to plan node ", copy.before, " on device ",
+            copy.device, " on stream ", copy.stream, " waiting on event ",
+            copy.event, " is malformed"));
+      }
+      before = copy.before;
     }
     return absl::OkStatus();
   }
@@ -248,6 +270,16 @@ class Simulation {
     start_[i] = start;
     transfer_[i] = transfer;
     return end;
+  }
+
+  // Issues an eager copy (its writer is issued, its reader is next).
+  void IssueCopy(const PlannedCopy& copy) {
+    double t = std::max(stream_time_[copy.stream], event_time_[copy.event]);
+    double ignored = 0;
+    if (options_.model_transfers) {
+      MakeCurrent(copy.buffer, copy.device, copy.stream, &t, &ignored);
+    }
+    stream_time_[copy.stream] = t;
   }
 
   // Brings buffer b up to date in memory `where` for work on stream s
@@ -462,6 +494,7 @@ absl::Status SimulatePlan(const Graph& graph, Plan* plan,
     schedule.stream.push_back(pn.stream);
     schedule.signal.push_back(pn.signal_event);
   }
+  schedule.copies = plan->copies;
   schedule.num_streams = static_cast<int>(plan->streams.size());
   schedule.num_events = plan->num_events;
   ScheduleTimes times;

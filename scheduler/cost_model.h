@@ -31,6 +31,11 @@
 //     (uploads into the device), device-to-host (downloads from it) and
 //     device-to-device (copies into it from another device, and COPY nodes
 //     on it). HOST nodes run on the host, limited only by their streams;
+//   - an eager copy (Plan::copies) is issued just before its reader: on
+//     its COPY stream, after that stream's earlier work and its writer's
+//     event, it moves the buffer from its latest version's device to its
+//     own on that device's device-to-device engine, and readers on other
+//     streams wait for it;
 //   - a copy between devices (a node with a peer stream) starts after the
 //     work issued before it on its peer stream, and work issued later there
 //     runs after it;
@@ -79,6 +84,8 @@ struct Schedule {
   // device (-1: none); both empty when no node has one.
   std::vector<int32_t> peer_stream;
   std::vector<int32_t> peer_device;
+  // Eager copies between devices, by ascending `before` (plan.h).
+  std::vector<PlannedCopy> copies;
   int num_streams = 0;
   int num_events = 0;
   int num_devices = 1;

@@ -74,6 +74,7 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
     peer_copies_.emplace_back(lanes);
   }
   written_.assign(graph.num_buffers(), 0);
+  written_at_.assign(graph.num_buffers(), -1);
   used_.assign(graph.num_buffers(), 0);
   upload_stream_.assign(context.num_devices, 0);
   if (lookahead && context.num_devices > 1) ComputeLookahead();
@@ -118,6 +119,7 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
                                  bool book) {
   if (graph_.engine(v) == Engine::kHost) return ready;
   double t = ready;
+  double eager_end = 0;
   const absl::Span<const BufferUse> uses = graph_.Uses(v);
   for (size_t i = 0; i < uses.size(); ++i) {
     const BufferId b = uses[i].buffer;
@@ -152,12 +154,22 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     // device's upload stream (one upload after another, in issue order).
     const bool prefetched =
         from_host && !used_[b] && graph_.has_initial_data(b);
-    double& from = prefetched ? upload_stream_[device] : t;
+    // An eager copy from another device leaves once its writer ends.
+    const bool eager =
+        !from_host && context_.eager_copies && written_at_[b] >= 0 &&
+        graph_.engine(v) != Engine::kCopy && graph_.node(v).control == nullptr;
+    // The node's eager copies share the device's copy engine: each after
+    // the one before (an estimate books none of them).
+    double eager_from = std::max(written_at_[b], eager_end);
+    double& from = prefetched ? upload_stream_[device] : eager ? eager_from : t;
     const double start = book ? engine.Book(from, us, copy_units_)
                               : engine.EarliestStart(from, us, copy_units_);
     if (prefetched) {
       if (book) upload_stream_[device] = start + us;
       t = std::max(t, start + us);
+    } else if (eager) {
+      eager_end = start + us;
+      t = std::max(t, eager_end);
     } else {
       t = start + us;
     }
@@ -233,8 +245,13 @@ void PlacementState::Place(NodeId v, int device) {
         unit == nullptr ? t : unit->Book(t, cost, graph_.occupancy_units(v));
     finish_[v] = start + cost;
     start_[v] = start;
+    const bool device_node =
+        UnitOf(v, device) != nullptr && graph_.node(v).control == nullptr;
     for (const BufferUse& use : graph_.Uses(v)) {
-      if (Writes(use.access)) written_[use.buffer] = 1;
+      if (Writes(use.access)) {
+        written_[use.buffer] = 1;
+        written_at_[use.buffer] = device_node ? finish_[v] : -1;
+      }
       used_[use.buffer] = 1;
     }
   }

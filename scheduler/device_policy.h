@@ -141,6 +141,10 @@ struct DeviceContext {
   // cost model's, cost_model.h).
   int max_concurrent_kernels = 32;
   int copy_engines_per_device = 1;
+  // The plan copies data between devices as soon as it is written
+  // (PlannerOptions::eager_copies): such copies start when their writer
+  // ends rather than when the reader is ready.
+  bool eager_copies = false;
   // Fill DeviceAssignment::choice (for explanations).
   bool record_choices = true;
   // The order the walk places nodes in; not owned; null: dag.order.
@@ -267,6 +271,9 @@ class PlacementState {
   // By buffer: some node has written it (before, it holds its initial
   // zeros or fill wherever it is needed, for free).
   std::vector<uint8_t> written_;
+  // By buffer: when the device node that wrote its latest version ends
+  // (its eager copies leave then), or -1.
+  std::vector<double> written_at_;
   // By buffer: some node has used it (host data is uploaded for its first
   // use from the job's start); by device: when its upload stream is free.
   std::vector<uint8_t> used_;

@@ -1,5 +1,7 @@
 #include "scheduler/plan.h"
 
+#include <algorithm>
+
 namespace weft::scheduler {
 
 void Plan::AddNode(const PlannedNode& node, absl::Span<const NodeId> node_deps,
@@ -7,6 +9,19 @@ void Plan::AddNode(const PlannedNode& node, absl::Span<const NodeId> node_deps,
   nodes.push_back(node);
   deps.AppendRow(node_deps);
   waits.AppendRow(node_waits);
+}
+
+absl::Span<const PlannedCopy> Plan::CopiesBefore(int i) const {
+  if (copies.empty()) return {};
+  const auto by_before = [](const PlannedCopy& c, int32_t position) {
+    return c.before < position;
+  };
+  const auto first =
+      std::lower_bound(copies.begin(), copies.end(), i, by_before);
+  auto last = first;
+  while (last != copies.end() && last->before == i) ++last;
+  return absl::Span<const PlannedCopy>(copies.data() + (first - copies.begin()),
+                                       last - first);
 }
 
 }  // namespace weft::scheduler

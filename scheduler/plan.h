@@ -65,6 +65,26 @@ struct DeviceMemory {
   bool budget_clamped = false;  // budget_bytes is the device's memory
 };
 
+// An eager copy between devices: the node at issue position `after` wrote
+// `buffer` on its own device and records `event`; the node at `before`
+// reads it on `device`. Issued just before that reader, on `stream`, one
+// of `device`'s COPY streams, the copy waits on `event` alone, and the
+// reader waits for the copy: the bytes cross as soon as they are written,
+// while the reader's other inputs are still being made
+// (scheduler/eager_copies.h).
+struct PlannedCopy {
+  int32_t after = 0;
+  int32_t before = 0;
+  BufferId buffer = -1;
+  int device = 0;
+  int stream = 0;
+  int event = 0;
+  friend bool operator==(const PlannedCopy& a, const PlannedCopy& b) {
+    return a.after == b.after && a.before == b.before && a.buffer == b.buffer &&
+           a.device == b.device && a.stream == b.stream && a.event == b.event;
+  }
+};
+
 // Where the copy of a buffer on a device lies in the device's arena.
 struct PlannedBuffer {
   BufferId buffer = -1;
@@ -94,6 +114,9 @@ struct Plan {
   double critical_path_us = 0;
   // max(critical path, device work / (devices * kernels per device)).
   double lower_bound_us = 0;
+  // Eager copies between devices, by ascending `before`; their streams are
+  // in `streams` and their events count in `num_events`.
+  std::vector<PlannedCopy> copies;
   // By device, and every buffer copy's place; empty unless the plan was
   // simulated (PlannerOptions::simulate).
   std::vector<DeviceMemory> memory;
@@ -114,6 +137,8 @@ struct Plan {
     return static_cast<size_t>(i) < estimates.size() ? estimates[i]
                                                      : NodeEstimate();
   }
+  // The eager copies issued just before the node at issue position i.
+  absl::Span<const PlannedCopy> CopiesBefore(int i) const;
   // Appends a node in issue order with its lists (how plans are built by
   // hand, e.g. in tests).
   void AddNode(const PlannedNode& node, absl::Span<const NodeId> node_deps,

@@ -212,6 +212,11 @@ int CheckCase(Case& c, int trial) {
         biggest[pn.peer_stream] = std::max(biggest[pn.peer_stream], 1 + join);
       }
     }
+    // An eager copy: its wait, itself and its record.
+    for (const PlannedCopy& copy : plan->copies) {
+      tasks[copy.stream] += 3;
+      biggest[copy.stream] = std::max(biggest[copy.stream], 3);
+    }
     for (size_t s = 0; s < tasks.size(); ++s) {
       if (tasks[s] > c.options.max_nodes_per_stream) {
         EXPECT_EQ(tasks[s], biggest[s])

@@ -163,8 +163,56 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
                                "' has a peer stream but is no COPY node"));
     }
   }
+  // Eager copies: ascending by reader, each on a COPY stream of its own
+  // device that no node uses, from a device node that writes the buffer
+  // on another device, waiting on that node's event, to a node that uses
+  // it on the copy's device.
+  std::vector<uint8_t> copy_stream(num_streams, 0);
+  for (size_t c = 0; c < plan.copies.size(); ++c) {
+    const PlannedCopy& copy = plan.copies[c];
+    if (copy.after < 0 || copy.before >= n || copy.after >= copy.before ||
+        (c > 0 && copy.before < plan.copies[c - 1].before)) {
+      return Fail(absl::StrCat("eager copy ", c, " from position ", copy.after,
+                               " to ", copy.before, " is out of order"));
+    }
+    if (copy.stream < 0 || copy.stream >= num_streams ||
+        stream_use[copy.stream] != 0 ||
+        plan.streams[copy.stream].device != copy.device ||
+        plan.streams[copy.stream].engine != Engine::kCopy) {
+      return Fail(
+          absl::StrCat("eager copy ", c, " on bad stream ", copy.stream));
+    }
+    copy_stream[copy.stream] = 1;
+    const PlannedNode& writer = plan.nodes[copy.after];
+    bool writes = false;
+    if (copy.buffer >= 0 && copy.buffer < graph.num_buffers()) {
+      for (const BufferUse& use : graph.Uses(writer.node)) {
+        writes |= use.buffer == copy.buffer && Writes(use.access);
+      }
+    }
+    const PlannedNode& reader = plan.nodes[copy.before];
+    bool reads = false;
+    if (copy.buffer >= 0 && copy.buffer < graph.num_buffers()) {
+      for (const BufferUse& use : graph.Uses(reader.node)) {
+        reads |= use.buffer == copy.buffer;
+      }
+    }
+    if (!reads || reader.device != copy.device) {
+      return Fail(absl::StrCat("eager copy ", c, " of buffer ", copy.buffer,
+                               " is not for a node on device ", copy.device,
+                               " that uses it"));
+    }
+    if (!writes || writer.device == copy.device ||
+        writer.signal_event != copy.event || copy.event < 0) {
+      return Fail(absl::StrCat("eager copy ", c, " of buffer ", copy.buffer,
+                               " does not follow a writer on another device "
+                               "that signals its event"));
+    }
+  }
   for (int s = 0; s < num_streams; ++s) {
-    if (stream_use[s] == 0) return Fail(absl::StrCat("stream ", s, " unused"));
+    if (stream_use[s] == 0 && copy_stream[s] == 0) {
+      return Fail(absl::StrCat("stream ", s, " unused"));
+    }
   }
   // Events.
   std::vector<int> signaller(plan.num_events, -1);
@@ -212,6 +260,7 @@ absl::Status VerifyPlan(const Graph& graph, const Plan& plan) {
       }
     }
   }
+  for (const PlannedCopy& copy : plan.copies) ++waits[copy.event];
   for (int e = 0; e < plan.num_events; ++e) {
     if (waits[e] == 0) return Fail(absl::StrCat("event ", e, " never waited"));
   }

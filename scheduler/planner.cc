@@ -14,6 +14,7 @@
 #include "scheduler/data_location.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
+#include "scheduler/eager_copies.h"
 #include "scheduler/huge_pages.h"
 #include "scheduler/lower_bound.h"
 #include "scheduler/memory/memory_order.h"
@@ -200,7 +201,9 @@ void AppendStreamReason(const Graph& graph, const PlannedNode& pn,
 // The cost model's simulation of the planned streams and events, by issue
 // position. Borrows streams.waits for the time of the simulation.
 absl::Status SimulateStreams(const Graph& graph, const Dag& dag,
-                             StreamContext& streams, const Topology& topology,
+                             StreamContext& streams,
+                             const std::vector<PlannedCopy>& copies,
+                             const Topology& topology,
                              const PlannerOptions& options,
                              ScheduleTimes* times) {
   const int n = dag.num_nodes();
@@ -225,6 +228,7 @@ absl::Status SimulateStreams(const Graph& graph, const Dag& dag,
     }
   }
   schedule.waits = std::move(streams.waits);
+  schedule.copies = copies;
   schedule.num_streams = static_cast<int>(streams.streams.size());
   schedule.num_events = streams.num_events;
   schedule.num_devices = options.num_devices;
@@ -368,6 +372,9 @@ struct IssuePlan {
         }
       }
     }
+    if (context.eager_copies) {
+      WEFT_ASSIGN_OR_RETURN(copies, PlanEagerCopies(graph, *dag, *streams));
+    }
     profile.streams_s += clock.Now() - start;
     if (!simulate) return absl::OkStatus();
     start = clock.Now();
@@ -378,13 +385,15 @@ struct IssuePlan {
 
   absl::Status Simulate(const Graph& graph, const Topology& topology,
                         const PlannerOptions& options) {
-    return SimulateStreams(graph, *dag, *streams, topology, options, &times);
+    return SimulateStreams(graph, *dag, *streams, copies, topology, options,
+                           &times);
   }
 
   // Heap-held: the stream context refers to the dag.
   std::unique_ptr<Dag> dag;
   DeviceAssignment devices;  // its devices moved into `streams`
   std::unique_ptr<StreamContext> streams;
+  std::vector<PlannedCopy> copies;  // eager copies, by ascending `before`
   ScheduleTimes times;
 };
 
@@ -429,6 +438,10 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.restrict_to_parent_devices = options.restrict_to_parent_devices;
   context.max_concurrent_kernels = options.max_concurrent_kernels;
   context.copy_engines_per_device = options.copy_engines_per_device;
+  // SINGLE mode keeps one stream per device: copies run on it.
+  const bool eager_copies =
+      options.eager_copies && options.stream_mode != StreamMode::kSingle;
+  context.eager_copies = eager_copies;
   context.record_choices = options.explain;
   profile.devices_s = profile.streams_s = profile.simulation_s = 0;
   profile.passes_s.clear();
@@ -503,6 +516,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
                           has_peers ? streams.peer_stream[v] : -1});
   }
   plan.waits = std::move(streams.waits);
+  plan.copies = std::move(chosen.copies);
   bool in_node_order = true;
   for (int i = 0; i < n && in_node_order; ++i) {
     in_node_order = dag_out.order[i] == i;

@@ -70,6 +70,11 @@ struct PlannerOptions {
   // way.
   bool simulate = true;
   MemoryOrderKind memory_order = MemoryOrderKind::kSubmitted;
+  // Copy data between devices as soon as it is written, on a COPY stream
+  // of the reading device, instead of on the reader's stream once all its
+  // inputs are ready (eager_copies.h; Plan::copies). Not in SINGLE stream
+  // mode, which keeps one stream per device.
+  bool eager_copies = true;
   // Control nodes' bodies are planned on the device of their control node,
   // as a loop the device runs by itself needs (unless a body pins nodes to
   // devices); false plans them over every device like a graph of their

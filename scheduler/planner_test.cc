@@ -120,7 +120,13 @@ TEST(PlannerTest, RoundRobinSplitsAcrossDevices) {
   std::vector<int> devices;
   for (const PlannedNode& pn : plan->nodes) devices.push_back(pn.device);
   EXPECT_THAT(devices, ElementsAre(0, 1, 0, 1));
-  EXPECT_EQ(plan->streams.size(), 2u);
+  // A stream per device, and one eager copy stream on device 1 for x (to
+  // left) and y (to sum), both written on device 0's stream.
+  EXPECT_EQ(plan->streams.size(), 3u);
+  ASSERT_EQ(plan->copies.size(), 2u);
+  EXPECT_EQ(g.buffer(plan->copies[0].buffer).name, "x");
+  EXPECT_EQ(g.buffer(plan->copies[1].buffer).name, "y");
+  EXPECT_EQ(plan->copies[0].stream, plan->copies[1].stream);
   // The critical path, then `out` (4 bytes) back to the host.
   EXPECT_DOUBLE_EQ(plan->lower_bound_us, 13 + 4 / 25e3);
   EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us);
@@ -178,10 +184,11 @@ TEST(PlannerTest, MinFinishTimeKeepsTheForkJoinWhereItIsFastest) {
   absl::StatusOr<Plan> plan = PlanGraph(g, options);
   ASSERT_TRUE(plan.ok()) << plan.status();
   // init on 0; left (10 us) and right (4 us) split across the devices;
-  // sum after both.
+  // sum after both, on device 0, where left ends last: y crosses as soon
+  // as right writes it.
   std::vector<int> devices;
   for (const PlannedNode& pn : plan->nodes) devices.push_back(pn.device);
-  EXPECT_THAT(devices, ElementsAre(0, 0, 1, 1));
+  EXPECT_THAT(devices, ElementsAre(0, 0, 1, 0));
   EXPECT_THAT(plan->reasons[0],
               HasSubstr("device 0 (earliest estimated finish: 1 us)"));
   EXPECT_LT(plan->estimated_makespan_us, 17);  // beats one device
@@ -288,6 +295,7 @@ TEST(PlannerTest, TopologySlowsCrossDeviceWork) {
   PlannerOptions options;
   options.num_devices = 2;
   options.device_policy = DevicePolicyKind::kRoundRobin;
+  options.eager_copies = false;  // copies on the nodes' own streams
   absl::StatusOr<Plan> fast = PlanGraph(g, options);
   ASSERT_TRUE(fast.ok());
   absl::StatusOr<Topology> slow =

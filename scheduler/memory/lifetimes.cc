@@ -119,6 +119,17 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     }
   }
 
+  // Eager copies by writer position (the plan lists them by reader).
+  std::vector<int32_t> copies_by_writer(plan.copies.size());
+  for (size_t k = 0; k < copies_by_writer.size(); ++k) {
+    copies_by_writer[k] = static_cast<int32_t>(k);
+  }
+  std::stable_sort(copies_by_writer.begin(), copies_by_writer.end(),
+                   [&plan](int32_t a, int32_t b) {
+                     return plan.copies[a].after < plan.copies[b].after;
+                   });
+  size_t next_copy = 0;
+
   // The executor's replay (Job::MakeCurrent, Job::MarkWritten).
   std::vector<UploadWait> upload_waits;
   for (int i = 0; i < n; ++i) {
@@ -126,6 +137,12 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     const int where =
         graph.engine(pn.node) == Engine::kHost ? kHost : pn.device;
     const absl::Span<const BufferUse> uses = graph.Uses(pn.node);
+    // An eager copy for this node reads its source until the node starts.
+    for (const PlannedCopy& copy : plan.CopiesBefore(i)) {
+      if (copy.buffer < 0 || copy.buffer >= graph.num_buffers()) continue;
+      const int32_t from = state[copy.buffer].latest;
+      if (from >= 0 && from != copy.device) use(copy.buffer, from, i);
+    }
     for (const BufferUse& u : uses) {
       const BufferId b = u.buffer;
       BufferState& s = state[b];
@@ -157,6 +174,26 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
       s.current = Bit(where);
       s.written = true;
       s.upload_seq = 0;
+    }
+    // Eager copies from this writer: the destination copy counts as used
+    // from the writer on (the copy runs after it and before its reader;
+    // its source counts as used by the reader, above).
+    for (; next_copy < copies_by_writer.size() &&
+           plan.copies[copies_by_writer[next_copy]].after <= i;
+         ++next_copy) {
+      const PlannedCopy& copy = plan.copies[copies_by_writer[next_copy]];
+      if (copy.after < i) continue;  // out of range: before position 0
+      if (copy.buffer < 0 || copy.buffer >= graph.num_buffers() ||
+          copy.device < 0 || copy.device >= num_devices) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plan.copies: buffer ", copy.buffer, " to device ",
+                         copy.device, " is not in the graph and plan"));
+      }
+      BufferState& s = state[copy.buffer];
+      if (s.latest < 0 || (s.current & Bit(copy.device)) != 0) continue;
+      use(copy.buffer, s.latest, i);
+      use(copy.buffer, copy.device, i);
+      s.current |= Bit(copy.device);
     }
   }
   for (BufferId b = 0; b < graph.num_buffers(); ++b) {

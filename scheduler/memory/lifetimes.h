@@ -4,7 +4,10 @@
 // keeps it (runtime/job.h): a copy is created by a prefetch upload before
 // the first node (host data whose first user is a device node), or at its
 // first use there (made in place, or transferred from the latest version
-// on another device, which is then used too, as the source of the copy);
+// on another device, which is then used too, as the source of the copy),
+// or by an eager copy (Plan::copies), which counts as a use of its
+// destination from its writer's position and of its source up to its
+// reader's;
 // it is used by every node on that device that touches the buffer; the
 // copy an output's last version is on is downloaded after everything,
 // so it lives to the end of the job. Host nodes use host memory and only

@@ -115,6 +115,7 @@ TEST(LifetimesTest, SourceOfACopyBetweenDevicesIsUsedByTheReader) {
   const Graph g = WithBuffers(m.Build(), {"z"});
   PlannerOptions options;
   options.num_devices = 2;
+  options.eager_copies = false;
   const Plan plan = MustPlan(g, options);
   const Lifetimes lt = MustCompute(g, plan);
   const int x0 = lt.Find(0, 0), x1 = lt.Find(0, 1);
@@ -124,6 +125,29 @@ TEST(LifetimesTest, SourceOfACopyBetweenDevicesIsUsedByTheReader) {
   EXPECT_THAT(lt.Uses(x1), ::testing::ElementsAre(1));
   EXPECT_EQ(lt.Find(1, 0), -1);
   EXPECT_TRUE(lt.copy(lt.Find(2, 1)).live_to_end);
+}
+
+TEST(LifetimesTest, AnEagerCopyIsUsedFromItsWriter) {
+  GraphMaker m;
+  m.Buffer("x").Buffer("y").Buffer("z");
+  m.Node("a", "x:w", NodeOptions{.device = 0});
+  m.Node("b", "x:r y:w", NodeOptions{.device = 1});
+  m.Node("c", "y:r z:w", NodeOptions{.device = 1});
+  const Graph g = WithBuffers(m.Build(), {"z"});
+  PlannerOptions options;
+  options.num_devices = 2;
+  const Plan plan = MustPlan(g, options);
+  ASSERT_EQ(plan.copies.size(), 1u);
+  ASSERT_EQ(plan.copies[0].after, 0);
+  const Lifetimes lt = MustCompute(g, plan);
+  const int x0 = lt.Find(0, 0), x1 = lt.Find(0, 1);
+  ASSERT_GE(x0, 0);
+  ASSERT_GE(x1, 0);
+  // The copy reads x on device 0 from the end of `a` up to `b`, and x
+  // lives on device 1 from then on.
+  EXPECT_THAT(lt.Uses(x0), ::testing::ElementsAre(0, 1));
+  EXPECT_THAT(lt.Uses(x1), ::testing::ElementsAre(0, 1));
+  EXPECT_EQ(lt.copy(x1).first, 0);
 }
 
 TEST(LifetimesPropertyTest, BeforeIsExactWithoutUploads) {
