@@ -222,9 +222,23 @@ std::string PlanTable(const weft::v1::Plan& plan,
       plan.lower_bound_us());
   std::string out =
       absl::StrCat(Table(nodes), "\n", Table(streams), "\n", totals);
+  const std::string copies = CopyTable(plan);
+  if (!copies.empty()) absl::StrAppend(&out, "\n", copies);
   const std::string memory = MemoryTable(plan);
   if (!memory.empty()) absl::StrAppend(&out, "\n", memory);
   return out;
+}
+
+std::string CopyTable(const weft::v1::Plan& plan) {
+  if (plan.copies().empty()) return "";
+  std::vector<std::vector<std::string>> rows = {
+      {"COPY", "FROM", "FOR", "DEVICE", "STREAM", "WAITS"}};
+  for (const weft::v1::PlannedCopy& c : plan.copies()) {
+    rows.push_back({c.buffer(), c.writer(), c.reader(),
+                    absl::StrCat(c.device()), absl::StrCat(c.stream()),
+                    absl::StrCat(c.event())});
+  }
+  return Table(rows);
 }
 
 std::string MemoryTable(const weft::v1::Plan& plan) {

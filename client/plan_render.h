@@ -41,10 +41,16 @@ struct PlanRenderOptions {
 // START_US END_US [DUR_US] REASON, "-" for empty cells and the reason as
 // the daemon wrote it), then one row per stream, then a line of totals. A
 // copy between devices shows its stream and peer stream as "S+P", and
-// counts on both. When the plan has memory, then one row per device
-// (MemoryTable).
+// counts on both. When the plan has eager copies, then one row per copy
+// (CopyTable); when it has memory, one row per device (MemoryTable).
 std::string PlanTable(const weft::v1::Plan& plan,
                       const PlanRenderOptions& options = {});
+
+// COPY FROM FOR DEVICE STREAM WAITS, one row per eager copy between
+// devices (Plan.copies): the buffer, the node that wrote it, the node it
+// is copied for, the device and stream it is copied on and the event it
+// waits on; empty when the plan has none.
+std::string CopyTable(const weft::v1::Plan& plan);
 
 // DEVICE ARENA PEAK_LIVE LOWER_BOUND BUDGET SPILLED ORDERINGS_ADDED, one row
 // per Plan.memory entry, bytes as FormatBytes does and a budget of 0 as

@@ -270,6 +270,22 @@ TEST(PlanTableTest, MemoryTableAfterTheTotals) {
   EXPECT_EQ(text.back(), '\n');
 }
 
+TEST(PlanTableTest, CopyTableListsEagerCopies) {
+  EXPECT_EQ(CopyTable(SamplePlan()), "");
+  weft::v1::Plan plan = SamplePlan();
+  weft::v1::PlannedCopy* copy = plan.add_copies();
+  copy->set_buffer("x");
+  copy->set_writer("a");
+  copy->set_reader("d");
+  copy->set_device(1);
+  copy->set_stream(3);
+  copy->set_event(0);
+  EXPECT_EQ(CopyTable(plan),
+            "COPY  FROM  FOR  DEVICE  STREAM  WAITS\n"
+            "x     a     d    1       3       0\n");
+  EXPECT_THAT(PlanTable(plan), HasSubstr("\n\nCOPY  FROM  FOR"));
+}
+
 TEST(PlanTableTest, SimulateAddsDurationsAndStreamUtilisation) {
   PlanRenderOptions options;
   options.simulate = true;

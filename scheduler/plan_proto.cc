@@ -181,6 +181,16 @@ weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
     out->set_offset(b.offset);
     out->set_size_bytes(b.size_bytes);
   }
+  proto.mutable_copies()->Reserve(static_cast<int>(plan.copies.size()));
+  for (const PlannedCopy& copy : plan.copies) {
+    weft::v1::PlannedCopy* out = proto.add_copies();
+    out->set_buffer(graph.buffer(copy.buffer).name);
+    out->set_writer(graph.node(plan.nodes[copy.after].node).name);
+    out->set_reader(graph.node(plan.nodes[copy.before].node).name);
+    out->set_device(copy.device);
+    out->set_stream(copy.stream);
+    out->set_event(copy.event);
+  }
   for (NodeId v = 0; v < static_cast<NodeId>(plan.bodies.size()); ++v) {
     const std::vector<std::shared_ptr<const Plan>>& bodies = plan.bodies[v];
     const NodeSpec& node = graph.node(v);

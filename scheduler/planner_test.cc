@@ -127,6 +127,13 @@ TEST(PlannerTest, RoundRobinSplitsAcrossDevices) {
   EXPECT_EQ(g.buffer(plan->copies[0].buffer).name, "x");
   EXPECT_EQ(g.buffer(plan->copies[1].buffer).name, "y");
   EXPECT_EQ(plan->copies[0].stream, plan->copies[1].stream);
+  const weft::v1::Plan proto = PlanToProto(g, *plan);
+  ASSERT_EQ(proto.copies_size(), 2);
+  EXPECT_EQ(proto.copies(0).buffer(), "x");
+  EXPECT_EQ(proto.copies(0).writer(), "init");
+  EXPECT_EQ(proto.copies(0).reader(), "left");
+  EXPECT_EQ(proto.copies(1).reader(), "sum");
+  EXPECT_EQ(proto.copies(1).device(), 1);
   // The critical path, then `out` (4 bytes) back to the host.
   EXPECT_DOUBLE_EQ(plan->lower_bound_us, 13 + 4 / 25e3);
   EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us);
