@@ -4,10 +4,12 @@
 // Plans every graph of AllScheduleCases (benchmark_graphs.h: GrCUDA's
 // benchmark DAGs, fork/joins, random layered DAGs) on 1, 2, 4 and 8
 // simulated devices (Topology::Default: 25 GB/s host links, 32 kernel slots
-// per device) with every device policy, and with the planner's default
-// options. For each plan it takes the cost model's simulated makespan over
-// the plan's lower bound (lower_bound.h: no schedule on the cost model's
-// machine beats it, so 1 is optimal and 1.05 close). It prints:
+// per device) with every device policy, with the planner's default
+// options, and with the defaults but copies between devices made on the
+// readers' streams (no-eager: PlannerOptions::eager_copies off). For each plan
+// it takes the cost model's simulated makespan over the plan's lower bound
+// (lower_bound.h: no schedule on the cost model's machine beats it, so 1 is
+// optimal and 1.05 close). It prints:
 //
 //   - the ratio per case, device count and policy ("n/a": a policy the
 //     planner does not offer yet; "err": planning failed, see stderr);
@@ -98,13 +100,15 @@ struct Column {
   std::string name;
   std::optional<DevicePolicyKind> policy;  // empty: the defaults
   bool available = true;
+  bool eager_copies = true;  // PlannerOptions::eager_copies
 };
 
 std::vector<Column> Columns() {
   // Short names, in DevicePolicyKind order.
   const char* const kNames[] = {"rr",     "stream", "minsize",  "minmin",
                                 "minmax", "finish", "lookahead"};
-  std::vector<Column> columns = {{"default", std::nullopt, true}};
+  std::vector<Column> columns = {{"default", std::nullopt, true},
+                                 {"no-eager", std::nullopt, true, false}};
   constexpr int kLast =
       static_cast<int>(DevicePolicyKind::kLookaheadFinishTime);
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == kLast + 1);
@@ -124,6 +128,7 @@ PlannerOptions OptionsFor(const Column& column, int devices) {
   options.num_devices = devices;
   options.max_concurrent_kernels = kKernelSlots;
   options.topology = Topology::Default(devices);
+  options.eager_copies = column.eager_copies;
   if (column.policy.has_value()) {
     options.device_policy = *column.policy;
     options.explain = false;
@@ -191,7 +196,9 @@ void PrintRatios(const std::vector<BenchmarkCase>& cases,
   } else {
     std::printf("makespan / lower bound (%d kernel slots per device)\n",
                 kKernelSlots);
-    std::printf("default: PlannerOptions' defaults;");
+    std::printf(
+        "default: PlannerOptions' defaults; no-eager the same without eager "
+        "copies;");
     for (const Column& column : columns) {
       if (column.policy.has_value()) {
         std::printf(" %s %s", column.name.c_str(),
