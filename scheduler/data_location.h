@@ -20,6 +20,17 @@
 
 namespace weft::scheduler {
 
+// Calls f(memory) for each place in `mask` (DataLocations::Mask): a device
+// for bits 0-62, Topology::kHost (-1) for the host bit.
+template <typename F>
+void ForEachMemory(uint64_t mask, F f) {
+  while (mask != 0) {
+    const int bit = __builtin_ctzll(mask);
+    mask &= mask - 1;
+    f(bit == 63 ? -1 : bit);
+  }
+}
+
 class DataLocations {
  public:
   using Mask = uint64_t;
