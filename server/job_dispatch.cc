@@ -1,0 +1,253 @@
+// JobManager's run ends and dispatch (job_manager.h): finishing jobs,
+// and the dispatch thread that starts queued jobs as running ones end.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/trace.h"
+#include "scheduler/memory/memory_plan.h"
+#include "scheduler/plan.h"
+#include "scheduler/status_macros.h"
+#include "server/devices.h"
+#include "server/job_manager.h"
+#include "server/job_record.h"
+#include "server/job_run.h"
+
+namespace weft::server {
+
+namespace {
+
+absl::string_view OutcomeLabel(JobState s) {
+  switch (s) {
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    default:
+      return "cancelled";
+  }
+}
+
+}  // namespace
+
+// ----------------------------------------------------- finish and dispatch --
+
+void JobManager::Finish(const std::shared_ptr<JobRecord>& job,
+                        absl::Status status, std::string failed_node,
+                        runtime::HostBuffers outputs) {
+  absl::MutexLock lock(&mu_);
+  FinishLocked(job, std::move(status), std::move(failed_node),
+               std::move(outputs));
+}
+
+void JobManager::RunEnded(const std::shared_ptr<JobRecord>& job,
+                          absl::Status status, std::string failed_node,
+                          runtime::HostBuffers outputs) {
+  std::vector<std::shared_ptr<JobRecord>> start;
+  {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(job, std::move(status), std::move(failed_node),
+                 std::move(outputs));
+    start = TakeStartableLocked(/*quick_only=*/true);
+    if (!start.empty()) UpdateGaugesLocked();
+  }
+  for (const std::shared_ptr<JobRecord>& next : start) StartJob(next);
+}
+
+void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
+                              absl::Status status, std::string failed_node,
+                              runtime::HostBuffers outputs) {
+  const absl::Time now = Now();
+  JobState to;
+  int64_t kept_bytes = 0;
+  absl::Duration run_time;
+  bool started = false;
+  {
+    absl::MutexLock job_lock(&job->mu);
+    if (IsTerminal(job->state)) return;
+    if (status.ok()) {
+      // Every output must have come back; anything else is a runtime bug.
+      for (const std::string& name : job->output_names) {
+        if (!outputs.contains(name)) {
+          status = absl::InternalError(absl::StrCat(
+              "the executor returned no data for output buffer '", name, "'"));
+          break;
+        }
+      }
+    }
+    if (status.ok()) {
+      to = JobState::kSucceeded;
+    } else if (job->cancel_requested ||
+               status.code() == absl::StatusCode::kCancelled) {
+      to = JobState::kCancelled;
+      if (!job->cancel_reason.empty()) {
+        status = absl::CancelledError(job->cancel_reason);
+      }
+    } else {
+      to = JobState::kFailed;
+    }
+    absl::Status legal = CheckTransition(job->state, to);
+    if (!legal.ok()) {
+      // QUEUED -> SUCCEEDED cannot be produced above; keep the job honest
+      // anyway rather than skipping a state.
+      to = JobState::kFailed;
+      status = absl::InternalError(legal.message());
+    }
+    if (to == JobState::kSucceeded) {
+      for (const std::string& name : job->output_names) {
+        OutputBuffer out;
+        scheduler::BufferId b = job->graph->FindBuffer(name);
+        if (b >= 0) out.dtype = job->graph->buffer(b).dtype;
+        out.data = std::make_shared<const std::string>(
+            std::move(outputs.find(name)->second));
+        job->output_bytes += static_cast<int64_t>(out.data->size());
+        job->outputs.emplace(name, std::move(out));
+      }
+    }
+    kept_bytes = job->output_bytes;
+    started = job->start_time.has_value();
+    run_time = started ? now - *job->start_time : absl::ZeroDuration();
+    // Counted before the state is published, so that whoever sees the job
+    // end also sees it counted.
+    metrics_->JobFinished(OutcomeLabel(to), job->tenant, run_time);
+    job->state = to;
+    job->error = status;
+    job->failed_node = std::move(failed_node);
+    job->end_time = now;
+    job->graph.reset();
+    job->plan.reset();
+    job->Changed();
+    job->MaybeDropEvents();
+  }
+  if (started) admission_.RecordRunTime(run_time);
+  if (running_.erase(job->id) > 0) queue_.Finished(job->tenant);
+  retention_.Add(job, now, kept_bytes);
+  EvictLocked(now);
+  UpdateGaugesLocked();
+}
+
+bool JobManager::CanDispatchLocked() const {
+  return shutdown_ ||
+         (queue_.startable() &&
+          static_cast<int64_t>(running_.size()) < max_running_jobs_);
+}
+
+std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked(
+    bool quick_only) {
+  std::vector<std::shared_ptr<JobRecord>> taken;
+  if (shutdown_) return taken;
+  const absl::Time now = Now();
+  while (CanDispatchLocked()) {
+    if (quick_only) {
+      const JobRecord& next = *directory_.Find(*queue_.PeekId());
+      if (next.nodes_total > kMaxStartedOnRunEndNodes ||
+          next.planner_options.device_policy ==
+              scheduler::DevicePolicyKind::kStreamAware) {
+        break;
+      }
+    }
+    std::shared_ptr<JobRecord> job = directory_.Find(queue_.Pop()->id);
+    running_[job->id] = job;
+    {
+      absl::MutexLock job_lock(&job->mu);
+      job->state = JobState::kRunning;
+      job->start_time = now;
+      job->Changed();
+    }
+    metrics_->ObserveQueueWait(now - job->create_time);
+    taken.push_back(std::move(job));
+  }
+  return taken;
+}
+
+void JobManager::DispatchLoop() {
+  while (true) {
+    std::vector<std::shared_ptr<JobRecord>> start;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!CanDispatchLocked()) {
+        if (retain_for_ == absl::InfiniteDuration()) {
+          mu_.Await(absl::Condition(this, &JobManager::CanDispatchLocked));
+          continue;
+        }
+        // Finished jobs expire even when nobody calls in. The wait is capped
+        // because the clock may not be the real one.
+        const absl::Duration until =
+            std::min(retention_.UntilNextExpiry(Now()), absl::Seconds(1));
+        if (!mu_.AwaitWithTimeout(
+                absl::Condition(this, &JobManager::CanDispatchLocked),
+                until + absl::Milliseconds(1))) {
+          EvictLocked(Now());
+        }
+      }
+      if (shutdown_) return;
+      start = TakeStartableLocked();
+      UpdateGaugesLocked();
+    }
+    for (const std::shared_ptr<JobRecord>& job : start) StartJob(job);
+  }
+}
+
+void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
+  std::shared_ptr<const scheduler::Graph> graph;
+  std::shared_ptr<const scheduler::Plan> plan;
+  {
+    absl::MutexLock lock(&job->mu);
+    graph = job->graph;
+    plan = job->plan;
+  }
+  if (graph == nullptr || plan == nullptr) return;  // finished already
+
+  if (job->planner_options.device_policy ==
+      scheduler::DevicePolicyKind::kStreamAware) {
+    // The one load-aware policy: plan again against the load of now.
+    scheduler::PlannerOptions options = job->planner_options;
+    options.busy_streams = BusyStreams(*executor_, options.num_devices);
+    if (options.busy_streams != job->planner_options.busy_streams) {
+      const absl::Time plan_start = absl::Now();
+      absl::StatusOr<scheduler::Plan> replanned = PlanJob(*graph, options);
+      metrics_->ObservePlanning(absl::Now() - plan_start);
+      if (!replanned.ok()) {
+        Finish(job, replanned.status(), "", {});
+        return;
+      }
+      plan = std::make_shared<const scheduler::Plan>(*std::move(replanned));
+    }
+  }
+
+  runtime::JobCallbacks callbacks =
+      MakeRunCallbacks(job, graph, plan, metrics_, clock_,
+                       [this, job](absl::Status status, std::string failed_node,
+                                   runtime::HostBuffers outputs) {
+                         RunEnded(job, std::move(status),
+                                  std::move(failed_node), std::move(outputs));
+                       });
+
+  std::optional<std::string> cancelled;
+  {
+    absl::MutexLock lock(&job->mu);
+    if (job->cancel_requested) cancelled = job->cancel_reason;
+  }
+  if (cancelled) {
+    Finish(job, absl::CancelledError(*cancelled), "", {});
+    return;
+  }
+  absl::StatusOr<uint64_t> run = executor_->Start(
+      graph, plan, std::move(callbacks),
+      runtime::JobOptions{job->launch_mode, job->control_mode});
+  if (!run.ok()) {
+    Finish(job, run.status(), "", {});
+    return;
+  }
+  bool cancel;
+  {
+    absl::MutexLock lock(&job->mu);
+    job->run = *run;
+    cancel = job->cancel_requested && !IsTerminal(job->state);
+  }
+  if (cancel) executor_->Cancel(*run);
+}
+
+}  // namespace weft::server
