@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "scheduler/huge_pages.h"
 #include "scheduler/status_macros.h"
+#include "scheduler/transitive_reducer.h"
 
 namespace weft::scheduler {
 namespace {
@@ -172,159 +173,6 @@ class Collector {
 size_t EdgeRoom(const Graph& graph) {
   return static_cast<size_t>(graph.num_uses() + graph.num_after_edges());
 }
-
-// Transitive reduction, one node at a time in topological order: which of
-// a node's direct predecessors no other one of them reaches. Not
-// thread-safe.
-class Reducer {
- public:
-  // Searches (backward over `raw`) may enter this many nodes per edge
-  // before the edge is left to the interval labels ...
-  static constexpr int64_t kSearchLimit = 256;
-  // ... and this many per node of the graph, plus kSearchSlack, in all.
-  static constexpr int64_t kSearchSlack = 4096;
-
-  // `reach` labels (or will label) `num_nodes` nodes.
-  Reducer(const ReachabilityIndex& reach, const Csr& raw, int num_nodes)
-      : reach_(reach),
-        query_(reach, raw),
-        budget_(num_nodes / 4 + kSearchSlack) {}
-
-  // Rows longer than this are left to ReduceExact.
-  static constexpr size_t kFewPreds = 16;
-
-  // Which of `row`, the direct predecessors of `v`, are redundant: returns
-  // a mask (bit i: row[i] is). `inherited` is what Label returned for v.
-  // REQUIRES: v and its ancestors are labelled in the index. Returns
-  // nullopt if some edge could not be settled with the window and a short
-  // search (or the row is longer than kFewPreds): ReduceExact must decide
-  // the row.
-  std::optional<uint32_t> Reduce(NodeId v, absl::Span<const NodeId> row,
-                                 uint64_t inherited) {
-    if (row.size() <= 1) return 0;
-    if (row.size() > kFewPreds) return std::nullopt;
-    constexpr int kWindow = ReachabilityIndex::kWindow;
-    const int32_t pv = reach_.pos(v);
-    uint32_t redundant = 0;
-    bool any_far = false;
-    for (size_t i = 0; i < row.size(); ++i) {
-      const int32_t d = pv - reach_.pos(row[i]);
-      if (d <= kWindow) {
-        redundant |= static_cast<uint32_t>((inherited >> (d - 1)) & 1) << i;
-      } else {
-        any_far = true;
-      }
-    }
-    if (!any_far) return redundant;
-    if (query_.nodes_searched() >= budget_) return std::nullopt;
-    // A far predecessor u is redundant if it reaches another predecessor w.
-    for (size_t i = 0; i < row.size(); ++i) {
-      const NodeId u = row[i];
-      if (pv - reach_.pos(u) <= kWindow) continue;
-      // Candidates within u's window are settled by one bit; only the
-      // others need a search.
-      candidates_.clear();
-      bool hit = false;
-      for (NodeId w : row) {
-        if (w == u || !reach_.MayReach(u, w)) continue;
-        if (reach_.InWindow(u, w)) {
-          hit = reach_.WindowBit(u, w);
-          if (hit) break;
-        } else {
-          candidates_.push_back(w);
-        }
-      }
-      if (!hit && !candidates_.empty()) {
-        const int64_t limit =
-            std::min(kSearchLimit, budget_ - query_.nodes_searched());
-        const std::optional<bool> reaches =
-            query_.TryReachesAny(u, candidates_, limit);
-        if (!reaches.has_value()) return std::nullopt;
-        hit = *reaches;
-      }
-      if (hit) redundant |= uint32_t{1} << i;
-    }
-    return redundant;
-  }
-
-  // As Reduce, for any row and always deciding: sets keep[i] to whether
-  // row[i] stays. `query` runs over an index that carries interval labels.
-  void ReduceExact(NodeId v, absl::Span<const NodeId> row,
-                   ReachabilityQuery& query, std::vector<uint8_t>& keep) {
-    keep.assign(row.size(), 1);
-    if (row.size() <= 1) return;
-    const int32_t pv = reach_.pos(v);
-    if (!ReduceInWindow(pv, row, keep)) return;
-    const IntervalLabels& intervals = reach_.intervals();
-    far_.clear();
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (pv - reach_.pos(row[i]) > ReachabilityIndex::kWindow) {
-        far_.push_back(i);
-      }
-    }
-    if (row.size() <= kFewPreds) {
-      for (size_t i : far_) {
-        const NodeId u = row[i];
-        candidates_.clear();
-        for (NodeId w : row) {
-          if (w != u && reach_.MayReach(u, w)) candidates_.push_back(w);
-        }
-        if (!candidates_.empty() && query.ReachesAny(u, candidates_)) {
-          keep[i] = 0;
-        }
-      }
-      return;
-    }
-    // Many predecessors: such a w has post(w) in [low(u), post(u)), a
-    // range of the predecessors sorted by that label. The query applies
-    // the other cuts per candidate and searches only what they leave.
-    by_post_.clear();
-    for (NodeId p : row) by_post_.emplace_back(intervals.post(p), p);
-    std::sort(by_post_.begin(), by_post_.end());
-    for (size_t i : far_) {
-      const NodeId u = row[i];
-      candidates_.clear();
-      auto it = std::lower_bound(by_post_.begin(), by_post_.end(),
-                                 std::make_pair(intervals.low(u), NodeId{-1}));
-      for (; it != by_post_.end() && it->first < intervals.post(u); ++it) {
-        if (reach_.MayReach(u, it->second)) candidates_.push_back(it->second);
-      }
-      if (!candidates_.empty() && query.ReachesAny(u, candidates_)) {
-        keep[i] = 0;
-      }
-    }
-  }
-
- private:
-  // Settles the predecessors within the window of v (at position pv): one
-  // is redundant if the ancestors of the others include it. True if some
-  // lie beyond the window.
-  bool ReduceInWindow(int32_t pv, absl::Span<const NodeId> row,
-                      std::vector<uint8_t>& keep) const {
-    constexpr int kWindow = ReachabilityIndex::kWindow;
-    // Ancestors of v's predecessors within the window, in v's frame: bit
-    // d - 1 stands for the node at position pv - d.
-    uint64_t ancestors_of_preds = 0;
-    bool any_far = false;
-    for (NodeId p : row) {
-      const int32_t d = pv - reach_.pos(p);
-      if (d < kWindow) ancestors_of_preds |= reach_.window(p) << d;
-      any_far |= d > kWindow;
-    }
-    for (size_t i = 0; i < row.size(); ++i) {
-      const int32_t d = pv - reach_.pos(row[i]);
-      if (d <= kWindow) keep[i] = !((ancestors_of_preds >> (d - 1)) & 1);
-    }
-    return any_far;
-  }
-
-  const ReachabilityIndex& reach_;
-  ReachabilityQuery query_;
-  const int64_t budget_;
-  std::vector<NodeId> candidates_;
-  std::vector<size_t> far_;
-  std::vector<std::pair<int32_t, NodeId>> by_post_;
-};
 
 void AppendKept(absl::Span<const NodeId> row, const std::vector<uint8_t>& keep,
                 Csr& out) {
@@ -496,7 +344,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph, CostLevels* levels) {
   // Searches run over the rows before it, already final (a pending row
   // keeps all its edges, so every row has the DAG's reachability).
   {
-    Reducer reducer(dag.reach, dag.preds, n);
+    TransitiveReducer reducer(dag.reach, dag.preds, n);
     Collector collector(graph);
     for (NodeId v = 0; v < n; ++v) {
       const size_t start = dag.preds.items.size();
@@ -516,7 +364,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph, CostLevels* levels) {
       NodeId* out = dag.preds.items.data() + start;
       double top = 0;
       for (size_t i = 0; i < row.size(); ++i) {
-        // drop is 0 beyond Reducer::kFewPreds predecessors.
+        // drop is 0 beyond TransitiveReducer::kFewPreds predecessors.
         if (drop != 0 && ((drop >> i) & 1)) continue;
         const NodeId p = row[i];
         *out++ = p;  // never ahead of row[i]
@@ -540,7 +388,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph, CostLevels* levels) {
     raw = CollectDependencies(graph);
     WEFT_ASSIGN_OR_RETURN(dag.order, TopologicalOrder(graph, raw));
     pending.clear();
-    Reducer reducer(dag.reach, raw, n);
+    TransitiveReducer reducer(dag.reach, raw, n);
     std::vector<uint8_t> kept(raw.items.size(), 1);
     for (int32_t i = 0; i < n; ++i) {
       const NodeId v = dag.order[i];
@@ -572,7 +420,7 @@ absl::StatusOr<Dag> InferDependencies(const Graph& graph, CostLevels* levels) {
     const Csr& rows = forward ? dag.preds : raw;
     dag.reach.set_intervals(IntervalLabels(rows, rows.Transpose(n)));
     ReachabilityQuery query(dag.reach, rows);
-    Reducer reducer(dag.reach, rows, n);
+    TransitiveReducer reducer(dag.reach, rows, n);
     Csr preds;
     ReserveHuge(preds.offsets, n + 1);
     ReserveHuge(preds.items, dag.preds.items.size());
