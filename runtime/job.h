@@ -315,7 +315,8 @@ class Job {
   // The same with one event per `from` stream, kept for the job's life (a
   // nested job joining its streams every iteration).
   absl::Status JoinInto(StreamHandle from, int from_device, StreamHandle to);
-  // The host part of IssueNode, after the waits and transfers.
+  // The host part of IssueNode, after the waits and transfers
+  // (job_host_ops.cc).
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
                              const std::vector<scheduler::BufferUse>& uses);
   // Before the first node: uploads every buffer with initial data whose
