@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -53,7 +54,7 @@ weft::v1::DType DTypeToProto(scheduler::DType dtype) {
   return weft::v1::BYTES;
 }
 
-absl::StatusOr<std::string> TenantOf(const grpc::ServerContext& context,
+absl::StatusOr<std::string> TenantOf(const grpc::ServerContextBase& context,
                                      int max_bytes) {
   auto it = context.client_metadata().find(kTenantMetadataKey);
   if (it == context.client_metadata().end()) return std::string();
@@ -98,8 +99,28 @@ absl::Status PlanTooLarge(int64_t nodes, int64_t bytes, bool estimate,
       "returns no plan, or plan a part of it"));
 }
 
-absl::Time DeadlineOf(const grpc::ServerContext& context) {
+absl::Time DeadlineOf(const grpc::ServerContextBase& context) {
   return absl::FromChrono(context.deadline());
+}
+
+// Nodes of `nodes` and of every body inside them.
+int64_t CountNodes(
+    const google::protobuf::RepeatedPtrField<weft::v1::Node>& nodes) {
+  int64_t n = nodes.size();
+  for (const weft::v1::Node& node : nodes) {
+    if (node.has_while_loop()) n += CountNodes(node.while_loop().body());
+    if (node.has_case_of()) {
+      for (const weft::v1::Branch& branch : node.case_of().branches()) {
+        n += CountNodes(branch.nodes());
+      }
+    }
+  }
+  return n;
+}
+
+int SubmitThreads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 }  // namespace
@@ -111,7 +132,8 @@ SchedulerService::SchedulerService(Options options)
       }()),
       planning_(options_.max_planning_nodes > 0 ? options_.max_planning_nodes
                                                 : options_.limits.max_nodes),
-      waker_(std::make_unique<WatchWaker>()) {}
+      waker_(std::make_unique<WatchWaker>()),
+      submit_workers_(SubmitThreads(options_.submit_threads)) {}
 
 namespace {
 
@@ -183,8 +205,26 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
   return planner;
 }
 
-grpc::Status SchedulerService::SubmitGraph(
-    grpc::ServerContext* context, const weft::v1::SubmitGraphRequest* request,
+grpc::ServerUnaryReactor* SchedulerService::SubmitGraph(
+    grpc::CallbackServerContext* context,
+    const weft::v1::SubmitGraphRequest* request,
+    weft::v1::SubmitGraphResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (CountNodes(request->graph().nodes()) <= kInlineSubmitNodes) {
+    reactor->Finish(Submit(context, request, response));
+  } else {
+    // gRPC keeps the context, request and response until Finish.
+    on_workers_.fetch_add(1, std::memory_order_relaxed);
+    submit_workers_.Run([this, context, request, response, reactor] {
+      reactor->Finish(Submit(context, request, response));
+    });
+  }
+  return reactor;
+}
+
+grpc::Status SchedulerService::Submit(
+    grpc::CallbackServerContext* context,
+    const weft::v1::SubmitGraphRequest* request,
     weft::v1::SubmitGraphResponse* response) {
   const TrimWhenDone trim(&trimmer_,
                           request->graph().nodes_size() >= kLargeGraphNodes);

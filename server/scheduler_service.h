@@ -55,6 +55,7 @@
 #include "runtime/executor.h"
 #include "scheduler/graph_builder.h"
 #include "scheduler/topology.h"
+#include "server/call_workers.h"
 #include "server/job_manager.h"
 #include "server/memory_trimmer.h"
 #include "server/planning_limiter.h"
@@ -68,11 +69,14 @@ inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
 class WatchWaker;  // watch_reactor.h
 
-// The streaming methods on the callback API, the unary ones synchronous.
-using SchedulerServiceBase = weft::v1::Scheduler::WithCallbackMethod_WatchJob<
-    weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
-        weft::v1::Scheduler::WithCallbackMethod_GetJobTrace<
-            weft::v1::Scheduler::Service>>>;
+// Submission and the streaming methods on the callback API; the other
+// unary methods synchronous.
+using SchedulerServiceBase =
+    weft::v1::Scheduler::WithCallbackMethod_SubmitGraph<
+        weft::v1::Scheduler::WithCallbackMethod_WatchJob<
+            weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
+                weft::v1::Scheduler::WithCallbackMethod_GetJobTrace<
+                    weft::v1::Scheduler::Service>>>>;
 
 // Thread-safe.
 class SchedulerService final : public SchedulerServiceBase {
@@ -107,7 +111,16 @@ class SchedulerService final : public SchedulerServiceBase {
     // Nodes planned at once over PlanGraph and SubmitGraph
     // (planning_limiter.h); 0: limits.max_nodes.
     int64_t max_planning_nodes = 0;
+    // Threads that plan submitted graphs of more than kInlineSubmitNodes
+    // nodes (smaller ones are planned on gRPC's callback thread that
+    // received them); 0: the machine's cores, at least 2.
+    int submit_threads = 0;
   };
+
+  // Graphs of at most this many nodes (bodies of control nodes included)
+  // are admitted on the thread that received them: planning them takes
+  // well under a millisecond.
+  static constexpr int kInlineSubmitNodes = 64;
 
   // All pointers must be set and outlive the service. Starts the thread
   // that resumes woken watches.
@@ -117,9 +130,10 @@ class SchedulerService final : public SchedulerServiceBase {
   SchedulerService(const SchedulerService&) = delete;
   SchedulerService& operator=(const SchedulerService&) = delete;
 
-  grpc::Status SubmitGraph(grpc::ServerContext* context,
-                           const weft::v1::SubmitGraphRequest* request,
-                           weft::v1::SubmitGraphResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitGraph(
+      grpc::CallbackServerContext* context,
+      const weft::v1::SubmitGraphRequest* request,
+      weft::v1::SubmitGraphResponse* response) override;
   grpc::Status GetJob(grpc::ServerContext* context,
                       const weft::v1::GetJobRequest* request,
                       weft::v1::Job* response) override;
@@ -147,9 +161,17 @@ class SchedulerService final : public SchedulerServiceBase {
 
   // WatchJob calls open now.
   int watchers() const { return watchers_.load(std::memory_order_relaxed); }
+  // Submissions handed to the submit workers so far.
+  int64_t submissions_on_workers() const {
+    return on_workers_.load(std::memory_order_relaxed);
+  }
 
  private:
   int num_devices() const { return options_.limits.num_devices; }
+  // Validates, plans and admits one submission (SubmitGraph's work).
+  grpc::Status Submit(grpc::CallbackServerContext* context,
+                      const weft::v1::SubmitGraphRequest* request,
+                      weft::v1::SubmitGraphResponse* response);
   // Planner options for `proto` with the current device load.
   absl::StatusOr<scheduler::PlannerOptions> PlannerOptions(
       const weft::v1::ScheduleOptions& proto) const;
@@ -159,8 +181,11 @@ class SchedulerService final : public SchedulerServiceBase {
   // Gives memory back after calls on large graphs.
   MemoryTrimmer trimmer_;
   const std::unique_ptr<WatchWaker> waker_;
+  // Plans large submissions; destroyed (joined) before the members above.
+  CallWorkers submit_workers_;
   // Open WatchJob calls, each holding one of max_watchers slots.
   std::atomic<int> watchers_{0};
+  std::atomic<int64_t> on_workers_{0};
 };
 
 }  // namespace weft::server

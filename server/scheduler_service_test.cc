@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -323,6 +324,64 @@ TEST_F(SchedulerServiceTest, RejectsBadGraphsWithFieldPath) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("request_id"));
   EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+}
+
+TEST_F(SchedulerServiceTest, LargeSubmissionsArePlannedOnTheSubmitWorkers) {
+  const int large = SchedulerService::kInlineSubmitNodes + 1;
+  // Small graphs are admitted on the thread that received them.
+  Submit(SpinGraph(SchedulerService::kInlineSubmitNodes, 1));
+  EXPECT_EQ(service_->submissions_on_workers(), 0);
+
+  std::vector<std::thread> clients;
+  std::vector<std::string> ids(6);
+  for (int c = 0; c < 6; ++c) {
+    clients.emplace_back([&, c] { ids[c] = Submit(SpinGraph(large, 1)).id(); });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(service_->submissions_on_workers(), 6);
+  for (const std::string& id : ids) {
+    ASSERT_FALSE(id.empty());
+    grpc::Status status;
+    std::vector<weft::v1::WatchJobResponse> messages = WatchAll(id, &status);
+    ASSERT_FALSE(messages.empty());
+    EXPECT_EQ(messages.back().job().state(), weft::v1::SUCCEEDED);
+  }
+
+  // Errors come back from the workers as they do inline.
+  weft::v1::Graph bad = SpinGraph(large, 1);
+  bad.mutable_nodes(large - 1)->set_op("foo");
+  grpc::ClientContext ctx;
+  weft::v1::SubmitGraphRequest req;
+  *req.mutable_graph() = bad;
+  weft::v1::SubmitGraphResponse resp;
+  grpc::Status s = stub_->SubmitGraph(&ctx, req, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(),
+              HasSubstr(absl::StrCat("graph.nodes[", large - 1, "]")));
+
+  // A loop counts its body: one node on top, many inside.
+  weft::v1::Graph loop;
+  loop.set_name("loop");
+  weft::v1::Buffer* flag = loop.add_buffers();
+  flag->set_name("flag");
+  flag->set_size_bytes(4);
+  flag->set_dtype(weft::v1::INT32);
+  weft::v1::Node* node = loop.add_nodes();
+  node->set_name("w");
+  node->mutable_while_loop()->set_condition("flag");
+  node->mutable_while_loop()->set_max_iterations(1);
+  for (int i = 0; i < large; ++i) {
+    weft::v1::Node* body = node->mutable_while_loop()->add_body();
+    body->set_name(absl::StrCat("b", i));
+    body->set_op("fill");
+    weft::v1::BufferArg* arg = body->add_args()->mutable_buffer();
+    arg->set_name("flag");
+    arg->set_access(weft::v1::WRITE);
+    body->add_args()->set_f32(0);
+  }
+  const std::string loop_id = Submit(loop).id();
+  EXPECT_FALSE(loop_id.empty());
+  EXPECT_EQ(service_->submissions_on_workers(), 8);
 }
 
 TEST_F(SchedulerServiceTest, UnknownJobsAreNotFoundWithTheirId) {
