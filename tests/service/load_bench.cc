@@ -27,6 +27,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -80,6 +81,25 @@ double Percentile(std::vector<double> v, double p) {
   const size_t i =
       std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
   return v[i];
+}
+
+// CPU time (user and system) of process `pid` so far; 0 when unknown.
+double ProcessCpuSeconds(pid_t pid) {
+  FILE* f = fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
+  if (f == nullptr) return 0;
+  char buf[1024];
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  // Fields after the command name, which ends at the last ')'.
+  const char* p = strrchr(buf, ')');
+  if (p == nullptr) return 0;
+  unsigned long utime = 0, stime = 0;
+  if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+             &utime, &stime) != 2) {
+    return 0;
+  }
+  return static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
 }
 
 absl::Time ToTime(const google::protobuf::Timestamp& t) {
@@ -233,6 +253,8 @@ class WeftdProcess {
     }
     return absl::OkStatus();
   }
+
+  pid_t pid() const { return pid_; }
 
   std::string address() {
     absl::MutexLock lock(&mu_);
@@ -389,7 +411,10 @@ int Main(int argc, char** argv) {
                    absl::GetFlag(FLAGS_sim_devices))
             << std::endl;
 
+  const double echo_cpu_start = ProcessCpuSeconds(getpid());
   PhaseResult echo = RunEcho(payload, clients, length);
+  // Clients and the in-process echo server alike.
+  const double echo_cpu = ProcessCpuSeconds(getpid()) - echo_cpu_start;
   const double echo_rate = echo.calls / absl::ToDoubleSeconds(echo.elapsed);
   std::cout << absl::StrFormat(
                    "echo:  %d calls, %.0f calls/s, call latency p50 %.0f us "
@@ -417,8 +442,11 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string target = weftd.address();
+  const double client_cpu_start = ProcessCpuSeconds(getpid());
+  const double weftd_cpu_start = ProcessCpuSeconds(weftd.pid());
   WeftResult weft = RunWeft(target, request, clients, length,
                             absl::GetFlag(FLAGS_honour_retry));
+  const double client_cpu = ProcessCpuSeconds(getpid()) - client_cpu_start;
   const double submit_rate =
       weft.submits.calls / absl::ToDoubleSeconds(weft.submits.elapsed);
   const double accept_rate =
@@ -438,6 +466,8 @@ int Main(int argc, char** argv) {
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
+  // weftd's CPU for the submissions and for running their jobs.
+  const double weftd_cpu = ProcessCpuSeconds(weftd.pid()) - weftd_cpu_start;
   absl::StatusOr<std::vector<weft::v1::Job>> all = reader->List();
   if (!all.ok()) {
     std::cerr << "load_bench: ListJobs: " << all.status() << std::endl;
@@ -520,6 +550,22 @@ int Main(int argc, char** argv) {
                    submit_rate / std::max(1.0, echo_rate),
                    Percentile(done_ms, 0.99) * 1000 /
                        std::max(1.0, Percentile(echo.latency_us, 0.99)))
+            << std::endl;
+
+  // CPU per answered call, less noisy than rates on a shared machine: the
+  // echo phase's process (clients and server) against the weft phase's
+  // clients plus weftd (submissions and the jobs they ran).
+  const double echo_us = echo_cpu * 1e6 / std::max<int64_t>(1, echo.calls);
+  const double client_us =
+      client_cpu * 1e6 / std::max<int64_t>(1, weft.submits.calls);
+  const double weftd_us =
+      weftd_cpu * 1e6 / std::max<int64_t>(1, weft.submits.calls);
+  std::cout << absl::StrFormat(
+                   "cpu:   echo %.0f us per call (clients and server); weft "
+                   "%.0f us per submission (clients %.0f us, weftd %.0f us, "
+                   "its job included); echo / weft = %.2f",
+                   echo_us, client_us + weftd_us, client_us, weftd_us,
+                   echo_us / std::max(1.0, client_us + weftd_us))
             << std::endl;
 
   bool ok = true;
