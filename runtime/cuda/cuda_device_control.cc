@@ -1,11 +1,11 @@
 #include "runtime/cuda/cuda_device_control.h"
 
 #include <algorithm>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "runtime/cuda/control_args.h"
 #include "runtime/cuda/cuda_status.h"
 #include "scheduler/status_macros.h"
 
@@ -13,9 +13,6 @@ namespace weft::runtime::cuda {
 namespace {
 
 using scheduler::DType;
-
-// Report slots are allocated this many at a time.
-constexpr int kSlotsPerChunk = 256;
 
 // A length-prefixed field, so that keys built from several signatures
 // cannot collide.
@@ -58,7 +55,7 @@ absl::Status AddConditionalNode(cudaGraph_t graph, cudaGraphNode_t dep,
 // conditional body cannot hold, say) cannot run on the device:
 // FAILED_PRECONDITION naming it, so that a caller may run it another way.
 // Running out of memory stays RESOURCE_EXHAUSTED.
-absl::Status CannotBuild(absl::string_view what, const std::string& name,
+absl::Status CannotBuild(absl::string_view what, absl::string_view name,
                          const absl::Status& status) {
   const absl::StatusCode code =
       status.code() == absl::StatusCode::kResourceExhausted
@@ -89,38 +86,6 @@ ConditionKind ConditionKindOf(DType dtype) {
       return ConditionKind::kInt64;
   }
   return ConditionKind::kByte;
-}
-
-// ---- Report slots.
-
-CudaDeviceControl::Slots::~Slots() {
-  absl::MutexLock lock(&mu_);
-  for (void* chunk : chunks_) (void)cudaFreeHost(chunk);
-  (void)cudaGetLastError();
-}
-
-absl::StatusOr<ControlState*> CudaDeviceControl::Slots::Acquire() {
-  absl::MutexLock lock(&mu_);
-  if (free_.empty()) {
-    void* chunk = nullptr;
-    // Mapped and portable: under unified addressing the host address is
-    // valid on every device.
-    WEFT_CUDA_RETURN_IF_ERROR(
-        cudaHostAlloc(&chunk, sizeof(ControlState) * kSlotsPerChunk,
-                      cudaHostAllocMapped | cudaHostAllocPortable));
-    chunks_.push_back(chunk);
-    ControlState* slots = static_cast<ControlState*>(chunk);
-    for (int i = kSlotsPerChunk - 1; i >= 0; --i) free_.push_back(&slots[i]);
-  }
-  ControlState* slot = free_.back();
-  free_.pop_back();
-  *slot = ControlState{};
-  return slot;
-}
-
-void CudaDeviceControl::Slots::Release(ControlState* slot) {
-  absl::MutexLock lock(&mu_);
-  free_.push_back(slot);
 }
 
 // ---- Lifetime.
@@ -253,19 +218,21 @@ absl::Status CudaDeviceControl::Refresh(Conditional& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
-    const DeviceLoop& loop, const std::string& key,
-    const std::string& parameters, int device) {
-  if (auto it = loops_.find(key); it != loops_.end()) {
+absl::StatusOr<CudaDeviceControl::Conditional*>
+CudaDeviceControl::FindConditional(ConditionalCache& cache,
+                                   const std::string& key,
+                                   const std::string& parameters, int device,
+                                   const ConditionalBuild& build) {
+  if (auto it = cache.find(key); it != cache.end()) {
     Conditional* c = it->second.get();
     c->last_use = ++tick_;
     if (c->parameters != parameters) {
-      absl::Status s = FillLoop(*c, loop);
+      absl::Status s = build.fill(*c);
       if (s.ok()) s = Refresh(*c);
       if (!s.ok()) {
         Destroy(*c);
-        loops_.erase(it);
-        return CannotBuild("loop", loop.name, s);
+        cache.erase(it);
+        return CannotBuild(build.what, build.name, s);
       }
       c->parameters = parameters;
     }
@@ -273,93 +240,73 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
   }
   auto c = std::make_unique<Conditional>();
   c->device = device;
-  auto build = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+  auto make = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     WEFT_CUDA_RETURN_IF_ERROR(
         cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
-        &c->handle, c->graph, 0, cudaGraphCondAssignDefault));
+        &c->handle, c->graph, build.default_value, cudaGraphCondAssignDefault));
     WEFT_CUDA_RETURN_IF_ERROR(
         cudaMalloc(reinterpret_cast<void**>(&c->state), sizeof(ControlState)));
-    WEFT_RETURN_IF_ERROR(AddLoopCheckNode(
-        c->graph, NodeDeps{}, c->handle,
-        reinterpret_cast<const void*>(loop.condition.address),
-        ConditionKindOf(loop.dtype), c->state, loop.max_iterations,
-        /*reset=*/true, &c->check));
+    WEFT_RETURN_IF_ERROR(build.add_check(*c));
     cudaGraphNode_t node = nullptr;
     WEFT_RETURN_IF_ERROR(AddConditionalNode(c->graph, c->check, c->handle,
-                                            cudaGraphCondTypeWhile, 1, &node,
+                                            build.type, build.size, &node,
                                             &c->bodies));
     WEFT_RETURN_IF_ERROR(AddReportNode(c->graph, NodeDeps{&node, 1}, c->state,
                                        nullptr, &c->report));
-    WEFT_RETURN_IF_ERROR(FillLoop(*c, loop));
+    WEFT_RETURN_IF_ERROR(build.fill(*c));
     return Refresh(*c);
   };
-  if (absl::Status s = build(); !s.ok()) {
+  if (absl::Status s = make(); !s.ok()) {
     Destroy(*c);
-    return CannotBuild("loop", loop.name, s);
+    return CannotBuild(build.what, build.name, s);
   }
   c->parameters = parameters;
   c->last_use = ++tick_;
   Conditional* found = c.get();
-  loops_.emplace(key, std::move(c));
-  Trim(loops_, found);
+  cache.emplace(key, std::move(c));
+  Trim(cache, found);
   return found;
+}
+
+absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
+    const DeviceLoop& loop, const std::string& key,
+    const std::string& parameters, int device) {
+  auto add_check = [&](Conditional& c) {
+    return AddLoopCheckNode(
+        c.graph, NodeDeps{}, c.handle,
+        reinterpret_cast<const void*>(loop.condition.address),
+        ConditionKindOf(loop.dtype), c.state, loop.max_iterations,
+        /*reset=*/true, &c.check);
+  };
+  auto fill = [&](Conditional& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return FillLoop(c, loop);
+  };
+  return FindConditional(
+      loops_, key, parameters, device,
+      ConditionalBuild{"loop", loop.name, cudaGraphCondTypeWhile, 1, 0,
+                       add_check, fill});
 }
 
 absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
     const DeviceCase& choice, const std::string& key,
     const std::string& parameters, int device) {
-  if (auto it = cases_.find(key); it != cases_.end()) {
-    Conditional* c = it->second.get();
-    c->last_use = ++tick_;
-    if (c->parameters != parameters) {
-      absl::Status s = FillCase(*c, choice);
-      if (s.ok()) s = Refresh(*c);
-      if (!s.ok()) {
-        Destroy(*c);
-        cases_.erase(it);
-        return CannotBuild("case..of", choice.name, s);
-      }
-      c->parameters = parameters;
-    }
-    return c;
-  }
   const uint32_t n = static_cast<uint32_t>(choice.branches.size());
-  auto c = std::make_unique<Conditional>();
-  c->device = device;
-  auto build = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
-    WEFT_CUDA_RETURN_IF_ERROR(
-        cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
-    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
-    // No branch unless the select kernel says otherwise.
-    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
-        &c->handle, c->graph, n, cudaGraphCondAssignDefault));
-    WEFT_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&c->state), sizeof(ControlState)));
-    WEFT_RETURN_IF_ERROR(AddCaseSelectNode(
-        c->graph, NodeDeps{}, c->handle,
+  auto add_check = [&](Conditional& c) {
+    return AddCaseSelectNode(
+        c.graph, NodeDeps{}, c.handle,
         reinterpret_cast<const void*>(choice.selector.address),
-        choice.dtype == DType::kInt64, n, c->state, &c->check));
-    cudaGraphNode_t node = nullptr;
-    WEFT_RETURN_IF_ERROR(AddConditionalNode(c->graph, c->check, c->handle,
-                                            cudaGraphCondTypeSwitch, n, &node,
-                                            &c->bodies));
-    WEFT_RETURN_IF_ERROR(AddReportNode(c->graph, NodeDeps{&node, 1}, c->state,
-                                       nullptr, &c->report));
-    WEFT_RETURN_IF_ERROR(FillCase(*c, choice));
-    return Refresh(*c);
+        choice.dtype == DType::kInt64, n, c.state, &c.check);
   };
-  if (absl::Status s = build(); !s.ok()) {
-    Destroy(*c);
-    return CannotBuild("case..of", choice.name, s);
-  }
-  c->parameters = parameters;
-  c->last_use = ++tick_;
-  Conditional* found = c.get();
-  cases_.emplace(key, std::move(c));
-  Trim(cases_, found);
-  return found;
+  auto fill = [&](Conditional& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return FillCase(c, choice);
+  };
+  // No branch (default n) unless the select kernel says otherwise.
+  return FindConditional(
+      cases_, key, parameters, device,
+      ConditionalBuild{"case..of", choice.name, cudaGraphCondTypeSwitch, n, n,
+                       add_check, fill});
 }
 
 absl::Status CudaDeviceControl::LaunchConditional(Conditional& c,
@@ -384,59 +331,6 @@ absl::Status CudaDeviceControl::LaunchConditional(Conditional& c,
 
 namespace {
 
-absl::Status CheckLoop(const DeviceLoop& loop, int device) {
-  if (loop.body == nullptr || loop.iterations == nullptr) {
-    return absl::InvalidArgumentError("device loop without body or counter");
-  }
-  if (loop.body->device != device || loop.condition.device != device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device loop '", loop.name,
-        "': its body and condition must be on the device of its stream "
-        "(device ",
-        device, ")"));
-  }
-  if (loop.condition.address == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device loop '", loop.name, "': null condition"));
-  }
-  return ValidateDeviceGraph(*loop.body);
-}
-
-absl::Status CheckCase(const DeviceCase& choice, int device) {
-  if (choice.taken == nullptr) {
-    return absl::InvalidArgumentError("device case without a taken counter");
-  }
-  if (choice.dtype != DType::kInt32 && choice.dtype != DType::kInt64) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device case '", choice.name,
-                     "': its selector must be INT32 or INT64, not ",
-                     scheduler::DTypeName(choice.dtype)));
-  }
-  if (choice.branches.size() > std::numeric_limits<uint32_t>::max() / 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device case '", choice.name, "': too many branches"));
-  }
-  if (!choice.branches.empty() &&
-      (choice.selector.device != device || choice.selector.address == 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device case '", choice.name,
-                     "': its selector must be on the device of its stream "
-                     "(device ",
-                     device, ")"));
-  }
-  for (const DeviceGraph* branch : choice.branches) {
-    if (branch == nullptr) continue;
-    if (branch->device != device) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "device case '", choice.name,
-          "': its branches must be on the device of its stream (device ",
-          device, ")"));
-    }
-    WEFT_RETURN_IF_ERROR(ValidateDeviceGraph(*branch));
-  }
-  return absl::OkStatus();
-}
-
 std::string CaseKey(absl::string_view kind, const DeviceCase& choice,
                     int device) {
   std::string key =
@@ -458,7 +352,7 @@ std::string BranchParameters(const DeviceGraph* branch) {
 
 absl::Status CudaDeviceControl::LaunchLoop(const DeviceLoop& loop,
                                            StreamHandle stream, int device) {
-  WEFT_RETURN_IF_ERROR(CheckLoop(loop, device));
+  WEFT_RETURN_IF_ERROR(CheckDeviceLoop(loop, device));
   const std::string key =
       absl::StrCat("loop|", device, "|", scheduler::DTypeName(loop.dtype), "|",
                    loop.max_iterations, "|", DeviceGraphSignature(*loop.body));
@@ -491,7 +385,7 @@ absl::Status CudaDeviceControl::LaunchLoop(const DeviceLoop& loop,
 
 absl::Status CudaDeviceControl::LaunchCase(const DeviceCase& choice,
                                            StreamHandle stream, int device) {
-  WEFT_RETURN_IF_ERROR(CheckCase(choice, device));
+  WEFT_RETURN_IF_ERROR(CheckDeviceCase(choice, device));
   if (choice.branches.empty()) {
     // Nothing can be chosen: no graph, only the report.
     return hooks_.report(stream, [taken = choice.taken](absl::Status) {
@@ -581,7 +475,7 @@ absl::StatusOr<CudaDeviceControl::Launcher*> CudaDeviceControl::FindLauncher(
 
 absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
     const DeviceCase& choice, StreamHandle stream, int device) {
-  WEFT_RETURN_IF_ERROR(CheckCase(choice, device));
+  WEFT_RETURN_IF_ERROR(CheckDeviceCase(choice, device));
   if (choice.branches.empty()) {
     return hooks_.report(stream, [taken = choice.taken](absl::Status) {
       taken->store(-1);

@@ -59,12 +59,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "runtime/backend.h"
 #include "runtime/cuda/control_kernels.h"
 #include "runtime/cuda/cuda_graph_cache.h"
+#include "runtime/cuda/report_slots.h"
 #include "runtime/device_graph.h"
 
 namespace weft::runtime::cuda {
@@ -150,19 +153,32 @@ class CudaDeviceControl {
     uint64_t last_use = 0;
     bool launched = false;
   };
-  // Pinned, mapped host memory for reports, one slot per launch in flight.
-  class Slots {
-   public:
-    ~Slots();
-    absl::StatusOr<ControlState*> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
-    void Release(ControlState* slot) ABSL_LOCKS_EXCLUDED(mu_);
-
-   private:
-    absl::Mutex mu_;
-    std::vector<void*> chunks_ ABSL_GUARDED_BY(mu_);
-    std::vector<ControlState*> free_ ABSL_GUARDED_BY(mu_);
+  using ConditionalCache =
+      absl::flat_hash_map<std::string, std::unique_ptr<Conditional>>;
+  // How a loop or a SWITCH case is built: a check node (loop check or case
+  // select), then a conditional node of `type` with `size` bodies whose
+  // handle starts at `default_value`, then a report node; `fill`
+  // (re)captures the bodies and sets the check for new parameters.
+  struct ConditionalBuild {
+    absl::string_view what;  // "loop" or "case..of", for errors
+    absl::string_view name;
+    cudaGraphConditionalNodeType type;
+    unsigned int size;
+    unsigned int default_value;
+    absl::FunctionRef<absl::Status(Conditional&)> add_check;
+    absl::FunctionRef<absl::Status(Conditional&)> fill;
   };
 
+  // The cached executable of `key` in `cache`, brought to `parameters`, or
+  // a new one built as `build` says. FAILED_PRECONDITION (CannotBuild) when
+  // CUDA will not build it; nothing of it is cached then.
+  absl::StatusOr<Conditional*> FindConditional(ConditionalCache& cache,
+                                               const std::string& key,
+                                               const std::string& parameters,
+                                               int device,
+                                               const ConditionalBuild& build)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FindConditional for a loop (WHILE) and a case (SWITCH).
   absl::StatusOr<Conditional*> FindLoop(const DeviceLoop& loop,
                                         const std::string& key,
                                         const std::string& parameters,
@@ -198,13 +214,11 @@ class CudaDeviceControl {
   // Constant after construction.
   const Hooks hooks_;
   const Options options_;
-  Slots slots_;
+  ReportSlots slots_;
 
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Conditional>> loops_
-      ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<Conditional>> cases_
-      ABSL_GUARDED_BY(mu_);
+  ConditionalCache loops_ ABSL_GUARDED_BY(mu_);
+  ConditionalCache cases_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<Launcher>> launchers_
       ABSL_GUARDED_BY(mu_);
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
