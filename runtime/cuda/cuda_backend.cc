@@ -4,11 +4,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -20,11 +17,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/cuda/allocation_table.h"
 #include "runtime/cuda/builtin_ops.h"
+#include "runtime/cuda/callback_dispatcher.h"
 #include "runtime/cuda/cuda_device_control.h"
+#include "runtime/cuda/cuda_devices.h"
 #include "runtime/cuda/cuda_graph_cache.h"
 #include "runtime/cuda/cuda_status.h"
-#include "runtime/cuda/gpu_uuid.h"
 #include "runtime/cuda/module_cache.h"
 #include "runtime/cuda/nvrtc_compiler.h"
 #include "runtime/device_graph.h"
@@ -41,9 +40,7 @@ class CudaBackendImpl final : public CudaBackend {
                   const Options& options)
       : devices_(std::move(devices)),
         driver_version_(driver_version),
-        options_(options) {
-    dispatcher_ = std::thread([this] { DispatchCallbacks(); });
-  }
+        options_(options) {}
 
   ~CudaBackendImpl() override {
     // CUDA runs every callback added with cudaStreamAddCallback exactly
@@ -53,13 +50,7 @@ class CudaBackendImpl final : public CudaBackend {
     // later reach a destroyed backend): wait until no callback is pending or
     // running, then stop the dispatcher, then drain the work those
     // callbacks enqueued without a callback of their own.
-    {
-      absl::MutexLock lock(&callback_mu_);
-      callback_mu_.Await(
-          absl::Condition(this, &CudaBackendImpl::NoCallbackPending));
-      stopping_ = true;
-    }
-    dispatcher_.join();
+    callbacks_.Shutdown();
     for (const DeviceInfo& device : devices_) {
       if (cudaSetDevice(device.index) == cudaSuccess) {
         (void)cudaDeviceSynchronize();
@@ -74,9 +65,9 @@ class CudaBackendImpl final : public CudaBackend {
       (void)cudaSetDevice(entry.device);
       (void)cudaEventDestroy(entry.event);
     }
-    for (const auto& [address, entry] : allocations_) {
-      (void)cudaSetDevice(entry.device);
-      (void)cudaFree(AsPointer(DevicePtr{entry.device, address}));
+    for (const DevicePtr start : allocations_.TakeAll()) {
+      (void)cudaSetDevice(start.device);
+      (void)cudaFree(AsPointer(start));
     }
     (void)cudaGetLastError();
   }
@@ -204,23 +195,13 @@ class CudaBackendImpl final : public CudaBackend {
           status.code(), absl::StrCat("allocating ", bytes, " bytes on device ",
                                       device, ": ", status.message()));
     }
-    const uint64_t start = reinterpret_cast<uintptr_t>(address);
-    absl::MutexLock lock(&mu_);
-    allocations_.emplace(start, AllocationEntry{device, size});
-    return DevicePtr{device, start};
+    const DevicePtr start{device, reinterpret_cast<uintptr_t>(address)};
+    allocations_.Add(start, size);
+    return start;
   }
 
   absl::Status Free(DevicePtr ptr) override {
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = allocations_.find(ptr.address);
-      if (it == allocations_.end() || it->second.device != ptr.device) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("device ", ptr.device, ": 0x", absl::Hex(ptr.address),
-                         " is not the start of an allocation"));
-      }
-      allocations_.erase(it);
-    }
+    WEFT_RETURN_IF_ERROR(allocations_.Remove(ptr));
     WEFT_RETURN_IF_ERROR(UseDevice(ptr.device));
     return WEFT_CUDA_STATUS(cudaFree(AsPointer(ptr)));
   }
@@ -336,15 +317,14 @@ class CudaBackendImpl final : public CudaBackend {
   absl::Status AddHostCallback(StreamHandle stream,
                                HostCallback callback) override {
     if (!callback) return absl::InvalidArgumentError("empty host callback");
-    auto record = std::make_unique<CallbackRecord>();
-    record->callback = std::move(callback);
-    return EnqueueCallback(stream, std::move(record));
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, CallbackStream(stream));
+    return callbacks_.Add(s.stream, stream.value, s.scope, std::move(callback));
   }
 
   // Error scopes: CUDA cannot skip enqueued work, but errors the device
   // reports through memory (a device loop past its bound) fail the scope's
-  // host callbacks added after the work that found them (see
-  // DispatchCallbacks).
+  // host callbacks added after the work that found them
+  // (callback_dispatcher.h).
   absl::Status SetErrorScope(StreamHandle stream, uint64_t scope) override {
     absl::MutexLock lock(&mu_);
     auto it = streams_.find(stream.value);
@@ -353,11 +333,7 @@ class CudaBackendImpl final : public CudaBackend {
     return absl::OkStatus();
   }
   void ReleaseErrorScope(StreamHandle stream, uint64_t scope) override {
-    absl::MutexLock lock(&callback_mu_);
-    auto it = scope_errors_.find(scope);
-    if (it != scope_errors_.end() && it->second.stream == stream.value) {
-      scope_errors_.erase(it);
-    }
+    callbacks_.ReleaseErrorScope(stream.value, scope);
   }
 
   // Device loops and cases: CUDA graphs with conditional nodes
@@ -397,8 +373,6 @@ class CudaBackendImpl final : public CudaBackend {
   }
 
  private:
-  struct CallbackRecord;
-
   // CUDA 12.3 brought WHILE conditional nodes, 12.8 SWITCH nodes.
   static constexpr int kWhileDriverVersion = 12030;
   static constexpr int kSwitchDriverVersion = 12080;
@@ -410,35 +384,6 @@ class CudaBackendImpl final : public CudaBackend {
         driver_version_ / 1000, ".", driver_version_ % 1000 / 10));
   }
 
-  // Adds `record` (callback or report set) as a stream callback of
-  // `stream`, in the stream's current error scope.
-  absl::Status EnqueueCallback(StreamHandle stream,
-                               std::unique_ptr<CallbackRecord> record)
-      ABSL_LOCKS_EXCLUDED(mu_, callback_mu_) {
-    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
-    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
-    record->backend = this;
-    record->stream = stream.value;
-    record->scope = s.scope;
-    {
-      absl::MutexLock lock(&callback_mu_);
-      ++pending_callbacks_;
-      record->sequence = ++callback_sequence_;
-    }
-    // cudaStreamAddCallback rather than cudaLaunchHostFunc: it runs even
-    // after a device fault and reports the stream's error, which the
-    // Backend contract passes on; cudaLaunchHostFunc would never run.
-    const cudaError_t result = cudaStreamAddCallback(
-        s.stream, &CudaBackendImpl::OnStreamCallback, record.get(), 0);
-    if (result != cudaSuccess) {
-      absl::MutexLock lock(&callback_mu_);
-      --pending_callbacks_;
-      return WEFT_CUDA_STATUS(result);
-    }
-    record.release();  // owned by the pending CUDA callback now
-    return absl::OkStatus();
-  }
-
   struct StreamEntry {
     int device = -1;
     cudaStream_t stream = nullptr;
@@ -448,91 +393,6 @@ class CudaBackendImpl final : public CudaBackend {
     int device = -1;
     cudaEvent_t event = nullptr;
   };
-  struct AllocationEntry {
-    int device = -1;
-    uint64_t bytes = 0;
-  };
-  struct CallbackRecord {
-    CudaBackendImpl* backend = nullptr;  // not owned
-    // One of the two: a host callback, or a device-control report whose
-    // non-OK result fails the scope's later callbacks.
-    HostCallback callback;
-    cuda::CudaDeviceControl::Report report;
-    uint64_t stream = 0;  // handle
-    uint64_t scope = 0;
-    uint64_t sequence = 0;  // order of addition, over all streams
-    cudaError_t result = cudaSuccess;
-  };
-  // An error the device reported for a scope: it fails the scope's host
-  // callbacks added after `sequence`, until released on `stream`.
-  struct ScopeError {
-    absl::Status status;
-    uint64_t stream = 0;
-    uint64_t sequence = 0;
-  };
-
-  // Runs on the CUDA driver's thread: may not call CUDA, so it only hands
-  // the record to the dispatcher.
-  static void CUDART_CB OnStreamCallback(cudaStream_t /*stream*/,
-                                         cudaError_t result, void* data) {
-    std::unique_ptr<CallbackRecord> record(static_cast<CallbackRecord*>(data));
-    record->result = result;
-    CudaBackendImpl* backend = record->backend;
-    absl::MutexLock lock(&backend->callback_mu_);
-    backend->ready_callbacks_.push_back(std::move(record));
-  }
-
-  void DispatchCallbacks() ABSL_LOCKS_EXCLUDED(callback_mu_) {
-    while (true) {
-      std::deque<std::unique_ptr<CallbackRecord>> batch;
-      {
-        absl::MutexLock lock(&callback_mu_);
-        callback_mu_.Await(
-            absl::Condition(this, &CudaBackendImpl::CallbacksReadyOrStopping));
-        if (ready_callbacks_.empty()) return;  // stopping and drained
-        batch.swap(ready_callbacks_);
-      }
-      for (std::unique_ptr<CallbackRecord>& record : batch) {
-        absl::Status status = cuda::CudaStatus(
-            record->result, "work enqueued before the host callback", __FILE__,
-            __LINE__);
-        if (status.ok()) status = ScopeErrorFor(*record);
-        if (record->report) {
-          absl::Status found = record->report(status);
-          if (!found.ok() && status.ok()) {
-            absl::MutexLock lock(&callback_mu_);
-            scope_errors_.try_emplace(
-                record->scope,
-                ScopeError{std::move(found), record->stream, record->sequence});
-          }
-        } else {
-          record->callback(std::move(status));
-        }
-      }
-      absl::MutexLock lock(&callback_mu_);
-      pending_callbacks_ -= static_cast<int64_t>(batch.size());
-    }
-  }
-
-  absl::Status ScopeErrorFor(const CallbackRecord& record)
-      ABSL_LOCKS_EXCLUDED(callback_mu_) {
-    absl::MutexLock lock(&callback_mu_);
-    auto it = scope_errors_.find(record.scope);
-    if (it == scope_errors_.end() || record.sequence <= it->second.sequence) {
-      return absl::OkStatus();
-    }
-    return it->second.status;
-  }
-
-  bool CallbacksReadyOrStopping() const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(callback_mu_) {
-    return stopping_ || !ready_callbacks_.empty();
-  }
-
-  bool NoCallbackPending() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(callback_mu_) {
-    return pending_callbacks_ == 0;
-  }
-
   bool ValidDevice(int device) const {
     return device >= 0 && device < static_cast<int>(devices_.size());
   }
@@ -545,6 +405,15 @@ class CudaBackendImpl final : public CudaBackend {
           "device ", device, " out of range [0, ", devices_.size(), ")"));
     }
     return WEFT_CUDA_STATUS(cudaSetDevice(device));
+  }
+
+  // The stream a host callback or report goes on, with its device made
+  // current.
+  absl::StatusOr<StreamEntry> CallbackStream(StreamHandle stream) const
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    return s;
   }
 
   static absl::Status UnknownStream(StreamHandle stream) {
@@ -575,22 +444,8 @@ class CudaBackendImpl final : public CudaBackend {
   // OK when [ptr, ptr + bytes) lies inside one live allocation of
   // ptr.device.
   absl::Status CheckRange(DevicePtr ptr, uint64_t bytes,
-                          absl::string_view what) const
-      ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    auto it = allocations_.upper_bound(ptr.address);
-    if (it != allocations_.begin()) {
-      --it;
-      const uint64_t start = it->first;
-      const AllocationEntry& entry = it->second;
-      if (entry.device == ptr.device && ptr.address - start <= entry.bytes &&
-          bytes <= entry.bytes - (ptr.address - start)) {
-        return absl::OkStatus();
-      }
-    }
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " [0x", absl::Hex(ptr.address), ", +", bytes,
-                     ") is not inside an allocation on device ", ptr.device));
+                          absl::string_view what) const {
+    return allocations_.CheckRange(ptr, bytes, what);
   }
 
   // User kernels: buffers are checked like a built-in op's; the kernel gets
@@ -626,9 +481,9 @@ class CudaBackendImpl final : public CudaBackend {
     };
     hooks.report = [this](StreamHandle h,
                           cuda::CudaDeviceControl::Report report) {
-      auto record = std::make_unique<CallbackRecord>();
-      record->report = std::move(report);
-      return EnqueueCallback(h, std::move(record));
+      WEFT_ASSIGN_OR_RETURN(const StreamEntry s, CallbackStream(h));
+      return callbacks_.AddReport(s.stream, h.value, s.scope,
+                                  std::move(report));
     };
     return hooks;
   }
@@ -658,7 +513,9 @@ class CudaBackendImpl final : public CudaBackend {
   const std::vector<DeviceInfo> devices_;
   const int driver_version_;  // cudaDriverGetVersion, e.g. 13000
   const Options options_;
-  std::thread dispatcher_;
+  // Runs host callbacks and device-control reports; stopped first by the
+  // destructor.
+  cuda::CallbackDispatcher callbacks_;
   // User modules (thread-safe themselves; mutable: caches). Destroyed after
   // the destructor has synchronized every device.
   mutable cuda::NvrtcCompiler compiler_;
@@ -674,40 +531,9 @@ class CudaBackendImpl final : public CudaBackend {
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, StreamEntry> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, EventEntry> events_ ABSL_GUARDED_BY(mu_);
-  // Keyed by start address, ordered for range lookups.
-  std::map<uint64_t, AllocationEntry> allocations_ ABSL_GUARDED_BY(mu_);
-
-  absl::Mutex callback_mu_;
-  // Callbacks whose stream work is done, in completion order.
-  std::deque<std::unique_ptr<CallbackRecord>> ready_callbacks_
-      ABSL_GUARDED_BY(callback_mu_);
-  bool stopping_ ABSL_GUARDED_BY(callback_mu_) = false;
-  // Callbacks added and not yet run to completion by the dispatcher.
-  int64_t pending_callbacks_ ABSL_GUARDED_BY(callback_mu_) = 0;
-  uint64_t callback_sequence_ ABSL_GUARDED_BY(callback_mu_) = 0;
-  // Keyed by error scope; the first error of each.
-  absl::flat_hash_map<uint64_t, ScopeError> scope_errors_
-      ABSL_GUARDED_BY(callback_mu_);
+  // Live allocations, for range checks (locks itself).
+  cuda::AllocationTable allocations_;
 };
-
-// Enables peer access between every pair of devices that supports it, so
-// peer copies go device to device instead of through the host. Failures only
-// cost bandwidth, so they are ignored.
-void EnablePeerAccess(int device_count) {
-  for (int device = 0; device < device_count; ++device) {
-    if (cudaSetDevice(device) != cudaSuccess) continue;
-    for (int peer = 0; peer < device_count; ++peer) {
-      int can_access = 0;
-      if (peer == device ||
-          cudaDeviceCanAccessPeer(&can_access, device, peer) != cudaSuccess ||
-          !can_access) {
-        continue;
-      }
-      (void)cudaDeviceEnablePeerAccess(peer, 0);
-    }
-  }
-  (void)cudaGetLastError();  // e.g. cudaErrorPeerAccessAlreadyEnabled
-}
 
 }  // namespace
 
@@ -726,32 +552,11 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create() {
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
     const Options& options) {
-  int count = 0;
-  const cudaError_t result = cudaGetDeviceCount(&count);
-  if (result != cudaSuccess) {
-    (void)cudaGetLastError();
-    return absl::UnavailableError(absl::StrCat(
-        "no CUDA device visible: ",
-        cuda::CudaStatus(result, "cudaGetDeviceCount", __FILE__, __LINE__)
-            .message()));
-  }
-  if (count == 0) return absl::UnavailableError("no CUDA device visible");
-  std::vector<DeviceInfo> devices;
-  devices.reserve(count);
-  for (int device = 0; device < count; ++device) {
-    cudaDeviceProp prop;
-    WEFT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
-    DeviceInfo info;
-    info.index = device;
-    info.name = prop.name;
-    info.uuid = FormatGpuUuid(prop.uuid.bytes);
-    info.simulated = false;
-    info.memory_total_bytes = prop.totalGlobalMem;
-    devices.push_back(std::move(info));
-  }
+  WEFT_ASSIGN_OR_RETURN(std::vector<DeviceInfo> devices,
+                        cuda::DescribeVisibleDevices());
   int driver_version = 0;
   WEFT_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver_version));
-  EnablePeerAccess(count);
+  cuda::EnablePeerAccess(static_cast<int>(devices.size()));
   return std::unique_ptr<CudaBackend>(
       new CudaBackendImpl(std::move(devices), driver_version, options));
 }
