@@ -30,13 +30,18 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
   }
   if (num_devices < 2) return copies;
   const int host = num_devices;
-  const int num_buffers = graph.num_buffers();
-  std::vector<int32_t> latest(num_buffers, kNowhere);
-  std::vector<uint64_t> where(num_buffers, 0);
-  std::vector<uint8_t> written(num_buffers, 0);
-  // By buffer: the issue position of the device node that wrote its
-  // latest version, or -1 (never written, or by a host or control node).
-  std::vector<int32_t> writer(num_buffers, -1);
+  // By buffer, in one record so that a use touches one cache line: the
+  // memory of its latest version, the memories holding that version up to
+  // date, whether any node wrote it, and the issue position of the device
+  // node that wrote its latest version (-1: never written, or by a host or
+  // control node).
+  struct BufferState {
+    int32_t latest = kNowhere;
+    int32_t writer = -1;
+    uint64_t where = 0;
+    bool written = false;
+  };
+  std::vector<BufferState> state(graph.num_buffers());
   for (int32_t i = 0; i < n; ++i) {
     const NodeId v = dag.order[i];
     const NodeSpec& node = graph.node(v);
@@ -47,25 +52,25 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     const int here = on_host ? host : streams.device[v];
     const absl::Span<const BufferUse> uses = graph.Uses(v);
     for (const BufferUse& use : uses) {
-      const BufferId b = use.buffer;
-      if (latest[b] == kNowhere) {
-        latest[b] = here;
-        where[b] = Bit(here);
+      BufferState& b = state[use.buffer];
+      if (b.latest == kNowhere) {
+        b.latest = here;
+        b.where = Bit(here);
         continue;
       }
-      if ((where[b] & Bit(here)) != 0) continue;
-      if (written[b] && reader && latest[b] != host && writer[b] >= 0) {
-        copies.push_back(PlannedCopy{writer[b], i, b, here, -1, -1});
+      if ((b.where & Bit(here)) != 0) continue;
+      if (b.written && reader && b.latest != host && b.writer >= 0) {
+        copies.push_back(PlannedCopy{b.writer, i, use.buffer, here, -1, -1});
       }
-      where[b] |= Bit(here);
+      b.where |= Bit(here);
     }
     for (const BufferUse& use : uses) {
       if (!Writes(use.access)) continue;
-      const BufferId b = use.buffer;
-      latest[b] = here;
-      where[b] = Bit(here);
-      written[b] = 1;
-      writer[b] = device_node ? i : -1;
+      BufferState& b = state[use.buffer];
+      b.latest = here;
+      b.where = Bit(here);
+      b.written = true;
+      b.writer = device_node ? i : -1;
     }
   }
   if (copies.empty()) return copies;
@@ -98,8 +103,20 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
   };
   constexpr int32_t kCopyTasks = 3;
   std::vector<std::vector<CopyStream>> by_device(num_devices);
-  std::vector<PlannedCopy> kept;
-  kept.reserve(copies.size());
+  // By (device, writer stream): a bit for each copy stream of the device
+  // (an index in by_device) that takes that writer stream's copies now.
+  const size_t writer_streams = streams.streams.size();
+  std::vector<uint32_t> taking(num_devices * writer_streams, 0);
+  static_assert(kMaxCopyStreams <= 32, "one bit per copy stream");
+  const auto assign = [&](int device, int32_t index, int32_t writer_stream) {
+    CopyStream& cs = by_device[device][index];
+    if (cs.writer_stream >= 0) {
+      taking[device * writer_streams + cs.writer_stream] &= ~(1u << index);
+    }
+    cs.writer_stream = writer_stream;
+    taking[device * writer_streams + writer_stream] |= 1u << index;
+  };
+  size_t kept = 0;
   for (PlannedCopy& copy : copies) {
     const NodeId writer = dag.order[copy.after];
     const int32_t writer_stream = streams.stream_of[writer];
@@ -114,45 +131,54 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     const auto fits = [budget](const CopyStream& cs) {
       return budget <= 0 || cs.tasks + kCopyTasks <= budget;
     };
-    CopyStream* chosen = nullptr;
-    for (CopyStream& cs : pool) {
-      if (cs.writer_stream == writer_stream && fits(cs)) chosen = &cs;
+    // The last copy stream taking the writer stream's copies that has room.
+    int32_t chosen = -1;
+    for (uint32_t bits = taking[copy.device * writer_streams + writer_stream];
+         bits != 0;) {
+      const int32_t index = 31 - __builtin_clz(bits);
+      if (fits(pool[index])) {
+        chosen = index;
+        break;
+      }
+      bits &= ~(1u << index);
     }
-    if (chosen == nullptr && pool.size() < kMaxCopyStreams) {
+    if (chosen < 0 && pool.size() < kMaxCopyStreams) {
       pool.push_back(
-          {writer_stream,
+          {-1,
            streams.NewStream(copy.device, Engine::kCopy,
                              LogicalStream::Kind::kIndependent, "eager copies"),
            -1, 0});
-      chosen = &pool.back();
+      chosen = static_cast<int32_t>(pool.size()) - 1;
+      assign(copy.device, chosen, writer_stream);
     }
-    if (chosen == nullptr) {
-      for (CopyStream& cs : pool) {
-        if (fits(cs) &&
-            (chosen == nullptr || cs.last_used < chosen->last_used)) {
-          chosen = &cs;
+    if (chosen < 0) {
+      for (int32_t i = 0; i < static_cast<int32_t>(pool.size()); ++i) {
+        if (fits(pool[i]) &&
+            (chosen < 0 || pool[i].last_used < pool[chosen].last_used)) {
+          chosen = i;
         }
       }
-      if (chosen == nullptr) {
+      if (chosen < 0) {
         // Every copy stream of the device is full: a fresh one replaces
         // the oldest.
-        chosen = &pool[0];
-        for (CopyStream& cs : pool) {
-          if (cs.last_used < chosen->last_used) chosen = &cs;
+        chosen = 0;
+        for (int32_t i = 0; i < static_cast<int32_t>(pool.size()); ++i) {
+          if (pool[i].last_used < pool[chosen].last_used) chosen = i;
         }
-        chosen->id = streams.NewStream(copy.device, Engine::kCopy,
-                                       LogicalStream::Kind::kIndependent,
-                                       "eager copies");
-        chosen->tasks = 0;
+        pool[chosen].id = streams.NewStream(copy.device, Engine::kCopy,
+                                            LogicalStream::Kind::kIndependent,
+                                            "eager copies");
+        pool[chosen].tasks = 0;
       }
-      chosen->writer_stream = writer_stream;
+      assign(copy.device, chosen, writer_stream);
     }
-    chosen->last_used = static_cast<int32_t>(kept.size());
-    chosen->tasks += kCopyTasks;
-    copy.stream = chosen->id;
-    kept.push_back(copy);
+    CopyStream& cs = pool[chosen];
+    cs.last_used = static_cast<int32_t>(kept);
+    cs.tasks += kCopyTasks;
+    copy.stream = cs.id;
+    copies[kept++] = copy;
   }
-  copies = std::move(kept);
+  copies.resize(kept);
   return copies;
 }
 
