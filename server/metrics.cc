@@ -229,11 +229,18 @@ void Metrics::SetJobsRunning(int64_t running) {
 }
 
 void Metrics::NodeExecuted(const std::string& op, int device) {
-  node_executions_
-      .Add({{"op", op},
-            {"device", absl::StrCat(device)},
-            {"UUID", UuidOf(device)}})
-      .Increment();
+  prometheus::Counter* counter;
+  {
+    absl::MutexLock lock(&node_mu_);
+    prometheus::Counter*& cached = node_counters_[std::make_pair(op, device)];
+    if (cached == nullptr) {
+      cached = &node_executions_.Add({{"op", op},
+                                      {"device", absl::StrCat(device)},
+                                      {"UUID", UuidOf(device)}});
+    }
+    counter = cached;
+  }
+  counter->Increment();
 }
 
 void Metrics::LoopIterations(int64_t n) {

@@ -50,9 +50,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -163,6 +165,11 @@ class Metrics {
 
   absl::Mutex mu_;
   absl::flat_hash_set<std::string> tenants_ ABSL_GUARDED_BY(mu_);
+  // node_executions_' counters by (op, device): a node's count is one
+  // lookup, not a label set built and matched.
+  absl::Mutex node_mu_;
+  absl::flat_hash_map<std::pair<std::string, int>, prometheus::Counter*>
+      node_counters_ ABSL_GUARDED_BY(node_mu_);
 };
 
 // A Collectable that runs `refresh` before collecting `registry`, so that
