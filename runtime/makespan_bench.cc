@@ -37,7 +37,11 @@
 // simulated devices' host memory (host_MiB) and the process's peak
 // resident memory during the run (peak_MiB, Linux), and at the end
 // min / median / max and the worst deviation. --cases=SUBSTRING keeps the
-// cases whose name contains it; --all runs both sets.
+// cases whose name contains it; --all runs both sets. --paced runs the
+// schedule cases on a paced clock (time_scale 1, as weftd's simulated
+// devices run) and also prints each job's wall time, from starting it to
+// its end being reported (the duration a daemon reports for the job),
+// against the estimate.
 //
 // Under any run whose measured makespan is not exactly the estimate, a
 // line names the first divergence: the node that ends earliest in the
@@ -51,6 +55,7 @@
 //   bazel run -c opt //runtime:makespan_bench
 //   bazel run -c opt //runtime:makespan_bench -- --schedule_cases
 //       [--cases=SUBSTRING] [--devices=1,2,4,8] [--max_staged_mib=N]
+//       [--paced]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -157,6 +162,9 @@ struct Measured {
   // downloads included; -1: the job failed.
   double makespan_us = -1;
   double last_node_us = 0;  // the end of the last graph node (or graph)
+  // Wall time from starting the job to its end being reported, as a
+  // daemon times a job (what `weftctl get` shows).
+  double wall_us = 0;
   uint64_t host_bytes = 0;  // materialised simulated memory at the end
   // Each node's end in the trace, by NodeId (-1: no span of its own).
   std::vector<double> node_end_us;
@@ -199,14 +207,17 @@ std::string FirstDivergence(const scheduler::Graph& graph,
 }
 
 // Runs `plan` on a fresh simulated machine.
+// Paced (time_scale 1): simulated work takes its time in real time, as in
+// weftd; else as fast as the host can.
 Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
                  std::shared_ptr<const scheduler::Plan> plan,
-                 const scheduler::Topology& topology, int kernel_slots) {
+                 const scheduler::Topology& topology, int kernel_slots,
+                 bool paced = false) {
   SimBackend::Options sim;
   sim.num_devices = topology.num_devices();
   sim.bandwidth_gbps = topology.Matrix();
   sim.max_concurrent_kernels = kernel_slots;
-  sim.time_scale = 0;
+  sim.time_scale = paced ? 1.0 : 0;
   sim.memory_bytes = uint64_t{64} << 30;  // accounted only; see host_bytes
   auto backend = SimBackend::Create(sim).value();
   Executor::Options options;
@@ -217,7 +228,9 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
   JobTrace trace;
   JobCallbacks callbacks;
   callbacks.on_trace = [&trace](JobTrace t) { trace = std::move(t); };
+  absl::Time ended;
   callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
+    ended = absl::Now();
     status = std::move(s);
     done.Notify();
   };
@@ -226,6 +239,7 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
   JobOptions job_options;
   job_options.launch_mode =
       graphs ? LaunchMode::kDeviceGraphs : LaunchMode::kStreams;
+  const absl::Time started = absl::Now();
   if (!executor->Start(graph, plan, std::move(callbacks), job_options).ok()) {
     return Measured();
   }
@@ -235,6 +249,7 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
     return Measured();
   }
   Measured measured;
+  measured.wall_us = absl::ToDoubleMicroseconds(ended - started);
   for (int d = 0; d < sim.num_devices; ++d) {
     measured.host_bytes += backend->materialized_bytes(d);
   }
@@ -325,6 +340,7 @@ struct Flags {
   // Schedule cases whose host staging (see StagedBytes) exceeds this are
   // skipped.
   uint64_t max_staged_bytes = uint64_t{8} << 30;
+  bool paced = false;
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -346,6 +362,8 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
         flags.devices.push_back(n);
       }
       if (flags.devices.empty()) return false;
+    } else if (arg == "--paced") {
+      flags.paced = true;
     } else if (absl::ConsumePrefix(&arg, "--max_staged_mib=")) {
       uint64_t mib = 0;
       if (!absl::SimpleAtoi(arg, &mib)) return false;
@@ -496,6 +514,7 @@ int RunScheduleCases(const Flags& flags) {
               "estimate_us", "measured_us", "ratio", "last_node_us",
               "lower_bound", "host_MiB", "peak_MiB", "wall_s");
   Summary summary;
+  Summary wall;  // paced: the job's wall time against the estimate
   std::vector<std::string> skipped;
   uint64_t max_host = 0;
   uint64_t max_peak = 0;
@@ -528,8 +547,9 @@ int RunScheduleCases(const Flags& flags) {
       auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
       ResetPeakResident();
       const absl::Time start = absl::Now();
-      const Measured measured = Execute(graph, shared, *options.topology,
-                                        options.max_concurrent_kernels);
+      const Measured measured =
+          Execute(graph, shared, *options.topology,
+                  options.max_concurrent_kernels, flags.paced);
       const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
       const uint64_t peak = PeakResidentBytes();
       max_peak = std::max(max_peak, peak);
@@ -538,6 +558,13 @@ int RunScheduleCases(const Flags& flags) {
       const double ratio = measured.makespan_us / shared->estimated_makespan_us;
       summary.Add(shared->estimated_makespan_us, measured.makespan_us,
                   absl::StrCat(c.name, " on ", devices, " devices"));
+      if (flags.paced) {
+        wall.Add(shared->estimated_makespan_us, measured.wall_us,
+                 absl::StrCat(c.name, " on ", devices, " devices"));
+        std::printf("  paced: job wall time %.1f us (%.4f of the estimate)\n",
+                    measured.wall_us,
+                    measured.wall_us / shared->estimated_makespan_us);
+      }
       std::printf(
           "%-16s %3d %5d %8.1f %6llu %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f "
           "%8.3f %8.0f %7.2f\n",
@@ -558,6 +585,7 @@ int RunScheduleCases(const Flags& flags) {
   }
   if (summary.empty()) return 1;
   summary.Print("schedule cases");
+  if (flags.paced) wall.Print("schedule cases, paced job wall time");
   std::printf(
       "host memory: at most %llu bytes held by the simulated devices, %.0f "
       "MiB peak resident in one run; %.0f s in all\n",
@@ -577,7 +605,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: makespan_bench [--schedule_cases | --all] "
                  "[--cases=SUBSTRING] [--devices=1,2,4,8] "
-                 "[--max_staged_mib=N]\n");
+                 "[--max_staged_mib=N] [--paced]\n");
     return 2;
   }
   if (flags.random_shapes) {
