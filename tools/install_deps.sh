@@ -30,6 +30,8 @@ PACKAGES=(
   # Metrics and tooling.
   prometheus
   curl
+  # Checks the systemd unit (systemd-analyze verify).
+  systemd
 )
 
 missing=()
