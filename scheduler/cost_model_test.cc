@@ -7,13 +7,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::Eq;
 using testing::GraphMaker;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 TEST(CostLevelsTest, Chain) {
   GraphMaker m;
@@ -328,9 +331,8 @@ TEST(SimulatePlanTest, RejectsATopologyWithTooFewDevices) {
   Plan plan = MakePlan({{0, 0, {}, 0, 0}, {1, 1, {0}, -1, 1}}, 2, 1, {0, 1});
   Topology one = Topology::Default(1);
   absl::Status s = SimulatePlan(g, &plan, {.topology = &one});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("options.topology: describes 1 devices"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("options.topology: describes 1 devices")));
 }
 
 TEST(SimulatePlanTest, RejectsAnEventNobodySignals) {
@@ -338,8 +340,8 @@ TEST(SimulatePlanTest, RejectsAnEventNobodySignals) {
       ThreeIndependent(Engine::kCompute, Engine::kCompute, Engine::kCompute);
   Plan plan = MakePlan({{0, 0}, {1, 1, {0}}, {2, 0}}, 2, 1);
   absl::Status s = SimulatePlan(g, &plan);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("never signalled"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("never signalled")));
 }
 
 TEST(SimulatePlanTest, DetectsADeadlock) {
@@ -348,10 +350,9 @@ TEST(SimulatePlanTest, DetectsADeadlock) {
   // Stream 0 runs a, then b; a waits for an event b signals.
   Plan plan = MakePlan({{0, 0, {0}}, {1, 0, {}, 0}, {2, 1}}, 2, 1);
   absl::Status s = SimulatePlan(g, &plan);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(s.message(),
-            "plan node 0 waits on event 0 before the node that signals it is "
-            "issued");
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          Eq("plan node 0 waits on event 0 before the node "
+                             "that signals it is issued")));
 }
 
 // A zero-initialized buffer nothing has written yet is created wherever
@@ -416,8 +417,8 @@ TEST(SimulatePlanTest, PeerStreamMustLieOnAnotherDevice) {
   Plan plan = MakePlan({{0, 0}, {1, 1}, {2, 0}}, 2, 0);
   plan.nodes[1].peer_stream = 0;  // device 0, like the node
   absl::Status s = SimulatePlan(g, &plan);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("bad peer stream 0"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("bad peer stream 0")));
 }
 
 // Buffers of different sizes read from the same device each take their
@@ -509,8 +510,8 @@ TEST(SimulateScheduleTest, NamesTheFirstBadReference) {
     c.spoil(s);
     ScheduleTimes times;
     absl::Status status = SimulateSchedule(g, s, {}, &times);
-    EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << c.message;
-    EXPECT_EQ(status.message(), c.message);
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInternal, Eq(c.message)))
+        << c.message;
   }
 }
 

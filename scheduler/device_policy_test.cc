@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -18,6 +19,7 @@ using ::testing::ElementsAre;
 using testing::GraphMaker;
 using ::testing::HasSubstr;
 using Why = DeviceChoice::Why;
+using ::weft::testing::StatusIs;
 
 DeviceAssignment RoundRobin(const Graph& g, int num_devices) {
   absl::StatusOr<Dag> dag = InferDependencies(g);
@@ -90,9 +92,8 @@ TEST(RoundRobinPolicyTest, RejectsNoDevices) {
   absl::StatusOr<DeviceAssignment> out =
       RoundRobinPolicy().Assign(g, *dag, context);
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(out.status().message()),
-              HasSubstr("options.num_devices"));
+  EXPECT_THAT(out.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("options.num_devices")));
 }
 
 TEST(DevicePolicyTest, CreatesEveryPolicy) {
@@ -381,19 +382,19 @@ TEST(DevicePolicyTest, ValidatesTheContext) {
   context.busy_streams = {1};
   absl::StatusOr<DeviceAssignment> out =
       StreamAwarePolicy().Assign(g, *dag, context);
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(out.status().message()),
-              HasSubstr("options.busy_streams: has 1 entries for 2"));
+  EXPECT_THAT(out.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("options.busy_streams: has 1 entries for 2")));
   Topology small = Topology::Default(1);
   context = Devices(2);
   context.topology = &small;
   out = MinFinishTimePolicy().Assign(g, *dag, context);
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(out.status().message()),
-              HasSubstr("options.topology: describes 1 devices"));
+  EXPECT_THAT(out.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("options.topology: describes 1 devices")));
   out = RoundRobinPolicy().Assign(g, *dag, Devices(64));
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(out.status().message()), HasSubstr("at most 63"));
+  EXPECT_THAT(out.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("at most 63")));
 }
 
 TEST(LookaheadFinishTimePolicyTest, HugeGraphsArePlacedByLoad) {

@@ -4,17 +4,20 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/planner.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
 
 using testing::GraphMaker;
 using testing::NodeOptions;
+using ::weft::testing::StatusIs;
 
 // 300 MB: 1,000 us over the default 300 GB/s link between devices.
 constexpr uint64_t kBig = 300'000'000;
@@ -92,7 +95,7 @@ TEST(EagerCopiesTest, MalformedCopiesAreRefused) {
   ASSERT_EQ(plan->copies.size(), 1u);
   Plan bad = *plan;
   bad.copies[0].event = -1;
-  EXPECT_EQ(SimulatePlan(graph, &bad).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(SimulatePlan(graph, &bad), StatusIs(absl::StatusCode::kInternal));
   EXPECT_FALSE(VerifyPlan(graph, bad).ok());
   bad = *plan;
   bad.copies[0].stream = bad.nodes[0].stream;

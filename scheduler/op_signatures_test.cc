@@ -4,13 +4,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using ::weft::testing::StatusIs;
 
 class OpSignaturesTest : public ::testing::Test {
  protected:
@@ -78,87 +81,87 @@ TEST_F(OpSignaturesTest, AcceptsValidCalls) {
 
 TEST_F(OpSignaturesTest, RejectsUnknownOp) {
   absl::Status s = Check("gemm", {});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].op: unknown op 'gemm'"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("axpy"));
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("graph.nodes[7].op: unknown op 'gemm'"),
+                             HasSubstr("axpy"))));
 }
 
 TEST_F(OpSignaturesTest, RejectsWrongArgumentCount) {
   absl::Status s = Check("axpy", {2.0f, R(0)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args: op 'axpy' takes 3"
-                         " arguments, got 2"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("x: FLOAT32 buffer READ"));
+  EXPECT_THAT(
+      s,
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          AllOf(StartsWith(
+                    "graph.nodes[7].args: op 'axpy' takes 3 arguments, got 2"),
+                HasSubstr("x: FLOAT32 buffer READ"))));
 }
 
 TEST_F(OpSignaturesTest, RejectsScalarWhereBufferExpected) {
   absl::Status s = Check("copy", {R(0), 1.0f});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[1]: op 'copy' "
-                         "argument 'dst' must be a buffer"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          StartsWith("graph.nodes[7].args[1]: op 'copy' "
+                                     "argument 'dst' must be a buffer")));
 }
 
 TEST_F(OpSignaturesTest, RejectsBufferWhereScalarExpected) {
   absl::Status s = Check("scale", {R(1), RW(0)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[0]: op 'scale' "
-                         "argument 'a' must be a scalar"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          StartsWith("graph.nodes[7].args[0]: op 'scale' "
+                                     "argument 'a' must be a scalar")));
 }
 
 TEST_F(OpSignaturesTest, RejectsWrongDType) {
   absl::Status s = Check("axpy", {1.0f, R(2), RW(1)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[1].buffer.name: op 'axpy' "
-                         "argument 'x' must be a FLOAT32 buffer"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("'ints' is INT32"));
+  EXPECT_THAT(
+      s,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(StartsWith("graph.nodes[7].args[1].buffer.name: op 'axpy' "
+                                "argument 'x' must be a FLOAT32 buffer"),
+                     HasSubstr("'ints' is INT32"))));
 }
 
 TEST_F(OpSignaturesTest, RejectsWrongAccess) {
   absl::Status s = Check("axpy", {1.0f, R(0), W(1)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[2].buffer.access: op 'axpy' "
-                         "argument 'y' must be accessed READ_WRITE, got "
-                         "WRITE"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument,
+                  StartsWith(
+                      "graph.nodes[7].args[2].buffer.access: op 'axpy' "
+                      "argument 'y' must be accessed READ_WRITE, got WRITE")));
   s = Check("fill", {R(0), 1.0f});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("args[0].buffer.access"));
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("WRITE or READ_WRITE, got READ"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          AllOf(HasSubstr("args[0].buffer.access"),
+                                HasSubstr("WRITE or READ_WRITE, got READ"))));
   s = Check("add", {R(0), RW(1), W(3)});
   EXPECT_THAT(std::string(s.message()), HasSubstr("args[1].buffer.access"));
 }
 
 TEST_F(OpSignaturesTest, RejectsCopyIntoSmallerBuffer) {
   absl::Status s = Check("copy", {R(0), W(3)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[1].buffer.name: op 'copy' "
-                         "destination 'small' (8 bytes) is smaller than "
-                         "source 'x' (16 bytes)"));
+  EXPECT_THAT(
+      s,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               StartsWith(
+                   "graph.nodes[7].args[1].buffer.name: op 'copy' destination "
+                   "'small' (8 bytes) is smaller than source 'x' (16 bytes)")));
 }
 
 TEST_F(OpSignaturesTest, SpinTakesOnlyBuffers) {
   absl::Status s = Check("spin", {R(0), 3.0f});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[1]: op 'spin' "
-                         "takes only buffer arguments"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          StartsWith("graph.nodes[7].args[1]: op 'spin' takes "
+                                     "only buffer arguments")));
 }
 
 TEST_F(OpSignaturesTest, ElementwiseOpsBroadcastOnlyOneElement) {
   // n = min(len(a), len(out)) = 4; b of 2 elements is neither 1 nor >= 4.
   absl::Status s = Check("sub", {R(0), R(3), W(1)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[1].buffer.name: op 'sub' "
-                         "argument 'b' ('small', 2 elements) must hold one "
-                         "element (broadcast) or at least 4"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument,
+                  StartsWith("graph.nodes[7].args[1].buffer.name: op 'sub' "
+                             "argument 'b' ('small', 2 elements) must hold one "
+                             "element (broadcast) or at least 4")));
   // With a 2-element output, n = 2 and the same b is fine.
   EXPECT_TRUE(Check("mul", {R(0), R(3), W(3)}).ok());
   s = Check("div", {R(4), R(1), W(2)});
@@ -177,11 +180,11 @@ TEST_F(OpSignaturesTest, ElementwiseOpsMayWriteAnInput) {
 TEST_F(OpSignaturesTest, GemvChecksDimensionsAndSizes) {
   // A = x holds 4 elements: 2 x 2 fits, 2 x 3 does not.
   absl::Status s = Check("gemv", {int32_t{2}, int32_t{3}, R(0), R(1), W(1)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[2].buffer.name: op 'gemv' "
-                         "argument 'A' (buffer 'x', 4 elements) must hold at "
-                         "least rows * cols = 6 elements"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument,
+                  StartsWith("graph.nodes[7].args[2].buffer.name: op 'gemv' "
+                             "argument 'A' (buffer 'x', 4 elements) must hold "
+                             "at least rows * cols = 6 elements")));
   s = Check("gemv", {int32_t{1}, int32_t{4}, R(0), R(3), W(1)});
   EXPECT_THAT(std::string(s.message()),
               StartsWith("graph.nodes[7].args[3].buffer.name: op 'gemv' "
@@ -204,11 +207,12 @@ TEST_F(OpSignaturesTest, GemvChecksDimensionsAndSizes) {
 
 TEST_F(OpSignaturesTest, GemvTakesIntegerDimensions) {
   absl::Status s = Check("gemv", {2.0f, int32_t{2}, R(0), R(1), W(3)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[0]: op 'gemv' argument 'rows' "
-                         "must be an integer scalar (i32 or i64)"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("rows: i32, cols: i32"));
+  EXPECT_THAT(
+      s, StatusIs(
+             absl::StatusCode::kInvalidArgument,
+             AllOf(StartsWith("graph.nodes[7].args[0]: op 'gemv' argument "
+                              "'rows' must be an integer scalar (i32 or i64)"),
+                   HasSubstr("rows: i32, cols: i32"))));
   s = Check("gemv", {int32_t{2}, int64_t{1} << 40, R(0), R(1), W(3)});
   EXPECT_THAT(std::string(s.message()),
               StartsWith("graph.nodes[7].args[1]: op 'gemv' argument 'cols' "
@@ -217,28 +221,29 @@ TEST_F(OpSignaturesTest, GemvTakesIntegerDimensions) {
 
 TEST_F(OpSignaturesTest, GemvAndDotRejectAnOutputThatIsAnInput) {
   absl::Status s = Check("gemv", {int32_t{2}, int32_t{2}, R(0), R(3), W(0)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[4].buffer.name: op 'gemv' "
-                         "cannot write its result into its input 'A' (buffer "
-                         "'x')"));
+  EXPECT_THAT(
+      s, StatusIs(
+             absl::StatusCode::kInvalidArgument,
+             StartsWith("graph.nodes[7].args[4].buffer.name: op 'gemv' cannot "
+                        "write its result into its input 'A' (buffer 'x')")));
   s = Check("gemv", {int32_t{2}, int32_t{2}, R(0), R(1), RW(1)});
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("its input 'x' (buffer 'y')"));
   s = Check("dot", {R(0), R(1), W(1)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[2].buffer.name: op 'dot' "
-                         "cannot write its result into its input 'y'"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument,
+                  StartsWith("graph.nodes[7].args[2].buffer.name: op 'dot' "
+                             "cannot write its result into its input 'y'")));
 }
 
 TEST_F(OpSignaturesTest, ComparisonsWriteAnInt32Flag) {
   absl::Status s = Check("less", {R(0), 1.0f, W(1)});
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].args[2].buffer.name: op 'less' "
-                         "argument 'flag' must be an INT32 buffer, but buffer "
-                         "'y' is FLOAT32"));
+  EXPECT_THAT(
+      s, StatusIs(
+             absl::StatusCode::kInvalidArgument,
+             StartsWith(
+                 "graph.nodes[7].args[2].buffer.name: op 'less' argument "
+                 "'flag' must be an INT32 buffer, but buffer 'y' is FLOAT32")));
   s = Check("greater", {R(0), R(1), W(2)});
   EXPECT_THAT(std::string(s.message()),
               StartsWith("graph.nodes[7].args[1]: op 'greater' argument 't' "
@@ -259,10 +264,10 @@ TEST_F(OpSignaturesTest, UserKernelsTakeAnyArguments) {
 
   node.op = "spin";  // a kernel node must carry the reserved op
   absl::Status s = CheckOpSignature(node, buffers_, "graph.nodes[7]");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              StartsWith("graph.nodes[7].op: a node that launches a user "
-                         "kernel has op 'kernel', got 'spin'"));
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       StartsWith("graph.nodes[7].op: a node that launches a "
+                                  "user kernel has op 'kernel', got 'spin'")));
 }
 
 }  // namespace

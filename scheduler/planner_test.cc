@@ -13,6 +13,7 @@
 #include "scheduler/graph_builder.h"
 #include "scheduler/plan_proto.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -21,6 +22,7 @@ using ::testing::ElementsAre;
 using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::weft::testing::StatusIs;
 
 Graph FromText(const std::string& text, int num_devices = 1) {
   weft::v1::Graph proto;
@@ -157,9 +159,9 @@ TEST(PlannerTest, SingleModeRejectsStreamLabels) {
   options.stream_mode = StreamMode::kSingle;
   absl::StatusOr<Plan> plan = PlanGraph(m.Build(), options);
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("graph.nodes[1].stream_label"));
+  EXPECT_THAT(plan.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("graph.nodes[1].stream_label")));
 }
 
 TEST(PlannerTest, EveryPolicyPlans) {
@@ -336,21 +338,19 @@ TEST(PlannerTest, RejectsBadOptions) {
   PlannerOptions options;
   options.max_streams_per_device = 0;
   absl::StatusOr<Plan> plan = PlanGraph(g, options);
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("options.max_streams_per_device"));
+  EXPECT_THAT(plan.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("options.max_streams_per_device")));
   options = PlannerOptions();
   options.num_devices = 0;
   plan = PlanGraph(g, options);
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("options.num_devices"));
+  EXPECT_THAT(plan.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      HasSubstr("options.num_devices")));
   options = PlannerOptions();
   options.busy_streams = {1, 2};
   plan = PlanGraph(g, options);
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("options.busy_streams"));
+  EXPECT_THAT(plan.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      HasSubstr("options.busy_streams")));
   struct Bad {
     void (*set)(PlannerOptions&);
     const char* message;
@@ -376,9 +376,9 @@ TEST(PlannerTest, RejectsBadOptions) {
     options = PlannerOptions();
     b.set(options);
     plan = PlanGraph(g, options);
-    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument)
+    EXPECT_THAT(plan.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr(b.message)))
         << b.message;
-    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(b.message));
   }
 }
 
@@ -389,9 +389,10 @@ TEST(PlannerTest, RejectsPinsBeyondTheDevices) {
   options.num_devices = 2;
   absl::StatusOr<Plan> plan = PlanGraph(m.Build(), options);
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(plan.status().message()),
-              HasSubstr("graph.nodes[1].device: device 3 is outside [0, 2)"));
+  EXPECT_THAT(
+      plan.status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("graph.nodes[1].device: device 3 is outside [0, 2)")));
 }
 
 TEST(PlannerTest, EmptyGraph) {
@@ -434,25 +435,27 @@ TEST(PlannerOptionsTest, RejectsNegativeStreamCap) {
   proto.set_max_streams_per_device(-1);
   absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
   ASSERT_FALSE(options.ok());
-  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(options.status().message()),
-              HasSubstr("options.max_streams_per_device: must not be "
-                        "negative, got -1"));
+  EXPECT_THAT(
+      options.status(),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr(
+              "options.max_streams_per_device: must not be negative, got -1")));
 }
 
 TEST(PlannerOptionsTest, RejectsUnknownEnumValues) {
   weft::v1::ScheduleOptions proto;
   proto.set_device_policy(static_cast<weft::v1::DevicePolicy>(77));
   absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
-  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(options.status().message()),
-              HasSubstr("options.device_policy: unknown device policy 77"));
+  EXPECT_THAT(
+      options.status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("options.device_policy: unknown device policy 77")));
   proto = weft::v1::ScheduleOptions();
   proto.set_stream_mode(static_cast<weft::v1::StreamMode>(5));
   options = PlannerOptionsFromProto(proto, 1, 8);
-  EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(options.status().message()),
-              HasSubstr("options.stream_mode"));
+  EXPECT_THAT(options.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("options.stream_mode")));
 }
 
 TEST(PlannerOptionsTest, MapsPlacementAndSplittingOptions) {
@@ -489,9 +492,10 @@ TEST(PlannerOptionsTest, RejectsDataThresholdOutsideUnitInterval) {
     absl::StatusOr<PlannerOptions> options =
         PlannerOptionsFromProto(proto, 2, 8);
     ASSERT_FALSE(options.ok()) << bad;
-    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(options.status().message()),
-                HasSubstr("options.data_threshold: must be in [0, 1]"));
+    EXPECT_THAT(
+        options.status(),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("options.data_threshold: must be in [0, 1]")));
   }
 }
 
@@ -502,12 +506,12 @@ TEST(PlannerOptionsTest, RejectsMaxNodesPerStreamBelowSplitterMinimum) {
     absl::StatusOr<PlannerOptions> options =
         PlannerOptionsFromProto(proto, 2, 8);
     ASSERT_FALSE(options.ok()) << bad;
-    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(options.status().message()),
-                HasSubstr(absl::StrCat(
-                    "options.max_nodes_per_stream: must be at least 3 (0: "
-                    "the default 65536), got ",
-                    bad)));
+    EXPECT_THAT(options.status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat(
+                             "options.max_nodes_per_stream: must be at least 3 "
+                             "(0: the default 65536), got ",
+                             bad))));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -13,6 +14,7 @@ namespace {
 using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 // Two devices; the device pair is measured differently in each direction
 // and a third device's rows must be dropped.
@@ -49,21 +51,21 @@ TEST(TopologyTest, FewerDevicesDropRows) {
 TEST(TopologyTest, MissingHostLinkIsAnError) {
   absl::StatusOr<Topology> t = Topology::FromCsv(kTwoDevices, 3);
   ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(t.status().message()),
-              HasSubstr("device 2 has no link to and from the host"));
+  EXPECT_THAT(t.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("device 2 has no link to and from the host")));
 }
 
 TEST(TopologyTest, MalformedRowNamesTheLine) {
   absl::StatusOr<Topology> t =
       Topology::FromCsv("From,To,GB/s\n-1,0,12\n0;1;3\n", 1);
   ASSERT_FALSE(t.ok());
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(t.status().message()),
-              HasSubstr("topology line 3: expected `From,To,GB/s`"));
+  EXPECT_THAT(t.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("topology line 3: expected `From,To,GB/s`")));
   t = Topology::FromCsv("-1,0,-4\n", 1);
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(t.status().message()), HasSubstr("line 1"));
+  EXPECT_THAT(t.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("line 1")));
 }
 
 TEST(TopologyTest, HeaderIsOptional) {
@@ -93,13 +95,13 @@ TEST(TopologyTest, TransfersWithoutADirectLinkGoThroughTheHost) {
 
 TEST(TopologyTest, FromMatrixValidates) {
   absl::StatusOr<Topology> t = Topology::FromMatrix({{1, 2}, {3}});
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(t.status().message()), HasSubstr("row 1 has 1"));
+  EXPECT_THAT(t.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("row 1 has 1")));
   t = Topology::FromMatrix({{1}});
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(t.status(), StatusIs(absl::StatusCode::kInvalidArgument));
   t = Topology::FromMatrix({{1, -2}, {3, 0}});
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(t.status().message()), HasSubstr("is -2"));
+  EXPECT_THAT(t.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is -2")));
 }
 
 TEST(TopologyTest, LoadsAFile) {
@@ -113,8 +115,8 @@ TEST(TopologyTest, LoadsAFile) {
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->gbps(0, 1), 45);
   t = Topology::LoadCsvFile(path + ".missing", 2);
-  EXPECT_EQ(t.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(t.status().message()), HasSubstr(".missing"));
+  EXPECT_THAT(t.status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(".missing")));
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -17,6 +18,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::PassFixture;
 using Why = StreamChoice::Why;
+using ::weft::testing::StatusIs;
 
 // src -> {b1, b2, b3} -> join; b2 is the most expensive branch.
 Graph ForkJoin(double c1, double c2, double c3) {
@@ -178,9 +180,8 @@ TEST(AssignByDependencyPassTest, RejectsZeroCap) {
   m.Buffer("x").Node("a", "x:w");
   PassFixture f(m.Build(), {.max_streams_per_device = 0});
   absl::Status s = f.Run(AssignByDependencyPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("options.max_streams_per_device"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("options.max_streams_per_device")));
 }
 
 // p (device 1) writes x; cp, a COPY node on device 0, copies x into y; c

@@ -10,6 +10,7 @@
 #include "scheduler/passes/insert_events_pass.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -18,6 +19,7 @@ using ::testing::ElementsAre;
 using testing::GraphMaker;
 using ::testing::HasSubstr;
 using testing::PassFixture;
+using ::weft::testing::StatusIs;
 
 Graph ForkJoin() {
   GraphMaker m;
@@ -96,15 +98,15 @@ TEST(EventIdContinuityPassTest, RejectsAnEventSignalledTwice) {
   absl::Status s = RunOnSpoiledEvents([](PassFixture& f) {
     f.context().signal[f.id("b2")] = f.context().signal[f.id("b1")];
   });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("signalled twice"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("signalled twice")));
 }
 
 TEST(EventIdContinuityPassTest, RejectsANegativeEventCount) {
   absl::Status s =
       RunOnSpoiledEvents([](PassFixture& f) { f.context().num_events = -1; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("negative event count"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          HasSubstr("negative event count")));
 }
 
 TEST(EventIdContinuityPassTest, RejectsAWaitOnAnUnknownEvent) {
@@ -113,22 +115,22 @@ TEST(EventIdContinuityPassTest, RejectsAWaitOnAnUnknownEvent) {
     f.context().waits.items.push_back(f.context().num_events);
     ++f.context().waits.offsets.back();
   });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("unknown event"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("unknown event")));
 }
 
 TEST(EventIdContinuityPassTest, RejectsAWaitOnAnEventNothingSignals) {
   absl::Status s = RunOnSpoiledEvents(
       [](PassFixture& f) { f.context().signal[f.id("b1")] = -1; });
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("nothing signals"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("nothing signals")));
 }
 
 TEST(EventIdContinuityPassTest, NeedsEvents) {
   PassFixture f(ForkJoin());
   absl::Status s = f.Run(EventIdContinuityPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("before events exist"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          HasSubstr("before events exist")));
 }
 
 }  // namespace

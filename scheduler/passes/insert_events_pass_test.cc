@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -15,6 +16,7 @@ using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::PassFixture;
+using ::weft::testing::StatusIs;
 
 TEST(InsertEventsPassTest, ChainOnOneStreamNeedsNone) {
   GraphMaker m;
@@ -179,8 +181,8 @@ TEST(InsertEventsPassTest, PeerStreamMustBeValid) {
   f.SetStreams({{"a", 1}, {"cp", 0}});
   f.SetPeerStreams({{"cp", 0}});
   absl::Status s = f.Run(InsertEventsPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("'cp' has no valid peer"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInternal,
+                          HasSubstr("'cp' has no valid peer")));
 }
 
 TEST(InsertEventsPassTest, CopyBetweenDevicesWithSparseClocks) {

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -13,6 +14,7 @@ namespace {
 using testing::GraphMaker;
 using ::testing::HasSubstr;
 using testing::PassFixture;
+using ::weft::testing::StatusIs;
 
 TEST(SingleStreamPassTest, OneStreamForEveryEngineOfADevice) {
   GraphMaker m;
@@ -51,10 +53,10 @@ TEST(SingleStreamPassTest, RejectsLabels) {
   m.Buffer("x").Node("a", "x:w").Node("b", "x:r", {.label = "io"});
   PassFixture f(m.Build());
   absl::Status s = f.Run(SingleStreamPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("graph.nodes[1].stream_label: stream label 'io' is "
-                        "not allowed in SINGLE stream mode"));
+  EXPECT_THAT(s,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("graph.nodes[1].stream_label: stream label "
+                                 "'io' is not allowed in SINGLE stream mode")));
 }
 
 TEST(SingleStreamPassTest, PeerIsTheSourceDevicesStream) {

@@ -8,6 +8,7 @@
 #include "scheduler/passes/insert_events_pass.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -17,6 +18,7 @@ using testing::GraphMaker;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::PassFixture;
+using ::weft::testing::StatusIs;
 
 Graph Chain6() {
   GraphMaker m;
@@ -121,10 +123,9 @@ TEST(SplitStreamsPassTest, RejectsLimitsTooSmallToContinueAStream) {
   PassFixture f(Chain6(), {.max_nodes_per_stream = 2});
   OneStreamWithEvents(f);
   absl::Status s = f.Run(SplitStreamsPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("options.max_nodes_per_stream: must be 0 (no limit) "
-                        "or at least 3, got 2"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("options.max_nodes_per_stream: must be 0 "
+                                    "(no limit) or at least 3, got 2")));
 }
 
 TEST(SplitStreamsPassTest, SplitAtAPeerMembershipWaitsOnTheCopysStream) {

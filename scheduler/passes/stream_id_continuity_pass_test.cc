@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/passes/pass_test_util.h"
 #include "scheduler/test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::scheduler {
 namespace {
@@ -13,6 +14,7 @@ namespace {
 using testing::GraphMaker;
 using ::testing::HasSubstr;
 using testing::PassFixture;
+using ::weft::testing::StatusIs;
 
 TEST(StreamIdContinuityPassTest, DenseInOrderOfFirstUse) {
   GraphMaker m;
@@ -35,8 +37,8 @@ TEST(StreamIdContinuityPassTest, EveryNodeNeedsAStream) {
   PassFixture f(m.Build());
   f.SetStreams({{"a", 0}});
   absl::Status s = f.Run(StreamIdContinuityPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("'b' has no stream"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("'b' has no stream")));
 }
 
 TEST(StreamIdContinuityPassTest, MustRunBeforeEvents) {
@@ -46,8 +48,8 @@ TEST(StreamIdContinuityPassTest, MustRunBeforeEvents) {
   f.SetStreams({{"a", 0}});
   f.context().events_planned = true;
   absl::Status s = f.Run(StreamIdContinuityPass());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("before events"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInternal, HasSubstr("before events")));
 }
 
 TEST(StreamIdContinuityPassTest, PeerStreamsCountAsUses) {
