@@ -4,13 +4,16 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using scheduler::Access;
 using scheduler::DType;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 // axpy(a, x, y) then a copy of y to device 1's peer buffer, then an event:
 // a small graph with every kind of node.
@@ -91,48 +94,49 @@ TEST(DeviceGraphTest, RejectsForwardDependency) {
   DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
   g.nodes[1].deps = {2};
   const absl::Status s = ValidateDeviceGraph(g);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("node 1 (kernel): dependency 2 is not "
-                                     "an earlier node"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument,
+                  HasSubstr(
+                      "node 1 (kernel): dependency 2 is not an earlier node")));
 }
 
 TEST(DeviceGraphTest, RejectsKernelBufferOnAnotherDevice) {
   DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
   std::get<DeviceBufferArg>(g.nodes[1].launch.args[1]).ptr.device = 1;
   const absl::Status s = ValidateDeviceGraph(g);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("buffer argument on device 1"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("buffer argument on device 1")));
 }
 
 TEST(DeviceGraphTest, RejectsCopyIntoAnotherDevice) {
   DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
   g.nodes[2].dst.device = 1;
   const absl::Status s = ValidateDeviceGraph(g);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("destination on device 1"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("destination on device 1")));
 }
 
 TEST(DeviceGraphTest, RejectsCopyWithoutASourceDevice) {
   DeviceGraph g = Sample(0x1000, 0x2000, 2, 5, 7);
   g.nodes[2].src.device = -1;
   const absl::Status s = ValidateDeviceGraph(g);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("source on device -1"));
-  EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("destination")));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          AllOf(HasSubstr("source on device -1"),
+                                ::testing::Not(HasSubstr("destination")))));
 }
 
 TEST(DeviceGraphTest, RejectsMissingEventAndHostAddress) {
   DeviceGraph g;
   g.AddEventRecord(EventHandle{}, {});
   absl::Status s = ValidateDeviceGraph(g);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("no event"));
+  EXPECT_THAT(
+      s, StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no event")));
 
   DeviceGraph h;
   h.AddDeviceToHost(nullptr, DevicePtr{0, 64}, 8, {});
   s = ValidateDeviceGraph(h);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("needs a host destination"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("needs a host destination")));
 }
 
 TEST(DeviceGraphTest, ParametersTrackWhatTheSignatureLeavesOut) {

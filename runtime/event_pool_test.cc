@@ -5,11 +5,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 std::unique_ptr<SimBackend> MakeBackend() {
   SimBackend::Options options;
@@ -64,8 +66,8 @@ TEST(EventPoolTest, ReportsBackendFailure) {
   auto backend = MakeBackend();
   EventPool pool(backend.get(), 3);
   auto e = pool.Acquire();
-  EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(e.status().message(), HasSubstr("device 3"));
+  EXPECT_THAT(e.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("device 3")));
   EXPECT_EQ(pool.in_use(), 0);
 }
 

@@ -17,12 +17,14 @@
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::weft::testing::StatusIs;
 
 // Twenty seconds of device time: far beyond every bound below.
 constexpr double kLongUs = 20e6;
@@ -123,7 +125,7 @@ TEST_F(ExecutorCancelTest, CancelInterruptsARunningSpin) {
   job.Node("forever", "spin", {}, 0, {}, -1, kLongUs);
   Outcome outcome;
   EXPECT_LT(RunAndCancel(job, outcome), kPrompt);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(outcome.CountOf(NodeEventKind::kFinished), 0);
   // Everything is back by the time the job is reported.
   ExpectNoMemoryHeld(*backend_, *executor_);
@@ -143,7 +145,7 @@ TEST_F(ExecutorCancelTest, CancelInterruptsALongKernel) {
            0, {}, -1, kLongUs);
   Outcome outcome;
   EXPECT_LT(RunAndCancel(job, outcome), kPrompt);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_TRUE(outcome.outputs.empty());
   ExpectNoMemoryHeld(*backend_, *executor_);
   ExpectASmallJobRuns();
@@ -160,7 +162,7 @@ TEST_F(ExecutorCancelTest, CancelInterruptsParallelSpinsPinningEveryStream) {
   }
   Outcome outcome;
   EXPECT_LT(RunAndCancel(job, outcome), kPrompt);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(outcome.CountOf(NodeEventKind::kFinished), 0);
   for (const DeviceLoad& load : executor_->Load()) {
     EXPECT_EQ(load.streams_busy, 0);
@@ -189,8 +191,8 @@ TEST_F(ExecutorCancelTest, UninterruptibleWorkIsAbandonedBehindAFence) {
   const absl::Time start = absl::Now();
   // Reported at once, while the device still runs the spin.
   EXPECT_LT(RunAndCancel(job, outcome), kPrompt);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(outcome.status.message(), HasSubstr("cancelled"));
+  EXPECT_THAT(outcome.status,
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("cancelled")));
   EXPECT_EQ(outcome.on_done_calls, 1);
   const int events_at_done = outcome.CountOf(NodeEventKind::kStarted) +
                              outcome.CountOf(NodeEventKind::kFinished) +
@@ -210,8 +212,8 @@ TEST_F(ExecutorCancelTest, UninterruptibleWorkIsAbandonedBehindAFence) {
     Outcome refused;
     Start(other, refused);
     ASSERT_TRUE(refused.Wait());
-    EXPECT_EQ(refused.status.code(), absl::StatusCode::kUnavailable);
-    EXPECT_THAT(refused.status.message(), HasSubstr("fenced off"));
+    EXPECT_THAT(refused.status, StatusIs(absl::StatusCode::kUnavailable,
+                                         HasSubstr("fenced off")));
   }
 
   // Once the device has finished, the stream and memory come back.
@@ -242,7 +244,7 @@ TEST_F(ExecutorCancelTest, DestroyingTheExecutorWaitsForAbandonedWork) {
   Outcome outcome;
   const absl::Time start = absl::Now();
   EXPECT_LT(RunAndCancel(job, outcome), kPrompt);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   // The backend's callbacks still reach the executor until then.
   executor_.reset();
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));

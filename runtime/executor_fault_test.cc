@@ -15,12 +15,14 @@
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::weft::testing::StatusIs;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
@@ -109,9 +111,9 @@ TEST_F(ExecutorFaultTest, FaultOnASharedStreamFailsOnlyItsJob) {
   kernels_.release.Notify();
   ASSERT_TRUE(bad_outcome.Wait());
   ASSERT_TRUE(good_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(bad_outcome.status.message(),
-              HasSubstr("boom on device 0: bits fell out"));
+  EXPECT_THAT(bad_outcome.status,
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("boom on device 0: bits fell out")));
   EXPECT_EQ(bad_outcome.failed_node, boom);
   EXPECT_GE(bad_outcome.IndexOf(after, NodeEventKind::kFailed), 0);
   ExpectCounter(good_outcome, 20);
@@ -143,7 +145,7 @@ TEST_F(ExecutorFaultTest, JobsTakingTurnsOnASharedStreamKeepTheirScopes) {
   Run(Counter(0, 40), good_outcome);
   ASSERT_TRUE(bad_outcome.Wait());
   ASSERT_TRUE(good_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(bad_outcome.status, StatusIs(absl::StatusCode::kDataLoss));
   EXPECT_EQ(bad_outcome.failed_node, boom);
   ExpectCounter(good_outcome, 40);
   EXPECT_EQ(good_outcome.CountOf(NodeEventKind::kFailed), 0);
@@ -165,10 +167,11 @@ TEST_F(ExecutorFaultTest, KthLaunchFaultFailsItsJobAndSparesTheOthers) {
   ASSERT_TRUE(a_outcome.Wait());
   ASSERT_TRUE(b_outcome.Wait());
   ASSERT_TRUE(c_outcome.Wait());
-  EXPECT_EQ(a_outcome.status.code(), absl::StatusCode::kInternal);
   EXPECT_THAT(
-      a_outcome.status.message(),
-      HasSubstr("injected ECC error (launch 3 on device 0, op 'spin')"));
+      a_outcome.status,
+      StatusIs(
+          absl::StatusCode::kInternal,
+          HasSubstr("injected ECC error (launch 3 on device 0, op 'spin')")));
   EXPECT_EQ(a_outcome.failed_node, 2);
   EXPECT_EQ(a_outcome.CountOf(NodeEventKind::kFinished), 2);
   ExpectCounter(b_outcome, 10);
@@ -188,10 +191,12 @@ TEST_F(ExecutorFaultTest, LostDeviceFailsItsJobsAndSparesTheOthers) {
   kernels_.release.Notify();
   ASSERT_TRUE(a_outcome.Wait());
   ASSERT_TRUE(b_outcome.Wait());
-  EXPECT_EQ(a_outcome.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(a_outcome.status.message(),
-              HasSubstr("device 1 (Weft Simulated GPU) was lost: fell off "
-                        "the bus"));
+  EXPECT_THAT(
+      a_outcome.status,
+      StatusIs(
+          absl::StatusCode::kUnavailable,
+          HasSubstr(
+              "device 1 (Weft Simulated GPU) was lost: fell off the bus")));
   // The loss is seen when "hold" completes: its report, and everything
   // after it, fail.
   EXPECT_EQ(a_outcome.failed_node, hold);
@@ -204,8 +209,8 @@ TEST_F(ExecutorFaultTest, LostDeviceFailsItsJobsAndSparesTheOthers) {
   ASSERT_TRUE(c_outcome.Wait());
   ASSERT_TRUE(d_outcome.Wait());
   ExpectCounter(c_outcome, 5);
-  EXPECT_EQ(d_outcome.status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(d_outcome.status.message(), HasSubstr("was lost"));
+  EXPECT_THAT(d_outcome.status,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("was lost")));
   ExpectNoMemoryHeld(*backend_, *executor_);
 }
 

@@ -22,12 +22,15 @@
 #include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/planner.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::testing::AllOf;
+using ::weft::testing::StatusIs;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 constexpr int kN = 256;
@@ -338,10 +341,10 @@ TEST_F(ExecutorGraphTest, FaultFailsOnlyItsJob) {
   Run(VectorPipeline(3), good_outcome, LaunchMode::kDeviceGraphs);
   ASSERT_TRUE(bad_outcome.Wait());
   ASSERT_TRUE(good_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(bad_outcome.status.message(),
-              HasSubstr("device graph on device 0"));
-  EXPECT_THAT(bad_outcome.status.message(), HasSubstr("bits fell out"));
+  EXPECT_THAT(bad_outcome.status,
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("device graph on device 0"),
+                             HasSubstr("bits fell out"))));
   EXPECT_EQ(bad_outcome.failed_node, -1);
   EXPECT_EQ(bad_outcome.CountOf(NodeEventKind::kFinished), 0);
   ExpectPipelineResult(good_outcome, 3);
@@ -367,8 +370,8 @@ TEST_F(ExecutorGraphTest, CancelStopsAGraphJob) {
   ASSERT_TRUE(probe.Wait());
   kernels_.release.Notify();
   ASSERT_TRUE(outcome.Wait());
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(outcome.status.message(), HasSubstr("job cancelled"));
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled,
+                                       HasSubstr("job cancelled")));
   EXPECT_TRUE(outcome.outputs.empty());
   ExpectNothingHeld();
 }

@@ -15,12 +15,14 @@
 #include "runtime/executor_test_util.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::weft::testing::StatusIs;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
@@ -209,9 +211,9 @@ TEST_F(ExecutorHostTest, HostOpFailureFailsItsJobWithTheNode) {
   Run(VectorPipeline(2.0f, 256), good_outcome);
   ASSERT_TRUE(bad_outcome.Wait());
   ASSERT_TRUE(good_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(bad_outcome.status.message(),
-              HasSubstr("host_fail on the host: host bits lost"));
+  EXPECT_THAT(bad_outcome.status,
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("host_fail on the host: host bits lost")));
   EXPECT_EQ(bad_outcome.failed_node, 1);
   EXPECT_GE(bad_outcome.IndexOf(1, NodeEventKind::kFailed), 0);
   EXPECT_EQ(bad_outcome.IndexOf(2, NodeEventKind::kFinished), -1);
@@ -227,9 +229,10 @@ TEST_F(ExecutorHostTest, UnknownHostOpFailsAtIssue) {
   Outcome outcome;
   Run(job, outcome);
   ASSERT_TRUE(outcome.Wait());
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(outcome.status.message(),
-              HasSubstr("'no_such_host_op' has no host implementation"));
+  EXPECT_THAT(
+      outcome.status,
+      StatusIs(absl::StatusCode::kUnimplemented,
+               HasSubstr("'no_such_host_op' has no host implementation")));
   EXPECT_EQ(outcome.failed_node, 0);
 }
 
@@ -350,11 +353,11 @@ class PlainBackend final : public Backend {
 TEST_F(ExecutorHostTest, WithoutGatesHostNodesRunOnTheirStream) {
   PlainBackend plain(backend_.get());
   EXPECT_FALSE(plain.supports_host_gates());
-  EXPECT_EQ(plain.EnqueueHostGate(StreamHandle{1}).status().code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plain.EnqueueHostGate(StreamHandle{1}).status(),
+              StatusIs(absl::StatusCode::kUnimplemented));
   EXPECT_FALSE(plain.has_device_clock());
-  EXPECT_EQ(plain.EventTimeUs(EventHandle{1}).status().code(),
-            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plain.EventTimeUs(EventHandle{1}).status(),
+              StatusIs(absl::StatusCode::kUnimplemented));
   Executor::Options exec;
   exec.backend = &plain;
   exec.host_kernels = &host_.table;

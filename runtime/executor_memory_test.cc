@@ -13,12 +13,15 @@
 #include "runtime/forwarding_backend.h"
 #include "runtime/memory_pool.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::testing::AllOf;
+using ::weft::testing::StatusIs;
 
 // Counts the allocations and frees that reach the simulator; when armed,
 // refuses the fail_callback_at-th host callback.
@@ -215,13 +218,14 @@ TEST_F(ExecutorMemoryTest, OutOfMemoryFailsOnlyThatJob) {
   Start(good, good_outcome);
   Start(Touch("big", 2 << 20), bad_outcome);
   ASSERT_TRUE(bad_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(bad_outcome.status.message(),
-              HasSubstr("buffer 'big' (first used by node 'touch' on device "
-                        "0): device 0 is out of memory: requested 2097152 "
-                        "bytes"));
-  EXPECT_THAT(bad_outcome.status.message(),
-              HasSubstr("4096 bytes in use by jobs"));
+  EXPECT_THAT(
+      bad_outcome.status,
+      StatusIs(
+          absl::StatusCode::kResourceExhausted,
+          AllOf(HasSubstr(
+                    "buffer 'big' (first used by node 'touch' on device 0): "
+                    "device 0 is out of memory: requested 2097152 bytes"),
+                HasSubstr("4096 bytes in use by jobs"))));
   EXPECT_EQ(bad_outcome.failed_node, -1);
   ASSERT_TRUE(good_outcome.Wait());
   ASSERT_TRUE(good_outcome.status.ok()) << good_outcome.status;
@@ -260,8 +264,8 @@ TEST_F(ExecutorMemoryTest, MemoryOfAJobThatCouldNotFenceIsNotReused) {
   Outcome outcome;
   Start(Touch("buf", 4096), outcome);
   ASSERT_TRUE(outcome.Wait());
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(outcome.status.message(), HasSubstr("callback queue full"));
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kInternal,
+                                       HasSubstr("callback queue full")));
   const MemoryPoolStats s = Stats(0);
   EXPECT_EQ(s.in_use_bytes, 0u);
   EXPECT_EQ(s.cached_bytes, 0u);

@@ -19,6 +19,7 @@
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/graph_builder.h"
 #include "scheduler/planner.h"
+#include "testing/status_matchers.h"
 #include "weft/v1/weft.pb.h"
 
 namespace weft::runtime {
@@ -26,6 +27,8 @@ namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::testing::AllOf;
+using ::weft::testing::StatusIs;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
@@ -440,8 +443,8 @@ TEST(ExecutorPlacementTest, JobLargerThanTheDeviceRunsOnlyWithPlacement) {
     Machine separate(/*place=*/false, 1, kDeviceBytes);
     Outcome outcome;
     separate.Run(graph, plan, outcome);
-    EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_THAT(outcome.status.message(), HasSubstr("out of memory"));
+    EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kResourceExhausted,
+                                         HasSubstr("out of memory")));
     ExpectNoMemoryHeld(*separate.sim, *separate.executor);
   }
 }
@@ -454,11 +457,13 @@ TEST(ExecutorPlacementTest,
   Machine placed(/*place=*/true, 1, uint64_t{1} << 20);
   Outcome outcome;
   placed.Run(graph, plan, outcome);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(outcome.status.message(),
-              HasSubstr("buffer 't0' (first used by node 'double0' on device "
-                        "0) and 23 other buffers placed in an arena of"));
-  EXPECT_THAT(outcome.status.message(), HasSubstr("out of memory"));
+  EXPECT_THAT(
+      outcome.status,
+      StatusIs(
+          absl::StatusCode::kResourceExhausted,
+          AllOf(HasSubstr("buffer 't0' (first used by node 'double0' on device "
+                          "0) and 23 other buffers placed in an arena of"),
+                HasSubstr("out of memory"))));
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
 
@@ -491,8 +496,8 @@ TEST(ExecutorPlacementTest, FailedJobGivesItsArenaBack) {
   placed.backend->fail_launch_at = 10;
   Outcome outcome;
   placed.Run(graph, plan, outcome);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(outcome.status.message(), HasSubstr("launch refused"));
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kInternal,
+                                       HasSubstr("launch refused")));
   EXPECT_GT(placed.Stats(0).arena_allocations, 0u);
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
@@ -539,7 +544,7 @@ TEST(ExecutorPlacementTest, CancelledJobGivesItsArenaBack) {
             static_cast<uint64_t>(plan->memory[0].arena_bytes));
   placed.executor->Cancel(id);
   ASSERT_TRUE(outcome.Wait());
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
 

@@ -15,12 +15,15 @@
 #include "runtime/executor_test_util.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::testing::AllOf;
+using ::weft::testing::StatusIs;
 
 class ExecutorTest : public ::testing::Test {
  protected:
@@ -154,8 +157,8 @@ TEST_F(ExecutorTest, UnknownOpFailsItsJobOnly) {
   Run(VectorPipeline(1.0f), good_outcome);
   ASSERT_TRUE(bad_outcome.Wait());
   ASSERT_TRUE(good_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(bad_outcome.status.message(), HasSubstr("'no_such_op'"));
+  EXPECT_THAT(bad_outcome.status, StatusIs(absl::StatusCode::kUnimplemented,
+                                           HasSubstr("'no_such_op'")));
   EXPECT_EQ(bad_outcome.failed_node, broken);
   EXPECT_TRUE(bad_outcome.outputs.empty());
   EXPECT_EQ(bad_outcome.IndexOf(2, NodeEventKind::kStarted), -1);
@@ -195,8 +198,8 @@ TEST(ExecutorFailureTest, KernelErrorFailsTheNodeAndRetiresItsStream) {
           .ok());
   ASSERT_TRUE(bad_outcome.Wait());
   ASSERT_TRUE(good_outcome.Wait());
-  EXPECT_EQ(bad_outcome.status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(bad_outcome.status.message(), HasSubstr("bits fell out"));
+  EXPECT_THAT(bad_outcome.status, StatusIs(absl::StatusCode::kDataLoss,
+                                           HasSubstr("bits fell out")));
   EXPECT_EQ(bad_outcome.failed_node, boom);
   EXPECT_GE(bad_outcome.IndexOf(boom, NodeEventKind::kFailed), 0);
   // Work queued behind the failure on the same stream is reported failed.
@@ -237,8 +240,8 @@ TEST_F(ExecutorTest, CancelMidRunReportsCancelledAndFreesEverything) {
   executor_->Cancel(id);
   ASSERT_TRUE(outcome.Wait());
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(300));  // 400 ms of work
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(outcome.status.message(), HasSubstr("cancelled"));
+  EXPECT_THAT(outcome.status,
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("cancelled")));
   EXPECT_EQ(outcome.failed_node, -1);
   EXPECT_TRUE(outcome.outputs.empty());
   EXPECT_LT(outcome.CountOf(NodeEventKind::kFinished), 20);
@@ -276,7 +279,7 @@ TEST_F(ExecutorTest, CancelWithdrawsIssuedWorkAndKeepsStreamsUsable) {
   ASSERT_TRUE(outcome.Wait());
   // 2.5 s of work was queued; at most the running spin (50 ms) finishes.
   EXPECT_LT(absl::Now() - cancelled_at, absl::Milliseconds(500));
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_LT(outcome.CountOf(NodeEventKind::kFinished), 5);
   EXPECT_EQ(outcome.CountOf(NodeEventKind::kFailed), 0);
   ExpectNoMemoryInUse();
@@ -361,9 +364,10 @@ TEST_F(ExecutorTest, OutOfMemoryFailsTheJob) {
   Outcome outcome;
   Run(job, outcome);
   ASSERT_TRUE(outcome.Wait());
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(outcome.status.message(), HasSubstr("buffer 'big'"));
-  EXPECT_THAT(outcome.status.message(), HasSubstr("requested 2097152 bytes"));
+  EXPECT_THAT(outcome.status,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("buffer 'big'"),
+                             HasSubstr("requested 2097152 bytes"))));
   EXPECT_EQ(outcome.failed_node, -1);
   ExpectNoMemoryInUse();
 }
@@ -376,11 +380,11 @@ TEST_F(ExecutorTest, StartRejectsBadPlans) {
   Outcome outcome;
   absl::StatusOr<uint64_t> id =
       executor_->Start(job.graph(), plan, outcome.Callbacks());
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(id.status().message(), HasSubstr("its stream 0 is on device 0"));
+  EXPECT_THAT(id.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("its stream 0 is on device 0")));
   JobCallbacks no_done;
-  EXPECT_EQ(executor_->Start(job.graph(), job.plan(), no_done).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(executor_->Start(job.graph(), job.plan(), no_done).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(ExecutorTest, DestroyingTheExecutorCancelsRunningJobs) {
@@ -394,15 +398,15 @@ TEST_F(ExecutorTest, DestroyingTheExecutorCancelsRunningJobs) {
   Run(job, outcome);
   executor_.reset();
   ASSERT_TRUE(outcome.done.HasBeenNotified());
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(outcome.on_done_calls, 1);
 }
 
 TEST(ExecutorCreateTest, RejectsBadOptions) {
   Executor::Options options;
   auto executor = Executor::Create(options);
-  EXPECT_EQ(executor.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(executor.status().message(), HasSubstr("backend"));
+  EXPECT_THAT(executor.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                          HasSubstr("backend")));
 }
 
 TEST_F(ExecutorTest, CopyBetweenDevicesJoinsItsPeerStream) {
@@ -448,13 +452,14 @@ TEST_F(ExecutorTest, StartRejectsAPeerStreamOnTheNodesDevice) {
   Outcome outcome;
   absl::StatusOr<uint64_t> id =
       executor_->Start(job.graph(), plan, outcome.Callbacks());
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(id.status().message(),
-              HasSubstr("peer stream 1 is not a stream of another device"));
+  EXPECT_THAT(
+      id.status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("peer stream 1 is not a stream of another device")));
   plan->nodes[0].peer_stream = 5;
   id = executor_->Start(job.graph(), plan, outcome.Callbacks());
-  EXPECT_EQ(id.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(id.status().message(), HasSubstr("peer stream 5"));
+  EXPECT_THAT(id.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                    HasSubstr("peer stream 5")));
 }
 
 }  // namespace

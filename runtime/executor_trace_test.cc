@@ -11,12 +11,14 @@
 #include "runtime/executor_test_util.h"
 #include "runtime/sim/sim_backend.h"
 #include "runtime/trace.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
 using namespace ::weft::runtime::executor_testing;  // NOLINT: test helpers
+using ::weft::testing::StatusIs;
 
 class ExecutorTraceTest : public ::testing::Test {
  protected:
@@ -153,7 +155,7 @@ TEST_F(ExecutorTraceTest, FailedJobsDeliverTheirTraceToo) {
   job.Node("bad", "no_such_op", {}, 0);
   Outcome outcome;
   Run(job, outcome);
-  EXPECT_EQ(outcome.status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(outcome.status, StatusIs(absl::StatusCode::kUnimplemented));
   std::map<std::string, TraceSpan> spans = ByName(outcome.trace);
   EXPECT_EQ(spans.size(), 1u);
   EXPECT_TRUE(spans.count("ok"));

@@ -10,11 +10,13 @@
 #include "gtest/gtest.h"
 #include "runtime/backend.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 std::unique_ptr<SimBackend> MakeSim() {
   SimBackend::Options options;
@@ -98,9 +100,8 @@ TEST(ForwardingBackendTest, PaddedUploadsGiveDataThenZeros) {
     ASSERT_TRUE(backend->CopyDeviceToHost(back.data(), *ptr, 64, *stream).ok());
     ASSERT_TRUE(backend->SynchronizeStream(*stream).ok());
     EXPECT_EQ(back, "abc" + std::string(61, '\0'));
-    EXPECT_EQ(
-        backend->CopyHostToDevicePadded(*ptr, "abc", 3, 2, *stream).code(),
-        absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(backend->CopyHostToDevicePadded(*ptr, "abc", 3, 2, *stream),
+                StatusIs(absl::StatusCode::kInvalidArgument));
     ASSERT_TRUE(backend->Free(*ptr).ok());
     ASSERT_TRUE(backend->DestroyStream(*stream).ok());
   }
@@ -122,8 +123,8 @@ TEST(ForwardingBackendTest, AbortErrorScopeSkipsQueuedWorkOfThatScopeOnly) {
           .AbortErrorScope(*stream, 7, absl::CancelledError("job 7 cancelled"))
           .ok());
   absl::Status aborted = CallbackStatus(backend, *stream);
-  EXPECT_EQ(aborted.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(std::string(aborted.message()), HasSubstr("job 7 cancelled"));
+  EXPECT_THAT(aborted, StatusIs(absl::StatusCode::kCancelled,
+                                HasSubstr("job 7 cancelled")));
   // Twenty 50 ms spins would take a second; at most the running one ends.
   EXPECT_LT(absl::Now() - start, absl::Milliseconds(600));
 
@@ -148,7 +149,7 @@ TEST(ForwardingBackendTest, AbortErrorScopeRejectsOkStatus) {
   auto stream = backend.CreateStream(0);
   ASSERT_TRUE(stream.ok());
   absl::Status s = backend.AbortErrorScope(*stream, 1, absl::OkStatus());
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_TRUE(backend.DestroyStream(*stream).ok());
 }
 

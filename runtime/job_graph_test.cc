@@ -7,6 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/executor_test_util.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
@@ -18,6 +19,7 @@ using scheduler::Access;
 using scheduler::DType;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 // Builds with buffer b on device d at base + b * 0x1000 + d * 0x100000.
 absl::StatusOr<JobGraphs> BuildPlan(
@@ -198,18 +200,20 @@ TEST(JobGraphTest, HostNodesDoNotFit) {
   job.HostStream(1);
   job.Node("h", "spin", {}, 1);
   absl::StatusOr<JobGraphs> graphs = Build(job);
-  EXPECT_EQ(graphs.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(graphs.status().message(),
-              HasSubstr("node 'h' runs on the host"));
+  EXPECT_THAT(graphs.status(),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       HasSubstr("node 'h' runs on the host")));
 }
 
 TEST(JobGraphTest, OpsTheBackendCannotGraphDoNotFit) {
   absl::StatusOr<JobGraphs> graphs =
       Build(VectorPipeline(2), 0x10000, {"fill", "axpy"});
-  EXPECT_EQ(graphs.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(graphs.status().message(),
-              HasSubstr("node 'reduce': op 'reduce_sum' cannot go into a "
-                        "device graph"));
+  EXPECT_THAT(
+      graphs.status(),
+      StatusIs(
+          absl::StatusCode::kUnimplemented,
+          HasSubstr(
+              "node 'reduce': op 'reduce_sum' cannot go into a device graph")));
 }
 
 }  // namespace

@@ -9,11 +9,14 @@
 #include "gtest/gtest.h"
 #include "runtime/forwarding_backend.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * 1024;
@@ -167,12 +170,13 @@ TEST_F(MemoryPoolTest, FailureNamesDeviceBytesAndPoolState) {
   ASSERT_TRUE(pool_->Free(cached).ok());
   absl::StatusOr<DevicePtr> too_big = pool_->Allocate(3 * kMiB);
   ASSERT_FALSE(too_big.ok());
-  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(too_big.status().message(),
-              HasSubstr("device 1 is out of memory: requested 3145728 bytes"));
-  EXPECT_THAT(too_big.status().message(),
-              HasSubstr("2097152 bytes in use by jobs and 0 bytes cached "
-                        "(524288 cached bytes released to retry)"));
+  EXPECT_THAT(
+      too_big.status(),
+      StatusIs(
+          absl::StatusCode::kResourceExhausted,
+          AllOf(HasSubstr("device 1 is out of memory: requested 3145728 bytes"),
+                HasSubstr("2097152 bytes in use by jobs and 0 bytes cached "
+                          "(524288 cached bytes released to retry)"))));
   // The backend's own reason follows.
   EXPECT_THAT(too_big.status().message(), HasSubstr("bytes free of 4194304"));
   MemoryPoolStats s = pool_->stats();
@@ -274,12 +278,12 @@ TEST_F(MemoryPoolTest, FreeOfAForeignPointerIsRejected) {
   DevicePtr own = pool_->Allocate(1024).value();
   DevicePtr foreign = sim_->Allocate(1, 1024).value();
   absl::Status s = pool_->Free(foreign);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("was not allocated by the pool"));
-  EXPECT_EQ(pool_->Free(DevicePtr{0, own.address}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("was not allocated by the pool")));
+  EXPECT_THAT(pool_->Free(DevicePtr{0, own.address}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_TRUE(pool_->Free(own).ok());
-  EXPECT_EQ(pool_->Free(own).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pool_->Free(own), StatusIs(absl::StatusCode::kInvalidArgument));
   ASSERT_TRUE(sim_->Free(foreign).ok());
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/device_graph.h"
 #include "runtime/ops/test_kernels.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 using scheduler::Access;
 using scheduler::DType;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 constexpr uint64_t kBytes = 16 * sizeof(float);
@@ -266,8 +268,8 @@ TEST(StreamGraphRunnerTest, FailureReachesOnlyItsScope) {
                   .ok());
   failed_seen.WaitForNotification();
   other_seen.WaitForNotification();
-  EXPECT_EQ(failed.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(failed.message(), HasSubstr("boom went off"));
+  EXPECT_THAT(failed, StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("boom went off")));
   EXPECT_TRUE(other.ok()) << other;
   backend->ReleaseErrorScope(stream, 7);
   backend->ReleaseErrorScope(stream, 8);
@@ -298,8 +300,8 @@ TEST(StreamGraphRunnerTest, AbortSkipsGraphWorkNotStarted) {
           .ok());
   kernels.release.Notify();
   done.WaitForNotification();
-  EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(seen.message(), HasSubstr("job cancelled"));
+  EXPECT_THAT(
+      seen, StatusIs(absl::StatusCode::kCancelled, HasSubstr("job cancelled")));
   ASSERT_TRUE(backend->SetErrorScope(stream, 4).ok());
   // The fill never ran: y still holds zeros.
   EXPECT_THAT(Download(*backend, y, stream), ::testing::Each(0.0f));
@@ -312,8 +314,8 @@ TEST(StreamGraphRunnerTest, RejectsStreamOfAnotherDevice) {
   g.device = 0;
   g.AddKernel(Op("spin"), {});
   const absl::Status s = backend->LaunchDeviceGraph(g, stream);
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("cannot launch on a stream of device 1"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("cannot launch on a stream of device 1")));
 }
 
 TEST(StreamGraphRunnerTest, KeepsBusyGraphsAndTheNewestBeyondTheBound) {

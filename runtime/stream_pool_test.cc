@@ -7,11 +7,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 std::unique_ptr<SimBackend> MakeBackend() {
   SimBackend::Options options;
@@ -94,8 +96,8 @@ TEST(StreamPoolTest, ReportsBackendFailure) {
   auto backend = MakeBackend();
   StreamPool pool(backend.get(), 7, 4);
   auto s = pool.Acquire();
-  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.status().message(), HasSubstr("device 7 does not exist"));
+  EXPECT_THAT(s.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("device 7 does not exist")));
   EXPECT_EQ(pool.total(), 0);
 }
 
@@ -123,8 +125,8 @@ TEST(StreamPoolTest, FencedStreamsAreNotSharedUntilUnfenced) {
   EXPECT_EQ(pool.Acquire().value(), b);
   pool.Fence(b);
   absl::StatusOr<StreamHandle> none = pool.Acquire();
-  EXPECT_EQ(none.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(none.status().message(), HasSubstr("device 0: all 2 streams"));
+  EXPECT_THAT(none.status(), StatusIs(absl::StatusCode::kUnavailable,
+                                      HasSubstr("device 0: all 2 streams")));
   pool.Unfence(a);
   EXPECT_EQ(pool.fenced(), 1);
   EXPECT_EQ(pool.Acquire().value(), a);

@@ -22,6 +22,7 @@
 #include "scheduler/graph_builder.h"
 #include "scheduler/plan.h"
 #include "scheduler/planner.h"
+#include "testing/status_matchers.h"
 #include "weft/v1/weft.pb.h"
 
 namespace weft::runtime {
@@ -29,6 +30,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 std::string FloatBytes(const std::vector<float>& v) {
   std::string s(v.size() * sizeof(float), '\0');
@@ -289,10 +291,11 @@ TEST(OpsGraphTest, ValidationRejectsGemvWritingItsInput) {
   text.replace(at, y_write.size(),
                "args { buffer { name: 'A' access: READ_WRITE } }");
   absl::StatusOr<scheduler::Graph> graph = Build(text);
-  EXPECT_EQ(graph.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(graph.status().message()),
-              HasSubstr("graph.nodes[0].args[4].buffer.name: op 'gemv' "
-                        "cannot write its result into its input 'A'"));
+  EXPECT_THAT(
+      graph.status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("graph.nodes[0].args[4].buffer.name: op 'gemv' cannot "
+                         "write its result into its input 'A'")));
 }
 
 }  // namespace

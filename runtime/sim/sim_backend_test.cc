@@ -17,13 +17,16 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/ops/test_kernels.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
 using scheduler::Access;
 using scheduler::DType;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
 
@@ -69,22 +72,22 @@ TEST(SimBackendTest, RejectsBadOptions) {
   SimBackend::Options options;
   options.num_devices = 0;
   auto backend = SimBackend::Create(options);
-  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(backend.status().message(), HasSubstr("num_devices"));
+  EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("num_devices")));
   options.num_devices = 1;
   options.time_scale = -1;
-  EXPECT_EQ(SimBackend::Create(options).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(SimBackend::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   options.time_scale = 0;
   options.worker_threads = -1;
   backend = SimBackend::Create(options);
-  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(backend.status().message(), HasSubstr("worker_threads"));
+  EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("worker_threads")));
   options.worker_threads = 0;
   options.worker_stall_timeout = absl::ZeroDuration();
   backend = SimBackend::Create(options);
-  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(backend.status().message(), HasSubstr("worker_stall_timeout"));
+  EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("worker_stall_timeout")));
 }
 
 TEST(SimBackendTest, StreamsShareAPoolOfOneWorkerPerDevice) {
@@ -148,8 +151,8 @@ TEST(SimBackendTest, StreamCannotSynchronizeItself) {
                                     })
                   .ok());
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
-  EXPECT_EQ(from_callback.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(from_callback.message(), HasSubstr("its own thread"));
+  EXPECT_THAT(from_callback, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr("its own thread")));
 }
 
 TEST(SimBackendTest, DescribesDevices) {
@@ -265,8 +268,8 @@ TEST(SimBackendTest, QueryEvent) {
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
   EXPECT_TRUE(backend->QueryEvent(e).value());
   ASSERT_TRUE(backend->DestroyEvent(e).ok());
-  EXPECT_EQ(backend->QueryEvent(e).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(backend->QueryEvent(e).status(),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(SimBackendTest, RecordRejectsEventOfAnotherDevice) {
@@ -274,8 +277,8 @@ TEST(SimBackendTest, RecordRejectsEventOfAnotherDevice) {
   StreamHandle s = backend->CreateStream(0).value();
   EventHandle e = backend->CreateEvent(1).value();
   absl::Status status = backend->RecordEvent(e, s);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("belongs to device 1"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("belongs to device 1")));
 }
 
 TEST(SimBackendTest, OutOfMemoryIsResourceExhausted) {
@@ -284,16 +287,16 @@ TEST(SimBackendTest, OutOfMemoryIsResourceExhausted) {
   EXPECT_EQ(backend->memory_used_bytes(1), 700u * 1024);
   EXPECT_EQ(backend->memory_used_bytes(0), 0u);
   auto b = backend->Allocate(1, 400 * 1024);
-  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(b.status().message(), HasSubstr("device 1"));
-  EXPECT_THAT(b.status().message(), HasSubstr("requested 409600 bytes"));
-  EXPECT_THAT(b.status().message(), HasSubstr("331776 bytes free"));
+  EXPECT_THAT(b.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                   AllOf(HasSubstr("device 1"),
+                                         HasSubstr("requested 409600 bytes"),
+                                         HasSubstr("331776 bytes free"))));
   ASSERT_TRUE(backend->Free(a).ok());
   EXPECT_EQ(backend->memory_used_bytes(1), 0u);
   EXPECT_TRUE(backend->Allocate(1, 400 * 1024).ok());
   absl::Status twice = backend->Free(a);
-  EXPECT_EQ(twice.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(twice.message(), HasSubstr("not the start of an allocation"));
+  EXPECT_THAT(twice, StatusIs(absl::StatusCode::kInvalidArgument,
+                              HasSubstr("not the start of an allocation")));
 }
 
 TEST(SimBackendTest, CopiesRoundTripAcrossDevices) {
@@ -347,8 +350,8 @@ TEST(SimBackendTest, UnknownOpIsUnimplemented) {
   KernelLaunch launch;
   launch.op = "matmul";
   absl::Status status = backend->Launch(launch, s);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(status.message(), HasSubstr("'matmul'"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnimplemented,
+                               HasSubstr("'matmul'")));
 }
 
 TEST(SimBackendTest, AddressOutsideAllocationIsRejected) {
@@ -356,11 +359,11 @@ TEST(SimBackendTest, AddressOutsideAllocationIsRejected) {
   StreamHandle s = backend->CreateStream(0).value();
   DevicePtr p = backend->Allocate(0, 8).value();
   absl::Status status = backend->Launch(FillF32(p, 16, 1), s);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("not inside an allocation"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("not inside an allocation")));
   char buf[4];
-  EXPECT_EQ(backend->CopyDeviceToHost(buf, DevicePtr{0, 12345}, 4, s).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend->CopyDeviceToHost(buf, DevicePtr{0, 12345}, 4, s),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(SimBackendTest, FailedLaunchPoisonsLaterCallbacks) {
@@ -385,15 +388,15 @@ TEST(SimBackendTest, FailedLaunchPoisonsLaterCallbacks) {
   ASSERT_TRUE(backend->AddHostCallback(s, record).ok());
   ASSERT_TRUE(backend->AddHostCallback(s, record).ok());
   absl::Status sync = backend->SynchronizeStream(s);
-  EXPECT_EQ(sync.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(sync, StatusIs(absl::StatusCode::kInternal));
   {
     absl::MutexLock lock(&mu);
     ASSERT_EQ(seen.size(), 3u);
     EXPECT_TRUE(seen[0].ok());
     for (int i = 1; i < 3; ++i) {
-      EXPECT_EQ(seen[i].code(), absl::StatusCode::kInternal);
-      EXPECT_THAT(seen[i].message(), HasSubstr("boom on device 0"));
-      EXPECT_THAT(seen[i].message(), HasSubstr("boom went off"));
+      EXPECT_THAT(seen[i], StatusIs(absl::StatusCode::kInternal,
+                                    AllOf(HasSubstr("boom on device 0"),
+                                          HasSubstr("boom went off"))));
     }
   }
   // The skipped fill never touched memory; other streams are unaffected.
@@ -416,8 +419,8 @@ TEST(SimBackendTest, InjectedFaultFailsTheLaunch) {
   ASSERT_TRUE(backend->Launch(Spin(0), s).ok());
   ASSERT_TRUE(backend->Launch(Spin(0), s).ok());
   absl::Status status = backend->SynchronizeStream(s);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("fell off"));
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("fell off")));
 }
 
 TEST(SimBackendTest, MemoryFreedBeforeWorkRunsFailsTheWork) {
@@ -434,8 +437,8 @@ TEST(SimBackendTest, MemoryFreedBeforeWorkRunsFailsTheWork) {
   ASSERT_TRUE(backend->Free(p).ok());
   kernels.release.Notify();
   absl::Status status = backend->SynchronizeStream(s);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("fill on device 0"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("fill on device 0")));
 }
 
 TEST(SimBackendTest, DestroyStreamWaitsForItsWork) {
@@ -449,7 +452,8 @@ TEST(SimBackendTest, DestroyStreamWaitsForItsWork) {
   ASSERT_TRUE(backend->DestroyStream(s).ok());
   EXPECT_TRUE(ran);
   EXPECT_EQ(backend->stream_count(), 0);
-  EXPECT_EQ(backend->Launch(Spin(0), s).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(backend->Launch(Spin(0), s),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(SimBackendTest, StreamCannotDestroyItself) {
@@ -463,7 +467,7 @@ TEST(SimBackendTest, StreamCannotDestroyItself) {
                                     })
                   .ok());
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
-  EXPECT_EQ(from_callback.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(from_callback, StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(SimBackendTest, ShutsDownPromptlyWithWorkInFlight) {
@@ -526,15 +530,15 @@ TEST(SimBackendTimingTest, EventTimeNeedsACompletedRecording) {
   StreamHandle s = backend->CreateStream(0).value();
   EventHandle e = backend->CreateEvent(0).value();
   absl::StatusOr<double> never = backend->EventTimeUs(e);
-  EXPECT_EQ(never.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(never.status().message(), HasSubstr("never recorded"));
+  EXPECT_THAT(never.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                       HasSubstr("never recorded")));
   KernelLaunch block;
   block.op = "block";
   ASSERT_TRUE(backend->Launch(block, s).ok());
   ASSERT_TRUE(backend->RecordEvent(e, s).ok());
   absl::StatusOr<double> pending = backend->EventTimeUs(e);
-  EXPECT_EQ(pending.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(pending.status().message(), HasSubstr("not completed"));
+  EXPECT_THAT(pending.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                         HasSubstr("not completed")));
   kernels.release.Notify();
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
   EXPECT_TRUE(backend->EventTimeUs(e).ok());
@@ -672,8 +676,8 @@ TEST(SimBackendTimingTest, PaddedUploadIsOneUploadOfAllItsBytes) {
   EXPECT_TRUE(back == full);
   // Only the data took host memory, on either path.
   EXPECT_EQ(backend->materialized_bytes(0), 8u);
-  EXPECT_EQ(backend->CopyHostToDevicePadded(b, "data", 4, 3, s).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(backend->CopyHostToDevicePadded(b, "data", 4, 3, s),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(SimBackendTimingTest, UploadAndDownloadOverlapButTwoUploadsDoNot) {
@@ -808,8 +812,8 @@ TEST(SimBackendTimingTest, RejectsABadTopology) {
   SimBackend::Options options = Unpaced();
   options.bandwidth_gbps = {{1, 1}, {1, 1}};  // 2 devices need 3 x 3
   auto backend = SimBackend::Create(options);
-  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(backend.status().message(), HasSubstr("num_devices + 1 = 3"));
+  EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("num_devices + 1 = 3")));
   options.bandwidth_gbps = {{1, 1, 1}, {1, 1}, {1, 1, 1}};
   EXPECT_THAT(SimBackend::Create(options).status().message(),
               HasSubstr("bandwidth_gbps[1] must have 3 entries"));
@@ -882,13 +886,15 @@ TEST(SimBackendBatchTest, StreamDestroyedInsideABatchIsNotFound) {
   ASSERT_TRUE(backend->Launch(Spin(1), s).ok());
   ASSERT_TRUE(backend->Launch(Spin(1), t).ok());
   ASSERT_TRUE(backend->DestroyStream(s).ok());
-  EXPECT_EQ(backend->Launch(Spin(1), s).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(backend->AddHostCallback(s, [](absl::Status) {}).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(backend->Launch(Spin(1), s),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(backend->AddHostCallback(s, [](absl::Status) {}),
+              StatusIs(absl::StatusCode::kNotFound));
   // Destroyed by another thread while this one is inside its batch.
   std::thread other([&] { ASSERT_TRUE(backend->DestroyStream(t).ok()); });
   other.join();
-  EXPECT_EQ(backend->Launch(Spin(1), t).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(backend->Launch(Spin(1), t),
+              StatusIs(absl::StatusCode::kNotFound));
   backend->EndBatch();
 }
 
@@ -939,7 +945,8 @@ TEST(SimBackendRecordTest, ReusedRecordsCarryNothingOver) {
   // The first launch fails; its record goes back with the fault.
   ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
   ASSERT_TRUE(backend->Launch(Spin(10), s).ok());
-  EXPECT_EQ(backend->SynchronizeStream(s).code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(backend->SynchronizeStream(s),
+              StatusIs(absl::StatusCode::kDataLoss));
   ASSERT_TRUE(backend->SetErrorScope(s, 2).ok());
   double expected_us = 0;
   for (int i = 0; i < 200; ++i) {
@@ -973,7 +980,8 @@ TEST(SimBackendRecordTest, SkippedLaunchGivesUpItsTurn) {
   ASSERT_TRUE(backend->Launch(Spin(10), a).ok());   // fails
   ASSERT_TRUE(backend->Launch(Spin(100), a).ok());  // skipped, never books
   ASSERT_TRUE(backend->Launch(Spin(50), b).ok());   // books after both
-  EXPECT_EQ(backend->SynchronizeStream(a).code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(backend->SynchronizeStream(a),
+              StatusIs(absl::StatusCode::kDataLoss));
   ASSERT_TRUE(backend->SynchronizeStream(b).ok());
   EXPECT_EQ(TimeAfter(*backend, b, 0), 50);
 }
@@ -1023,7 +1031,8 @@ TEST(SimBackendScopeTest, FailureStaysInItsScope) {
   ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
   ASSERT_TRUE(
       backend->AddHostCallback(s, [&](absl::Status st) { seen_a = st; }).ok());
-  EXPECT_EQ(backend->SynchronizeStream(s).code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(backend->SynchronizeStream(s),
+              StatusIs(absl::StatusCode::kInternal));
   EXPECT_TRUE(seen_b.ok()) << seen_b;
   EXPECT_THAT(seen_a.message(), HasSubstr("boom went off"));
   float value = 0;
@@ -1096,8 +1105,8 @@ TEST(SimBackendGateTest, GateHoldsTheStreamAndAddsTheHostTime) {
   absl::SleepFor(absl::Milliseconds(10));
   EXPECT_FALSE(backend->QueryEvent(e).value());
   ASSERT_TRUE(backend->OpenHostGate(gate, absl::OkStatus(), 100).ok());
-  EXPECT_EQ(backend->OpenHostGate(gate, absl::OkStatus(), 0).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(backend->OpenHostGate(gate, absl::OkStatus(), 0),
+              StatusIs(absl::StatusCode::kNotFound));
   ASSERT_TRUE(backend->SynchronizeStream(s).ok());
   EXPECT_EQ(backend->EventTimeUs(e).value(), 115);
 }
@@ -1121,9 +1130,10 @@ TEST(SimBackendFaultTest, FailsTheNthLaunchOnADevice) {
                   .ok());
   ASSERT_TRUE(backend->Launch(Spin(1), s1).ok());  // the 2nd on device 1
   absl::Status status = backend->SynchronizeStream(s1);
-  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(status.message(), HasSubstr("flipped bits"));
-  EXPECT_THAT(status.message(), HasSubstr("launch 2 on device 1, op 'spin'"));
+  EXPECT_THAT(status,
+              StatusIs(absl::StatusCode::kDataLoss,
+                       AllOf(HasSubstr("flipped bits"),
+                             HasSubstr("launch 2 on device 1, op 'spin'"))));
   EXPECT_TRUE(backend->SynchronizeStream(s0).ok());  // device 0 unharmed
   absl::MutexLock lock(&mu);
   ASSERT_EQ(seen.size(), 1u);
@@ -1141,10 +1151,10 @@ TEST(SimBackendFaultTest, FailsTheNthLaunchOverall) {
   ASSERT_TRUE(backend->Launch(Spin(1), s1).ok());  // 2nd since arming
   EXPECT_TRUE(backend->SynchronizeStream(s0).ok());
   absl::Status status = backend->SynchronizeStream(s1);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(status.message(), HasSubstr("zap (launch 3 overall"));
-  EXPECT_EQ(backend->InjectLaunchFault({2, 1, absl::InternalError("x")}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("zap (launch 3 overall")));
+  EXPECT_THAT(backend->InjectLaunchFault({2, 1, absl::InternalError("x")}),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(
       backend->InjectLaunchFault({0, 0, absl::InternalError("x")}).message(),
       HasSubstr("nth counts from 1"));
@@ -1170,17 +1180,17 @@ TEST(SimBackendFaultTest, LostDeviceFailsEverythingOnItOnly) {
   EXPECT_TRUE(backend->device_lost(1));
   kernels.release.Notify();
   absl::Status status = backend->SynchronizeStream(s1);
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(status.message(), HasSubstr("device 1"));
-  EXPECT_THAT(status.message(), HasSubstr("was lost: fell off the bus"));
-  EXPECT_EQ(seen.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kUnavailable,
+                               AllOf(HasSubstr("device 1"),
+                                     HasSubstr("was lost: fell off the bus"))));
+  EXPECT_THAT(seen, StatusIs(absl::StatusCode::kUnavailable));
   // Later calls fail at once.
-  EXPECT_EQ(backend->Launch(Spin(1), s1).code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(backend->CreateStream(1).status().code(),
-            absl::StatusCode::kUnavailable);
-  EXPECT_EQ(backend->Allocate(1, 16).status().code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_THAT(backend->Launch(Spin(1), s1),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(backend->CreateStream(1).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(backend->Allocate(1, 16).status(),
+              StatusIs(absl::StatusCode::kUnavailable));
   // Device 0 carries on.
   EXPECT_FALSE(backend->device_lost(0));
   ASSERT_TRUE(backend->Launch(Spin(1), s0).ok());
@@ -1435,7 +1445,7 @@ TEST(SimBackendInterruptTest, AbortStopsARunningSpinAndFreesItsDevice) {
           .ok());
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(2)));
   EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
-  EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(seen, StatusIs(absl::StatusCode::kCancelled));
   // The device's time after the interruption is free: a full-device kernel
   // on another stream starts at once, not after 20 s.
   const absl::Time next = absl::Now();
@@ -1471,7 +1481,7 @@ TEST(SimBackendInterruptTest, AbortGivesBackBookingsThatHadNotStarted) {
   for (int i = 0; i < 64; ++i) {
     ASSERT_TRUE(done[i].WaitForNotificationWithTimeout(absl::Seconds(2)))
         << "stream " << i;
-    EXPECT_EQ(seen[i].code(), absl::StatusCode::kCancelled);
+    EXPECT_THAT(seen[i], StatusIs(absl::StatusCode::kCancelled));
   }
   EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
   StreamHandle fresh = backend->CreateStream(0).value();
@@ -1492,7 +1502,8 @@ TEST(SimBackendInterruptTest, OtherScopesKeepTheirWork) {
   ASSERT_TRUE(
       backend->AbortErrorScope(a, 1, absl::CancelledError("job cancelled"))
           .ok());
-  EXPECT_EQ(backend->SynchronizeStream(a).code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(backend->SynchronizeStream(a),
+              StatusIs(absl::StatusCode::kCancelled));
   ASSERT_TRUE(backend->SynchronizeStream(b).ok());
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
 }
@@ -1511,7 +1522,8 @@ TEST(SimBackendInterruptTest, WithoutInterruptionRunningWorkFinishes) {
   ASSERT_TRUE(
       backend->AbortErrorScope(s, 1, absl::CancelledError("job cancelled"))
           .ok());
-  EXPECT_EQ(backend->SynchronizeStream(s).code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(backend->SynchronizeStream(s),
+              StatusIs(absl::StatusCode::kCancelled));
   const absl::Duration took = absl::Now() - start;
   EXPECT_GE(took, absl::Milliseconds(300));
   EXPECT_LT(took, absl::Seconds(10));
@@ -1535,7 +1547,8 @@ TEST(SimBackendInterruptTest, AbsurdCostsAreClampedNotOverflowed) {
   const absl::Time aborted = absl::Now();
   ASSERT_TRUE(
       paced->AbortErrorScope(p, 3, absl::CancelledError("job cancelled")).ok());
-  EXPECT_EQ(paced->SynchronizeStream(p).code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(paced->SynchronizeStream(p),
+              StatusIs(absl::StatusCode::kCancelled));
   EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
 }
 

@@ -11,11 +11,14 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::runtime {
 namespace {
 
+using ::testing::Eq;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 // A work item lasting `us` of virtual time.
 SimStream::Work Lasting(double us) {
@@ -128,10 +131,9 @@ TEST_F(SimStreamTest, FirstErrorSkipsLaterWorkOfItsScopeAndReachesCallbacks) {
   done.WaitForNotification();
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_TRUE(seen[0].ok());
-  EXPECT_EQ(seen[1].code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(seen[1].message(), "first");
+  EXPECT_THAT(seen[1], StatusIs(absl::StatusCode::kInternal, Eq("first")));
   EXPECT_FALSE(later_ran);
-  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kInternal));
   EXPECT_EQ(stream.completed(), 5u);
 }
 
@@ -154,12 +156,12 @@ TEST_F(SimStreamTest, ErrorsStayInTheirScope) {
     return absl::OkStatus();
   });
   stream.EnqueueCallback([&](absl::Status s) { a_seen = s; });
-  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kInternal));
   EXPECT_TRUE(b_ran);
   EXPECT_TRUE(b_seen.ok()) << b_seen;
   EXPECT_FALSE(a_later_ran);
-  EXPECT_EQ(a_seen.code(), absl::StatusCode::kInternal);
-  EXPECT_THAT(a_seen.message(), HasSubstr("job one broke"));
+  EXPECT_THAT(a_seen, StatusIs(absl::StatusCode::kInternal,
+                               HasSubstr("job one broke")));
   stream.SetScope(2);
   EXPECT_TRUE(stream.Synchronize().ok());
 }
@@ -207,9 +209,9 @@ TEST_F(SimStreamTest, LostDeviceFailsEveryScope) {
   stream.EnqueueCallback([&](absl::Status s) { seen = s; });
   absl::Status sync = stream.Synchronize();
   EXPECT_FALSE(ran);
-  EXPECT_EQ(seen.code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(sync.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(sync.message(), HasSubstr("was lost: test"));
+  EXPECT_THAT(seen, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(sync, StatusIs(absl::StatusCode::kUnavailable,
+                             HasSubstr("was lost: test")));
 }
 
 TEST_F(SimStreamTest, GateHoldsLaterWorkUntilOpened) {
@@ -228,8 +230,8 @@ TEST_F(SimStreamTest, GateHoldsLaterWorkUntilOpened) {
   EXPECT_FALSE(stream.IsComplete(after));
   EXPECT_FALSE(after_ran);
   ASSERT_TRUE(stream.OpenGate(*gate, absl::OkStatus(), 40).ok());
-  EXPECT_EQ(stream.OpenGate(*gate, absl::OkStatus(), 1).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(stream.OpenGate(*gate, absl::OkStatus(), 1),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   ASSERT_TRUE(stream.Synchronize().ok());
   EXPECT_TRUE(after_ran);
   EXPECT_EQ(stream.MarkTime(*mark), 51);  // 10 + 40 of host work + 1
@@ -243,7 +245,7 @@ TEST_F(SimStreamTest, GateOpenedWithAnErrorFailsItsScope) {
   stream.EnqueueCallback([&](absl::Status s) { seen = s; });
   ASSERT_TRUE(
       stream.OpenGate(*gate, absl::AbortedError("host op failed"), 0).ok());
-  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kAborted));
   EXPECT_THAT(seen.message(), HasSubstr("host op failed"));
 }
 
@@ -337,7 +339,7 @@ TEST_F(SimStreamTest, StopDropsHeldItems) {
   EXPECT_FALSE(stream.AwaitComplete(late));
   EXPECT_FALSE(stream.MarkTime(*mark).has_value());
   EXPECT_FALSE(ran);
-  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kAborted));
 }
 
 TEST_F(SimStreamTest, AwaitCompleteBlocksUntilTheItemRan) {
@@ -425,8 +427,7 @@ TEST_F(SimStreamTest, ShutdownDropsPendingWorkAndWakesWaiters) {
   EXPECT_FALSE(completed);
   EXPECT_FALSE(callback_ran);
   absl::Status s = stream->Synchronize();
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(s.message(), HasSubstr("shut down"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kAborted, HasSubstr("shut down")));
 }
 
 // A stream waiting on a mark holds no thread: with one worker (and none
@@ -668,8 +669,7 @@ TEST_F(SimStreamTest, StopDropsAParkedItem) {
   waiter.EnqueueCallback([&](absl::Status) { callback_ran = true; });
   waiter.Shutdown();
   absl::Status s = waiter.Synchronize();
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(s.message(), HasSubstr("shut down"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kAborted, HasSubstr("shut down")));
   EXPECT_FALSE(callback_ran);
   target->Release();
   EXPECT_TRUE(target->Synchronize().ok());
@@ -687,8 +687,8 @@ TEST_F(SimStreamTest, WaitOnAStoppedStreamFailsTheWaitersScope) {
   waiter.EnqueueCallback([&](absl::Status s) { told = s; });
   target->Shutdown();
   absl::Status s = waiter.Synchronize();
-  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
-  EXPECT_THAT(s.message(), HasSubstr("t stopped before the awaited work"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kAborted,
+                          HasSubstr("t stopped before the awaited work")));
   EXPECT_EQ(told, s);
 }
 
@@ -722,7 +722,7 @@ TEST_F(SimStreamTest, InterruptingAbortStopsAPacingItemAtOnce) {
                     /*interrupt=*/true);
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(2)));
   EXPECT_LT(absl::Now() - aborted, absl::Seconds(2));
-  EXPECT_EQ(seen.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(seen, StatusIs(absl::StatusCode::kCancelled));
   // Stopped when aborted, and the hook was told when.
   EXPECT_GT(interrupted_at, 0);
   EXPECT_LT(interrupted_at, 2e6);
@@ -750,7 +750,7 @@ TEST_F(SimStreamTest, ItemRunningWhenInterruptedDoesNotPace) {
   stream.AbortScope(1, absl::CancelledError("job cancelled"),
                     /*interrupt=*/true);
   aborted.Notify();
-  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_GT(interrupted_at, 0);
   EXPECT_LT(interrupted_at, 2e6);
@@ -771,7 +771,7 @@ TEST_F(SimStreamTest, AbortWithoutInterruptLetsTheItemFinish) {
   stream.Enqueue(LastingInterruptibly(300000, &interrupted_at));  // 300 ms
   absl::SleepFor(absl::Milliseconds(50));
   stream.AbortScope(1, absl::CancelledError("job cancelled"));
-  EXPECT_EQ(stream.Synchronize().code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(stream.Synchronize(), StatusIs(absl::StatusCode::kCancelled));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(300));
   EXPECT_EQ(interrupted_at, -1);
 }
