@@ -8,11 +8,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/sim/sim_backend.h"
+#include "testing/status_matchers.h"
 
 namespace weft::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 TEST(BackendFactoryTest, CreatesSimulatedDevices) {
   BackendOptions options;
@@ -61,10 +63,10 @@ TEST(BackendFactoryTest, SimulatorTakesTheTopologyFile) {
 
   options.topology_file = absl::StrCat(path, ".missing");
   created = CreateBackend(options);
-  EXPECT_EQ(created.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(created.status().message(),
-              HasSubstr(absl::StrCat("--topology: cannot read '",
-                                     options.topology_file, "'")));
+  EXPECT_THAT(created.status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr(absl::StrCat("--topology: cannot read '",
+                                              options.topology_file, "'"))));
 }
 
 TEST(BackendFactoryTest, AutoFallsBackToSimulatorWithoutGpu) {
@@ -80,8 +82,8 @@ TEST(BackendFactoryTest, RejectsUnknownKind) {
   BackendOptions options;
   options.kind = "tpu";
   absl::StatusOr<CreatedBackend> created = CreateBackend(options);
-  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(created.status().message(), HasSubstr("'tpu'"));
+  EXPECT_THAT(created.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'tpu'")));
 }
 
 TEST(BackendFactoryTest, RejectsZeroSimulatedDevices) {
@@ -89,8 +91,8 @@ TEST(BackendFactoryTest, RejectsZeroSimulatedDevices) {
   options.kind = "sim";
   options.sim_devices = 0;
   absl::StatusOr<CreatedBackend> created = CreateBackend(options);
-  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(created.status().message(), HasSubstr("--sim_devices"));
+  EXPECT_THAT(created.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("--sim_devices")));
 }
 
 TEST(BackendFactoryTest, CudaWithoutGpuIsUnavailable) {
@@ -98,8 +100,8 @@ TEST(BackendFactoryTest, CudaWithoutGpuIsUnavailable) {
   BackendOptions options;
   options.kind = "cuda";
   absl::StatusOr<CreatedBackend> created = CreateBackend(options);
-  EXPECT_EQ(created.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(created.status().message(), HasSubstr("--backend=cuda: "));
+  EXPECT_THAT(created.status(), StatusIs(absl::StatusCode::kUnavailable,
+                                         HasSubstr("--backend=cuda: ")));
 }
 
 }  // namespace

@@ -12,11 +12,13 @@
 #include "prometheus/text_serializer.h"
 #include "runtime/sim/sim_backend.h"
 #include "server/metrics.h"
+#include "testing/status_matchers.h"
 
 namespace weft::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 class CountingBackendTest : public ::testing::Test {
  protected:
@@ -88,8 +90,8 @@ TEST_F(CountingBackendTest, CountsCopiesInsideDeviceGraphs) {
                                   "to_device\"} 200"));
   // A graph that is refused counts nothing.
   graph.nodes[1].deps = {5};
-  EXPECT_EQ(counting_->LaunchDeviceGraph(graph, *s1).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(counting_->LaunchDeviceGraph(graph, *s1),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(Scrape(), HasSubstr("weft_copy_bytes_total{direction=\"device_"
                                   "to_device\"} 200"));
   ASSERT_TRUE(counting_->Free(*a).ok());
@@ -107,7 +109,7 @@ TEST_F(CountingBackendTest, ForwardsEverythingElse) {
   EXPECT_GE(counting_->memory_used_bytes(1), 4096u);
   // Errors come back unchanged.
   auto too_big = counting_->Allocate(0, uint64_t{1} << 40);
-  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(too_big.status(), StatusIs(absl::StatusCode::kResourceExhausted));
   ASSERT_TRUE(counting_->Free(*p).ok());
   // A failed copy is not counted.
   auto s = counting_->CreateStream(0);

@@ -24,12 +24,14 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "weft/v1/weft.grpc.pb.h"
 
 namespace weft::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 // grpc.health.v1.Health/Check by hand: HealthCheckRequest{service = 1} and
 // HealthCheckResponse{status = 1} are single-field messages. Returns the
@@ -285,36 +287,36 @@ TEST_F(DaemonTest, RejectsBadOptions) {
   options.listen = "";
   options.unix_socket = "";
   auto daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(), HasSubstr("--listen"));
+  EXPECT_THAT(daemon.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("--listen")));
 
   options = TestOptions();
   options.backend.kind = "abacus";
   daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(), HasSubstr("--backend"));
+  EXPECT_THAT(daemon.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("--backend")));
 
   options = TestOptions();
   options.trace_max_nodes = -1;
   daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(), HasSubstr("--trace_max_nodes"));
+  EXPECT_THAT(daemon.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                        HasSubstr("--trace_max_nodes")));
 
   options = TestOptions();
   options.memory_pool_max_cached_bytes = -2;
   daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(),
-              HasSubstr("--memory_pool_max_cached_bytes must be -1 (no cap) "
-                        "or more, got -2"));
+  EXPECT_THAT(daemon.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--memory_pool_max_cached_bytes must be -1 "
+                                 "(no cap) or more, got -2")));
 
   options = TestOptions();
   options.launch_mode = "sometimes";
   daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(),
-              HasSubstr("--launch_mode must be auto, streams or graphs, got "
-                        "\"sometimes\""));
+  EXPECT_THAT(daemon.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--launch_mode must be auto, streams or "
+                                 "graphs, got \"sometimes\"")));
 }
 
 TEST_F(DaemonTest, AddressInUseIsAnError) {
@@ -325,8 +327,8 @@ TEST_F(DaemonTest, AddressInUseIsAnError) {
   options.unix_socket = "";
   options.metrics_listen = "";
   auto second = Daemon::BuildAndStart(options);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(second.status().message(), HasSubstr(options.listen));
+  EXPECT_THAT(second.status(), StatusIs(absl::StatusCode::kUnavailable,
+                                        HasSubstr(options.listen)));
 }
 
 // The value of the weft_device_streams series of `device` in a scrape, or
@@ -489,27 +491,29 @@ TEST_F(DaemonTest, BadTopologyFileIsAnErrorNamingFileAndLine) {
   options.backend.topology_file =
       WriteTempFile("topology_bad.csv", "From,To,GB/s\n-1,0,4\n-1,one,8\n");
   auto daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(
-      daemon.status().message(),
-      HasSubstr(absl::StrCat("--topology: ", options.backend.topology_file,
-                             ": topology line 3: ")));
+  EXPECT_THAT(daemon.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat(
+                           "--topology: ", options.backend.topology_file,
+                           ": topology line 3: "))));
 
   // Device 1 has no link to the host.
   options = TestOptions();
   options.backend.topology_file =
       WriteTempFile("topology_short.csv", "From,To,GB/s\n-1,0,4\n");
   daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(daemon.status().message(),
-              HasSubstr(options.backend.topology_file));
+  EXPECT_THAT(daemon.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(options.backend.topology_file)));
 
   options = TestOptions();
   options.backend.topology_file = "/nonexistent/topology.csv";
   daemon = Daemon::BuildAndStart(options);
-  EXPECT_EQ(daemon.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(daemon.status().message(),
-              HasSubstr("--topology: cannot read '/nonexistent/topology.csv'"));
+  EXPECT_THAT(
+      daemon.status(),
+      StatusIs(
+          absl::StatusCode::kNotFound,
+          HasSubstr("--topology: cannot read '/nonexistent/topology.csv'")));
 }
 
 }  // namespace

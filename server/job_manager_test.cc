@@ -27,12 +27,15 @@
 #include "server/devices.h"
 #include "server/job_proto.h"
 #include "server/metrics.h"
+#include "testing/status_matchers.h"
 
 namespace weft::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 // Launches of `spin` with this cost block until the fixture opens the gate;
 // launches with kFailUs fail.
@@ -224,9 +227,9 @@ TEST(JobStateTest, IllegalTransitionsAreFailedPrecondition) {
   };
   for (const auto& [from, to] : illegal) {
     absl::Status s = CheckTransition(from, to);
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(s.message(), HasSubstr(absl::StrCat(JobStateName(from), " -> ",
-                                                    JobStateName(to))));
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                            HasSubstr(absl::StrCat(JobStateName(from), " -> ",
+                                                   JobStateName(to)))));
   }
 }
 
@@ -235,11 +238,11 @@ TEST_F(JobManagerTest, CreateRejectsBadOptions) {
   options.executor = executor_.get();
   options.max_queued_jobs = 0;
   auto jobs = JobManager::Create(options);
-  EXPECT_EQ(jobs.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(jobs.status().message(), HasSubstr("max_queued_jobs"));
+  EXPECT_THAT(jobs.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                      HasSubstr("max_queued_jobs")));
   JobManager::Options no_executor;
-  EXPECT_EQ(JobManager::Create(no_executor).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(JobManager::Create(no_executor).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
@@ -386,16 +389,16 @@ TEST_F(JobManagerTest, ReadOutputErrors) {
   std::string id = SubmitOk(AxpyGraph());
   WaitTerminal(id);
   absl::StatusOr<OutputBuffer> x = jobs_->ReadOutput(id, "x");
-  EXPECT_EQ(x.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(x.status().message(), HasSubstr("no output buffer 'x'"));
+  EXPECT_THAT(x.status(), StatusIs(absl::StatusCode::kNotFound,
+                                   HasSubstr("no output buffer 'x'")));
   absl::StatusOr<OutputBuffer> unknown = jobs_->ReadOutput("j-nope", "y");
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(unknown.status().message(), HasSubstr("j-nope"));
+  EXPECT_THAT(unknown.status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("j-nope")));
 
   std::string gated = SubmitOk(SpinChain("gated", 1, kGateUs));
   absl::StatusOr<OutputBuffer> early = jobs_->ReadOutput(gated, "b");
-  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(early.status().message(), HasSubstr("SUCCEEDED"));
+  EXPECT_THAT(early.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                       HasSubstr("SUCCEEDED")));
   gate_.Notify();
   EXPECT_EQ(WaitTerminal(gated).state, JobState::kSucceeded);
 }
@@ -428,10 +431,12 @@ TEST_F(JobManagerTest, DevicesShowTheArenasOfRunningJobs) {
 
 TEST_F(JobManagerTest, GetUnknownJobIsNotFoundNamingTheId) {
   absl::StatusOr<JobInfo> job = jobs_->Get("j-0000000000000000");
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(job.status().message(), HasSubstr("j-0000000000000000"));
-  EXPECT_EQ(jobs_->Cancel("j-x").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(jobs_->Watch("j-x").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kNotFound,
+                                     HasSubstr("j-0000000000000000")));
+  EXPECT_THAT(jobs_->Cancel("j-x").status(),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(jobs_->Watch("j-x").status(),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(JobManagerTest, HigherPriorityRunsFirstThenFifo) {
@@ -470,8 +475,8 @@ TEST_F(JobManagerTest, FullQueueIsResourceExhausted) {
   SubmitOk(SpinChain("a", 1, 1));
   SubmitOk(SpinChain("b", 1, 1));
   absl::StatusOr<JobInfo> rejected = jobs_->Submit(Spec(SpinChain("c", 1, 1)));
-  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(rejected.status().message(), HasSubstr("queue is full"));
+  EXPECT_THAT(rejected.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                          HasSubstr("queue is full")));
   // The rejection says when to come back.
   std::optional<absl::Duration> delay = RetryDelayOf(rejected.status());
   ASSERT_TRUE(delay.has_value());
@@ -520,8 +525,8 @@ TEST_F(JobManagerTest, CancelQueuedJob) {
   absl::StatusOr<JobInfo> cancelled = jobs_->Cancel(queued);
   ASSERT_TRUE(cancelled.ok()) << cancelled.status();
   EXPECT_EQ(cancelled->state, JobState::kCancelled);
-  EXPECT_EQ(cancelled->error.code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(cancelled->error.message(), HasSubstr("cancelled"));
+  EXPECT_THAT(cancelled->error,
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("cancelled")));
   EXPECT_FALSE(cancelled->start_time.has_value());
   EXPECT_EQ(jobs_->queued(), 0);
 
@@ -545,7 +550,7 @@ TEST_F(JobManagerTest, CancelRunningJob) {
   JobInfo done = WaitTerminal(id);
   EXPECT_EQ(done.state, JobState::kCancelled)
       << JobToProto(done).ShortDebugString();
-  EXPECT_EQ(done.error.code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(done.error, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_EQ(jobs_->running(), 0);
 }
 
@@ -553,9 +558,9 @@ TEST_F(JobManagerTest, CancelFinishedJobIsFailedPrecondition) {
   std::string id = SubmitOk(AxpyGraph());
   ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
   absl::StatusOr<JobInfo> cancelled = jobs_->Cancel(id);
-  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(cancelled.status().message(), HasSubstr("SUCCEEDED"));
-  EXPECT_THAT(cancelled.status().message(), HasSubstr(id));
+  EXPECT_THAT(cancelled.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("SUCCEEDED"), HasSubstr(id))));
 }
 
 TEST_F(JobManagerTest, FailingNodeFailsTheJobAndIsNamed) {
@@ -568,8 +573,8 @@ TEST_F(JobManagerTest, FailingNodeFailsTheJobAndIsNamed) {
   EXPECT_THAT(done.error.message(), HasSubstr("injected fault"));
   EXPECT_FALSE(done.error.ok());
   absl::StatusOr<OutputBuffer> out = jobs_->ReadOutput(id, "b");
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(out.status().message(), HasSubstr("FAILED"));
+  EXPECT_THAT(out.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                     HasSubstr("FAILED")));
 }
 
 TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
@@ -645,7 +650,8 @@ TEST_F(JobManagerTest, RetainsOnlyTheLastFinishedJobs) {
   WaitTerminal(first->id);
   std::string second = SubmitOk(AxpyGraph());
   WaitTerminal(second);
-  EXPECT_EQ(jobs_->Get(first->id).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(jobs_->Get(first->id).status(),
+              StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(jobs_->Get(second).ok());
   // The request id was released with the job.
   absl::StatusOr<JobInfo> resubmitted =
@@ -682,8 +688,8 @@ TEST_F(JobManagerTest, ListFiltersByStateInSubmissionOrder) {
 TEST_F(JobManagerTest, StopAcceptingAnswersUnavailable) {
   jobs_->StopAccepting();
   absl::StatusOr<JobInfo> job = jobs_->Submit(Spec(AxpyGraph()));
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(job.status().message(), HasSubstr("shutting down"));
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kUnavailable,
+                                     HasSubstr("shutting down")));
 }
 
 TEST_F(JobManagerTest, InjectedClockStampsJobs) {
@@ -750,9 +756,9 @@ TEST_F(JobManagerTest, PerTenantQueueBound) {
   JobSpec third = Spec(SpinChain("a3", 1, 1));
   third.tenant = "a";
   absl::StatusOr<JobInfo> rejected = jobs_->Submit(std::move(third));
-  EXPECT_EQ(rejected.status().code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(rejected.status().message(),
-              HasSubstr("tenant 'a' has 2 jobs queued"));
+  EXPECT_THAT(rejected.status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("tenant 'a' has 2 jobs queued")));
   EXPECT_TRUE(RetryDelayOf(rejected.status()).has_value());
   // Another tenant still gets in.
   SubmitAs("b", SpinChain("b1", 1, 1));
@@ -769,8 +775,8 @@ TEST_F(JobManagerTest, PlanningErrorsRejectTheSubmission) {
   JobSpec spec = Spec(g);
   spec.planner_options.stream_mode = scheduler::StreamMode::kSingle;
   absl::StatusOr<JobInfo> job = jobs_->Submit(std::move(spec));
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(job.status().message(), HasSubstr("graph.nodes[1].stream_label"));
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("graph.nodes[1].stream_label")));
   EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
   const std::string text = Scrape();
   // Planning was timed; no job was counted anywhere.
@@ -784,8 +790,8 @@ TEST_F(JobManagerTest, SubmissionPastItsDeadlineOrCancelledCreatesNoJob) {
   JobSpec late = Spec(AxpyGraph(), 0, "late");
   late.deadline = absl::Now() - absl::Milliseconds(1);
   absl::StatusOr<JobInfo> job = jobs_->Submit(std::move(late));
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(job.status().message(), HasSubstr("no job was created"));
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                     HasSubstr("no job was created")));
 
   JobSpec gone = Spec(AxpyGraph(), 0, "gone");
   int asked = 0;
@@ -794,8 +800,8 @@ TEST_F(JobManagerTest, SubmissionPastItsDeadlineOrCancelledCreatesNoJob) {
     return true;
   };
   job = jobs_->Submit(std::move(gone));
-  EXPECT_EQ(job.status().code(), absl::StatusCode::kCancelled);
-  EXPECT_THAT(job.status().message(), HasSubstr("no job was created"));
+  EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kCancelled,
+                                     HasSubstr("no job was created")));
   EXPECT_EQ(asked, 1);
   EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
   EXPECT_THAT(Scrape(), HasSubstr("weft_jobs_rejected_total{code=\"DEADLINE_"
@@ -847,10 +853,10 @@ TEST_F(JobManagerTest, RetentionByTimeReleasesJobsAndRequestIds) {
   EXPECT_TRUE(jobs_->ReadOutput(job->id, "y").ok());
   now->store(1'010);
   absl::StatusOr<JobInfo> gone = jobs_->Get(job->id);
-  EXPECT_EQ(gone.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(gone.status().message(), HasSubstr(job->id));
-  EXPECT_EQ(jobs_->ReadOutput(job->id, "y").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(gone.status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(job->id)));
+  EXPECT_THAT(jobs_->ReadOutput(job->id, "y").status(),
+              StatusIs(absl::StatusCode::kNotFound));
   absl::StatusOr<JobInfo> again =
       jobs_->Submit(Spec(AxpyGraph(), 0, "kept-for-a-while"));
   ASSERT_TRUE(again.ok());
@@ -943,11 +949,10 @@ TEST_F(JobManagerTest, TraceIsFailedPreconditionUntilTheJobHasFinished) {
   std::string id = SubmitOk(SpinChain("gated", 1, kGateUs));
   WaitForState(id, JobState::kRunning);
   absl::StatusOr<std::string> early = jobs_->TraceJson(id);
-  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(early.status().message(), HasSubstr(id));
-  EXPECT_THAT(early.status().message(), HasSubstr("is RUNNING"));
-  EXPECT_THAT(early.status().message(),
-              HasSubstr("available once it has finished"));
+  EXPECT_THAT(early.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr(id), HasSubstr("is RUNNING"),
+                             HasSubstr("available once it has finished"))));
   gate_.Notify();
   ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
   absl::StatusOr<std::string> late = jobs_->TraceJson(id);
@@ -957,8 +962,8 @@ TEST_F(JobManagerTest, TraceIsFailedPreconditionUntilTheJobHasFinished) {
 
 TEST_F(JobManagerTest, TraceOfUnknownJobIsNotFound) {
   absl::StatusOr<std::string> json = jobs_->TraceJson("j-00000000000000ff");
-  EXPECT_EQ(json.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(json.status().message(), HasSubstr("j-00000000000000ff"));
+  EXPECT_THAT(json.status(), StatusIs(absl::StatusCode::kNotFound,
+                                      HasSubstr("j-00000000000000ff")));
 }
 
 TEST_F(JobManagerTest, TraceOfCancelledJobs) {
@@ -999,12 +1004,12 @@ TEST_F(JobManagerTest, UntracedJobsSayWhyAndWhichFlag) {
   std::string id = SubmitOk(AxpyGraph());
   // Known at submission: no need to wait for the job to say so.
   absl::StatusOr<std::string> json = jobs_->TraceJson(id);
-  EXPECT_EQ(json.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(json.status().message(), HasSubstr(id));
-  EXPECT_THAT(json.status().message(), HasSubstr("--trace_jobs=false"));
+  EXPECT_THAT(json.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr(id), HasSubstr("--trace_jobs=false"))));
   ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
-  EXPECT_EQ(jobs_->TraceJson(id).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(jobs_->TraceJson(id).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 
   JobManager::Options small;
   small.trace_max_nodes = 2;
@@ -1014,9 +1019,9 @@ TEST_F(JobManagerTest, UntracedJobsSayWhyAndWhichFlag) {
   ASSERT_EQ(WaitTerminal(big).state, JobState::kSucceeded);
   ASSERT_EQ(WaitTerminal(fits).state, JobState::kSucceeded);
   absl::StatusOr<std::string> too_big = jobs_->TraceJson(big);
-  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(too_big.status().message(),
-              HasSubstr("3 nodes, more than --trace_max_nodes=2"));
+  EXPECT_THAT(too_big.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("3 nodes, more than --trace_max_nodes=2")));
   absl::StatusOr<std::string> traced = jobs_->TraceJson(fits);
   ASSERT_TRUE(traced.ok()) << traced.status();
   EXPECT_EQ(Count(*traced, R"("op":"spin")"), 2) << *traced;
@@ -1025,8 +1030,8 @@ TEST_F(JobManagerTest, UntracedJobsSayWhyAndWhichFlag) {
   negative.executor = executor_.get();
   negative.trace_max_nodes = -1;
   auto bad = JobManager::Create(negative);
-  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(bad.status().message(), HasSubstr("trace_max_nodes"));
+  EXPECT_THAT(bad.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("trace_max_nodes")));
 }
 
 TEST_F(JobManagerTest, RetentionReleasesTheTrace) {
@@ -1038,8 +1043,8 @@ TEST_F(JobManagerTest, RetentionReleasesTheTrace) {
   ASSERT_TRUE(jobs_->TraceJson(first).ok());
   std::string second = SubmitOk(AxpyGraph());
   ASSERT_EQ(WaitTerminal(second).state, JobState::kSucceeded);
-  EXPECT_EQ(jobs_->TraceJson(first).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(jobs_->TraceJson(first).status(),
+              StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(jobs_->TraceJson(second).ok());
 }
 
@@ -1055,8 +1060,8 @@ TEST_F(JobManagerTest, RetentionInBytesReleasesTheOldestOutputsFirst) {
   // The first job stays visible; its outputs went to make room.
   EXPECT_EQ(jobs_->Get(first)->state, JobState::kSucceeded);
   absl::StatusOr<OutputBuffer> released = jobs_->ReadOutput(first, "y");
-  EXPECT_EQ(released.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(released.status().message(), HasSubstr("--retain_output_bytes"));
+  EXPECT_THAT(released.status(), StatusIs(absl::StatusCode::kNotFound,
+                                          HasSubstr("--retain_output_bytes")));
   absl::StatusOr<OutputBuffer> kept = jobs_->ReadOutput(second, "y");
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ((*kept).data->size(), 64u);
@@ -1068,8 +1073,8 @@ TEST_F(JobManagerTest, OutputsLargerThanTheRetentionBoundAreNotKept) {
   Start(options);
   std::string job = SubmitOk(AxpyGraph());
   ASSERT_EQ(WaitTerminal(job).state, JobState::kSucceeded);
-  EXPECT_EQ(jobs_->ReadOutput(job, "y").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(jobs_->ReadOutput(job, "y").status(),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST_F(JobManagerTest, ATenantNeverTakesEverySlot) {

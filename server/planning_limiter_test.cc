@@ -6,11 +6,13 @@
 #include "common/retry_info.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::server {
 namespace {
 
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 TEST(PlanningLimiterTest, LeasesHoldUnitsUntilDestroyed) {
   PlanningLimiter limiter(100);
@@ -19,9 +21,8 @@ TEST(PlanningLimiterTest, LeasesHoldUnitsUntilDestroyed) {
     ASSERT_TRUE(a.ok());
     EXPECT_EQ(limiter.in_use(), 60);
     absl::StatusOr<PlanningLimiter::Lease> b = limiter.TryAcquire(50);
-    ASSERT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
-    EXPECT_THAT(std::string(b.status().message()),
-                HasSubstr("--max_planning_nodes=100"));
+    ASSERT_THAT(b.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                     HasSubstr("--max_planning_nodes=100")));
     EXPECT_TRUE(RetryDelayOf(b.status()).has_value());
     absl::StatusOr<PlanningLimiter::Lease> c = limiter.TryAcquire(40);
     ASSERT_TRUE(c.ok());
@@ -43,8 +44,8 @@ TEST(PlanningLimiterTest, EmptyGraphsTakeOneUnit) {
 TEST(PlanningLimiterTest, MoreThanTheCapacityIsInvalid) {
   PlanningLimiter limiter(10);
   absl::StatusOr<PlanningLimiter::Lease> a = limiter.TryAcquire(11);
-  ASSERT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(a.status().message()), HasSubstr("graph.nodes"));
+  ASSERT_THAT(a.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("graph.nodes")));
   EXPECT_EQ(limiter.in_use(), 0);
 }
 

@@ -23,13 +23,16 @@
 #include "runtime/forwarding_backend.h"
 #include "runtime/sim/sim_backend.h"
 #include "server/job_manager.h"
+#include "testing/status_matchers.h"
 #include "weft/v1/weft.grpc.pb.h"
 
 namespace weft::server {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 constexpr double kGateUs = 12345;
 
@@ -750,11 +753,11 @@ TEST_F(SchedulerServiceTest, OutOfDeviceMemoryFailsOnlyThatJob) {
       jobs_->WaitUntilTerminal(failed.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->state, JobState::kFailed);
-  EXPECT_EQ(end->error.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_THAT(std::string(end->error.message()),
-              HasSubstr("buffer 'b' (first used by node 's0' on device"));
-  EXPECT_THAT(std::string(end->error.message()),
-              HasSubstr("requested 2097152 bytes"));
+  EXPECT_THAT(
+      end->error,
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("buffer 'b' (first used by node 's0' on device"),
+                     HasSubstr("requested 2097152 bytes"))));
 
   // The service carries on; memory in use is what jobs hold, not what the
   // pools keep cached for the next job.
