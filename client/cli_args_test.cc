@@ -2,12 +2,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::client {
 namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::StatusIs;
 
 const std::vector<FlagSpec> kFlags = {{"addr"},         {"json", false},
                                       {"watch", false}, {"priority"},
@@ -36,8 +38,8 @@ TEST(CliArgsTest, DoubleDashEndsFlags) {
 
 TEST(CliArgsTest, Errors) {
   auto unknown = CliArgs::Parse({"weftctl", "get", "--bogus"}, kFlags);
-  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(unknown.status().message(), HasSubstr("unknown flag '--bogus'"));
+  EXPECT_THAT(unknown.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("unknown flag '--bogus'")));
   auto missing = CliArgs::Parse({"weftctl", "get", "--addr"}, kFlags);
   EXPECT_THAT(missing.status().message(), HasSubstr("--addr needs a value"));
   auto switch_value = CliArgs::Parse({"weftctl", "--json=yes"}, kFlags);
@@ -60,10 +62,9 @@ TEST(CliArgsTest, Doubles) {
        {"--priority=half", "--priority=inf", "--priority=nan"}) {
     auto not_number = CliArgs::Parse({"weftctl", bad}, kFlags);
     ASSERT_TRUE(not_number.ok());
-    EXPECT_EQ(not_number->Double("priority").status().code(),
-              absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(not_number->Double("priority").status().message(),
-                HasSubstr("is not a number"))
+    EXPECT_THAT(not_number->Double("priority").status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("is not a number")))
         << bad;
   }
 }
@@ -81,8 +82,8 @@ TEST(CliArgsTest, CheckAllowed) {
   auto args = CliArgs::Parse({"weftctl", "get", "j-1", "--watch"}, kFlags);
   ASSERT_TRUE(args.ok());
   absl::Status s = args->CheckAllowed({"json", "addr"}, "get");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("--watch does not apply to 'get'"));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
+                          HasSubstr("--watch does not apply to 'get'")));
   EXPECT_TRUE(args->CheckAllowed({"watch"}, "get").ok());
 }
 

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::client {
 namespace {
@@ -19,6 +20,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
+using ::weft::testing::StatusIs;
 
 template <typename T>
 std::string Bytes(const std::vector<T>& values) {
@@ -176,8 +178,8 @@ TEST(FormatElementsTest, EachDtype) {
 TEST(FormatElementsTest, RejectsPartialElements) {
   absl::StatusOr<std::vector<std::string>> out =
       FormatElements("abcdef", weft::v1::FLOAT32);
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(out.status().message(), HasSubstr("6 bytes"));
+  EXPECT_THAT(out.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     HasSubstr("6 bytes")));
 }
 
 TEST(FormatElementsTest, Json) {

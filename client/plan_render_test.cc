@@ -12,6 +12,7 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace weft::client {
 namespace {
@@ -22,6 +23,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
+using ::weft::testing::StatusIs;
 
 // Two devices, three streams. a fans out to b (same stream), c (another
 // stream of device 0, through event 0) and d (device 1, event 0); e joins
@@ -150,10 +152,11 @@ TEST(ParsePlanFormatTest, AcceptsTheFiveFormats) {
 TEST(ParsePlanFormatTest, RejectsOthersNamingTheChoices) {
   absl::StatusOr<PlanFormat> format = ParsePlanFormat("png");
   ASSERT_FALSE(format.ok());
-  EXPECT_EQ(format.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(
-      format.status().message(),
-      HasSubstr("--format: 'png' is not table, json, trace, dot or svg"));
+      format.status(),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("--format: 'png' is not table, json, trace, dot or svg")));
 }
 
 TEST(PlanTableTest, OneExplainedLinePerNodeThenStreamsAndTotals) {
