@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/host_buffer.h"
 #include "scheduler/graph.h"
 
 namespace weft::runtime {
@@ -189,6 +190,17 @@ class Backend {
                         scheduler::Access::kWrite},
         0.0};
     return Launch(zeros, stream);
+  }
+
+  // A download of `bytes` into `dst` (HostBuffer: the bytes up to where
+  // the data ends, zeros implicit after). Where a backend models time it
+  // is one copy of `bytes`, timed and booked as CopyDeviceToHost of `bytes`
+  // would be. `dst` belongs to the backend until the copy has completed.
+  // The default stores every byte.
+  virtual absl::Status CopyDeviceToHostBuffer(HostBuffer* dst, DevicePtr src,
+                                              uint64_t bytes,
+                                              StreamHandle stream) {
+    return CopyDeviceToHost(dst->Reset(bytes, bytes), src, bytes, stream);
   }
 
   // Enqueues a built-in op or a user kernel. UNIMPLEMENTED for unknown ops.

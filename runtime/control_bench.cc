@@ -200,7 +200,7 @@ Cost LoopJob(Executor& executor, int body, int iterations, ControlMode mode) {
     HostBuffers outputs;
     absl::Status s = RunJob(executor, graph, plan, &outputs, mode);
     float count = 0;
-    std::memcpy(&count, outputs["i"].data(), sizeof(count));
+    std::memcpy(&count, outputs["i"].ToString().data(), sizeof(count));
     if (!s.ok() || count != iterations) {
       std::fprintf(stderr, "loop job: %s, %g iterations\n",
                    s.ToString().c_str(), count);
@@ -230,9 +230,9 @@ Cost JobPerIteration(Executor& executor, int body, int iterations) {
         std::exit(1);
       }
       ++done;
-      counter = outputs["i"];
+      counter = outputs["i"].ToString();
       int32_t go = 0;
-      std::memcpy(&go, outputs["go"].data(), sizeof(go));
+      std::memcpy(&go, outputs["go"].ToString().data(), sizeof(go));
       if (go == 0) break;
     }
     if (done != iterations) {

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/backend.h"
+#include "runtime/host_buffer.h"
 #include "runtime/memory_pool.h"
 #include "runtime/trace.h"
 #include "scheduler/graph.h"
@@ -44,8 +45,9 @@ enum class NodeEventKind { kStarted, kFinished, kFailed };
 // `value` (1 for the first), or a case..of chose branch `value` (-1: none).
 enum class ControlEventKind { kIteration, kBranch };
 
-// Output buffers of a finished job, by buffer name.
-using HostBuffers = absl::flat_hash_map<std::string, std::string>;
+// Output buffers of a finished job, by buffer name (host_buffer.h: a zero
+// tail takes no memory).
+using HostBuffers = absl::flat_hash_map<std::string, HostBuffer>;
 
 struct JobCallbacks {
   // Per-node progress, called from executor threads, in order per node.

@@ -39,7 +39,7 @@ struct ControlEvent {
 
 struct RunResult {
   absl::Status status;
-  HostBuffers outputs;
+  executor_testing::OutputBytes outputs;
   std::vector<ControlEvent> events;
   std::optional<JobTrace> trace;        // when asked for
   std::vector<std::string> finished;    // nodes, in the order they finished
@@ -108,7 +108,7 @@ class ExecutorControlTest : public ::testing::Test {
     callbacks.on_done = [&](absl::Status status, scheduler::NodeId,
                             HostBuffers outputs) {
       result.status = std::move(status);
-      result.outputs = std::move(outputs);
+      result.outputs = executor_testing::BytesOf(outputs);
       done.Notify();
     };
     absl::StatusOr<uint64_t> id =

@@ -265,7 +265,7 @@ TEST_F(ExecutorGraphTest, RandomPlannedGraphsMatchTheStreamPath) {
     ASSERT_TRUE(graphs.Wait());
     ASSERT_TRUE(streams.status.ok()) << streams.status;
     ASSERT_TRUE(graphs.status.ok()) << graphs.status;
-    const HostBuffers reference = CpuReference(*graph);
+    const OutputBytes reference = CpuReference(*graph);
     ASSERT_EQ(streams.outputs.size(), reference.size());
     ASSERT_EQ(graphs.outputs.size(), reference.size());
     for (const auto& [name, data] : reference) {

@@ -222,7 +222,7 @@ TEST(ExecutorPlacementTest, RandomGraphsGiveTheSameResultsWithAndWithout) {
     separate.Run(graph, plan, without);
     ASSERT_TRUE(with.status.ok()) << with.status;
     ASSERT_TRUE(without.status.ok()) << without.status;
-    const HostBuffers reference = CpuReference(*graph);
+    const OutputBytes reference = CpuReference(*graph);
     ASSERT_EQ(with.outputs.size(), reference.size());
     for (const auto& [name, data] : reference) {
       EXPECT_EQ(with.outputs.at(name), without.outputs.at(name)) << name;
@@ -247,7 +247,7 @@ TEST(ExecutorPlacementTest, RandomGraphsRunAsDeviceGraphsInTheirArenas) {
     Outcome outcome;
     placed.Run(graph, plan, outcome, LaunchMode::kDeviceGraphs);
     ASSERT_TRUE(outcome.status.ok()) << outcome.status;
-    const HostBuffers reference = CpuReference(*graph);
+    const OutputBytes reference = CpuReference(*graph);
     ASSERT_EQ(outcome.outputs.size(), reference.size());
     for (const auto& [name, data] : reference) {
       EXPECT_EQ(Floats(outcome.outputs.at(name)), Floats(data)) << name;

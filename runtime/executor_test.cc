@@ -356,6 +356,36 @@ TEST_F(ExecutorTest, UntouchedOutputKeepsItsInitialContents) {
   EXPECT_EQ(outcome.outputs.at("raw"), std::string("abc\0\0\0", 6));
 }
 
+TEST_F(ExecutorTest, OutputsHoldOnlyTheirDataOnTheHost) {
+  // 16 MiB outputs that kernels touch without writing contents (spins), or
+  // that nothing touches: the host stores their data, not their zeros.
+  constexpr uint64_t kBytes = uint64_t{16} << 20;
+  TestJob job(1, {0});
+  const int zeros = job.Buffer("zeros", kBytes, DType::kBytes,
+                               BufferSpec::Init::kZero, 0, "", true);
+  const int head = job.Buffer("head", kBytes, DType::kBytes,
+                              BufferSpec::Init::kData, 0, "abc", true);
+  job.Buffer("untouched", kBytes, DType::kBytes, BufferSpec::Init::kData, 0,
+             "xyz", true);
+  job.Node("a", "spin", {Use(zeros, Access::kReadWrite)}, 0);
+  job.Node("b", "spin", {Use(head, Access::kReadWrite)}, 0);
+  Outcome outcome;
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.Wait());
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  const HostBuffers& out = outcome.host_outputs;
+  ASSERT_EQ(out.size(), 3u);
+  for (const auto& [name, buffer] : out) EXPECT_EQ(buffer.size(), kBytes);
+  EXPECT_EQ(out.at("zeros").stored_bytes(), 0u);
+  EXPECT_EQ(out.at("head").stored_bytes(), 3u);
+  EXPECT_EQ(out.at("untouched").stored_bytes(), 3u);
+  // Read in full, they are what a dense download gives.
+  EXPECT_EQ(outcome.outputs.at("zeros"), std::string(kBytes, '\0'));
+  EXPECT_EQ(outcome.outputs.at("head"), "abc" + std::string(kBytes - 3, '\0'));
+  EXPECT_EQ(outcome.outputs.at("untouched"),
+            "xyz" + std::string(kBytes - 3, '\0'));
+}
+
 TEST_F(ExecutorTest, OutOfMemoryFailsTheJob) {
   SetUpBackend(nullptr, /*memory_bytes=*/1 << 20);
   TestJob job(1, {0});

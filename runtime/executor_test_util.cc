@@ -57,7 +57,7 @@ void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor) {
   }
 }
 
-HostBuffers CpuReference(const scheduler::Graph& graph) {
+OutputBytes CpuReference(const scheduler::Graph& graph) {
   const CpuKernelTable kernels = CpuKernelTable::WithBuiltins();
   std::vector<std::string> memory;
   for (const BufferSpec& b : graph.buffers()) {
@@ -88,7 +88,7 @@ HostBuffers CpuReference(const scheduler::Graph& graph) {
     }
     EXPECT_TRUE(kernels.Run(node.op, args).ok()) << node.name;
   }
-  HostBuffers out;
+  OutputBytes out;
   for (size_t b = 0; b < memory.size(); ++b) {
     if (graph.buffer(b).output) out[graph.buffer(b).name] = memory[b];
   }

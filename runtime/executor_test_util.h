@@ -119,12 +119,23 @@ inline std::vector<float> Floats(const std::string& s) {
   return v;
 }
 
+// Outputs as plain bytes, zero tails included: what tests compare.
+using OutputBytes = absl::flat_hash_map<std::string, std::string>;
+
+inline OutputBytes BytesOf(const HostBuffers& outputs) {
+  OutputBytes bytes;
+  for (const auto& [name, buffer] : outputs) bytes[name] = buffer.ToString();
+  return bytes;
+}
+
 // Collects one job's callbacks.
 struct Outcome {
   absl::Notification done;
   absl::Status status;
   NodeId failed_node = -2;
-  HostBuffers outputs;
+  OutputBytes outputs;
+  // As the executor gave them (stored bytes and sizes).
+  HostBuffers host_outputs;
   int on_done_calls = 0;
   JobTrace trace;
   int on_trace_calls = 0;
@@ -146,7 +157,8 @@ struct Outcome {
     callbacks.on_done = [this](absl::Status s, NodeId node, HostBuffers out) {
       status = std::move(s);
       failed_node = node;
-      outputs = std::move(out);
+      outputs = BytesOf(out);
+      host_outputs = std::move(out);
       ++on_done_calls;
       done.Notify();
     };
@@ -186,7 +198,7 @@ void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor);
 
 // The graph run on the host, node by node in graph order (a topological
 // order): the outputs every correct execution produces.
-HostBuffers CpuReference(const scheduler::Graph& graph);
+OutputBytes CpuReference(const scheduler::Graph& graph);
 
 }  // namespace weft::runtime::executor_testing
 

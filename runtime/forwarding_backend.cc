@@ -83,6 +83,13 @@ absl::Status ForwardingBackend::CopyHostToDevicePadded(DevicePtr dst,
   return backend_->CopyHostToDevicePadded(dst, src, src_bytes, bytes, stream);
 }
 
+absl::Status ForwardingBackend::CopyDeviceToHostBuffer(HostBuffer* dst,
+                                                       DevicePtr src,
+                                                       uint64_t bytes,
+                                                       StreamHandle stream) {
+  return backend_->CopyDeviceToHostBuffer(dst, src, bytes, stream);
+}
+
 absl::Status ForwardingBackend::Launch(const KernelLaunch& launch,
                                        StreamHandle stream) {
   return backend_->Launch(launch, stream);

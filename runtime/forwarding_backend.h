@@ -49,6 +49,9 @@ class ForwardingBackend : public Backend {
   absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
                                       uint64_t src_bytes, uint64_t bytes,
                                       StreamHandle stream) override;
+  absl::Status CopyDeviceToHostBuffer(HostBuffer* dst, DevicePtr src,
+                                      uint64_t bytes,
+                                      StreamHandle stream) override;
   absl::Status Launch(const KernelLaunch& launch, StreamHandle stream) override;
   absl::Status PrepareModules(const scheduler::Graph& graph) const override;
   absl::Status AddHostCallback(StreamHandle stream,

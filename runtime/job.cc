@@ -390,7 +390,13 @@ absl::Status Job::DownloadOutputs() {
     if (latest.where < 0) {
       // No node touched it: its contents are its initial contents.
       outputs_.emplace_back(
-          spec.name, std::make_unique<std::string>(InitialContents(spec)));
+          spec.name, std::make_unique<HostBuffer>(
+                         spec.init == BufferSpec::Init::kFill
+                             ? HostBuffer(InitialContents(spec))
+                             : HostBuffer(spec.init == BufferSpec::Init::kData
+                                              ? spec.data
+                                              : std::string(),
+                                          spec.size_bytes)));
       continue;
     }
     if (latest.where == buffers_->host()) {
@@ -398,7 +404,7 @@ absl::Status Job::DownloadOutputs() {
       host_outputs_.emplace_back(spec.name, b);
       continue;
     }
-    auto host = std::make_unique<std::string>(spec.size_bytes, '\0');
+    auto host = std::make_unique<HostBuffer>();
     const StreamHandle stream = latest.writer;
     WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
     const std::string name = absl::StrCat(spec.name, " download");
@@ -407,8 +413,8 @@ absl::Status Job::DownloadOutputs() {
     download.bytes = spec.size_bytes;
     const int span = tracer_->Begin(download, stream, latest.where);
     // FIFO after the last write of the latest version.
-    WEFT_RETURN_IF_ERROR(env_->backend->CopyDeviceToHost(
-        host->data(), latest.ptr, spec.size_bytes, stream));
+    WEFT_RETURN_IF_ERROR(env_->backend->CopyDeviceToHostBuffer(
+        host.get(), latest.ptr, spec.size_bytes, stream));
     tracer_->End(span, stream, latest.where);
     outputs_.emplace_back(spec.name, std::move(host));
   }
@@ -497,7 +503,7 @@ HostBuffers Job::TakeOutputs() {
   if (status_.ok()) {
     for (auto& [name, data] : outputs_) outputs[name] = std::move(*data);
     for (const auto& [name, b] : host_outputs_) {
-      outputs[name] = buffers_->TakeHostData(b);
+      outputs[name] = HostBuffer(buffers_->TakeHostData(b));
     }
   }
   outputs_.clear();

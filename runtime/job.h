@@ -399,7 +399,7 @@ class Job {
   // Host-engine nodes in flight, by plan index.
   absl::flat_hash_map<int, HostOp> host_ops_;
   // Output buffers being downloaded: name and destination.
-  std::vector<std::pair<std::string, std::unique_ptr<std::string>>> outputs_;
+  std::vector<std::pair<std::string, std::unique_ptr<HostBuffer>>> outputs_;
   // Output buffers whose latest version is the host copy.
   std::vector<std::pair<std::string, scheduler::BufferId>> host_outputs_;
 };

@@ -28,12 +28,13 @@
 // minutes rather than seconds. Host memory: an upload of initial data
 // stages the data alone and the simulated device keeps only that (zeros
 // after it take none), so a case's large host-initialized buffers cost
-// next to nothing (init_MiB is their size, data_B the bytes staged). What
-// remains is the job's results: the executor downloads every output into
-// a host string of its full size (runtime/job.cc), out_MiB in all. A case
-// whose staged data and outputs together exceed --max_staged_mib (default
-// 8192, above the largest case's outputs) is skipped and named, with its
-// outputs as the reason; the rest print estimate, measured, ratio, the
+// next to nothing (init_MiB is their size, data_B the bytes staged). The
+// job's results come back as HostBuffers (runtime/host_buffer.h) that
+// store an output's bytes up to the end of its data: the cases' kernels
+// write no contents, so their outputs (out_MiB in all) take next to no
+// host memory either. A case whose staged data and outputs stored in full
+// would exceed --max_staged_mib (default 8192, above the largest case's
+// outputs) is skipped and named; the rest print estimate, measured, ratio, the
 // simulated devices' host memory (host_MiB) and the process's peak
 // resident memory during the run (peak_MiB, Linux), and at the end
 // min / median / max and the worst deviation. --cases=SUBSTRING keeps the
@@ -454,12 +455,12 @@ int RunRandomShapes() {
   return 0;
 }
 
-// Host memory a job of `graph` takes in the executor: the data of every
+// Host memory a job of `graph` may take in the executor: the data of every
 // host-initialized buffer, staged for its upload (the zeros after it are
 // the upload's tail and take none, on the host or the simulated device),
-// and a host string of every output's full size for its download
-// (runtime/job.cc). `initial` is the host-initialized buffers' size, for
-// the table.
+// and at most every output's full size for its download (a HostBuffer
+// stores up to the end of the data). `initial` is the host-initialized
+// buffers' size, for the table.
 struct Staged {
   uint64_t initial = 0;
   uint64_t data = 0;
@@ -525,7 +526,7 @@ int RunScheduleCases(const Flags& flags) {
     if (staged.total() > flags.max_staged_bytes) {
       skipped.push_back(c.name);
       std::printf(
-          "%-16s skipped: its outputs need %.0f MiB of host strings and its "
+          "%-16s skipped: its outputs may need %.0f MiB of host memory and its "
           "initial data %.0f bytes (limit %.0f MiB)\n",
           c.name.c_str(), static_cast<double>(staged.outputs) / kMiB,
           static_cast<double>(staged.data),

@@ -35,6 +35,16 @@ absl::Status CountingBackend::CopyDeviceToHost(void* dst, DevicePtr src,
   return status;
 }
 
+absl::Status CountingBackend::CopyDeviceToHostBuffer(runtime::HostBuffer* dst,
+                                                     DevicePtr src,
+                                                     uint64_t bytes,
+                                                     StreamHandle stream) {
+  absl::Status status =
+      wrapped()->CopyDeviceToHostBuffer(dst, src, bytes, stream);
+  if (status.ok()) metrics_->BytesCopied(CopyDirection::kDeviceToHost, bytes);
+  return status;
+}
+
 absl::Status CountingBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
                                                  uint64_t bytes,
                                                  StreamHandle stream) {

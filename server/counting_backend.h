@@ -33,6 +33,9 @@ class CountingBackend final : public runtime::ForwardingBackend {
   absl::Status CopyDeviceToHost(void* dst, runtime::DevicePtr src,
                                 uint64_t bytes,
                                 runtime::StreamHandle stream) override;
+  absl::Status CopyDeviceToHostBuffer(runtime::HostBuffer* dst,
+                                      runtime::DevicePtr src, uint64_t bytes,
+                                      runtime::StreamHandle stream) override;
   absl::Status CopyDeviceToDevice(runtime::DevicePtr dst,
                                   runtime::DevicePtr src, uint64_t bytes,
                                   runtime::StreamHandle stream) override;

@@ -100,9 +100,10 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
         OutputBuffer out;
         scheduler::BufferId b = job->graph->FindBuffer(name);
         if (b >= 0) out.dtype = job->graph->buffer(b).dtype;
-        out.data = std::make_shared<const std::string>(
+        out.data = std::make_shared<const runtime::HostBuffer>(
             std::move(outputs.find(name)->second));
-        job->output_bytes += static_cast<int64_t>(out.data->size());
+        // What the job holds: its outputs' stored bytes.
+        job->output_bytes += static_cast<int64_t>(out.data->stored_bytes());
         job->outputs.emplace(name, std::move(out));
       }
     }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "runtime/executor.h"
+#include "runtime/host_buffer.h"
 #include "scheduler/graph.h"
 #include "server/job_state.h"
 
@@ -40,7 +41,8 @@ struct JobInfo {
 // An output buffer of a finished job. `data` is shared, never copied.
 struct OutputBuffer {
   scheduler::DType dtype = scheduler::DType::kBytes;
-  std::shared_ptr<const std::string> data;
+  // Its bytes; a zero tail takes no memory (runtime/host_buffer.h).
+  std::shared_ptr<const runtime::HostBuffer> data;
 };
 
 // One node starting, finishing or failing.

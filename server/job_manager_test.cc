@@ -268,7 +268,7 @@ TEST_F(JobManagerTest, RunsAJobToSucceededAndKeepsItsOutputs) {
   EXPECT_EQ(y->dtype, scheduler::DType::kFloat32);
   ASSERT_EQ(y->data->size(), 64u);
   std::vector<float> values(16);
-  std::memcpy(values.data(), y->data->data(), 64);
+  std::memcpy(values.data(), y->data->ToString().data(), 64);
   for (float v : values) EXPECT_EQ(v, 7.0f);
 
   std::string text = Scrape();
@@ -365,7 +365,7 @@ TEST_F(JobManagerTest, JobPlansHaveAMemoryPlanTheExecutorPlacesBy) {
     absl::StatusOr<OutputBuffer> y = (*jobs)->ReadOutput(done->id, "y");
     ASSERT_TRUE(y.ok()) << y.status();
     std::vector<float> values(16);
-    std::memcpy(values.data(), y->data->data(), 64);
+    std::memcpy(values.data(), y->data->ToString().data(), 64);
     for (float v : values) EXPECT_EQ(v, 7.0f);
 
     std::shared_ptr<const scheduler::Plan> plan = recording.last_plan();

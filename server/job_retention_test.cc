@@ -18,7 +18,8 @@ std::shared_ptr<JobRecord> Finished(const std::string& id, int64_t bytes) {
   absl::MutexLock lock(&job->mu);
   job->state = JobState::kSucceeded;
   OutputBuffer out;
-  out.data = std::make_shared<const std::string>(bytes, 'x');
+  out.data =
+      std::make_shared<const runtime::HostBuffer>(std::string(bytes, 'x'));
   job->outputs["y"] = out;
   job->output_bytes = bytes;
   return job;

@@ -434,7 +434,7 @@ SchedulerService::ReadBuffer(grpc::CallbackServerContext* context,
       request->chunk_bytes() == 0
           ? options_.default_chunk_bytes
           : std::min(request->chunk_bytes(), options_.max_chunk_bytes);
-  std::shared_ptr<const std::string> data = output->data;
+  std::shared_ptr<const runtime::HostBuffer> data = output->data;
   const weft::v1::DType dtype = DTypeToProto(output->dtype);
   const uint64_t total = data->size();
   return new ChunkReactor<Response>(
@@ -442,7 +442,7 @@ SchedulerService::ReadBuffer(grpc::CallbackServerContext* context,
       [data = std::move(data), dtype](uint64_t offset, uint64_t n,
                                       Response* message) {
         message->set_offset(offset);
-        message->set_data(data->substr(offset, n));
+        message->set_data(data->Read(offset, n));
         message->set_total_bytes(data->size());
         message->set_dtype(dtype);
       });

@@ -532,7 +532,7 @@ TEST_P(CudaDeviceCaseTest, RejectsAFloatSelector) {
 
 struct RunResult {
   absl::Status status;
-  HostBuffers outputs;
+  executor_testing::OutputBytes outputs;
   int64_t iterations = 0;
   int64_t branch = -7;
   std::string branch_message;
@@ -571,7 +571,7 @@ RunResult RunJob(Executor& executor, const std::string& text) {
                           HostBuffers outputs) {
     absl::MutexLock lock(&mu);
     result.status = std::move(status);
-    result.outputs = std::move(outputs);
+    result.outputs = executor_testing::BytesOf(outputs);
     done.Notify();
   };
   JobOptions job_options;

@@ -222,11 +222,11 @@ TEST_P(OpsSimTest, EveryNewOpMatchesTheHandComputation) {
 
   absl::Notification done;
   absl::Status status;
-  HostBuffers outputs;
+  absl::flat_hash_map<std::string, std::string> outputs;
   JobCallbacks callbacks;
   callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers out) {
     status = std::move(s);
-    outputs = std::move(out);
+    for (const auto& [name, buffer] : out) outputs[name] = buffer.ToString();
     done.Notify();
   };
   absl::StatusOr<uint64_t> run = executor_->Start(

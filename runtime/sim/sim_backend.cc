@@ -477,6 +477,19 @@ absl::Status SimBackend::CopyDeviceToHost(void* dst, DevicePtr src,
   return absl::OkStatus();
 }
 
+absl::Status SimBackend::CopyDeviceToHostBuffer(HostBuffer* dst, DevicePtr src,
+                                                uint64_t bytes,
+                                                StreamHandle stream_handle) {
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
+  WEFT_RETURN_IF_ERROR(CheckHealthy(src.device));
+  WEFT_RETURN_IF_ERROR(memory_->Resolve(src, bytes).status());
+  EnqueueCopy(*stream, copies_->DownloadBuffer(dst, src, bytes));
+  return absl::OkStatus();
+}
+
 absl::Status SimBackend::CopyDeviceToDevice(DevicePtr dst, DevicePtr src,
                                             uint64_t bytes,
                                             StreamHandle stream_handle) {

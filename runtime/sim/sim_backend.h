@@ -221,6 +221,13 @@ class SimBackend final : public Backend {
                                       uint64_t src_bytes, uint64_t bytes,
                                       StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  // One download of `bytes`, timed and booked as CopyDeviceToHost of
+  // `bytes`; `dst` stores the bytes up to the end of the data in the
+  // source range (sim_memory.h), zeros after are left implicit.
+  absl::Status CopyDeviceToHostBuffer(HostBuffer* dst, DevicePtr src,
+                                      uint64_t bytes,
+                                      StreamHandle stream) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Status Launch(const KernelLaunch& launch, StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);

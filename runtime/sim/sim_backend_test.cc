@@ -680,6 +680,37 @@ TEST(SimBackendTimingTest, PaddedUploadIsOneUploadOfAllItsBytes) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(SimBackendTimingTest, DownloadIntoAHostBufferStoresOnlyUpToTheData) {
+  SimBackend::Options options = Unpaced();
+  // 1 GB/s everywhere: 1000 bytes per microsecond.
+  options.bandwidth_gbps = {{1, 1, 1}, {1, 1, 1}, {1, 1, 1}};
+  auto backend = MakeBackend(options);
+  constexpr uint64_t kBytes = 100000;
+  DevicePtr untouched = backend->Allocate(0, kBytes).value();
+  DevicePtr head = backend->Allocate(0, kBytes).value();
+  StreamHandle s = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->CopyHostToDevicePadded(head, "data", 4, kBytes, s).ok());
+  const double before = TimeAfter(*backend, s, 0);
+  HostBuffer zeros, data;
+  ASSERT_TRUE(
+      backend->CopyDeviceToHostBuffer(&zeros, untouched, kBytes, s).ok());
+  ASSERT_TRUE(backend->CopyDeviceToHostBuffer(&data, head, kBytes, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  // Timed as downloads of every byte.
+  EXPECT_EQ(TimeAfter(*backend, s, 0) - before, 200);
+  // Stored: nothing of the untouched buffer, the data of the other.
+  EXPECT_EQ(zeros.size(), kBytes);
+  EXPECT_EQ(zeros.stored_bytes(), 0u);
+  EXPECT_EQ(data.size(), kBytes);
+  EXPECT_EQ(data.stored_bytes(), 4u);
+  EXPECT_EQ(data.ToString(), "data" + std::string(kBytes - 4, '\0'));
+  // The same bytes as a plain download.
+  std::string plain(kBytes, 'x');
+  ASSERT_TRUE(backend->CopyDeviceToHost(plain.data(), head, kBytes, s).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  EXPECT_EQ(data.ToString(), plain);
+}
+
 TEST(SimBackendTimingTest, UploadAndDownloadOverlapButTwoUploadsDoNot) {
   SimBackend::Options options = Unpaced();
   options.bandwidth_gbps = {{0, 1, 1}, {1, 0, 1}, {1, 1, 0}};

@@ -118,6 +118,14 @@ std::unique_ptr<SimCopyRecord> SimCopies::Download(void* host_dst,
   return copy;
 }
 
+std::unique_ptr<SimCopyRecord> SimCopies::DownloadBuffer(HostBuffer* dst,
+                                                         DevicePtr src,
+                                                         uint64_t bytes) const {
+  std::unique_ptr<SimCopyRecord> copy = Download(nullptr, src, bytes);
+  copy->host_buffer = dst;
+  return copy;
+}
+
 std::unique_ptr<SimCopyRecord> SimCopies::Copy(DevicePtr dst, DevicePtr src,
                                                uint64_t bytes) const {
   auto copy = std::make_unique<SimCopyRecord>();
@@ -170,6 +178,9 @@ absl::Status SimCopies::MoveBytes(const SimCopyRecord& copy) const {
                             copy.bytes);
     case SimCopyRecord::Kind::kDeviceToHost:
       WEFT_RETURN_IF_ERROR(CheckHealthy(copy.src.device));
+      if (copy.host_buffer != nullptr) {
+        return memory_->ReadInto(copy.src, copy.bytes, copy.host_buffer);
+      }
       return memory_->Read(copy.src, copy.bytes, copy.host_dst);
     case SimCopyRecord::Kind::kDeviceToDevice:
       WEFT_RETURN_IF_ERROR(CheckHealthy(copy.src.device));

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/backend.h"
+#include "runtime/host_buffer.h"
 #include "runtime/sim/sim_device_model.h"
 #include "runtime/sim/sim_memory.h"
 #include "runtime/sim/sim_stream.h"
@@ -41,6 +42,7 @@ struct SimCopyRecord {
   DevicePtr dst;
   DevicePtr src;
   void* host_dst = nullptr;
+  HostBuffer* host_buffer = nullptr;  // downloads into one, else host_dst
   const void* host_src = nullptr;
   uint64_t host_src_bytes = 0;  // uploads: the bytes from host_src
   uint64_t bytes = 0;
@@ -87,6 +89,9 @@ class SimCopies {
                                         uint64_t bytes) const;
   std::unique_ptr<SimCopyRecord> Download(void* host_dst, DevicePtr src,
                                           uint64_t bytes) const;
+  // A download that stores the source's bytes up to the end of its data.
+  std::unique_ptr<SimCopyRecord> DownloadBuffer(HostBuffer* dst, DevicePtr src,
+                                                uint64_t bytes) const;
   std::unique_ptr<SimCopyRecord> Copy(DevicePtr dst, DevicePtr src,
                                       uint64_t bytes) const;
   // Enqueues `copy` on `queue`, in its engine's turn.

@@ -276,6 +276,25 @@ absl::Status SimMemory::Read(DevicePtr src, uint64_t bytes, void* out) const {
   return absl::OkStatus();
 }
 
+absl::Status SimMemory::ReadInto(DevicePtr src, uint64_t bytes,
+                                 HostBuffer* out) const {
+  std::vector<std::pair<uint64_t, uint64_t>> parts;
+  Resolved from;
+  {
+    absl::MutexLock lock(&mu_);
+    WEFT_ASSIGN_OR_RETURN(from, ResolveLocked(src, bytes, Need::kAddress));
+    const uint64_t offset = from.offset;
+    from.allocation->valid.ForEach(offset, offset + bytes,
+                                   [&](uint64_t b, uint64_t e) {
+                                     parts.emplace_back(b - offset, e - offset);
+                                   });
+  }
+  const uint64_t stored = parts.empty() ? 0 : parts.back().second;
+  char* const to = out->Reset(stored, bytes);  // zeros up to `stored`
+  for (const auto& [b, e] : parts) std::memcpy(to + b, from.data + b, e - b);
+  return absl::OkStatus();
+}
+
 absl::Status SimMemory::Write(DevicePtr dst, const void* src,
                               uint64_t src_bytes, uint64_t bytes) const {
   if (src_bytes > bytes) {

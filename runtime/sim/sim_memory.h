@@ -48,6 +48,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "runtime/backend.h"
+#include "runtime/host_buffer.h"
 
 namespace weft::runtime {
 
@@ -134,6 +135,10 @@ class SimMemory {
   // Copies [src, src + bytes) to host memory `out`: the data ranges' bytes,
   // zeros elsewhere.
   absl::Status Read(DevicePtr src, uint64_t bytes, void* out) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The same into `out`, which stores the bytes up to the end of the last
+  // data range and leaves the zeros after it implicit (no host memory).
+  absl::Status ReadInto(DevicePtr src, uint64_t bytes, HostBuffer* out) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Writes the first `src_bytes` of host memory `src` at `dst`, then zeros
   // up to `bytes` (src_bytes <= bytes). Only the data up to its last
