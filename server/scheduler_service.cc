@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/retry_info.h"
+#include "grpcpp/impl/codegen/proto_utils.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "scheduler/plan_proto.h"
 #include "scheduler/plan_size.h"
 #include "scheduler/planner.h"
@@ -118,6 +120,21 @@ int64_t CountNodes(
   return n;
 }
 
+// `bytes` as a SubmitGraphRequest; INVALID_ARGUMENT if they are not one.
+grpc::Status ParseSubmission(const grpc::ByteBuffer& bytes,
+                             weft::v1::SubmitGraphRequest* request) {
+  grpc::ByteBuffer copy(bytes);  // shares the slices; parsing consumes it
+  if (!grpc::SerializationTraits<weft::v1::SubmitGraphRequest>::Deserialize(
+           &copy, request)
+           .ok()) {
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "request: not a weft.v1.SubmitGraphRequest in protobuf's wire "
+        "format; nothing was submitted");
+  }
+  return grpc::Status::OK;
+}
+
 int SubmitThreads(int requested) {
   if (requested > 0) return requested;
   return std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
@@ -206,20 +223,48 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
 }
 
 grpc::ServerUnaryReactor* SchedulerService::SubmitGraph(
-    grpc::CallbackServerContext* context,
-    const weft::v1::SubmitGraphRequest* request,
-    weft::v1::SubmitGraphResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (CountNodes(request->graph().nodes()) <= kInlineSubmitNodes) {
-    reactor->Finish(Submit(context, request, response));
-  } else {
-    // gRPC keeps the context, request and response until Finish.
-    on_workers_.fetch_add(1, std::memory_order_relaxed);
-    submit_workers_.Run([this, context, request, response, reactor] {
-      reactor->Finish(Submit(context, request, response));
-    });
+  // A small request is parsed here, and admitted here too if its graph is
+  // small; the rest goes to the submit workers.
+  std::unique_ptr<weft::v1::SubmitGraphRequest> parsed;
+  if (request->Length() <= kInlineParseBytes) {
+    parsed = std::make_unique<weft::v1::SubmitGraphRequest>();
+    if (grpc::Status s = ParseSubmission(*request, parsed.get()); !s.ok()) {
+      reactor->Finish(s);
+      return reactor;
+    }
+    if (CountNodes(parsed->graph().nodes()) <= kInlineSubmitNodes) {
+      reactor->Finish(SubmitAndAnswer(context, *parsed, response));
+      return reactor;
+    }
   }
+  // gRPC keeps the context, request and response until Finish.
+  on_workers_.fetch_add(1, std::memory_order_relaxed);
+  submit_workers_.Run([this, context, request, response, reactor,
+                       parsed = std::move(parsed)]() mutable {
+    if (parsed == nullptr) {
+      parsed = std::make_unique<weft::v1::SubmitGraphRequest>();
+      if (grpc::Status s = ParseSubmission(*request, parsed.get()); !s.ok()) {
+        reactor->Finish(s);
+        return;
+      }
+    }
+    reactor->Finish(SubmitAndAnswer(context, *parsed, response));
+  });
   return reactor;
+}
+
+grpc::Status SchedulerService::SubmitAndAnswer(
+    grpc::CallbackServerContext* context,
+    const weft::v1::SubmitGraphRequest& request, grpc::ByteBuffer* response) {
+  weft::v1::SubmitGraphResponse answer;
+  grpc::Status status = Submit(context, &request, &answer);
+  if (!status.ok()) return status;
+  bool own_buffer = false;
+  return grpc::SerializationTraits<weft::v1::SubmitGraphResponse>::Serialize(
+      answer, response, &own_buffer);
 }
 
 grpc::Status SchedulerService::Submit(

@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/server_context.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
 #include "runtime/backend.h"
@@ -69,10 +70,11 @@ inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
 class WatchWaker;  // watch_reactor.h
 
-// Submission and the streaming methods on the callback API; the other
-// unary methods synchronous.
+// Submission and the streaming methods on the callback API (submission
+// raw, so that a request that is not a SubmitGraphRequest is answered
+// INVALID_ARGUMENT saying so); the other unary methods synchronous.
 using SchedulerServiceBase =
-    weft::v1::Scheduler::WithCallbackMethod_SubmitGraph<
+    weft::v1::Scheduler::WithRawCallbackMethod_SubmitGraph<
         weft::v1::Scheduler::WithCallbackMethod_WatchJob<
             weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
                 weft::v1::Scheduler::WithCallbackMethod_GetJobTrace<
@@ -121,6 +123,9 @@ class SchedulerService final : public SchedulerServiceBase {
   // are admitted on the thread that received them: planning them takes
   // well under a millisecond.
   static constexpr int kInlineSubmitNodes = 64;
+  // Requests of at most this many bytes are parsed on the thread that
+  // received them, larger ones on the submit workers.
+  static constexpr size_t kInlineParseBytes = 64 << 10;
 
   // All pointers must be set and outlive the service. Starts the thread
   // that resumes woken watches.
@@ -130,10 +135,9 @@ class SchedulerService final : public SchedulerServiceBase {
   SchedulerService(const SchedulerService&) = delete;
   SchedulerService& operator=(const SchedulerService&) = delete;
 
-  grpc::ServerUnaryReactor* SubmitGraph(
-      grpc::CallbackServerContext* context,
-      const weft::v1::SubmitGraphRequest* request,
-      weft::v1::SubmitGraphResponse* response) override;
+  grpc::ServerUnaryReactor* SubmitGraph(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::Status GetJob(grpc::ServerContext* context,
                       const weft::v1::GetJobRequest* request,
                       weft::v1::Job* response) override;
@@ -172,6 +176,10 @@ class SchedulerService final : public SchedulerServiceBase {
   grpc::Status Submit(grpc::CallbackServerContext* context,
                       const weft::v1::SubmitGraphRequest* request,
                       weft::v1::SubmitGraphResponse* response);
+  // Submit, with the answer serialized into `response`.
+  grpc::Status SubmitAndAnswer(grpc::CallbackServerContext* context,
+                               const weft::v1::SubmitGraphRequest& request,
+                               grpc::ByteBuffer* response);
   // Planner options for `proto` with the current device load.
   absl::StatusOr<scheduler::PlannerOptions> PlannerOptions(
       const weft::v1::ScheduleOptions& proto) const;

@@ -16,6 +16,7 @@
 #include "grpcpp/channel.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
@@ -385,6 +386,63 @@ TEST_F(SchedulerServiceTest, LargeSubmissionsArePlannedOnTheSubmitWorkers) {
   const std::string loop_id = Submit(loop).id();
   EXPECT_FALSE(loop_id.empty());
   EXPECT_EQ(service_->submissions_on_workers(), 8);
+}
+
+// SubmitGraph with raw bytes, as a client built from another proto would
+// send them.
+grpc::Status SubmitBytes(grpc::Server& server, const std::string& bytes,
+                         weft::v1::SubmitGraphResponse* response) {
+  grpc::GenericStub stub(server.InProcessChannel(grpc::ChannelArguments()));
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  grpc::Slice slice(bytes);
+  const grpc::ByteBuffer request(&slice, 1);
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&context, "/weft.v1.Scheduler/SubmitGraph", request,
+                            &cq);
+  call->StartCall();
+  grpc::ByteBuffer answer;
+  grpc::Status status;
+  call->Finish(&answer, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  EXPECT_TRUE(cq.Next(&tag, &ok));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (status.ok()) {
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(answer.Dump(&slices).ok());
+    std::string out;
+    for (const grpc::Slice& s : slices) {
+      out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    EXPECT_TRUE(response->ParseFromString(out));
+  }
+  return status;
+}
+
+TEST_F(SchedulerServiceTest, BytesThatAreNotARequestAreInvalidArgument) {
+  weft::v1::SubmitGraphResponse response;
+  // A truncated varint, small (parsed where it arrives) and large (parsed
+  // on the submit workers).
+  for (const std::string& bytes :
+       {std::string("\xff\xff\xff\xff\x0f"),
+        std::string(SchedulerService::kInlineParseBytes + 10, '\xff')}) {
+    grpc::Status s = SubmitBytes(*server_, bytes, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("request: not a weft.v1.SubmitGraphRequest"));
+  }
+  EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+  // Well-formed bytes of a large request are admitted from the workers.
+  weft::v1::SubmitGraphRequest request;
+  *request.mutable_graph() = SpinGraph(3000, 1);
+  const std::string bytes = request.SerializeAsString();
+  ASSERT_GT(bytes.size(), SchedulerService::kInlineParseBytes);
+  grpc::Status s = SubmitBytes(*server_, bytes, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(response.job().id().empty());
 }
 
 TEST_F(SchedulerServiceTest, UnknownJobsAreNotFoundWithTheirId) {
