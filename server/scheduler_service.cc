@@ -120,17 +120,15 @@ int64_t CountNodes(
   return n;
 }
 
-// `bytes` as a SubmitGraphRequest; INVALID_ARGUMENT if they are not one.
-grpc::Status ParseSubmission(const grpc::ByteBuffer& bytes,
-                             weft::v1::SubmitGraphRequest* request) {
+// `bytes` as a `Request`; INVALID_ARGUMENT if they are not one.
+template <typename Request>
+grpc::Status Parse(const grpc::ByteBuffer& bytes, Request* request) {
   grpc::ByteBuffer copy(bytes);  // shares the slices; parsing consumes it
-  if (!grpc::SerializationTraits<weft::v1::SubmitGraphRequest>::Deserialize(
-           &copy, request)
-           .ok()) {
+  if (!grpc::SerializationTraits<Request>::Deserialize(&copy, request).ok()) {
     return grpc::Status(
         grpc::StatusCode::INVALID_ARGUMENT,
-        "request: not a weft.v1.SubmitGraphRequest in protobuf's wire "
-        "format; nothing was submitted");
+        absl::StrCat("request: not a ", Request::descriptor()->full_name(),
+                     " in protobuf's wire format; nothing was done"));
   }
   return grpc::Status::OK;
 }
@@ -222,59 +220,140 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
   return planner;
 }
 
-grpc::ServerUnaryReactor* SchedulerService::SubmitGraph(
+template <typename Request, typename Response, typename Handle,
+          typename Offload>
+grpc::ServerUnaryReactor* SchedulerService::Answer(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
+    grpc::ByteBuffer* response, Handle handle, Offload offload) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // A small request is parsed here, and admitted here too if its graph is
-  // small; the rest goes to the submit workers.
-  std::unique_ptr<weft::v1::SubmitGraphRequest> parsed;
+  // Parses (if not yet), answers and finishes the call.
+  // A large request's memory goes back to the system once it is freed:
+  // the trim is asked for after the parsed request and the answer are gone
+  // (the trimmer waits a little longer for gRPC's copy of the bytes).
+  const bool large = request->Length() >= kTrimAfterBytes;
+  auto finish = [this, context, request, response, reactor, handle,
+                 large](std::unique_ptr<Request> parsed) {
+    const TrimWhenDone trim(&trimmer_, large);
+    if (parsed == nullptr) {
+      parsed = std::make_unique<Request>();
+      if (grpc::Status s = Parse(*request, parsed.get()); !s.ok()) {
+        reactor->Finish(s);
+        return;
+      }
+    }
+    grpc::Status status;
+    {
+      Response answer;
+      status = handle(context, *parsed, &answer);
+      if (status.ok()) {
+        bool own_buffer = false;
+        status = grpc::SerializationTraits<Response>::Serialize(
+            answer, response, &own_buffer);
+      }
+    }
+    reactor->Finish(status);
+    parsed.reset();
+  };
+  std::unique_ptr<Request> parsed;
   if (request->Length() <= kInlineParseBytes) {
-    parsed = std::make_unique<weft::v1::SubmitGraphRequest>();
-    if (grpc::Status s = ParseSubmission(*request, parsed.get()); !s.ok()) {
+    parsed = std::make_unique<Request>();
+    if (grpc::Status s = Parse(*request, parsed.get()); !s.ok()) {
       reactor->Finish(s);
       return reactor;
     }
-    if (CountNodes(parsed->graph().nodes()) <= kInlineSubmitNodes) {
-      reactor->Finish(SubmitAndAnswer(context, *parsed, response));
+    if (!offload(*parsed)) {
+      finish(std::move(parsed));
       return reactor;
     }
   }
   // gRPC keeps the context, request and response until Finish.
   on_workers_.fetch_add(1, std::memory_order_relaxed);
-  submit_workers_.Run([this, context, request, response, reactor,
-                       parsed = std::move(parsed)]() mutable {
-    if (parsed == nullptr) {
-      parsed = std::make_unique<weft::v1::SubmitGraphRequest>();
-      if (grpc::Status s = ParseSubmission(*request, parsed.get()); !s.ok()) {
-        reactor->Finish(s);
-        return;
-      }
-    }
-    reactor->Finish(SubmitAndAnswer(context, *parsed, response));
+  submit_workers_.Run([finish, parsed = std::move(parsed)]() mutable {
+    finish(std::move(parsed));
   });
   return reactor;
 }
 
-grpc::Status SchedulerService::SubmitAndAnswer(
-    grpc::CallbackServerContext* context,
-    const weft::v1::SubmitGraphRequest& request, grpc::ByteBuffer* response) {
-  weft::v1::SubmitGraphResponse answer;
-  grpc::Status status = Submit(context, &request, &answer);
-  if (!status.ok()) return status;
-  bool own_buffer = false;
-  return grpc::SerializationTraits<weft::v1::SubmitGraphResponse>::Serialize(
-      answer, response, &own_buffer);
+namespace {
+
+// Work for the submit workers: graphs of more than kInlineSubmitNodes.
+template <typename Request>
+bool LargeGraph(const Request& request) {
+  return CountNodes(request.graph().nodes()) >
+         SchedulerService::kInlineSubmitNodes;
+}
+
+template <typename Request>
+bool Never(const Request&) {
+  return false;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* SchedulerService::SubmitGraph(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  using Request = weft::v1::SubmitGraphRequest;
+  return Answer<Request, weft::v1::SubmitGraphResponse>(
+      context, request, response,
+      [this](grpc::CallbackServerContext* c, const Request& r,
+             weft::v1::SubmitGraphResponse* a) { return Submit(c, r, a); },
+      LargeGraph<Request>);
+}
+
+grpc::ServerUnaryReactor* SchedulerService::GetJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  using Request = weft::v1::GetJobRequest;
+  return Answer<Request, weft::v1::Job>(
+      context, request, response,
+      [this](grpc::CallbackServerContext*, const Request& r, weft::v1::Job* a) {
+        return Get(r, a);
+      },
+      Never<Request>);
+}
+
+grpc::ServerUnaryReactor* SchedulerService::ListJobs(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  using Request = weft::v1::ListJobsRequest;
+  return Answer<Request, weft::v1::ListJobsResponse>(
+      context, request, response,
+      [this](grpc::CallbackServerContext*, const Request& r,
+             weft::v1::ListJobsResponse* a) { return List(r, a); },
+      Never<Request>);
+}
+
+grpc::ServerUnaryReactor* SchedulerService::PlanGraph(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  using Request = weft::v1::PlanGraphRequest;
+  return Answer<Request, weft::v1::PlanGraphResponse>(
+      context, request, response,
+      [this](grpc::CallbackServerContext* c, const Request& r,
+             weft::v1::PlanGraphResponse* a) { return Plan(c, r, a); },
+      LargeGraph<Request>);
+}
+
+grpc::ServerUnaryReactor* SchedulerService::ListDevices(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  using Request = weft::v1::ListDevicesRequest;
+  return Answer<Request, weft::v1::ListDevicesResponse>(
+      context, request, response,
+      [this](grpc::CallbackServerContext*, const Request&,
+             weft::v1::ListDevicesResponse* a) { return Devices(a); },
+      Never<Request>);
 }
 
 grpc::Status SchedulerService::Submit(
     grpc::CallbackServerContext* context,
-    const weft::v1::SubmitGraphRequest* request,
+    const weft::v1::SubmitGraphRequest& request,
     weft::v1::SubmitGraphResponse* response) {
   const TrimWhenDone trim(&trimmer_,
-                          request->graph().nodes_size() >= kLargeGraphNodes);
+                          request.graph().nodes_size() >= kLargeGraphNodes);
   if (context->IsCancelled()) return ClientGone();
-  if (static_cast<int>(request->request_id().size()) >
+  if (static_cast<int>(request.request_id().size()) >
       options_.max_request_id_bytes) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
         "request_id: longer than ", options_.max_request_id_bytes, " bytes")));
@@ -283,13 +362,13 @@ grpc::Status SchedulerService::Submit(
       TenantOf(*context, options_.max_tenant_bytes);
   if (!tenant.ok()) return ToGrpcStatus(tenant.status());
   absl::StatusOr<scheduler::Graph> graph =
-      scheduler::BuildGraph(request->graph(), options_.limits);
+      scheduler::BuildGraph(request.graph(), options_.limits);
   if (!graph.ok()) return ToGrpcStatus(graph.status());
   absl::StatusOr<scheduler::PlannerOptions> planner =
-      PlannerOptions(request->options());
+      PlannerOptions(request.options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
   if (absl::Status s =
-          CheckControlMode(*graph, request->options(), options_.backend);
+          CheckControlMode(*graph, request.options(), options_.backend);
       !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -302,7 +381,7 @@ grpc::Status SchedulerService::Submit(
   JobSpec spec;
   spec.graph = std::make_shared<const scheduler::Graph>(*std::move(graph));
   spec.planner_options = *std::move(planner);
-  switch (request->options().launch_mode()) {
+  switch (request.options().launch_mode()) {
     case weft::v1::LAUNCH_STREAMS:
       spec.launch_mode = runtime::LaunchMode::kStreams;
       break;
@@ -315,9 +394,9 @@ grpc::Status SchedulerService::Submit(
     default:  // refused by PlannerOptions
       return ToGrpcStatus(absl::InternalError("unchecked launch_mode"));
   }
-  spec.control_mode = ControlModeOf(request->options());
-  spec.request_id = request->request_id();
-  spec.priority = request->priority();
+  spec.control_mode = ControlModeOf(request.options());
+  spec.request_id = request.request_id();
+  spec.priority = request.priority();
   spec.tenant = *std::move(tenant);
   spec.deadline = DeadlineOf(*context);
   spec.cancelled = [context] { return context->IsCancelled(); };
@@ -331,12 +410,11 @@ grpc::Status SchedulerService::Submit(
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetJob(grpc::ServerContext* context,
-                                      const weft::v1::GetJobRequest* request,
-                                      weft::v1::Job* response) {
-  absl::Status valid = CheckJobId(request->job_id());
+grpc::Status SchedulerService::Get(const weft::v1::GetJobRequest& request,
+                                   weft::v1::Job* response) {
+  absl::Status valid = CheckJobId(request.job_id());
   if (!valid.ok()) return ToGrpcStatus(valid);
-  absl::StatusOr<JobInfo> job = options_.jobs->Get(request->job_id());
+  absl::StatusOr<JobInfo> job = options_.jobs->Get(request.job_id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = JobToProto(*job);
   return grpc::Status::OK;
@@ -389,46 +467,45 @@ grpc::Status SchedulerService::CancelJob(
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::ListJobs(
-    grpc::ServerContext* context, const weft::v1::ListJobsRequest* request,
-    weft::v1::ListJobsResponse* response) {
-  if (request->page_size() < 0) {
+grpc::Status SchedulerService::List(const weft::v1::ListJobsRequest& request,
+                                    weft::v1::ListJobsResponse* response) {
+  if (request.page_size() < 0) {
     return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
-        "page_size: must not be negative, got ", request->page_size())));
+        "page_size: must not be negative, got ", request.page_size())));
   }
   std::optional<JobState> state;
-  if (request->state() != weft::v1::JOB_STATE_UNSPECIFIED) {
-    absl::StatusOr<JobState> parsed = JobStateFromProto(request->state());
+  if (request.state() != weft::v1::JOB_STATE_UNSPECIFIED) {
+    absl::StatusOr<JobState> parsed = JobStateFromProto(request.state());
     if (!parsed.ok()) return ToGrpcStatus(parsed.status());
     state = *parsed;
   }
-  for (const JobInfo& job : options_.jobs->List(state, request->page_size())) {
+  for (const JobInfo& job : options_.jobs->List(state, request.page_size())) {
     *response->add_jobs() = JobToProto(job);
   }
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::PlanGraph(
-    grpc::ServerContext* context, const weft::v1::PlanGraphRequest* request,
-    weft::v1::PlanGraphResponse* response) {
+grpc::Status SchedulerService::Plan(grpc::CallbackServerContext* context,
+                                    const weft::v1::PlanGraphRequest& request,
+                                    weft::v1::PlanGraphResponse* response) {
   // After a large graph, the memory of parsing, building and planning it
   // goes back to the system, not only to the allocator.
   const TrimWhenDone trim(&trimmer_,
-                          request->graph().nodes_size() >= kLargeGraphNodes);
+                          request.graph().nodes_size() >= kLargeGraphNodes);
 
   absl::StatusOr<scheduler::PlannerOptions> planner =
-      PlannerOptions(request->options());
+      PlannerOptions(request.options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
   // Refused before any work when the answer could not be sent.
-  const int nodes = request->graph().nodes_size();
+  const int nodes = request.graph().nodes_size();
   const int64_t at_least =
-      scheduler::PlanProtoBytesAtLeast(request->graph(), *planner);
+      scheduler::PlanProtoBytesAtLeast(request.graph(), *planner);
   if (at_least > options_.max_response_bytes) {
     return ToGrpcStatus(PlanTooLarge(nodes, at_least, /*estimate=*/true,
                                      options_.max_response_bytes));
   }
   absl::StatusOr<scheduler::Graph> graph =
-      scheduler::BuildGraph(request->graph(), options_.limits);
+      scheduler::BuildGraph(request.graph(), options_.limits);
   if (!graph.ok()) return ToGrpcStatus(graph.status());
   planner->busy_streams = BusyStreams(*options_.executor, num_devices());
   absl::StatusOr<PlanningLimiter::Lease> lease = planning_.TryAcquire(nodes);
@@ -445,8 +522,7 @@ grpc::Status SchedulerService::PlanGraph(
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::ListDevices(
-    grpc::ServerContext* context, const weft::v1::ListDevicesRequest* request,
+grpc::Status SchedulerService::Devices(
     weft::v1::ListDevicesResponse* response) {
   for (weft::v1::Device& device :
        DescribeDevices(*options_.backend, *options_.executor)) {

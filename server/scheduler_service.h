@@ -70,15 +70,21 @@ inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
 class WatchWaker;  // watch_reactor.h
 
-// Submission and the streaming methods on the callback API (submission
-// raw, so that a request that is not a SubmitGraphRequest is answered
-// INVALID_ARGUMENT saying so); the other unary methods synchronous.
+// Every method but CancelJob on the callback API; the unary ones raw, so
+// that a request that does not parse as its message is INVALID_ARGUMENT
+// saying so. CancelJob, which waits for a running job to drain, stays
+// synchronous.
 using SchedulerServiceBase =
     weft::v1::Scheduler::WithRawCallbackMethod_SubmitGraph<
-        weft::v1::Scheduler::WithCallbackMethod_WatchJob<
-            weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
-                weft::v1::Scheduler::WithCallbackMethod_GetJobTrace<
-                    weft::v1::Scheduler::Service>>>>;
+        weft::v1::Scheduler::WithRawCallbackMethod_GetJob<
+            weft::v1::Scheduler::WithRawCallbackMethod_ListJobs<
+                weft::v1::Scheduler::WithRawCallbackMethod_PlanGraph<
+                    weft::v1::Scheduler::WithRawCallbackMethod_ListDevices<
+                        weft::v1::Scheduler::WithCallbackMethod_WatchJob<
+                            weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
+                                weft::v1::Scheduler::
+                                    WithCallbackMethod_GetJobTrace<
+                                        weft::v1::Scheduler::Service>>>>>>>>;
 
 // Thread-safe.
 class SchedulerService final : public SchedulerServiceBase {
@@ -126,6 +132,9 @@ class SchedulerService final : public SchedulerServiceBase {
   // Requests of at most this many bytes are parsed on the thread that
   // received them, larger ones on the submit workers.
   static constexpr size_t kInlineParseBytes = 64 << 10;
+  // After requests of at least this many bytes the daemon hands freed
+  // memory back to the system (MemoryTrimmer).
+  static constexpr size_t kTrimAfterBytes = 16 << 20;
 
   // All pointers must be set and outlive the service. Starts the thread
   // that resumes woken watches.
@@ -138,24 +147,24 @@ class SchedulerService final : public SchedulerServiceBase {
   grpc::ServerUnaryReactor* SubmitGraph(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
-  grpc::Status GetJob(grpc::ServerContext* context,
-                      const weft::v1::GetJobRequest* request,
-                      weft::v1::Job* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<weft::v1::WatchJobResponse>* WatchJob(
       grpc::CallbackServerContext* context,
       const weft::v1::WatchJobRequest* request) override;
   grpc::Status CancelJob(grpc::ServerContext* context,
                          const weft::v1::CancelJobRequest* request,
                          weft::v1::Job* response) override;
-  grpc::Status ListJobs(grpc::ServerContext* context,
-                        const weft::v1::ListJobsRequest* request,
-                        weft::v1::ListJobsResponse* response) override;
-  grpc::Status PlanGraph(grpc::ServerContext* context,
-                         const weft::v1::PlanGraphRequest* request,
-                         weft::v1::PlanGraphResponse* response) override;
-  grpc::Status ListDevices(grpc::ServerContext* context,
-                           const weft::v1::ListDevicesRequest* request,
-                           weft::v1::ListDevicesResponse* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* PlanGraph(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<weft::v1::ReadBufferResponse>* ReadBuffer(
       grpc::CallbackServerContext* context,
       const weft::v1::ReadBufferRequest* request) override;
@@ -165,21 +174,37 @@ class SchedulerService final : public SchedulerServiceBase {
 
   // WatchJob calls open now.
   int watchers() const { return watchers_.load(std::memory_order_relaxed); }
-  // Submissions handed to the submit workers so far.
-  int64_t submissions_on_workers() const {
+  // Calls handed to the submit workers so far.
+  int64_t calls_on_workers() const {
     return on_workers_.load(std::memory_order_relaxed);
   }
 
  private:
   int num_devices() const { return options_.limits.num_devices; }
-  // Validates, plans and admits one submission (SubmitGraph's work).
+  // Parses `request` as a Request (INVALID_ARGUMENT if it does not parse),
+  // has `handle(context, parsed, &answer)` answer it and serializes the
+  // answer into `response`. Runs on the thread that received the call,
+  // or on the submit workers for a request of more than kInlineParseBytes
+  // or one that `offload(parsed)` says is long work.
+  template <typename Request, typename Response, typename Handle,
+            typename Offload>
+  grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response, Handle handle,
+                                   Offload offload);
+
+  // The methods' work, on parsed requests.
   grpc::Status Submit(grpc::CallbackServerContext* context,
-                      const weft::v1::SubmitGraphRequest* request,
+                      const weft::v1::SubmitGraphRequest& request,
                       weft::v1::SubmitGraphResponse* response);
-  // Submit, with the answer serialized into `response`.
-  grpc::Status SubmitAndAnswer(grpc::CallbackServerContext* context,
-                               const weft::v1::SubmitGraphRequest& request,
-                               grpc::ByteBuffer* response);
+  grpc::Status Get(const weft::v1::GetJobRequest& request,
+                   weft::v1::Job* response);
+  grpc::Status List(const weft::v1::ListJobsRequest& request,
+                    weft::v1::ListJobsResponse* response);
+  grpc::Status Plan(grpc::CallbackServerContext* context,
+                    const weft::v1::PlanGraphRequest& request,
+                    weft::v1::PlanGraphResponse* response);
+  grpc::Status Devices(weft::v1::ListDevicesResponse* response);
   // Planner options for `proto` with the current device load.
   absl::StatusOr<scheduler::PlannerOptions> PlannerOptions(
       const weft::v1::ScheduleOptions& proto) const;
@@ -189,7 +214,8 @@ class SchedulerService final : public SchedulerServiceBase {
   // Gives memory back after calls on large graphs.
   MemoryTrimmer trimmer_;
   const std::unique_ptr<WatchWaker> waker_;
-  // Plans large submissions; destroyed (joined) before the members above.
+  // Runs long calls (planning large graphs); destroyed (joined) before the
+  // members above.
   CallWorkers submit_workers_;
   // Open WatchJob calls, each holding one of max_watchers slots.
   std::atomic<int> watchers_{0};

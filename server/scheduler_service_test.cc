@@ -334,7 +334,7 @@ TEST_F(SchedulerServiceTest, LargeSubmissionsArePlannedOnTheSubmitWorkers) {
   const int large = SchedulerService::kInlineSubmitNodes + 1;
   // Small graphs are admitted on the thread that received them.
   Submit(SpinGraph(SchedulerService::kInlineSubmitNodes, 1));
-  EXPECT_EQ(service_->submissions_on_workers(), 0);
+  EXPECT_EQ(service_->calls_on_workers(), 0);
 
   std::vector<std::thread> clients;
   std::vector<std::string> ids(6);
@@ -342,7 +342,7 @@ TEST_F(SchedulerServiceTest, LargeSubmissionsArePlannedOnTheSubmitWorkers) {
     clients.emplace_back([&, c] { ids[c] = Submit(SpinGraph(large, 1)).id(); });
   }
   for (std::thread& t : clients) t.join();
-  EXPECT_EQ(service_->submissions_on_workers(), 6);
+  EXPECT_EQ(service_->calls_on_workers(), 6);
   for (const std::string& id : ids) {
     ASSERT_FALSE(id.empty());
     grpc::Status status;
@@ -385,21 +385,23 @@ TEST_F(SchedulerServiceTest, LargeSubmissionsArePlannedOnTheSubmitWorkers) {
   }
   const std::string loop_id = Submit(loop).id();
   EXPECT_FALSE(loop_id.empty());
-  EXPECT_EQ(service_->submissions_on_workers(), 8);
+  EXPECT_EQ(service_->calls_on_workers(), 8);
 }
 
-// SubmitGraph with raw bytes, as a client built from another proto would
-// send them.
-grpc::Status SubmitBytes(grpc::Server& server, const std::string& bytes,
-                         weft::v1::SubmitGraphResponse* response) {
+// A call of `method` with raw bytes, as a client built from another proto
+// would send them.
+grpc::Status CallWithBytes(grpc::Server& server, const std::string& method,
+                           const std::string& bytes,
+                           google::protobuf::Message* response) {
   grpc::GenericStub stub(server.InProcessChannel(grpc::ChannelArguments()));
+  // The call keeps a pointer to the path until it ends.
+  const std::string path = "/weft.v1.Scheduler/" + method;
   grpc::CompletionQueue cq;
   grpc::ClientContext context;
   grpc::Slice slice(bytes);
   const grpc::ByteBuffer request(&slice, 1);
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
-      stub.PrepareUnaryCall(&context, "/weft.v1.Scheduler/SubmitGraph", request,
-                            &cq);
+      stub.PrepareUnaryCall(&context, path, request, &cq);
   call->StartCall();
   grpc::ByteBuffer answer;
   grpc::Status status;
@@ -429,10 +431,23 @@ TEST_F(SchedulerServiceTest, BytesThatAreNotARequestAreInvalidArgument) {
   for (const std::string& bytes :
        {std::string("\xff\xff\xff\xff\x0f"),
         std::string(SchedulerService::kInlineParseBytes + 10, '\xff')}) {
-    grpc::Status s = SubmitBytes(*server_, bytes, &response);
+    grpc::Status s = CallWithBytes(*server_, "SubmitGraph", bytes, &response);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
     EXPECT_THAT(s.error_message(),
                 HasSubstr("request: not a weft.v1.SubmitGraphRequest"));
+  }
+  // The other unary methods on the callback API answer the same way.
+  for (const auto& [method, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"GetJob", "weft.v1.GetJobRequest"},
+           {"ListJobs", "weft.v1.ListJobsRequest"},
+           {"PlanGraph", "weft.v1.PlanGraphRequest"},
+           {"ListDevices", "weft.v1.ListDevicesRequest"}}) {
+    weft::v1::Job ignored;
+    grpc::Status s = CallWithBytes(
+        *server_, method, std::string("\xff\xff\xff\xff\x0f"), &ignored);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_THAT(s.error_message(), HasSubstr(message)) << method;
   }
   EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
   // Well-formed bytes of a large request are admitted from the workers.
@@ -440,7 +455,7 @@ TEST_F(SchedulerServiceTest, BytesThatAreNotARequestAreInvalidArgument) {
   *request.mutable_graph() = SpinGraph(3000, 1);
   const std::string bytes = request.SerializeAsString();
   ASSERT_GT(bytes.size(), SchedulerService::kInlineParseBytes);
-  grpc::Status s = SubmitBytes(*server_, bytes, &response);
+  grpc::Status s = CallWithBytes(*server_, "SubmitGraph", bytes, &response);
   ASSERT_TRUE(s.ok()) << s.error_message();
   EXPECT_FALSE(response.job().id().empty());
 }
