@@ -135,6 +135,10 @@ absl::Status BufferCoherence::Place(const scheduler::Plan& plan,
   for (const scheduler::PlannedBuffer& pb : plan.buffers) {
     if (unplaced[pb.buffer]) continue;
     Copy& copy = buffers_[pb.buffer].copies[pb.device];
+    if (copy.placed) {
+      copy.later_offsets.push_back(pb.offset);  // its next residency
+      continue;
+    }
     if (copy.allocated) continue;
     const DevicePtr base = arenas_[pb.device];
     copy.ptr =
@@ -189,6 +193,31 @@ void BufferCoherence::Evict(BufferId b, int device) {
   }
   state.latest = -1;
   if (state.written) state.lost = true;
+}
+
+absl::Status BufferCoherence::Spill(BufferId b, int device,
+                                    StreamHandle stream) {
+  return MakeCurrent(b, host_, device, stream);
+}
+
+absl::Status BufferCoherence::Fill(BufferId b, int device,
+                                   StreamHandle stream) {
+  Copy& copy = buffers_[b].copies[device];
+  if (copy.placed) {
+    if (copy.holds_range) {
+      std::map<int64_t, Holder>& holders = holders_[device];
+      auto it = holders.find(copy.offset);
+      if (it != holders.end() && it->second.buffer == b) holders.erase(it);
+    }
+    Evict(b, device);
+    if (copy.residency < copy.later_offsets.size()) {
+      copy.offset = copy.later_offsets[copy.residency++];
+      copy.ptr = DevicePtr{
+          arenas_[device].device,
+          arenas_[device].address + static_cast<uint64_t>(copy.offset)};
+    }
+  }
+  return MakeCurrent(b, device, device, stream);
 }
 
 absl::Status BufferCoherence::Allocate(BufferId b, int device) {

@@ -134,6 +134,14 @@ class BufferCoherence {
   // version.
   absl::Status Materialize(scheduler::BufferId b, int where, int stream_device,
                            StreamHandle stream);
+  // A spill (scheduler::kSpillOp) on `stream` of `device`: host memory
+  // receives `b`'s latest version (as a host node's read would), so that
+  // the range of its copy on `device` may be taken by another copy.
+  absl::Status Spill(scheduler::BufferId b, int device, StreamHandle stream);
+  // A fill (scheduler::kFillOp) on `stream` of `device`: `b`'s copy there
+  // moves to its next planned place (its next residency, when placed) and
+  // is made current from wherever the latest version is.
+  absl::Status Fill(scheduler::BufferId b, int device, StreamHandle stream);
   // Work on `stream` at location `where` used `uses`: what it wrote is
   // current there only.
   void MarkWritten(absl::Span<const scheduler::BufferUse> uses, int where,
@@ -184,6 +192,10 @@ class BufferCoherence {
     bool placed = false;
     bool holds_range = false;
     int64_t offset = 0;  // in the arena, when placed
+    // Places of the residencies after the first (a fill moves the copy to
+    // the next one), and how many of them were taken.
+    std::vector<int64_t> later_offsets;
+    size_t residency = 0;
   };
 
   struct BufferState {

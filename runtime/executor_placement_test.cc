@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -464,6 +467,174 @@ TEST(ExecutorPlacementTest,
           AllOf(HasSubstr("buffer 't0' (first used by node 'double0' on device "
                           "0) and 23 other buffers placed in an arena of"),
                 HasSubstr("out of memory"))));
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+}
+
+// The plan of `graph` under a per-device memory budget: spills and fills
+// (scheduler/spill_fitting.h) make it fit.
+absl::StatusOr<scheduler::Plan> BudgetPlan(
+    const scheduler::Graph& graph, int num_devices,
+    scheduler::DevicePolicyKind policy, int64_t budget_bytes,
+    scheduler::MemoryOrderKind order = scheduler::MemoryOrderKind::kSubmitted) {
+  scheduler::PlannerOptions options;
+  options.num_devices = num_devices;
+  options.device_policy = policy;
+  options.memory_order = order;
+  options.explain = false;
+  options.memory_budget_bytes.assign(num_devices, budget_bytes);
+  return scheduler::PlanGraph(graph, options);
+}
+
+int CountMoves(const scheduler::Graph& graph, scheduler::MemoryMove move) {
+  int count = 0;
+  for (scheduler::NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.memory_move(v) == move) ++count;
+  }
+  return count;
+}
+
+// Budgets of 40% to 90% of each plan's own largest arena: the plans spill
+// and fill, their arenas fit, and the results are the CPU reference's.
+TEST(ExecutorPlacementTest, SpillsAndFillsKeepResultsUnderABudget) {
+  constexpr int kDevices = 3;
+  Machine placed(/*place=*/true, kDevices);
+  int spills = 0;
+  int fills = 0;
+  int fitted = 0;
+  for (uint32_t seed = 1; seed <= 30; ++seed) {
+    SCOPED_TRACE(seed);
+    auto graph = RandomTemporaries(seed, 32 + seed % 5 * 12);
+    if (seed % 3 == 0) graph = DeviceOnly(graph);
+    const int devices = 1 + seed % kDevices;
+    const auto policy = seed % 2 == 0
+                            ? scheduler::DevicePolicyKind::kRoundRobin
+                            : scheduler::DevicePolicyKind::kLookaheadFinishTime;
+    const auto order = seed % 4 < 2 ? scheduler::MemoryOrderKind::kSubmitted
+                                    : scheduler::MemoryOrderKind::kMemoryAware;
+    auto free_plan = PlanFor(*graph, devices, policy, order);
+    int64_t arena = 0;
+    for (const scheduler::DeviceMemory& m : free_plan->memory) {
+      arena = std::max(arena, m.arena_bytes);
+    }
+    const int64_t budget = arena * (4 + seed % 6) / 10;
+    absl::StatusOr<scheduler::Plan> fitted_plan =
+        BudgetPlan(*graph, devices, policy, budget, order);
+    if (!fitted_plan.ok()) {
+      // Only a node whose own arguments exceed the budget may refuse.
+      EXPECT_THAT(fitted_plan.status(),
+                  StatusIs(absl::StatusCode::kResourceExhausted));
+      continue;
+    }
+    ++fitted;
+    for (const scheduler::DeviceMemory& m : fitted_plan->memory) {
+      EXPECT_LE(m.arena_bytes, budget) << "device " << m.device;
+      EXPECT_EQ(m.budget_bytes, budget);
+    }
+    std::shared_ptr<const scheduler::Graph> run = graph;
+    if (fitted_plan->graph != nullptr) {
+      run = fitted_plan->graph;
+      spills += CountMoves(*run, scheduler::MemoryMove::kSpill);
+      fills += CountMoves(*run, scheduler::MemoryMove::kFill);
+      EXPECT_EQ(run->num_buffers(), graph->num_buffers());
+      for (scheduler::NodeId v = 0; v < graph->num_nodes(); ++v) {
+        EXPECT_GE(run->FindNode(graph->node(v).name), 0);
+      }
+    }
+    auto plan =
+        std::make_shared<const scheduler::Plan>(*std::move(fitted_plan));
+    Outcome outcome;
+    placed.Run(run, plan, outcome);
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    const OutputBytes reference = CpuReference(*graph);
+    ASSERT_EQ(outcome.outputs.size(), reference.size());
+    for (const auto& [name, data] : reference) {
+      EXPECT_EQ(Floats(outcome.outputs.at(name)), Floats(data)) << name;
+    }
+  }
+  EXPECT_GT(fitted, 20);
+  EXPECT_GT(spills, 0);
+  EXPECT_GT(fills, 0);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+}
+
+// A chain whose every tensor is read again at the end needs them all live
+// at once without spills; with the device's memory as the budget, the plan
+// spills and fills, and the job runs on a device that holds a third.
+TEST(ExecutorPlacementTest, JobNeedingMoreThanTheDeviceRunsWithSpills) {
+  constexpr int kTensors = 12;
+  constexpr uint64_t kBytes = uint64_t{1} << 20;
+  std::vector<BufferSpec> buffers;
+  std::vector<scheduler::NodeSpec> nodes;
+  for (int i = 0; i < kTensors; ++i) {
+    BufferSpec spec;
+    spec.name = "t" + std::to_string(i);
+    spec.size_bytes = kBytes;
+    spec.dtype = DType::kFloat32;
+    spec.init = i == 0 ? BufferSpec::Init::kFill : BufferSpec::Init::kZero;
+    spec.fill = 1;
+    buffers.push_back(std::move(spec));
+  }
+  BufferSpec sum;
+  sum.name = "sum";
+  sum.size_bytes = kBytes;
+  sum.dtype = DType::kFloat32;
+  sum.output = true;
+  buffers.push_back(std::move(sum));
+  for (int i = 1; i < kTensors; ++i) {
+    scheduler::NodeSpec node;
+    node.name = "next" + std::to_string(i);
+    node.op = "add";
+    node.cost_us = 10;
+    node.args = {Use(i - 1, Access::kRead), Use(i - 1, Access::kRead),
+                 Use(i, Access::kWrite)};
+    nodes.push_back(std::move(node));
+  }
+  for (int i = 0; i < kTensors; ++i) {
+    scheduler::NodeSpec node;
+    node.name = "accumulate" + std::to_string(i);
+    node.op = "add";
+    node.cost_us = 10;
+    node.args = {Use(kTensors, Access::kRead), Use(i, Access::kRead),
+                 Use(kTensors, Access::kWrite)};
+    nodes.push_back(std::move(node));
+  }
+  auto graph = std::make_shared<const scheduler::Graph>(
+      "pyramid", std::move(buffers), std::move(nodes));
+  constexpr uint64_t kDeviceBytes = 5 * kBytes;
+  scheduler::PlannerOptions options;
+  options.num_devices = 1;
+  options.explain = false;
+  options.device_memory_bytes = {static_cast<int64_t>(kDeviceBytes)};
+  absl::StatusOr<scheduler::Plan> fitted =
+      scheduler::PlanGraph(*graph, options);
+  ASSERT_TRUE(fitted.ok()) << fitted.status();
+  ASSERT_NE(fitted->graph, nullptr);
+  ASSERT_EQ(fitted->memory.size(), 1u);
+  EXPECT_LE(fitted->memory[0].arena_bytes, static_cast<int64_t>(kDeviceBytes));
+  EXPECT_GT(fitted->memory[0].spilled_bytes, 0);
+  // Every spill "spill:<buffer>:<k>" comes back as "fill:<buffer>:<k>".
+  int spills = 0;
+  for (const scheduler::NodeSpec& node : fitted->graph->nodes()) {
+    if (node.op != scheduler::kSpillOp) continue;
+    ++spills;
+    ASSERT_TRUE(absl::StartsWith(node.name, "spill:t")) << node.name;
+    EXPECT_GE(fitted->graph->FindNode(absl::StrCat(
+                  "fill:", absl::StripPrefix(node.name, "spill:"))),
+              0)
+        << node.name;
+  }
+  EXPECT_GT(spills, 0);
+  auto run = fitted->graph;
+  auto plan = std::make_shared<const scheduler::Plan>(*std::move(fitted));
+  Machine placed(/*place=*/true, 1, kDeviceBytes + (kDeviceBytes >> 3));
+  Outcome outcome;
+  placed.Run(run, plan, outcome);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  const std::vector<float> total = Floats(outcome.outputs.at("sum"));
+  ASSERT_EQ(total.size(), kBytes / sizeof(float));
+  // 1 + 2 + 4 + ... + 2^11.
+  EXPECT_EQ(total.front(), 4095.0f);
+  EXPECT_EQ(total.back(), 4095.0f);
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
 }
 

@@ -219,18 +219,29 @@ absl::Status Job::IssueNode(int index) {
     }
   }
   const bool control = node.control != nullptr;
+  const scheduler::MemoryMove move = graph_->memory_move(pn.node);
   const bool on_host =
       !control && node.engine == scheduler::Engine::kHost && env_->host_gates;
   const int where = on_host ? buffers_->host() : device;
   std::vector<BufferUse> uses;
   if (!node.args.empty() && !control) uses = graph_->BufferUses(pn.node);
-  for (const BufferUse& use : uses) {
-    WEFT_RETURN_IF_ERROR(
-        buffers_->MakeCurrent(use.buffer, where, device, stream));
+  if (move == scheduler::MemoryMove::kNone) {
+    for (const BufferUse& use : uses) {
+      WEFT_RETURN_IF_ERROR(
+          buffers_->MakeCurrent(use.buffer, where, device, stream));
+    }
   }
 
   int span = -1;
-  if (control) {
+  if (move != scheduler::MemoryMove::kNone) {
+    // A spill or fill: the transfer is the node (its span is the copy's).
+    for (const BufferUse& use : uses) {
+      WEFT_RETURN_IF_ERROR(move == scheduler::MemoryMove::kSpill
+                               ? buffers_->Spill(use.buffer, device, stream)
+                               : buffers_->Fill(use.buffer, device, stream));
+    }
+    WEFT_RETURN_IF_ERROR(ReportWhenDone(index, stream));
+  } else if (control) {
     span = tracer_->Begin(TracedWork{SpanKind::kHost, TraceTrackKind::kStream,
                                      -1, node.name, node.op, pn.node},
                           stream, device);
@@ -251,17 +262,7 @@ absl::Status Job::IssueNode(int index) {
                           stream, device);
     WEFT_RETURN_IF_ERROR(backend->Launch(launch, stream));
     buffers_->MarkWritten(uses, where, stream);
-    // A nested job reports no node: its one fence reports the body.
-    if (nested_.buffers == nullptr) {
-      // Sixteen bytes of captures: stored inline, no allocation. The job
-      // outlives the callback (it finishes only after its fences).
-      Job* self = this;
-      WEFT_RETURN_IF_ERROR(
-          backend->AddHostCallback(stream, [self, index](absl::Status status) {
-            self->env_->node_done(self->id_, index, std::move(status));
-          }));
-      ++in_flight_;
-    }
+    WEFT_RETURN_IF_ERROR(ReportWhenDone(index, stream));
   }
   tracer_->End(span, stream, device);
   tracer_->NodeIssued(index, span, plan_->Waits(index), pn.signal_event);
@@ -283,6 +284,20 @@ absl::Status Job::IssueNode(int index) {
     absl::Status joined = OrderAfter(stream, device, peer);
     if (!joined.ok()) Fail(std::move(joined), pn.node);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Job::ReportWhenDone(int index, StreamHandle stream) {
+  // A nested job reports no node: its one fence reports the body.
+  if (nested_.buffers != nullptr) return absl::OkStatus();
+  // Sixteen bytes of captures: stored inline, no allocation. The job
+  // outlives the callback (it finishes only after its fences).
+  Job* self = this;
+  WEFT_RETURN_IF_ERROR(env_->backend->AddHostCallback(
+      stream, [self, index](absl::Status status) {
+        self->env_->node_done(self->id_, index, std::move(status));
+      }));
+  ++in_flight_;
   return absl::OkStatus();
 }
 
@@ -357,9 +372,11 @@ absl::Status Job::PrefetchUploads() {
   std::vector<uint8_t> seen(graph_->num_buffers(), 0);
   for (const PlannedNode& pn : plan_->nodes) {
     const scheduler::NodeSpec& node = graph_->node(pn.node);
-    // A control node's buffers are first used by its bodies, later.
+    // A control node's buffers are first used by its bodies, later; a
+    // fill uploads host data itself, when it is needed.
     const bool on_host =
         node.control != nullptr ||
+        graph_->memory_move(pn.node) != scheduler::MemoryMove::kNone ||
         (node.engine == scheduler::Engine::kHost && env_->host_gates);
     for (const BufferUse& use : graph_->Uses(pn.node)) {
       const BufferId b = use.buffer;

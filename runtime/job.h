@@ -309,6 +309,9 @@ class Job {
   // (Plan::copies): each on its COPY stream, after its writer's event,
   // made current on its device by the buffer coherence.
   absl::Status IssueEagerCopies(int index);
+  // Reports the node at issue position `index` done once `stream` passes
+  // this point (nothing for a nested job's nodes).
+  absl::Status ReportWhenDone(int index, StreamHandle stream);
   // Makes `to` wait for the work enqueued so far on `from`, a stream of
   // `from_device`.
   absl::Status OrderAfter(StreamHandle from, int from_device, StreamHandle to);

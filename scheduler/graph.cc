@@ -107,6 +107,11 @@ Graph::Graph(std::string name, std::vector<BufferSpec> buffers,
     labelled_.push_back(node.stream_label.empty() ? 0 : 1);
     pins_.push_back(node.device.has_value() ? *node.device : -1);
     if (node.control != nullptr) has_control_ = true;
+    if (node.op == kSpillOp || node.op == kFillOp) {
+      moves_.resize(n, 0);
+      moves_[op_ids_.size()] = static_cast<uint8_t>(
+          node.op == kSpillOp ? MemoryMove::kSpill : MemoryMove::kFill);
+    }
     // Neighbouring nodes often share an op: compare before hashing.
     if (last_id < 0 || node.op != last_op) {
       last_id =

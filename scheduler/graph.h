@@ -92,6 +92,19 @@ class Graph;
 inline constexpr absl::string_view kWhileOp = "while";
 inline constexpr absl::string_view kCaseOp = "case";
 
+// NodeSpec::op of the nodes the planner adds to fit a memory budget
+// (scheduler/spill_fitting.h); clients cannot submit them. Each has one
+// argument, the buffer it moves (READ_WRITE, so that it is ordered with
+// every other use), runs on a COPY engine of its pinned device and is named
+// "spill:<buffer>:<k>" or "fill:<buffer>:<k>". A spill copies the buffer's
+// latest version to host memory, after which the device copy's memory may
+// be reused; a fill makes the device copy current again, at the place the
+// memory plan gives its next residency there (from the host, another
+// device, or its initial contents). Neither changes the buffer's contents.
+inline constexpr absl::string_view kSpillOp = "memory.spill";
+inline constexpr absl::string_view kFillOp = "memory.fill";
+enum class MemoryMove : uint8_t { kNone, kSpill, kFill };
+
 // What a control node runs instead of an op. Each body is a Graph of its
 // own over the enclosing graph's buffers (the same list, so buffer ids
 // agree; without initial data, which only the outermost graph provides)
@@ -157,6 +170,13 @@ class Graph {
   const ModuleSpec& module(ModuleId id) const { return modules_[id]; }
   // Whether any node is a control node.
   bool has_control() const { return has_control_; }
+  // Whether any node is a spill or fill (kSpillOp, kFillOp), and which
+  // node `id` is.
+  bool has_memory_moves() const { return !moves_.empty(); }
+  MemoryMove memory_move(NodeId id) const {
+    return moves_.empty() ? MemoryMove::kNone
+                          : static_cast<MemoryMove>(moves_[id]);
+  }
 
   // -1 when absent.
   NodeId FindNode(absl::string_view name) const;
@@ -219,6 +239,7 @@ class Graph {
   std::vector<int32_t> op_ids_;
   int num_ops_ = 0;
   bool has_control_ = false;
+  std::vector<uint8_t> moves_;  // MemoryMove by node; empty: none
   std::vector<uint64_t> buffer_bytes_;
   std::vector<uint8_t> initial_data_;
 };

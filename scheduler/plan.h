@@ -126,6 +126,11 @@ struct Plan {
   // iteration; empty for other nodes, and empty as a whole when the graph
   // has no control node.
   std::vector<std::vector<std::shared_ptr<const Plan>>> bodies;
+  // Set when the planner added spills and fills to fit memory budgets
+  // (scheduler/spill_fitting.h): the graph this is a plan of, which holds
+  // the submitted buffers and nodes (in issue order, renumbered) and the
+  // spill and fill nodes. Null: the plan is of the graph it was made for.
+  std::shared_ptr<const Graph> graph;
 
   int num_nodes() const { return static_cast<int>(nodes.size()); }
   // The lists of the node at issue position i.

@@ -115,7 +115,9 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
   return options;
 }
 
-weft::v1::Plan PlanToProto(const Graph& graph, const Plan& plan) {
+weft::v1::Plan PlanToProto(const Graph& submitted, const Plan& plan) {
+  // A plan with spills and fills is a plan of the graph holding them.
+  const Graph& graph = plan.graph != nullptr ? *plan.graph : submitted;
   weft::v1::Plan proto;
   proto.mutable_nodes()->Reserve(static_cast<int>(plan.nodes.size()));
   for (size_t i = 0; i < plan.nodes.size(); ++i) {

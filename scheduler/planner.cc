@@ -23,6 +23,7 @@
 #include "scheduler/passes/stream_context.h"
 #include "scheduler/passes/stream_pipeline.h"
 #include "scheduler/plan_reasons.h"
+#include "scheduler/spill_fitting.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler {
@@ -500,14 +501,18 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       graph, plan,
       memory::DeviceBudgets(options.memory_budget_bytes,
                             options.device_memory_bytes, options.num_devices)));
-  if (options.simulate &&
-      (graph.num_nodes() <= kMaxAutoMemoryPlanNodes ||
-       options.memory_order == MemoryOrderKind::kMemoryAware ||
-       !options.memory_budget_bytes.empty())) {
+  if (options.plan_memory ||
+      (options.simulate &&
+       (graph.num_nodes() <= kMaxAutoMemoryPlanNodes ||
+        options.memory_order == MemoryOrderKind::kMemoryAware ||
+        !options.memory_budget_bytes.empty()))) {
     memory::MemoryPlanOptions memory_options;
     memory_options.budget_bytes = options.memory_budget_bytes;
     memory_options.device_memory_bytes = options.device_memory_bytes;
     WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
+    if (options.fit_memory) {
+      WEFT_RETURN_IF_ERROR(FitMemoryBudgets(graph, options, &plan));
+    }
   }
   profile.memory_s = clock.Now() - start;
   // Control nodes' bodies: each planned once, with the same options.

@@ -81,12 +81,19 @@ struct PlannerOptions {
   // own (ScheduleOptions.control_mode CONTROL_HOST).
   bool bodies_on_one_device = true;
   // Device memory this job's buffers may take, by device (0 or missing:
-  // no budget). A node whose own arguments exceed its device's budget is
-  // refused (RESOURCE_EXHAUSTED); reported in Plan::memory.
+  // the device's memory, where known; else no budget). A node whose own
+  // arguments exceed its device's budget is refused (RESOURCE_EXHAUSTED);
+  // reported in Plan::memory.
   std::vector<int64_t> memory_budget_bytes;
   // Each device's memory, by device (0 or missing: unknown); budgets above
   // it are clamped to it.
   std::vector<int64_t> device_memory_bytes;
+  // Plan memory (Plan::memory, Plan::buffers) even when not simulating, as
+  // the executor needs it to place buffers (job plans).
+  bool plan_memory = false;
+  // Where memory is planned and an arena exceeds its device's budget, add
+  // spills and fills until it fits (spill_fitting.h; Plan::graph).
+  bool fit_memory = true;
 };
 
 }  // namespace weft::scheduler

@@ -458,6 +458,7 @@ std::map<std::string, double> PlannedStarts(Daemon* daemon,
 TEST_F(DaemonTest, PlansWithTheSimulatorsBandwidthAndKernelSlots) {
   Daemon::Options options = TestOptions();
   options.backend.sim_bandwidth_gbps = 20;
+  options.backend.sim_memory_bytes = 8 << 20;  // room for the 2 MB input
   auto daemon = Daemon::BuildAndStart(options);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   std::map<std::string, double> starts =
@@ -473,6 +474,7 @@ TEST_F(DaemonTest, TopologyFileSetsThePlannersBandwidths) {
   Daemon::Options options = TestOptions();
   options.backend.topology_file = WriteTempFile(
       "topology_ok.csv", "From,To,GB/s\n-1,0,4\n-1,1,8\n0,1,50\n");
+  options.backend.sim_memory_bytes = 8 << 20;  // room for the 2 MB input
   std::ostringstream log;
   options.log = &log;
   auto daemon = Daemon::BuildAndStart(options);

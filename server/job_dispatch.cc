@@ -214,6 +214,11 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
         Finish(job, replanned.status(), "", {});
         return;
       }
+      if (replanned->graph != nullptr && replanned->graph != graph) {
+        graph = replanned->graph;
+        absl::MutexLock lock(&job->mu);
+        job->graph = graph;
+      }
       plan = std::make_shared<const scheduler::Plan>(*std::move(replanned));
     }
   }

@@ -162,16 +162,12 @@ absl::Status JobManager::CheckAdmissionLocked(const JobSpec& spec) {
 absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
     const scheduler::Graph& graph,
     const scheduler::PlannerOptions& options) const {
-  WEFT_ASSIGN_OR_RETURN(scheduler::Plan plan,
-                        scheduler::PlanGraph(graph, options));
-  if (plan_memory_ && plan.memory.empty() &&
-      graph.num_nodes() <= kMaxMemoryPlanNodes) {
-    scheduler::memory::MemoryPlanOptions memory;
-    memory.budget_bytes = options.memory_budget_bytes;
-    memory.device_memory_bytes = options.device_memory_bytes;
-    WEFT_RETURN_IF_ERROR(scheduler::memory::PlanMemory(graph, memory, &plan));
-  }
-  return plan;
+  // The executor places buffers by the memory plan, and spills and fills
+  // to fit the devices' memory where it does not fit.
+  scheduler::PlannerOptions job_options = options;
+  job_options.plan_memory =
+      plan_memory_ && graph.num_nodes() <= kMaxMemoryPlanNodes;
+  return scheduler::PlanGraph(graph, job_options);
 }
 
 absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
@@ -200,6 +196,8 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
       PlanJob(*spec.graph, spec.planner_options);
   metrics_->ObservePlanning(absl::Now() - plan_start);
   if (!plan.ok()) return plan.status();
+  // With spills and fills added, the job runs the graph they are part of.
+  if (plan->graph != nullptr) spec.graph = plan->graph;
 
   // The record is built outside the lock: only naming, counting and
   // queueing the job need it.

@@ -817,25 +817,25 @@ TEST_F(SchedulerServiceTest, PlanDevicesAndList) {
   gate_.Notify();
 }
 
-TEST_F(SchedulerServiceTest, OutOfDeviceMemoryFailsOnlyThatJob) {
+TEST_F(SchedulerServiceTest, NodeLargerThanADeviceIsRefusedAtSubmission) {
   weft::v1::Graph big = SpinGraph(1, 10);
   big.set_name("big");
   big.mutable_buffers(0)->set_size_bytes(2 << 20);  // twice a device
-  weft::v1::Job failed = Submit(big);
-  absl::StatusOr<JobInfo> end =
-      jobs_->WaitUntilTerminal(failed.id(), absl::Now() + absl::Seconds(20));
-  ASSERT_TRUE(end.ok()) << end.status();
-  EXPECT_EQ(end->state, JobState::kFailed);
-  EXPECT_THAT(
-      end->error,
-      StatusIs(absl::StatusCode::kResourceExhausted,
-               AllOf(HasSubstr("buffer 'b' (first used by node 's0' on device"),
-                     HasSubstr("requested 2097152 bytes"))));
+  grpc::ClientContext submit_ctx;
+  weft::v1::SubmitGraphRequest req;
+  *req.mutable_graph() = big;
+  weft::v1::SubmitGraphResponse resp;
+  const grpc::Status refused = stub_->SubmitGraph(&submit_ctx, req, &resp);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              AllOf(HasSubstr("node 's0': its arguments need 2097152 bytes"),
+                    HasSubstr("(the device's memory)")));
 
   // The service carries on; memory in use is what jobs hold, not what the
   // pools keep cached for the next job.
   weft::v1::Job next = Submit(AxpyGraph());
-  end = jobs_->WaitUntilTerminal(next.id(), absl::Now() + absl::Seconds(20));
+  absl::StatusOr<JobInfo> end =
+      jobs_->WaitUntilTerminal(next.id(), absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(end.ok()) << end.status();
   EXPECT_EQ(end->state, JobState::kSucceeded);
   grpc::ClientContext ctx;

@@ -139,7 +139,8 @@ class PlanMemoryViewsTest(harness.WeftdTestCase):
         self.assertEqual(len(rows), len(memory), table)
         for row, m in zip(rows, memory):
             self.assertTrue(row.startswith(str(m.get("device", 0)) + " "), row)
-            self.assertIn("none", row)  # no budget
+            # No budget asked for: the device's memory.
+            self.assertIn("16.0 GiB", row)
             self.assertRegex(row, r"\d+(\.\d)? (B|KiB|MiB|GiB)")
 
     def test_trace_has_a_live_bytes_counter_per_device(self):

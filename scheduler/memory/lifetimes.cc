@@ -100,7 +100,9 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     std::vector<uint8_t> seen(graph.num_buffers(), 0);
     for (int i = 0; i < n; ++i) {
       const PlannedNode& pn = plan.nodes[i];
-      const bool on_host = graph.engine(pn.node) == Engine::kHost;
+      // A fill uploads host data itself, when it is needed.
+      const bool on_host = graph.engine(pn.node) == Engine::kHost ||
+                           graph.memory_move(pn.node) != MemoryMove::kNone;
       for (const BufferUse& u : graph.Uses(pn.node)) {
         const BufferId b = u.buffer;
         if (seen[b]) continue;
@@ -134,9 +136,37 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
   std::vector<UploadWait> upload_waits;
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan.nodes[i];
+    // A spill reads the latest version into host memory, as a host node
+    // does; a fill starts a new copy (residency) on its device, made current
+    // as any use makes it.
+    const MemoryMove move = graph.memory_move(pn.node);
     const int where =
-        graph.engine(pn.node) == Engine::kHost ? kHost : pn.device;
+        graph.engine(pn.node) == Engine::kHost || move == MemoryMove::kSpill
+            ? kHost
+            : pn.device;
     const absl::Span<const BufferUse> uses = graph.Uses(pn.node);
+    if (move == MemoryMove::kFill) {
+      for (const BufferUse& u : uses) {
+        BufferState& s = state[u.buffer];
+        lt.copy_index_[static_cast<size_t>(u.buffer) * num_devices +
+                       pn.device] = -1;
+        s.current &= ~Bit(pn.device);
+        if (s.latest == pn.device) {
+          s.latest = kNowhere;
+          if (s.current & kHostBit) {
+            s.latest = kHost;
+          } else {
+            for (int d = 0; d < num_devices; ++d) {
+              if (s.current & Bit(d)) {
+                s.latest = d;
+                break;
+              }
+            }
+          }
+          s.upload_seq = 0;
+        }
+      }
+    }
     // An eager copy for this node reads its source until the node starts.
     for (const PlannedCopy& copy : plan.CopiesBefore(i)) {
       if (copy.buffer < 0 || copy.buffer >= graph.num_buffers()) continue;
@@ -168,7 +198,7 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
       }
     }
     for (const BufferUse& u : uses) {
-      if (!Writes(u.access)) continue;
+      if (!Writes(u.access) || move != MemoryMove::kNone) continue;
       BufferState& s = state[u.buffer];
       s.latest = where;
       s.current = Bit(where);

@@ -22,9 +22,11 @@ std::vector<DeviceBudget> DeviceBudgets(
     const int64_t memory = d < static_cast<int>(device_memory_bytes.size())
                                ? device_memory_bytes[d]
                                : 0;
-    if (b.bytes > 0 && memory > 0 && b.bytes > memory) {
+    if (b.bytes == 0) b.bytes = std::max<int64_t>(memory, 0);
+    if (b.bytes > 0 && memory > 0 && b.bytes >= memory) {
+      b.clamped = b.bytes > memory;
       b.bytes = memory;
-      b.clamped = true;
+      b.device_memory = true;
     }
   }
   return budgets;
@@ -60,7 +62,7 @@ absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
           "node '", graph.node(pn.node).name, "': its arguments need ", bytes,
           " bytes on device ", pn.device, ", above the memory budget of ",
           budget, " bytes",
-          budgets[pn.device].clamped ? " (the device's memory)" : ""));
+          budgets[pn.device].device_memory ? " (the device's memory)" : ""));
     }
   }
   return absl::OkStatus();

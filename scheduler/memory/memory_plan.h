@@ -22,19 +22,21 @@ namespace weft::scheduler::memory {
 
 struct MemoryPlanOptions {
   uint64_t alignment = 256;
-  // By device; 0 or missing: no budget. Reported (clamped) only: nothing
-  // is spilled yet.
+  // By device; 0 or missing: the device's memory (DeviceBudgets).
+  // Reported; spill_fitting.h fits plans to them.
   std::vector<int64_t> budget_bytes;
   // Each device's memory, by device (0 or missing: unknown): budgets above
   // it are clamped to it.
   std::vector<int64_t> device_memory_bytes;
 };
 
-// One device's budget: the one asked for (0: none), clamped to the
-// device's memory where that is known and smaller.
+// One device's budget: the one asked for, clamped to the device's memory
+// where that is known and smaller; where none is asked for (0), the
+// device's memory (0: unknown, no budget).
 struct DeviceBudget {
-  int64_t bytes = 0;  // 0: none
-  bool clamped = false;
+  int64_t bytes = 0;           // 0: none
+  bool clamped = false;        // asked for more than the device's memory
+  bool device_memory = false;  // bytes is the device's memory
 };
 std::vector<DeviceBudget> DeviceBudgets(
     absl::Span<const int64_t> budget_bytes,

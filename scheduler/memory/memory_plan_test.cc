@@ -117,8 +117,9 @@ TEST(MemoryPlanTest, DeviceBudgetsClampToTheDevicesMemory) {
   EXPECT_TRUE(budgets[0].clamped);
   EXPECT_EQ(budgets[1].bytes, 1 << 20);
   EXPECT_FALSE(budgets[1].clamped);
-  EXPECT_EQ(budgets[2].bytes, 0);  // no budget stays none
+  EXPECT_EQ(budgets[2].bytes, 1 << 10);  // none: the device's memory
   EXPECT_FALSE(budgets[2].clamped);
+  EXPECT_TRUE(budgets[2].device_memory);
   EXPECT_EQ(budgets[3].bytes, 1 << 20);  // memory unknown
   EXPECT_EQ(budgets[4].bytes, 0);
 }
@@ -167,8 +168,14 @@ TEST(MemoryPlanTest, NodeAboveTheBudgetIsRefused) {
       PlanGraph(TwoReductions(), options).status(),
       StatusIs(absl::StatusCode::kResourceExhausted,
                HasSubstr("budget of 1024 bytes (the device's memory)")));
-  // No budget: nothing is refused, whatever the device's memory.
+  // No budget: the device's memory is the budget.
   options.memory_budget_bytes.clear();
+  EXPECT_THAT(
+      PlanGraph(TwoReductions(), options).status(),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("budget of 1024 bytes (the device's memory)")));
+  // Nor a known memory: nothing is refused.
+  options.device_memory_bytes.clear();
   EXPECT_OK(PlanGraph(TwoReductions(), options));
 }
 
