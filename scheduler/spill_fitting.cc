@@ -118,9 +118,9 @@ void FitDevice(const Graph& graph, const Plan& plan, const Lifetimes& lt,
     return next[c] < static_cast<int32_t>(uses.size()) ? uses[next[c]]
                                                        : INT32_MAX;
   };
-  auto evictable = [&](int c) {
-    return !pinned_buffer[lt.copy(c).buffer] && !lt.copy(c).live_to_end;
-  };
+  // An output whose last use has passed is spilled to host memory, where
+  // the job's end reads it.
+  auto evictable = [&](int c) { return !pinned_buffer[lt.copy(c).buffer]; };
   std::set<std::pair<int32_t, int32_t>> candidates;  // (next use, copy)
   std::vector<int64_t> bytes_at(steps.size(), 0);
   // Fills waiting to be hoisted: (fill index, step of its use, evicted at).
@@ -172,7 +172,9 @@ void FitDevice(const Graph& graph, const Plan& plan, const Lifetimes& lt,
       const bool written = !w.empty() && w.front() < p;
       const bool on_host = last_spill[copy.buffer] >= 0 &&
                            !WrittenBetween(w, last_spill[copy.buffer], p);
-      if (written && !on_host) {
+      // An output is spilled even unwritten: the host then serves its
+      // download, and no device copy need live to the end.
+      if ((written || copy.live_to_end) && !on_host) {
         spills_at[k].push_back(static_cast<int32_t>(rewrite->spills.size()));
         rewrite->spill_before.push_back(
             {static_cast<int32_t>(rewrite->spills.size()), p});
@@ -210,12 +212,18 @@ void FitDevice(const Graph& graph, const Plan& plan, const Lifetimes& lt,
   }
 }
 
-// The rewritten graph: `graph`'s nodes in `plan`'s issue order, pinned to
-// their devices, with the spills and fills of `rewrite` between them and
-// its orderings as `after` edges.
-std::shared_ptr<const Graph> BuildGraph(const Graph& graph, const Plan& plan,
-                                        const Rewrite& rewrite,
-                                        const PlannerOptions& options) {
+// The rewritten graph's nodes: `graph`'s nodes in `plan`'s issue order,
+// pinned to their devices, with the spills and fills of `rewrite` between
+// them, and apart from them the orderings that keep each device's live
+// bytes at Belady's, as (earlier, later) node ids.
+struct RewrittenNodes {
+  std::vector<NodeSpec> nodes;
+  std::vector<std::pair<NodeId, NodeId>> orderings;
+};
+
+RewrittenNodes BuildNodes(const Graph& graph, const RewrittenNodes& current,
+                          const Plan& plan, const Rewrite& rewrite,
+                          const PlannerOptions& options) {
   const int n = plan.num_nodes();
   std::vector<std::vector<int32_t>> fills_before(n), spills_after(n);
   for (size_t k = 0; k < rewrite.fills.size(); ++k) {
@@ -236,10 +244,20 @@ std::shared_ptr<const Graph> BuildGraph(const Graph& graph, const Plan& plan,
   for (int i = 0; i < n; ++i)
     id_of_node[plan.nodes[i].node] = id_of_position[i];
 
-  std::vector<NodeSpec> nodes(next);
-  // k-th spill and k-th fill of each buffer, from 1.
+  RewrittenNodes out;
+  std::vector<NodeSpec>& nodes = out.nodes;
+  nodes.resize(next);
+  // k-th spill and k-th fill of each buffer, from 1, after those the
+  // graph holds already.
   std::vector<int> spills_of(graph.num_buffers(), 0);
   std::vector<int> fills_of(graph.num_buffers(), 0);
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    const MemoryMove kind = graph.memory_move(v);
+    if (kind == MemoryMove::kNone) continue;
+    for (const BufferUse& u : graph.Uses(v)) {
+      ++(kind == MemoryMove::kSpill ? spills_of : fills_of)[u.buffer];
+    }
+  }
   const Topology topology = options.topology.has_value()
                                 ? *options.topology
                                 : Topology::Default(options.num_devices);
@@ -261,18 +279,21 @@ std::shared_ptr<const Graph> BuildGraph(const Graph& graph, const Plan& plan,
                                              Topology::kHost, device);
     return node;
   };
+  std::vector<std::pair<NodeId, NodeId>>& orderings = out.orderings;
   // In program order, so that the spill and fill counts follow it.
   for (int i = 0; i < n; ++i) {
     for (const int32_t k : fills_before[i]) {
       const Fill& f = rewrite.fills[k];
-      NodeSpec& node = nodes[fill_id[k]];
-      node = move(MemoryMove::kFill, f.buffer, f.device);
-      if (f.start >= 0) node.after.push_back(id_of_position[f.start]);
-      for (const int32_t s : f.after_spills) node.after.push_back(spill_id[s]);
+      nodes[fill_id[k]] = move(MemoryMove::kFill, f.buffer, f.device);
+      if (f.start >= 0)
+        orderings.push_back({id_of_position[f.start], fill_id[k]});
+      for (const int32_t s : f.after_spills) {
+        orderings.push_back({spill_id[s], fill_id[k]});
+      }
     }
     const PlannedNode& pn = plan.nodes[i];
     NodeSpec& node = nodes[id_of_position[i]];
-    node = graph.node(pn.node);
+    node = current.nodes[pn.node];
     node.device = pn.device;
     for (NodeId& a : node.after) a = id_of_node[a];
     for (const int32_t k : spills_after[i]) {
@@ -280,11 +301,24 @@ std::shared_ptr<const Graph> BuildGraph(const Graph& graph, const Plan& plan,
       nodes[spill_id[k]] = move(MemoryMove::kSpill, s.buffer, s.device);
     }
   }
+  for (const auto& [earlier, later] : current.orderings) {
+    orderings.push_back({id_of_node[earlier], id_of_node[later]});
+  }
   for (const auto& [earlier, later] : rewrite.orders) {
-    nodes[id_of_position[later]].after.push_back(id_of_position[earlier]);
+    orderings.push_back({id_of_position[earlier], id_of_position[later]});
   }
   for (const auto& [spill, later] : rewrite.spill_before) {
-    nodes[id_of_position[later]].after.push_back(spill_id[spill]);
+    orderings.push_back({spill_id[spill], id_of_position[later]});
+  }
+  return out;
+}
+
+// A graph of `nodes` with `orderings` added as `after` edges.
+std::shared_ptr<const Graph> MakeGraph(
+    const Graph& graph, std::vector<NodeSpec> nodes,
+    const std::vector<std::pair<NodeId, NodeId>>& orderings) {
+  for (const auto& [earlier, later] : orderings) {
+    nodes[later].after.push_back(earlier);
   }
   for (NodeSpec& node : nodes) {
     std::sort(node.after.begin(), node.after.end());
@@ -295,6 +329,103 @@ std::shared_ptr<const Graph> BuildGraph(const Graph& graph, const Plan& plan,
   std::vector<ModuleSpec> modules = graph.modules();
   return std::make_shared<const Graph>(graph.name(), std::move(buffers),
                                        std::move(nodes), std::move(modules));
+}
+
+// The orderings that keep `plan`'s arenas on `devices` valid in any plan
+// of the graph: for two copies placed over each other, every use of the
+// earlier before every use of the later. Along a buffer's uses a writer
+// follows every earlier use and precedes every later one, so it is enough
+// to order the earlier copy's uses from its last writer on before the
+// later copy's uses up to its first writer. As (earlier, later) node ids.
+absl::StatusOr<std::vector<std::pair<NodeId, NodeId>>> ArenaOrderings(
+    const Graph& graph, const Plan& plan, const std::vector<uint8_t>& devices) {
+  WEFT_ASSIGN_OR_RETURN(const Lifetimes lt, Lifetimes::Compute(graph, plan));
+  if (plan.buffers.size() != static_cast<size_t>(lt.num_copies())) {
+    return absl::InternalError("the plan's buffers are not its copies");
+  }
+  auto writes = [&](int32_t position, BufferId b) {
+    for (const BufferUse& u : graph.Uses(plan.nodes[position].node)) {
+      if (u.buffer == b && Writes(u.access)) return true;
+    }
+    return false;
+  };
+  // The uses of a copy from its last writer on, and up to its first.
+  auto tail = [&](int c) {
+    const absl::Span<const int32_t> uses = lt.Uses(c);
+    std::vector<int32_t> out;
+    for (auto it = uses.rbegin(); it != uses.rend() && *it >= 0; ++it) {
+      out.push_back(*it);
+      if (writes(*it, lt.copy(c).buffer)) break;
+    }
+    return out;
+  };
+  auto head = [&](int c) {
+    std::vector<int32_t> out;
+    for (const int32_t p : lt.Uses(c)) {
+      if (p < 0) continue;
+      out.push_back(p);
+      if (writes(p, lt.copy(c).buffer)) break;
+    }
+    return out;
+  };
+  std::vector<std::pair<NodeId, NodeId>> orderings;
+  for (int d = 0; d < static_cast<int>(devices.size()); ++d) {
+    if (!devices[d]) continue;
+    std::vector<int> copies;
+    for (int c = 0; c < lt.num_copies(); ++c) {
+      if (lt.copy(c).device == d && lt.copy(c).size_bytes > 0) {
+        copies.push_back(c);
+      }
+    }
+    std::sort(copies.begin(), copies.end(), [&](int a, int b) {
+      return plan.buffers[a].offset < plan.buffers[b].offset;
+    });
+    for (size_t i = 0; i < copies.size(); ++i) {
+      const PlannedBuffer& pa = plan.buffers[copies[i]];
+      const int64_t end = pa.offset + pa.size_bytes;
+      for (size_t j = i + 1; j < copies.size(); ++j) {
+        if (plan.buffers[copies[j]].offset >= end) break;
+        int a = copies[i];
+        int b = copies[j];
+        if (lt.copy(b).last < lt.copy(a).first) std::swap(a, b);
+        for (const int32_t u : tail(a)) {
+          for (const int32_t v : head(b)) {
+            if (u < v) {
+              orderings.push_back({plan.nodes[u].node, plan.nodes[v].node});
+            }
+          }
+        }
+      }
+    }
+  }
+  std::sort(orderings.begin(), orderings.end());
+  orderings.erase(std::unique(orderings.begin(), orderings.end()),
+                  orderings.end());
+  return orderings;
+}
+
+// Orderings of `added` that `plan` keeps as direct dependencies between
+// nodes sharing no buffer (that no data dependency implies), by the
+// device of the later node.
+std::vector<int32_t> CountOrderings(
+    const Graph& graph, const Plan& plan,
+    const std::vector<std::pair<NodeId, NodeId>>& added) {
+  std::vector<int32_t> counts(std::max(plan.num_devices, 1), 0);
+  std::vector<int32_t> position(graph.num_nodes(), -1);
+  for (int i = 0; i < plan.num_nodes(); ++i) position[plan.nodes[i].node] = i;
+  for (const auto& [earlier, later] : added) {
+    const int32_t p = position[later];
+    if (p < 0 || p >= plan.deps.rows()) continue;
+    const absl::Span<const NodeId> deps = plan.Deps(p);
+    if (!std::binary_search(deps.begin(), deps.end(), earlier)) continue;
+    bool shared = false;
+    for (const BufferUse& a : graph.Uses(earlier)) {
+      for (const BufferUse& b : graph.Uses(later))
+        shared |= a.buffer == b.buffer;
+    }
+    if (!shared) ++counts[plan.nodes[p].device];
+  }
+  return counts;
 }
 
 int64_t ArenaOn(const Plan& plan, int device) {
@@ -339,66 +470,122 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
   // Buffers whose copies the memory plan does not describe stay put.
   std::vector<uint8_t> pinned(graph.num_buffers(), 0);
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (graph.node(v).control == nullptr && graph.engine(v) != Engine::kHost) {
-      continue;
-    }
+    if (graph.node(v).control == nullptr) continue;
     for (const BufferUse& u : graph.Uses(v)) pinned[u.buffer] = 1;
   }
-  WEFT_ASSIGN_OR_RETURN(const Lifetimes lt, Lifetimes::Compute(graph, *plan));
-  const std::vector<std::vector<int32_t>> writes = WritePositions(graph, *plan);
 
+  // Planned again with the cost model, to compare the relaxed plan.
   PlannerOptions again = options;
   again.fit_memory = false;
   again.plan_memory = true;
+  again.simulate = true;
+  auto finish = [&](Plan fitted, std::shared_ptr<const Graph> rewritten,
+                    const std::vector<std::pair<NodeId, NodeId>>& added) {
+    std::vector<int64_t> spilled(budgets.size(), 0);
+    for (const PlannedNode& pn : fitted.nodes) {
+      if (rewritten->memory_move(pn.node) != MemoryMove::kSpill) continue;
+      for (const BufferUse& u : rewritten->Uses(pn.node)) {
+        const int64_t bytes =
+            static_cast<int64_t>(rewritten->buffer_bytes(u.buffer));
+        if (pn.device < static_cast<int>(spilled.size())) {
+          spilled[pn.device] += bytes;
+        }
+        out.spilled_bytes += bytes;
+      }
+      ++out.spills;
+    }
+    for (const PlannedNode& pn : fitted.nodes) {
+      if (rewritten->memory_move(pn.node) == MemoryMove::kFill) ++out.fills;
+    }
+    const std::vector<int32_t> orderings =
+        CountOrderings(*rewritten, fitted, added);
+    for (DeviceMemory& m : fitted.memory) {
+      if (m.device < 0 || m.device >= static_cast<int>(spilled.size())) {
+        continue;
+      }
+      m.spilled_bytes = spilled[m.device];
+      m.orderings_added = orderings[m.device];
+    }
+    out.makespan_us = fitted.estimated_makespan_us;
+    if (!options.simulate) {
+      fitted.estimates.clear();
+      fitted.estimated_makespan_us = 0;
+      fitted.lower_bound_us = 0;
+    }
+    fitted.graph = std::move(rewritten);
+    *plan = std::move(fitted);
+  };
+
+  // Each round fits the latest plan (its own copies, transfers and earlier
+  // spills) to the targets, which drop where the offsets fragment.
+  RewrittenNodes current;
+  current.nodes = graph.nodes();
+  std::shared_ptr<const Graph> current_graph;  // null: `graph`
+  Plan current_plan = *plan;
   std::vector<int64_t> targets = budgets;
-  std::vector<uint8_t> fitted(budgets.size(), 0);
   absl::Status last = absl::OkStatus();
   for (int round = 0; round < kFitRounds; ++round) {
+    const Graph& g = current_graph != nullptr ? *current_graph : graph;
+    WEFT_ASSIGN_OR_RETURN(const Lifetimes lt,
+                          Lifetimes::Compute(g, current_plan));
+    const std::vector<std::vector<int32_t>> writes =
+        WritePositions(g, current_plan);
     Rewrite rewrite;
     for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
-      if (budgets[d] <= 0) continue;
-      if (!fitted[d] && ArenaOn(*plan, d) <= budgets[d]) continue;
-      fitted[d] = 1;
-      FitDevice(graph, *plan, lt, d, targets[d], pinned, writes, &rewrite);
+      if (budgets[d] <= 0 || ArenaOn(current_plan, d) <= budgets[d]) continue;
+      FitDevice(g, current_plan, lt, d, targets[d], pinned, writes, &rewrite);
     }
-    std::shared_ptr<const Graph> rewritten =
-        BuildGraph(graph, *plan, rewrite, options);
-    WEFT_ASSIGN_OR_RETURN(Plan fitted_plan, PlanGraph(*rewritten, again));
+    RewrittenNodes built =
+        BuildNodes(g, current, current_plan, rewrite, options);
+    std::shared_ptr<const Graph> ordered =
+        MakeGraph(graph, built.nodes, built.orderings);
+    WEFT_ASSIGN_OR_RETURN(Plan ordered_plan, PlanGraph(*ordered, again));
     ++out.rounds;
-    const int over = OverBudget(fitted_plan, budgets);
+    const int over = OverBudget(ordered_plan, budgets);
     if (over < 0) {
-      std::vector<int64_t> spilled(budgets.size(), 0);
-      for (const Spill& s : rewrite.spills) {
-        spilled[s.device] += static_cast<int64_t>(graph.buffer_bytes(s.buffer));
-        out.spilled_bytes += static_cast<int64_t>(graph.buffer_bytes(s.buffer));
+      out.ordered_makespan_us = ordered_plan.estimated_makespan_us;
+      // Only the orderings the arenas need, then planned once more.
+      std::vector<uint8_t> devices(budgets.size(), 0);
+      for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
+        devices[d] = budgets[d] > 0;
       }
-      for (DeviceMemory& m : fitted_plan.memory) {
-        if (m.device >= 0 && m.device < static_cast<int>(spilled.size())) {
-          m.spilled_bytes = spilled[m.device];
+      absl::StatusOr<std::vector<std::pair<NodeId, NodeId>>> needed =
+          ArenaOrderings(*ordered, ordered_plan, devices);
+      if (needed.ok()) {
+        std::shared_ptr<const Graph> relaxed =
+            MakeGraph(graph, built.nodes, *needed);
+        absl::StatusOr<Plan> relaxed_plan = PlanGraph(*relaxed, again);
+        ++out.rounds;
+        if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) < 0 &&
+            relaxed_plan->estimated_makespan_us <=
+                ordered_plan.estimated_makespan_us) {
+          out.relaxed = true;
+          finish(*std::move(relaxed_plan), std::move(relaxed), *needed);
+          return absl::OkStatus();
         }
       }
-      out.spills = static_cast<int>(rewrite.spills.size());
-      out.fills = static_cast<int>(rewrite.fills.size());
-      out.ordered_makespan_us = out.makespan_us =
-          fitted_plan.estimated_makespan_us;
-      fitted_plan.graph = std::move(rewritten);
-      *plan = std::move(fitted_plan);
+      finish(std::move(ordered_plan), std::move(ordered), built.orderings);
       return absl::OkStatus();
     }
-    const int64_t arena = ArenaOn(fitted_plan, over);
+    const int64_t arena = ArenaOn(ordered_plan, over);
     last = absl::ResourceExhaustedError(absl::StrCat(
         "device ", over, ": the memory plan needs an arena of ", arena,
         " bytes after spilling, above the memory budget of ", budgets[over],
         " bytes"));
-    // The offsets fragment: aim lower on the devices that missed.
-    for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
-      const int64_t got = ArenaOn(fitted_plan, d);
-      if (budgets[d] > 0 && got > budgets[d]) {
-        targets[d] = std::max<int64_t>(
-            kAlignment, static_cast<int64_t>(static_cast<double>(targets[d]) *
-                                             budgets[d] / got * 0.97));
+    // Where the live bytes fit but the offsets fragment, aim lower.
+    for (const DeviceMemory& m : ordered_plan.memory) {
+      const int d = m.device;
+      if (d < 0 || d >= static_cast<int>(budgets.size()) || budgets[d] <= 0 ||
+          m.arena_bytes <= budgets[d] || m.peak_live_bytes > budgets[d]) {
+        continue;
       }
+      targets[d] = std::max<int64_t>(
+          kAlignment, static_cast<int64_t>(static_cast<double>(targets[d]) *
+                                           budgets[d] / m.arena_bytes * 0.97));
     }
+    current = std::move(built);
+    current_graph = std::move(ordered);
+    current_plan = std::move(ordered_plan);
   }
   return last;
 }

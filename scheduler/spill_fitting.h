@@ -42,7 +42,7 @@
 
 namespace weft::scheduler {
 
-inline constexpr int kFitRounds = 4;
+inline constexpr int kFitRounds = 6;
 inline constexpr int kFillLead = 64;
 
 // What one fitting did, for reports and benchmarks.

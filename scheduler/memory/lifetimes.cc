@@ -227,7 +227,12 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     }
   }
   for (BufferId b = 0; b < graph.num_buffers(); ++b) {
-    if (!graph.buffer(b).output || state[b].latest < 0) continue;
+    // Host memory holding the latest version (a spill after the last
+    // write) serves the download: no device copy need live to the end.
+    if (!graph.buffer(b).output || state[b].latest < 0 ||
+        (state[b].current & kHostBit) != 0) {
+      continue;
+    }
     const int32_t c = lt.Find(b, state[b].latest);
     if (c < 0) continue;
     lt.copies_[c].live_to_end = true;
