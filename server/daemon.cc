@@ -313,6 +313,7 @@ absl::Status Daemon::Start() {
           : scheduler::PlannerOptions().max_concurrent_kernels;
   service_options.topology = created.topology;
   service_options.max_concurrent_kernels = created.max_concurrent_kernels;
+  service_options.fit_memory = options_.arena_placement;
   service_options.max_chunk_bytes = static_cast<uint32_t>(
       std::max(1024, std::min(4 << 20, options_.max_message_bytes / 2)));
   service_options.default_chunk_bytes =

@@ -508,6 +508,7 @@ grpc::Status SchedulerService::Plan(grpc::CallbackServerContext* context,
       scheduler::BuildGraph(request.graph(), options_.limits);
   if (!graph.ok()) return ToGrpcStatus(graph.status());
   planner->busy_streams = BusyStreams(*options_.executor, num_devices());
+  planner->fit_memory = options_.fit_memory;
   absl::StatusOr<PlanningLimiter::Lease> lease = planning_.TryAcquire(nodes);
   if (!lease.ok()) return Rejected(context, lease.status());
   absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, *planner);

@@ -100,6 +100,9 @@ class SchedulerService final : public SchedulerServiceBase {
     // max_concurrent_kernels); unset / 0: the planner's defaults.
     std::optional<scheduler::Topology> topology;
     int max_concurrent_kernels = 0;
+    // Plans fit each device's memory with spills and fills
+    // (PlannerOptions::fit_memory), as jobs that place their buffers do.
+    bool fit_memory = true;
     uint32_t default_chunk_bytes = 1 << 20;
     uint32_t max_chunk_bytes = 4 << 20;
     // WatchJob calls open at once; beyond it RESOURCE_EXHAUSTED with a
