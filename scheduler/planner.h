@@ -5,8 +5,10 @@
 // -> stream passes and event planning (passes/stream_pipeline.h) -> a
 // discrete-event simulation of the plan (cost_model.h) and memory planning
 // (memory/memory_plan.h: an arena per device), unless options.simulate is
-// false. With options.memory_order kMemoryAware the nodes are issued in a
-// memory-aware order (memory/memory_order.h). With the default device
+// false (options.plan_memory plans memory anyway), then spills and fills
+// where an arena exceeds its budget (spill_fitting.h: Plan::graph). With
+// options.memory_order kMemoryAware the nodes are issued in a memory-aware
+// order (memory/memory_order.h). With the default device
 // policy (LOOKAHEAD_FINISH_TIME) and the submitted order, a graph of at
 // most 65536 nodes with more than one topological order is also placed in
 // HEFT's rank order and issued by the placement's estimated starts, and the

@@ -10,8 +10,13 @@
 // reader's;
 // it is used by every node on that device that touches the buffer; the
 // copy an output's last version is on is downloaded after everything,
-// so it lives to the end of the job. Host nodes use host memory and only
-// read device copies (as sources). Replaying the plan's issue order as the
+// so it lives to the end of the job, unless host memory holds that version
+// (a spill after its last write), which then serves the download. Host
+// nodes use host memory and only read device copies (as sources). A spill
+// (kSpillOp) reads like a host node; a fill (kFillOp) starts a new copy of
+// its buffer on its device (a residency of its own, placed apart), made
+// current as any use makes it; host data whose first user is a fill is
+// not prefetched. Replaying the plan's issue order as the
 // executor does gives each copy its uses: points of the execution
 // (happens_before.h).
 //

@@ -4,9 +4,9 @@
 // (runtime/buffer_coherence.h).
 //
 // Copies share addresses only where the plan already orders them, so no
-// ordering is added (DeviceMemory::orderings_added stays 0). What comes
-// later fits here: spilling to a budget (a copy moved out and back:
-// DeviceMemory::spilled_bytes).
+// ordering is added here; spill fitting (scheduler/spill_fitting.h) adds
+// spills, fills and orderings where an arena exceeds its budget and fills
+// DeviceMemory::spilled_bytes and orderings_added.
 #ifndef WEFT_SCHEDULER_MEMORY_MEMORY_PLAN_H_
 #define WEFT_SCHEDULER_MEMORY_MEMORY_PLAN_H_
 
