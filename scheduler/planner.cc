@@ -532,8 +532,12 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   return plan;
 }
 
-absl::StatusOr<Plan> PlanBody(const Graph& body, const PlannerOptions& options,
-                              int device) {
+absl::StatusOr<Plan> PlanBody(const Graph& body,
+                              const PlannerOptions& body_options, int device) {
+  // A body's buffers keep allocations of their own (the enclosing plan
+  // does not move them): nothing to fit.
+  PlannerOptions options = body_options;
+  options.fit_memory = false;
   bool pinned = false;
   for (NodeId v = 0; v < body.num_nodes() && !pinned; ++v) {
     pinned = body.pin(v) >= 0;

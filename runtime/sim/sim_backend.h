@@ -81,6 +81,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -348,6 +349,13 @@ class SimBackend final : public Backend {
       ABSL_LOCKS_EXCLUDED(mu_);
   // Inside this thread's batch: holds `stream` until EndBatch.
   void MaybeHold(const std::shared_ptr<SimStream>& stream) const;
+  // The stream of a copy of `bytes` on `stream_handle` (FindStreamForCall),
+  // once its device and the devices of `ranges` are healthy and each range
+  // of `bytes` from there is allocated.
+  absl::StatusOr<const Stream*> PrepareCopy(
+      StreamHandle stream_handle, uint64_t bytes,
+      std::initializer_list<DevicePtr> ranges, Stream* storage) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Enqueues `copy` on `stream`.
   void EnqueueCopy(const Stream& stream,
                    std::unique_ptr<SimCopyRecord> copy) const;

@@ -252,19 +252,23 @@ void SimMemory::MarkData(Allocation& allocation, uint64_t begin,
   allocation.materialized->fetch_add(added, std::memory_order_relaxed);
 }
 
+absl::StatusOr<SimMemory::Resolved> SimMemory::ResolveData(
+    DevicePtr src, uint64_t bytes,
+    std::vector<std::pair<uint64_t, uint64_t>>* parts) const {
+  absl::MutexLock lock(&mu_);
+  WEFT_ASSIGN_OR_RETURN(Resolved from,
+                        ResolveLocked(src, bytes, Need::kAddress));
+  const uint64_t offset = from.offset;
+  from.allocation->valid.ForEach(offset, offset + bytes,
+                                 [&](uint64_t b, uint64_t e) {
+                                   parts->emplace_back(b - offset, e - offset);
+                                 });
+  return from;
+}
+
 absl::Status SimMemory::Read(DevicePtr src, uint64_t bytes, void* out) const {
-  // The data ranges, from the range's start.
   std::vector<std::pair<uint64_t, uint64_t>> parts;
-  Resolved from;
-  {
-    absl::MutexLock lock(&mu_);
-    WEFT_ASSIGN_OR_RETURN(from, ResolveLocked(src, bytes, Need::kAddress));
-    const uint64_t offset = from.offset;
-    from.allocation->valid.ForEach(offset, offset + bytes,
-                                   [&](uint64_t b, uint64_t e) {
-                                     parts.emplace_back(b - offset, e - offset);
-                                   });
-  }
+  WEFT_ASSIGN_OR_RETURN(const Resolved from, ResolveData(src, bytes, &parts));
   char* const to = static_cast<char*>(out);
   uint64_t at = 0;
   for (const auto& [b, e] : parts) {
@@ -279,16 +283,7 @@ absl::Status SimMemory::Read(DevicePtr src, uint64_t bytes, void* out) const {
 absl::Status SimMemory::ReadInto(DevicePtr src, uint64_t bytes,
                                  HostBuffer* out) const {
   std::vector<std::pair<uint64_t, uint64_t>> parts;
-  Resolved from;
-  {
-    absl::MutexLock lock(&mu_);
-    WEFT_ASSIGN_OR_RETURN(from, ResolveLocked(src, bytes, Need::kAddress));
-    const uint64_t offset = from.offset;
-    from.allocation->valid.ForEach(offset, offset + bytes,
-                                   [&](uint64_t b, uint64_t e) {
-                                     parts.emplace_back(b - offset, e - offset);
-                                   });
-  }
+  WEFT_ASSIGN_OR_RETURN(const Resolved from, ResolveData(src, bytes, &parts));
   const uint64_t stored = parts.empty() ? 0 : parts.back().second;
   char* const to = out->Reset(stored, bytes);  // zeros up to `stored`
   for (const auto& [b, e] : parts) std::memcpy(to + b, from.data + b, e - b);

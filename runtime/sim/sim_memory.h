@@ -202,6 +202,12 @@ class SimMemory {
     std::atomic<uint64_t> bytes{0};
   };
 
+  // `bytes` at `src` resolved, with the ranges holding data among them
+  // appended to `parts` (from `src`, ascending, disjoint).
+  absl::StatusOr<Resolved> ResolveData(
+      DevicePtr src, uint64_t bytes,
+      std::vector<std::pair<uint64_t, uint64_t>>* parts) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<Resolved> ResolveLocked(DevicePtr ptr, uint64_t bytes,
                                          Need need) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
