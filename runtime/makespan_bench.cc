@@ -80,12 +80,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/peak_resident.h"
 #include "runtime/executor.h"
 #include "runtime/sim/sim_backend.h"
 #include "runtime/trace.h"
 #include "scheduler/benchmark_graphs.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
+#include "scheduler/planner_options.h"
 #include "scheduler/topology.h"
 
 namespace weft::runtime {
@@ -272,24 +274,8 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
   return measured;
 }
 
-const char* PolicyName(scheduler::DevicePolicyKind kind) {
-  switch (kind) {
-    case scheduler::DevicePolicyKind::kRoundRobin:
-      return "round-robin";
-    case scheduler::DevicePolicyKind::kStreamAware:
-      return "stream-aware";
-    case scheduler::DevicePolicyKind::kMinTransferSize:
-      return "min-transfer-size";
-    case scheduler::DevicePolicyKind::kMinMinTransferTime:
-      return "minmin-transfer";
-    case scheduler::DevicePolicyKind::kMinMaxTransferTime:
-      return "minmax-transfer";
-    case scheduler::DevicePolicyKind::kMinFinishTime:
-      return "min-finish-time";
-    case scheduler::DevicePolicyKind::kLookaheadFinishTime:
-      return "lookahead-finish";
-  }
-  return "?";
+std::string PolicyName(scheduler::DevicePolicyKind kind) {
+  return std::string(scheduler::DevicePolicyName(kind));
 }
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
@@ -428,7 +414,7 @@ int RunRandomShapes() {
       absl::StatusOr<scheduler::Plan> plan = PlanGraph(*graph, options);
       if (!plan.ok()) {
         std::printf("%6d %5d %7s %5s %-18s %s\n", shape.nodes, shape.width,
-                    sizes.c_str(), occupancy, PolicyName(policy),
+                    sizes.c_str(), occupancy, PolicyName(policy).c_str(),
                     plan.status().ToString().c_str());
         continue;
       }
@@ -441,7 +427,7 @@ int RunRandomShapes() {
                   absl::StrCat("seed ", shape.seed, " ", PolicyName(policy)));
       std::printf("%6d %5d %7s %5s %-18s %12.1f %12.1f %8.4f %12.1f %8.1f\n",
                   shape.nodes, shape.width, sizes.c_str(), occupancy,
-                  PolicyName(policy), shared->estimated_makespan_us,
+                  PolicyName(policy).c_str(), shared->estimated_makespan_us,
                   measured.makespan_us, ratio, shared->lower_bound_us,
                   static_cast<double>(measured.host_bytes) / kMiB);
       if (measured.makespan_us != shared->estimated_makespan_us) {
@@ -480,36 +466,13 @@ Staged StagedBytes(const scheduler::Graph& graph) {
   return staged;
 }
 
-// The process's peak resident memory since the last ResetPeakResident, in
-// bytes (Linux: VmHWM of /proc/self/status); 0 where unknown.
-uint64_t PeakResidentBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, "VmHWM:")) continue;
-    rest = absl::StripAsciiWhitespace(rest);
-    uint64_t kib = 0;
-    if (absl::ConsumeSuffix(&rest, " kB") && absl::SimpleAtoi(rest, &kib)) {
-      return kib << 10;
-    }
-  }
-  return 0;
-}
-
-// Starts a new peak (Linux: writing 5 to /proc/self/clear_refs); where that
-// is not possible the peak is the process's.
-void ResetPeakResident() {
-  std::ofstream clear("/proc/self/clear_refs");
-  clear << "5";
-}
-
 int RunScheduleCases(const Flags& flags) {
   const scheduler::PlannerOptions defaults;
   std::printf(
       "schedule cases, default options (%s), Topology::Default, %d kernel "
       "slots per device\n",
-      PolicyName(defaults.device_policy), defaults.max_concurrent_kernels);
+      PolicyName(defaults.device_policy).c_str(),
+      defaults.max_concurrent_kernels);
   std::printf("%-16s %3s %5s %8s %6s %8s %12s %12s %8s %12s %12s %8s %8s %7s\n",
               "case", "dev", "nodes", "init_MiB", "data_B", "out_MiB",
               "estimate_us", "measured_us", "ratio", "last_node_us",

@@ -387,26 +387,6 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
   return out;
 }
 
-absl::string_view DevicePolicyName(DevicePolicyKind kind) {
-  switch (kind) {
-    case DevicePolicyKind::kRoundRobin:
-      return "ROUND_ROBIN";
-    case DevicePolicyKind::kStreamAware:
-      return "STREAM_AWARE";
-    case DevicePolicyKind::kMinTransferSize:
-      return "MIN_TRANSFER_SIZE";
-    case DevicePolicyKind::kMinMinTransferTime:
-      return "MINMIN_TRANSFER_TIME";
-    case DevicePolicyKind::kMinMaxTransferTime:
-      return "MINMAX_TRANSFER_TIME";
-    case DevicePolicyKind::kMinFinishTime:
-      return "MIN_FINISH_TIME";
-    case DevicePolicyKind::kLookaheadFinishTime:
-      return "LOOKAHEAD_FINISH_TIME";
-  }
-  return "UNKNOWN";
-}
-
 absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
     DevicePolicyKind kind) {
   switch (kind) {

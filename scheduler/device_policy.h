@@ -363,9 +363,6 @@ class LookaheadFinishTimePolicy final : public DevicePolicy {
                         const PlacementState& state) const override;
 };
 
-// The wire name of a policy, e.g. "ROUND_ROBIN".
-absl::string_view DevicePolicyName(DevicePolicyKind kind);
-
 absl::StatusOr<std::unique_ptr<DevicePolicy>> CreateDevicePolicy(
     DevicePolicyKind kind);
 

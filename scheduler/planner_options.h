@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "scheduler/topology.h"
 
 namespace weft::scheduler {
@@ -20,6 +21,27 @@ enum class DevicePolicyKind {
   kMinFinishTime,
   kLookaheadFinishTime,
 };
+
+// The wire name of a policy, e.g. "ROUND_ROBIN".
+constexpr absl::string_view DevicePolicyName(DevicePolicyKind kind) {
+  switch (kind) {
+    case DevicePolicyKind::kRoundRobin:
+      return "ROUND_ROBIN";
+    case DevicePolicyKind::kStreamAware:
+      return "STREAM_AWARE";
+    case DevicePolicyKind::kMinTransferSize:
+      return "MIN_TRANSFER_SIZE";
+    case DevicePolicyKind::kMinMinTransferTime:
+      return "MINMIN_TRANSFER_TIME";
+    case DevicePolicyKind::kMinMaxTransferTime:
+      return "MINMAX_TRANSFER_TIME";
+    case DevicePolicyKind::kMinFinishTime:
+      return "MIN_FINISH_TIME";
+    case DevicePolicyKind::kLookaheadFinishTime:
+      return "LOOKAHEAD_FINISH_TIME";
+  }
+  return "UNKNOWN";
+}
 
 enum class StreamMode { kMulti, kSingle };
 
