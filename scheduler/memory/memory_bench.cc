@@ -17,9 +17,28 @@
 //     memory-aware order under three quarters of its peak, and that over
 //     the least any eviction choice spills for the order.
 //
+// With --spill, instead: spill fitting (scheduler/spill_fitting.h) of each
+// graph planned (simulated) on 1 and 2 devices under 50% and 75% of the
+// unbudgeted plan's largest arena (at least 1.1x the largest node's
+// aligned arguments; rows where that reaches the arena are skipped):
+//   - fitted: yes, or why not (RESOURCE_EXHAUSTED, shortened);
+//   - ar/bud: the largest arena over the budget (when not fitted, the
+//     arena the last round needed);
+//   - spilled MiB, spills, fills and rounds (SpillReport);
+//   - lb:sub, lb:mem: spilled bytes over PlanSpills' lower bound under the
+//     same budget for the submitted order and for the memory-aware order
+//     (lb=0: no eviction choice for that order need spill), on one
+//     device only, and pk/bud the submitted order's peak live bytes over
+//     the budget;
+//   - free_us: the unbudgeted plan's estimated makespan; ord/fr and
+//     fin/fr: the plan with the device order, and the plan kept, over it;
+//     relaxed: whether the relaxed plan was kept;
+//   - fit/pl: FitMemoryBudgets over the unbudgeted PlanGraph call (thread
+//     CPU time, best of up to three), and pl_ms the latter.
+//
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
-//       [--max_conflicts=N]
+//       [--max_conflicts=N] [--spill]
 //
 // The last two set ArenaOptions: the plan size up to which the lower bound
 // may use the antichain (it costs seconds at 100k), and the conflict graph
@@ -34,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/memory/arena_planner.h"
 #include "scheduler/memory/dnn_graphs.h"
@@ -41,6 +61,7 @@
 #include "scheduler/memory/memory_order.h"
 #include "scheduler/memory/spill_planner.h"
 #include "scheduler/planner.h"
+#include "scheduler/spill_fitting.h"
 
 namespace weft::scheduler::memory {
 namespace {
@@ -170,6 +191,171 @@ void Row(const std::string& name, const Graph& graph) {
           std::max<int64_t>(spills->lower_bound_bytes, 1));
 }
 
+// The most bytes one device node's own arguments take, aligned to 256.
+int64_t LargestNode(const Graph& graph) {
+  int64_t largest = 0;
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.engine(v) == Engine::kHost) continue;
+    std::vector<BufferId> seen;
+    int64_t bytes = 0;
+    for (const BufferUse& u : graph.Uses(v)) {
+      if (std::find(seen.begin(), seen.end(), u.buffer) != seen.end()) continue;
+      seen.push_back(u.buffer);
+      bytes += static_cast<int64_t>((graph.buffer_bytes(u.buffer) + 255) / 256 *
+                                    256);
+    }
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+int64_t LargestArena(const Plan& plan) {
+  int64_t arena = 0;
+  for (const DeviceMemory& m : plan.memory) {
+    arena = std::max(arena, m.arena_bytes);
+  }
+  return arena;
+}
+
+PlannerOptions SpillOptions(int devices, int64_t budget) {
+  PlannerOptions options;
+  options.num_devices = devices;
+  options.explain = false;
+  options.simulate = true;
+  options.plan_memory = true;
+  if (budget > 0) options.memory_budget_bytes.assign(devices, budget);
+  return options;
+}
+
+// Why a fitting failed, in a few characters.
+std::string Shorten(const absl::Status& status) {
+  const std::string message(status.message());
+  if (status.code() != absl::StatusCode::kResourceExhausted) {
+    return "err:" + message.substr(0, 12);
+  }
+  if (message.find("after spilling") != std::string::npos) {
+    return "RE:arena";
+  }
+  if (message.find("arguments") != std::string::npos ||
+      message.find("node") != std::string::npos) {
+    return "RE:node";
+  }
+  return "RE:" + message.substr(0, 12);
+}
+
+// The arena a failed fitting names ("... an arena of N bytes ..."), or 0.
+int64_t ArenaOf(const absl::Status& status) {
+  const std::string message(status.message());
+  const std::string key = "an arena of ";
+  const size_t at = message.find(key);
+  if (at == std::string::npos) return 0;
+  return std::atoll(message.c_str() + at + key.size());
+}
+
+void SpillRows(const std::string& name, const Graph& graph) {
+  const int n = graph.num_nodes();
+  absl::StatusOr<Dag> dag = InferDependencies(graph);
+  if (!dag.ok()) std::exit(1);
+  const MemoryOrder aware = MemoryAwareOrder(graph, *dag);
+  const int64_t largest_node = LargestNode(graph);
+  for (const int devices : {1, 2}) {
+    const PlannerOptions free_options = SpillOptions(devices, 0);
+    absl::StatusOr<Plan> free_plan;
+    const double plan_s =
+        Best(3, [&] { free_plan = PlanGraph(graph, free_options); });
+    if (!free_plan.ok()) {
+      std::fprintf(stderr, "%s: %s\n", graph.name().c_str(),
+                   std::string(free_plan.status().message()).c_str());
+      std::exit(1);
+    }
+    const int64_t arena = LargestArena(*free_plan);
+    const double free_us = free_plan->estimated_makespan_us;
+    for (const int percent : {50, 75}) {
+      const int64_t budget =
+          std::max(arena * percent / 100, largest_node * 11 / 10);
+      if (budget >= arena) {
+        std::printf("%-12s %6d %3d %4d%% %-9s (budget %.2f MiB >= arena)\n",
+                    name.c_str(), n, devices, percent, "skipped",
+                    budget / 1048576.0);
+        continue;
+      }
+      PlannerOptions options = SpillOptions(devices, budget);
+      PlannerOptions unfitted_options = options;
+      unfitted_options.fit_memory = false;
+      absl::StatusOr<Plan> unfitted = PlanGraph(graph, unfitted_options);
+      if (!unfitted.ok()) {
+        std::printf("%-12s %6d %3d %4d%% %-9s\n", name.c_str(), n, devices,
+                    percent, Shorten(unfitted.status()).c_str());
+        continue;
+      }
+      // Fitting, timed on a fresh copy of the plan each run (best of up to
+      // three while under a few seconds).
+      SpillReport report;
+      absl::Status status;
+      Plan fitted;
+      double fit_s = 1e30;
+      double spent = 0;
+      for (int r = 0; r < 3 && spent < 3.0; ++r) {
+        Plan plan = *unfitted;
+        const double start = ThreadSeconds();
+        status = FitMemoryBudgets(graph, options, &plan, &report);
+        const double s = ThreadSeconds() - start;
+        fit_s = std::min(fit_s, s);
+        spent += s;
+        fitted = std::move(plan);
+      }
+      const int64_t final_arena =
+          status.ok() ? LargestArena(fitted) : ArenaOf(status);
+      // Spilled bytes over PlanSpills' bound for an order, on one device.
+      auto over_bound = [&](absl::Span<const NodeId> order) {
+        if (devices != 1) return std::string("-");
+        absl::StatusOr<SpillPlan> spills = PlanSpills(graph, order, budget);
+        if (!spills.ok()) return std::string("err");
+        if (spills->lower_bound_bytes == 0) return std::string("lb=0");
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.2f",
+                      static_cast<double>(report.spilled_bytes) /
+                          spills->lower_bound_bytes);
+        return std::string(buf);
+      };
+      std::string peak = "-";
+      if (devices == 1) {
+        absl::StatusOr<SpillPlan> unbounded =
+            PlanSpills(graph, dag->order, std::numeric_limits<int64_t>::max());
+        if (unbounded.ok()) {
+          char buf[32];
+          std::snprintf(buf, sizeof(buf), "%.2f",
+                        static_cast<double>(unbounded->peak_bytes) / budget);
+          peak = buf;
+        }
+      }
+      const std::string submitted_bound = over_bound(dag->order);
+      const std::string aware_bound = over_bound(aware.order);
+      const double ordered = report.ordered_makespan_us;
+      const double final_us = status.ok() ? report.makespan_us : 0;
+      auto ratio = [&](double us) {
+        char buf[32];
+        if (us <= 0 || free_us <= 0) return std::string("-");
+        std::snprintf(buf, sizeof(buf), "%.3f", us / free_us);
+        return std::string(buf);
+      };
+      std::printf(
+          "%-12s %6d %3d %4d%% %-9s %6.3f %9.2f %6d %6d %4d %6s %6s %6s "
+          "%9.0f %6s %6s %-4s %8.2f %7.1f\n",
+          name.c_str(), n, devices, percent,
+          status.ok() ? "yes" : Shorten(status).c_str(),
+          static_cast<double>(final_arena) / budget,
+          report.spilled_bytes / 1048576.0, report.spills, report.fills,
+          report.rounds, peak.c_str(), submitted_bound.c_str(),
+          aware_bound.c_str(), free_us, ratio(ordered).c_str(),
+          ratio(final_us).c_str(),
+          status.ok() ? (report.relaxed ? "yes" : "no") : "-", plan_s * 1e3,
+          fit_s / plan_s);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::scheduler::memory
 
@@ -177,12 +363,15 @@ int main(int argc, char** argv) {
   using namespace weft::scheduler::memory;
   std::vector<int> sizes;
   std::string graphs = "mobilenet,nas,transformer,unet,random";
+  bool spill = false;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string kGraphs = "--graphs=";
     const std::string kAntichain = "--antichain_max_positions=";
     const std::string kMaxConflicts = "--max_conflicts=";
-    if (arg.rfind(kGraphs, 0) == 0) {
+    if (arg == "--spill") {
+      spill = true;
+    } else if (arg.rfind(kGraphs, 0) == 0) {
       graphs = "," + arg.substr(kGraphs.size()) + ",";
     } else if (arg.rfind(kAntichain, 0) == 0) {
       Options().antichain_max_positions =
@@ -199,6 +388,22 @@ int main(int argc, char** argv) {
     return graphs.find("," + std::string(name) + ",") != std::string::npos;
   };
   if (sizes.empty()) sizes = {1000, 10000, 100000};
+  if (spill) {
+    std::printf(
+        "%-12s %6s %3s %5s %-9s %6s %9s %6s %6s %4s %6s %6s %6s %9s %6s %6s "
+        "%-4s %8s %7s\n",
+        "graph", "nodes", "dev", "bud", "fitted", "ar/bud", "spill_MiB",
+        "spills", "fills", "rnds", "pk/bud", "lb:sub", "lb:mem", "free_us",
+        "ord/fr", "fin/fr", "rlx", "pl_ms", "fit/pl");
+    for (const int n : sizes) {
+      if (wanted("mobilenet")) SpillRows("mobilenet", MobileNetLike(n));
+      if (wanted("nas")) SpillRows("nas", NasLike(n));
+      if (wanted("transformer")) SpillRows("transformer", TransformerStack(n));
+      if (wanted("unet")) SpillRows("unet", UNet(n));
+      if (wanted("random")) SpillRows("random", RandomDag(n));
+    }
+    return 0;
+  }
   std::printf(
       "%-12s %7s %7s %9s %9s %7s %-12s %7s | %6s %6s | %8s %8s %6s %8s %7s "
       "| %8s %6s\n",
