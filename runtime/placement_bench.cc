@@ -8,7 +8,9 @@
 // contents) with placement and without. Printed per graph: the bytes of
 // all buffer copies (no reuse), the planned arenas, the memory pools' high
 // water over the runs (what the devices held at most), and the median wall
-// time of a warm job.
+// time of a warm job. Under it, the same graph planned with half its
+// largest arena as every device's budget (spill_fitting.h) and run on
+// devices of that size: what it spilled, its high water and job time.
 //
 // The generators' first tensor is host data. On the simulator its upload
 // keeps only its data and zero fills take no host work, placed or not
@@ -43,14 +45,14 @@ struct Result {
 
 Result Run(std::shared_ptr<const scheduler::Graph> graph,
            std::shared_ptr<const scheduler::Plan> plan, int devices, bool place,
-           int runs) {
+           int runs, uint64_t memory_bytes = uint64_t{64} << 30) {
   SimBackend::Options sim;
   sim.num_devices = devices;
   sim.time_scale = 0;
   sim.host_to_device_gbps = 0;  // instantaneous
   sim.device_to_host_gbps = 0;
   sim.device_to_device_gbps = 0;
-  sim.memory_bytes = uint64_t{64} << 30;
+  sim.memory_bytes = memory_bytes;
   auto backend = SimBackend::Create(sim).value();
   Executor::Options options;
   options.backend = backend.get();
@@ -88,6 +90,72 @@ Result Run(std::shared_ptr<const scheduler::Graph> graph,
 }
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
+
+// The most bytes one node's own arguments take on a device (aligned).
+int64_t LargestNode(const scheduler::Graph& graph) {
+  int64_t largest = 0;
+  for (scheduler::NodeId v = 0; v < graph.num_nodes(); ++v) {
+    std::vector<scheduler::BufferId> seen;
+    int64_t bytes = 0;
+    for (const scheduler::BufferUse& u : graph.Uses(v)) {
+      if (std::find(seen.begin(), seen.end(), u.buffer) != seen.end()) continue;
+      seen.push_back(u.buffer);
+      bytes += (graph.buffer_bytes(u.buffer) + 255) / 256 * 256;
+    }
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+// Half the largest arena (room for the largest node and a tenth) as every
+// device's budget: the job plan spills and fills, and runs on devices of
+// the budget's size (plus the pool's size-class rounding).
+void BenchSpills(std::shared_ptr<const scheduler::Graph> graph,
+                 const scheduler::Plan& placed_plan,
+                 scheduler::PlannerOptions planner, int runs,
+                 const Result& placed) {
+  int64_t arena = 0;
+  for (const scheduler::DeviceMemory& m : placed_plan.memory) {
+    arena = std::max(arena, m.arena_bytes);
+  }
+  const int64_t budget = std::max(arena / 2, LargestNode(*graph) * 11 / 10);
+  if (budget >= arena) {
+    std::printf("  budget: half the arena is below a node's arguments\n");
+    return;
+  }
+  planner.memory_budget_bytes.assign(planner.num_devices, budget);
+  planner.plan_memory = true;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<scheduler::Plan> fitted =
+      scheduler::PlanGraph(*graph, planner);
+  const double fit_ms = absl::ToDoubleMilliseconds(absl::Now() - start);
+  if (!fitted.ok()) {
+    std::printf("  budget %.1f MiB: %s\n", MiB(budget),
+                fitted.status().ToString().c_str());
+    return;
+  }
+  int64_t spilled = 0;
+  int64_t fitted_arena = 0;
+  for (const scheduler::DeviceMemory& m : fitted->memory) {
+    spilled += m.spilled_bytes;
+    fitted_arena = std::max(fitted_arena, m.arena_bytes);
+  }
+  const int moves = fitted->graph == nullptr
+                        ? 0
+                        : fitted->graph->num_nodes() - graph->num_nodes();
+  auto run_graph = fitted->graph != nullptr ? fitted->graph : graph;
+  auto shared = std::make_shared<const scheduler::Plan>(*std::move(fitted));
+  const Result result =
+      Run(run_graph, shared, planner.num_devices, true, runs,
+          static_cast<uint64_t>(budget) + static_cast<uint64_t>(budget) / 8);
+  std::printf(
+      "  budget %.1f MiB per device: largest arena %.1f MiB, %.1f MiB "
+      "spilled by %d spills and fills, high water %.1f MiB, job %.0f us "
+      "(%.2fx placed), job plan %.1f ms\n",
+      MiB(budget), MiB(fitted_arena), MiB(spilled), moves,
+      MiB(result.high_water), result.job_us,
+      result.job_us / std::max(placed.job_us, 1.0), fit_ms);
+}
 
 void Bench(const std::string& name, scheduler::Graph built, int devices,
            int runs) {
@@ -131,6 +199,7 @@ void Bench(const std::string& name, scheduler::Graph built, int devices,
       static_cast<double>(separate.high_water) /
           std::max<uint64_t>(placed.high_water, 1),
       separate.job_us, placed.job_us, memory_ms);
+  BenchSpills(graph, *shared, planner, runs, placed);
 }
 
 }  // namespace
