@@ -641,6 +641,60 @@ TEST_F(JobManagerTest, WatchOfFinishedJobReturnsOnlyTheJob) {
   EXPECT_EQ(u.job.state, JobState::kSucceeded);
 }
 
+// A terminal listener hears the job's end once, with the job as it ended;
+// set on a job that has ended, it returns the job instead.
+TEST_F(JobManagerTest, TerminalListenerHearsTheEndOnce) {
+  std::string id = SubmitOk(SpinChain("gated", 2, kGateUs));
+  WaitForState(id, JobState::kRunning);
+  auto watch = jobs_->Watch(id);
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  std::atomic<int> told{0};
+  JobInfo ended;
+  absl::Notification heard;
+  std::optional<JobInfo> now =
+      (*watch)->SetTerminalListener([&](const JobInfo& job) {
+        ended = job;
+        if (told.fetch_add(1) == 0) heard.Notify();
+      });
+  ASSERT_FALSE(now.has_value());
+  EXPECT_EQ((*watch)->Job().state, JobState::kRunning);
+  ASSERT_TRUE(jobs_->Cancel(id).ok());
+  gate_.Notify();
+  ASSERT_TRUE(heard.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_EQ(ended.id, id);
+  EXPECT_EQ(ended.state, JobState::kCancelled);
+  EXPECT_EQ((*watch)->Job().state, JobState::kCancelled);
+  // Later changes (none here, the job is over) are not announced again.
+  watch->reset();
+  EXPECT_EQ(told.load(), 1);
+
+  auto late = jobs_->Watch(id);
+  ASSERT_TRUE(late.ok());
+  std::optional<JobInfo> over =
+      (*late)->SetTerminalListener([&](const JobInfo&) { told.fetch_add(1); });
+  ASSERT_TRUE(over.has_value());
+  EXPECT_EQ(over->state, JobState::kCancelled);
+  late->reset();
+  EXPECT_EQ(told.load(), 1);
+}
+
+// A terminal listener cleared before the end is never called.
+TEST_F(JobManagerTest, ClearedTerminalListenerIsNotCalled) {
+  std::string id = SubmitOk(SpinChain("gated", 1, kGateUs));
+  WaitForState(id, JobState::kRunning);
+  auto watch = jobs_->Watch(id);
+  ASSERT_TRUE(watch.ok());
+  std::atomic<int> told{0};
+  ASSERT_FALSE(
+      (*watch)
+          ->SetTerminalListener([&](const JobInfo&) { told.fetch_add(1); })
+          .has_value());
+  (*watch)->ClearListener();
+  gate_.Notify();
+  EXPECT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
+  EXPECT_EQ(told.load(), 0);
+}
+
 TEST_F(JobManagerTest, RetainsOnlyTheLastFinishedJobs) {
   JobManager::Options options;
   options.retain_jobs = 1;

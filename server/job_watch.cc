@@ -27,12 +27,33 @@ void JobWatch::SetListener(std::function<void()> on_change) {
   listener_ = std::move(on_change);
 }
 
+std::optional<JobInfo> JobWatch::SetTerminalListener(
+    std::function<void(const JobInfo&)> on_terminal) {
+  JobRecord* const job = job_.get();
+  absl::MutexLock lock(&job->mu);
+  if (IsTerminal(job->state)) return job->Snapshot();
+  if (!listener_) job->listeners.push_back(&listener_);
+  listener_ = [job, on_terminal = std::move(on_terminal),
+               told = false]() mutable {
+    job->mu.AssertHeld();
+    if (told || !IsTerminal(job->state)) return;
+    told = true;
+    on_terminal(job->Snapshot());
+  };
+  return std::nullopt;
+}
+
 void JobWatch::ClearListener() {
   absl::MutexLock lock(&job_->mu);
   if (!listener_) return;
   std::vector<const std::function<void()>*>& all = job_->listeners;
   all.erase(std::find(all.begin(), all.end(), &listener_));
   listener_ = nullptr;
+}
+
+JobInfo JobWatch::Job() const {
+  absl::MutexLock lock(&job_->mu);
+  return job_->Snapshot();
 }
 
 WatchUpdate JobWatch::Next(absl::Time deadline, int max_events) {

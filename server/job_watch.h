@@ -5,15 +5,18 @@
 // calls return what happened since, at most `max_events` events each (the
 // rest come with the next calls, which then do not block). A watcher is
 // either woken by a listener (SetListener: the service's callback API,
-// nothing blocks) or blocks in Next with a deadline. A watch keeps its job's
-// event log alive, and may outlive the job's retention. Not thread-safe
-// (one watcher uses it), except as SetListener says.
+// nothing blocks) or blocks in Next with a deadline; one that only waits
+// for the job's end sets a terminal listener (SetTerminalListener) instead.
+// A watch keeps its job's event log alive, and may outlive the job's
+// retention. Not thread-safe (one watcher uses it), except as SetListener,
+// SetTerminalListener and Job say.
 #ifndef WEFT_SERVER_JOB_WATCH_H_
 #define WEFT_SERVER_JOB_WATCH_H_
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -50,8 +53,20 @@ class JobWatch {
   // are not announced; Next reports them. Set/ClearListener may run while
   // another thread is in Next.
   void SetListener(std::function<void()> on_change);
+  // A one-shot listener of the job's end: calls `on_terminal` once, with the
+  // job as it ended, when the job reaches a terminal state (unless
+  // ClearListener or destruction come first). It runs as SetListener's
+  // listener does (on the thread ending the job, under the job's lock: it
+  // must be quick and must not call into any JobWatch or the JobManager),
+  // and replaces an earlier listener. When the job is terminal already,
+  // sets nothing and returns the job instead; `on_terminal` never runs.
+  std::optional<JobInfo> SetTerminalListener(
+      std::function<void(const JobInfo&)> on_terminal);
   // After it returns, the listener is not running and will not run again.
   void ClearListener();
+
+  // The job now. May run while another thread uses the watch.
+  JobInfo Job() const;
 
  private:
   const std::shared_ptr<JobRecord> job_;

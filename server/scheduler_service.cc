@@ -18,6 +18,7 @@
 #include "scheduler/plan_size.h"
 #include "scheduler/planner.h"
 #include "scheduler/status_macros.h"
+#include "server/cancel_reactor.h"
 #include "server/devices.h"
 #include "server/grpc_status.h"
 #include "server/job_proto.h"
@@ -447,24 +448,57 @@ SchedulerService::WatchJob(grpc::CallbackServerContext* context,
   return new WatchReactor(*std::move(watch), waker_.get(), &watchers_);
 }
 
-grpc::Status SchedulerService::CancelJob(
-    grpc::ServerContext* context, const weft::v1::CancelJobRequest* request,
-    weft::v1::Job* response) {
-  absl::Status valid = CheckJobId(request->job_id());
-  if (!valid.ok()) return ToGrpcStatus(valid);
-  absl::StatusOr<JobInfo> job = options_.jobs->Cancel(request->job_id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  if (job->state == JobState::kRunning) {
-    // Answer with the outcome when the run drains quickly, as it usually
-    // does; otherwise with the job as it is (still RUNNING, cancelling).
-    const absl::Time deadline =
-        std::min(absl::Now() + options_.cancel_wait, DeadlineOf(*context));
-    absl::StatusOr<JobInfo> after =
-        options_.jobs->WaitUntilTerminal(request->job_id(), deadline);
-    if (after.ok()) job = std::move(after);
+grpc::ServerUnaryReactor* SchedulerService::CancelJob(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  auto* reactor = new CancelReactor(response, waker_.get());
+  // gRPC keeps the context, request and response until the reactor hands
+  // the call over (CancelReactor).
+  auto start = [this, context, request, reactor] {
+    weft::v1::CancelJobRequest parsed;
+    if (grpc::Status s = Parse(*request, &parsed); !s.ok()) {
+      reactor->Fail(std::move(s));
+      return;
+    }
+    Cancel(context, parsed, reactor);
+  };
+  if (request->Length() <= kInlineParseBytes) {
+    start();
+  } else {
+    on_workers_.fetch_add(1, std::memory_order_relaxed);
+    submit_workers_.Run(std::move(start));
   }
-  *response = JobToProto(*job);
-  return grpc::Status::OK;
+  return reactor;
+}
+
+void SchedulerService::Cancel(grpc::CallbackServerContext* context,
+                              const weft::v1::CancelJobRequest& request,
+                              CancelReactor* reactor) {
+  absl::Status valid = CheckJobId(request.job_id());
+  if (!valid.ok()) {
+    reactor->Fail(ToGrpcStatus(valid));
+    return;
+  }
+  absl::StatusOr<JobInfo> job = options_.jobs->Cancel(request.job_id());
+  if (!job.ok()) {
+    reactor->Fail(ToGrpcStatus(job.status()));
+    return;
+  }
+  if (job->state != JobState::kRunning) {
+    reactor->Answer(*job);
+    return;
+  }
+  // Answer with the outcome when the run drains quickly, as it usually
+  // does; otherwise with the job as it is then (still RUNNING, cancelling).
+  absl::StatusOr<std::unique_ptr<JobWatch>> watch =
+      options_.jobs->Watch(request.job_id());
+  if (!watch.ok()) {  // no longer retained: as the cancellation found it
+    reactor->Answer(*job);
+    return;
+  }
+  const absl::Time deadline =
+      std::min(absl::Now() + options_.cancel_wait, DeadlineOf(*context));
+  reactor->AnswerWhenTerminal(*std::move(watch), deadline);
 }
 
 grpc::Status SchedulerService::List(const weft::v1::ListJobsRequest& request,

@@ -6,11 +6,16 @@
 // user modules (Backend::PrepareModules, cached), so that code that does not
 // compile is rejected with INVALID_ARGUMENT before a job exists.
 //
-// Threads: the unary RPCs are synchronous (each call holds one of gRPC's
-// server threads while it plans, admits or waits for a cancellation to
-// drain). The streaming RPCs (WatchJob, ReadBuffer, GetJobTrace) use gRPC's
-// callback API and hold no thread between messages: a stream has at most
-// one write outstanding and issues the next one when that write completes.
+// Threads: every RPC is on gRPC's callback API; none holds a thread while
+// it waits. The unary ones take their requests as bytes (a request that
+// does not parse is INVALID_ARGUMENT saying so) and answer on gRPC's
+// callback thread that received them, or on the submit workers for large
+// requests and large graphs. CancelJob requests the cancellation at once
+// and answers a running job when it ends, when cancel_wait passes or when
+// its client goes away, from a callback (cancel_reactor.h). The streaming
+// RPCs (WatchJob, ReadBuffer, GetJobTrace) hold no thread between
+// messages: a stream has at most one write outstanding and issues the next
+// one when that write completes.
 // A watch is woken by its job and by its client going away or its
 // deadline, never by a timer, and writes on one thread of the service's own
 // (watch_reactor.h).
@@ -68,23 +73,25 @@ namespace weft::server {
 // The metadata key that names the submitting tenant.
 inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
-class WatchWaker;  // watch_reactor.h
+class CancelReactor;  // cancel_reactor.h
+class WatchWaker;     // watch_reactor.h
 
-// Every method but CancelJob on the callback API; the unary ones raw, so
-// that a request that does not parse as its message is INVALID_ARGUMENT
-// saying so. CancelJob, which waits for a running job to drain, stays
-// synchronous.
+// Every method on the callback API; the unary ones raw, so that a request
+// that does not parse as its message is INVALID_ARGUMENT saying so.
 using SchedulerServiceBase =
     weft::v1::Scheduler::WithRawCallbackMethod_SubmitGraph<
         weft::v1::Scheduler::WithRawCallbackMethod_GetJob<
             weft::v1::Scheduler::WithRawCallbackMethod_ListJobs<
                 weft::v1::Scheduler::WithRawCallbackMethod_PlanGraph<
                     weft::v1::Scheduler::WithRawCallbackMethod_ListDevices<
-                        weft::v1::Scheduler::WithCallbackMethod_WatchJob<
-                            weft::v1::Scheduler::WithCallbackMethod_ReadBuffer<
+                        weft::v1::Scheduler::WithRawCallbackMethod_CancelJob<
+                            weft::v1::Scheduler::WithCallbackMethod_WatchJob<
                                 weft::v1::Scheduler::
-                                    WithCallbackMethod_GetJobTrace<
-                                        weft::v1::Scheduler::Service>>>>>>>>;
+                                    WithCallbackMethod_ReadBuffer<
+                                        weft::v1::Scheduler::
+                                            WithCallbackMethod_GetJobTrace<
+                                                weft::v1::Scheduler::
+                                                    Service>>>>>>>>>;
 
 // Thread-safe.
 class SchedulerService final : public SchedulerServiceBase {
@@ -110,8 +117,9 @@ class SchedulerService final : public SchedulerServiceBase {
     int max_watchers = 4096;
     absl::Duration watcher_retry_delay = absl::Seconds(1);
     // How long CancelJob waits for a running job to drain before answering
-    // (bounded by the call's deadline). A job still RUNNING in the answer
-    // has its cancellation under way; watch it to see it end.
+    // (bounded by the call's deadline); it holds no thread meanwhile. A job
+    // still RUNNING in the answer has its cancellation under way; watch it
+    // to see it end.
     absl::Duration cancel_wait = absl::Seconds(10);
     int max_request_id_bytes = 256;
     int max_tenant_bytes = 64;
@@ -140,7 +148,7 @@ class SchedulerService final : public SchedulerServiceBase {
   static constexpr size_t kTrimAfterBytes = 16 << 20;
 
   // All pointers must be set and outlive the service. Starts the thread
-  // that resumes woken watches.
+  // that resumes woken watches and answers drained cancellations.
   explicit SchedulerService(Options options);
   // REQUIRES: no call is open (the server has shut down).
   ~SchedulerService() override;
@@ -156,9 +164,9 @@ class SchedulerService final : public SchedulerServiceBase {
   grpc::ServerWriteReactor<weft::v1::WatchJobResponse>* WatchJob(
       grpc::CallbackServerContext* context,
       const weft::v1::WatchJobRequest* request) override;
-  grpc::Status CancelJob(grpc::ServerContext* context,
-                         const weft::v1::CancelJobRequest* request,
-                         weft::v1::Job* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const grpc::ByteBuffer* request,
+                                      grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
                                      const grpc::ByteBuffer* request,
                                      grpc::ByteBuffer* response) override;
@@ -208,6 +216,11 @@ class SchedulerService final : public SchedulerServiceBase {
                     const weft::v1::PlanGraphRequest& request,
                     weft::v1::PlanGraphResponse* response);
   grpc::Status Devices(weft::v1::ListDevicesResponse* response);
+  // Requests the cancellation and has `reactor` answer: at once, or when a
+  // running job has drained (CancelReactor).
+  void Cancel(grpc::CallbackServerContext* context,
+              const weft::v1::CancelJobRequest& request,
+              CancelReactor* reactor);
   // Planner options for `proto` with the current device load.
   absl::StatusOr<scheduler::PlannerOptions> PlannerOptions(
       const weft::v1::ScheduleOptions& proto) const;

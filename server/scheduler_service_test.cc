@@ -1,5 +1,6 @@
 #include "server/scheduler_service.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "grpcpp/client_context.h"
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
@@ -104,7 +106,10 @@ class SchedulerServiceTest : public ::testing::Test {
     sim.num_devices = 2;
     sim.memory_bytes = 1 << 20;
     sim.launch_fault = [this](int, const runtime::KernelLaunch& launch) {
-      if (launch.cost_us == kGateUs) gate_.WaitForNotification();
+      if (launch.cost_us == kGateUs) {
+        gated_.fetch_add(1);
+        gate_.WaitForNotification();
+      }
       return absl::OkStatus();
     };
     backend_ = *runtime::SimBackend::Create(sim);
@@ -113,20 +118,27 @@ class SchedulerServiceTest : public ::testing::Test {
     executor_ = *runtime::Executor::Create(exec);
     JobManager::Options jobs;
     jobs.executor = executor_.get();
-    // One at a time, so that a gated job holds the next one in the queue.
-    jobs.max_running_jobs = 1;
+    // One at a time by default, so that a gated job holds the next one in
+    // the queue.
+    jobs.max_running_jobs = max_running_jobs_;
     jobs_ = *JobManager::Create(jobs);
     SchedulerService::Options service;
     service.jobs = jobs_.get();
     service.backend = backend_.get();
     service.executor = executor_.get();
     service.max_watchers = max_watchers_;
+    service.cancel_wait = cancel_wait_;
     // Small, so that traces come in several chunks.
     service.default_chunk_bytes = 1024;
     service.max_chunk_bytes = 4096;
     service_ = std::make_unique<SchedulerService>(service);
 
     grpc::ServerBuilder builder;
+    if (grpc_max_threads_ > 0) {
+      grpc::ResourceQuota quota("test");
+      quota.SetMaxThreads(grpc_max_threads_);
+      builder.SetResourceQuota(quota);
+    }
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
@@ -152,6 +164,20 @@ class SchedulerServiceTest : public ::testing::Test {
     grpc::Status s = stub_->SubmitGraph(&ctx, req, &resp);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return resp.job();
+  }
+
+  // Submits a job whose first kernel waits for gate_ and returns its id
+  // once that kernel waits: a job that, cancelled, cannot drain until the
+  // gate opens. Empty if the kernel does not start.
+  std::string SubmitGated() {
+    const int before = gated_.load();
+    const std::string id = Submit(SpinGraph(2, kGateUs)).id();
+    const absl::Time end = absl::Now() + absl::Seconds(20);
+    while (gated_.load() <= before) {
+      if (absl::Now() > end) return "";
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return id;
   }
 
   // Watches to the end; returns every message.
@@ -196,6 +222,11 @@ class SchedulerServiceTest : public ::testing::Test {
   }
 
   int max_watchers_ = 4096;
+  int max_running_jobs_ = 1;
+  absl::Duration cancel_wait_ = absl::Seconds(10);
+  int grpc_max_threads_ = 0;  // 0: no quota
+  // Launches of kGateUs kernels waiting for gate_ (or past it).
+  std::atomic<int> gated_{0};
   absl::Notification gate_;
   std::unique_ptr<runtime::SimBackend> backend_;
   std::unique_ptr<runtime::Executor> executor_;
@@ -442,7 +473,8 @@ TEST_F(SchedulerServiceTest, BytesThatAreNotARequestAreInvalidArgument) {
            {"GetJob", "weft.v1.GetJobRequest"},
            {"ListJobs", "weft.v1.ListJobsRequest"},
            {"PlanGraph", "weft.v1.PlanGraphRequest"},
-           {"ListDevices", "weft.v1.ListDevicesRequest"}}) {
+           {"ListDevices", "weft.v1.ListDevicesRequest"},
+           {"CancelJob", "weft.v1.CancelJobRequest"}}) {
     weft::v1::Job ignored;
     grpc::Status s = CallWithBytes(
         *server_, method, std::string("\xff\xff\xff\xff\x0f"), &ignored);
@@ -735,6 +767,208 @@ TEST_F(SchedulerServiceTest, ThousandWatchesHoldNoThreadEach) {
   cq.Shutdown();
   void* got;
   bool ok;
+  while (cq.Next(&got, &ok)) {
+  }
+}
+
+// CancelJob takes raw bytes like the other unary methods: bytes that are
+// not a CancelJobRequest, small or large (parsed on the submit workers),
+// are INVALID_ARGUMENT saying so and cancel nothing.
+TEST_F(SchedulerServiceTest,
+       CancelJobBytesThatAreNotARequestAreInvalidArgument) {
+  const std::string gated = Submit(SpinGraph(1, kGateUs)).id();
+  const std::string queued = Submit(AxpyGraph()).id();
+  for (const std::string& bytes :
+       {std::string("\xff\xff\xff\xff\x0f"),
+        std::string(SchedulerService::kInlineParseBytes + 10, '\xff')}) {
+    weft::v1::Job ignored;
+    grpc::Status s = CallWithBytes(*server_, "CancelJob", bytes, &ignored);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("request: not a weft.v1.CancelJobRequest in "
+                          "protobuf's wire format"));
+  }
+  EXPECT_EQ(service_->calls_on_workers(), 1);
+  for (const std::string& id : {gated, queued}) {
+    absl::StatusOr<JobInfo> job = jobs_->Get(id);
+    ASSERT_TRUE(job.ok());
+    EXPECT_FALSE(IsTerminal(job->state)) << id;
+  }
+  // Well-formed bytes cancel: a queued job at once.
+  weft::v1::CancelJobRequest request;
+  request.set_job_id(queued);
+  weft::v1::Job answer;
+  grpc::Status s = CallWithBytes(*server_, "CancelJob",
+                                 request.SerializeAsString(), &answer);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(answer.id(), queued);
+  EXPECT_EQ(answer.state(), weft::v1::CANCELLED);
+  // A large request is answered from the workers.
+  request.set_job_id(std::string(SchedulerService::kInlineParseBytes, 'j'));
+  s = CallWithBytes(*server_, "CancelJob", request.SerializeAsString(),
+                    &answer);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("job_id"));
+  EXPECT_EQ(service_->calls_on_workers(), 2);
+}
+
+TEST_F(SchedulerServiceTest, CancelWaitsForTheRunningJobToEndAndAnswersItsEnd) {
+  const std::string id = SubmitGated();
+  ASSERT_FALSE(id.empty());
+  const absl::Time start = absl::Now();
+  std::thread opener([this] {
+    absl::SleepFor(absl::Milliseconds(300));
+    gate_.Notify();
+  });
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  weft::v1::CancelJobRequest req;
+  req.set_job_id(id);
+  weft::v1::Job answer;
+  grpc::Status s = stub_->CancelJob(&ctx, req, &answer);
+  const absl::Duration waited = absl::Now() - start;
+  opener.join();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(answer.state(), weft::v1::CANCELLED);
+  EXPECT_EQ(answer.error().code(), grpc::StatusCode::CANCELLED);
+  EXPECT_GE(waited, absl::Milliseconds(250));
+  // The job's end, not cancel_wait (10 s), ends the wait.
+  EXPECT_LT(waited, absl::Seconds(8));
+}
+
+TEST_F(SchedulerServiceTest, CancelAnswersWhenItsCallerGoesAway) {
+  const std::string id = SubmitGated();
+  ASSERT_FALSE(id.empty());
+  const absl::Time start = absl::Now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(300));
+  weft::v1::CancelJobRequest req;
+  req.set_job_id(id);
+  weft::v1::Job answer;
+  grpc::Status s = stub_->CancelJob(&ctx, req, &answer);
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_LT(waited, absl::Seconds(8));
+  // The cancellation was requested all the same.
+  gate_.Notify();
+  absl::StatusOr<JobInfo> after =
+      jobs_->WaitUntilTerminal(id, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, JobState::kCancelled);
+}
+
+class SchedulerServiceShortCancelWaitTest : public SchedulerServiceTest {
+ protected:
+  void SetUp() override {
+    cancel_wait_ = absl::Milliseconds(300);
+    SchedulerServiceTest::SetUp();
+  }
+};
+
+TEST_F(SchedulerServiceShortCancelWaitTest,
+       CancelOfAJobThatDoesNotDrainInTimeAnswersRunning) {
+  const std::string id = SubmitGated();
+  ASSERT_FALSE(id.empty());
+  const absl::Time start = absl::Now();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  weft::v1::CancelJobRequest req;
+  req.set_job_id(id);
+  weft::v1::Job answer;
+  grpc::Status s = stub_->CancelJob(&ctx, req, &answer);
+  const absl::Duration waited = absl::Now() - start;
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(answer.id(), id);
+  EXPECT_EQ(answer.state(), weft::v1::RUNNING);
+  EXPECT_GE(waited, absl::Milliseconds(250));
+  EXPECT_LT(waited, absl::Seconds(8));
+  // The cancellation is under way: the job ends CANCELLED once it drains.
+  gate_.Notify();
+  absl::StatusOr<JobInfo> after =
+      jobs_->WaitUntilTerminal(id, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, JobState::kCancelled);
+}
+
+// Three jobs running at once (one tenant runs at most max_running_jobs - 1)
+// and a gRPC quota of 4 threads.
+class SchedulerServiceManyCancelsTest : public SchedulerServiceTest {
+ protected:
+  void SetUp() override {
+    max_running_jobs_ = 4;
+    grpc_max_threads_ = 4;
+    SchedulerServiceTest::SetUp();
+  }
+};
+
+// Many more cancellations waiting at once than gRPC's quota has threads,
+// on the asynchronous client API: none is refused, none holds a thread,
+// other calls are answered meanwhile, and all answer when their jobs end.
+TEST_F(SchedulerServiceManyCancelsTest, ManyWaitingCancelsHoldNoThreadEach) {
+  constexpr int kJobs = 3;
+  constexpr int kCancels = 256;
+  std::vector<std::string> ids;
+  for (int j = 0; j < kJobs; ++j) {
+    ids.push_back(Submit(SpinGraph(2, kGateUs)).id());
+  }
+  ASSERT_TRUE(WaitFor([this] { return gated_.load() >= kJobs; }));
+  const int threads_before = ThreadCount();
+  ASSERT_GT(threads_before, 0);
+
+  struct Call {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<weft::v1::Job>> reader;
+    weft::v1::Job answer;
+    grpc::Status status;
+  };
+  grpc::CompletionQueue cq;
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int i = 0; i < kCancels; ++i) {
+    calls.push_back(std::make_unique<Call>());
+    Call& c = *calls.back();
+    c.ctx.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(60));
+    weft::v1::CancelJobRequest req;
+    req.set_job_id(ids[i % kJobs]);
+    c.reader = stub_->AsyncCancelJob(&c.ctx, req, &cq);
+    c.reader->Finish(&c.answer, &c.status,
+                     reinterpret_cast<void*>(static_cast<intptr_t>(i)));
+  }
+  // Nothing answers while the jobs cannot drain...
+  void* got = nullptr;
+  bool ok = false;
+  EXPECT_EQ(cq.AsyncNext(&got, &ok,
+                         std::chrono::system_clock::now() +
+                             std::chrono::milliseconds(300)),
+            grpc::CompletionQueue::TIMEOUT);
+  // ...the other calls are answered meanwhile...
+  grpc::ClientContext get_ctx;
+  weft::v1::GetJobRequest get;
+  get.set_job_id(ids[0]);
+  weft::v1::Job running;
+  ASSERT_TRUE(stub_->GetJob(&get_ctx, get, &running).ok());
+  EXPECT_EQ(running.state(), weft::v1::RUNNING);
+  // ...and the waits hold no thread.
+  const int threads_waiting = ThreadCount();
+  EXPECT_LE(threads_waiting, threads_before + 10);
+
+  gate_.Notify();
+  for (int done = 0; done < kCancels; ++done) {
+    ASSERT_EQ(cq.AsyncNext(
+                  &got, &ok,
+                  std::chrono::system_clock::now() + std::chrono::seconds(30)),
+              grpc::CompletionQueue::GOT_EVENT)
+        << done << " answered";
+    EXPECT_TRUE(ok);
+  }
+  for (const std::unique_ptr<Call>& c : calls) {
+    EXPECT_TRUE(c->status.ok()) << c->status.error_message();
+    EXPECT_EQ(c->answer.state(), weft::v1::CANCELLED);
+  }
+  std::cout << "threads: " << threads_before << " before, " << threads_waiting
+            << " with " << kCancels << " cancels waiting" << std::endl;
+  cq.Shutdown();
   while (cq.Next(&got, &ok)) {
   }
 }
