@@ -203,6 +203,13 @@ absl::Status BufferCoherence::Spill(BufferId b, int device,
 absl::Status BufferCoherence::Fill(BufferId b, int device,
                                    StreamHandle stream) {
   Copy& copy = buffers_[b].copies[device];
+  if (copy.placed && copy.current && copy.holds_range &&
+      copy.residency < copy.later_offsets.size() &&
+      copy.later_offsets[copy.residency] == copy.offset) {
+    // Back at the same place, which nothing took meanwhile: still current.
+    ++copy.residency;
+    return WaitReady(copy, stream);
+  }
   if (copy.placed) {
     if (copy.holds_range) {
       std::map<int64_t, Holder>& holders = holders_[device];

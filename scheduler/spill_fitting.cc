@@ -1,8 +1,10 @@
 #include "scheduler/spill_fitting.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -377,19 +379,38 @@ absl::StatusOr<std::vector<std::pair<NodeId, NodeId>>> ArenaOrderings(
         copies.push_back(c);
       }
     }
+    // Copies placed over each other are ordered, so in order of first use
+    // each copy follows the latest holders of its range: ordering it after
+    // them alone orders it after every earlier holder too (transitively).
     std::sort(copies.begin(), copies.end(), [&](int a, int b) {
-      return plan.buffers[a].offset < plan.buffers[b].offset;
+      return lt.copy(a).first < lt.copy(b).first;
     });
-    for (size_t i = 0; i < copies.size(); ++i) {
-      const PlannedBuffer& pa = plan.buffers[copies[i]];
-      const int64_t end = pa.offset + pa.size_bytes;
-      for (size_t j = i + 1; j < copies.size(); ++j) {
-        if (plan.buffers[copies[j]].offset >= end) break;
-        int a = copies[i];
-        int b = copies[j];
-        if (lt.copy(b).last < lt.copy(a).first) std::swap(a, b);
+    std::map<int64_t, std::pair<int64_t, int>> holders;  // begin: end, copy
+    std::vector<int> previous;
+    for (const int b : copies) {
+      const int64_t begin = plan.buffers[b].offset;
+      const int64_t end = begin + plan.buffers[b].size_bytes;
+      previous.clear();
+      auto it = holders.lower_bound(begin);
+      if (it != holders.begin() && std::prev(it)->second.first > begin) --it;
+      while (it != holders.end() && it->first < end) {
+        const auto [held_begin, held] = *it;
+        previous.push_back(held.second);
+        it = holders.erase(it);
+        // What the range leaves of the holder's stays the holder's.
+        if (held_begin < begin)
+          holders.emplace(held_begin, std::pair(begin, held.second));
+        if (held.first > end)
+          holders.emplace(end, std::pair(held.first, held.second));
+      }
+      holders.emplace(begin, std::pair(end, b));
+      std::sort(previous.begin(), previous.end());
+      previous.erase(std::unique(previous.begin(), previous.end()),
+                     previous.end());
+      const std::vector<int32_t> later = head(b);
+      for (const int a : previous) {
         for (const int32_t u : tail(a)) {
-          for (const int32_t v : head(b)) {
+          for (const int32_t v : later) {
             if (u < v) {
               orderings.push_back({plan.nodes[u].node, plan.nodes[v].node});
             }
@@ -402,6 +423,75 @@ absl::StatusOr<std::vector<std::pair<NodeId, NodeId>>> ArenaOrderings(
   orderings.erase(std::unique(orderings.begin(), orderings.end()),
                   orderings.end());
   return orderings;
+}
+
+// Gives `plan` the places of `placed` (a plan of the same graph) when it
+// has the same copies and every two copies placed over each other there
+// are ordered in `plan` too; leaves it otherwise.
+void AdoptPlacement(const Graph& graph, const Plan& placed, Plan* plan) {
+  absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, *plan);
+  if (!lt.ok() ||
+      placed.buffers.size() != static_cast<size_t>(lt->num_copies())) {
+    return;
+  }
+  // The same copies, numbered apart: the k-th copy of a buffer on a device
+  // in both (its k-th residency there).
+  std::map<std::tuple<BufferId, int, int>, int> place_of;
+  {
+    std::map<std::pair<BufferId, int>, int> seen;
+    for (size_t c = 0; c < placed.buffers.size(); ++c) {
+      const PlannedBuffer& pb = placed.buffers[c];
+      const int k = seen[{pb.buffer, pb.device}]++;
+      place_of[{pb.buffer, pb.device, k}] = static_cast<int>(c);
+    }
+  }
+  std::vector<PlannedBuffer> buffers(lt->num_copies());
+  std::vector<int> copies(lt->num_copies());
+  {
+    std::map<std::pair<BufferId, int>, int> seen;
+    for (int c = 0; c < lt->num_copies(); ++c) {
+      const BufferCopy& copy = lt->copy(c);
+      const int k = seen[{copy.buffer, copy.device}]++;
+      auto it = place_of.find({copy.buffer, copy.device, k});
+      if (it == place_of.end()) return;
+      buffers[c] = placed.buffers[it->second];
+      copies[c] = c;
+    }
+  }
+  // In order of first use, each copy after the latest holders of its range
+  // (which follow every earlier one).
+  std::sort(copies.begin(), copies.end(), [&](int a, int b) {
+    return lt->copy(a).first < lt->copy(b).first;
+  });
+  std::vector<std::map<int64_t, std::pair<int64_t, int>>> holders(
+      std::max(plan->num_devices, 1));
+  for (const int b : copies) {
+    const PlannedBuffer& pb = buffers[b];
+    if (pb.size_bytes == 0) continue;
+    std::map<int64_t, std::pair<int64_t, int>>& held = holders[pb.device];
+    const int64_t begin = pb.offset;
+    const int64_t end = begin + pb.size_bytes;
+    auto it = held.lower_bound(begin);
+    if (it != held.begin() && std::prev(it)->second.first > begin) --it;
+    while (it != held.end() && it->first < end) {
+      const auto [held_begin, holder] = *it;
+      if (!lt->Before(holder.second, b)) return;
+      it = held.erase(it);
+      if (held_begin < begin) {
+        held.emplace(held_begin, std::pair(begin, holder.second));
+      }
+      if (holder.first > end) {
+        held.emplace(end, std::pair(holder.first, holder.second));
+      }
+    }
+    held.emplace(begin, std::pair(end, b));
+  }
+  plan->buffers = std::move(buffers);
+  for (DeviceMemory& m : plan->memory) {
+    for (const DeviceMemory& p : placed.memory) {
+      if (p.device == m.device) m.arena_bytes = p.arena_bytes;
+    }
+  }
 }
 
 // Orderings of `added` that `plan` keeps as direct dependencies between
@@ -556,6 +646,11 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
             MakeGraph(graph, built.nodes, *needed);
         absl::StatusOr<Plan> relaxed_plan = PlanGraph(*relaxed, again);
         ++out.rounds;
+        // Where its own arenas fragment past the budget, the ordered
+        // plan's places may still hold for it.
+        if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) >= 0) {
+          AdoptPlacement(*relaxed, ordered_plan, &*relaxed_plan);
+        }
         if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) < 0 &&
             relaxed_plan->estimated_makespan_us <=
                 ordered_plan.estimated_makespan_us) {
