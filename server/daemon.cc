@@ -342,8 +342,8 @@ absl::Status Daemon::Start() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(options_.max_message_bytes);
   builder.SetMaxSendMessageSize(options_.max_message_bytes);
-  // Unary calls each hold a thread from the quota; beyond it gRPC answers
-  // RESOURCE_EXHAUSTED. Streams hold none (callback API).
+  // Every method is on the callback API: no call holds a thread of the
+  // quota while it waits.
   grpc::ResourceQuota quota("weftd");
   quota.SetMaxThreads(options_.grpc_max_threads);
   quota.Resize(static_cast<size_t>(GrpcMemoryBytes(options_)));

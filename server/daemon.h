@@ -16,9 +16,9 @@
 // The gRPC API keeps answering during the drain (Get, Watch, ReadBuffer),
 // so clients can follow their jobs to the end.
 //
-// gRPC runs within a resource quota: at most grpc_max_threads threads for
-// the synchronous (unary) calls, beyond which a new call is answered
-// RESOURCE_EXHAUSTED at once, and grpc_memory_bytes of buffers. Each
+// gRPC runs within a resource quota: at most grpc_max_threads threads and
+// grpc_memory_bytes of buffers; every method is on the callback API, so no
+// call holds a thread while it waits. Each
 // connection carries at most max_concurrent_streams calls at once (the
 // HTTP/2 setting; a client's further calls wait for a free stream), and at
 // most max_watchers WatchJob streams are open in all (SchedulerService).

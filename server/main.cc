@@ -43,10 +43,9 @@ ABSL_FLAG(int32_t, max_message_bytes, 64 << 20,
           "Largest gRPC message received or sent, in bytes (large graphs "
           "must fit).");
 ABSL_FLAG(int32_t, grpc_max_threads, 64,
-          "Threads gRPC may use for unary calls (SubmitGraph, GetJob, "
-          "CancelJob, ...), each holding one while it runs; a call beyond "
-          "them is answered RESOURCE_EXHAUSTED at once. Streaming calls "
-          "(WatchJob, ReadBuffer, GetJobTrace) hold no thread.");
+          "Threads of gRPC's resource quota. Every method runs on gRPC's "
+          "callback API: a call holds no thread while it waits (CancelJob's "
+          "wait for a job to drain, WatchJob, ReadBuffer, GetJobTrace).");
 ABSL_FLAG(int64_t, grpc_memory_bytes, 0,
           "Memory gRPC may take for its connections and messages (its "
           "resource quota). 0: a quarter of the machine's memory, at least "

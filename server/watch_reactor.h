@@ -24,8 +24,8 @@
 
 namespace weft::server {
 
-// Resumes woken watches on a thread of its own, in the order they were
-// woken. Thread-safe.
+// Resumes woken watches, and answers CancelJob calls whose job drained, on
+// a thread of its own, in the order they were woken. Thread-safe.
 class WatchWaker {
  public:
   WatchWaker();
