@@ -91,6 +91,8 @@ absl::StatusOr<PlannerOptions> PlannerOptionsFromProto(
   options.bodies_on_one_device = proto.control_mode() != weft::v1::CONTROL_HOST;
   switch (proto.memory_order()) {
     case weft::v1::MEMORY_ORDER_AUTO:
+      options.memory_order = MemoryOrderKind::kAuto;
+      break;
     case weft::v1::MEMORY_ORDER_SUBMITTED:
       options.memory_order = MemoryOrderKind::kSubmitted;
       break;

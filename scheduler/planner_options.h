@@ -46,8 +46,11 @@ constexpr absl::string_view DevicePolicyName(DevicePolicyKind kind) {
 enum class StreamMode { kMulti, kSingle };
 
 // The issue order (scheduler/memory/memory_order.h): the submitted node
-// order wherever dependencies allow, or one that keeps fewer bytes live.
-enum class MemoryOrderKind { kSubmitted, kMemoryAware };
+// order wherever dependencies allow, or one that keeps fewer bytes live;
+// kAuto is the submitted order unless a device's arena would exceed its
+// budget, where the memory-aware order is tried before spilling
+// (spill_fitting.h).
+enum class MemoryOrderKind { kAuto, kSubmitted, kMemoryAware };
 
 struct PlannerOptions {
   int num_devices = 1;
@@ -91,7 +94,7 @@ struct PlannerOptions {
   // means something beside them) 0. The critical path is filled either
   // way.
   bool simulate = true;
-  MemoryOrderKind memory_order = MemoryOrderKind::kSubmitted;
+  MemoryOrderKind memory_order = MemoryOrderKind::kAuto;
   // Copy data between devices as soon as it is written, on a COPY stream
   // of the reading device, instead of on the reader's stream once all its
   // inputs are ready (eager_copies.h; Plan::copies). Not in SINGLE stream

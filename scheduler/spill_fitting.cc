@@ -536,6 +536,18 @@ int OverBudget(const Plan& plan, const std::vector<int64_t>& budgets) {
   return -1;
 }
 
+// Bytes by which the arenas exceed their budgets, over all devices.
+int64_t Excess(const Plan& plan, const std::vector<int64_t>& budgets) {
+  int64_t excess = 0;
+  for (const DeviceMemory& m : plan.memory) {
+    if (m.device >= 0 && m.device < static_cast<int>(budgets.size()) &&
+        budgets[m.device] > 0) {
+      excess += std::max<int64_t>(m.arena_bytes - budgets[m.device], 0);
+    }
+  }
+  return excess;
+}
+
 }  // namespace
 
 std::vector<int64_t> EffectiveBudgets(const PlannerOptions& options) {
@@ -557,6 +569,21 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
   if (plan->memory.empty() || OverBudget(*plan, budgets) < 0) {
     return absl::OkStatus();
   }
+  if (options.memory_order == MemoryOrderKind::kAuto) {
+    // A tight budget: the order that keeps fewer bytes live may fit as it
+    // is, or need fewer spills.
+    PlannerOptions aware = options;
+    aware.memory_order = MemoryOrderKind::kMemoryAware;
+    aware.fit_memory = false;
+    aware.plan_memory = true;
+    absl::StatusOr<Plan> aware_plan = PlanGraph(graph, aware);
+    if (aware_plan.ok() &&
+        Excess(*aware_plan, budgets) < Excess(*plan, budgets)) {
+      *plan = *std::move(aware_plan);
+      out.memory_aware_order = true;
+      if (OverBudget(*plan, budgets) < 0) return absl::OkStatus();
+    }
+  }
   // Buffers whose copies the memory plan does not describe stay put.
   std::vector<uint8_t> pinned(graph.num_buffers(), 0);
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
@@ -566,6 +593,7 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
 
   // Planned again with the cost model, to compare the relaxed plan.
   PlannerOptions again = options;
+  again.memory_order = MemoryOrderKind::kSubmitted;  // the graph's order
   again.fit_memory = false;
   again.plan_memory = true;
   again.simulate = true;

@@ -56,6 +56,9 @@ struct SpillReport {
   double ordered_makespan_us = 0;
   double makespan_us = 0;
   bool relaxed = false;  // the relaxed plan was kept
+  // MemoryOrderKind::kAuto: the plan issued in the memory-aware order was
+  // the one fitted (or fitted as it was).
+  bool memory_aware_order = false;
 };
 
 // The budget of each device that fitting aims for: options'
@@ -66,9 +69,11 @@ std::vector<int64_t> EffectiveBudgets(const PlannerOptions& options);
 // If `plan` (a plan of `graph` with its memory planned) has a device whose
 // arena exceeds its budget, replaces it with a plan of a rewritten graph
 // with spills and fills, held in plan->graph, whose arenas fit; otherwise
-// leaves it. RESOURCE_EXHAUSTED naming the device, its arena and budget
-// when no fitting fits; errors of PlanGraph otherwise. `report` may be
-// null.
+// leaves it. With options.memory_order kAuto the graph is first planned in
+// the memory-aware order: that plan is kept if it fits as it is, and
+// fitted instead of `plan` if it exceeds the budgets by less.
+// RESOURCE_EXHAUSTED naming the device, its arena and budget when no fitting
+// fits; errors of PlanGraph otherwise. `report` may be null.
 absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
                               Plan* plan, SpillReport* report = nullptr);
 

@@ -271,5 +271,70 @@ TEST(SpillFittingTest, SpillsAndFillsAreNamedForTheirBuffers) {
   EXPECT_EQ(plan->memory[0].spilled_bytes, bytes);
 }
 
+// Ten producers, then their ten consumers: issued as submitted on one
+// stream, all ten large tensors are live at once; the memory-aware order
+// interleaves them. Under a budget of four, MEMORY_ORDER_AUTO fits by
+// that order alone, where the submitted order spills.
+TEST(SpillFittingTest, AutoOrderTriesTheMemoryAwareOrderFirst) {
+  constexpr int kPairs = 10;
+  constexpr uint64_t kBig = 1 << 20;
+  std::vector<BufferSpec> buffers;
+  std::vector<NodeSpec> nodes;
+  BufferSpec input;
+  input.name = "in";
+  input.size_bytes = 256;
+  buffers.push_back(input);
+  for (int i = 0; i < kPairs; ++i) {
+    BufferSpec big;
+    big.name = absl::StrCat("big", i);
+    big.size_bytes = kBig;
+    buffers.push_back(big);
+    BufferSpec small;
+    small.name = absl::StrCat("small", i);
+    small.size_bytes = 256;
+    small.output = true;
+    buffers.push_back(small);
+  }
+  for (int i = 0; i < kPairs; ++i) {
+    NodeSpec node;
+    node.name = absl::StrCat("produce", i);
+    node.op = "spin";
+    node.cost_us = 10;
+    node.args = {BufferUse{0, Access::kRead},
+                 BufferUse{1 + 2 * i, Access::kWrite}};
+    nodes.push_back(node);
+  }
+  for (int i = 0; i < kPairs; ++i) {
+    NodeSpec node;
+    node.name = absl::StrCat("consume", i);
+    node.op = "spin";
+    node.cost_us = 10;
+    node.args = {BufferUse{1 + 2 * i, Access::kRead},
+                 BufferUse{2 + 2 * i, Access::kWrite}};
+    nodes.push_back(node);
+  }
+  const Graph graph("pairs", buffers, nodes);
+  PlannerOptions options = Options(1, 4 * kBig);
+  options.max_streams_per_device = 1;
+  options.memory_order = MemoryOrderKind::kSubmitted;
+  absl::StatusOr<Plan> submitted = PlanGraph(graph, options);
+  ASSERT_OK(submitted);
+  EXPECT_NE(submitted->graph, nullptr);  // spilled
+  ExpectSoundFit(graph, *submitted, 4 * kBig);
+
+  options.memory_order = MemoryOrderKind::kAuto;
+  absl::StatusOr<Plan> automatic = PlanGraph(graph, options);
+  ASSERT_OK(automatic);
+  EXPECT_EQ(automatic->graph, nullptr);  // nothing spilled
+  ExpectSoundFit(graph, *automatic, 4 * kBig);
+  // Without a budget the submitted order stands.
+  options.memory_budget_bytes.clear();
+  absl::StatusOr<Plan> free_plan = PlanGraph(graph, options);
+  ASSERT_OK(free_plan);
+  ASSERT_EQ(free_plan->memory.size(), 1u);
+  EXPECT_GE(free_plan->memory[0].arena_bytes,
+            static_cast<int64_t>(kPairs * kBig));
+}
+
 }  // namespace
 }  // namespace weft::scheduler

@@ -83,6 +83,10 @@ TEST(MemoryPlanTest, OptionsFromProto) {
   weft::v1::ScheduleOptions proto;
   absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
   ASSERT_OK(options);
+  EXPECT_EQ(options->memory_order, MemoryOrderKind::kAuto);
+  proto.set_memory_order(weft::v1::MEMORY_ORDER_SUBMITTED);
+  options = PlannerOptionsFromProto(proto, 1, 8);
+  ASSERT_OK(options);
   EXPECT_EQ(options->memory_order, MemoryOrderKind::kSubmitted);
   proto.set_memory_order(weft::v1::MEMORY_ORDER_MEMORY_AWARE);
   options = PlannerOptionsFromProto(proto, 1, 8);
