@@ -43,7 +43,6 @@
 namespace weft::scheduler {
 
 inline constexpr int kFitRounds = 6;
-inline constexpr int kFillLead = 64;
 
 // What one fitting did, for reports and benchmarks.
 struct SpillReport {
