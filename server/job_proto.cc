@@ -113,4 +113,20 @@ weft::v1::NodeEvent NodeEventToProto(const NodeEventInfo& info) {
   return event;
 }
 
+weft::v1::DType DTypeToProto(scheduler::DType dtype) {
+  switch (dtype) {
+    case scheduler::DType::kBytes:
+      return weft::v1::BYTES;
+    case scheduler::DType::kFloat32:
+      return weft::v1::FLOAT32;
+    case scheduler::DType::kFloat64:
+      return weft::v1::FLOAT64;
+    case scheduler::DType::kInt32:
+      return weft::v1::INT32;
+    case scheduler::DType::kInt64:
+      return weft::v1::INT64;
+  }
+  return weft::v1::BYTES;
+}
+
 }  // namespace weft::server

@@ -4,6 +4,7 @@
 #define WEFT_SERVER_JOB_PROTO_H_
 
 #include "absl/status/statusor.h"
+#include "scheduler/graph.h"
 #include "server/job_info.h"
 #include "server/job_state.h"
 #include "weft/v1/weft.pb.h"
@@ -16,6 +17,7 @@ weft::v1::JobState JobStateToProto(JobState state);
 absl::StatusOr<JobState> JobStateFromProto(weft::v1::JobState state);
 
 weft::v1::Job JobToProto(const JobInfo& job);
+weft::v1::DType DTypeToProto(scheduler::DType dtype);
 weft::v1::NodeEvent NodeEventToProto(const NodeEventInfo& event);
 
 }  // namespace weft::server

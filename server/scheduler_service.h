@@ -65,13 +65,11 @@
 #include "server/job_manager.h"
 #include "server/memory_trimmer.h"
 #include "server/planning_limiter.h"
+#include "server/request_checks.h"
 #include "weft/v1/weft.grpc.pb.h"
 #include "weft/v1/weft.pb.h"
 
 namespace weft::server {
-
-// The metadata key that names the submitting tenant.
-inline constexpr char kTenantMetadataKey[] = "weft-tenant";
 
 class CancelReactor;  // cancel_reactor.h
 class WatchWaker;     // watch_reactor.h
