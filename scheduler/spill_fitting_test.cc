@@ -125,7 +125,6 @@ TEST(SpillFittingTest, RandomPlansFitTheirBudgets) {
     ASSERT_OK(free_plan);
     const int64_t budget = Budget(graph, *free_plan, 35 + seed % 12 * 5);
     options.memory_budget_bytes.assign(options.num_devices, budget);
-    SpillReport report;
     absl::StatusOr<Plan> plan = PlanGraph(graph, options);
     if (!plan.ok()) {
       // A node whose own arguments exceed the budget, or offsets that
