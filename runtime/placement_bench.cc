@@ -91,22 +91,6 @@ Result Run(std::shared_ptr<const scheduler::Graph> graph,
 
 double MiB(uint64_t bytes) { return bytes / 1048576.0; }
 
-// The most bytes one node's own arguments take on a device (aligned).
-int64_t LargestNode(const scheduler::Graph& graph) {
-  int64_t largest = 0;
-  for (scheduler::NodeId v = 0; v < graph.num_nodes(); ++v) {
-    std::vector<scheduler::BufferId> seen;
-    int64_t bytes = 0;
-    for (const scheduler::BufferUse& u : graph.Uses(v)) {
-      if (std::find(seen.begin(), seen.end(), u.buffer) != seen.end()) continue;
-      seen.push_back(u.buffer);
-      bytes += (graph.buffer_bytes(u.buffer) + 255) / 256 * 256;
-    }
-    largest = std::max(largest, bytes);
-  }
-  return largest;
-}
-
 // Half the largest arena (room for the largest node and a tenth) as every
 // device's budget: the job plan spills and fills, and runs on devices of
 // the budget's size (plus the pool's size-class rounding).
@@ -118,7 +102,10 @@ void BenchSpills(std::shared_ptr<const scheduler::Graph> graph,
   for (const scheduler::DeviceMemory& m : placed_plan.memory) {
     arena = std::max(arena, m.arena_bytes);
   }
-  const int64_t budget = std::max(arena / 2, LargestNode(*graph) * 11 / 10);
+  const int64_t budget = std::max(
+      arena / 2, static_cast<int64_t>(
+                     scheduler::memory::LargestNodeArgumentBytes(*graph)) *
+                     11 / 10);
   if (budget >= arena) {
     std::printf("  budget: half the arena is below a node's arguments\n");
     return;

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
+#include "scheduler/memory/memory_plan.h"
 #include "scheduler/memory/test_plans.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/planner.h"
@@ -60,29 +61,12 @@ void ExpectSoundFit(const Graph& graph, const Plan& plan, int64_t budget) {
   }
 }
 
-// The most bytes one device node's own arguments take (aligned): no budget
-// below it can be met.
-int64_t LargestNode(const Graph& graph) {
-  int64_t largest = 0;
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (graph.engine(v) == Engine::kHost) continue;
-    std::vector<BufferId> seen;
-    int64_t bytes = 0;
-    for (const BufferUse& u : graph.Uses(v)) {
-      if (std::find(seen.begin(), seen.end(), u.buffer) != seen.end()) continue;
-      seen.push_back(u.buffer);
-      bytes += (graph.buffer_bytes(u.buffer) + 255) / 256 * 256;
-    }
-    largest = std::max(largest, bytes);
-  }
-  return largest;
-}
-
 // `percent` of the plan's largest arena, but room for the largest node and
 // a tenth more (the offsets fragment).
 int64_t Budget(const Graph& graph, const Plan& plan, int percent) {
-  return std::max(LargestArena(plan) * percent / 100,
-                  LargestNode(graph) * 11 / 10);
+  return std::max(
+      LargestArena(plan) * percent / 100,
+      static_cast<int64_t>(memory::LargestNodeArgumentBytes(graph)) * 11 / 10);
 }
 
 PlannerOptions Options(int devices, int64_t budget) {

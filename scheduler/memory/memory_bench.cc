@@ -59,6 +59,7 @@
 #include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/memory/memory_order.h"
+#include "scheduler/memory/memory_plan.h"
 #include "scheduler/memory/spill_planner.h"
 #include "scheduler/planner.h"
 #include "scheduler/spill_fitting.h"
@@ -191,24 +192,6 @@ void Row(const std::string& name, const Graph& graph) {
           std::max<int64_t>(spills->lower_bound_bytes, 1));
 }
 
-// The most bytes one device node's own arguments take, aligned to 256.
-int64_t LargestNode(const Graph& graph) {
-  int64_t largest = 0;
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (graph.engine(v) == Engine::kHost) continue;
-    std::vector<BufferId> seen;
-    int64_t bytes = 0;
-    for (const BufferUse& u : graph.Uses(v)) {
-      if (std::find(seen.begin(), seen.end(), u.buffer) != seen.end()) continue;
-      seen.push_back(u.buffer);
-      bytes += static_cast<int64_t>((graph.buffer_bytes(u.buffer) + 255) / 256 *
-                                    256);
-    }
-    largest = std::max(largest, bytes);
-  }
-  return largest;
-}
-
 int64_t LargestArena(const Plan& plan) {
   int64_t arena = 0;
   for (const DeviceMemory& m : plan.memory) {
@@ -257,7 +240,8 @@ void SpillRows(const std::string& name, const Graph& graph) {
   absl::StatusOr<Dag> dag = InferDependencies(graph);
   if (!dag.ok()) std::exit(1);
   const MemoryOrder aware = MemoryAwareOrder(graph, *dag);
-  const int64_t largest_node = LargestNode(graph);
+  const int64_t largest_node =
+      static_cast<int64_t>(LargestNodeArgumentBytes(graph));
   for (const int devices : {1, 2}) {
     const PlannerOptions free_options = SpillOptions(devices, 0);
     absl::StatusOr<Plan> free_plan;

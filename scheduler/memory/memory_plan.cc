@@ -32,6 +32,31 @@ std::vector<DeviceBudget> DeviceBudgets(
   return budgets;
 }
 
+uint64_t NodeArgumentBytes(const Graph& graph, NodeId v, uint64_t alignment) {
+  alignment = std::max<uint64_t>(alignment, 1);
+  const absl::Span<const BufferUse> uses = graph.Uses(v);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < uses.size(); ++i) {
+    bool seen = false;
+    for (size_t j = 0; j < i && !seen; ++j) {
+      seen = uses[j].buffer == uses[i].buffer;
+    }
+    if (seen) continue;
+    const uint64_t size = graph.buffer_bytes(uses[i].buffer);
+    bytes += (size + alignment - 1) / alignment * alignment;
+  }
+  return bytes;
+}
+
+uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment) {
+  uint64_t largest = 0;
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.engine(v) == Engine::kHost) continue;
+    largest = std::max(largest, NodeArgumentBytes(graph, v, alignment));
+  }
+  return largest;
+}
+
 absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
                               absl::Span<const DeviceBudget> budgets,
                               uint64_t alignment) {
@@ -46,17 +71,7 @@ absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
     }
     const int64_t budget = budgets[pn.device].bytes;
     if (budget <= 0 || graph.engine(pn.node) == Engine::kHost) continue;
-    const absl::Span<const BufferUse> uses = graph.Uses(pn.node);
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < uses.size(); ++i) {
-      bool seen = false;
-      for (size_t j = 0; j < i && !seen; ++j) {
-        seen = uses[j].buffer == uses[i].buffer;
-      }
-      if (seen) continue;
-      const uint64_t size = graph.buffer_bytes(uses[i].buffer);
-      bytes += (size + alignment - 1) / alignment * alignment;
-    }
+    const uint64_t bytes = NodeArgumentBytes(graph, pn.node, alignment);
     if (bytes > static_cast<uint64_t>(budget)) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "node '", graph.node(pn.node).name, "': its arguments need ", bytes,

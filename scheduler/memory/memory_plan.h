@@ -42,6 +42,14 @@ std::vector<DeviceBudget> DeviceBudgets(
     absl::Span<const int64_t> budget_bytes,
     absl::Span<const int64_t> device_memory_bytes, int num_devices);
 
+// Bytes node `v`'s own arguments take on a device: its distinct buffers,
+// each rounded up to `alignment`.
+uint64_t NodeArgumentBytes(const Graph& graph, NodeId v,
+                           uint64_t alignment = 256);
+// The most NodeArgumentBytes of any node but HOST nodes: no budget below
+// it can be met.
+uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment = 256);
+
 // RESOURCE_EXHAUSTED naming the first node of `plan` (in issue order) whose
 // own arguments, the distinct buffers it uses each rounded up to
 // `alignment`, exceed the budget of its device: no arena within the budget
