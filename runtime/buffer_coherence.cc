@@ -265,22 +265,14 @@ char* BufferCoherence::HostData(BufferId b) {
   return data.data();
 }
 
-const char* BufferCoherence::Stage(BufferId b) {
-  const BufferSpec& spec = graph_->buffer(b);
-  // calloc: the zeros after the data are pages the OS hands out only when
-  // something reads or writes them.
-  staging_.emplace_back(static_cast<char*>(
-      std::calloc(std::max<uint64_t>(spec.size_bytes, 1), 1)));
+BufferCoherence::Staged BufferCoherence::Stage(BufferId b) {
+  const std::string data = InitialData(graph_->buffer(b));
+  staging_.emplace_back(
+      static_cast<char*>(std::malloc(std::max<size_t>(data.size(), 1))));
   char* staged = staging_.back().get();
-  if (staged == nullptr) return nullptr;
-  if (spec.init == BufferSpec::Init::kFill) {
-    const std::string contents = InitialContents(spec);
-    std::memcpy(staged, contents.data(), contents.size());
-  } else if (spec.init == BufferSpec::Init::kData) {
-    std::memcpy(staged, spec.data.data(),
-                std::min<uint64_t>(spec.data.size(), spec.size_bytes));
-  }
-  return staged;
+  if (staged == nullptr) return Staged{};
+  std::memcpy(staged, data.data(), data.size());
+  return Staged{staged, data.size()};
 }
 
 BufferCoherence::Latest BufferCoherence::latest(BufferId b) const {

@@ -164,10 +164,15 @@ class BufferCoherence {
   std::string TakeHostData(scheduler::BufferId b) {
     return std::move(buffers_[b].host_data);
   }
-  // `b`'s initial contents in host memory that stays until Release, for an
-  // upload of its full size to read; the zeros after its data take host
-  // pages only once read. Null when the host has no memory for it.
-  const char* Stage(scheduler::BufferId b);
+  // The initial data of host-data buffer `b` in host memory that stays
+  // until Release, for an upload with a zero tail
+  // (Backend::CopyHostToDevicePadded) to read: `data` is null when the host
+  // has no memory for it.
+  struct Staged {
+    const char* data = nullptr;
+    uint64_t bytes = 0;  // of data; the buffer's zero tail follows them
+  };
+  Staged Stage(scheduler::BufferId b);
 
   // Frees every device copy and arena: back to its pool for reuse, or
   // (`uncached`, when work may still use them) straight to the backend.
@@ -239,9 +244,8 @@ class BufferCoherence {
   struct FreeDeleter {
     void operator()(char* p) const { std::free(p); }
   };
-  // Host memory that pending uploads read from: initial data (Materialize
-  // uploads only the data, with a zero tail) or whole initial contents
-  // (Stage).
+  // Host memory that pending uploads read from: buffers' initial data
+  // (uploads send only the data, with a zero tail).
   std::vector<std::unique_ptr<char, FreeDeleter>> staging_;
 };
 

@@ -65,14 +65,19 @@ absl::Status Job::IssueDeviceGraphs() {
     WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
     for (BufferId b : job_graph.uploads) {
       const BufferSpec& spec = graph_->buffer(b);
-      const char* staged = buffers_->Stage(b);
+      const BufferCoherence::Staged staged = buffers_->Stage(b);
+      if (staged.data == nullptr) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "no host memory to stage the data of buffer '", spec.name, "'"));
+      }
       const std::string name = absl::StrCat(spec.name, " upload");
       TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, device,
                         name};
       upload.bytes = spec.size_bytes;
       const int span = tracer_->Begin(upload, stream, device);
-      WEFT_RETURN_IF_ERROR(backend->CopyHostToDevice(
-          buffers_->ptr(b, device), staged, spec.size_bytes, stream));
+      WEFT_RETURN_IF_ERROR(backend->CopyHostToDevicePadded(
+          buffers_->ptr(b, device), staged.data, staged.bytes, spec.size_bytes,
+          stream));
       tracer_->End(span, stream, device);
     }
     const std::string name = absl::StrCat(
