@@ -1,6 +1,7 @@
 #include "runtime/cuda/builtin_ops.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/ops/scalars.h"
+#include "scheduler/occupancy.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime::cuda {
@@ -306,7 +308,17 @@ absl::Status BuiltinOps::LaunchSpin(const KernelLaunch& launch, int device,
   // hour rather than overflowing.
   const uint64_t duration_ns =
       ns > 0 ? static_cast<uint64_t>(std::min(ns, 3.6e12)) : 0;
-  return cuda::LaunchSpin(duration_ns, stream);
+  // The node's share of the device, as multiprocessors (at least one).
+  SpinShape shape;
+  if (device >= 0 && device < static_cast<int>(spin_shapes_.size())) {
+    shape = spin_shapes_[device];
+  }
+  const double share = std::clamp(
+      static_cast<double>(launch.occupancy_units) / scheduler::kOccupancyUnits,
+      0.0, 1.0);
+  const unsigned blocks = std::max(
+      1u, static_cast<unsigned>(std::ceil(share * shape.multiprocessors)));
+  return cuda::LaunchSpin(duration_ns, blocks, shape.shared_bytes, stream);
 }
 
 }  // namespace weft::runtime::cuda

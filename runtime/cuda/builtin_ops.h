@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "runtime/backend.h"
+#include "runtime/cuda/kernels.h"
 #include "runtime/cuda/launch_args.h"
 
 namespace weft::runtime::cuda {
@@ -37,8 +39,11 @@ absl::Status EnqueueDeviceCopy(DevicePtr dst, DevicePtr src, uint64_t bytes,
 
 class BuiltinOps {
  public:
-  explicit BuiltinOps(RangeCheck check_range)
-      : check_range_(std::move(check_range)) {}
+  // `spin_shapes`: each device's SpinShape (kernels.h), by index; a device
+  // without one spins on one multiprocessor.
+  BuiltinOps(RangeCheck check_range, std::vector<SpinShape> spin_shapes)
+      : check_range_(std::move(check_range)),
+        spin_shapes_(std::move(spin_shapes)) {}
 
   // Whether `op` is a built-in op that Launch runs (every one of them can
   // also be captured into a device graph).
@@ -77,6 +82,7 @@ class BuiltinOps {
                           cudaStream_t stream) const;
 
   const RangeCheck check_range_;
+  const std::vector<SpinShape> spin_shapes_;
 };
 
 }  // namespace weft::runtime::cuda

@@ -36,11 +36,13 @@ using cuda::AsPointer;
 
 class CudaBackendImpl final : public CudaBackend {
  public:
-  CudaBackendImpl(std::vector<DeviceInfo> devices, int driver_version,
+  CudaBackendImpl(std::vector<DeviceInfo> devices,
+                  std::vector<cuda::SpinShape> spin_shapes, int driver_version,
                   const Options& options)
       : devices_(std::move(devices)),
         driver_version_(driver_version),
-        options_(options) {}
+        options_(options),
+        builtin_ops_(CheckRangeFn(), std::move(spin_shapes)) {}
 
   ~CudaBackendImpl() override {
     // CUDA runs every callback added with cudaStreamAddCallback exactly
@@ -520,7 +522,7 @@ class CudaBackendImpl final : public CudaBackend {
   // the destructor has synchronized every device.
   mutable cuda::NvrtcCompiler compiler_;
   mutable cuda::ModuleCache modules_{&compiler_};
-  cuda::BuiltinOps builtin_ops_{CheckRangeFn()};
+  cuda::BuiltinOps builtin_ops_;
   // Device graphs; its lanes are streams of this backend.
   cuda::CudaGraphCache graphs_{GraphHooks(), cuda::CudaGraphCache::Options{}};
   // Device loops and cases; they capture through graphs_.
@@ -557,8 +559,14 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   int driver_version = 0;
   WEFT_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver_version));
   cuda::EnablePeerAccess(static_cast<int>(devices.size()));
-  return std::unique_ptr<CudaBackend>(
-      new CudaBackendImpl(std::move(devices), driver_version, options));
+  std::vector<cuda::SpinShape> spin_shapes;
+  for (const DeviceInfo& device : devices) {
+    WEFT_ASSIGN_OR_RETURN(cuda::SpinShape shape,
+                          cuda::PrepareSpin(device.index));
+    spin_shapes.push_back(shape);
+  }
+  return std::unique_ptr<CudaBackend>(new CudaBackendImpl(
+      std::move(devices), std::move(spin_shapes), driver_version, options));
 }
 
 }  // namespace weft::runtime

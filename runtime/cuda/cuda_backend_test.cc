@@ -26,6 +26,7 @@
 #include "runtime/backend.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "scheduler/graph.h"
+#include "scheduler/occupancy.h"
 
 namespace weft::runtime {
 namespace {
@@ -552,6 +553,40 @@ TEST_F(CudaBackendTest, SpinOccupiesTheStreamForItsCost) {
   ASSERT_OK_AND_ASSIGN(bool finished, backend_->QueryEvent(done));
   EXPECT_TRUE(finished);
   ASSERT_OK(backend_->DestroyEvent(done));
+}
+
+// Four spins of 40 ms on four streams: spins that each fill the device
+// take turns (about 160 ms), quarter-device spins run side by side (about
+// 40 ms), as the cost model shares a device by occupancy.
+TEST_F(CudaBackendTest, SpinsShareTheDeviceByOccupancy) {
+  std::vector<StreamHandle> streams;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(StreamHandle s, backend_->CreateStream(0));
+    streams.push_back(s);
+  }
+  auto four_spins = [&](int32_t occupancy_units) -> absl::Duration {
+    const absl::Time start = absl::Now();
+    for (StreamHandle s : streams) {
+      KernelLaunch spin;
+      spin.op = "spin";
+      spin.cost_us = 40000;
+      spin.occupancy_units = occupancy_units;
+      EXPECT_TRUE(backend_->Launch(spin, s).ok());
+    }
+    for (StreamHandle s : streams) {
+      EXPECT_TRUE(backend_->SynchronizeStream(s).ok());
+    }
+    return absl::Now() - start;
+  };
+  const absl::Duration full = four_spins(scheduler::kOccupancyUnits);
+  const absl::Duration quarter = four_spins(scheduler::kOccupancyUnits / 4);
+  EXPECT_GE(full, absl::Milliseconds(150)) << "full-device spins overlapped";
+  EXPECT_GE(quarter, absl::Milliseconds(39));
+  EXPECT_LT(quarter, absl::Milliseconds(120))
+      << "quarter-device spins did not run side by side";
+  for (StreamHandle s : streams) {
+    EXPECT_TRUE(backend_->DestroyStream(s).ok());
+  }
 }
 
 TEST_F(CudaBackendTest, EventsOrderWorkAcrossStreams) {

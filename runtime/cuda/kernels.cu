@@ -200,8 +200,10 @@ __device__ __forceinline__ unsigned long long GlobalTimerNs() {
   return t;
 }
 
+// One thread per block reads the clock; the block's other threads and its
+// shared memory only hold the multiprocessor.
 __global__ void SpinKernel(unsigned long long duration_ns) {
-  if (duration_ns == 0) return;
+  if (duration_ns == 0 || threadIdx.x != 0) return;
   const unsigned long long start = GlobalTimerNs();
   while (GlobalTimerNs() - start < duration_ns) {
     __nanosleep(200);
@@ -409,8 +411,27 @@ absl::Status LaunchCompare(const float* x, float t, bool greater,
       cudaLaunchKernelEx(&config, CompareKernel, x, t, greater, flag));
 }
 
-absl::Status LaunchSpin(uint64_t duration_ns, cudaStream_t stream) {
-  cudaLaunchConfig_t config = Config(1, 1, stream);
+absl::StatusOr<SpinShape> PrepareSpin(int device) {
+  WEFT_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  int multiprocessors = 0;
+  int optin = 0;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  WEFT_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(
+      &optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  SpinShape shape;
+  shape.multiprocessors = static_cast<unsigned>(std::max(1, multiprocessors));
+  shape.shared_bytes = static_cast<uint32_t>(std::max(0, optin));
+  WEFT_CUDA_RETURN_IF_ERROR(cudaFuncSetAttribute(
+      SpinKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(shape.shared_bytes)));
+  return shape;
+}
+
+absl::Status LaunchSpin(uint64_t duration_ns, unsigned blocks,
+                        uint32_t shared_bytes, cudaStream_t stream) {
+  cudaLaunchConfig_t config = Config(std::max(1u, blocks), 32, stream);
+  config.dynamicSmemBytes = duration_ns == 0 ? 0 : shared_bytes;
   return WEFT_CUDA_STATUS(cudaLaunchKernelEx(
       &config, SpinKernel, static_cast<unsigned long long>(duration_ns)));
 }

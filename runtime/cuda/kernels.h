@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace weft::runtime::cuda {
 
@@ -76,9 +77,26 @@ absl::Status LaunchGemv(uint64_t rows, uint64_t cols, const float* a,
 absl::Status LaunchCompare(const float* x, float t, bool greater, int32_t* flag,
                            cudaStream_t stream);
 
-// Occupies the stream for `duration_ns` of device time (one thread reading
-// the global timer). Zero launches an empty kernel.
-absl::Status LaunchSpin(uint64_t duration_ns, cudaStream_t stream);
+// How `spin` fills a device: a block of one warp per multiprocessor it
+// takes, each block holding `shared_bytes` of dynamic shared memory (the
+// most one block may take), so that no other spin block shares its
+// multiprocessor. Spins then share a device as the cost model says
+// kernels do (scheduler/occupancy.h): spins whose occupancies add up to
+// more than the device wait for multiprocessors to come free.
+struct SpinShape {
+  unsigned multiprocessors = 1;
+  uint32_t shared_bytes = 0;
+};
+
+// The spin shape of `device`, allowing the spin kernel that much shared
+// memory there. Makes `device` current.
+absl::StatusOr<SpinShape> PrepareSpin(int device);
+
+// Occupies `blocks` multiprocessors of the stream's device (see SpinShape)
+// for `duration_ns` of device time, each block reading the global timer.
+// Zero launches an empty kernel.
+absl::Status LaunchSpin(uint64_t duration_ns, unsigned blocks,
+                        uint32_t shared_bytes, cudaStream_t stream);
 
 // The spin kernel's entry point, for benchmarks that compare against a raw
 // cudaLaunchKernel: one parameter, `unsigned long long duration_ns`.
