@@ -26,6 +26,7 @@
 #include "runtime/cuda/cuda_status.h"
 #include "runtime/cuda/module_cache.h"
 #include "runtime/cuda/nvrtc_compiler.h"
+#include "runtime/cuda/pinned_staging.h"
 #include "runtime/device_graph.h"
 #include "scheduler/status_macros.h"
 
@@ -255,6 +256,27 @@ class CudaBackendImpl final : public CudaBackend {
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
     return WEFT_CUDA_STATUS(cudaMemcpyAsync(dst, AsPointer(src), bytes,
                                             cudaMemcpyDeviceToHost, s.stream));
+  }
+
+  // Downloads of at least a chunk go through page-locked chunks
+  // (pinned_staging.h), so that they neither block the calling thread nor
+  // run at pageable speed; smaller ones, and any download while every chunk
+  // is in use, copy straight into the buffer.
+  absl::Status CopyDeviceToHostBuffer(HostBuffer* dst, DevicePtr src,
+                                      uint64_t bytes,
+                                      StreamHandle stream) override {
+    if (bytes >= staging_.chunk_bytes()) {
+      WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+      WEFT_RETURN_IF_ERROR(CheckRange(src, bytes, "copy source"));
+      WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+      char* out = dst->Reset(bytes, bytes);
+      WEFT_ASSIGN_OR_RETURN(
+          const bool staged,
+          staging_.Download(out, AsPointer(src), bytes, s.stream));
+      if (staged) return absl::OkStatus();
+      return CopyDeviceToHost(out, src, bytes, stream);
+    }
+    return CopyDeviceToHost(dst->Reset(bytes, bytes), src, bytes, stream);
   }
 
   absl::Status CopyDeviceToDevice(DevicePtr dst, DevicePtr src, uint64_t bytes,
@@ -523,6 +545,8 @@ class CudaBackendImpl final : public CudaBackend {
   mutable cuda::NvrtcCompiler compiler_;
   mutable cuda::ModuleCache modules_{&compiler_};
   cuda::BuiltinOps builtin_ops_;
+  // Page-locked chunks for downloads: 16 of 8 MiB at most.
+  cuda::PinnedStaging staging_{uint64_t{8} << 20, 16};
   // Device graphs; its lanes are streams of this backend.
   cuda::CudaGraphCache graphs_{GraphHooks(), cuda::CudaGraphCache::Options{}};
   // Device loops and cases; they capture through graphs_.

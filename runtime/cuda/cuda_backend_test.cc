@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/backend.h"
+#include "runtime/host_buffer.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "scheduler/graph.h"
 #include "scheduler/occupancy.h"
@@ -586,6 +587,41 @@ TEST_F(CudaBackendTest, SpinsShareTheDeviceByOccupancy) {
       << "quarter-device spins did not run side by side";
   for (StreamHandle s : streams) {
     EXPECT_TRUE(backend_->DestroyStream(s).ok());
+  }
+}
+
+// Downloads of a chunk or more go through page-locked chunks; more at
+// once than there are chunks copy straight into their buffers. Every byte
+// arrives either way.
+TEST_F(CudaBackendTest, LargeDownloadsArriveWhole) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  for (uint64_t bytes : {8 * kMiB - 1, 8 * kMiB, 20 * kMiB + 123}) {
+    std::string contents(bytes, '\0');
+    for (uint64_t i = 0; i < bytes; ++i) {
+      contents[i] = static_cast<char>((i * 7 + i / 4099) & 0xff);
+    }
+    ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Upload(contents));
+    HostBuffer out;
+    ASSERT_OK(backend_->CopyDeviceToHostBuffer(&out, ptr, bytes, stream_));
+    ASSERT_OK(backend_->SynchronizeStream(stream_));
+    EXPECT_EQ(out.size(), bytes);
+    EXPECT_TRUE(out.ToString() == contents) << bytes << " bytes differ";
+  }
+  constexpr int kAtOnce = 20;
+  const std::string pattern(8 * kMiB, 'w');
+  ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Upload(pattern));
+  std::vector<StreamHandle> streams;
+  std::vector<HostBuffer> outs(kAtOnce);
+  for (int i = 0; i < kAtOnce; ++i) {
+    ASSERT_OK_AND_ASSIGN(StreamHandle s, backend_->CreateStream(0));
+    streams.push_back(s);
+    ASSERT_OK(
+        backend_->CopyDeviceToHostBuffer(&outs[i], ptr, pattern.size(), s));
+  }
+  for (int i = 0; i < kAtOnce; ++i) {
+    ASSERT_OK(backend_->SynchronizeStream(streams[i]));
+    EXPECT_TRUE(outs[i].ToString() == pattern) << "download " << i;
+    EXPECT_TRUE(backend_->DestroyStream(streams[i]).ok());
   }
 }
 
