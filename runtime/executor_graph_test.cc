@@ -331,6 +331,54 @@ TEST_F(ExecutorGraphTest, GraphsThatCannotBeBuiltFallBackToStreams) {
   EXPECT_EQ(backend_->graph_stats().instantiations, 0u);
 }
 
+// A backend that counts the host bytes its uploads read.
+class UploadCounter : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status CopyHostToDevice(DevicePtr dst, const void* src, uint64_t bytes,
+                                StreamHandle stream) override {
+    host_bytes += bytes;
+    return ForwardingBackend::CopyHostToDevice(dst, src, bytes, stream);
+  }
+  absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      StreamHandle stream) override {
+    host_bytes += src_bytes;
+    return ForwardingBackend::CopyHostToDevicePadded(dst, src, src_bytes, bytes,
+                                                     stream);
+  }
+  std::atomic<uint64_t> host_bytes{0};
+};
+
+// Initial data shorter than its buffer: in either launch mode the upload
+// reads the data alone from the host and leaves the zeros to the device.
+TEST_F(ExecutorGraphTest, UploadsReadOnlyTheInitialData) {
+  for (LaunchMode mode : {LaunchMode::kStreams, LaunchMode::kDeviceGraphs}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    UploadCounter counter(backend_.get());
+    Executor::Options exec;
+    exec.backend = &counter;
+    std::unique_ptr<Executor> executor = Executor::Create(exec).value();
+    TestJob job(1, {0});
+    const int big = job.Buffer("big", 8 << 20, DType::kFloat32,
+                               BufferSpec::Init::kData, 0, FloatBytes({1, 2}));
+    const int total = job.Buffer("total", 4, DType::kFloat32,
+                                 BufferSpec::Init::kZero, 0, "", true);
+    job.Node("sum", "reduce_sum",
+             {Use(big, Access::kRead), Use(total, Access::kWrite)}, 0);
+    Outcome outcome;
+    ASSERT_TRUE(executor
+                    ->Start(job.graph(), job.plan(), outcome.Callbacks(),
+                            JobOptions{mode})
+                    .ok());
+    ASSERT_TRUE(outcome.Wait());
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    EXPECT_THAT(Floats(outcome.outputs.at("total")),
+                ::testing::ElementsAre(3.0f));
+    EXPECT_EQ(counter.host_bytes.load(), 2 * sizeof(float));
+  }
+}
+
 TEST_F(ExecutorGraphTest, FaultFailsOnlyItsJob) {
   TestJob bad(1, {0});
   bad.Node("spin", "spin", {}, 0);
