@@ -497,15 +497,17 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   // on large graphs only when the options ask about memory, since it costs
   // far more than the rest of the plan there.
   start = clock.Now();
-  WEFT_RETURN_IF_ERROR(memory::CheckNodeBudgets(
-      graph, plan,
+  const std::vector<memory::DeviceBudget> budgets =
       memory::DeviceBudgets(options.memory_budget_bytes,
-                            options.device_memory_bytes, options.num_devices)));
+                            options.device_memory_bytes, options.num_devices);
+  WEFT_RETURN_IF_ERROR(memory::CheckNodeBudgets(graph, plan, budgets));
   if (options.plan_memory ||
       (options.simulate &&
        (graph.num_nodes() <= kMaxAutoMemoryPlanNodes ||
         options.memory_order == MemoryOrderKind::kMemoryAware ||
-        !options.memory_budget_bytes.empty()))) {
+        !options.memory_budget_bytes.empty())) ||
+      (options.plan_memory_over_budget &&
+       memory::ExceedsBudgetsWithoutReuse(graph, plan, budgets))) {
     memory::MemoryPlanOptions memory_options;
     memory_options.budget_bytes = options.memory_budget_bytes;
     memory_options.device_memory_bytes = options.device_memory_bytes;

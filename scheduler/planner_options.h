@@ -116,6 +116,10 @@ struct PlannerOptions {
   // Plan memory (Plan::memory, Plan::buffers) even when not simulating, as
   // the executor needs it to place buffers (job plans).
   bool plan_memory = false;
+  // Plan memory, whatever else is asked, where the plan's buffers each
+  // allocated by itself (memory::BytesWithoutReuse) would exceed a device's
+  // budget: without a memory plan such a job cannot run.
+  bool plan_memory_over_budget = false;
   // Where memory is planned and an arena exceeds its device's budget, add
   // spills and fills until it fits (spill_fitting.h; Plan::graph).
   bool fit_memory = true;

@@ -167,6 +167,8 @@ absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
   scheduler::PlannerOptions job_options = options;
   job_options.plan_memory =
       plan_memory_ && graph.num_nodes() <= kMaxMemoryPlanNodes;
+  job_options.plan_memory_over_budget =
+      plan_memory_ && graph.num_nodes() <= kMaxOverBudgetMemoryPlanNodes;
   return scheduler::PlanGraph(graph, job_options);
 }
 

@@ -160,11 +160,16 @@ class JobManager {
     // memory of simulated plans only, and job plans are not simulated.
     // Graphs of more than kMaxMemoryPlanNodes nodes go without (memory
     // planning grows faster than the rest of the plan: about half a second
-    // for a random DAG of 2,000 nodes): their buffers are allocated one by
-    // one.
+    // for a random DAG of 2,000 nodes), their buffers allocated one by one,
+    // unless those would exceed a device's memory: then graphs of up to
+    // kMaxOverBudgetMemoryPlanNodes nodes are planned (and fitted with
+    // spills) too, since they could not run otherwise. Fitting a plan that
+    // spills heavily costs the most: over a minute for some random DAGs of
+    // 10,000 nodes.
     bool plan_memory = true;
   };
   static constexpr int kMaxMemoryPlanNodes = 4096;
+  static constexpr int kMaxOverBudgetMemoryPlanNodes = 16384;
 
   // INVALID_ARGUMENT for missing executor or non-positive bounds. Starts the
   // dispatcher thread.

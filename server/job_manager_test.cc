@@ -385,6 +385,61 @@ TEST_F(JobManagerTest, JobPlansHaveAMemoryPlanTheExecutorPlacesBy) {
   }
 }
 
+// A chain of `n` adds over 4 KiB buffers, each writing a buffer of its
+// own: b<i> = b<i-1> + one, so the last holds n + 1 everywhere. Each
+// buffer by itself, the chain needs n * 4 KiB of device memory; no more
+// than three are ever live.
+weft::v1::Graph AddChain(int n) {
+  weft::v1::Graph g;
+  g.set_name("add_chain");
+  auto buffer = [&](const std::string& name, bool output) {
+    weft::v1::Buffer* b = g.add_buffers();
+    b->set_name(name);
+    b->set_size_bytes(4096);
+    b->set_dtype(weft::v1::FLOAT32);
+    b->set_output(output);
+    return b;
+  };
+  buffer("one", false)->set_fill(1.0);
+  buffer("b0", false)->set_fill(1.0);
+  for (int i = 1; i <= n; ++i) {
+    buffer(absl::StrCat("b", i), i == n);
+    weft::v1::Node* node = g.add_nodes();
+    node->set_name(absl::StrCat("add", i));
+    node->set_op("add");
+    for (const auto& [name, access] :
+         {std::pair{absl::StrCat("b", i - 1), weft::v1::READ},
+          std::pair{std::string("one"), weft::v1::READ},
+          std::pair{absl::StrCat("b", i), weft::v1::WRITE}}) {
+      weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
+      arg->set_name(name);
+      arg->set_access(access);
+    }
+  }
+  return g;
+}
+
+// Past kMaxMemoryPlanNodes a job still gets a memory plan where its
+// buffers, each by itself, would not fit the devices (1 MiB each here):
+// 5000 nodes over 20 MiB of buffers run in a few KiB.
+TEST_F(JobManagerTest, LargeJobsOverTheDevicesMemoryArePlanned) {
+  constexpr int kNodes = 5000;
+  static_assert(kNodes > JobManager::kMaxMemoryPlanNodes);
+  JobSpec spec = Spec(AddChain(kNodes));
+  spec.planner_options.device_memory_bytes = {1 << 20, 1 << 20};
+  absl::StatusOr<JobInfo> submitted = jobs_->Submit(std::move(spec));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const JobInfo done = WaitTerminal(submitted->id);
+  ASSERT_EQ(done.state, JobState::kSucceeded)
+      << JobToProto(done).ShortDebugString();
+  absl::StatusOr<OutputBuffer> last =
+      jobs_->ReadOutput(done.id, absl::StrCat("b", kNodes));
+  ASSERT_TRUE(last.ok()) << last.status();
+  std::vector<float> values(1024);
+  std::memcpy(values.data(), last->data->ToString().data(), 4096);
+  EXPECT_THAT(values, ::testing::Each(static_cast<float>(kNodes + 1)));
+}
+
 TEST_F(JobManagerTest, ReadOutputErrors) {
   std::string id = SubmitOk(AxpyGraph());
   WaitTerminal(id);

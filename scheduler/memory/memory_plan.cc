@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/memory/arena_planner.h"
@@ -55,6 +56,47 @@ uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment) {
     largest = std::max(largest, NodeArgumentBytes(graph, v, alignment));
   }
   return largest;
+}
+
+std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
+                                        int num_devices, uint64_t alignment) {
+  alignment = std::max<uint64_t>(alignment, 1);
+  std::vector<uint64_t> bytes(std::max(num_devices, 0), 0);
+  const size_t buffers = static_cast<size_t>(graph.num_buffers());
+  std::vector<uint8_t> seen(buffers * bytes.size(), 0);
+  auto count = [&](BufferId b, int device) {
+    if (device < 0 || device >= num_devices) return;
+    uint8_t& mark = seen[static_cast<size_t>(b) * bytes.size() + device];
+    if (mark) return;
+    mark = 1;
+    const uint64_t size = graph.buffer_bytes(b);
+    bytes[device] += (size + alignment - 1) / alignment * alignment;
+  };
+  for (const PlannedNode& pn : plan.nodes) {
+    if (graph.engine(pn.node) == Engine::kHost) continue;
+    for (const BufferUse& use : graph.Uses(pn.node)) {
+      count(use.buffer, pn.device);
+    }
+  }
+  for (const PlannedCopy& copy : plan.copies) count(copy.buffer, copy.device);
+  return bytes;
+}
+
+bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
+                                absl::Span<const DeviceBudget> budgets,
+                                uint64_t alignment) {
+  bool any = false;
+  for (const DeviceBudget& budget : budgets) any = any || budget.bytes > 0;
+  if (!any) return false;
+  const std::vector<uint64_t> bytes = BytesWithoutReuse(
+      graph, plan, static_cast<int>(budgets.size()), alignment);
+  for (size_t d = 0; d < budgets.size(); ++d) {
+    if (budgets[d].bytes > 0 &&
+        bytes[d] > static_cast<uint64_t>(budgets[d].bytes)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,

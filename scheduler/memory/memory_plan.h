@@ -50,6 +50,19 @@ uint64_t NodeArgumentBytes(const Graph& graph, NodeId v,
 // it can be met.
 uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment = 256);
 
+// Device memory the buffers of `plan` take when each is allocated by
+// itself for the whole job (no memory plan), by device: every distinct
+// buffer a device's nodes use (HOST nodes use host memory) or an eager copy
+// brings there, rounded up to `alignment`.
+std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
+                                        int num_devices,
+                                        uint64_t alignment = 256);
+// Whether those bytes exceed some device's budget: the plan needs a memory
+// plan (and maybe spills) to run.
+bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
+                                absl::Span<const DeviceBudget> budgets,
+                                uint64_t alignment = 256);
+
 // RESOURCE_EXHAUSTED naming the first node of `plan` (in issue order) whose
 // own arguments, the distinct buffers it uses each rounded up to
 // `alignment`, exceed the budget of its device: no arena within the budget

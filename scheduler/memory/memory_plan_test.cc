@@ -79,6 +79,43 @@ TEST(MemoryPlanTest, JobPlansSkipMemory) {
   EXPECT_TRUE(plan->buffers.empty());
 }
 
+// Each buffer by itself: A, B (1024 aligned) and a, b, out (256 each).
+TEST(MemoryPlanTest, BytesWithoutReuseCountEveryBufferADeviceUses) {
+  PlannerOptions options;
+  options.simulate = false;
+  options.stream_mode = StreamMode::kSingle;
+  absl::StatusOr<Plan> plan = PlanGraph(TwoReductions(), options);
+  ASSERT_OK(plan);
+  EXPECT_THAT(BytesWithoutReuse(TwoReductions(), *plan, 1),
+              ::testing::ElementsAre(2 * 1024 + 3 * 256));
+  EXPECT_THAT(BytesWithoutReuse(TwoReductions(), *plan, 1, 1),
+              ::testing::ElementsAre(2 * 1000 + 3 * 10));
+  const std::vector<DeviceBudget> roomy = {{2 * 1024 + 3 * 256}};
+  EXPECT_FALSE(ExceedsBudgetsWithoutReuse(TwoReductions(), *plan, roomy));
+  const std::vector<DeviceBudget> tight = {{2 * 1024 + 3 * 256 - 1}};
+  EXPECT_TRUE(ExceedsBudgetsWithoutReuse(TwoReductions(), *plan, tight));
+  EXPECT_FALSE(ExceedsBudgetsWithoutReuse(TwoReductions(), *plan, {{0}}));
+}
+
+// Job plans (not simulated) get a memory plan only where their buffers,
+// each by itself, would not fit; then it fits them.
+TEST(MemoryPlanTest, JobPlansOverTheBudgetArePlanned) {
+  PlannerOptions options;
+  options.simulate = false;
+  options.stream_mode = StreamMode::kSingle;
+  options.plan_memory_over_budget = true;
+  options.memory_budget_bytes = {2 * 1024 + 3 * 256};
+  absl::StatusOr<Plan> plan = PlanGraph(TwoReductions(), options);
+  ASSERT_OK(plan);
+  EXPECT_TRUE(plan->memory.empty());
+  options.memory_budget_bytes = {2 * 1024 + 3 * 256 - 1};
+  plan = PlanGraph(TwoReductions(), options);
+  ASSERT_OK(plan);
+  ASSERT_EQ(plan->memory.size(), 1u);
+  EXPECT_LE(plan->memory[0].arena_bytes, 2 * 1024 + 3 * 256 - 1);
+  EXPECT_EQ(plan->buffers.size(), 5u);
+}
+
 TEST(MemoryPlanTest, OptionsFromProto) {
   weft::v1::ScheduleOptions proto;
   absl::StatusOr<PlannerOptions> options = PlannerOptionsFromProto(proto, 1, 8);
