@@ -265,12 +265,16 @@ char* BufferCoherence::HostData(BufferId b) {
   return data.data();
 }
 
-BufferCoherence::Staged BufferCoherence::Stage(BufferId b) {
-  const std::string data = InitialData(graph_->buffer(b));
+absl::StatusOr<BufferCoherence::Staged> BufferCoherence::Stage(BufferId b) {
+  const BufferSpec& spec = graph_->buffer(b);
+  const std::string data = InitialData(spec);
   staging_.emplace_back(
       static_cast<char*>(std::malloc(std::max<size_t>(data.size(), 1))));
   char* staged = staging_.back().get();
-  if (staged == nullptr) return Staged{};
+  if (staged == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no host memory to stage the data of buffer '", spec.name, "'"));
+  }
   std::memcpy(staged, data.data(), data.size());
   return Staged{staged, data.size()};
 }
@@ -364,22 +368,14 @@ absl::Status BufferCoherence::Materialize(BufferId b, int where,
   int span = -1;
   if (spec.init == BufferSpec::Init::kData) {
     // The data alone is staged; the zeros after it are the upload's tail.
-    const std::string data = InitialData(spec);
-    staging_.emplace_back(
-        static_cast<char*>(std::malloc(std::max<size_t>(data.size(), 1))));
-    char* staged = staging_.back().get();
-    if (staged == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "no host memory to stage the data of buffer '", spec.name, "'"));
-    }
-    std::memcpy(staged, data.data(), data.size());
+    WEFT_ASSIGN_OR_RETURN(const Staged staged, Stage(b));
     const std::string name = absl::StrCat(spec.name, " upload");
     TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, where,
                       name};
     upload.bytes = spec.size_bytes;
     span = tracer->Begin(upload, stream, stream_device);
     WEFT_RETURN_IF_ERROR(backend->CopyHostToDevicePadded(
-        copy.ptr, staged, data.size(), spec.size_bytes, stream));
+        copy.ptr, staged.data, staged.bytes, spec.size_bytes, stream));
   } else {
     // Zero and fill initializations run the built-in fill on the device
     // instead of uploading a buffer's worth of bytes.

@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/job_events.h"
@@ -166,13 +167,13 @@ class BufferCoherence {
   }
   // The initial data of host-data buffer `b` in host memory that stays
   // until Release, for an upload with a zero tail
-  // (Backend::CopyHostToDevicePadded) to read: `data` is null when the host
-  // has no memory for it.
+  // (Backend::CopyHostToDevicePadded) to read. RESOURCE_EXHAUSTED when the
+  // host has no memory for it.
   struct Staged {
     const char* data = nullptr;
     uint64_t bytes = 0;  // of data; the buffer's zero tail follows them
   };
-  Staged Stage(scheduler::BufferId b);
+  absl::StatusOr<Staged> Stage(scheduler::BufferId b);
 
   // Frees every device copy and arena: back to its pool for reuse, or
   // (`uncached`, when work may still use them) straight to the backend.

@@ -65,11 +65,8 @@ absl::Status Job::IssueDeviceGraphs() {
     WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
     for (BufferId b : job_graph.uploads) {
       const BufferSpec& spec = graph_->buffer(b);
-      const BufferCoherence::Staged staged = buffers_->Stage(b);
-      if (staged.data == nullptr) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "no host memory to stage the data of buffer '", spec.name, "'"));
-      }
+      WEFT_ASSIGN_OR_RETURN(const BufferCoherence::Staged staged,
+                            buffers_->Stage(b));
       const std::string name = absl::StrCat(spec.name, " upload");
       TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, device,
                         name};

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/string_view.h"
@@ -113,6 +114,35 @@ double MedianJob(Executor& executor,
   return walls[walls.size() / 2];
 }
 
+// A case planned with `options` and run both ways (the median job wall
+// time of each); what runs is the plan's graph (spills and fills included,
+// if any), as in weftd.
+struct Timed {
+  std::shared_ptr<const scheduler::Plan> plan;
+  int nodes = 0;
+  double streams_us = 0;
+  double graphs_us = 0;
+};
+absl::StatusOr<Timed> PlanAndRun(Executor& executor,
+                                 std::shared_ptr<const scheduler::Graph> graph,
+                                 const scheduler::PlannerOptions& options,
+                                 int runs) {
+  absl::StatusOr<scheduler::Plan> planned = PlanGraph(*graph, options);
+  if (!planned.ok()) return planned.status();
+  Timed timed;
+  timed.plan = std::make_shared<const scheduler::Plan>(*std::move(planned));
+  if (timed.plan->graph != nullptr) graph = timed.plan->graph;
+  timed.nodes = graph->num_nodes();
+  timed.streams_us =
+      MedianJob(executor, graph, timed.plan, LaunchMode::kStreams, runs);
+  timed.graphs_us =
+      MedianJob(executor, graph, timed.plan, LaunchMode::kDeviceGraphs, runs);
+  if (timed.streams_us < 0 || timed.graphs_us < 0) {
+    return absl::InternalError("a job failed");
+  }
+  return timed;
+}
+
 // `graph` with every node's cost zero.
 scheduler::Graph ZeroCost(const scheduler::Graph& graph) {
   std::vector<scheduler::NodeSpec> nodes = graph.nodes();
@@ -177,41 +207,33 @@ int Main(int argc, char** argv) {
   for (scheduler::BenchmarkCase& c : scheduler::AllScheduleCases()) {
     if (!absl::StrContains(c.name, flags.cases)) continue;
     auto graph = std::make_shared<const scheduler::Graph>(std::move(c.graph));
-    absl::StatusOr<scheduler::Plan> planned = PlanGraph(*graph, defaults);
-    if (!planned.ok()) {
+    absl::StatusOr<Timed> timed =
+        PlanAndRun(*executor, graph, defaults, flags.runs);
+    if (!timed.ok()) {
       std::printf("%-18s %s\n", c.name.c_str(),
-                  planned.status().ToString().c_str());
+                  timed.status().ToString().c_str());
+      if (timed.status().code() == absl::StatusCode::kInternal) return 1;
       continue;
     }
-    auto plan = std::make_shared<const scheduler::Plan>(*std::move(planned));
-    // weftd runs the plan's graph (spills and fills included, if any).
-    auto run_graph = plan->graph != nullptr ? plan->graph : graph;
-    const double streams =
-        MedianJob(*executor, run_graph, plan, LaunchMode::kStreams, flags.runs);
-    const double graphs = MedianJob(*executor, run_graph, plan,
-                                    LaunchMode::kDeviceGraphs, flags.runs);
-    if (streams < 0 || graphs < 0) return 1;
-    const double estimate = plan->estimated_makespan_us;
-    streams_ratio.Add(streams / estimate);
-    graphs_ratio.Add(graphs / estimate);
+    const double estimate = timed->plan->estimated_makespan_us;
+    streams_ratio.Add(timed->streams_us / estimate);
+    graphs_ratio.Add(timed->graphs_us / estimate);
     std::printf("%-18s %5d %12.1f %12.1f %12.1f %8.3f %12.1f %8.3f\n",
-                c.name.c_str(), graph->num_nodes(), plan->lower_bound_us,
-                estimate, streams, streams / estimate, graphs,
-                graphs / estimate);
+                c.name.c_str(), graph->num_nodes(), timed->plan->lower_bound_us,
+                estimate, timed->streams_us, timed->streams_us / estimate,
+                timed->graphs_us, timed->graphs_us / estimate);
     std::fflush(stdout);
 
     if (c.suite != scheduler::Suite::kSynthetic) continue;
-    auto zero = std::make_shared<const scheduler::Graph>(ZeroCost(*graph));
-    absl::StatusOr<scheduler::Plan> zero_plan = PlanGraph(*zero, defaults);
-    if (!zero_plan.ok()) continue;
-    auto zplan = std::make_shared<const scheduler::Plan>(*std::move(zero_plan));
-    auto zgraph = zplan->graph != nullptr ? zplan->graph : zero;
-    const double zs =
-        MedianJob(*executor, zgraph, zplan, LaunchMode::kStreams, flags.runs);
-    const double zg = MedianJob(*executor, zgraph, zplan,
-                                LaunchMode::kDeviceGraphs, flags.runs);
-    if (zs < 0 || zg < 0) return 1;
-    overheads.push_back({c.name, zgraph->num_nodes(), zs, zg});
+    absl::StatusOr<Timed> zero = PlanAndRun(
+        *executor, std::make_shared<const scheduler::Graph>(ZeroCost(*graph)),
+        defaults, flags.runs);
+    if (!zero.ok()) {
+      if (zero.status().code() == absl::StatusCode::kInternal) return 1;
+      continue;
+    }
+    overheads.push_back(
+        {c.name, zero->nodes, zero->streams_us, zero->graphs_us});
   }
   streams_ratio.Print("\nmeasured / estimate, streams");
   graphs_ratio.Print("measured / estimate, device graphs");

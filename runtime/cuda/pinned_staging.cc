@@ -93,14 +93,4 @@ absl::StatusOr<bool> PinnedStaging::Download(void* dst, const void* src,
   return true;
 }
 
-int PinnedStaging::allocated() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(all_.size());
-}
-
-int PinnedStaging::free_chunks() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<int>(free_.size());
-}
-
 }  // namespace weft::runtime::cuda

@@ -44,11 +44,6 @@ class PinnedStaging {
   absl::StatusOr<bool> Download(void* dst, const void* src, uint64_t bytes,
                                 cudaStream_t stream) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Chunks allocated so far (free or in use).
-  int allocated() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Chunks free now.
-  int free_chunks() const ABSL_LOCKS_EXCLUDED(mu_);
-
  private:
   char* Acquire() ABSL_LOCKS_EXCLUDED(mu_);
   void Release(char* chunk) ABSL_LOCKS_EXCLUDED(mu_);
