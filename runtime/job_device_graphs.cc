@@ -1,10 +1,12 @@
 // Job's device-graph path (job.h, job_graph.h): the whole job issued as
 // device graphs where it fits.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/job.h"
 #include "scheduler/status_macros.h"
@@ -43,6 +45,28 @@ absl::Status Job::IssueDeviceGraphs() {
     events.push_back(event);
   }
   AssignJobGraphEvents(*graphs_, events);
+  // Uploads in plan order of first use, each with an event of its device
+  // that the graph's wait node for it waits on.
+  struct PendingUpload {
+    int order;
+    int graph;
+    const JobGraphUpload* upload;
+    EventHandle event;
+  };
+  std::vector<PendingUpload> uploads;
+  for (int g = 0; g < static_cast<int>(graphs_->graphs.size()); ++g) {
+    JobDeviceGraph& job_graph = graphs_->graphs[g];
+    for (const JobGraphUpload& upload : job_graph.uploads) {
+      WEFT_ASSIGN_OR_RETURN(EventHandle event,
+                            events_.Acquire(job_graph.graph.device));
+      job_graph.graph.nodes[upload.wait_node].event = event;
+      uploads.push_back({upload.order, g, &upload, event});
+    }
+  }
+  std::sort(uploads.begin(), uploads.end(),
+            [](const PendingUpload& a, const PendingUpload& b) {
+              return a.order < b.order;
+            });
   // Every graph is built before the first is launched: a graph the backend
   // cannot build sends the whole job node by node, with nothing enqueued.
   for (const JobDeviceGraph& job_graph : graphs_->graphs) {
@@ -52,31 +76,40 @@ absl::Status Job::IssueDeviceGraphs() {
     }
   }
   next_ = plan_->nodes.size();  // nothing is issued node by node
-  std::vector<StreamHandle> device_stream(num_devices_);
+  // One upload stream per device, as the plan's model has it.
+  std::vector<StreamHandle> upload_stream(num_devices_);
+  for (const PendingUpload& pending : uploads) {
+    const int device = graphs_->graphs[pending.graph].graph.device;
+    StreamHandle& stream = upload_stream[device];
+    if (stream.value == 0) {
+      WEFT_ASSIGN_OR_RETURN(stream, streams_.Acquire(device));
+      WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+    }
+    const BufferId b = pending.upload->buffer;
+    const BufferSpec& spec = graph_->buffer(b);
+    WEFT_ASSIGN_OR_RETURN(const BufferCoherence::Staged staged,
+                          buffers_->Stage(b));
+    const std::string name = absl::StrCat(spec.name, " upload");
+    TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, device,
+                      name};
+    upload.bytes = spec.size_bytes;
+    const int span = tracer_->Begin(upload, stream, device);
+    WEFT_RETURN_IF_ERROR(
+        backend->CopyHostToDevicePadded(buffers_->ptr(b, device), staged.data,
+                                        staged.bytes, spec.size_bytes, stream));
+    tracer_->End(span, stream, device);
+    WEFT_RETURN_IF_ERROR(backend->RecordEvent(pending.event, stream));
+  }
+  // Each graph on a stream of its own: it waits for earlier graphs through
+  // its event nodes, only where its nodes need them.
+  std::vector<StreamHandle> last_stream(num_devices_);  // by device
   for (int g = 0; g < static_cast<int>(graphs_->graphs.size()); ++g) {
     const JobDeviceGraph& job_graph = graphs_->graphs[g];
     const int device = job_graph.graph.device;
-    if (device_stream[device].value == 0) {
-      WEFT_ASSIGN_OR_RETURN(
-          device_stream[device],
-          streams_.For(plan_->nodes[job_graph.plan_indices.front()].stream));
-    }
-    const StreamHandle stream = device_stream[device];
+    WEFT_ASSIGN_OR_RETURN(const StreamHandle stream, streams_.Acquire(device));
+    last_stream[device] = stream;
     WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
-    for (BufferId b : job_graph.uploads) {
-      const BufferSpec& spec = graph_->buffer(b);
-      WEFT_ASSIGN_OR_RETURN(const BufferCoherence::Staged staged,
-                            buffers_->Stage(b));
-      const std::string name = absl::StrCat(spec.name, " upload");
-      TracedWork upload{SpanKind::kCopy, TraceTrackKind::kHostToDevice, device,
-                        name};
-      upload.bytes = spec.size_bytes;
-      const int span = tracer_->Begin(upload, stream, device);
-      WEFT_RETURN_IF_ERROR(backend->CopyHostToDevicePadded(
-          buffers_->ptr(b, device), staged.data, staged.bytes, spec.size_bytes,
-          stream));
-      tracer_->End(span, stream, device);
-    }
+    tracer_->Dirty(stream);
     const std::string name = absl::StrCat(
         "device graph ", g, " (", job_graph.plan_indices.size(), " nodes)");
     const int span =
@@ -102,11 +135,27 @@ absl::Status Job::IssueDeviceGraphs() {
     }
   }
   // Where the outputs are: DownloadOutputs reads each from the stream that
-  // holds its latest version.
+  // holds its latest version, here a stream per writing logical stream that
+  // waits for that stream's work in the graphs (recorded there), so outputs
+  // download while the graphs go on, as on streams.
+  // Other buffers: on their device's last graph's stream.
   for (BufferId b = 0; b < graph_->num_buffers(); ++b) {
     const int latest = graphs_->latest[b];
-    if (latest < 0) continue;
-    buffers_->SetLatest(b, latest, device_stream[latest]);
+    if (latest >= 0) buffers_->SetLatest(b, latest, last_stream[latest]);
+  }
+  absl::flat_hash_map<int, StreamHandle> download_stream;  // by event
+  for (const JobGraphDownload& download : graphs_->downloads) {
+    const int device = graphs_->latest[download.buffer];
+    auto [it, added] =
+        download_stream.try_emplace(download.event, StreamHandle{});
+    if (added) {
+      WEFT_ASSIGN_OR_RETURN(it->second, streams_.Acquire(device));
+      WEFT_RETURN_IF_ERROR(streams_.Enter(it->second));
+      WEFT_RETURN_IF_ERROR(
+          backend->StreamWaitEvent(it->second, events[download.event]));
+      tracer_->Dirty(it->second);
+    }
+    buffers_->SetLatest(download.buffer, device, it->second);
   }
   return absl::OkStatus();
 }

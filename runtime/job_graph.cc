@@ -18,12 +18,15 @@ using scheduler::PlannedNode;
 namespace {
 
 // A node of one graph (an index into JobGraphs::graphs); graph -1: none.
-// Index kStart stands for the start of the graph: what was enqueued on its
-// stream before it (an upload) is done there.
-constexpr int kStart = -1;
 struct Ref {
   int graph = -1;
-  int index = kStart;
+  int index = -1;
+  friend bool operator==(Ref a, Ref b) {
+    return a.graph == b.graph && a.index == b.index;
+  }
+  friend bool operator<(Ref a, Ref b) {
+    return a.graph != b.graph ? a.graph < b.graph : a.index < b.index;
+  }
 };
 
 class Builder {
@@ -37,9 +40,14 @@ class Builder {
   // The graph of (device, segment), created on first use.
   int GraphOf(int device, int segment);
   // Appends to `deps` (nodes of graph `g`) what a node of `g` waits for
-  // so that it runs after `src`. Nothing when `src` is in an earlier graph
-  // of the same device: the stream's order covers that.
+  // so that it runs after `src`: `src` itself in `g`, else the wait for an
+  // event recorded after it in its (earlier) graph.
   void After(Ref src, int g, std::vector<int>& deps);
+  // The cross-device event recorded in src's graph once `src` is done
+  // (recorded once however many wait for it).
+  int RecordAfter(Ref src);
+  // The least segment of a node on `device` that runs after `src`.
+  int SegmentAfter(Ref src, int device) const;
   KernelLaunch LaunchFor(const scheduler::NodeSpec& node, int device) const;
 
   const JobGraphInputs& in_;
@@ -65,24 +73,10 @@ int Builder::GraphOf(int device, int segment) {
 void Builder::After(Ref src, int g, std::vector<int>& deps) {
   if (src.graph < 0) return;
   if (src.graph == g) {
-    if (src.index != kStart) deps.push_back(src.index);
+    deps.push_back(src.index);
     return;
   }
-  const int src_device = out_.graphs[src.graph].graph.device;
-  if (src_device == out_.graphs[g].graph.device) return;
-  const std::pair<int, int> key(src.graph, src.index);
-  auto rec = record_of_.find(key);
-  if (rec == record_of_.end()) {
-    const int event = static_cast<int>(out_.event_devices.size());
-    out_.event_devices.push_back(src_device);
-    JobDeviceGraph& from = out_.graphs[src.graph];
-    std::vector<int> after;
-    if (src.index != kStart) after.push_back(src.index);
-    const int node = from.graph.AddEventRecord(EventHandle{}, std::move(after));
-    from.event_nodes.emplace_back(node, event);
-    rec = record_of_.emplace(key, event).first;
-  }
-  const int event = rec->second;
+  const int event = RecordAfter(src);
   auto wait = wait_of_.find({g, event});
   if (wait == wait_of_.end()) {
     JobDeviceGraph& to = out_.graphs[g];
@@ -91,6 +85,31 @@ void Builder::After(Ref src, int g, std::vector<int>& deps) {
     wait = wait_of_.emplace(std::make_pair(g, event), node).first;
   }
   deps.push_back(wait->second);
+}
+
+int Builder::RecordAfter(Ref src) {
+  const std::pair<int, int> key(src.graph, src.index);
+  auto rec = record_of_.find(key);
+  if (rec == record_of_.end()) {
+    const int event = static_cast<int>(out_.event_devices.size());
+    JobDeviceGraph& from = out_.graphs[src.graph];
+    out_.event_devices.push_back(from.graph.device);
+    const int node = from.graph.AddEventRecord(EventHandle{}, {src.index});
+    from.event_nodes.emplace_back(node, event);
+    rec = record_of_.emplace(key, event).first;
+  }
+  return rec->second;
+}
+
+int Builder::SegmentAfter(Ref src, int device) const {
+  if (src.graph < 0) return 0;
+  const JobDeviceGraph& from = out_.graphs[src.graph];
+  return from.segment + (from.graph.device != device ? 1 : 0);
+}
+
+void SortUnique(std::vector<int>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
 KernelLaunch Builder::LaunchFor(const scheduler::NodeSpec& node,
@@ -125,69 +144,126 @@ absl::StatusOr<JobGraphs> Builder::Build() {
                                          std::vector<Ref>(num_devices));
   // Some node has written the buffer (BufferCoherence's `written`).
   std::vector<bool> written(num_buffers, false);
+  int uploads = 0;
+  // Outputs download after the work of their last writer's plan stream:
+  // the event is recorded right after that stream's last node, while it is
+  // still the last node of its lane (so the record adds no wait).
+  std::vector<int> writer_stream(num_buffers, -1);
+  std::vector<int> last_index(plan_.streams.size(), -1);
+  for (int i = 0; i < n; ++i) {
+    const PlannedNode& pn = plan_.nodes[i];
+    last_index[pn.stream] = i;
+    if (pn.peer_stream >= 0) last_index[pn.peer_stream] = i;
+    for (const BufferUse& use : graph_.Uses(pn.node)) {
+      if (scheduler::Writes(use.access)) writer_stream[use.buffer] = pn.stream;
+    }
+  }
+  std::vector<int> download_event(plan_.streams.size(), -1);
+  for (BufferId b = 0; b < num_buffers; ++b) {
+    if (graph_.buffer(b).output && writer_stream[b] >= 0) {
+      download_event[writer_stream[b]] = 0;  // needed; set below
+    }
+  }
   std::vector<Ref> ref(n);
   std::vector<int> position(graph_.num_nodes(), -1);
-  std::vector<int> last_on_stream(plan_.streams.size(), -1);
+  // The last graph node on each logical stream: a plan node or an eager
+  // copy.
+  std::vector<Ref> stream_tail(plan_.streams.size());
   std::vector<int> signaller(std::max(plan_.num_events, 0), -1);
-  std::vector<int> preds;
+  // An eager copy (Plan::copies), as the stream path issues it just before
+  // its reader: on its COPY stream after that stream's earlier work, once
+  // the buffer's latest version is complete; nothing if the buffer is
+  // current there already. It goes into its reader's graph `g`, so graphs
+  // issue copies in the plan's order, as streams do.
+  auto copies = [&](const scheduler::PlannedCopy& copy) {
+    const int s = out_.latest[copy.buffer];
+    return s >= 0 && !current[copy.buffer][copy.device];
+  };
+  auto eager_copy = [&](const scheduler::PlannedCopy& copy, int g) {
+    const BufferId b = copy.buffer;
+    const int d = copy.device;
+    const int s = out_.latest[b];
+    const Ref tail = stream_tail[copy.stream];
+    const Ref src = producer[b][s];
+    std::vector<int> deps;
+    After(tail, g, deps);
+    After(src, g, deps);
+    SortUnique(deps);
+    producer[b][d] = Ref{g, out_.graphs[g].graph.AddDeviceCopy(
+                                in_.buffer(b, d), in_.buffer(b, s),
+                                graph_.buffer(b).size_bytes, std::move(deps))};
+    current[b][d] = true;
+    stream_tail[copy.stream] = producer[b][d];
+  };
+  std::vector<Ref> preds;
+  auto add_pred = [&preds](Ref r) {
+    if (r.graph >= 0) preds.push_back(r);
+  };
   std::vector<BufferUse> uses;
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan_.nodes[i];
     const scheduler::NodeSpec& node = graph_.node(pn.node);
     const int d = pn.device;
     position[pn.node] = i;
-    // Predecessors (plan indices): as the stream path orders the node.
+    // Predecessors: as the stream path orders the node.
     preds.clear();
-    if (last_on_stream[pn.stream] >= 0) {
-      preds.push_back(last_on_stream[pn.stream]);
-    }
+    add_pred(stream_tail[pn.stream]);
     // A node holding a peer stream too starts after both streams' earlier
     // work, and both streams' later work follows it.
     const bool peer = pn.peer_stream >= 0 && pn.peer_stream != pn.stream;
-    if (peer && last_on_stream[pn.peer_stream] >= 0) {
-      preds.push_back(last_on_stream[pn.peer_stream]);
-    }
+    if (peer) add_pred(stream_tail[pn.peer_stream]);
     for (int e : plan_.Waits(i)) {
-      if (signaller[e] >= 0) preds.push_back(signaller[e]);
+      if (signaller[e] >= 0) add_pred(ref[signaller[e]]);
     }
-    for (scheduler::NodeId dep : plan_.Deps(i)) {
-      preds.push_back(position[dep]);
-    }
+    for (scheduler::NodeId dep : plan_.Deps(i)) add_pred(ref[position[dep]]);
     std::sort(preds.begin(), preds.end());
     preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-    last_on_stream[pn.stream] = i;
-    if (peer) last_on_stream[pn.peer_stream] = i;
     if (pn.signal_event >= 0) signaller[pn.signal_event] = i;
     uses.clear();
     if (!node.args.empty()) uses = graph_.BufferUses(pn.node);
     // The segment: after every graph node this one will wait for (its
     // predecessors and the copies it reads), one more across devices.
     int segment = 0;
-    auto at_least_after = [&](Ref src) {
-      if (src.graph < 0) return;
-      const JobDeviceGraph& from = out_.graphs[src.graph];
-      segment =
-          std::max(segment, from.segment + (from.graph.device != d ? 1 : 0));
-    };
-    for (int q : preds) at_least_after(ref[q]);
+    for (Ref q : preds) segment = std::max(segment, SegmentAfter(q, d));
     for (const BufferUse& use : uses) {
       const int latest = out_.latest[use.buffer];
       if (latest < 0) continue;
-      at_least_after(current[use.buffer][d] ? producer[use.buffer][d]
-                                            : producer[use.buffer][latest]);
+      segment =
+          std::max(segment, SegmentAfter(current[use.buffer][d]
+                                             ? producer[use.buffer][d]
+                                             : producer[use.buffer][latest],
+                                         d));
+    }
+    const absl::Span<const scheduler::PlannedCopy> eager =
+        plan_.CopiesBefore(i);
+    for (const scheduler::PlannedCopy& copy : eager) {
+      if (copy.device != d || !copies(copy)) continue;
+      segment = std::max(segment,
+                         SegmentAfter(stream_tail[copy.stream], copy.device));
     }
     const int g = GraphOf(d, segment);
+    for (const scheduler::PlannedCopy& copy : eager) {
+      if (copy.device == d && copies(copy)) eager_copy(copy, g);
+    }
     out_.graphs[g].plan_indices.push_back(i);
     std::vector<int> deps;
-    for (int q : preds) After(ref[q], g, deps);
+    for (Ref q : preds) After(q, g, deps);
     for (const BufferUse& use : uses) {
       const BufferId b = use.buffer;
       const BufferSpec& spec = graph_.buffer(b);
       const bool first = out_.latest[b] < 0;
       if (first && spec.init == BufferSpec::Init::kData) {
-        // Uploaded before graph g, on its stream: ready where g starts.
-        out_.graphs[g].uploads.push_back(b);
-        producer[b][d] = Ref{g, kStart};
+        // Uploaded on the device's upload stream before graph g is
+        // launched; its users wait for the upload's event, first here on
+        // this node's lane after its predecessors, as on its stream.
+        std::vector<int> wait_deps = deps;
+        std::sort(wait_deps.begin(), wait_deps.end());
+        wait_deps.erase(std::unique(wait_deps.begin(), wait_deps.end()),
+                        wait_deps.end());
+        const int wait = out_.graphs[g].graph.AddEventWait(
+            EventHandle{}, std::move(wait_deps));
+        out_.graphs[g].uploads.push_back({b, wait, uploads++});
+        producer[b][d] = Ref{g, wait};
         out_.latest[b] = d;
         current[b][d] = true;
       } else if (spec.init != BufferSpec::Init::kData && !written[b] &&
@@ -231,6 +307,13 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
     ref[i] = Ref{
         g, out_.graphs[g].graph.AddKernel(LaunchFor(node, d), std::move(deps))};
+    stream_tail[pn.stream] = ref[i];
+    if (peer) stream_tail[pn.peer_stream] = ref[i];
+    for (const int s : {pn.stream, peer ? pn.peer_stream : -1}) {
+      if (s >= 0 && last_index[s] == i && download_event[s] == 0) {
+        download_event[s] = RecordAfter(ref[i]) + 1;
+      }
+    }
     for (const BufferUse& use : uses) {
       if (!scheduler::Writes(use.access)) continue;
       const BufferId b = use.buffer;
@@ -239,6 +322,19 @@ absl::StatusOr<JobGraphs> Builder::Build() {
       std::fill(current[b].begin(), current[b].end(), false);
       current[b][d] = true;
       producer[b][d] = ref[i];
+    }
+  }
+
+  // Outputs: each after its last writer's stream has done its work here.
+  // Outputs only uploaded or filled: once that is done.
+  for (BufferId b = 0; b < num_buffers; ++b) {
+    if (!graph_.buffer(b).output || out_.latest[b] < 0) continue;
+    if (written[b]) {
+      const int s = writer_stream[b];
+      out_.downloads.push_back({b, s, download_event[s] - 1});
+    } else {
+      out_.downloads.push_back(
+          {b, -1, RecordAfter(producer[b][out_.latest[b]])});
     }
   }
 

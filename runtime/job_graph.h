@@ -9,11 +9,17 @@
 // version right before the first node that needs it there, and zero- and
 // fill-initialized buffers are filled by a kernel, after that node's
 // predecessors, on each device that uses them before anything writes
-// them. Buffers with initial data are uploaded before the graph of the
-// device that first uses them (host memory stays out of graphs: CUDA graphs
-// cannot copy pageable memory). Edges come from the plan's dependencies
-// plus the coherence copies; an edge between devices becomes an event
-// record in the producer's graph and a wait in the consumer's.
+// them. Buffers with initial data are uploaded by the executor on an
+// upload stream of the device that first uses them (host memory stays out
+// of graphs: CUDA graphs cannot copy pageable memory), each followed by an
+// event that an event-wait node waits for right before its first user in
+// the graph, so a graph starts without waiting for its uploads and each
+// node waits only for its own, as on streams. Edges come from the plan's
+// dependencies plus the coherence copies; an edge between devices becomes
+// an event record in the producer's graph and a wait in the consumer's.
+// An output written by a graph node is downloaded after the work of the
+// logical stream that last wrote it, as on streams: an event recorded in
+// the graph after that stream's last node, not the graph's end.
 //
 // Edges: a node follows the node before it on its logical stream (and on
 // its peer stream, which then continues after it), the
@@ -23,9 +29,10 @@
 // largest of its same-device predecessors' segments and its other-device
 // predecessors' segments plus one. One graph per (device, segment);
 // graphs are launched by segment, so every event recording is enqueued
-// before the waits on it, and all graphs of a device go onto one stream,
-// whose order serializes its segments. A job whose devices do not take
-// turns has one graph per device.
+// before the waits on it. Each graph goes onto a stream of its own and
+// waits for earlier graphs of its device through events too, only where
+// its nodes need them, so segments overlap as the plan's streams do. A job
+// whose devices do not take turns has one graph per device.
 //
 // A plan fits when every node is a device node whose op the backend can
 // put in a graph; otherwise BuildJobGraphs answers UNIMPLEMENTED with the
@@ -49,11 +56,33 @@
 
 namespace weft::runtime {
 
+// A buffer's initial data uploaded to a graph's device before the graph
+// is launched.
+struct JobGraphUpload {
+  scheduler::BufferId buffer = -1;
+  // The graph's event-wait node its users there wait for; the upload's
+  // event goes into it (DeviceGraphNode::event).
+  int wait_node = -1;
+  // Its place among every upload of the job: plan order of first use.
+  int order = 0;
+};
+
+// An output downloaded once the logical stream that last wrote it has
+// done its work in the graphs (one never written: once it is uploaded or
+// filled).
+struct JobGraphDownload {
+  scheduler::BufferId buffer = -1;
+  int logical_stream = -1;  // the plan stream that last wrote it, or -1
+  // Recorded after that stream's last node (or the upload's wait, or the
+  // fill); an index into JobGraphs::event_devices.
+  int event = -1;
+};
+
 struct JobDeviceGraph {
   DeviceGraph graph;  // graph.device is the device
   int segment = 0;
-  // Buffers whose initial data is uploaded to the device before the graph.
-  std::vector<scheduler::BufferId> uploads;
+  // Buffers whose initial data is uploaded to the device for this graph.
+  std::vector<JobGraphUpload> uploads;
   // Plan indices of the nodes in this graph, in plan order; the first one's
   // logical stream carries the launch.
   std::vector<int> plan_indices;
@@ -70,6 +99,8 @@ struct JobGraphs {
   // By buffer: the device holding its latest version once all graphs have
   // run, or -1 when no node used it.
   std::vector<int> latest;
+  // Outputs some graph node uses, by buffer.
+  std::vector<JobGraphDownload> downloads;
 };
 
 struct JobGraphInputs {

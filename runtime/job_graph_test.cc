@@ -101,23 +101,45 @@ TEST(JobGraphTest, DevicesTakingTurnsGetOneGraphPerTurn) {
   EXPECT_EQ(first.graph.nodes[0].launch.op, "fill");
   EXPECT_THAT(first.graph.nodes[1].deps, ElementsAre(0));
   EXPECT_THAT(first.graph.nodes[2].deps, ElementsAre(1));
-  // Wait, copy x over, axpy (y uploaded before the graph), record.
-  EXPECT_THAT(Kinds(second.graph), ElementsAre(K::kEventWait, K::kCopy,
-                                               K::kKernel, K::kEventRecord));
+  // Wait, copy x over, wait for y's upload (on axpy's lane, after its
+  // predecessors), axpy, record.
+  EXPECT_THAT(Kinds(second.graph),
+              ElementsAre(K::kEventWait, K::kCopy, K::kEventWait, K::kKernel,
+                          K::kEventRecord));
   EXPECT_THAT(second.graph.nodes[1].deps, ElementsAre(0));
   EXPECT_EQ(second.graph.nodes[1].src.device, 0);
   EXPECT_EQ(second.graph.nodes[1].dst.device, 1);
   EXPECT_THAT(second.graph.nodes[2].deps, ElementsAre(0, 1));
-  EXPECT_THAT(second.uploads, ElementsAre(1));
-  // Wait, copy y back, sum's fill init, reduce_sum.
+  EXPECT_THAT(second.graph.nodes[3].deps, ElementsAre(0, 1, 2));
+  ASSERT_EQ(second.uploads.size(), 1u);
+  EXPECT_EQ(second.uploads[0].buffer, 1);
+  EXPECT_EQ(second.uploads[0].wait_node, 2);
+  EXPECT_EQ(second.uploads[0].order, 0);
+  // Waits for fill on device 0 (the first graph runs on a stream of its
+  // own) and for axpy, copy y back, sum's fill init, reduce_sum, and the
+  // record that sum's download waits for.
   EXPECT_THAT(Kinds(third.graph),
-              ElementsAre(K::kEventWait, K::kCopy, K::kKernel, K::kKernel));
-  EXPECT_THAT(third.graph.nodes[3].deps, ElementsAre(0, 1, 2));
-  EXPECT_THAT(graphs->event_devices, ElementsAre(0, 1));
+              ElementsAre(K::kEventWait, K::kEventWait, K::kCopy, K::kKernel,
+                          K::kKernel, K::kEventRecord));
+  EXPECT_THAT(third.graph.nodes[4].deps, ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(third.graph.nodes[5].deps, ElementsAre(4));
+  EXPECT_THAT(graphs->event_devices, ElementsAre(0, 1, 0));
   EXPECT_THAT(graphs->latest, ElementsAre(0, 1, 0));
+  // y downloads after axpy's stream (the record device 0 waits for too),
+  // sum after reduce's.
+  ASSERT_EQ(graphs->downloads.size(), 2u);
+  EXPECT_EQ(graphs->downloads[0].buffer, 1);
+  EXPECT_EQ(graphs->downloads[0].logical_stream, 1);
+  EXPECT_EQ(graphs->downloads[0].event, 1);
+  EXPECT_EQ(graphs->downloads[1].buffer, 2);
+  EXPECT_EQ(graphs->downloads[1].logical_stream, 0);
+  EXPECT_EQ(graphs->downloads[1].event, 2);
   // Valid once the events are in.
   EXPECT_FALSE(ValidateDeviceGraph(first.graph).ok());
-  AssignJobGraphEvents(*graphs, {EventHandle{1}, EventHandle{2}});
+  AssignJobGraphEvents(*graphs,
+                       {EventHandle{1}, EventHandle{2}, EventHandle{3}});
+  EXPECT_FALSE(ValidateDeviceGraph(graphs->graphs[1].graph).ok());
+  graphs->graphs[1].graph.nodes[2].event = EventHandle{4};
   for (const JobDeviceGraph& g : graphs->graphs) {
     const absl::Status s = ValidateDeviceGraph(g.graph);
     EXPECT_TRUE(s.ok()) << s;
@@ -142,11 +164,16 @@ TEST(JobGraphTest, ParametersLeaveSignaturesAlone) {
 TEST(JobGraphTest, EventsAreAssignedToTheirNodes) {
   absl::StatusOr<JobGraphs> graphs = Build(VectorPipeline(2));
   ASSERT_TRUE(graphs.ok());
-  AssignJobGraphEvents(*graphs, {EventHandle{41}, EventHandle{42}});
+  AssignJobGraphEvents(*graphs,
+                       {EventHandle{41}, EventHandle{42}, EventHandle{43}});
   EXPECT_EQ(graphs->graphs[0].graph.nodes[2].event.value, 41u);
   EXPECT_EQ(graphs->graphs[1].graph.nodes[0].event.value, 41u);
-  EXPECT_EQ(graphs->graphs[1].graph.nodes[3].event.value, 42u);
-  EXPECT_EQ(graphs->graphs[2].graph.nodes[0].event.value, 42u);
+  EXPECT_EQ(graphs->graphs[1].graph.nodes[4].event.value, 42u);
+  EXPECT_EQ(graphs->graphs[2].graph.nodes[0].event.value, 41u);
+  EXPECT_EQ(graphs->graphs[2].graph.nodes[1].event.value, 42u);
+  EXPECT_EQ(graphs->graphs[2].graph.nodes[5].event.value, 43u);
+  // The upload's wait is the executor's to fill.
+  EXPECT_EQ(graphs->graphs[1].graph.nodes[2].event.value, 0u);
 }
 
 TEST(JobGraphTest, BranchesOnOneDeviceShareAGraph) {
