@@ -22,8 +22,8 @@ absl::StatusOr<EventHandle> EventPool::Acquire() {
   {
     absl::MutexLock lock(&mu_);
     if (!free_.empty()) {
-      const uint64_t handle = free_.front();
-      free_.pop_front();
+      const uint64_t handle = free_.back();
+      free_.pop_back();
       ++in_use_;
       return EventHandle{handle};
     }

@@ -2,10 +2,15 @@
 //
 // Creating events is cheap on the simulator but not on a GPU, and a busy
 // daemon needs thousands per second, so events are recycled: Acquire hands
-// out the event that has been free the longest (creating one only when none
-// is free) and Release puts it back. Re-using an event is safe once the
-// waits issued on it have been enqueued: a wait captures the event's last
-// recording when it is enqueued, and a new recording replaces it.
+// out the event released last (creating one only when none is free) and
+// Release puts it back. Last in, first out: a job that releases its events
+// in the reverse of the order it took them (JobEvents::ReleaseAll) hands
+// the next job of its shape the same events in the same order, so that a
+// device graph holding them relaunches unchanged (a CUDA graph whose event
+// nodes changed must be captured and updated again). Re-using an event is
+// safe once the waits issued on it have been enqueued: a wait captures the
+// event's last recording when it is enqueued, and a new recording replaces
+// it.
 //
 // Thread-safe. Calls into the backend are made without holding the lock.
 #ifndef WEFT_RUNTIME_EVENT_POOL_H_

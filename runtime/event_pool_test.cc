@@ -19,7 +19,7 @@ std::unique_ptr<SimBackend> MakeBackend() {
   return SimBackend::Create(options).value();
 }
 
-TEST(EventPoolTest, RecyclesFirstInFirstOut) {
+TEST(EventPoolTest, RecyclesLastInFirstOut) {
   auto backend = MakeBackend();
   EventPool pool(backend.get(), 0);
   EventHandle a = pool.Acquire().value();
@@ -30,8 +30,8 @@ TEST(EventPoolTest, RecyclesFirstInFirstOut) {
   pool.Release(a);
   EXPECT_EQ(pool.in_use(), 0);
   EXPECT_EQ(pool.total(), 2);
-  EXPECT_EQ(pool.Acquire().value(), b);
   EXPECT_EQ(pool.Acquire().value(), a);
+  EXPECT_EQ(pool.Acquire().value(), b);
   EXPECT_EQ(backend->event_count(), 2);
 }
 

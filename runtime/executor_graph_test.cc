@@ -395,6 +395,54 @@ class UploadCounter : public ForwardingBackend {
   std::atomic<uint64_t> host_bytes{0};
 };
 
+// Records the parameters (addresses, scalars, events) of every graph it
+// launches.
+class GraphLaunchRecorder : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status LaunchDeviceGraph(const DeviceGraph& graph,
+                                 StreamHandle stream) override {
+    {
+      absl::MutexLock lock(&mu);
+      parameters.push_back(DeviceGraphParameters(graph));
+    }
+    return ForwardingBackend::LaunchDeviceGraph(graph, stream);
+  }
+  absl::Mutex mu;
+  std::vector<std::string> parameters ABSL_GUARDED_BY(mu);
+};
+
+// The same job run again, one after the other, launches its graphs with
+// the same parameters: the pools hand it the same memory and the same
+// events (in the same order), so a CUDA graph relaunches without being
+// captured and updated again.
+TEST_F(ExecutorGraphTest, AJobRunAgainRelaunchesItsGraphsUnchanged) {
+  GraphLaunchRecorder recorder(backend_.get());
+  Executor::Options exec;
+  exec.backend = &recorder;
+  std::unique_ptr<Executor> executor = Executor::Create(exec).value();
+  // Events left free by another job first, so that the pool holds more
+  // than the pipeline needs.
+  for (int run = 0; run < 3; ++run) {
+    Outcome outcome;
+    const TestJob job = run == 0 ? Mixed() : VectorPipeline(2);
+    ASSERT_TRUE(executor
+                    ->Start(job.graph(), job.plan(), outcome.Callbacks(),
+                            JobOptions{LaunchMode::kDeviceGraphs})
+                    .ok());
+    ASSERT_TRUE(outcome.Wait());
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  }
+  absl::MutexLock lock(&recorder.mu);
+  const std::vector<std::string>& p = recorder.parameters;
+  ASSERT_GE(p.size(), 6u);
+  const size_t n = p.size();
+  // The pipeline's three graphs, run twice.
+  for (size_t g = 0; g < 3; ++g) {
+    EXPECT_EQ(p[n - 6 + g], p[n - 3 + g]) << "graph " << g;
+  }
+}
+
 // Initial data shorter than its buffer: in either launch mode the upload
 // reads the data alone from the host and leaves the zeros to the device.
 TEST_F(ExecutorGraphTest, UploadsReadOnlyTheInitialData) {

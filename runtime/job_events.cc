@@ -29,7 +29,11 @@ absl::StatusOr<EventHandle> JobEvents::ForSignal(int event, int device) {
 }
 
 void JobEvents::ReleaseAll() {
-  for (const auto& [event, device] : held_) pools_[device]->Release(event);
+  // In reverse: the pools hand them out last in, first out, so the next
+  // job of this shape takes the same events in the same order.
+  for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
+    pools_[it->second]->Release(it->first);
+  }
   held_.clear();
 }
 

@@ -75,5 +75,32 @@ TEST_F(JobEventsTest, ReleaseAllGivesEveryEventBackToItsPool) {
   EXPECT_EQ(pools_[1]->total(), 2);  // kept for reuse
 }
 
+// The next job of the same shape takes the same events in the same order,
+// with more events free in the pools than it needs.
+TEST_F(JobEventsTest, TheNextJobOfTheSameShapeGetsTheSameEvents) {
+  {
+    JobEvents spare(pools_, 0);
+    for (int i = 0; i < 5; ++i) ASSERT_OK(spare.Acquire(0));
+    spare.ReleaseAll();
+  }
+  std::vector<EventHandle> first;
+  for (int run = 0; run < 3; ++run) {
+    JobEvents events(pools_, 0);
+    std::vector<EventHandle> taken;
+    for (int device : {0, 1, 0, 0}) {
+      absl::StatusOr<EventHandle> event = events.Acquire(device);
+      ASSERT_OK(event);
+      taken.push_back(*event);
+    }
+    if (run == 0) {
+      first = taken;
+    } else {
+      EXPECT_EQ(taken, first) << "run " << run;
+    }
+    events.ReleaseAll();
+  }
+  EXPECT_EQ(pools_[0]->total(), 5);
+}
+
 }  // namespace
 }  // namespace weft::runtime
