@@ -158,12 +158,13 @@ absl::StatusOr<JobGraphs> Builder::Build() {
       if (scheduler::Writes(use.access)) writer_stream[use.buffer] = pn.stream;
     }
   }
-  std::vector<int> download_event(plan_.streams.size(), -1);
+  std::vector<bool> feeds_download(plan_.streams.size(), false);
   for (BufferId b = 0; b < num_buffers; ++b) {
     if (graph_.buffer(b).output && writer_stream[b] >= 0) {
-      download_event[writer_stream[b]] = 0;  // needed; set below
+      feeds_download[writer_stream[b]] = true;
     }
   }
+  std::vector<int> download_event(plan_.streams.size(), -1);
   std::vector<Ref> ref(n);
   std::vector<int> position(graph_.num_nodes(), -1);
   // The last graph node on each logical stream: a plan node or an eager
@@ -175,9 +176,8 @@ absl::StatusOr<JobGraphs> Builder::Build() {
   // the buffer's latest version is complete; nothing if the buffer is
   // current there already. It goes into its reader's graph `g`, so graphs
   // issue copies in the plan's order, as streams do.
-  auto copies = [&](const scheduler::PlannedCopy& copy) {
-    const int s = out_.latest[copy.buffer];
-    return s >= 0 && !current[copy.buffer][copy.device];
+  auto needs_copy = [&](const scheduler::PlannedCopy& copy) {
+    return out_.latest[copy.buffer] >= 0 && !current[copy.buffer][copy.device];
   };
   auto eager_copy = [&](const scheduler::PlannedCopy& copy, int g) {
     const BufferId b = copy.buffer;
@@ -237,13 +237,13 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     const absl::Span<const scheduler::PlannedCopy> eager =
         plan_.CopiesBefore(i);
     for (const scheduler::PlannedCopy& copy : eager) {
-      if (copy.device != d || !copies(copy)) continue;
+      if (copy.device != d || !needs_copy(copy)) continue;
       segment = std::max(segment,
                          SegmentAfter(stream_tail[copy.stream], copy.device));
     }
     const int g = GraphOf(d, segment);
     for (const scheduler::PlannedCopy& copy : eager) {
-      if (copy.device == d && copies(copy)) eager_copy(copy, g);
+      if (copy.device == d && needs_copy(copy)) eager_copy(copy, g);
     }
     out_.graphs[g].plan_indices.push_back(i);
     std::vector<int> deps;
@@ -257,9 +257,7 @@ absl::StatusOr<JobGraphs> Builder::Build() {
         // launched; its users wait for the upload's event, first here on
         // this node's lane after its predecessors, as on its stream.
         std::vector<int> wait_deps = deps;
-        std::sort(wait_deps.begin(), wait_deps.end());
-        wait_deps.erase(std::unique(wait_deps.begin(), wait_deps.end()),
-                        wait_deps.end());
+        SortUnique(wait_deps);
         const int wait = out_.graphs[g].graph.AddEventWait(
             EventHandle{}, std::move(wait_deps));
         out_.graphs[g].uploads.push_back({b, wait, uploads++});
@@ -280,9 +278,7 @@ absl::StatusOr<JobGraphs> Builder::Build() {
                             scheduler::Access::kWrite},
             zero ? 0.0 : spec.fill};
         std::vector<int> fill_deps = deps;
-        std::sort(fill_deps.begin(), fill_deps.end());
-        fill_deps.erase(std::unique(fill_deps.begin(), fill_deps.end()),
-                        fill_deps.end());
+        SortUnique(fill_deps);
         producer[b][d] = Ref{g, out_.graphs[g].graph.AddKernel(
                                     std::move(fill), std::move(fill_deps))};
         if (first) out_.latest[b] = d;
@@ -293,9 +289,7 @@ absl::StatusOr<JobGraphs> Builder::Build() {
         const int s = out_.latest[b];
         std::vector<int> copy_deps = deps;
         After(producer[b][s], g, copy_deps);
-        std::sort(copy_deps.begin(), copy_deps.end());
-        copy_deps.erase(std::unique(copy_deps.begin(), copy_deps.end()),
-                        copy_deps.end());
+        SortUnique(copy_deps);
         producer[b][d] = Ref{g, out_.graphs[g].graph.AddDeviceCopy(
                                     in_.buffer(b, d), in_.buffer(b, s),
                                     spec.size_bytes, std::move(copy_deps))};
@@ -303,15 +297,14 @@ absl::StatusOr<JobGraphs> Builder::Build() {
       }
       After(producer[b][d], g, deps);
     }
-    std::sort(deps.begin(), deps.end());
-    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    SortUnique(deps);
     ref[i] = Ref{
         g, out_.graphs[g].graph.AddKernel(LaunchFor(node, d), std::move(deps))};
     stream_tail[pn.stream] = ref[i];
     if (peer) stream_tail[pn.peer_stream] = ref[i];
     for (const int s : {pn.stream, peer ? pn.peer_stream : -1}) {
-      if (s >= 0 && last_index[s] == i && download_event[s] == 0) {
-        download_event[s] = RecordAfter(ref[i]) + 1;
+      if (s >= 0 && last_index[s] == i && feeds_download[s]) {
+        download_event[s] = RecordAfter(ref[i]);
       }
     }
     for (const BufferUse& use : uses) {
@@ -331,7 +324,7 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     if (!graph_.buffer(b).output || out_.latest[b] < 0) continue;
     if (written[b]) {
       const int s = writer_stream[b];
-      out_.downloads.push_back({b, s, download_event[s] - 1});
+      out_.downloads.push_back({b, s, download_event[s]});
     } else {
       out_.downloads.push_back(
           {b, -1, RecordAfter(producer[b][out_.latest[b]])});
