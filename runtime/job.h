@@ -302,6 +302,19 @@ class Job {
   void IssueSome();
   // Issues the whole job as device graphs, or nothing when it does not fit.
   absl::Status IssueDeviceGraphs();
+  // Its steps: the uploads of graphs_ (their events already in the graphs'
+  // wait nodes, in plan order of first use) on one upload stream per
+  // device; each graph on a pooled stream of its own; and the streams the
+  // outputs are downloaded from (`events`: graphs_->event_devices' events).
+  struct GraphUpload {
+    scheduler::BufferId buffer = -1;
+    int device = 0;
+    EventHandle event;  // the one its graph's wait node waits on
+  };
+  absl::Status IssueGraphUploads(absl::Span<const GraphUpload> uploads);
+  absl::Status LaunchJobGraphs(std::vector<StreamHandle>& last_stream);
+  absl::Status PlaceGraphOutputs(absl::Span<const EventHandle> events,
+                                 absl::Span<const StreamHandle> last_stream);
   // Device graph `g` (of graphs_), launched on pooled `stream`, completed.
   void OnGraphDone(int g, StreamHandle stream, absl::Status status);
   absl::Status IssueNode(int index);

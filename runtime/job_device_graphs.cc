@@ -47,26 +47,20 @@ absl::Status Job::IssueDeviceGraphs() {
   AssignJobGraphEvents(*graphs_, events);
   // Uploads in plan order of first use, each with an event of its device
   // that the graph's wait node for it waits on.
-  struct PendingUpload {
-    int order;
-    int graph;
-    const JobGraphUpload* upload;
-    EventHandle event;
-  };
-  std::vector<PendingUpload> uploads;
-  for (int g = 0; g < static_cast<int>(graphs_->graphs.size()); ++g) {
-    JobDeviceGraph& job_graph = graphs_->graphs[g];
+  std::vector<std::pair<int, GraphUpload>> ordered;
+  for (JobDeviceGraph& job_graph : graphs_->graphs) {
+    const int device = job_graph.graph.device;
     for (const JobGraphUpload& upload : job_graph.uploads) {
-      WEFT_ASSIGN_OR_RETURN(EventHandle event,
-                            events_.Acquire(job_graph.graph.device));
+      WEFT_ASSIGN_OR_RETURN(EventHandle event, events_.Acquire(device));
       job_graph.graph.nodes[upload.wait_node].event = event;
-      uploads.push_back({upload.order, g, &upload, event});
+      ordered.push_back({upload.order, {upload.buffer, device, event}});
     }
   }
-  std::sort(uploads.begin(), uploads.end(),
-            [](const PendingUpload& a, const PendingUpload& b) {
-              return a.order < b.order;
-            });
+  std::sort(ordered.begin(), ordered.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<GraphUpload> uploads;
+  uploads.reserve(ordered.size());
+  for (const auto& [order, upload] : ordered) uploads.push_back(upload);
   // Every graph is built before the first is launched: a graph the backend
   // cannot build sends the whole job node by node, with nothing enqueued.
   for (const JobDeviceGraph& job_graph : graphs_->graphs) {
@@ -76,16 +70,24 @@ absl::Status Job::IssueDeviceGraphs() {
     }
   }
   next_ = plan_->nodes.size();  // nothing is issued node by node
+  WEFT_RETURN_IF_ERROR(IssueGraphUploads(uploads));
+  std::vector<StreamHandle> last_stream(num_devices_);
+  WEFT_RETURN_IF_ERROR(LaunchJobGraphs(last_stream));
+  return PlaceGraphOutputs(events, last_stream);
+}
+
+absl::Status Job::IssueGraphUploads(absl::Span<const GraphUpload> uploads) {
+  Backend* backend = env_->backend;
   // One upload stream per device, as the plan's model has it.
   std::vector<StreamHandle> upload_stream(num_devices_);
-  for (const PendingUpload& pending : uploads) {
-    const int device = graphs_->graphs[pending.graph].graph.device;
+  for (const GraphUpload& pending : uploads) {
+    const int device = pending.device;
     StreamHandle& stream = upload_stream[device];
     if (stream.value == 0) {
       WEFT_ASSIGN_OR_RETURN(stream, streams_.Acquire(device));
       WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
     }
-    const BufferId b = pending.upload->buffer;
+    const BufferId b = pending.buffer;
     const BufferSpec& spec = graph_->buffer(b);
     WEFT_ASSIGN_OR_RETURN(const BufferCoherence::Staged staged,
                           buffers_->Stage(b));
@@ -100,9 +102,13 @@ absl::Status Job::IssueDeviceGraphs() {
     tracer_->End(span, stream, device);
     WEFT_RETURN_IF_ERROR(backend->RecordEvent(pending.event, stream));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Job::LaunchJobGraphs(std::vector<StreamHandle>& last_stream) {
+  Backend* backend = env_->backend;
   // Each graph on a stream of its own: it waits for earlier graphs through
   // its event nodes, only where its nodes need them.
-  std::vector<StreamHandle> last_stream(num_devices_);  // by device
   for (int g = 0; g < static_cast<int>(graphs_->graphs.size()); ++g) {
     const JobDeviceGraph& job_graph = graphs_->graphs[g];
     const int device = job_graph.graph.device;
@@ -134,11 +140,18 @@ absl::Status Job::IssueDeviceGraphs() {
       }
     }
   }
-  // Where the outputs are: DownloadOutputs reads each from the stream that
-  // holds its latest version, here a stream per writing logical stream that
-  // waits for that stream's work in the graphs (recorded there), so outputs
-  // download while the graphs go on, as on streams.
-  // Other buffers: on their device's last graph's stream.
+  return absl::OkStatus();
+}
+
+absl::Status Job::PlaceGraphOutputs(
+    absl::Span<const EventHandle> events,
+    absl::Span<const StreamHandle> last_stream) {
+  // Where the buffers are: DownloadOutputs reads each output from the
+  // stream that holds its latest version. An output's is a stream per
+  // event its download waits for (recorded in the graphs once the logical
+  // stream that last wrote it has done its work there), so outputs
+  // download while the graphs go on, as on streams; other buffers' is
+  // their device's last graph's stream.
   for (BufferId b = 0; b < graph_->num_buffers(); ++b) {
     const int latest = graphs_->latest[b];
     if (latest >= 0) buffers_->SetLatest(b, latest, last_stream[latest]);
@@ -152,7 +165,7 @@ absl::Status Job::IssueDeviceGraphs() {
       WEFT_ASSIGN_OR_RETURN(it->second, streams_.Acquire(device));
       WEFT_RETURN_IF_ERROR(streams_.Enter(it->second));
       WEFT_RETURN_IF_ERROR(
-          backend->StreamWaitEvent(it->second, events[download.event]));
+          env_->backend->StreamWaitEvent(it->second, events[download.event]));
       tracer_->Dirty(it->second);
     }
     buffers_->SetLatest(download.buffer, device, it->second);
