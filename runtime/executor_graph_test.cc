@@ -433,8 +433,11 @@ TEST_F(ExecutorGraphTest, AJobRunAgainRelaunchesItsGraphsUnchanged) {
     ASSERT_TRUE(outcome.Wait());
     ASSERT_TRUE(outcome.status.ok()) << outcome.status;
   }
-  absl::MutexLock lock(&recorder.mu);
-  const std::vector<std::string>& p = recorder.parameters;
+  std::vector<std::string> p;
+  {
+    absl::MutexLock lock(&recorder.mu);
+    p = recorder.parameters;
+  }
   ASSERT_GE(p.size(), 6u);
   const size_t n = p.size();
   // The pipeline's three graphs, run twice.
