@@ -3,6 +3,7 @@
 #include "scheduler/memory/arena_bounds.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -277,6 +278,122 @@ int64_t AntichainBound(const Lifetimes& lifetimes,
     }
   }
   return total - flow;
+}
+
+std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
+                                          absl::Span<const int64_t> sizes,
+                                          int32_t v, int64_t max_work,
+                                          int64_t* work_left) {
+  // v's neighbors (local ids, heaviest first) and their adjacency as bits.
+  std::vector<int32_t> around(conflicts.Row(v).begin(), conflicts.Row(v).end());
+  std::sort(around.begin(), around.end(), [&](int32_t a, int32_t b) {
+    return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a < b;
+  });
+  const int m = static_cast<int>(around.size());
+  const int words = (m + 63) / 64;
+  std::vector<uint64_t> bits(static_cast<size_t>(m) * words, 0);
+  {
+    // Rows are ascending: merge each neighbor's with v's.
+    std::vector<std::pair<int32_t, int32_t>> local(m);  // (copy, local id)
+    for (int i = 0; i < m; ++i) local[i] = {around[i], i};
+    std::sort(local.begin(), local.end());
+    for (int i = 0; i < m; ++i) {
+      auto at = local.begin();
+      for (const int32_t u : conflicts.Row(around[i])) {
+        while (at != local.end() && at->first < u) ++at;
+        if (at == local.end()) break;
+        if (at->first != u) continue;
+        const int j = at->second;
+        bits[static_cast<size_t>(i) * words + j / 64] |= uint64_t{1}
+                                                         << (j % 64);
+      }
+    }
+  }
+  auto adjacent = [&](int i, int j) {
+    return (bits[static_cast<size_t>(i) * words + j / 64] >> (j % 64)) & 1;
+  };
+  std::vector<int32_t> current, best;
+  int64_t best_bytes = 0;
+  int64_t work = 0;
+  // Expands the clique `current` (of `bytes`) by `candidates` (local ids,
+  // each adjacent to every member).
+  std::function<void(int64_t, std::vector<int32_t>)> expand =
+      [&](int64_t bytes, std::vector<int32_t> candidates) {
+        if (work > max_work) return;
+        work += static_cast<int64_t>(candidates.size());
+        std::sort(candidates.begin(), candidates.end());  // heaviest first
+        // Greedy coloring, heaviest first: a clique takes at most one copy
+        // of a class, so the classes' heaviest bound what the candidates
+        // up to each one add.
+        std::vector<std::vector<int32_t>> color;
+        for (const int32_t i : candidates) {
+          size_t c = 0;
+          for (; c < color.size(); ++c) {
+            bool free = true;
+            for (const int32_t j : color[c]) {
+              ++work;
+              if (adjacent(i, j)) {
+                free = false;
+                break;
+              }
+            }
+            if (free) break;
+          }
+          if (c == color.size()) color.emplace_back();
+          color[c].push_back(i);
+        }
+        std::vector<int32_t> order;
+        std::vector<int64_t> bound;
+        int64_t sum = 0;
+        for (const std::vector<int32_t>& cls : color) {
+          sum += sizes[around[cls.front()]];  // the heaviest of the class
+          for (const int32_t i : cls) {
+            order.push_back(i);
+            bound.push_back(sum);
+          }
+        }
+        for (int p = static_cast<int>(order.size()) - 1; p >= 0; --p) {
+          if (bytes + bound[p] <= best_bytes || work > max_work) return;
+          const int32_t i = order[p];
+          const int64_t with = bytes + sizes[around[i]];
+          current.push_back(around[i]);
+          if (with > best_bytes) {
+            best_bytes = with;
+            best = current;
+          }
+          std::vector<int32_t> next;
+          work += p;
+          for (int q = 0; q < p; ++q) {
+            if (adjacent(i, order[q])) next.push_back(order[q]);
+          }
+          if (!next.empty()) expand(with, std::move(next));
+          current.pop_back();
+        }
+      };
+  std::vector<int32_t> all(m);
+  for (int i = 0; i < m; ++i) all[i] = i;
+  // A first clique greedily, heaviest first, then the search for better.
+  current.push_back(v);
+  best = current;
+  best_bytes = sizes[v];
+  std::vector<int32_t> greedy;
+  for (int i = 0; i < m; ++i) {
+    bool fits = true;
+    for (const int32_t j : greedy) {
+      if (!adjacent(i, j)) {
+        fits = false;
+        break;
+      }
+    }
+    work += static_cast<int64_t>(greedy.size());
+    if (!fits) continue;
+    greedy.push_back(i);
+    best.push_back(around[i]);
+    best_bytes += sizes[around[i]];
+  }
+  expand(sizes[v], std::move(all));
+  if (work_left != nullptr) *work_left -= work;
+  return best;
 }
 
 }  // namespace weft::scheduler::memory

@@ -6,8 +6,11 @@
 //     allows (Lifetimes' timed executions);
 //   - GrowClique: a clique of the conflict graph grown by local search from
 //     a seed (the copies live at a peak);
+//   - HeaviestCliqueAround: the heaviest clique containing one copy (the
+//     top of an arena: what is stacked there), by branch and bound;
 //   - AntichainBound: the heaviest antichain of copies under happens-before
-//     by a maximum flow (Dilworth), the strongest and the dearest.
+//     by a maximum flow (Dilworth), the dearest. Copies used on several
+//     streams can make it lighter than a clique.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_ARENA_BOUNDS_H_
@@ -42,6 +45,19 @@ int64_t ExecutionPeak(const Lifetimes& lifetimes,
 std::vector<int32_t> GrowClique(const Csr& conflicts,
                                 absl::Span<const int64_t> sizes,
                                 std::vector<int32_t> clique, int max_rounds);
+
+// A clique of `conflicts` containing `v`, the heaviest by `sizes` unless
+// the search stops first: a greedy one (v's neighbors heaviest first, each
+// that conflicts with all taken), then branch and bound over v's neighbors
+// with greedy coloring bounds (a clique takes at most one copy of a color
+// class, so the heaviest of each class bounds it). Stops after `max_work`
+// adjacency tests and candidate visits with the heaviest found; subtracts
+// the work done from `*work_left` where given. Costs the degrees of v's
+// neighbors plus the search.
+std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
+                                          absl::Span<const int64_t> sizes,
+                                          int32_t v, int64_t max_work,
+                                          int64_t* work_left = nullptr);
 
 // The heaviest set of `copies` (one device's, with aligned `sizes`) no two
 // of which one happens before the other, by Dilworth's theorem: the total

@@ -1,11 +1,14 @@
 // The placement rule against a conflict graph: best fit (or first fit)
-// among the placed conflicting copies, or either end of a given height
+// among the placed conflicting copies, or either end of a given height;
+// the local search that lowers the top of an assignment
 // (arena_placement.h).
 #include "scheduler/memory/arena_placement.h"
 
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <queue>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -130,6 +133,162 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
     arena = std::max(arena, offset + sizes[k]);
   }
   return arena;
+}
+
+namespace {
+
+// A copy's neighbor in the conflict graph, where placed.
+struct Placed {
+  int64_t offset;
+  int64_t end;
+  int32_t k;
+};
+
+// A fixed hash of two integers (splitmix64's finalizer): tie-breaks that
+// vary between windows and steps, the same on every run.
+uint64_t Mix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ull ^ b * 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 31;
+  z *= 0x94D049BB133111EBull;
+  return z ^ (z >> 29);
+}
+
+}  // namespace
+
+int64_t LowerTop(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                 int64_t arena, int64_t* work_left,
+                 std::vector<int64_t>* offsets_inout) {
+  const int n = static_cast<int>(sizes.size());
+  const int64_t target = arena - 1;
+  std::vector<int64_t> offsets = *offsets_inout;
+  // What evicting a copy costs: 1, a copy of many conflicts more (it is
+  // dear to place again), and 1 more each time it was evicted, so that
+  // the search does not cycle.
+  constexpr int kDegreeScale = 16;
+  constexpr int kTenure = 7;  // steps a placed copy stays put
+  std::vector<int64_t> weight(n);
+  std::vector<int64_t> tabu_until(n, 0);
+  // Copies to place, the largest first.
+  using Entry = std::tuple<int64_t, uint64_t, int32_t>;  // (size, key, k)
+  std::priority_queue<Entry> pool;
+  for (int k = 0; k < n; ++k) {
+    weight[k] =
+        1 + static_cast<int64_t>(conflicts.Row(k).size()) / kDegreeScale;
+    if (offsets[k] + sizes[k] <= target) continue;
+    if (sizes[k] == 0) {
+      offsets[k] = 0;  // shares no byte
+    } else {
+      offsets[k] = -1;
+      pool.emplace(sizes[k], Mix(k, 0), k);
+    }
+  }
+  *work_left -= n;
+  std::vector<Placed> placed;
+  std::vector<std::pair<int64_t, int32_t>> by_end;  // (end, index in placed)
+  std::vector<int64_t> weight_below, tabu_below;    // by offset, prefix
+  std::vector<int64_t> weight_ended, tabu_ended;    // by end, prefix
+  int64_t step = 0;
+  while (!pool.empty()) {
+    if (*work_left <= 0) return arena;
+    const int32_t v = std::get<2>(pool.top());
+    pool.pop();
+    if (offsets[v] >= 0) continue;
+    ++step;
+    const int64_t size = sizes[v];
+    placed.clear();
+    for (const int32_t u : conflicts.Row(v)) {
+      if (offsets[u] >= 0 && sizes[u] > 0) {
+        placed.push_back({offsets[u], offsets[u] + sizes[u], u});
+      }
+    }
+    const int m = static_cast<int>(placed.size());
+    // Sorting them, and below two searches for each of 2m windows.
+    int log_m = 1;
+    while ((1 << log_m) < m) ++log_m;
+    *work_left -= 1 + int64_t{m} * log_m;
+    std::sort(placed.begin(), placed.end(),
+              [](const Placed& a, const Placed& b) {
+                return a.offset != b.offset ? a.offset < b.offset : a.k < b.k;
+              });
+    // The smallest gap under the target that fits it.
+    int64_t best = -1;
+    int64_t best_gap = std::numeric_limits<int64_t>::max();
+    int64_t top = 0;
+    for (int i = 0; i <= m && top < target; ++i) {
+      const int64_t next = i < m ? std::min(placed[i].offset, target) : target;
+      if (next - top >= size && next - top < best_gap) {
+        best = top;
+        best_gap = next - top;
+      }
+      if (i < m) top = std::max(top, placed[i].end);
+    }
+    if (best < 0) {
+      // None: the window [x, x + size) under the target whose overlapping
+      // copies cost least to evict, preferring windows that evict no copy
+      // placed in the last kTenure steps. Windows start at 0, at an end or
+      // just below an offset; the copies overlapping one are those that
+      // start below its end less those that end at or below its start.
+      *work_left -= int64_t{4} * m * log_m;
+      by_end.resize(m);
+      weight_below.assign(m + 1, 0);
+      tabu_below.assign(m + 1, 0);
+      for (int i = 0; i < m; ++i) {
+        const int32_t u = placed[i].k;
+        by_end[i] = {placed[i].end, i};
+        weight_below[i + 1] = weight_below[i] + weight[u];
+        tabu_below[i + 1] = tabu_below[i] + (tabu_until[u] > step);
+      }
+      std::sort(by_end.begin(), by_end.end());
+      weight_ended.assign(m + 1, 0);
+      tabu_ended.assign(m + 1, 0);
+      for (int i = 0; i < m; ++i) {
+        const int32_t u = placed[by_end[i].second].k;
+        weight_ended[i + 1] = weight_ended[i] + weight[u];
+        tabu_ended[i + 1] = tabu_ended[i] + (tabu_until[u] > step);
+      }
+      std::tuple<bool, int64_t, uint64_t> best_cost;  // (tabu, cost, key)
+      auto consider = [&](int64_t x) {
+        if (x < 0 || x + size > target) return;
+        const int below = static_cast<int>(
+            std::lower_bound(
+                placed.begin(), placed.end(), x + size,
+                [](const Placed& p, int64_t at) { return p.offset < at; }) -
+            placed.begin());
+        const int ended =
+            static_cast<int>(std::upper_bound(by_end.begin(), by_end.end(),
+                                              std::make_pair(x, INT32_MAX)) -
+                             by_end.begin());
+        const std::tuple<bool, int64_t, uint64_t> cost = {
+            tabu_below[below] > tabu_ended[ended],
+            weight_below[below] - weight_ended[ended], Mix(x, step)};
+        if (best < 0 || cost < best_cost) {
+          best = x;
+          best_cost = cost;
+        }
+      };
+      consider(0);
+      for (const Placed& p : placed) {
+        consider(p.end);
+        consider(p.offset - size);
+      }
+      if (best < 0) return arena;  // larger than the target
+      for (const Placed& p : placed) {
+        if (p.offset < best + size && p.end > best) {
+          offsets[p.k] = -1;
+          ++weight[p.k];
+          pool.emplace(sizes[p.k], Mix(p.k, step), p.k);
+        }
+      }
+    }
+    offsets[v] = best;
+    tabu_until[v] = step + kTenure;
+  }
+  int64_t lowered = 0;
+  for (int k = 0; k < n; ++k) {
+    lowered = std::max(lowered, offsets[k] + sizes[k]);
+  }
+  offsets_inout->swap(offsets);
+  return lowered;
 }
 
 }  // namespace weft::scheduler::memory

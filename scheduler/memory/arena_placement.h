@@ -2,7 +2,9 @@
 // (conflict_graph.h), by one placement rule applied in a given order: each
 // copy at the smallest gap between the placed copies it conflicts with that
 // fits it, else above them all (TFLite's greedy by size, XLA's best-fit
-// heap). Which order is tried is arena_planner.h's choice.
+// heap). Which order is tried is arena_planner.h's choice. Then a local
+// search that lowers the top of an assignment by evicting and re-placing
+// copies (LowerTop).
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_ARENA_PLACEMENT_H_
@@ -41,6 +43,19 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
 int64_t Improve(const Csr& conflicts, absl::Span<const int64_t> sizes,
                 int64_t lower_bound, int rounds, int64_t arena,
                 std::vector<int64_t>* best_offsets);
+
+// One step down for the assignment `offsets` (by local index) of arena
+// `arena`: moves every copy that reaches the top below it, each into the
+// smallest gap under the top that fits it, or else into the window there
+// whose conflicting copies cost least to evict (few, of few conflicts,
+// seldom evicted before), which are then placed again the same way, the
+// largest first (an ejection chain, with recently placed copies kept in
+// place). Returns the lower arena with `offsets` its assignment, or
+// `arena` with `offsets` unchanged once `*work_left` runs out first (each
+// placement costs its placed neighbors). Deterministic.
+int64_t LowerTop(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                 int64_t arena, int64_t* work_left,
+                 std::vector<int64_t>* offsets);
 
 }  // namespace weft::scheduler::memory
 

@@ -1,5 +1,6 @@
 // Per device: the conflict graph, the lower bound as far as it is needed,
-// and the placement orders tried until one meets it (arena_planner.h).
+// the placement orders tried until one meets it, and the local search that
+// lowers the best (arena_planner.h).
 #include "scheduler/memory/arena_planner.h"
 
 #include <algorithm>
@@ -165,6 +166,34 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     std::vector<int64_t> offsets;
     std::vector<int64_t> best_offsets;
     int64_t best = -1;
+    // The heaviest cliques around the copies at the top of the best
+    // arena: the bytes stacked there are what the arena must hold.
+    int64_t top_checked = -1;  // the arena whose top was searched
+    int64_t clique_work_left =
+        std::max(options.top_clique_search_work,
+                 options.top_clique_work_per_copy * int64_t{n});
+    auto raise_by_top_cliques = [&] {
+      if (!graph.complete || top_checked == best ||
+          best <= arena.lower_bound_bytes) {
+        return;
+      }
+      top_checked = best;
+      int seeds = 0;
+      for (int k = 0; k < n && seeds < options.top_clique_seeds &&
+                      clique_work_left > 0 && arena.lower_bound_bytes < best;
+           ++k) {
+        if (sizes[k] == 0 || best_offsets[k] + sizes[k] != best) continue;
+        ++seeds;
+        int64_t bytes = 0;
+        for (const int32_t c : HeaviestCliqueAround(
+                 graph.conflicts, sizes, k,
+                 std::min(clique_work_left, options.top_clique_search_work),
+                 &clique_work_left)) {
+          bytes += sizes[c];
+        }
+        arena.lower_bound_bytes = std::max(arena.lower_bound_bytes, bytes);
+      }
+    };
     if (!graph.complete) {
       best = PlaceByRelease(lifetimes, graph.copies, sizes, &best_offsets);
       arena.heuristic = ArenaHeuristic::kReleaseOrder;
@@ -232,6 +261,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
         raise_by_cliques(best);
         cliques = true;
       }
+      raise_by_top_cliques();
       if (best == arena.lower_bound_bytes) break;  // cannot do better
     }
     if (best > arena.lower_bound_bytes) {
@@ -240,6 +270,20 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       if (graph.complete && two_ended && best > arena.lower_bound_bytes &&
           arena.lower_bound_bytes > two_ended_height) {
         try_heuristic(ArenaHeuristic::kTwoEnded);
+        raise_by_top_cliques();
+      }
+    }
+    // Lower the top step by step while the work lasts, each new top
+    // searched for a clique that proves it.
+    if (graph.complete && best > arena.lower_bound_bytes &&
+        options.lower_top_work_per_copy > 0) {
+      int64_t work_left = options.lower_top_work_per_copy * n;
+      while (best > arena.lower_bound_bytes && work_left > 0) {
+        const int64_t lowered =
+            LowerTop(graph.conflicts, sizes, best, &work_left, &best_offsets);
+        if (lowered >= best) break;
+        best = lowered;
+        raise_by_top_cliques();
       }
     }
     if (graph.complete && best > arena.lower_bound_bytes) {

@@ -13,8 +13,12 @@
 // wins (XLA's ChooseBestHeapAlgorithm). An arena equal to the lower bound
 // stops the search: none is smaller. Only when no order reaches the cheap
 // bound is the bound raised by the dearer ones (arena_bounds.h: cliques of
-// the conflict graph grown from the peaks, the heaviest antichain by a
+// the conflict graph grown from the peaks, the heaviest cliques around the
+// copies at the top of each best arena, the heaviest antichain by a
 // maximum flow), and both-ends placement retried under the raised bound.
+// Then a local search lowers the best arena a step at a time (LowerTop in
+// arena_placement.h), each new top searched for a clique that proves it,
+// under a budget of work per copy, so results do not depend on timing.
 // arena / lower_bound says how far an arena is from the bound. Sizes are
 // rounded up to the alignment first, so offsets are aligned and the bound
 // is a bound for aligned copies. A device whose conflict graph would be too
@@ -69,6 +73,17 @@ struct ArenaOptions {
   // Also bound by AntichainBound on plans of at most this many nodes (its
   // maximum flow costs seconds at 100,000).
   int antichain_max_positions = 20000;
+  // Copies at the top of each best arena whose heaviest clique
+  // (HeaviestCliqueAround) raises the lower bound, the work one such search
+  // may do, and per copy the work all of them may do together (at least
+  // one search's; adjacency tests, 2^20 take about 10 ms).
+  int top_clique_seeds = 4;
+  int64_t top_clique_search_work = int64_t{1} << 20;
+  int64_t top_clique_work_per_copy = 64;
+  // Work LowerTop may do per copy to lower the best arena (placed
+  // neighbors visited, times their logarithm where sorted or searched; 0:
+  // no local search).
+  int64_t lower_top_work_per_copy = 2048;
 };
 
 struct DeviceArena {
@@ -86,7 +101,8 @@ struct DeviceArena {
   int64_t spilled_bytes = 0;    // what spilling moved out to fit the budget
   int32_t orderings_added = 0;  // edges added to make reuse safe
   int64_t conflicts = 0;        // pairs of copies that may be live together
-  ArenaHeuristic heuristic = ArenaHeuristic::kBySize;  // the winner
+  // The winner: the order whose placement LowerTop started from.
+  ArenaHeuristic heuristic = ArenaHeuristic::kBySize;
 };
 
 struct ArenaPlan {
