@@ -33,10 +33,25 @@ Csr Symmetric(int n, const std::vector<std::pair<int32_t, int32_t>>& pairs) {
   return csr;
 }
 
-// The most bytes live at once in execution `e` of `lifetimes`: a copy is
-// live from the start of its first use (not counting an upload, which
-// starts no later) to the end of its last, an output forever. Copies live
-// at one instant conflict pairwise, so no arena is smaller. Fills `live`
+// For each of `copies` (by first use), how many pairs of it and later
+// ones have overlapping issue intervals, summed from it to the last: pairs
+// the conflict graph holds whatever the streams know. O(n log n).
+std::vector<int64_t> IssueOverlapsFrom(const Lifetimes& lifetimes,
+                                       const std::vector<int32_t>& copies) {
+  std::vector<int32_t> lasts;
+  lasts.reserve(copies.size());
+  for (const int32_t c : copies) lasts.push_back(lifetimes.copy(c).last);
+  std::sort(lasts.begin(), lasts.end());
+  std::vector<int64_t> from(copies.size() + 1, 0);
+  size_t closed = 0;  // copies before k closed before its first use
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const int32_t first = lifetimes.copy(copies[k]).first;
+    while (closed < lasts.size() && lasts[closed] < first) ++closed;
+    from[k] = static_cast<int64_t>(k) - static_cast<int64_t>(closed);
+  }
+  for (size_t k = copies.size(); k-- > 0;) from[k] += from[k + 1];
+  return from;
+}
 
 }  // namespace
 
@@ -47,6 +62,10 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
     if (lifetimes.copy(c).device == device) graph.copies.push_back(c);
   }
   const int n = static_cast<int>(graph.copies.size());
+  // Pairs of copies from k on that overlap in issue order: with the pairs
+  // found before k, a count the graph cannot stay under.
+  const std::vector<int64_t> overlaps_from =
+      IssueOverlapsFrom(lifetimes, graph.copies);
   const HappensBefore& hb = lifetimes.happens_before();
   const int num_positions = hb.num_positions();
 
@@ -123,7 +142,8 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
       }
       list.resize(kept);
     }
-    if (static_cast<int64_t>(pairs.size()) > max_conflicts) {
+    if (static_cast<int64_t>(pairs.size()) + overlaps_from[k + 1] >
+        max_conflicts) {
       graph.complete = false;
       graph.conflicts = Csr();
       return graph;

@@ -46,5 +46,35 @@ TEST(ConflictGraphPropertyTest, ConflictGraphIsExact) {
   }
 }
 
+// A budget of conflict pairs gives the whole graph exactly when it holds
+// that many pairs or fewer (counting issue-order overlaps ahead gives up
+// early, never too early).
+TEST(ConflictGraphPropertyTest, BudgetIsExact) {
+  int tight = 0;
+  for (uint32_t seed = 0; seed < 600; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    PlannerOptions options = c.planner;
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    absl::StatusOr<Lifetimes> lifetimes = Lifetimes::Compute(g, *plan);
+    ASSERT_TRUE(lifetimes.ok()) << lifetimes.status();
+    for (int d = 0; d < lifetimes->num_devices(); ++d) {
+      const ConflictGraph all = BuildConflictGraph(*lifetimes, d);
+      const int64_t pairs =
+          static_cast<int64_t>(all.conflicts.items.size()) / 2;
+      if (pairs == 0) continue;
+      const ConflictGraph at = BuildConflictGraph(*lifetimes, d, pairs);
+      ASSERT_TRUE(at.complete) << "seed " << seed << " device " << d;
+      EXPECT_EQ(at.conflicts.items, all.conflicts.items) << seed;
+      ASSERT_FALSE(BuildConflictGraph(*lifetimes, d, pairs - 1).complete)
+          << "seed " << seed << " device " << d;
+      ++tight;
+    }
+  }
+  EXPECT_GT(tight, 300);
+}
+
 }  // namespace
 }  // namespace weft::scheduler::memory

@@ -5,8 +5,12 @@
 // among blocks of one size, at most 32 tried) whose last holder happens
 // before it (every earlier holder happens before that one), or grows the
 // free block at the top if that one is known free, or goes on top. Adjacent
-// free blocks merge only when one holder happens before the other.
-// O(copies log copies) plus the clock checks.
+// free blocks merge when one holder happens before the other, and once
+// every later node is known to wait for a block's holder (the frontier of
+// the streams' clocks, checked every few positions) the block is free for
+// all and merges with its free neighbours, so the arena does not break
+// into pieces too small to reuse. O(copies log copies) plus the clock
+// checks.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_RELEASE_PLACEMENT_H_
