@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -394,6 +395,56 @@ std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
   expand(sizes[v], std::move(all));
   if (work_left != nullptr) *work_left -= work;
   return best;
+}
+
+int64_t LocalCliqueBound(const Lifetimes& lifetimes,
+                         absl::Span<const int32_t> copies,
+                         absl::Span<const int64_t> sizes, int32_t at,
+                         int max_candidates, int64_t max_work) {
+  // (distance from `at` in issue order, -size, local index)
+  std::vector<std::tuple<int32_t, int64_t, int32_t>> near;
+  near.reserve(copies.size());
+  for (size_t k = 0; k < copies.size(); ++k) {
+    const BufferCopy& copy = lifetimes.copy(copies[k]);
+    const int32_t distance = std::max({0, copy.first - at, at - copy.last});
+    near.emplace_back(distance, -sizes[k], static_cast<int32_t>(k));
+  }
+  const size_t m = std::min<size_t>(near.size(), std::max(max_candidates, 1));
+  std::nth_element(near.begin(), near.begin() + m - 1, near.end());
+  near.resize(m);
+  std::sort(near.begin(), near.end());
+  std::vector<int64_t> local_sizes(m);
+  std::vector<int32_t> live;  // candidates live at `at`
+  for (size_t i = 0; i < m; ++i) {
+    local_sizes[i] = sizes[std::get<2>(near[i])];
+    if (std::get<0>(near[i]) == 0) live.push_back(static_cast<int32_t>(i));
+  }
+  if (live.empty()) return 0;
+  std::vector<std::vector<int32_t>> adjacent(m);
+  for (size_t i = 0; i < m; ++i) {
+    const int32_t a = copies[std::get<2>(near[i])];
+    for (size_t j = i + 1; j < m; ++j) {
+      if (lifetimes.MayBeLiveTogether(a, copies[std::get<2>(near[j])])) {
+        adjacent[i].push_back(static_cast<int32_t>(j));
+        adjacent[j].push_back(static_cast<int32_t>(i));
+      }
+    }
+  }
+  Csr conflicts;
+  for (auto& row : adjacent) {
+    std::sort(row.begin(), row.end());
+    conflicts.AppendRow(row);
+  }
+  auto bytes = [&](const std::vector<int32_t>& clique) {
+    int64_t total = 0;
+    for (const int32_t i : clique) total += local_sizes[i];
+    return total;
+  };
+  const int32_t heaviest = live.front();
+  return std::max(
+      bytes(GrowClique(conflicts, local_sizes, std::move(live),
+                       /*max_rounds=*/8)),
+      bytes(HeaviestCliqueAround(conflicts, local_sizes, heaviest, max_work)));
 }
 
 }  // namespace weft::scheduler::memory

@@ -59,6 +59,19 @@ std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
                                           int32_t v, int64_t max_work,
                                           int64_t* work_left = nullptr);
 
+// The bytes of a clique among `copies` (one device's, by first use, with
+// aligned `sizes`) found without their conflict graph: the
+// `max_candidates` copies whose issue intervals lie nearest position `at`
+// (those live there first, heaviest first among equals), their conflicts
+// tested pairwise (Lifetimes::MayBeLiveTogether), then a clique grown from
+// those live at `at` (GrowClique) and the heaviest around the heaviest of
+// them (HeaviestCliqueAround, up to `max_work`). O(copies +
+// max_candidates^2) plus the searches.
+int64_t LocalCliqueBound(const Lifetimes& lifetimes,
+                         absl::Span<const int32_t> copies,
+                         absl::Span<const int64_t> sizes, int32_t at,
+                         int max_candidates, int64_t max_work);
+
 // The heaviest set of `copies` (one device's, with aligned `sizes`) no two
 // of which one happens before the other, by Dilworth's theorem: the total
 // less a maximum flow from the copies' last uses to their first uses

@@ -194,9 +194,34 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
         arena.lower_bound_bytes = std::max(arena.lower_bound_bytes, bytes);
       }
     };
+    // Without a conflict graph: cliques among the copies nearest the
+    // issue-order peaks and the first uses of the copies at the top.
+    auto raise_by_local_cliques = [&](int64_t best) {
+      if (options.local_clique_candidates <= 0) return;
+      std::vector<int32_t> at;
+      for (const auto& [bytes, position] : window_peaks) {
+        if (bytes > 0) at.push_back(position);
+      }
+      int tops = 0;
+      for (int k = 0; k < n && tops < options.top_clique_seeds; ++k) {
+        if (sizes[k] > 0 && best_offsets[k] + sizes[k] == best) {
+          at.push_back(lifetimes.copy(graph.copies[k]).first);
+          ++tops;
+        }
+      }
+      for (const int32_t position : at) {
+        if (arena.lower_bound_bytes >= best) break;
+        arena.lower_bound_bytes =
+            std::max(arena.lower_bound_bytes,
+                     LocalCliqueBound(lifetimes, graph.copies, sizes, position,
+                                      options.local_clique_candidates,
+                                      options.top_clique_search_work));
+      }
+    };
     if (!graph.complete) {
       best = PlaceByRelease(lifetimes, graph.copies, sizes, &best_offsets);
       arena.heuristic = ArenaHeuristic::kReleaseOrder;
+      raise_by_local_cliques(best);
     }
     int64_t two_ended_height = -1;  // the bound both ends last used
     auto try_heuristic = [&](ArenaHeuristic h) {

@@ -84,6 +84,11 @@ struct ArenaOptions {
   // neighbors visited, times their logarithm where sorted or searched; 0:
   // no local search).
   int64_t lower_top_work_per_copy = 2048;
+  // Without a conflict graph: cliques among this many copies nearest each
+  // issue-order peak and the first use of each copy at the top of the
+  // arena (LocalCliqueBound; 0: none), each search doing up to
+  // top_clique_search_work.
+  int local_clique_candidates = 384;
 };
 
 struct DeviceArena {
