@@ -215,7 +215,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
             std::max(arena.lower_bound_bytes,
                      LocalCliqueBound(lifetimes, graph.copies, sizes, position,
                                       options.local_clique_candidates,
-                                      options.top_clique_search_work));
+                                      options.local_clique_search_work));
       }
     };
     if (!graph.complete) {

@@ -86,9 +86,10 @@ struct ArenaOptions {
   int64_t lower_top_work_per_copy = 2048;
   // Without a conflict graph: cliques among this many copies nearest each
   // issue-order peak and the first use of each copy at the top of the
-  // arena (LocalCliqueBound; 0: none), each search doing up to
-  // top_clique_search_work.
-  int local_clique_candidates = 384;
+  // arena (LocalCliqueBound; 0: none), and the work each search around
+  // one copy may do.
+  int local_clique_candidates = 256;
+  int64_t local_clique_search_work = int64_t{1} << 16;
 };
 
 struct DeviceArena {

@@ -426,7 +426,7 @@ TEST(ArenaPlannerTest, WithoutAConflictGraphLocalCliquesRaiseTheBound) {
   peaks_only.local_clique_candidates = 0;
   const Planned p = PlanAll(g, {}, peaks_only);
   ArenaOptions local = peaks_only;
-  local.local_clique_candidates = 384;
+  local.local_clique_candidates = 256;
   const ArenaPlan with_cliques = PlanArenas(p.lifetimes, local);
   const DeviceArena& before = p.arenas.devices[0];
   const DeviceArena& after = with_cliques.devices[0];

@@ -260,7 +260,7 @@ int64_t PlaceByRelease(const Lifetimes& lifetimes,
   // A copy that no single block fits looks for a run of blocks, visiting
   // up to kRunWorkPerCopy blocks per copy placed so far, in all.
   constexpr int kMaxTries = 32;
-  constexpr int64_t kRunWorkPerCopy = 256;
+  constexpr int64_t kRunWorkPerCopy = 64;
   int64_t run_work = 0;
   int64_t top = 0;
   size_t next_free = 0;
