@@ -420,7 +420,7 @@ TEST(ArenaPlannerPropertyTest, LocalCliqueBoundIsAClique) {
 // Without a conflict graph, cliques among the copies near the peaks and
 // the top raise the lower bound above the peaks on random DAGs.
 TEST(ArenaPlannerTest, WithoutAConflictGraphLocalCliquesRaiseTheBound) {
-  const Graph g = RandomDag(1000, /*seed=*/1);
+  const Graph g = RandomDag(300, /*seed=*/3);
   ArenaOptions peaks_only;
   peaks_only.max_conflicts = 1;
   peaks_only.local_clique_candidates = 0;
