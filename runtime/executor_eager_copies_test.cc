@@ -9,9 +9,8 @@
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
-#include "runtime/sim/sim_backend.h"
+#include "runtime/sim_machine_test_util.h"
 #include "scheduler/planner.h"
-#include "scheduler/topology.h"
 
 namespace weft::runtime {
 namespace {
@@ -19,6 +18,7 @@ namespace {
 using executor_testing::FloatBytes;
 using executor_testing::Floats;
 using executor_testing::Outcome;
+using executor_testing::SimMachine;
 using scheduler::Access;
 using scheduler::BufferSpec;
 using scheduler::BufferUse;
@@ -26,40 +26,6 @@ using scheduler::DType;
 
 // 300 MB: 1,000 us over the default 300 GB/s link between devices.
 constexpr uint64_t kBig = 300'000'000;
-
-// An unpaced simulated machine matching the planner's default model. Its
-// devices' clocks carry on from one job to the next: a job that must be
-// timed from 0 gets a machine of its own.
-struct Machine {
-  explicit Machine(int num_devices) {
-    const scheduler::Topology topology =
-        scheduler::Topology::Default(num_devices);
-    SimBackend::Options sim_options;
-    sim_options.num_devices = num_devices;
-    sim_options.bandwidth_gbps = topology.Matrix();
-    sim_options.time_scale = 0;
-    sim_options.memory_bytes = uint64_t{4} << 30;
-    sim = SimBackend::Create(sim_options).value();
-    Executor::Options options;
-    options.backend = sim.get();
-    executor = Executor::Create(options).value();
-  }
-  ~Machine() {
-    executor.reset();
-    sim.reset();
-  }
-  void Run(std::shared_ptr<const scheduler::Graph> graph,
-           std::shared_ptr<const scheduler::Plan> plan, Outcome& outcome) {
-    ASSERT_TRUE(executor
-                    ->Start(std::move(graph), std::move(plan),
-                            outcome.Callbacks(/*traced=*/true))
-                    .ok());
-    ASSERT_TRUE(outcome.Wait());
-    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
-  }
-  std::unique_ptr<SimBackend> sim;
-  std::unique_ptr<Executor> executor;
-};
 
 BufferSpec Buffer(std::string name, uint64_t bytes, bool output = false) {
   BufferSpec b;
@@ -122,7 +88,7 @@ TEST(ExecutorEagerCopiesTest, TheCopyCrossesWhileTheReaderWaits) {
                100, 1)});
   for (const bool eager : {true, false}) {
     SCOPED_TRACE(eager ? "eager" : "on the reader's stream");
-    Machine machine(2);  // fresh clocks
+    SimMachine machine(2);  // fresh clocks
     const auto plan = PlanOn(*graph, 2, eager);
     ASSERT_EQ(plan->copies.size(), eager ? 1u : 0u);
     Outcome outcome;
@@ -184,7 +150,7 @@ TEST(ExecutorEagerCopiesTest, ResultsAreThoseOfCopiesByTheReaders) {
   for (int i = 0; i < kElems; ++i) {
     want[i] = (a[i] + b[i]) + (a[i] - b[i]) + (-0.5f * a[i]);
   }
-  Machine machine(3);
+  SimMachine machine(3);
   for (const bool eager : {true, false}) {
     SCOPED_TRACE(eager ? "eager" : "on the readers' streams");
     const auto plan = PlanOn(*graph, 3, eager);

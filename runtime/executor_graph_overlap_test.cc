@@ -15,9 +15,8 @@
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
-#include "runtime/sim/sim_backend.h"
+#include "runtime/sim_machine_test_util.h"
 #include "scheduler/planner.h"
-#include "scheduler/topology.h"
 
 namespace weft::runtime {
 namespace {
@@ -38,29 +37,13 @@ constexpr uint64_t kPeerMs = 300'000'000;
 double RunAndTime(std::shared_ptr<const scheduler::Graph> graph,
                   std::shared_ptr<const scheduler::Plan> plan, int num_devices,
                   LaunchMode mode) {
-  const scheduler::Topology topology =
-      scheduler::Topology::Default(num_devices);
-  SimBackend::Options sim_options;
-  sim_options.num_devices = num_devices;
-  sim_options.bandwidth_gbps = topology.Matrix();
-  sim_options.time_scale = 0;
-  sim_options.memory_bytes = uint64_t{4} << 30;
-  std::unique_ptr<SimBackend> sim = SimBackend::Create(sim_options).value();
-  Executor::Options options;
-  options.backend = sim.get();
-  std::unique_ptr<Executor> executor = Executor::Create(options).value();
+  executor_testing::SimMachine machine(num_devices);
   Outcome outcome;
-  EXPECT_TRUE(executor
-                  ->Start(std::move(graph), std::move(plan),
-                          outcome.Callbacks(/*traced=*/true), JobOptions{mode})
-                  .ok());
-  EXPECT_TRUE(outcome.Wait());
-  EXPECT_TRUE(outcome.status.ok()) << outcome.status;
+  machine.Run(std::move(graph), std::move(plan), outcome, JobOptions{mode});
   double last = 0;
   for (const TraceSpan& span : outcome.trace.spans) {
     last = std::max(last, span.end_us);
   }
-  executor.reset();
   return last;
 }
 
