@@ -216,7 +216,7 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
   std::vector<double> kernels(devices, 0), copies(devices, 0);
   DataLocations locations(graph.num_buffers());
   std::vector<uint8_t> written(graph.num_buffers(), 0);
-  std::vector<double> estimate(devices);
+  std::vector<double> arrival(devices);
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
   for (const NodeId v :
        context.walk_order != nullptr ? *context.walk_order : dag.order) {
@@ -227,54 +227,61 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
     const double share =
         engine == Engine::kCopy ? 1.0 : OccupancyOf(graph.occupancy_units(v));
     const absl::Span<const BufferUse> uses = graph.Uses(v);
-    auto finish_on = [&](int d) {
-      double t = ready;
-      if (engine != Engine::kHost) {
-        for (const BufferUse& use : uses) {
-          const BufferId b = use.buffer;
-          if (locations.OnDevice(b, d)) continue;
-          if (!written[b] && !graph.has_initial_data(b)) continue;
-          const uint64_t bytes = graph.buffer_bytes(b);
+    // When v's inputs can be on each device: after its predecessors and
+    // the copies, in use order, of what is not there yet.
+    arrival.assign(devices, ready);
+    if (engine != Engine::kHost) {
+      for (const BufferUse& use : uses) {
+        const BufferId b = use.buffer;
+        if (!written[b] && !graph.has_initial_data(b)) continue;
+        const DataLocations::Mask where = locations.mask(b);
+        const uint64_t bytes = graph.buffer_bytes(b);
+        for (int d = 0; d < devices; ++d) {
+          if ((where >> d) & 1) continue;
           double us = kInfinity;
-          ForEachMemory(locations.mask(b), [&](int from) {
+          ForEachMemory(where, [&](int from) {
             us = std::min(us, topology.TransferUs(bytes, from, d));
           });
-          t += us;
+          arrival[d] += us;
         }
       }
+    }
+    auto finish_on = [&](int d) {
       const double busy = engine == Engine::kHost   ? 0
                           : engine == Engine::kCopy ? copies[d]
                                                     : kernels[d];
-      return std::max(t, busy) + cost;
+      return std::max(arrival[d], busy) + cost;
     };
     DeviceChoice choice;
     int device = -1;
+    double end = 0;  // v's finish on `device`
     const bool labelled = graph.has_label(v);
     auto label =
         labelled ? labels.find(graph.node(v).stream_label) : labels.end();
     if (graph.pin(v) >= 0) {
       device = graph.pin(v);
       choice.why = DeviceChoice::Why::kPinned;
+      end = finish_on(device);
     } else if (label != labels.end()) {
       device = label->second.first;
       choice.why = DeviceChoice::Why::kLabel;
       choice.related = label->second.second;
+      end = finish_on(device);
     } else {
-      double best = kInfinity;
+      end = kInfinity;
       for (int d = 0; d < devices; ++d) {
         const double f = finish_on(d);
-        if (f < best) {
-          best = f;
+        if (f < end) {
+          end = f;
           device = d;
         }
       }
       choice.why = DeviceChoice::Why::kMinFinishTime;
-      choice.value = best;
+      choice.value = end;
     }
     if (labelled) {
       labels.emplace(graph.node(v).stream_label, std::make_pair(device, v));
     }
-    const double end = finish_on(device);
     finish[v] = end;
     if (engine == Engine::kCopy) {
       copies[device] = end;

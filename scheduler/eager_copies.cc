@@ -4,17 +4,23 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/huge_pages.h"
 
 namespace weft::scheduler {
 
 namespace {
 
-constexpr int32_t kNowhere = -1;  // a buffer not created anywhere yet
 constexpr int kMaxMemories = 64;  // devices and the host, as cost_model.cc
 // Eager copy streams per destination device.
 constexpr size_t kMaxCopyStreams = 32;
 
 uint64_t Bit(int memory) { return uint64_t{1} << memory; }
+
+// Whether v is a control node; reads the node's spec only in graphs that
+// have control nodes.
+bool IsControl(const Graph& graph, NodeId v) {
+  return graph.has_control() && graph.node(v).control != nullptr;
+}
 
 }  // namespace
 
@@ -31,35 +37,32 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
   if (num_devices < 2) return copies;
   const int host = num_devices;
   // By buffer, in one record so that a use touches one cache line: the
-  // memory of its latest version, the memories holding that version up to
-  // date, whether any node wrote it, and the issue position of the device
-  // node that wrote its latest version (-1: never written, or by a host or
-  // control node).
+  // memories holding its latest version up to date (none: not created
+  // anywhere yet) and the issue position of the device node that wrote
+  // that version (-1: never written, or by a host or control node).
   struct BufferState {
-    int32_t latest = kNowhere;
-    int32_t writer = -1;
     uint64_t where = 0;
-    bool written = false;
+    int32_t writer = -1;
   };
   std::vector<BufferState> state(graph.num_buffers());
+  // At most one copy per use; storage only touched as it fills.
+  ReserveHuge(copies, static_cast<size_t>(graph.num_uses()));
   for (int32_t i = 0; i < n; ++i) {
     const NodeId v = dag.order[i];
-    const NodeSpec& node = graph.node(v);
     const bool on_host = graph.engine(v) == Engine::kHost;
-    const bool device_node = !on_host && node.control == nullptr;
+    const bool device_node = !on_host && !IsControl(graph, v);
     // COPY nodes move their input themselves (from their peer stream).
     const bool reader = device_node && graph.engine(v) != Engine::kCopy;
     const int here = on_host ? host : streams.device[v];
     const absl::Span<const BufferUse> uses = graph.Uses(v);
     for (const BufferUse& use : uses) {
       BufferState& b = state[use.buffer];
-      if (b.latest == kNowhere) {
-        b.latest = here;
+      if (b.where == 0) {
         b.where = Bit(here);
         continue;
       }
       if ((b.where & Bit(here)) != 0) continue;
-      if (b.written && reader && b.latest != host && b.writer >= 0) {
+      if (reader && b.writer >= 0) {
         copies.push_back(PlannedCopy{b.writer, i, use.buffer, here, -1, -1});
       }
       b.where |= Bit(here);
@@ -67,9 +70,7 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     for (const BufferUse& use : uses) {
       if (!Writes(use.access)) continue;
       BufferState& b = state[use.buffer];
-      b.latest = here;
       b.where = Bit(here);
-      b.written = true;
       b.writer = device_node ? i : -1;
     }
   }

@@ -141,15 +141,6 @@ absl::StatusOr<Topology> Topology::LoadCsvFile(const std::string& path,
   return topology;
 }
 
-double Topology::TransferUs(uint64_t bytes, int from, int to) const {
-  if (from == to || bytes == 0) return 0;
-  const double direct = gbps(from, to);
-  // GB/s = 1e3 bytes per microsecond.
-  if (direct > 0) return static_cast<double>(bytes) / (direct * 1e3);
-  return static_cast<double>(bytes) / (gbps(from, kHost) * 1e3) +
-         static_cast<double>(bytes) / (gbps(kHost, to) * 1e3);
-}
-
 std::vector<std::vector<double>> Topology::Matrix() const {
   const int m = num_devices_ + 1;
   std::vector<std::vector<double>> out(m, std::vector<double>(m));

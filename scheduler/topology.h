@@ -62,7 +62,15 @@ class Topology {
   }
   // Microseconds to copy `bytes` from `from` to `to`: 0 when they are the
   // same memory, staged through the host when there is no direct link.
-  double TransferUs(uint64_t bytes, int from, int to) const;
+  // Inline: device policies ask it for every use of every node.
+  double TransferUs(uint64_t bytes, int from, int to) const {
+    if (from == to || bytes == 0) return 0;
+    const double direct = gbps(from, to);
+    // GB/s = 1e3 bytes per microsecond.
+    if (direct > 0) return static_cast<double>(bytes) / (direct * 1e3);
+    return static_cast<double>(bytes) / (gbps(from, kHost) * 1e3) +
+           static_cast<double>(bytes) / (gbps(kHost, to) * 1e3);
+  }
 
   // The matrix, host last (for display and for the simulated backend).
   std::vector<std::vector<double>> Matrix() const;
