@@ -45,8 +45,8 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     int32_t writer = -1;
   };
   std::vector<BufferState> state(graph.num_buffers());
-  // At most one copy per use; storage only touched as it fills.
-  ReserveHuge(copies, static_cast<size_t>(graph.num_uses()));
+  // Room for a copy per node, more than most plans make.
+  ReserveHuge(copies, static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
     const NodeId v = dag.order[i];
     const bool on_host = graph.engine(v) == Engine::kHost;
