@@ -30,6 +30,15 @@ struct Planned {
   int64_t offset(BufferId b, int device = 0) const {
     return arenas.offsets[lifetimes.Find(b, device)];
   }
+  // The copies on `device` (Lifetimes numbering) and their aligned sizes.
+  void DeviceCopies(int device, std::vector<int32_t>* copies,
+                    std::vector<int64_t>* sizes) const {
+    for (int k = 0; k < lifetimes.num_copies(); ++k) {
+      if (lifetimes.copy(k).device != device) continue;
+      copies->push_back(k);
+      sizes->push_back(arenas.sizes[k]);
+    }
+  }
 };
 
 Planned PlanAll(const Graph& graph, PlannerOptions options = {},
@@ -356,11 +365,7 @@ TEST(ArenaPlannerPropertyTest, AntichainBoundIsTheHeaviestCliqueOrLess) {
     for (int d = 0; d < lt.num_devices(); ++d) {
       std::vector<int32_t> copies;
       std::vector<int64_t> sizes;
-      for (int k = 0; k < lt.num_copies(); ++k) {
-        if (lt.copy(k).device != d) continue;
-        copies.push_back(k);
-        sizes.push_back(p.arenas.sizes[k]);
-      }
+      p.DeviceCopies(d, &copies, &sizes);
       if (copies.empty() || copies.size() > 16) continue;
       const int64_t bound = AntichainBound(lt, copies, sizes);
       const int64_t clique = BruteMaxClique(lt, copies, sizes);
@@ -389,11 +394,7 @@ TEST(ArenaPlannerPropertyTest, LocalCliqueBoundIsAClique) {
     for (int d = 0; d < lt.num_devices(); ++d) {
       std::vector<int32_t> copies;
       std::vector<int64_t> sizes;
-      for (int k = 0; k < lt.num_copies(); ++k) {
-        if (lt.copy(k).device != d) continue;
-        copies.push_back(k);
-        sizes.push_back(p.arenas.sizes[k]);
-      }
+      p.DeviceCopies(d, &copies, &sizes);
       if (copies.empty() || copies.size() > 16) continue;
       const int64_t clique = BruteMaxClique(lt, copies, sizes);
       for (int32_t at = 0; at < lt.num_positions(); at += 3) {

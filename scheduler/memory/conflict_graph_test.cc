@@ -17,17 +17,22 @@ namespace {
 using ::weft::scheduler::memory::testing::RandomCase;
 using ::weft::scheduler::memory::testing::RandomGraph;
 
+// The lifetimes of a random plan (test_plans.h) of seed `seed`.
+absl::StatusOr<Lifetimes> RandomLifetimes(uint32_t seed) {
+  testing::RandomPlanCase c = RandomCase(seed);
+  const Graph g = RandomGraph(seed, c.graph);
+  PlannerOptions options = c.planner;
+  options.explain = false;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  if (!plan.ok()) return plan.status();
+  return Lifetimes::Compute(g, *plan);
+}
+
 // The conflict graph from the sweep equals the pairs MayBeLiveTogether
 // names.
 TEST(ConflictGraphPropertyTest, ConflictGraphIsExact) {
   for (uint32_t seed = 0; seed < 1500; ++seed) {
-    testing::RandomPlanCase c = RandomCase(seed);
-    const Graph g = RandomGraph(seed, c.graph);
-    PlannerOptions options = c.planner;
-    options.explain = false;
-    absl::StatusOr<Plan> plan = PlanGraph(g, options);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    absl::StatusOr<Lifetimes> lifetimes = Lifetimes::Compute(g, *plan);
+    absl::StatusOr<Lifetimes> lifetimes = RandomLifetimes(seed);
     ASSERT_TRUE(lifetimes.ok()) << lifetimes.status();
     const Lifetimes& lt = *lifetimes;
     for (int d = 0; d < lt.num_devices(); ++d) {
@@ -52,13 +57,7 @@ TEST(ConflictGraphPropertyTest, ConflictGraphIsExact) {
 TEST(ConflictGraphPropertyTest, BudgetIsExact) {
   int tight = 0;
   for (uint32_t seed = 0; seed < 600; ++seed) {
-    testing::RandomPlanCase c = RandomCase(seed);
-    const Graph g = RandomGraph(seed, c.graph);
-    PlannerOptions options = c.planner;
-    options.explain = false;
-    absl::StatusOr<Plan> plan = PlanGraph(g, options);
-    ASSERT_TRUE(plan.ok()) << plan.status();
-    absl::StatusOr<Lifetimes> lifetimes = Lifetimes::Compute(g, *plan);
+    absl::StatusOr<Lifetimes> lifetimes = RandomLifetimes(seed);
     ASSERT_TRUE(lifetimes.ok()) << lifetimes.status();
     for (int d = 0; d < lifetimes->num_devices(); ++d) {
       const ConflictGraph all = BuildConflictGraph(*lifetimes, d);
