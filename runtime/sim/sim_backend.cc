@@ -95,6 +95,9 @@ absl::StatusOr<std::unique_ptr<SimBackend>> SimBackend::Create(
   if (options.worker_stall_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker_stall_timeout must be positive");
   }
+  if (options.worker_spin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("worker_spin must not be negative");
+  }
   if (options.worker_threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "worker_threads must be >= 0, got ", options.worker_threads));
@@ -148,8 +151,8 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
     const int hardware = static_cast<int>(std::thread::hardware_concurrency());
     threads = std::min(n, std::max(1, hardware - 1));
   }
-  pool_ =
-      std::make_unique<SimWorkerPool>(threads, options_.worker_stall_timeout);
+  pool_ = std::make_unique<SimWorkerPool>(
+      threads, options_.worker_stall_timeout, options_.worker_spin);
   graphs_ =
       std::make_unique<StreamGraphRunner>(this, StreamGraphRunner::Options{});
   control_ = std::make_unique<SimDeviceControl>(

@@ -153,6 +153,11 @@ class SimBackend final : public Backend {
     // kernel that blocks) while streams wait, before the pool adds one;
     // infinite: never (sim_stream.h).
     absl::Duration worker_stall_timeout = SimWorkerPool::kDefaultStallTimeout;
+    // How long a worker that runs out of work polls for more before it
+    // sleeps (one worker at a time; sim_worker_pool.h): work issued within
+    // it costs the issuing thread no wake-up, as a launch on a GPU costs
+    // none. Zero: workers sleep at once.
+    absl::Duration worker_spin = absl::Microseconds(50);
     // Whether aborting an error scope (Backend::AbortErrorScope) also
     // interrupts the scope's work in progress: a paced kernel or copy stops
     // within a few milliseconds and gives back the rest of its device time

@@ -88,6 +88,11 @@ TEST(SimBackendTest, RejectsBadOptions) {
   backend = SimBackend::Create(options);
   EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kInvalidArgument,
                                          HasSubstr("worker_stall_timeout")));
+  options.worker_stall_timeout = SimWorkerPool::kDefaultStallTimeout;
+  options.worker_spin = absl::Microseconds(-1);
+  backend = SimBackend::Create(options);
+  EXPECT_THAT(backend.status(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("worker_spin")));
 }
 
 TEST(SimBackendTest, StreamsShareAPoolOfOneWorkerPerDevice) {

@@ -13,8 +13,9 @@ thread_local SimWorkerPool* tls_pool = nullptr;
 
 }  // namespace
 
-SimWorkerPool::SimWorkerPool(int threads, absl::Duration stall_timeout)
-    : stall_timeout_(stall_timeout) {
+SimWorkerPool::SimWorkerPool(int threads, absl::Duration stall_timeout,
+                             absl::Duration spin)
+    : stall_timeout_(stall_timeout), spin_(spin) {
   absl::MutexLock lock(&mu_);
   for (int i = 0; i < std::max(1, threads); ++i) StartWorkerLocked();
   monitor_ = std::thread([this] { MonitorLoop(); });
@@ -25,6 +26,7 @@ SimWorkerPool::~SimWorkerPool() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
+    queued_.fetch_add(1, std::memory_order_release);
     work_cv_.SignalAll();
     monitor_cv_.SignalAll();
     workers.swap(workers_);
@@ -52,6 +54,16 @@ void SimWorkerPool::StartWorkerLocked() {
 void SimWorkerPool::Schedule(SimRunnable* stream) {
   absl::MutexLock lock(&mu_);
   ready_.push_back(stream);
+  WakeForQueuedLocked();
+}
+
+void SimWorkerPool::WakeForQueuedLocked() {
+  queued_.fetch_add(1, std::memory_order_release);
+  if (ready_.size() <= static_cast<size_t>(spinning_)) {
+    // A spinning worker takes it, and looks at the queue again (under the
+    // lock) before it sleeps.
+    return;
+  }
   if (idle_ > 0) {
     // An idle worker takes it; the monitor is needed only once streams
     // wait with no worker idle (WorkerLoop wakes it then).
@@ -72,8 +84,13 @@ void SimWorkerPool::ScheduleAt(SimRunnable* stream, absl::Time at) {
   absl::MutexLock lock(&mu_);
   const bool earliest = timers_.empty() || at < timers_.begin()->first;
   timers_.emplace(at, stream);
-  // An idle worker may sleep past the new deadline: let it look again.
-  if (earliest && idle_ > 0) work_cv_.Signal();
+  // An idle worker may sleep (or spin) past the new deadline: let it look
+  // again.
+  if (earliest && spinning_ > 0) {
+    queued_.fetch_add(1, std::memory_order_release);
+  } else if (earliest && idle_ > 0) {
+    work_cv_.Signal();
+  }
 }
 
 void SimWorkerPool::Unschedule(SimRunnable* stream) {
@@ -90,11 +107,7 @@ void SimWorkerPool::ScheduleNow(SimRunnable* stream) {
     if (it->second != stream) continue;
     timers_.erase(it);
     ready_.push_back(stream);
-    if (idle_ > 0) {
-      work_cv_.Signal();
-    } else {
-      WakeMonitorLocked();
-    }
+    WakeForQueuedLocked();
     return;
   }
 }
@@ -123,6 +136,7 @@ void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
   while (!timers_.empty() && timers_.begin()->first <= now) {
     ready_.push_back(timers_.begin()->second);
     timers_.erase(timers_.begin());
+    queued_.fetch_add(1, std::memory_order_release);
     // As Schedule: an idle worker may sleep with no deadline.
     if (promoted && idle_ > 0) work_cv_.Signal();
     promoted = true;
@@ -130,12 +144,40 @@ void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
   if (promoted) WakeMonitorLocked();
 }
 
+bool SimWorkerPool::Spin(absl::Time until) {
+  const uint64_t seen = queued_.load(std::memory_order_acquire);
+  for (int polls = 0;; ++polls) {
+    if (queued_.load(std::memory_order_acquire) != seen) return true;
+    // The clock every few polls: a poll costs far less than reading it.
+    if ((polls & 15) == 15 && absl::Now() >= until) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+}
+
 void SimWorkerPool::WorkerLoop(int index) {
   tls_pool = this;
   mu_.Lock();
   --idle_;
+  bool spun = false;  // since this worker last ran a stream
   while (!stop_) {
     if (!timers_.empty()) PromoteTimersLocked(absl::Now());
+    if (ready_.empty() && !spun && spinning_ == 0 &&
+        spin_ > absl::ZeroDuration()) {
+      // Poll a while before sleeping, never past a paced deadline.
+      absl::Time until = absl::Now() + spin_;
+      if (!timers_.empty()) until = std::min(until, timers_.begin()->first);
+      ++spinning_;
+      mu_.Unlock();
+      Spin(until);
+      mu_.Lock();
+      --spinning_;
+      spun = true;
+      continue;
+    }
     if (ready_.empty()) {
       ++idle_;
       if (timers_.empty()) {
@@ -151,6 +193,7 @@ void SimWorkerPool::WorkerLoop(int index) {
     // Streams left waiting with every worker busy: stalls need watching.
     if (!ready_.empty() && idle_ == 0) WakeMonitorLocked();
     running_[index] = stream;
+    spun = false;
     mu_.Unlock();
     stream->RunSlice();
     mu_.Lock();

@@ -48,6 +48,12 @@ class SimRunnable {
 // block. Added workers stay until the pool is destroyed; there are at most
 // kMaxThreads.
 //
+// A worker that runs out of work may first poll for more for a short
+// `spin` (one worker at a time), as a GPU's front end polls its queues:
+// work scheduled meanwhile is taken without waking a sleeping thread, so
+// the thread that issues it pays no wake-up. The spin ends early at a
+// paced deadline.
+//
 // Thread-safe.
 class SimWorkerPool {
  public:
@@ -56,8 +62,10 @@ class SimWorkerPool {
 
   // Starts max(1, threads) workers and a monitor thread. An infinite
   // `stall_timeout` adds no workers on stalls (only in WorkerMayBlock).
+  // `spin` (zero: none) is how long an idle worker polls before sleeping.
   explicit SimWorkerPool(int threads,
-                         absl::Duration stall_timeout = kDefaultStallTimeout);
+                         absl::Duration stall_timeout = kDefaultStallTimeout,
+                         absl::Duration spin = absl::ZeroDuration());
   // Joins every thread. REQUIRES: every stream on the pool is shut down.
   ~SimWorkerPool() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -96,8 +104,14 @@ class SimWorkerPool {
   // Moves the streams whose time has come from the timers to the queue.
   void PromoteTimersLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool StalledLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stream joined the queue: wakes an idle worker unless a spinning one
+  // will take it, or the monitor when none is idle.
+  void WakeForQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Polls for newly queued streams until `until`; true if one came.
+  bool Spin(absl::Time until) ABSL_LOCKS_EXCLUDED(mu_);
 
   const absl::Duration stall_timeout_;
+  const absl::Duration spin_;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_cv_;     // idle workers wait on it
@@ -110,11 +124,15 @@ class SimWorkerPool {
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   int running_waiters_ ABSL_GUARDED_BY(mu_) = 0;
+  int spinning_ ABSL_GUARDED_BY(mu_) = 0;  // workers polling (at most one)
   bool monitor_sleeping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Items completed by the pool's streams: the monitor's sign of progress.
   // Counted by the workers for every item, on a cache line of its own.
   alignas(64) std::atomic<uint64_t> progress_{0};
+  // Streams queued so far (and the pool's stop): what a spinning worker
+  // polls, on a cache line of its own.
+  alignas(64) std::atomic<uint64_t> queued_{0};
   std::thread monitor_;
 };
 

@@ -108,5 +108,59 @@ TEST(SimWorkerPoolTest, CurrentIsThePoolOfTheCallingWorker) {
   EXPECT_EQ(seen, &pool);
 }
 
+TEST(SimWorkerPoolTest, ASpinningWorkerTakesWhatIsScheduledWhileItSpins) {
+  SimWorkerPool pool(1, absl::InfiniteDuration(), /*spin=*/absl::Seconds(60));
+  std::vector<std::unique_ptr<FakeStream>> streams;
+  for (int i = 0; i < 20; ++i)
+    streams.push_back(std::make_unique<FakeStream>());
+  // Each after the worker ran the one before and went back to spinning.
+  for (auto& s : streams) {
+    pool.Schedule(s.get());
+    EXPECT_TRUE(s->ran().WaitForNotificationWithTimeout(absl::Seconds(30)));
+  }
+}
+
+TEST(SimWorkerPoolTest, ASpinningWorkerLeavesWorkItCannotTakeToIdleOnes) {
+  // One worker spins, the other sleeps; the first stream blocks its
+  // worker until the second has run, which only the sleeping one can do.
+  SimWorkerPool pool(2, absl::InfiniteDuration(), /*spin=*/absl::Seconds(60));
+  FakeStream warm;
+  pool.Schedule(&warm);
+  warm.ran().WaitForNotification();
+  FakeStream second;
+  FakeStream first([&second] {
+    second.ran().WaitForNotificationWithTimeout(absl::Seconds(30));
+  });
+  pool.Schedule(&first);
+  pool.Schedule(&second);
+  EXPECT_TRUE(second.ran().WaitForNotificationWithTimeout(absl::Seconds(30)));
+  first.ran().WaitForNotification();
+  EXPECT_EQ(pool.threads(), 2);
+}
+
+TEST(SimWorkerPoolTest, ATimerEndsASpinAtItsDeadline) {
+  SimWorkerPool pool(1, absl::InfiniteDuration(), /*spin=*/absl::Seconds(60));
+  FakeStream warm;
+  pool.Schedule(&warm);
+  warm.ran().WaitForNotification();  // the worker spins from here
+  FakeStream timed;
+  const absl::Time at = absl::Now() + absl::Milliseconds(20);
+  pool.ScheduleAt(&timed, at);
+  EXPECT_TRUE(timed.ran().WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_GE(timed.last_run(), at);
+}
+
+TEST(SimWorkerPoolTest, DestroyingThePoolEndsASpin) {
+  const absl::Time start = absl::Now();
+  {
+    SimWorkerPool pool(1, absl::InfiniteDuration(),
+                       /*spin=*/absl::Seconds(60));
+    FakeStream stream;
+    pool.Schedule(&stream);
+    stream.ran().WaitForNotification();
+  }
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+}
+
 }  // namespace
 }  // namespace weft::runtime
