@@ -195,6 +195,11 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     current[b][d] = true;
     stream_tail[copy.stream] = producer[b][d];
   };
+  // The segment of each device's latest graph work: a device's segments
+  // never go back in plan order, so the device's graphs, launched by
+  // segment, enqueue its work in the plan's order, and its kernel slots
+  // and copy engines take that work in the order the plan booked it.
+  std::vector<int> device_segment(num_devices, 0);
   std::vector<Ref> preds;
   auto add_pred = [&preds](Ref r) {
     if (r.graph >= 0) preds.push_back(r);
@@ -222,8 +227,9 @@ absl::StatusOr<JobGraphs> Builder::Build() {
     uses.clear();
     if (!node.args.empty()) uses = graph_.BufferUses(pn.node);
     // The segment: after every graph node this one will wait for (its
-    // predecessors and the copies it reads), one more across devices.
-    int segment = 0;
+    // predecessors and the copies it reads), one more across devices, and
+    // not before the device's work earlier in the plan.
+    int segment = device_segment[d];
     for (Ref q : preds) segment = std::max(segment, SegmentAfter(q, d));
     for (const BufferUse& use : uses) {
       const int latest = out_.latest[use.buffer];
@@ -241,6 +247,7 @@ absl::StatusOr<JobGraphs> Builder::Build() {
       segment = std::max(segment,
                          SegmentAfter(stream_tail[copy.stream], copy.device));
     }
+    device_segment[d] = segment;
     const int g = GraphOf(d, segment);
     for (const scheduler::PlannedCopy& copy : eager) {
       if (copy.device == d && needs_copy(copy)) eager_copy(copy, g);

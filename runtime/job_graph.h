@@ -26,8 +26,11 @@
 // last signaller of each event it waits on (as on streams) and its plan
 // dependencies. Nodes are grouped into segments so that devices never wait
 // on each other both ways within one graph: a node's segment is the
-// largest of its same-device predecessors' segments and its other-device
-// predecessors' segments plus one. One graph per (device, segment);
+// largest of its same-device predecessors' segments, its other-device
+// predecessors' segments plus one, and the segment of its device's node
+// before it in the plan, so that each device's graphs hold its work in
+// plan order and its engines take that work in the order the plan booked
+// it. One graph per (device, segment);
 // graphs are launched by segment, so every event recording is enqueued
 // before the waits on it. Each graph goes onto a stream of its own and
 // waits for earlier graphs of its device through events too, only where
