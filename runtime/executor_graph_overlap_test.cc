@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runtime/executor.h"
 #include "runtime/executor_test_util.h"
@@ -106,6 +107,24 @@ TEST(ExecutorGraphOverlapTest, NodesNeedingNoUploadStartAtOnce) {
                        {Spin("k", {Write(1)}, 2000, 0),
                         Spin("r", {Read(0), Write(2)}, 100, 0)}));
   ExpectBothEndAsPlanned(graph, 1, 2000);
+}
+
+// Sixteen independent kernels of a sixteenth of a device each all run at
+// once, in a graph as on streams: more side by side than a graph would
+// run on eight lanes (which would end at 2,000 us).
+TEST(ExecutorGraphOverlapTest, AGraphRunsAsManyKernelsAtOnceAsTheDevice) {
+  std::vector<BufferSpec> buffers;
+  std::vector<scheduler::NodeSpec> nodes;
+  for (int i = 0; i < 16; ++i) {
+    buffers.push_back(Buffer(absl::StrCat("b", i), 64));
+    scheduler::NodeSpec n =
+        Spin(absl::StrCat("k", i), {Write(i)}, 1000, /*device=*/0);
+    n.occupancy = 1.0 / 16;
+    nodes.push_back(std::move(n));
+  }
+  auto graph = std::make_shared<const scheduler::Graph>(
+      scheduler::Graph("wide", std::move(buffers), std::move(nodes)));
+  ExpectBothEndAsPlanned(graph, 1, 1000);
 }
 
 // `w` writes the output o in 100 us; `k` runs 2,000 us beside it. o's

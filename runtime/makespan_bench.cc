@@ -180,6 +180,7 @@ std::string FirstDivergence(const scheduler::Graph& graph,
                             const scheduler::Plan& plan,
                             const Measured& measured) {
   int first = -1;
+  int compared = 0;
   for (int i = 0; i < static_cast<int>(plan.nodes.size()); ++i) {
     const scheduler::NodeId node = plan.nodes[i].node;
     if (i >= static_cast<int>(plan.estimates.size()) ||
@@ -187,12 +188,17 @@ std::string FirstDivergence(const scheduler::Graph& graph,
         measured.node_end_us[node] < 0) {
       continue;
     }
+    ++compared;
     if (std::abs(measured.node_end_us[node] - plan.estimates[i].end_us) >
             1e-3 &&
         (first < 0 ||
          plan.estimates[i].end_us < plan.estimates[first].end_us)) {
       first = i;
     }
+  }
+  if (compared == 0) {
+    return "no node has a span of its own (device graphs are traced per "
+           "graph): nothing to compare node by node";
   }
   if (first < 0) {
     return "every node ends as estimated: the difference is in the copies "

@@ -46,7 +46,7 @@ namespace weft::runtime {
 class StreamGraphRunner {
  public:
   struct Options {
-    // Each lane is a stream (a thread, on the simulator).
+    // Each lane is a stream of the graph's device.
     int max_cached_graphs = 32;
     int max_lanes = 8;  // per instance
   };

@@ -153,8 +153,11 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
   }
   pool_ = std::make_unique<SimWorkerPool>(
       threads, options_.worker_stall_timeout, options_.worker_spin);
-  graphs_ =
-      std::make_unique<StreamGraphRunner>(this, StreamGraphRunner::Options{});
+  // A graph's independent work runs side by side on up to as many lanes
+  // as the device runs kernels at once, as a GPU's work queues allow.
+  StreamGraphRunner::Options graph_options;
+  graph_options.max_lanes = options_.max_concurrent_kernels;
+  graphs_ = std::make_unique<StreamGraphRunner>(this, graph_options);
   control_ = std::make_unique<SimDeviceControl>(
       this, graphs_.get(),
       [memory = memory_.get()](DevicePtr ptr, uint64_t bytes, char* out) {
