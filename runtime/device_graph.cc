@@ -187,7 +187,12 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
 
 std::string DeviceGraphSignature(const DeviceGraph& graph) {
   std::string out;
-  out.reserve(16 + graph.nodes.size() * 48);
+  AppendDeviceGraphSignature(graph, out);
+  return out;
+}
+
+void AppendDeviceGraphSignature(const DeviceGraph& graph, std::string& out) {
+  out.reserve(out.size() + 16 + graph.nodes.size() * 48);
   PutI32(out, graph.device);
   PutU64(out, graph.nodes.size());
   for (const DeviceGraphNode& node : graph.nodes) {
@@ -218,7 +223,6 @@ std::string DeviceGraphSignature(const DeviceGraph& graph) {
     PutU64(out, node.deps.size());
     for (int dep : node.deps) PutI32(out, dep);
   }
-  return out;
 }
 
 std::string DeviceGraphParameters(const DeviceGraph& graph) {

@@ -80,6 +80,8 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph);
 // parameters, different for any structural change. An exact encoding, not a
 // hash, so a cache keyed by it has no collisions.
 std::string DeviceGraphSignature(const DeviceGraph& graph);
+// The same, appended to `out` (whose capacity a caller may reuse).
+void AppendDeviceGraphSignature(const DeviceGraph& graph, std::string& out);
 
 // What the signature leaves out (addresses, scalar values, cost_us,
 // occupancy_units, engine, host addresses, event handles), encoded for

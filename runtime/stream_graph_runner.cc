@@ -22,8 +22,9 @@ absl::Status StreamGraphRunner::Launch(const DeviceGraph& graph,
   }
   WEFT_RETURN_IF_ERROR(ValidateDeviceGraph(graph));
   absl::MutexLock lock(&mu_);
-  WEFT_ASSIGN_OR_RETURN(Instance * instance,
-                        Find(graph, DeviceGraphSignature(graph)));
+  key_.clear();
+  AppendDeviceGraphSignature(graph, key_);
+  WEFT_ASSIGN_OR_RETURN(Instance * instance, Find(graph, key_));
   // The first launch of an instance is not a hit, prepared or not.
   if (instance->launched) ++stats_.cache_hits;
   instance->launched = true;
@@ -33,14 +34,15 @@ absl::Status StreamGraphRunner::Launch(const DeviceGraph& graph,
 
 absl::Status StreamGraphRunner::Prepare(const DeviceGraph& graph) {
   WEFT_RETURN_IF_ERROR(ValidateDeviceGraph(graph));
-  std::string key = DeviceGraphSignature(graph);
   absl::MutexLock lock(&mu_);
-  if (cache_.contains(key)) return absl::OkStatus();
-  return Find(graph, std::move(key)).status();
+  key_.clear();
+  AppendDeviceGraphSignature(graph, key_);
+  if (cache_.contains(key_)) return absl::OkStatus();
+  return Find(graph, key_).status();
 }
 
 absl::StatusOr<StreamGraphRunner::Instance*> StreamGraphRunner::Find(
-    const DeviceGraph& graph, std::string key) {
+    const DeviceGraph& graph, const std::string& key) {
   auto it = cache_.find(key);
   if (it == cache_.end()) {
     WEFT_ASSIGN_OR_RETURN(std::unique_ptr<Instance> instance,
@@ -48,7 +50,7 @@ absl::StatusOr<StreamGraphRunner::Instance*> StreamGraphRunner::Find(
     ++stats_.instantiations;
     lru_.push_front(key);
     instance->lru = lru_.begin();
-    it = cache_.emplace(std::move(key), std::move(instance)).first;
+    it = cache_.emplace(key, std::move(instance)).first;
     Instance* found = it->second.get();
     Trim();
     return found;
@@ -105,14 +107,18 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
   return instance;
 }
 
-absl::Status StreamGraphRunner::Enqueue(const Instance& instance,
+absl::Status StreamGraphRunner::Enqueue(Instance& instance,
                                         const DeviceGraph& graph,
                                         StreamHandle stream, uint64_t scope) {
   if (instance.direct) {
     // After the previous launch of the instance (a no-op before the
-    // first), then the end of this one.
-    WEFT_RETURN_IF_ERROR(
-        backend_->StreamWaitEvent(stream, instance.lane_end[0]));
+    // first; the stream's own order when it went there too), then the end
+    // of this one.
+    if (!(instance.last_stream == stream)) {
+      WEFT_RETURN_IF_ERROR(
+          backend_->StreamWaitEvent(stream, instance.lane_end[0]));
+      instance.last_stream = stream;
+    }
     absl::Status status = EnqueueNodes(instance, graph, stream, scope);
     absl::Status ended = backend_->RecordEvent(instance.lane_end[0], stream);
     return status.ok() ? ended : status;

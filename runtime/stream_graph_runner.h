@@ -101,17 +101,21 @@ class StreamGraphRunner {
     std::vector<EventHandle> lane_end;  // by lane; direct: the one end
     std::list<std::string>::iterator lru;
     bool launched = false;
+    // Direct: the stream of the last launch, which orders the next one
+    // there without an event wait.
+    StreamHandle last_stream;
   };
 
   // The cached instance of `graph` (signature `key`), instantiated on a
   // miss.
-  absl::StatusOr<Instance*> Find(const DeviceGraph& graph, std::string key)
+  absl::StatusOr<Instance*> Find(const DeviceGraph& graph,
+                                 const std::string& key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Instance>> Instantiate(
       const DeviceGraph& graph) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Enqueues the launch, then has `stream` wait for every lane (also when
   // enqueueing failed part way).
-  absl::Status Enqueue(const Instance& instance, const DeviceGraph& graph,
+  absl::Status Enqueue(Instance& instance, const DeviceGraph& graph,
                        StreamHandle stream, uint64_t scope)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The entry and the nodes; stops at the first error.
@@ -132,6 +136,9 @@ class StreamGraphRunner {
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
   absl::flat_hash_set<uint64_t> scopes_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
+  // The signature of the graph being launched: its capacity is reused, so
+  // a launch that finds its instance allocates nothing for the key.
+  std::string key_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weft::runtime

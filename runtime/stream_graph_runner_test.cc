@@ -229,10 +229,21 @@ TEST(StreamGraphRunnerTest, AChainRunsOnTheCallersStreamAfterItsLastLaunch) {
   ASSERT_TRUE(backend->SynchronizeStream(b).ok());
   ASSERT_TRUE(backend->SynchronizeStream(a).ok());
   EXPECT_DOUBLE_EQ(*backend->EventTimeUs(end), 40);
+  // Back on the first stream, after the launch on the second; then again
+  // there, after the launch before it on the same stream.
+  const EventHandle third = *backend->CreateEvent(0);
+  const EventHandle fourth = *backend->CreateEvent(0);
+  ASSERT_TRUE(backend->LaunchDeviceGraph(chain, a).ok());
+  ASSERT_TRUE(backend->RecordEvent(third, a).ok());
+  ASSERT_TRUE(backend->LaunchDeviceGraph(chain, a).ok());
+  ASSERT_TRUE(backend->RecordEvent(fourth, a).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(a).ok());
+  EXPECT_DOUBLE_EQ(*backend->EventTimeUs(third), 60);
+  EXPECT_DOUBLE_EQ(*backend->EventTimeUs(fourth), 80);
   // No lane streams: the chain went onto the callers' streams.
   EXPECT_EQ(backend->stream_count(), streams);
   EXPECT_EQ(backend->graph_stats().instantiations, 1u);
-  EXPECT_EQ(backend->graph_stats().cache_hits, 1u);
+  EXPECT_EQ(backend->graph_stats().cache_hits, 3u);
 }
 
 TEST(StreamGraphRunnerTest, FailureReachesOnlyItsScope) {
