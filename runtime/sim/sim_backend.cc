@@ -153,10 +153,11 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
   }
   pool_ = std::make_unique<SimWorkerPool>(
       threads, options_.worker_stall_timeout, options_.worker_spin);
-  // A graph's independent work runs side by side on up to as many lanes
-  // as the device runs kernels at once, as a GPU's work queues allow.
+  // A graph's independent work runs side by side on up to 256 lanes:
+  // lanes are streams that the pool's workers run, not threads, and the
+  // device model, not the lanes, limits how many kernels run at once.
   StreamGraphRunner::Options graph_options;
-  graph_options.max_lanes = options_.max_concurrent_kernels;
+  graph_options.max_lanes = 256;
   graphs_ = std::make_unique<StreamGraphRunner>(this, graph_options);
   control_ = std::make_unique<SimDeviceControl>(
       this, graphs_.get(),
