@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/huge_pages.h"
 
 namespace weft::scheduler {
 namespace {
@@ -209,9 +210,10 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
   const int n = graph.num_nodes();
   const int devices = context.num_devices;
   DeviceAssignment out;
-  out.device.assign(n, -1);
+  AssignHuge(out.device, n, -1);
   if (context.record_choices) out.choice.resize(n);
-  std::vector<double> finish(n, 0);
+  std::vector<double> finish;
+  AssignHuge(finish, n, 0.0);
   // By device: when its kernels and its COPY nodes have run, back to back.
   std::vector<double> kernels(devices, 0), copies(devices, 0);
   DataLocations locations(graph.num_buffers());

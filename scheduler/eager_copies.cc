@@ -44,7 +44,8 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     uint64_t where = 0;
     int32_t writer = -1;
   };
-  std::vector<BufferState> state(graph.num_buffers());
+  std::vector<BufferState> state;
+  AssignHuge(state, graph.num_buffers(), BufferState());
   // Room for a copy per node, more than most plans make.
   ReserveHuge(copies, static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {

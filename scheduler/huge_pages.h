@@ -31,6 +31,14 @@ void ReserveHuge(std::vector<T>& v, size_t n) {
   AdviseHugePages(v.data(), v.capacity() * sizeof(T));
 }
 
+// `v` set to `n` copies of `value`, its storage advised as ReserveHuge
+// does when it has to grow.
+template <typename T>
+void AssignHuge(std::vector<T>& v, size_t n, const T& value) {
+  ReserveHuge(v, n);
+  v.assign(n, value);
+}
+
 }  // namespace weft::scheduler
 
 #endif  // WEFT_SCHEDULER_HUGE_PAGES_H_

@@ -111,7 +111,9 @@ void ReachabilityQuery::BuildIntervals() {
 bool ReachabilityQuery::Start(NodeId from, absl::Span<const NodeId> targets) {
   const size_t n = index_.num_nodes();
   if (visited_.size() < n) {  // first use, or the index has grown since
-    visited_.resize(std::max(n, 2 * visited_.size()), 0);
+    const size_t size = std::max(n, 2 * visited_.size());
+    ReserveHuge(visited_, size);
+    visited_.resize(size, 0);
   }
   if (++stamp_ == 0) {  // wrapped: forget every old mark
     std::fill(visited_.begin(), visited_.end(), 0);

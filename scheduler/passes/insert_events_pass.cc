@@ -331,14 +331,14 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   }
   const int32_t max_seq =
       num_streams > 0 ? *std::max_element(length.begin(), length.end()) : 0;
-  c.seq.assign(n, 0);
+  AssignHuge(c.seq, n, 0);
   if (peers) {
-    c.peer_seq.assign(n, 0);
+    AssignHuge(c.peer_seq, n, 0);
   } else {
     c.peer_seq.clear();
   }
-  c.clock_of.assign(n, 0);
-  c.signal.assign(n, -1);
+  AssignHuge(c.clock_of, n, 0);
+  AssignHuge(c.signal, n, -1);
   c.clocks = ClockArena(num_streams, max_seq);
   // Upper bounds (a snapshot per node with a wait, two per peer; a wait per
   // edge): reserved address space that is only touched as it fills.

@@ -91,8 +91,9 @@ StreamContext::StreamContext(const Graph& graph, const Dag& dag,
       levels(levels),
       device(std::move(device)),
       options(options),
-      stream_of(graph.num_nodes(), -1),
-      choice(options.record_choices ? graph.num_nodes() : 0) {}
+      choice(options.record_choices ? graph.num_nodes() : 0) {
+  AssignHuge(stream_of, graph.num_nodes(), -1);
+}
 
 ReachabilityQuery& StreamContext::query() {
   if (shared_query == nullptr) {
