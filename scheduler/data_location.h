@@ -49,8 +49,18 @@ class DataLocations {
 
   // Records that a node with these buffer uses runs on `device`.
   // REQUIRES: 0 <= device < kMaxDevices and every buffer below
-  // num_buffers.
-  void Apply(absl::Span<const BufferUse> uses, int device);
+  // num_buffers. Inline: device policies apply every node's uses.
+  void Apply(absl::Span<const BufferUse> uses, int device) {
+    const Mask bit = Mask{1} << device;
+    // Reads first, then writes: a buffer both read and written ends on
+    // `device` alone whatever the argument order.
+    for (const BufferUse& use : uses) {
+      if (!Writes(use.access)) mask_[use.buffer] |= bit;
+    }
+    for (const BufferUse& use : uses) {
+      if (Writes(use.access)) mask_[use.buffer] = bit;
+    }
+  }
 
  private:
   std::vector<Mask> mask_;

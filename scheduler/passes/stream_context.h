@@ -29,6 +29,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/types/span.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/dependency_inference.h"
@@ -190,6 +194,21 @@ class ClockArena {
   void MaxOf(const T* x, const T* y, T* out) const {
     // (Spelled out: a vector_size attribute on a type that depends on T
     // would be dropped.)
+#if defined(__SSE2__)
+    if constexpr (std::is_same_v<T, uint16_t>) {
+      // max(u, w) = w + (u - w, saturated at 0): two instructions, where
+      // SSE2 has no unsigned 16-bit compare to select with.
+      for (int k = 0; k < stride_; k += kVector / sizeof(T)) {
+        const __m128i u =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + k));
+        const __m128i w =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(y + k));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + k),
+                         _mm_add_epi16(w, _mm_subs_epu16(u, w)));
+      }
+      return;
+    }
+#endif
     using Vector =
         std::conditional_t<std::is_same_v<T, int32_t>, Lanes, NarrowLanes>;
     static_assert(sizeof(Vector) == kVector);
