@@ -332,6 +332,10 @@ class Backend {
   // nothing on it until the loop has completed. Errors of the body fail
   // the loop in `stream`'s error scope. The defaults: no device loops.
   virtual bool supports_device_loops() const { return false; }
+  // Whether a device loop's body or a device case's branches may hold
+  // device loops and cases themselves (DeviceGraphControl nodes), to any
+  // depth.
+  virtual bool supports_nested_device_control() const { return false; }
   virtual absl::Status LaunchDeviceLoop(const DeviceLoop& loop,
                                         StreamHandle stream,
                                         StreamHandle body_stream) {

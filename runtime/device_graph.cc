@@ -40,6 +40,8 @@ const char* KindName(DeviceGraphNodeKind kind) {
       return "event record";
     case DeviceGraphNodeKind::kEventWait:
       return "event wait";
+    case DeviceGraphNodeKind::kControl:
+      return "control";
   }
   return "node";
 }
@@ -105,6 +107,66 @@ int DeviceGraph::AddEventWait(EventHandle event, std::vector<int> deps) {
   node.deps = std::move(deps);
   return Append(*this, std::move(node));
 }
+
+int DeviceGraph::AddControl(std::shared_ptr<const DeviceGraphControl> control,
+                            std::vector<int> deps) {
+  DeviceGraphNode node;
+  node.kind = DeviceGraphNodeKind::kControl;
+  node.control = std::move(control);
+  node.deps = std::move(deps);
+  return Append(*this, std::move(node));
+}
+
+bool DeviceGraph::HasControl() const {
+  for (const DeviceGraphNode& node : nodes) {
+    if (node.kind == DeviceGraphNodeKind::kControl) return true;
+  }
+  return false;
+}
+
+namespace {
+
+absl::Status ValidateControl(const DeviceGraphControl& control, int device,
+                             const std::string& where) {
+  if (control.value.device != device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": '", control.name, "' reads its ",
+                     control.loop ? "condition" : "selector", " on device ",
+                     control.value.device));
+  }
+  if (control.loop &&
+      (control.bodies.size() != 1 || control.max_iterations == 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": loop '", control.name,
+                     "' needs one body and max_iterations > 0"));
+  }
+  if (!control.loop && control.dtype != scheduler::DType::kInt32 &&
+      control.dtype != scheduler::DType::kInt64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": case..of '", control.name,
+                     "' needs an INT32 or INT64 selector"));
+  }
+  if (control.result == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": '", control.name, "' has no result"));
+  }
+  for (const DeviceGraph& body : control.bodies) {
+    if (body.nodes.empty()) continue;
+    if (body.device != device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": a body of '", control.name, "' is on device ",
+                       body.device));
+    }
+    absl::Status s = ValidateDeviceGraph(body);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": in a body of '", control.name, "': ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
   const int device = graph.device;
@@ -180,6 +242,16 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
               absl::StrCat(where(), ": no event"));
         }
         break;
+      case DeviceGraphNodeKind::kControl:
+        if (node.control == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where(), ": no control"));
+        }
+        if (absl::Status s = ValidateControl(*node.control, device, where());
+            !s.ok()) {
+          return s;
+        }
+        break;
     }
   }
   return absl::OkStatus();
@@ -218,6 +290,15 @@ void AppendDeviceGraphSignature(const DeviceGraph& graph, std::string& out) {
         break;
       case DeviceGraphNodeKind::kEventRecord:
       case DeviceGraphNodeKind::kEventWait:
+        break;
+      case DeviceGraphNodeKind::kControl:
+        out.push_back(node.control->loop ? 'w' : 's');
+        out.push_back(static_cast<char>(node.control->dtype));
+        PutU64(out, node.control->max_iterations);
+        PutU64(out, node.control->bodies.size());
+        for (const DeviceGraph& body : node.control->bodies) {
+          AppendDeviceGraphSignature(body, out);
+        }
         break;
     }
     PutU64(out, node.deps.size());
@@ -265,6 +346,13 @@ std::string DeviceGraphParameters(const DeviceGraph& graph) {
       case DeviceGraphNodeKind::kEventRecord:
       case DeviceGraphNodeKind::kEventWait:
         PutU64(out, node.event.value);
+        break;
+      case DeviceGraphNodeKind::kControl:
+        PutI32(out, node.control->value.device);
+        PutU64(out, node.control->value.address);
+        for (const DeviceGraph& body : node.control->bodies) {
+          out.append(DeviceGraphParameters(body));
+        }
         break;
     }
   }

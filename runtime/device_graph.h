@@ -24,7 +24,9 @@
 #ifndef WEFT_RUNTIME_DEVICE_GRAPH_H_
 #define WEFT_RUNTIME_DEVICE_GRAPH_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,8 +35,36 @@
 
 namespace weft::runtime {
 
-enum class DeviceGraphNodeKind { kKernel, kCopy, kEventRecord, kEventWait };
+enum class DeviceGraphNodeKind {
+  kKernel,
+  kCopy,
+  kEventRecord,
+  kEventWait,
+  kControl,
+};
 enum class CopyDirection { kHostToDevice, kDeviceToHost, kDeviceToDevice };
+
+struct DeviceGraph;
+
+// A loop or case..of that the device decides inside a graph (a conditional
+// node in the body of another), as DeviceLoop and DeviceCase (backend.h)
+// describe them: a loop runs bodies[0] while element 0 of `value` is
+// nonzero, at most max_iterations times per run; a case..of runs
+// bodies[i] for a selector value i (INT32 or INT64) in range, or nothing.
+// An empty body is an empty branch. The node ends when the control node
+// has, and the nodes after it that depend on it start then.
+struct DeviceGraphControl {
+  bool loop = true;
+  std::string name;
+  std::vector<DeviceGraph> bodies;  // on the graph's device
+  DevicePtr value;                  // the condition or the selector
+  scheduler::DType dtype = scheduler::DType::kInt32;
+  uint32_t max_iterations = 0;  // loops
+  // A loop's iterations summed over its runs, or the branch a case's last
+  // run took (-1: none); updated as each run ends.
+  std::shared_ptr<std::atomic<int64_t>> result =
+      std::make_shared<std::atomic<int64_t>>(0);
+};
 
 struct DeviceGraphNode {
   DeviceGraphNodeKind kind = DeviceGraphNodeKind::kKernel;
@@ -50,6 +80,8 @@ struct DeviceGraphNode {
   uint64_t bytes = 0;
   // kEventRecord / kEventWait.
   EventHandle event;
+  // kControl (shared by the copies of the graph).
+  std::shared_ptr<const DeviceGraphControl> control;
   // Earlier nodes of the same graph (indices into DeviceGraph::nodes).
   std::vector<int> deps;
 };
@@ -68,12 +100,19 @@ struct DeviceGraph {
                       std::vector<int> deps);
   int AddEventRecord(EventHandle event, std::vector<int> deps);
   int AddEventWait(EventHandle event, std::vector<int> deps);
+  int AddControl(std::shared_ptr<const DeviceGraphControl> control,
+                 std::vector<int> deps);
+  // Whether a node here or in a nested body is a control node.
+  bool HasControl() const;
 };
 
 // INVALID_ARGUMENT naming the first problem: a dependency that is not an
 // earlier node, a user kernel (not supported in graphs yet), a kernel buffer or
 // a copy endpoint on the wrong device (a device-to-device copy may read another
-// device), a null host address, or an event node without an event.
+// device), a null host address, an event node without an event, or a control
+// node without a control, with a value or a body on another device, a loop
+// without exactly one body or with max_iterations 0, a case..of selector that
+// is not INT32 or INT64, or a body that fails these checks itself.
 absl::Status ValidateDeviceGraph(const DeviceGraph& graph);
 
 // The structural key described above: equal for graphs that differ only in

@@ -1,5 +1,7 @@
 #include "runtime/device_graph.h"
 
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -137,6 +139,70 @@ TEST(DeviceGraphTest, RejectsMissingEventAndHostAddress) {
   s = ValidateDeviceGraph(h);
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
                           HasSubstr("needs a host destination")));
+}
+
+// A graph holding a loop whose body is Sample's graph.
+DeviceGraph WithLoop(uint64_t condition, uint32_t max_iterations,
+                     uint64_t body_x) {
+  auto loop = std::make_shared<DeviceGraphControl>();
+  loop->name = "loop";
+  loop->value = {0, condition};
+  loop->max_iterations = max_iterations;
+  loop->bodies.push_back(Sample(body_x, 0x2000, 1, 1, 7));
+  DeviceGraph g;
+  g.device = 0;
+  g.AddControl(loop, {});
+  return g;
+}
+
+TEST(DeviceGraphTest, ControlNodesNestInTheSignatureAndParameters) {
+  const DeviceGraph g = WithLoop(0x100, 5, 0x1000);
+  ASSERT_OK(ValidateDeviceGraph(g));
+  EXPECT_TRUE(g.HasControl());
+  // Addresses, inside the body too, are parameters.
+  EXPECT_EQ(DeviceGraphSignature(g),
+            DeviceGraphSignature(WithLoop(0x200, 5, 0x3000)));
+  EXPECT_NE(DeviceGraphParameters(g),
+            DeviceGraphParameters(WithLoop(0x200, 5, 0x1000)));
+  EXPECT_NE(DeviceGraphParameters(g),
+            DeviceGraphParameters(WithLoop(0x100, 5, 0x3000)));
+  // The bound and the body's structure are not.
+  EXPECT_NE(DeviceGraphSignature(g),
+            DeviceGraphSignature(WithLoop(0x100, 6, 0x1000)));
+  DeviceGraph other = WithLoop(0x100, 5, 0x1000);
+  auto changed = std::make_shared<DeviceGraphControl>(*other.nodes[0].control);
+  changed->bodies[0].nodes.pop_back();
+  other.nodes[0].control = changed;
+  EXPECT_NE(DeviceGraphSignature(g), DeviceGraphSignature(other));
+}
+
+TEST(DeviceGraphTest, RejectsControlNodesTheDeviceCannotRun) {
+  auto check = [](std::function<void(DeviceGraphControl&)> change,
+                  const std::string& why) {
+    DeviceGraph g = WithLoop(0x100, 5, 0x1000);
+    auto control = std::make_shared<DeviceGraphControl>(*g.nodes[0].control);
+    change(*control);
+    g.nodes[0].control = control;
+    EXPECT_THAT(ValidateDeviceGraph(g),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(why)));
+  };
+  check([](DeviceGraphControl& c) { c.max_iterations = 0; },
+        "needs one body and max_iterations > 0");
+  check([](DeviceGraphControl& c) { c.value.device = 1; },
+        "reads its condition on device 1");
+  check(
+      [](DeviceGraphControl& c) {
+        c.loop = false;
+        c.dtype = DType::kFloat32;
+      },
+      "needs an INT32 or INT64 selector");
+  check([](DeviceGraphControl& c) { c.bodies[0].nodes[1].deps = {3}; },
+        "in a body of 'loop'");
+  DeviceGraph empty;
+  empty.AddControl(nullptr, {});
+  EXPECT_THAT(
+      ValidateDeviceGraph(empty),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no control")));
 }
 
 TEST(DeviceGraphTest, ParametersTrackWhatTheSignatureLeavesOut) {

@@ -541,16 +541,15 @@ TEST_P(ExecutorModeTest, LoopInsideALoop) {
     }
   )pb";
   RunResult r = Run(text);
-  if (GetParam() == ControlMode::kDevice) {
-    // The outer body holds a loop: only the host can drive it.
-    EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kFailedPrecondition,
-                                   HasSubstr("loop 'outer' cannot evaluate its "
-                                             "condition on the device")));
-    return;
-  }
   ASSERT_OK(r.status);
   EXPECT_EQ(Floats(r.outputs["total"])[0], 12.0f);
   EXPECT_EQ(Iterations(r, "outer"), 3);
+  if (GetParam() != ControlMode::kHost) {
+    // Both loops on the device: the inner one reports its iterations over
+    // all of its runs once the outer one has ended.
+    EXPECT_EQ(Iterations(r, "inner"), 12);
+    EXPECT_EQ(Count(r, "inner", ControlEventKind::kIteration), 1);
+  }
   executor_testing::ExpectNoMemoryHeld(*backend_, *executor_);
   for (const DeviceLoad& load : executor_->Load()) {
     EXPECT_EQ(load.streams_busy, 0);
@@ -623,11 +622,25 @@ TEST_F(ExecutorControlTest, CaseOfInsideALoop) {
       }
     }
   )pb";
+  // Driven by the host: an event per iteration and per branch taken.
+  options_.control_mode = ControlMode::kHost;
   RunResult r = Run(text);
   ASSERT_OK(r.status);
   EXPECT_EQ(Floats(r.outputs["x"])[0], 216.0f);  // 2*3*2*3*2*3
   EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 6);
   EXPECT_EQ(Count(r, "pick", ControlEventKind::kBranch), 6);
+  // On the device (AUTO, where the bodies allow it): the same result, the
+  // loop's count and the branch its last run took, once each.
+  options_.control_mode = ControlMode::kAuto;
+  r = Run(text);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(Floats(r.outputs["x"])[0], 216.0f);
+  EXPECT_EQ(Iterations(r, "loop"), 6);
+  EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 1);
+  ASSERT_EQ(Count(r, "pick", ControlEventKind::kBranch), 1);
+  for (const ControlEvent& e : r.events) {
+    if (e.node == "pick") EXPECT_EQ(e.value, 1);  // k = 5 is odd
+  }
 }
 
 TEST_P(ExecutorModeTest, AFailingBodyFailsTheJobNamingLoopAndIteration) {

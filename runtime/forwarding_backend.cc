@@ -153,6 +153,10 @@ bool ForwardingBackend::supports_device_loops() const {
   return backend_->supports_device_loops();
 }
 
+bool ForwardingBackend::supports_nested_device_control() const {
+  return backend_->supports_nested_device_control();
+}
+
 absl::Status ForwardingBackend::LaunchDeviceCase(const DeviceCase& choice,
                                                  StreamHandle stream,
                                                  StreamHandle body_stream) {

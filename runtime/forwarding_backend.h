@@ -76,6 +76,7 @@ class ForwardingBackend : public Backend {
   absl::Status PrepareDeviceGraph(const DeviceGraph& graph) override;
   // A device loop's body reaches the wrapped backend as a whole too.
   bool supports_device_loops() const override;
+  bool supports_nested_device_control() const override;
   absl::Status LaunchDeviceCase(const DeviceCase& choice, StreamHandle stream,
                                 StreamHandle body_stream) override;
   absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,

@@ -82,6 +82,7 @@
 #ifndef WEFT_RUNTIME_JOB_H_
 #define WEFT_RUNTIME_JOB_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -230,12 +231,33 @@ class Job {
   // all on `device`, whose `stream` is ordered after the node's own
   // stream and holds the node's buffers current there; `body_stream` is
   // leased for the node alone (loop_streams_) and runs the bodies.
+  // A control node nested in the bodies, run by the device too.
+  struct NestedDeviceControl {
+    std::string name;
+    bool loop = true;
+    std::shared_ptr<std::atomic<int64_t>> result;
+  };
   struct DeviceBodies {
     int device = -1;
     StreamHandle stream;
     StreamHandle body_stream;
     std::vector<DeviceGraph> graphs;
+    std::vector<NestedDeviceControl> nested;  // to any depth
   };
+  // Checks that body plan `plan` of `body` can run as a device graph:
+  // device ops, all on device `device` (set by the first node when -1),
+  // and control nodes only where `nested` allows them (whose bodies are
+  // checked likewise). FAILED_PRECONDITION from `cannot` otherwise
+  // (`spread`: why, for nodes on two devices).
+  absl::Status CheckDeviceBody(
+      const scheduler::Graph& body, const scheduler::Plan& plan, bool nested,
+      absl::string_view spread, int& device,
+      const std::function<absl::Status(absl::string_view)>& cannot) const;
+  // Body plan `plan` of `body` as a device graph on `device`, its control
+  // nodes as DeviceGraphControl nodes (recorded in `nested`).
+  DeviceGraph BuildDeviceBody(const scheduler::Graph& body,
+                              const scheduler::Plan& plan, int device,
+                              std::vector<NestedDeviceControl>& nested);
   // Builds them for plan index `index` (issued on `stream` of `device`),
   // for a node the device decides (`device_decides`) or the host drives.
   // FAILED_PRECONDITION saying why when the bodies cannot run that way:
@@ -280,7 +302,8 @@ class Job {
   // on the node's stream and its leased stream goes back.
   absl::Status EndGraphControl(int index, absl::Status status);
   // `result`: the iterations run, or the branch taken (-1: none).
-  void OnDeviceControlDone(int index, absl::Status status, int64_t result);
+  void OnDeviceControlDone(int index, absl::Status status, int64_t result,
+                           const std::vector<NestedDeviceControl>& nested);
   void OnControlReady(int index, absl::Status status);
   void OnBodyDone(int index, absl::Status status);
   void ControlFinished(int index, absl::Status status);

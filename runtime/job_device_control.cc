@@ -4,6 +4,7 @@
 // and a case..of a DeviceCase), or driven by the host (the condition comes
 // back after every iteration and the host relaunches the body's graph).
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,29 +46,20 @@ absl::StatusOr<Job::DeviceBodies> Job::PrepareDeviceBodies(
   if (!device_decides && !backend->supports_device_graphs()) {
     return cannot("this backend has no device graphs");
   }
-  // The bodies: device ops, all on one device.
+  // The bodies: device ops, all on one device; control nodes in them
+  // only where the device decides them too.
   const std::vector<std::shared_ptr<const scheduler::Plan>>& plans =
       plan_->bodies[pn.node];
+  const bool nested =
+      device_decides && backend->supports_nested_device_control();
+  const std::function<absl::Status(absl::string_view)> cannot_fn = cannot;
   int d = -1;
+  const absl::string_view spread =
+      loop ? "its body is planned on more than one device"
+           : "its branches are planned on more than one device";
   for (size_t b = 0; b < control.bodies.size(); ++b) {
-    const scheduler::Graph& body = *control.bodies[b];
-    for (const PlannedNode& bn : plans[b]->nodes) {
-      const scheduler::NodeSpec& spec = body.node(bn.node);
-      if (d < 0) d = bn.device;
-      if (bn.device != d) {
-        return cannot(loop ? "its body is planned on more than one device"
-                           : "its branches are planned on more than one "
-                             "device");
-      }
-      if (spec.control != nullptr || spec.engine == scheduler::Engine::kHost) {
-        return cannot(absl::StrCat("body node '", spec.name,
-                                   "' runs on the host or holds control"));
-      }
-      if (!backend->supports_device_graph_op(spec.op)) {
-        return cannot(absl::StrCat("body node '", spec.name, "' runs op '",
-                                   spec.op, "', which device graphs lack"));
-      }
-    }
+    WEFT_RETURN_IF_ERROR(CheckDeviceBody(*control.bodies[b], *plans[b], nested,
+                                         spread, d, cannot_fn));
   }
   if (d < 0) return cannot("its bodies are empty");
   DeviceBodies bodies;
@@ -102,25 +94,81 @@ absl::StatusOr<Job::DeviceBodies> Job::PrepareDeviceBodies(
         buffers_->MakeCurrent(use.buffer, d, d, bodies.stream));
   }
   // Each body as one device graph, in its plan's order.
-  bodies.graphs.resize(control.bodies.size());
   for (size_t b = 0; b < control.bodies.size(); ++b) {
-    const scheduler::Graph& body = *control.bodies[b];
-    const scheduler::Plan& body_plan = *plans[b];
-    bodies.graphs[b].device = d;
-    absl::flat_hash_map<NodeId, int> position;
-    for (int i = 0; i < body_plan.num_nodes(); ++i) {
-      const NodeId v = body_plan.nodes[i].node;
-      DeviceGraphNode n;
-      n.kind = DeviceGraphNodeKind::kKernel;
-      n.launch = BuildKernelLaunch(body, body.node(v), [&](BufferId buffer) {
-        return buffers_->ptr(buffer, d);
-      });
-      for (NodeId dep : body_plan.Deps(i)) n.deps.push_back(position[dep]);
-      position[v] = i;
-      bodies.graphs[b].nodes.push_back(std::move(n));
-    }
+    bodies.graphs.push_back(
+        BuildDeviceBody(*control.bodies[b], *plans[b], d, bodies.nested));
   }
   return bodies;
+}
+
+absl::Status Job::CheckDeviceBody(
+    const scheduler::Graph& body, const scheduler::Plan& plan, bool nested,
+    absl::string_view spread, int& device,
+    const std::function<absl::Status(absl::string_view)>& cannot) const {
+  Backend* backend = env_->backend;
+  for (const PlannedNode& bn : plan.nodes) {
+    const scheduler::NodeSpec& spec = body.node(bn.node);
+    if (spec.control != nullptr) {
+      if (!nested) {
+        return cannot(
+            absl::StrCat("body node '", spec.name, "' holds control"));
+      }
+      for (size_t k = 0; k < spec.control->bodies.size(); ++k) {
+        WEFT_RETURN_IF_ERROR(CheckDeviceBody(*spec.control->bodies[k],
+                                             *plan.bodies[bn.node][k], nested,
+                                             spread, device, cannot));
+      }
+      continue;
+    }
+    if (device < 0) device = bn.device;
+    if (bn.device != device) return cannot(spread);
+    if (spec.engine == scheduler::Engine::kHost) {
+      return cannot(
+          absl::StrCat("body node '", spec.name, "' runs on the host"));
+    }
+    if (!backend->supports_device_graph_op(spec.op)) {
+      return cannot(absl::StrCat("body node '", spec.name, "' runs op '",
+                                 spec.op, "', which device graphs lack"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+DeviceGraph Job::BuildDeviceBody(const scheduler::Graph& body,
+                                 const scheduler::Plan& plan, int device,
+                                 std::vector<NestedDeviceControl>& nested) {
+  DeviceGraph graph;
+  graph.device = device;
+  absl::flat_hash_map<NodeId, int> position;
+  for (int i = 0; i < plan.num_nodes(); ++i) {
+    const NodeId v = plan.nodes[i].node;
+    const scheduler::NodeSpec& spec = body.node(v);
+    std::vector<int> deps;
+    for (NodeId dep : plan.Deps(i)) deps.push_back(position[dep]);
+    if (spec.control != nullptr) {
+      const scheduler::ControlSpec& c = *spec.control;
+      auto control = std::make_shared<DeviceGraphControl>();
+      control->loop = c.kind == scheduler::ControlSpec::Kind::kWhile;
+      control->name = spec.name;
+      control->value = buffers_->ptr(c.condition, device);
+      control->dtype = graph_->buffer(c.condition).dtype;
+      control->max_iterations = c.max_iterations;
+      control->result->store(control->loop ? 0 : -1);
+      for (size_t k = 0; k < c.bodies.size(); ++k) {
+        control->bodies.push_back(
+            BuildDeviceBody(*c.bodies[k], *plan.bodies[v][k], device, nested));
+      }
+      nested.push_back({spec.name, control->loop, control->result});
+      position[v] = graph.AddControl(std::move(control), std::move(deps));
+      continue;
+    }
+    position[v] = graph.AddKernel(
+        BuildKernelLaunch(
+            body, spec,
+            [&](BufferId buffer) { return buffers_->ptr(buffer, device); }),
+        std::move(deps));
+  }
+  return graph;
 }
 
 absl::Status Job::EnqueueDeviceControl(int index, int device,
@@ -174,10 +222,11 @@ absl::Status Job::LaunchDeviceControl(int index, int device,
   const uint64_t id = id_;
   const auto* post = &env_->post;
   WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
-      stream, [post, id, index, result](absl::Status status) {
-        (*post)(id, [index, status = std::move(status),
-                     value = result->load()](Job& job) {
-          job.OnDeviceControlDone(index, status, value);
+      stream,
+      [post, id, index, result, nested = bodies.nested](absl::Status status) {
+        (*post)(id, [index, status = std::move(status), value = result->load(),
+                     nested](Job& job) {
+          job.OnDeviceControlDone(index, status, value, nested);
         });
       }));
   ++in_flight_;
@@ -301,7 +350,8 @@ void Job::ReleaseLeasedStream(int index, bool reusable) {
   env_->stream_pools[device]->Release(stream, reusable);
 }
 
-void Job::OnDeviceControlDone(int index, absl::Status status, int64_t result) {
+void Job::OnDeviceControlDone(int index, absl::Status status, int64_t result,
+                              const std::vector<NestedDeviceControl>& nested) {
   ReleaseLeasedStream(index, status.ok());
   const scheduler::NodeSpec& node = graph_->node(plan_->nodes[index].node);
   const bool loop = node.control->kind == scheduler::ControlSpec::Kind::kWhile;
@@ -316,6 +366,22 @@ void Job::OnDeviceControlDone(int index, absl::Status status, int64_t result) {
                       : absl::StrCat("the selector picks none of ",
                                      node.control->bodies.size(),
                                      " branches, on the device"));
+    }
+    // Control nodes inside its bodies: a loop's iterations over all of
+    // its runs, a case's last branch.
+    for (const NestedDeviceControl& inner : nested) {
+      const int64_t value = inner.result->load();
+      if (inner.loop && value > 0) {
+        callbacks_.on_control(
+            inner.name, ControlEventKind::kIteration, value,
+            absl::StrCat(value, " iterations in all, on the device, inside '",
+                         node.name, "'"));
+      } else if (!inner.loop && value >= 0) {
+        callbacks_.on_control(
+            inner.name, ControlEventKind::kBranch, value,
+            absl::StrCat("branch ", value, " last, on the device, inside '",
+                         node.name, "'"));
+      }
     }
   }
   if (!status.ok() && !IsOwnCancellation(status) &&

@@ -61,10 +61,15 @@ absl::StatusOr<StreamGraphRunner::Instance*> StreamGraphRunner::Find(
 
 absl::StatusOr<std::unique_ptr<StreamGraphRunner::Instance>>
 StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
+  if (graph.HasControl() && !options_.launch_control) {
+    return absl::UnimplementedError(
+        "control nodes in device graphs are not supported here");
+  }
   auto instance = std::make_unique<Instance>();
   instance->device = graph.device;
   const int n = static_cast<int>(graph.nodes.size());
   instance->node_done.assign(n, EventHandle{});
+  instance->control_streams.assign(n, StreamHandle{});
   int num_lanes = 1;
   instance->lane_of = AssignLanes(graph, options_.max_lanes, num_lanes);
   // Streams and events; on failure, give back what was made.
@@ -99,12 +104,34 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
         make_event(instance->node_done[dep]);
       }
     }
+    if (graph.nodes[i].kind == DeviceGraphNodeKind::kControl && status.ok()) {
+      absl::StatusOr<StreamHandle> made = backend_->CreateStream(graph.device);
+      if (made.ok()) {
+        instance->control_streams[i] = *made;
+      } else {
+        status = made.status();
+      }
+    }
   }
+  if (status.ok()) status = PrepareBodies(graph);
   if (!status.ok()) {
     Destroy(*instance);
     return status;
   }
   return instance;
+}
+
+absl::Status StreamGraphRunner::PrepareBodies(const DeviceGraph& graph) {
+  for (const DeviceGraphNode& node : graph.nodes) {
+    if (node.kind != DeviceGraphNodeKind::kControl) continue;
+    for (const DeviceGraph& body : node.control->bodies) {
+      if (body.nodes.empty()) continue;
+      std::string key = DeviceGraphSignature(body);
+      if (cache_.contains(key)) continue;
+      WEFT_RETURN_IF_ERROR(Find(body, key).status());
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status StreamGraphRunner::Enqueue(Instance& instance,
@@ -187,6 +214,11 @@ absl::Status StreamGraphRunner::EnqueueNodes(const Instance& instance,
       case DeviceGraphNodeKind::kEventWait:
         WEFT_RETURN_IF_ERROR(backend_->StreamWaitEvent(lane, node.event));
         break;
+      case DeviceGraphNodeKind::kControl:
+        WEFT_RETURN_IF_ERROR(options_.launch_control(
+            *node.control, lane, instance.control_streams[i], instance.device,
+            scope));
+        break;
     }
     if (instance.node_done[i].value != 0) {
       WEFT_RETURN_IF_ERROR(backend_->RecordEvent(instance.node_done[i], lane));
@@ -224,6 +256,9 @@ void StreamGraphRunner::Destroy(Instance& instance) {
   for (StreamHandle lane : instance.lanes) {
     backend_->DestroyStream(lane).IgnoreError();
   }
+  for (StreamHandle stream : instance.control_streams) {
+    if (stream.value != 0) backend_->DestroyStream(stream).IgnoreError();
+  }
   auto destroy = [&](EventHandle event) {
     if (event.value != 0) backend_->DestroyEvent(event).IgnoreError();
   };
@@ -238,6 +273,9 @@ std::vector<StreamHandle> StreamGraphRunner::ScopeLanes(uint64_t scope) const {
   if (!scopes_.contains(scope)) return lanes;
   for (const auto& [key, instance] : cache_) {
     lanes.insert(lanes.end(), instance->lanes.begin(), instance->lanes.end());
+    for (StreamHandle stream : instance->control_streams) {
+      if (stream.value != 0) lanes.push_back(stream);
+    }
   }
   return lanes;
 }

@@ -28,6 +28,7 @@
 #define WEFT_RUNTIME_STREAM_GRAPH_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
@@ -45,10 +46,21 @@ namespace weft::runtime {
 
 class StreamGraphRunner {
  public:
+  // Starts a control node (DeviceGraphControl) on `stream` (its lane),
+  // with `body_stream` (a stream of the instance's, for that node alone)
+  // for its bodies, in error scope `scope`; work enqueued on `stream`
+  // afterwards waits for it. The bodies' instances are prepared already:
+  // it may launch them from a backend worker, never from within this call.
+  using ControlLauncher = std::function<absl::Status(
+      const DeviceGraphControl& control, StreamHandle stream,
+      StreamHandle body_stream, int device, uint64_t scope)>;
+
   struct Options {
     // Each lane is a stream of the graph's device.
     int max_cached_graphs = 32;
     int max_lanes = 8;  // per instance
+    // Null: graphs with control nodes fail to instantiate (UNIMPLEMENTED).
+    ControlLauncher launch_control;
   };
   struct Stats {
     uint64_t instantiations = 0;
@@ -99,6 +111,8 @@ class StreamGraphRunner {
     std::vector<EventHandle> node_done;  // by node; 0 when no lane waits
     EventHandle entry;
     std::vector<EventHandle> lane_end;  // by lane; direct: the one end
+    // By node: the body stream of a control node, else 0.
+    std::vector<StreamHandle> control_streams;
     std::list<std::string>::iterator lru;
     bool launched = false;
     // Direct: the stream of the last launch, which orders the next one
@@ -113,6 +127,9 @@ class StreamGraphRunner {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Instance>> Instantiate(
       const DeviceGraph& graph) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Instantiates the bodies of `graph`'s control nodes, to any depth.
+  absl::Status PrepareBodies(const DeviceGraph& graph)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Enqueues the launch, then has `stream` wait for every lane (also when
   // enqueueing failed part way).
   absl::Status Enqueue(Instance& instance, const DeviceGraph& graph,

@@ -127,6 +127,11 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph,
         }
         break;
       }
+      case DeviceGraphNodeKind::kControl:
+        // supports_nested_device_control() is false: nothing builds these.
+        check(absl::UnimplementedError(
+            "control nodes inside CUDA device graphs are not supported"));
+        break;
     }
     if (node_event[i] >= 0) {
       check(WEFT_CUDA_STATUS(cudaEventRecord(d.events[node_event[i]], lane)));

@@ -158,6 +158,13 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
   // device model, not the lanes, limits how many kernels run at once.
   StreamGraphRunner::Options graph_options;
   graph_options.max_lanes = 256;
+  // Control nodes nested in graphs run as the device's own (control_ is
+  // made below, before any graph can launch).
+  graph_options.launch_control =
+      [this](const DeviceGraphControl& control, StreamHandle stream,
+             StreamHandle body_stream, int device, uint64_t scope) {
+        return control_->Launch(control, stream, body_stream, device, scope);
+      };
   graphs_ = std::make_unique<StreamGraphRunner>(this, graph_options);
   control_ = std::make_unique<SimDeviceControl>(
       this, graphs_.get(),

@@ -276,6 +276,7 @@ class SimBackend final : public Backend {
   // Conditions and selectors evaluated by the device workers
   // (sim_device_control.h).
   bool supports_device_loops() const override { return true; }
+  bool supports_nested_device_control() const override { return true; }
   absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
                                 StreamHandle body_stream) override
       ABSL_LOCKS_EXCLUDED(mu_);

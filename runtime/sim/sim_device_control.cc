@@ -35,6 +35,8 @@ struct Run : std::enable_shared_from_this<Run> {
   EventHandle end;   // recorded after each body run
   int64_t done = 0;  // bodies run
   int64_t taken = -1;
+  // A loop nested in a graph counts its iterations over all of its runs.
+  bool accumulate = false;
 
   // The body stream has drained with `status`: decide.
   void Check(absl::Status status) {
@@ -91,7 +93,13 @@ struct Run : std::enable_shared_from_this<Run> {
   }
 
   void Finish(absl::Status status) {
-    result->store(loop ? done : taken);
+    if (!loop) {
+      result->store(taken);
+    } else if (accumulate) {
+      result->fetch_add(done);
+    } else {
+      result->store(done);
+    }
     double busy_us = 0;
     if (done > 0) {
       absl::StatusOr<double> begin = backend->EventTimeUs(start);
@@ -107,11 +115,12 @@ struct Run : std::enable_shared_from_this<Run> {
 };
 
 // Checks what every launch needs, prepares the bodies' device graphs on
-// the caller's thread (so checks launch cached instances), and starts
-// `run`: the caller's stream waits behind its gate, the body stream for
-// the caller's earlier work, then the first check.
+// the caller's thread unless they are (so checks launch cached instances),
+// and starts `run`: the caller's stream waits behind its gate, the body
+// stream for the caller's earlier work, then the first check.
 absl::Status Start(const std::shared_ptr<Run>& run, Backend* backend,
-                   StreamGraphRunner* graphs, StreamHandle stream, int device) {
+                   StreamGraphRunner* graphs, StreamHandle stream, int device,
+                   bool prepare = true) {
   if (run->result == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("device control node '", run->name, "' has no result"));
@@ -132,7 +141,7 @@ absl::Status Start(const std::shared_ptr<Run>& run, Backend* backend,
                        "(device ",
                        device, ")"));
     }
-    WEFT_RETURN_IF_ERROR(graphs->Prepare(*body));
+    if (prepare) WEFT_RETURN_IF_ERROR(graphs->Prepare(*body));
   }
   if (stream == run->body_stream) {
     return absl::InvalidArgumentError(
@@ -155,6 +164,34 @@ absl::Status Start(const std::shared_ptr<Run>& run, Backend* backend,
 }
 
 }  // namespace
+
+absl::Status SimDeviceControl::Launch(const DeviceGraphControl& control,
+                                      StreamHandle stream,
+                                      StreamHandle body_stream, int device,
+                                      uint64_t scope) {
+  auto run = std::make_shared<Run>();
+  run->backend = backend_;
+  run->graphs = graphs_;
+  run->read = &read_;
+  run->name = control.name;
+  run->loop = control.loop;
+  for (const DeviceGraph& body : control.bodies) {
+    if (body.nodes.empty()) {
+      run->bodies.emplace_back(std::nullopt);
+    } else {
+      run->bodies.emplace_back(body);
+    }
+  }
+  run->value_ptr = control.value;
+  run->dtype = control.dtype;
+  run->max_iterations = control.max_iterations;
+  run->result = control.result;
+  run->accumulate = true;
+  run->body_stream = body_stream;
+  run->device = device;
+  run->scope = scope;
+  return Start(run, backend_, graphs_, stream, device, /*prepare=*/false);
+}
 
 absl::Status SimDeviceControl::Launch(const DeviceLoop& loop,
                                       StreamHandle stream,

@@ -47,6 +47,10 @@ class SimDeviceControl {
                       StreamHandle body_stream, int device, uint64_t scope);
   absl::Status Launch(const DeviceCase& choice, StreamHandle stream,
                       StreamHandle body_stream, int device, uint64_t scope);
+  // A control node inside a device graph (StreamGraphRunner's
+  // ControlLauncher): its bodies' instances are prepared already.
+  absl::Status Launch(const DeviceGraphControl& control, StreamHandle stream,
+                      StreamHandle body_stream, int device, uint64_t scope);
 
  private:
   Backend* const backend_;

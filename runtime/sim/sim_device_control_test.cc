@@ -147,6 +147,110 @@ TEST_F(SimDeviceControlTest, LoopBeyondItsBoundFailsItsStream) {
   backend_->ReleaseErrorScope(stream_, 7);
 }
 
+// A loop whose body holds a loop: the outer one counts i to 3, and each
+// of its iterations resets j and runs the inner one until j reaches 4,
+// adding 1 to total each time.
+TEST_F(SimDeviceControlTest, LoopsNestInsideLoopBodies) {
+  const DevicePtr one = Buffer(1.0f), i = Buffer(0.0f), j = Buffer(0.0f);
+  const DevicePtr total = Buffer(0.0f);
+  const DevicePtr outer_go = Buffer(int32_t{1}), inner_go = Buffer(int32_t{0});
+  auto inner = std::make_shared<DeviceGraphControl>();
+  inner->name = "inner";
+  inner->value = inner_go;
+  inner->max_iterations = 10;
+  DeviceGraph inner_body = CountingBody(one, j, inner_go, 4);
+  DeviceGraphNode add = Kernel(
+      "axpy", {1.0f, F32(one, Access::kRead), F32(total, Access::kReadWrite)});
+  inner_body.nodes.push_back(std::move(add));
+  inner->bodies.push_back(std::move(inner_body));
+  DeviceGraph body = CountingBody(one, i, outer_go, 3);
+  DeviceGraphNode reset_j = Kernel("fill", {F32(j, Access::kWrite), 0.0f});
+  reset_j.deps = {1};
+  body.nodes.push_back(std::move(reset_j));
+  DeviceGraphNode start = Kernel(
+      "fill", {DeviceBufferArg{inner_go, 4, DType::kInt32, Access::kWrite},
+               int32_t{1}});
+  start.deps = {2};
+  body.nodes.push_back(std::move(start));
+  body.AddControl(inner, {3});
+  ASSERT_OK(ValidateDeviceGraph(body));
+  DeviceLoop loop;
+  loop.name = "outer";
+  loop.body = &body;
+  loop.condition = outer_go;
+  loop.max_iterations = 10;
+  loop.iterations = std::make_shared<std::atomic<int64_t>>(-1);
+  ASSERT_OK(backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+  ASSERT_OK(Drain());
+  EXPECT_EQ(loop.iterations->load(), 3);
+  EXPECT_EQ(inner->result->load(), 12);
+  EXPECT_EQ(Read<float>(total), 12.0f);
+  EXPECT_EQ(Read<float>(i), 3.0f);
+}
+
+// A nested loop beyond its bound fails the enclosing loop, naming itself.
+TEST_F(SimDeviceControlTest, ANestedLoopBeyondItsBoundFailsTheEnclosingOne) {
+  const DevicePtr one = Buffer(1.0f), i = Buffer(0.0f), j = Buffer(0.0f);
+  const DevicePtr outer_go = Buffer(int32_t{1}), inner_go = Buffer(int32_t{1});
+  auto inner = std::make_shared<DeviceGraphControl>();
+  inner->name = "inner";
+  inner->value = inner_go;
+  inner->max_iterations = 2;
+  inner->bodies.push_back(CountingBody(one, j, inner_go, 50));
+  DeviceGraph body = CountingBody(one, i, outer_go, 3);
+  body.AddControl(inner, {1});
+  DeviceLoop loop;
+  loop.name = "outer";
+  loop.body = &body;
+  loop.condition = outer_go;
+  loop.max_iterations = 10;
+  loop.iterations = std::make_shared<std::atomic<int64_t>>(-1);
+  ASSERT_OK(backend_->SetErrorScope(stream_, 9));
+  ASSERT_OK(backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+  EXPECT_THAT(
+      Drain(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("loop 'inner' would exceed max_iterations 2")));
+  EXPECT_EQ(loop.iterations->load(), 1);
+  backend_->ReleaseErrorScope(stream_, 9);
+}
+
+// A case..of inside a loop picks its branch anew in every iteration.
+TEST_F(SimDeviceControlTest, CasesNestInsideLoopBodies) {
+  const DevicePtr one = Buffer(1.0f), i = Buffer(0.0f), x = Buffer(1.0f);
+  const DevicePtr go = Buffer(int32_t{1}), odd = Buffer(int32_t{0});
+  auto pick = std::make_shared<DeviceGraphControl>();
+  pick->loop = false;
+  pick->name = "pick";
+  pick->value = odd;
+  pick->result->store(-1);
+  for (const auto& [factor, next] : {std::pair{2.0f, 1}, std::pair{3.0f, 0}}) {
+    DeviceGraph branch;
+    branch.device = 0;
+    branch.nodes.push_back(
+        Kernel("scale", {factor, F32(x, Access::kReadWrite)}));
+    DeviceGraphNode flip =
+        Kernel("fill", {DeviceBufferArg{odd, 4, DType::kInt32, Access::kWrite},
+                        int32_t{next}});
+    flip.deps = {0};
+    branch.nodes.push_back(std::move(flip));
+    pick->bodies.push_back(std::move(branch));
+  }
+  DeviceGraph body = CountingBody(one, i, go, 5);
+  body.AddControl(pick, {1});
+  DeviceLoop loop;
+  loop.name = "loop";
+  loop.body = &body;
+  loop.condition = go;
+  loop.max_iterations = 10;
+  loop.iterations = std::make_shared<std::atomic<int64_t>>(-1);
+  ASSERT_OK(backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+  ASSERT_OK(Drain());
+  EXPECT_EQ(loop.iterations->load(), 5);
+  EXPECT_EQ(pick->result->load(), 0);  // the fifth iteration: even
+  EXPECT_EQ(Read<float>(x), 2.0f * 3 * 2 * 3 * 2);
+}
+
 TEST_F(SimDeviceControlTest, CaseRunsTheSelectedBranchOrNone) {
   for (int64_t selector : {0, 1, 2, -1}) {
     const DevicePtr x = Buffer(1.0f);
