@@ -9,7 +9,9 @@
 // measured is the host's. Printed per iteration, for several body sizes:
 // wall time, CPU time of all threads, and CPU time of the busiest thread
 // (the executor's scheduling thread: what the loop costs the scheduler).
-// Ratios are against one job per iteration in the same run.
+// Ratios are against one job per iteration in the same run. The nested
+// rows run the body as an inner loop of 10 iterations inside an outer
+// loop (iterations / 10 of them) and count per inner iteration.
 //
 //   bazel run -c opt //runtime:control_bench -- [iterations] [host]
 #include <dirent.h>
@@ -99,13 +101,14 @@ Cost Measure(Fn fn) {
   return cost;
 }
 
-enum Buffers { kCounter, kOne, kGo, kScratch, kNumBuffers };
+// kInner and kInnerGo: a nested loop's counter and condition.
+enum Buffers { kCounter, kOne, kGo, kScratch, kInner, kInnerGo, kNumBuffers };
 
 std::vector<BufferSpec> Buffers(bool with_data) {
   std::vector<BufferSpec> buffers(kNumBuffers);
-  const char* names[] = {"i", "one", "go", "y"};
+  const char* names[] = {"i", "one", "go", "y", "j", "inner_go"};
   const DType dtypes[] = {DType::kFloat32, DType::kFloat32, DType::kInt32,
-                          DType::kFloat32};
+                          DType::kFloat32, DType::kFloat32, DType::kInt32};
   for (int b = 0; b < kNumBuffers; ++b) {
     buffers[b].name = names[b];
     buffers[b].size_bytes = 4;
@@ -122,14 +125,16 @@ std::vector<BufferSpec> Buffers(bool with_data) {
   return buffers;
 }
 
-// The body: i += 1, body - 2 scalings of y, go = i < limit.
-std::vector<NodeSpec> Body(int body, int limit, const std::string& suffix) {
+// The body: i += 1, body - 2 scalings of y, go = i < limit (`counter`
+// and `go` in place of i and go).
+std::vector<NodeSpec> Body(int body, int limit, const std::string& suffix,
+                           int counter = kCounter, int go = kGo) {
   std::vector<NodeSpec> nodes;
   NodeSpec inc;
   inc.name = "inc" + suffix;
   inc.op = "axpy";
   inc.args = {1.0f, BufferUse{kOne, Access::kRead},
-              BufferUse{kCounter, Access::kReadWrite}};
+              BufferUse{counter, Access::kReadWrite}};
   nodes.push_back(inc);
   for (int k = 0; k < body - 2; ++k) {
     NodeSpec scale;
@@ -141,8 +146,8 @@ std::vector<NodeSpec> Body(int body, int limit, const std::string& suffix) {
   NodeSpec test;
   test.name = "test" + suffix;
   test.op = "less";
-  test.args = {BufferUse{kCounter, Access::kRead}, static_cast<float>(limit),
-               BufferUse{kGo, Access::kWrite}};
+  test.args = {BufferUse{counter, Access::kRead}, static_cast<float>(limit),
+               BufferUse{go, Access::kWrite}};
   nodes.push_back(test);
   return nodes;
 }
@@ -203,6 +208,81 @@ Cost LoopJob(Executor& executor, int body, int iterations, ControlMode mode) {
     std::memcpy(&count, outputs["i"].ToString().data(), sizeof(count));
     if (!s.ok() || count != iterations) {
       std::fprintf(stderr, "loop job: %s, %g iterations\n",
+                   s.ToString().c_str(), count);
+      std::exit(1);
+    }
+  });
+}
+
+// A loop of iterations / kInnerIterations iterations whose body resets j,
+// runs an inner loop of kInnerIterations iterations of the body on j, and
+// counts i: the cost per inner iteration, its conditions read where `mode`
+// says.
+constexpr int kInnerIterations = 10;
+
+Cost NestedLoopJob(Executor& executor, int body, int iterations,
+                   ControlMode mode) {
+  auto inner = std::make_shared<ControlSpec>();
+  inner->kind = ControlSpec::Kind::kWhile;
+  inner->condition = kInnerGo;
+  inner->max_iterations = kInnerIterations + 1;
+  inner->bodies.push_back(std::make_shared<const Graph>(
+      "inner", Buffers(false),
+      Body(body, kInnerIterations, "_in", kInner, kInnerGo)));
+  NodeSpec inner_loop;
+  inner_loop.name = "inner";
+  inner_loop.op = std::string(scheduler::kWhileOp);
+  inner_loop.engine = scheduler::Engine::kHost;
+  inner_loop.args = {BufferUse{kInner, Access::kReadWrite},
+                     BufferUse{kOne, Access::kRead},
+                     BufferUse{kScratch, Access::kReadWrite},
+                     BufferUse{kInnerGo, Access::kReadWrite}};
+  inner_loop.control = inner;
+  std::vector<NodeSpec> outer_body;
+  NodeSpec reset;
+  reset.name = "reset_j";
+  reset.op = "fill";
+  reset.args = {BufferUse{kInner, Access::kWrite}, 0.0f};
+  outer_body.push_back(reset);
+  NodeSpec start;
+  start.name = "start_inner";
+  start.op = "fill";
+  start.args = {BufferUse{kInnerGo, Access::kWrite}, int32_t{1}};
+  outer_body.push_back(start);
+  outer_body.push_back(inner_loop);
+  const int outer_iterations = iterations / kInnerIterations;
+  for (NodeSpec& n : Body(2, outer_iterations, "_out")) {
+    outer_body.push_back(std::move(n));
+  }
+  auto outer = std::make_shared<ControlSpec>();
+  outer->kind = ControlSpec::Kind::kWhile;
+  outer->condition = kGo;
+  outer->max_iterations = static_cast<uint32_t>(outer_iterations) + 1;
+  outer->depth = 2;
+  outer->bodies.push_back(
+      std::make_shared<const Graph>("outer", Buffers(false), outer_body));
+  NodeSpec loop;
+  loop.name = "outer";
+  loop.op = std::string(scheduler::kWhileOp);
+  loop.engine = scheduler::Engine::kHost;
+  loop.args = {BufferUse{kCounter, Access::kReadWrite},
+               BufferUse{kOne, Access::kRead},
+               BufferUse{kScratch, Access::kReadWrite},
+               BufferUse{kGo, Access::kReadWrite},
+               BufferUse{kInner, Access::kReadWrite},
+               BufferUse{kInnerGo, Access::kReadWrite}};
+  loop.control = outer;
+  auto graph = std::make_shared<const Graph>(
+      "nested_job", Buffers(true), std::vector<NodeSpec>{std::move(loop)});
+  return Measure([&] {
+    auto plan = std::make_shared<const scheduler::Plan>(
+        scheduler::PlanGraph(*graph, Options()).value());
+    HostBuffers outputs;
+    absl::Status s = RunJob(executor, graph, plan, &outputs, mode);
+    float count = 0;
+    std::memcpy(&count, outputs["i"].ToString().data(), sizeof(count));
+    if (!s.ok() || count != outer_iterations) {
+      std::fprintf(stderr, "nested loop job: %s, %g outer iterations\n",
                    s.ToString().c_str(), count);
       std::exit(1);
     }
@@ -292,6 +372,11 @@ int Main(int argc, char** argv) {
     row("job_per_iteration", per_job);
     row("while_loop_host", host);
     row("while_loop_device", device);
+    // Per inner iteration; the outer loop's own nodes are spread over them.
+    row("nested_host",
+        NestedLoopJob(*executor, body, iterations, ControlMode::kHost));
+    row("nested_device",
+        NestedLoopJob(*executor, body, iterations, ControlMode::kDevice));
   }
   return 0;
 }
