@@ -41,6 +41,11 @@ int SimWorkerPool::threads() const {
   return static_cast<int>(workers_.size());
 }
 
+uint64_t SimWorkerPool::spins() const {
+  absl::MutexLock lock(&mu_);
+  return spins_;
+}
+
 SimWorkerPool* SimWorkerPool::Current() { return tls_pool; }
 
 void SimWorkerPool::StartWorkerLocked() {
@@ -163,14 +168,22 @@ void SimWorkerPool::WorkerLoop(int index) {
   mu_.Lock();
   --idle_;
   bool spun = false;  // since this worker last ran a stream
+  // When this worker ran out of work; InfinitePast while it has some.
+  absl::Time idle_since = absl::InfinitePast();
   while (!stop_) {
     if (!timers_.empty()) PromoteTimersLocked(absl::Now());
+    if (ready_.empty() && idle_since == absl::InfinitePast()) {
+      idle_since = absl::Now();
+    }
+    // Spinning pays only while work comes back within the spin: when it
+    // keeps coming later, the core is worth more to other threads.
     if (ready_.empty() && !spun && spinning_ == 0 &&
-        spin_ > absl::ZeroDuration()) {
+        spin_ > absl::ZeroDuration() && recent_gap_ <= spin_) {
       // Poll a while before sleeping, never past a paced deadline.
       absl::Time until = absl::Now() + spin_;
       if (!timers_.empty()) until = std::min(until, timers_.begin()->first);
       ++spinning_;
+      ++spins_;
       mu_.Unlock();
       Spin(until);
       mu_.Lock();
@@ -187,6 +200,13 @@ void SimWorkerPool::WorkerLoop(int index) {
       }
       --idle_;
       continue;
+    }
+    if (idle_since != absl::InfinitePast()) {
+      // A moving average over about the last eight idle gaps, each
+      // counted up to four spins (longer ones all mean "do not spin").
+      const absl::Duration gap = std::min(absl::Now() - idle_since, 4 * spin_);
+      recent_gap_ += (gap - recent_gap_) / 8;
+      idle_since = absl::InfinitePast();
     }
     SimRunnable* stream = ready_.front();
     ready_.pop_front();

@@ -51,8 +51,11 @@ class SimRunnable {
 // A worker that runs out of work may first poll for more for a short
 // `spin` (one worker at a time), as a GPU's front end polls its queues:
 // work scheduled meanwhile is taken without waking a sleeping thread, so
-// the thread that issues it pays no wake-up. The spin ends early at a
-// paced deadline.
+// the thread that issues it pays no wake-up. Workers spin only while work
+// has been coming back within a spin (a moving average of the pool's idle
+// gaps): when it comes later, as from many independent clients, a spin
+// would only take a core from the threads that issue the work. The spin
+// ends early at a paced deadline.
 //
 // Thread-safe.
 class SimWorkerPool {
@@ -74,6 +77,8 @@ class SimWorkerPool {
 
   // Workers started so far.
   int threads() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Spins begun so far (all workers).
+  uint64_t spins() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The interface of the streams (which call these with their own lock
   // held: a stream's lock comes before the pool's).
@@ -125,6 +130,9 @@ class SimWorkerPool {
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   int running_waiters_ ABSL_GUARDED_BY(mu_) = 0;
   int spinning_ ABSL_GUARDED_BY(mu_) = 0;  // workers polling (at most one)
+  uint64_t spins_ ABSL_GUARDED_BY(mu_) = 0;
+  // Moving average of how long workers waited for work.
+  absl::Duration recent_gap_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool monitor_sleeping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Items completed by the pool's streams: the monitor's sign of progress.

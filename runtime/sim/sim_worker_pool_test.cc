@@ -120,6 +120,26 @@ TEST(SimWorkerPoolTest, ASpinningWorkerTakesWhatIsScheduledWhileItSpins) {
   }
 }
 
+// Work that keeps coming back later than a spin stops the spinning: the
+// worker sleeps at once. Work that comes back quickly starts it again.
+TEST(SimWorkerPoolTest, WorkersSpinOnlyWhileWorkComesBackWithinASpin) {
+  const absl::Duration spin = absl::Milliseconds(1);
+  SimWorkerPool pool(1, absl::InfiniteDuration(), spin);
+  auto run_after = [&pool](absl::Duration gap) {
+    FakeStream stream;
+    absl::SleepFor(gap);
+    pool.Schedule(&stream);
+    stream.ran().WaitForNotification();
+  };
+  for (int i = 0; i < 24; ++i) run_after(absl::Milliseconds(10));
+  const uint64_t spins = pool.spins();
+  for (int i = 0; i < 8; ++i) run_after(absl::Milliseconds(10));
+  EXPECT_EQ(pool.spins(), spins);
+  // Back to back: the moving average falls below the spin again.
+  for (int i = 0; i < 64; ++i) run_after(absl::ZeroDuration());
+  EXPECT_GT(pool.spins(), spins);
+}
+
 TEST(SimWorkerPoolTest, ASpinningWorkerLeavesWorkItCannotTakeToIdleOnes) {
   // One worker spins, the other sleeps; the first stream blocks its
   // worker until the second has run, which only the sleeping one can do.
