@@ -766,7 +766,9 @@ TEST_P(ExecutorModeTest, CancelStopsALoopPromptly) {
   });
   EXPECT_THAT(r.status, StatusIs(absl::StatusCode::kCancelled));
   EXPECT_LT(absl::Now() - cancelled, absl::Seconds(1));
-  if (!on_device()) EXPECT_GE(Iterations(r, "loop"), 2);
+  if (!on_device()) {
+    EXPECT_GE(Iterations(r, "loop"), 2);
+  }
   executor_testing::ExpectNoMemoryHeld(*backend_, *executor_);
 }
 

@@ -111,10 +111,6 @@ class ControlTest(harness.WeftdTestCase):
         self.assertEqual(counted, ["weft_loop_iterations_total %d" % len(iterations)])
 
     def test_case_of_inside_a_loop(self):
-        job = self.client.submit(example("halve_or_step.json"))
-        events = _events(self.client, job.id)
-        job = self.client.wait(job.id, timeout=60)
-        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
         x = 100.0
         branches = []
         for _ in range(20):
@@ -122,16 +118,41 @@ class ControlTest(harness.WeftdTestCase):
             branches.append(1 if big else 0)
             x = x * 0.5 if big else x + 1.0
             x = struct.unpack("f", struct.pack("f", x))[0]
+        # Driven by the host: an event per iteration and per branch.
+        job = self.client.submit(example("halve_or_step.json"), control_mode="host")
+        events = _events(self.client, job.id)
+        job = self.client.wait(job.id, timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
         self.assertEqual(self.client.read_floats(job.id, "x"), [x])
         self.assertEqual(self.client.read_floats(job.id, "n"), [20.0])
         self.assertEqual([e.branch for e in events if e.kind == weft_pb2.NODE_BRANCH],
                          branches)
         self.assertEqual(len([e for e in events if e.kind == weft_pb2.NODE_ITERATION]),
                          20)
+        # On the device, the case..of nested in the loop too (AUTO): the
+        # same result, the loop's count and the branch taken last. A spin
+        # beside the loop keeps the job running until the watch has begun
+        # (a watch shows what happens from then on).
+        with open(example("halve_or_step.json")) as f:
+            graph = json.load(f)
+        graph["nodes"].insert(0, {
+            "name": "meanwhile", "op": "spin",
+            "args": [{"buffer": {"name": "one", "access": "READ"}}],
+            "cost": {"estimatedUs": 300000}})
+        for mode in ("auto", "device"):
+            job = self.client.submit(graph, control_mode=mode)
+            events = _events(self.client, job.id)
+            job = self.client.wait(job.id, timeout=60)
+            self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+            self.assertEqual(self.client.read_floats(job.id, "x"), [x])
+            self.assertEqual([e.iteration for e in events
+                              if e.kind == weft_pb2.NODE_ITERATION], [20], events)
+            self.assertEqual([e.branch for e in events
+                              if e.kind == weft_pb2.NODE_BRANCH], [branches[-1]])
 
     def test_weftctl_watch_shows_iterations(self):
         out = self.weftctl_ok("submit", example("halve_or_step.json"), "--watch",
-                              "--progress=lines").stdout
+                              "--progress=lines", "--control_mode=host").stdout
         self.assertIn("walk: iteration 20", out)
         self.assertIn("move: branch 1", out)
         self.assertIn("SUCCEEDED", out)
@@ -235,17 +256,40 @@ class ControlTest(harness.WeftdTestCase):
                          self.client.read_floats(host.id, "x"))
 
     def test_control_device_fails_a_loop_the_device_cannot_run(self):
-        # halve_or_step's body holds a case..of: only the host can run it.
-        job = self.client.wait(self.client.submit(
-            example("halve_or_step.json"), control_mode="device").id, timeout=60)
+        # The body is pinned to two devices: only the host can drive it.
+        graph = {
+            "name": "split",
+            "buffers": [
+                {"name": "a", "sizeBytes": "4", "dtype": "FLOAT32", "fill": 1.0,
+                 "output": True},
+                {"name": "b", "sizeBytes": "4", "dtype": "FLOAT32", "fill": 1.0,
+                 "output": True},
+                {"name": "go", "sizeBytes": "4", "dtype": "INT32", "fill": 1}],
+            "nodes": [{"name": "walk", "whileLoop": {
+                "condition": "go", "maxIterations": 10,
+                "body": [
+                    {"name": "on0", "op": "scale", "device": 0,
+                     "args": [{"f32": 2.0},
+                              {"buffer": {"name": "a", "access": "READ_WRITE"}}]},
+                    {"name": "on1", "op": "scale", "device": 1,
+                     "args": [{"f32": 3.0},
+                              {"buffer": {"name": "b", "access": "READ_WRITE"}}]},
+                    {"name": "stop", "op": "fill", "device": 1,
+                     "args": [{"buffer": {"name": "go", "access": "WRITE"}},
+                              {"i32": 0}]}]}}],
+        }
+        job = self.client.wait(self.client.submit(graph, control_mode="device").id,
+                               timeout=60)
         self.assertEqual(job.state, weft_pb2.FAILED, job)
         self.assertEqual(job.error.code, grpc.StatusCode.FAILED_PRECONDITION.value[0])
         self.assertIn("loop 'walk' cannot evaluate its condition on the device",
                       job.error.message)
         # AUTO runs it on the host instead.
-        job = self.client.wait(self.client.submit(
-            example("halve_or_step.json"), control_mode="auto").id, timeout=60)
+        job = self.client.wait(self.client.submit(graph, control_mode="auto").id,
+                               timeout=60)
         self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+        self.assertEqual(self.client.read_floats(job.id, "a"), [2.0])
+        self.assertEqual(self.client.read_floats(job.id, "b"), [3.0])
 
 
 if __name__ == "__main__":
