@@ -639,7 +639,9 @@ TEST_F(ExecutorControlTest, CaseOfInsideALoop) {
   EXPECT_EQ(Count(r, "loop", ControlEventKind::kIteration), 1);
   ASSERT_EQ(Count(r, "pick", ControlEventKind::kBranch), 1);
   for (const ControlEvent& e : r.events) {
-    if (e.node == "pick") EXPECT_EQ(e.value, 1);  // k = 5 is odd
+    if (e.node == "pick") {
+      EXPECT_EQ(e.value, 1);  // k = 5 is odd
+    }
   }
 }
 
