@@ -179,6 +179,25 @@ absl::Status RunJob(Executor& executor, std::shared_ptr<const Graph> graph,
   return status;
 }
 
+// Plans and runs the job `graph` (conditions read where `mode` says),
+// timed; exits unless it succeeds with `iterations` in its counter i.
+Cost PlanAndRun(Executor& executor, std::shared_ptr<const Graph> graph,
+                ControlMode mode, int iterations) {
+  return Measure([&] {
+    auto plan = std::make_shared<const scheduler::Plan>(
+        scheduler::PlanGraph(*graph, Options()).value());
+    HostBuffers outputs;
+    absl::Status s = RunJob(executor, graph, plan, &outputs, mode);
+    float count = 0;
+    std::memcpy(&count, outputs["i"].ToString().data(), sizeof(count));
+    if (!s.ok() || count != iterations) {
+      std::fprintf(stderr, "%s: %s, %g iterations of the outermost loop\n",
+                   graph->name().c_str(), s.ToString().c_str(), count);
+      std::exit(1);
+    }
+  });
+}
+
 // The loop as one job with a while_loop node, its conditions read where
 // `mode` says.
 Cost LoopJob(Executor& executor, int body, int iterations, ControlMode mode) {
@@ -199,19 +218,7 @@ Cost LoopJob(Executor& executor, int body, int iterations, ControlMode mode) {
   loop.control = control;
   auto graph = std::make_shared<const Graph>(
       "loop_job", Buffers(true), std::vector<NodeSpec>{std::move(loop)});
-  return Measure([&] {
-    auto plan = std::make_shared<const scheduler::Plan>(
-        scheduler::PlanGraph(*graph, Options()).value());
-    HostBuffers outputs;
-    absl::Status s = RunJob(executor, graph, plan, &outputs, mode);
-    float count = 0;
-    std::memcpy(&count, outputs["i"].ToString().data(), sizeof(count));
-    if (!s.ok() || count != iterations) {
-      std::fprintf(stderr, "loop job: %s, %g iterations\n",
-                   s.ToString().c_str(), count);
-      std::exit(1);
-    }
-  });
+  return PlanAndRun(executor, graph, mode, iterations);
 }
 
 // A loop of iterations / kInnerIterations iterations whose body resets j,
@@ -274,19 +281,7 @@ Cost NestedLoopJob(Executor& executor, int body, int iterations,
   loop.control = outer;
   auto graph = std::make_shared<const Graph>(
       "nested_job", Buffers(true), std::vector<NodeSpec>{std::move(loop)});
-  return Measure([&] {
-    auto plan = std::make_shared<const scheduler::Plan>(
-        scheduler::PlanGraph(*graph, Options()).value());
-    HostBuffers outputs;
-    absl::Status s = RunJob(executor, graph, plan, &outputs, mode);
-    float count = 0;
-    std::memcpy(&count, outputs["i"].ToString().data(), sizeof(count));
-    if (!s.ok() || count != outer_iterations) {
-      std::fprintf(stderr, "nested loop job: %s, %g outer iterations\n",
-                   s.ToString().c_str(), count);
-      std::exit(1);
-    }
-  });
+  return PlanAndRun(executor, graph, mode, outer_iterations);
 }
 
 // The same loop as one job per iteration: each plans and runs the body

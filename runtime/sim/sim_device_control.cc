@@ -163,18 +163,33 @@ absl::Status Start(const std::shared_ptr<Run>& run, Backend* backend,
   return s;
 }
 
+// A run of control node `name` with what every launch gives it; the
+// caller adds the bodies, the value and the result.
+std::shared_ptr<Run> NewRun(Backend* backend, StreamGraphRunner* graphs,
+                            const SimDeviceControl::Reader* read,
+                            const std::string& name, bool loop,
+                            StreamHandle body_stream, int device,
+                            uint64_t scope) {
+  auto run = std::make_shared<Run>();
+  run->backend = backend;
+  run->graphs = graphs;
+  run->read = read;
+  run->name = name;
+  run->loop = loop;
+  run->body_stream = body_stream;
+  run->device = device;
+  run->scope = scope;
+  return run;
+}
+
 }  // namespace
 
 absl::Status SimDeviceControl::Launch(const DeviceGraphControl& control,
                                       StreamHandle stream,
                                       StreamHandle body_stream, int device,
                                       uint64_t scope) {
-  auto run = std::make_shared<Run>();
-  run->backend = backend_;
-  run->graphs = graphs_;
-  run->read = &read_;
-  run->name = control.name;
-  run->loop = control.loop;
+  std::shared_ptr<Run> run = NewRun(backend_, graphs_, &read_, control.name,
+                                    control.loop, body_stream, device, scope);
   for (const DeviceGraph& body : control.bodies) {
     if (body.nodes.empty()) {
       run->bodies.emplace_back(std::nullopt);
@@ -187,9 +202,6 @@ absl::Status SimDeviceControl::Launch(const DeviceGraphControl& control,
   run->max_iterations = control.max_iterations;
   run->result = control.result;
   run->accumulate = true;
-  run->body_stream = body_stream;
-  run->device = device;
-  run->scope = scope;
   return Start(run, backend_, graphs_, stream, device, /*prepare=*/false);
 }
 
@@ -201,20 +213,13 @@ absl::Status SimDeviceControl::Launch(const DeviceLoop& loop,
     return absl::InvalidArgumentError(
         absl::StrCat("device loop '", loop.name, "' has no body"));
   }
-  auto run = std::make_shared<Run>();
-  run->backend = backend_;
-  run->graphs = graphs_;
-  run->read = &read_;
-  run->name = loop.name;
-  run->loop = true;
+  std::shared_ptr<Run> run = NewRun(backend_, graphs_, &read_, loop.name,
+                                    /*loop=*/true, body_stream, device, scope);
   run->bodies.emplace_back(*loop.body);
   run->value_ptr = loop.condition;
   run->dtype = loop.dtype;
   run->max_iterations = loop.max_iterations;
   run->result = loop.iterations;
-  run->body_stream = body_stream;
-  run->device = device;
-  run->scope = scope;
   return Start(run, backend_, graphs_, stream, device);
 }
 
@@ -228,12 +233,8 @@ absl::Status SimDeviceControl::Launch(const DeviceCase& choice,
         absl::StrCat("device case '", choice.name,
                      "': its selector must be INT32 or INT64"));
   }
-  auto run = std::make_shared<Run>();
-  run->backend = backend_;
-  run->graphs = graphs_;
-  run->read = &read_;
-  run->name = choice.name;
-  run->loop = false;
+  std::shared_ptr<Run> run = NewRun(backend_, graphs_, &read_, choice.name,
+                                    /*loop=*/false, body_stream, device, scope);
   for (const DeviceGraph* branch : choice.branches) {
     if (branch == nullptr || branch->nodes.empty()) {
       run->bodies.emplace_back(std::nullopt);
@@ -244,9 +245,6 @@ absl::Status SimDeviceControl::Launch(const DeviceCase& choice,
   run->value_ptr = choice.selector;
   run->dtype = choice.dtype;
   run->result = choice.taken;
-  run->body_stream = body_stream;
-  run->device = device;
-  run->scope = scope;
   return Start(run, backend_, graphs_, stream, device);
 }
 
