@@ -13,7 +13,10 @@
 // rows run the body as an inner loop of 10 iterations inside an outer
 // loop (iterations / 10 of them) and count per inner iteration.
 //
-//   bazel run -c opt //runtime:control_bench -- [iterations] [host]
+//   bazel run -c opt //runtime:control_bench -- [iterations] [host [body]]
+//
+// `host` runs only the host-driven loops (for profiling), and `body` only
+// that body size.
 #include <dirent.h>
 
 #include <algorithm>
@@ -344,7 +347,9 @@ int Main(int argc, char** argv) {
       iterations);
   std::printf("%-5s %-20s %10s %10s %10s %8s\n", "body", "mode", "wall",
               "cpu_all", "scheduler", "ratio");
-  for (int body : {2, 4, 16}) {
+  std::vector<int> bodies = {2, 4, 16};
+  if (host_only && argc > 3) bodies = {std::max(2, std::atoi(argv[3]))};
+  for (int body : bodies) {
     LoopJob(*executor, body, 100, ControlMode::kHost);  // warm up
     if (host_only) {
       const Cost host =

@@ -25,10 +25,6 @@ void PutU64(std::string& out, uint64_t v) {
 void PutI32(std::string& out, int32_t v) {
   PutU64(out, static_cast<uint64_t>(static_cast<int64_t>(v)));
 }
-void PutString(std::string& out, const std::string& s) {
-  PutU64(out, s.size());
-  out.append(s);
-}
 
 const char* KindName(DeviceGraphNodeKind kind) {
   switch (kind) {
@@ -257,6 +253,104 @@ absl::Status ValidateDeviceGraph(const DeviceGraph& graph) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Writes a signature through a cursor into `out`, making room once per node:
+// each field then costs a few stores instead of a library call. Numbers are
+// varints (signed ones zigzagged) and strings carry their length, so the
+// encoding stays prefix-free and exact.
+class SignatureWriter {
+ public:
+  explicit SignatureWriter(std::string& out) : out_(out), at_(out.size()) {}
+  ~SignatureWriter() { out_.resize(at_); }
+  SignatureWriter(const SignatureWriter&) = delete;
+  SignatureWriter& operator=(const SignatureWriter&) = delete;
+
+  // Makes room for `bytes` more: at least doubling, and at once up to the
+  // capacity the string has (a reused key grows only once).
+  void Room(size_t bytes) {
+    if (out_.size() < at_ + bytes) {
+      out_.resize(std::max({at_ + bytes, 2 * out_.size(), out_.capacity()}));
+    }
+  }
+  void Byte(int v) { out_[at_++] = static_cast<char>(v); }
+  void Unsigned(uint64_t v) {
+    while (v >= 0x80) {
+      out_[at_++] = static_cast<char>(v | 0x80);
+      v >>= 7;
+    }
+    out_[at_++] = static_cast<char>(v);
+  }
+  void Signed(int64_t v) {
+    Unsigned((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63));
+  }
+  void String(const std::string& s) {
+    Unsigned(s.size());
+    std::memcpy(&out_[at_], s.data(), s.size());
+    at_ += s.size();
+  }
+
+  // The most bytes a varint takes.
+  static constexpr size_t kVarint = 10;
+
+ private:
+  std::string& out_;
+  size_t at_;
+};
+
+void WriteSignature(const DeviceGraph& graph, SignatureWriter& w) {
+  w.Room(2 * SignatureWriter::kVarint);
+  w.Signed(graph.device);
+  w.Unsigned(graph.nodes.size());
+  constexpr size_t kV = SignatureWriter::kVarint;
+  for (const DeviceGraphNode& node : graph.nodes) {
+    // kind, op (length and bytes), argument count, each argument (kind,
+    // size, dtype, access), copy fields, control fields, dependencies.
+    w.Room(1 + kV + node.launch.op.size() + kV +
+           node.launch.args.size() * (3 + kV) + 1 + 3 * kV + 2 + 2 * kV + kV +
+           node.deps.size() * kV);
+    w.Byte(static_cast<int>(node.kind));
+    switch (node.kind) {
+      case DeviceGraphNodeKind::kKernel:
+        w.String(node.launch.op);
+        w.Unsigned(node.launch.args.size());
+        for (const KernelArg& arg : node.launch.args) {
+          w.Byte(static_cast<int>(arg.index()));
+          if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
+            w.Unsigned(b->size_bytes);
+            w.Byte(static_cast<int>(b->dtype));
+            w.Byte(static_cast<int>(b->access));
+          }
+        }
+        break;
+      case DeviceGraphNodeKind::kCopy:
+        w.Byte(static_cast<int>(node.direction));
+        w.Unsigned(node.bytes);
+        w.Signed(node.src.device);
+        w.Signed(node.dst.device);
+        break;
+      case DeviceGraphNodeKind::kEventRecord:
+      case DeviceGraphNodeKind::kEventWait:
+        break;
+      case DeviceGraphNodeKind::kControl:
+        w.Byte(node.control->loop ? 'w' : 's');
+        w.Byte(static_cast<int>(node.control->dtype));
+        w.Unsigned(node.control->max_iterations);
+        w.Unsigned(node.control->bodies.size());
+        for (const DeviceGraph& body : node.control->bodies) {
+          WriteSignature(body, w);
+        }
+        // The bodies may have used up the room made for this node.
+        w.Room(kV + node.deps.size() * kV);
+        break;
+    }
+    w.Unsigned(node.deps.size());
+    for (int dep : node.deps) w.Signed(dep);
+  }
+}
+
+}  // namespace
+
 std::string DeviceGraphSignature(const DeviceGraph& graph) {
   std::string out;
   AppendDeviceGraphSignature(graph, out);
@@ -264,46 +358,8 @@ std::string DeviceGraphSignature(const DeviceGraph& graph) {
 }
 
 void AppendDeviceGraphSignature(const DeviceGraph& graph, std::string& out) {
-  out.reserve(out.size() + 16 + graph.nodes.size() * 48);
-  PutI32(out, graph.device);
-  PutU64(out, graph.nodes.size());
-  for (const DeviceGraphNode& node : graph.nodes) {
-    out.push_back(static_cast<char>(node.kind));
-    switch (node.kind) {
-      case DeviceGraphNodeKind::kKernel:
-        PutString(out, node.launch.op);
-        PutU64(out, node.launch.args.size());
-        for (const KernelArg& arg : node.launch.args) {
-          out.push_back(static_cast<char>(arg.index()));
-          if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
-            PutU64(out, b->size_bytes);
-            out.push_back(static_cast<char>(b->dtype));
-            out.push_back(static_cast<char>(b->access));
-          }
-        }
-        break;
-      case DeviceGraphNodeKind::kCopy:
-        out.push_back(static_cast<char>(node.direction));
-        PutU64(out, node.bytes);
-        PutI32(out, node.src.device);
-        PutI32(out, node.dst.device);
-        break;
-      case DeviceGraphNodeKind::kEventRecord:
-      case DeviceGraphNodeKind::kEventWait:
-        break;
-      case DeviceGraphNodeKind::kControl:
-        out.push_back(node.control->loop ? 'w' : 's');
-        out.push_back(static_cast<char>(node.control->dtype));
-        PutU64(out, node.control->max_iterations);
-        PutU64(out, node.control->bodies.size());
-        for (const DeviceGraph& body : node.control->bodies) {
-          AppendDeviceGraphSignature(body, out);
-        }
-        break;
-    }
-    PutU64(out, node.deps.size());
-    for (int dep : node.deps) PutI32(out, dep);
-  }
+  SignatureWriter writer(out);
+  WriteSignature(graph, writer);
 }
 
 std::string DeviceGraphParameters(const DeviceGraph& graph) {

@@ -113,6 +113,13 @@ StreamGraphRunner::Instantiate(const DeviceGraph& graph) {
       }
     }
   }
+  if (options_.launch_kernels) {
+    instance->chains = true;
+    for (int i = 0; i < n && instance->chains; ++i) {
+      instance->chains = graph.nodes[i].kind == DeviceGraphNodeKind::kKernel &&
+                         instance->node_done[i].value == 0;
+    }
+  }
   if (status.ok()) status = PrepareBodies(graph);
   if (!status.ok()) {
     Destroy(*instance);
@@ -176,6 +183,21 @@ absl::Status StreamGraphRunner::EnqueueNodes(const Instance& instance,
       WEFT_RETURN_IF_ERROR(backend_->SetErrorScope(lane, scope));
       WEFT_RETURN_IF_ERROR(backend_->StreamWaitEvent(lane, instance.entry));
     }
+  }
+  if (instance.chains) {
+    // No node waits for another lane: each lane's kernels are one chain.
+    chain_launches_.clear();
+    for (const DeviceGraphNode& node : graph.nodes) {
+      chain_launches_.push_back(&node.launch);
+    }
+    chain_streams_.clear();
+    if (instance.direct) {
+      chain_streams_.push_back(stream);
+    } else {
+      chain_streams_.assign(instance.lanes.begin(), instance.lanes.end());
+    }
+    return options_.launch_kernels(chain_launches_, instance.lane_of,
+                                   chain_streams_);
   }
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const DeviceGraphNode& node = graph.nodes[i];

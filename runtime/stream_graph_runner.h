@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/device_graph.h"
 
@@ -55,12 +56,24 @@ class StreamGraphRunner {
       const DeviceGraphControl& control, StreamHandle stream,
       StreamHandle body_stream, int device, uint64_t scope)>;
 
+  // Enqueues kernels as chains, one stream item per chain: `launches` in
+  // order, launch i part of chain `chain_of[i]`, chain c on `streams[c]`;
+  // each kernel starts when the one before it in its chain ends. Enqueues
+  // nothing when it fails.
+  using ChainLauncher = std::function<absl::Status(
+      absl::Span<const KernelLaunch* const> launches,
+      absl::Span<const int> chain_of, absl::Span<const StreamHandle> streams)>;
+
   struct Options {
     // Each lane is a stream of the graph's device.
     int max_cached_graphs = 32;
     int max_lanes = 8;  // per instance
     // Null: graphs with control nodes fail to instantiate (UNIMPLEMENTED).
     ControlLauncher launch_control;
+    // Null: every kernel is launched by itself (Backend::Launch). Set: a
+    // graph of kernels alone whose lanes never wait on each other goes
+    // onto them as one chain per lane.
+    ChainLauncher launch_kernels;
   };
   struct Stats {
     uint64_t instantiations = 0;
@@ -118,6 +131,9 @@ class StreamGraphRunner {
     // Direct: the stream of the last launch, which orders the next one
     // there without an event wait.
     StreamHandle last_stream;
+    // Launched as chains (Options::launch_kernels): kernels alone, and no
+    // node waits for another lane.
+    bool chains = false;
   };
 
   // The cached instance of `graph` (signature `key`), instantiated on a
@@ -156,6 +172,9 @@ class StreamGraphRunner {
   // The signature of the graph being launched: its capacity is reused, so
   // a launch that finds its instance allocates nothing for the key.
   std::string key_ ABSL_GUARDED_BY(mu_);
+  // A chain launch's arguments, kept for their capacity.
+  std::vector<const KernelLaunch*> chain_launches_ ABSL_GUARDED_BY(mu_);
+  std::vector<StreamHandle> chain_streams_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weft::runtime

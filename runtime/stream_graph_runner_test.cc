@@ -387,10 +387,13 @@ TEST(StreamGraphRunnerTest, FailedEnqueueStillHoldsTheCallersStream) {
                             })
                   .ok());
   // The block goes onto one lane; the fill, on a second lane, names an
-  // address outside any allocation, which the enqueueing call rejects.
+  // address outside any allocation, which the enqueueing call rejects. (An
+  // event node on a third lane keeps the graph off the chain path, which
+  // enqueues nothing when it fails.)
   DeviceGraph g;
   g.AddKernel(Op("block_then_mark"), {});
   g.AddKernel(Fill(DevicePtr{0, 12345}, 1), {});
+  g.AddEventRecord(*backend->CreateEvent(0), {});
   const absl::Status launched = backend->LaunchDeviceGraph(g, stream);
   EXPECT_FALSE(launched.ok());
   EXPECT_THAT(launched.message(), HasSubstr("is not inside an allocation"));
@@ -408,6 +411,38 @@ TEST(StreamGraphRunnerTest, FailedEnqueueStillHoldsTheCallersStream) {
   kernels.release.Notify();
   fenced.WaitForNotification();
   EXPECT_TRUE(block_done_at_fence);
+}
+
+TEST(StreamGraphRunnerTest, ARefusedChainLaunchEnqueuesNothing) {
+  TestKernels kernels;
+  auto backend = MakeBackend(&kernels.table);
+  const StreamHandle stream = *backend->CreateStream(0);
+  std::atomic<int> ran{0};
+  ASSERT_TRUE(kernels.table
+                  .Register("count",
+                            [&](absl::Span<const HostArg>) {
+                              ran.fetch_add(1);
+                              return absl::OkStatus();
+                            })
+                  .ok());
+  // Kernels alone, on two lanes: one chain each. The last one names an
+  // address outside any allocation.
+  DeviceGraph g;
+  const int first = g.AddKernel(Op("count"), {});
+  g.AddKernel(Op("count"), {first});
+  g.AddKernel(Fill(DevicePtr{0, 12345}, 1), {});
+  const absl::Status launched = backend->LaunchDeviceGraph(g, stream);
+  EXPECT_FALSE(launched.ok());
+  EXPECT_THAT(launched.message(), HasSubstr("is not inside an allocation"));
+  ASSERT_TRUE(backend->SynchronizeStream(stream).ok());
+  EXPECT_EQ(ran.load(), 0);
+  // The same graph with a good address runs every kernel, in order.
+  auto buffer = backend->Allocate(0, kBytes);
+  ASSERT_TRUE(buffer.ok());
+  g.nodes[2].launch = Fill(*buffer, 1);
+  ASSERT_TRUE(backend->LaunchDeviceGraph(g, stream).ok());
+  ASSERT_TRUE(backend->SynchronizeStream(stream).ok());
+  EXPECT_EQ(ran.load(), 2);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "scheduler/status_macros.h"
@@ -164,6 +165,13 @@ SimBackend::SimBackend(Options options, std::vector<double> bandwidth_gbps)
       [this](const DeviceGraphControl& control, StreamHandle stream,
              StreamHandle body_stream, int device, uint64_t scope) {
         return control_->Launch(control, stream, body_stream, device, scope);
+      };
+  // Graphs of kernels alone go onto their lanes as one item per lane.
+  graph_options.launch_kernels =
+      [this](absl::Span<const KernelLaunch* const> launches,
+             absl::Span<const int> chain_of,
+             absl::Span<const StreamHandle> streams) {
+        return LaunchKernelChains(launches, chain_of, streams);
       };
   graphs_ = std::make_unique<StreamGraphRunner>(this, graph_options);
   control_ = std::make_unique<SimDeviceControl>(
@@ -369,11 +377,8 @@ void SimBackend::EnqueueCopy(const Stream& stream,
   copies_->Enqueue(*stream.queue, std::move(copy));
 }
 
-absl::Status SimBackend::Launch(const KernelLaunch& launch,
-                                StreamHandle stream_handle) {
-  Stream storage;
-  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
-                        FindStreamForCall(stream_handle, &storage));
+absl::StatusOr<SimLaunches::RecordPtr> SimBackend::MakeLaunch(
+    const KernelLaunch& launch, int device) {
   // A user kernel is not run: it occupies its stream for its cost and
   // leaves its buffers as they are (the header says why).
   const CpuKernel* kernel = launches_->KernelFor(launch);
@@ -381,7 +386,6 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
     return absl::UnimplementedError(absl::StrCat(
         "op '", launch.op, "' is not implemented by the simulated backend"));
   }
-  const int device = stream->device;
   WEFT_RETURN_IF_ERROR(CheckHealthy(device));
   bool has_buffers = false;
   for (const KernelArg& arg : launch.args) {
@@ -393,10 +397,20 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
                              [](const KernelArg&, SimMemory::Resolved*) {}));
   }
   Batch& batch = tls_batch_;
-  SimLaunches::RecordPtr record =
-      launches_->Make(launch, ClampDurationUs(launch.cost_us), kernel, device,
-                      models_[device].get(), faults_.Next(device, launch.op),
-                      batch.owner == id_ ? &batch.records : nullptr);
+  return launches_->Make(launch, ClampDurationUs(launch.cost_us), kernel,
+                         device, models_[device].get(),
+                         faults_.Next(device, launch.op),
+                         batch.owner == id_ ? &batch.records : nullptr);
+}
+
+absl::Status SimBackend::Launch(const KernelLaunch& launch,
+                                StreamHandle stream_handle) {
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  const int device = stream->device;
+  WEFT_ASSIGN_OR_RETURN(SimLaunches::RecordPtr record,
+                        MakeLaunch(launch, device));
   MaybeHold(stream->queue);
   SimLaunchRecord* const kept = record.get();  // owned by `work` from here
   // The work holds nothing but the record: small enough to be stored in
@@ -410,6 +424,68 @@ absl::Status SimBackend::Launch(const KernelLaunch& launch,
   models_[device]->EnqueueInTurn(*stream->queue, kept->engine,
                                  kept->launch.cost_us, &kept->ticket,
                                  std::move(work));
+  return absl::OkStatus();
+}
+
+absl::Status SimBackend::LaunchKernelChains(
+    absl::Span<const KernelLaunch* const> launches,
+    absl::Span<const int> chain_of, absl::Span<const StreamHandle> streams) {
+  if (launches.size() != chain_of.size() || streams.empty()) {
+    return absl::InvalidArgumentError(
+        "a stream and one chain per launch are required");
+  }
+  // The streams (a raw pointer stays valid while the calling thread does
+  // not destroy the stream).
+  absl::InlinedVector<SimStream*, 8> queues;
+  int device = -1;
+  for (StreamHandle handle : streams) {
+    Stream storage;
+    WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                          FindStreamForCall(handle, &storage));
+    if (device >= 0 && stream->device != device) {
+      return absl::InvalidArgumentError(
+          "the chains of one launch must be on streams of one device");
+    }
+    device = stream->device;
+    // Held until the batch ends, as for single launches.
+    MaybeHold(stream->queue);
+    queues.push_back(stream->queue.get());
+  }
+  // Every launch is checked before any is enqueued.
+  absl::InlinedVector<SimLaunches::RecordPtr, 8> heads(streams.size());
+  absl::InlinedVector<SimLaunchRecord*, 8> tails(streams.size(), nullptr);
+  absl::InlinedVector<SimDeviceModel::TicketRequest, 16> tickets;
+  tickets.reserve(launches.size());
+  for (size_t i = 0; i < launches.size(); ++i) {
+    const int chain = chain_of[i];
+    if (chain < 0 || static_cast<size_t>(chain) >= streams.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "launch ", i, " names chain ", chain, " of ", streams.size()));
+    }
+    WEFT_ASSIGN_OR_RETURN(SimLaunches::RecordPtr record,
+                          MakeLaunch(*launches[i], device));
+    tickets.push_back(SimDeviceModel::TicketRequest{
+        record->engine, record->launch.cost_us, &record->ticket});
+    if (heads[chain] == nullptr) {
+      heads[chain] = std::move(record);
+    } else {
+      SimLaunches::Append(*heads[chain], tails[chain], std::move(record));
+    }
+  }
+  absl::InlinedVector<SimDeviceModel::QueuedWork, 8> works;
+  for (size_t c = 0; c < streams.size(); ++c) {
+    if (heads[c] == nullptr) continue;
+    auto work = [first = std::move(heads[c])](
+                    SimStream::Timing& timing) -> absl::Status {
+      return first->owner->RunChain(*first, timing);
+    };
+    static_assert(sizeof(work) <= 2 * sizeof(void*),
+                  "stored in place by SimStream::Work");
+    works.push_back(SimDeviceModel::QueuedWork{queues[c], std::move(work)});
+  }
+  if (!works.empty()) {
+    models_[device]->EnqueueInTurn(tickets, absl::MakeSpan(works));
+  }
   return absl::OkStatus();
 }
 

@@ -66,7 +66,11 @@
 // Device graphs (Backend::LaunchDeviceGraph) run through a
 // StreamGraphRunner: lowered onto lanes, streams of the backend itself, so
 // graph work has the same timing, faults and error scopes as the same work
-// issued node by node. Cached instances are counted (graph_stats()).
+// issued node by node. A graph of kernels alone goes onto its lanes as one
+// stream item per lane (SimLaunches::RunChain), as a GPU takes a graph in
+// one launch: the kernels keep their own bookings and turns, and the host
+// pays one enqueue per lane instead of one per node. Cached instances are
+// counted (graph_stats()).
 //
 // Host callbacks run on a worker of the pool, one at a time per stream; a
 // callback may synchronize or destroy other streams (the pool adds a worker
@@ -94,6 +98,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/device_graph.h"
 #include "runtime/ops/cpu_kernels.h"
@@ -365,6 +370,17 @@ class SimBackend final : public Backend {
   // Enqueues `copy` on `stream`.
   void EnqueueCopy(const Stream& stream,
                    std::unique_ptr<SimCopyRecord> copy) const;
+  // The record of `launch` on `device`, once its op exists, the device is
+  // healthy and its buffers are allocated.
+  absl::StatusOr<SimLaunches::RecordPtr> MakeLaunch(const KernelLaunch& launch,
+                                                    int device);
+  // StreamGraphRunner::Options::launch_kernels: `launches` in order, each
+  // in chain `chain_of[i]`, chain c one item on `streams[c]` (streams of
+  // one device). Nothing is enqueued when a launch is refused.
+  absl::Status LaunchKernelChains(
+      absl::Span<const KernelLaunch* const> launches,
+      absl::Span<const int> chain_of, absl::Span<const StreamHandle> streams)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const uint64_t id_;  // unique among the backends of the process

@@ -62,6 +62,26 @@ void SimDeviceModel::EnqueueInTurn(SimStream& queue, Engine engine,
   queue.Enqueue(std::move(work));
 }
 
+void SimDeviceModel::EnqueueInTurn(absl::Span<const TicketRequest> tickets,
+                                   absl::Span<QueuedWork> works) {
+  auto enqueue_all = [&] {
+    for (QueuedWork& queued : works) {
+      queued.queue->Enqueue(std::move(queued.work));
+    }
+  };
+  if (clock_->paced()) {
+    enqueue_all();
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  for (const TicketRequest& request : tickets) {
+    if (!(request.duration > 0)) continue;
+    EngineBook& book = books_[Index(request.engine)];
+    request.ticket->emplace(this, request.engine, book.next_ticket++);
+  }
+  enqueue_all();
+}
+
 absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
                                         int32_t units, Ticket* ticket,
                                         SimStream::Timing& timing) {

@@ -43,6 +43,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "runtime/sim/sim_stream.h"
 #include "runtime/sim/sim_timeline.h"
 #include "scheduler/occupancy.h"
@@ -90,6 +91,20 @@ class SimDeviceModel {
   void EnqueueInTurn(SimStream& queue, Engine engine, double duration,
                      std::optional<Ticket>* ticket, SimStream::Work work)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for work that books several times (chains of launches, each
+  // on streams of this device): the tickets, in the order given, then
+  // each work on its stream, all under one hold of the device's lock.
+  struct TicketRequest {
+    Engine engine = Engine::kKernels;
+    double duration = 0;
+    std::optional<Ticket>* ticket = nullptr;
+  };
+  struct QueuedWork {
+    SimStream* queue = nullptr;
+    SimStream::Work work;
+  };
+  void EnqueueInTurn(absl::Span<const TicketRequest> tickets,
+                     absl::Span<QueuedWork> works) ABSL_LOCKS_EXCLUDED(mu_);
   // Books `duration` of `units` on `engine` from timing.ready_us and sets
   // timing.end_us. `ticket` is null when the work books as it comes
   // (paced, or no duration); otherwise, before its turn, it parks the

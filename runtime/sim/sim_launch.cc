@@ -15,15 +15,21 @@ namespace {
 
 std::atomic<uint64_t> next_launches_id{1};
 
-// The calling thread's last kernel lookup: a launch of the same op on the
-// same SimLaunches skips hashing its name. They are told apart by an id
-// that is never reused (an address may be).
-struct KernelLookup {
-  uint64_t owner = 0;
-  std::string op;
-  const CpuKernel* kernel = nullptr;
+// The calling thread's last few kernel lookups: a launch of an op seen
+// lately on the same SimLaunches skips hashing its name (a loop's body
+// alternates a few ops). They are told apart by an id that is never reused
+// (an address may be).
+struct KernelLookups {
+  static constexpr int kEntries = 4;
+  struct Entry {
+    uint64_t owner = 0;
+    std::string op;
+    const CpuKernel* kernel = nullptr;
+  };
+  Entry entries[kEntries];
+  int next = 0;  // the entry replaced next
 };
-thread_local KernelLookup tls_kernel_lookup;
+thread_local KernelLookups tls_kernel_lookups;
 
 // Whether `kernel` is the built-in function `fn` (cpu_kernels.h).
 bool IsBuiltin(const CpuKernel* kernel,
@@ -51,6 +57,17 @@ bool IsPlainZero(const KernelArg& arg) {
 }  // namespace
 
 void SimLaunchRecord::Clear() {
+  // The rest of a chain goes back with its first record, one at a time
+  // (a chain may be long).
+  while (chain_next != nullptr) {
+    SimLaunchRecord* next = chain_next;
+    chain_next = next->chain_next;
+    next->chain_next = nullptr;
+    SimLaunches::GiveBack()(next);
+  }
+  chain_at = nullptr;
+  chain_ready_us = 0;
+  chain_hooks.clear();
   ticket.reset();
   fault = absl::OkStatus();
   contents = SimContents::kCompute;
@@ -90,13 +107,17 @@ SimLaunches::~SimLaunches() = default;
 
 const CpuKernel* SimLaunches::KernelFor(const KernelLaunch& launch) const {
   if (launch.user_kernel != nullptr) return &user_kernel_stand_in_;
-  KernelLookup& last = tls_kernel_lookup;
-  if (last.owner == id_ && last.op == launch.op) return last.kernel;
+  KernelLookups& lookups = tls_kernel_lookups;
+  for (const KernelLookups::Entry& entry : lookups.entries) {
+    if (entry.owner == id_ && entry.op == launch.op) return entry.kernel;
+  }
   const CpuKernel* kernel = kernels_->Find(launch.op);
   if (kernel != nullptr) {
-    last.owner = id_;
-    last.op = launch.op;
-    last.kernel = kernel;
+    KernelLookups::Entry& entry = lookups.entries[lookups.next];
+    lookups.next = (lookups.next + 1) % KernelLookups::kEntries;
+    entry.owner = id_;
+    entry.op = launch.op;
+    entry.kernel = kernel;
   }
   return kernel;
 }
@@ -203,6 +224,50 @@ absl::Status SimLaunches::Run(SimLaunchRecord& record,
   return record.model->BookInTurn(
       record.engine, record.launch.cost_us, record.units,
       record.ticket.has_value() ? &*record.ticket : nullptr, timing);
+}
+
+void SimLaunches::Append(SimLaunchRecord& first, SimLaunchRecord*& last,
+                         RecordPtr next) {
+  SimLaunchRecord* const added = next.release();
+  if (last == nullptr) last = &first;
+  last->chain_next = added;
+  last = added;
+}
+
+absl::Status SimLaunches::RunChain(SimLaunchRecord& first,
+                                   SimStream::Timing& timing) const {
+  SimLaunchRecord* record = &first;
+  if (first.chain_at != nullptr) {
+    record = first.chain_at;
+    timing.ready_us = first.chain_ready_us;
+  }
+  while (true) {
+    timing.end_us = timing.ready_us;
+    WEFT_RETURN_IF_ERROR(Run(*record, timing));
+    if (timing.parked()) {
+      // Back here, with this launch's own ready time, once it is woken.
+      first.chain_at = record;
+      first.chain_ready_us = timing.ready_us;
+      return absl::OkStatus();
+    }
+    if (SimStream::InterruptHook hook = timing.TakeInterruptHook()) {
+      first.chain_hooks.push_back(std::move(hook));
+    }
+    record = record->chain_next;
+    if (record == nullptr) break;
+    timing.ready_us = timing.end_us;
+  }
+  // Paced: an interruption cuts every booking still running or ahead.
+  if (first.chain_hooks.size() == 1) {
+    timing.OnInterrupt(std::move(first.chain_hooks.front()));
+  } else if (!first.chain_hooks.empty()) {
+    timing.OnInterrupt(
+        [hooks = std::move(first.chain_hooks)](double at_us) mutable {
+          for (SimStream::InterruptHook& hook : hooks) hook(at_us);
+        });
+  }
+  first.chain_hooks.clear();
+  return absl::OkStatus();
 }
 
 absl::Status SimLaunches::RunKernel(SimLaunchRecord& record) const {

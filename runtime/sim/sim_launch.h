@@ -76,6 +76,16 @@ struct SimLaunchRecord {
   // RunKernel's arguments, kept for their capacity.
   std::vector<HostArg> host_args;
   std::vector<std::shared_ptr<const void>> keep_alive;
+
+  // A chain (SimLaunches::Chain): the launch after this one, owned by the
+  // chain's first record and given back with it.
+  SimLaunchRecord* chain_next = nullptr;
+  // On the first record: the launch to run next (null: this one) and when
+  // it is ready, once the chain has parked part way; the paced bookings'
+  // interrupt hooks so far.
+  SimLaunchRecord* chain_at = nullptr;
+  double chain_ready_us = 0;
+  std::vector<SimStream::InterruptHook> chain_hooks;
 };
 
 class SimLaunches {
@@ -105,7 +115,7 @@ class SimLaunches {
 
   const CpuKernelTable& kernels() const { return *kernels_; }
   // The kernel that runs `launch`: its op's from the table, remembering
-  // the calling thread's last answer, or for a user kernel a stand-in that
+  // the calling thread's last few answers, or for a user kernel a stand-in that
   // does nothing. Null for an op the table lacks.
   const CpuKernel* KernelFor(const KernelLaunch& launch) const;
   // What `kernel` running `launch` does to its buffers' contents.
@@ -127,6 +137,19 @@ class SimLaunches {
   // The work of a launch, on a worker: runs its kernel (once), then books
   // it.
   absl::Status Run(SimLaunchRecord& record, SimStream::Timing& timing) const;
+
+  // Launches run back to back as one stream item, as a GPU runs a chain of
+  // a graph's kernels: each starts when the one before it ends, books its
+  // own unit in its own turn, and the item ends with the last. The first
+  // record owns the others (appended with Append). A failure ends the
+  // chain there, and the launches after it never run.
+  static void Append(SimLaunchRecord& first, SimLaunchRecord*& last,
+                     RecordPtr next);
+  // The work of a chain, on a worker: runs its launches from where it
+  // parked last, parking the stream again where one must wait for its
+  // turn.
+  absl::Status RunChain(SimLaunchRecord& first,
+                        SimStream::Timing& timing) const;
 
   // Records made so far (in use or pooled).
   int records() const ABSL_LOCKS_EXCLUDED(mu_);
