@@ -210,6 +210,23 @@ TEST(StreamGraphRunnerTest, TimingFollowsTheEdges) {
   const int e = chain.AddKernel(Op("spin", 10), {d});
   chain.AddKernel(Op("spin", 10), {e});
   EXPECT_DOUBLE_EQ(elapsed(chain), 30);
+
+  // Lanes book the device in the graph's node order, also when each lane
+  // runs as one chain: a half-device kernel, a half-device one of 200 us
+  // on a second lane, then a full-device one after the first. In node
+  // order the long one books beside the first ([0, 200]) and the full one
+  // waits for it ([200, 300]); had the first lane booked both of its
+  // kernels first, the long one would find no room until 200 (400 in all).
+  KernelLaunch half = Op("spin", 100);
+  half.occupancy_units = scheduler::kOccupancyUnits / 2;
+  KernelLaunch long_half = Op("spin", 200);
+  long_half.occupancy_units = scheduler::kOccupancyUnits / 2;
+  DeviceGraph interleaved;
+  const int first = interleaved.AddKernel(half, {});
+  interleaved.AddKernel(long_half, {});
+  interleaved.AddKernel(Op("spin", 100), {first});
+  EXPECT_DOUBLE_EQ(elapsed(interleaved), 300);
+  EXPECT_DOUBLE_EQ(elapsed(interleaved), 300);  // relaunched: the same
 }
 
 TEST(StreamGraphRunnerTest, AChainRunsOnTheCallersStreamAfterItsLastLaunch) {

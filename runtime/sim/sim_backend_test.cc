@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/device_graph.h"
 #include "runtime/ops/test_kernels.h"
 #include "testing/status_matchers.h"
 
@@ -1492,6 +1493,32 @@ TEST(SimBackendInterruptTest, AbortStopsARunningSpinAndFreesItsDevice) {
   ASSERT_TRUE(backend->SetErrorScope(s, 2).ok());
   ASSERT_TRUE(backend->Launch(Spin(1000), s).ok());
   EXPECT_LT(TimeAfter(*backend, s, 0), 3e6);
+}
+
+TEST(SimBackendInterruptTest, AbortStopsAGraphChainAndFreesItsDevice) {
+  auto backend = MakeBackend(Paced());
+  StreamHandle s = backend->CreateStream(0).value();
+  StreamHandle other = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->SetErrorScope(s, 1).ok());
+  // A graph of two 20 s spins in a chain: one stream item, which books
+  // both at once on a paced clock ([0, 20 s] and [20 s, 40 s]).
+  DeviceGraph chain;
+  const int first = chain.AddKernel(Spin(20e6), {});
+  chain.AddKernel(Spin(20e6), {first});
+  ASSERT_TRUE(backend->LaunchDeviceGraph(chain, s).ok());
+  absl::Status seen;
+  absl::Notification done;
+  Notify(*backend, s, &seen, &done);
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(
+      backend->AbortErrorScope(s, 1, absl::CancelledError("job cancelled"))
+          .ok());
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(2)));
+  EXPECT_THAT(seen, StatusIs(absl::StatusCode::kCancelled));
+  // Both bookings were given back: a full-device kernel on another stream
+  // starts at once, neither after 20 s nor after 40 s.
+  ASSERT_TRUE(backend->Launch(Spin(1000), other).ok());
+  EXPECT_LT(TimeAfter(*backend, other, 0), 3e6);
 }
 
 TEST(SimBackendInterruptTest, AbortGivesBackBookingsThatHadNotStarted) {
