@@ -366,7 +366,7 @@ absl::StatusOr<const SimBackend::Stream*> SimBackend::PrepareCopy(
   WEFT_RETURN_IF_ERROR(CheckHealthy(stream->device));
   for (const DevicePtr& ptr : ranges) {
     WEFT_RETURN_IF_ERROR(CheckHealthy(ptr.device));
-    WEFT_RETURN_IF_ERROR(memory_->Resolve(ptr, bytes).status());
+    WEFT_RETURN_IF_ERROR(memory_->CheckRange(ptr, bytes));
   }
   return stream;
 }
@@ -387,15 +387,7 @@ absl::StatusOr<SimLaunches::RecordPtr> SimBackend::MakeLaunch(
         "op '", launch.op, "' is not implemented by the simulated backend"));
   }
   WEFT_RETURN_IF_ERROR(CheckHealthy(device));
-  bool has_buffers = false;
-  for (const KernelArg& arg : launch.args) {
-    has_buffers |= std::holds_alternative<DeviceBufferArg>(arg);
-  }
-  if (has_buffers) {
-    WEFT_RETURN_IF_ERROR(
-        memory_->ResolveArgs(launch.args, SimMemory::Need::kAddress,
-                             [](const KernelArg&, SimMemory::Resolved*) {}));
-  }
+  WEFT_RETURN_IF_ERROR(memory_->CheckArgs(launch.args));
   Batch& batch = tls_batch_;
   return launches_->Make(launch, ClampDurationUs(launch.cost_us), kernel,
                          device, models_[device].get(),

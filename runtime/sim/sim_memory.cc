@@ -1,6 +1,7 @@
 #include "runtime/sim/sim_memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <iterator>
 #include <utility>
@@ -18,6 +19,25 @@ constexpr uint64_t kFirstAddress = uint64_t{1} << 20;
 constexpr uint64_t kAlignment = 256;
 
 std::string Hex(uint64_t v) { return absl::StrFormat("0x%x", v); }
+
+std::atomic<uint64_t> next_memory_id{1};
+
+// The calling thread's last few allocations found by CheckRange, valid
+// while their memory (told apart by an id that is never reused) has freed
+// nothing since.
+struct CheckedAllocations {
+  static constexpr int kEntries = 8;
+  struct Entry {
+    uint64_t memory = 0;
+    uint64_t frees = 0;
+    int device = -1;
+    uint64_t begin = 0;
+    uint64_t end = 0;
+  };
+  Entry entries[kEntries];
+  int next = 0;  // the entry replaced next
+};
+thread_local CheckedAllocations tls_checked;
 
 // How many of the first `bytes` of `data` hold data: up to its last nonzero
 // byte. Looks back from the end a block at a time.
@@ -104,7 +124,8 @@ SimMemory::Allocation::~Allocation() {
 
 SimMemory::SimMemory(std::vector<std::string> device_names,
                      uint64_t capacity_bytes)
-    : names_(std::move(device_names)),
+    : id_(next_memory_id.fetch_add(1, std::memory_order_relaxed)),
+      names_(std::move(device_names)),
       capacity_(capacity_bytes),
       materialized_(new Counter[names_.size()]) {
   absl::MutexLock lock(&mu_);
@@ -159,6 +180,7 @@ absl::Status SimMemory::Free(DevicePtr ptr) {
   dev.used -= it->second->size;
   released = std::move(it->second);
   dev.allocations.erase(it);
+  frees_.fetch_add(1, std::memory_order_release);
   return absl::OkStatus();
 }
 
@@ -167,6 +189,40 @@ absl::StatusOr<SimMemory::Resolved> SimMemory::Resolve(DevicePtr ptr,
                                                        Need need) const {
   absl::MutexLock lock(&mu_);
   return ResolveLocked(ptr, bytes, need);
+}
+
+absl::Status SimMemory::CheckRange(DevicePtr ptr, uint64_t bytes) const {
+  const uint64_t frees = frees_.load(std::memory_order_acquire);
+  CheckedAllocations& checked = tls_checked;
+  for (const CheckedAllocations::Entry& e : checked.entries) {
+    if (e.memory == id_ && e.frees == frees && e.device == ptr.device &&
+        ptr.address >= e.begin && ptr.address <= e.end &&
+        bytes <= e.end - ptr.address) {
+      return absl::OkStatus();
+    }
+  }
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    WEFT_ASSIGN_OR_RETURN(const Resolved r,
+                          ResolveLocked(ptr, bytes, Need::kAddress));
+    begin = r.allocation->address;
+    end = begin + r.allocation->size;
+  }
+  CheckedAllocations::Entry& e = checked.entries[checked.next];
+  checked.next = (checked.next + 1) % CheckedAllocations::kEntries;
+  e = CheckedAllocations::Entry{id_, frees, ptr.device, begin, end};
+  return absl::OkStatus();
+}
+
+absl::Status SimMemory::CheckArgs(absl::Span<const KernelArg> args) const {
+  for (const KernelArg& arg : args) {
+    if (const auto* b = std::get_if<DeviceBufferArg>(&arg)) {
+      WEFT_RETURN_IF_ERROR(CheckRange(b->ptr, b->size_bytes));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status SimMemory::ResolveArgs(

@@ -130,6 +130,16 @@ class SimMemory {
       absl::FunctionRef<void(const KernelArg&, Resolved*)> each) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Whether [ptr, ptr + bytes), resp. every buffer argument of `args`, lies
+  // inside one allocation: OK, or Resolve's error. For enqueueing calls,
+  // which only check: a thread remembers the allocations it found last,
+  // and while no allocation has been freed since (addresses are never
+  // reused), a range inside one of them is answered without the lock.
+  absl::Status CheckRange(DevicePtr ptr, uint64_t bytes) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status CheckArgs(absl::Span<const KernelArg> args) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // The operations on contents. Each checks its ranges as Resolve does.
   //
   // Copies [src, src + bytes) to host memory `out`: the data ranges' bytes,
@@ -226,9 +236,14 @@ class SimMemory {
   absl::Status CheckDevice(int device) const;
 
   // Constant after construction.
+  const uint64_t id_;  // unique in the process, for the threads' memories
   const std::vector<std::string> names_;
   const uint64_t capacity_;
   std::unique_ptr<Counter[]> materialized_;
+
+  // Allocations freed so far: what CheckRange's remembered answers hold
+  // for. Written under mu_; read without it.
+  alignas(64) std::atomic<uint64_t> frees_{0};
 
   mutable absl::Mutex mu_;
   std::vector<Device> devices_ ABSL_GUARDED_BY(mu_);

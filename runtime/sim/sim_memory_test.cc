@@ -64,6 +64,35 @@ TEST(SimMemoryTest, RejectsBadDevicesAndAddresses) {
   EXPECT_OK(memory.Resolve(DevicePtr{0, p.address + 8}, 56));
 }
 
+TEST(SimMemoryTest, ChecksRemembersAllocationsOnlyUntilOneIsFreed) {
+  SimMemory memory = TwoDevices();
+  const DevicePtr p = memory.Allocate(0, 64).value();
+  const DevicePtr q = memory.Allocate(0, 64).value();
+  EXPECT_OK(memory.CheckRange(DevicePtr{0, p.address + 8}, 56));
+  // Remembered, the allocation still bounds what passes.
+  EXPECT_OK(memory.CheckRange(p, 64));
+  EXPECT_THAT(memory.CheckRange(DevicePtr{0, p.address + 8}, 64),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is not inside an allocation")));
+  EXPECT_THAT(memory.CheckRange(DevicePtr{1, p.address}, 8),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  const KernelArg in_q = DeviceBufferArg{q, 64, scheduler::DType::kFloat32,
+                                         scheduler::Access::kRead};
+  const std::vector<KernelArg> args = {1.0f, in_q};
+  EXPECT_OK(memory.CheckArgs(args));
+  // Freeing forgets what was remembered: the freed range fails at once,
+  // the other still passes.
+  ASSERT_OK(memory.Free(p));
+  EXPECT_THAT(memory.CheckRange(p, 64),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is not inside an allocation")));
+  EXPECT_OK(memory.CheckArgs(args));
+  ASSERT_OK(memory.Free(q));
+  EXPECT_THAT(memory.CheckArgs(args),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is not inside an allocation")));
+}
+
 TEST(SimMemoryTest, ContentsAreMadeOnlyWhenNeededAndReadAsZeros) {
   SimMemory memory = TwoDevices();
   const DevicePtr p = memory.Allocate(0, 64).value();
