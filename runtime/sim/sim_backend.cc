@@ -429,6 +429,7 @@ absl::Status SimBackend::LaunchKernelChains(
   // The streams (a raw pointer stays valid while the calling thread does
   // not destroy the stream).
   absl::InlinedVector<SimStream*, 8> queues;
+  absl::InlinedVector<uint64_t, 8> scopes;
   int device = -1;
   for (StreamHandle handle : streams) {
     Stream storage;
@@ -442,6 +443,7 @@ absl::Status SimBackend::LaunchKernelChains(
     // Held until the batch ends, as for single launches.
     MaybeHold(stream->queue);
     queues.push_back(stream->queue.get());
+    scopes.push_back(stream->queue->scope());
   }
   // Every launch is checked before any is enqueued.
   absl::InlinedVector<SimLaunches::RecordPtr, 8> heads(streams.size());
@@ -456,8 +458,9 @@ absl::Status SimBackend::LaunchKernelChains(
     }
     WEFT_ASSIGN_OR_RETURN(SimLaunches::RecordPtr record,
                           MakeLaunch(*launches[i], device));
-    tickets.push_back(SimDeviceModel::TicketRequest{
-        record->engine, record->launch.cost_us, &record->ticket});
+    tickets.push_back(
+        SimDeviceModel::TicketRequest{record->engine, record->launch.cost_us,
+                                      &record->ticket, scopes[chain]});
     if (heads[chain] == nullptr) {
       heads[chain] = std::move(record);
     } else {

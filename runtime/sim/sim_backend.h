@@ -26,8 +26,10 @@
 // its work in the order it was enqueued, so the schedule is deterministic
 // and is what the cost model predicts for the same issue order. With
 // time_scale > 0 the clock is paced: work completes no earlier in real time
-// than its virtual end (scaled), each unit books work as it arrives, and
-// nothing starts before the host enqueued it. Virtual times never include
+// than its virtual end (scaled), each unit books the work of one error
+// scope (a job) in the order it was enqueued and the work of different
+// scopes as it arrives (so no job waits for another's turn), and nothing
+// starts before the host enqueued it. Virtual times never include
 // the host time the simulation itself takes; what does enter them, paced,
 // is when the host enqueued the work, and the host work behind a host gate
 // (Backend::EnqueueHostGate): the gate ends no earlier than the host opened

@@ -12,37 +12,61 @@ SimDeviceModel::SimDeviceModel(const SimClock* clock,
               EngineBook(1)}} {}
 
 SimDeviceModel::Ticket::~Ticket() {
-  if (!booked_) model_->GiveUp(engine_, number_);
+  if (!booked_) model_->GiveUp(*this);
 }
 
-void SimDeviceModel::GiveUp(Engine engine, uint64_t number) {
+SimDeviceModel::Turns* SimDeviceModel::TurnsOf(EngineBook& book,
+                                               const Ticket& ticket) {
+  if (!ticket.scoped_) return &book.turns;
+  auto it = book.scope_turns.find(ticket.scope_);
+  return it == book.scope_turns.end() ? nullptr : &it->second;
+}
+
+void SimDeviceModel::TakeTicketLocked(Engine engine, uint64_t scope,
+                                      std::optional<Ticket>* ticket) {
+  EngineBook& book = books_[Index(engine)];
+  const bool scoped = clock_->paced();
+  Turns& turns = scoped ? book.scope_turns[scope] : book.turns;
+  ticket->emplace(this, engine, scoped, scope, turns.next_ticket++);
+}
+
+void SimDeviceModel::GiveUp(const Ticket& ticket) {
   std::shared_ptr<SimStream::Waker> next;
   {
     absl::MutexLock lock(&mu_);
-    EngineBook& book = books_[Index(engine)];
-    book.turn_waiters.erase(number);
-    if (number != book.next_to_book) {
-      book.given_up.insert(number);
+    EngineBook& book = books_[Index(ticket.engine_)];
+    Turns* turns = TurnsOf(book, ticket);
+    if (turns == nullptr) return;
+    turns->turn_waiters.erase(ticket.number_);
+    if (ticket.number_ != turns->next_to_book) {
+      turns->given_up.insert(ticket.number_);
       return;
     }
-    next = AdvanceTurnLocked(engine);
+    next = AdvanceTurnLocked(book, ticket);
   }
   if (next != nullptr) next->Wake();
 }
 
 std::shared_ptr<SimStream::Waker> SimDeviceModel::AdvanceTurnLocked(
-    Engine engine) {
-  EngineBook& book = books_[Index(engine)];
-  ++book.next_to_book;
-  while (!book.given_up.empty() &&
-         *book.given_up.begin() == book.next_to_book) {
-    book.given_up.erase(book.given_up.begin());
-    ++book.next_to_book;
+    EngineBook& book, const Ticket& ticket) {
+  Turns& turns = *TurnsOf(book, ticket);
+  ++turns.next_to_book;
+  while (!turns.given_up.empty() &&
+         *turns.given_up.begin() == turns.next_to_book) {
+    turns.given_up.erase(turns.given_up.begin());
+    ++turns.next_to_book;
   }
-  auto it = book.turn_waiters.find(book.next_to_book);
-  if (it == book.turn_waiters.end()) return nullptr;
-  std::shared_ptr<SimStream::Waker> waker = std::move(it->second);
-  book.turn_waiters.erase(it);
+  std::shared_ptr<SimStream::Waker> waker;
+  auto it = turns.turn_waiters.find(turns.next_to_book);
+  if (it != turns.turn_waiters.end()) {
+    waker = std::move(it->second);
+    turns.turn_waiters.erase(it);
+  }
+  // A scope with no ticket out starts again from 0 with its next one.
+  if (ticket.scoped_ && turns.next_to_book == turns.next_ticket &&
+      turns.turn_waiters.empty()) {
+    book.scope_turns.erase(ticket.scope_);
+  }
   return waker;
 }
 
@@ -50,36 +74,50 @@ void SimDeviceModel::EnqueueInTurn(SimStream& queue, Engine engine,
                                    double duration,
                                    std::optional<Ticket>* ticket,
                                    SimStream::Work work) {
-  if (clock_->paced() || !(duration > 0)) {
+  if (!(duration > 0)) {
     queue.Enqueue(std::move(work));
     return;
   }
-  // Unpaced: take a ticket and enqueue under the device's lock, so tickets
-  // follow the order of the work on every stream.
+  // Take a ticket and enqueue under the device's lock, so tickets follow
+  // the order of the work on every stream.
+  const uint64_t scope = clock_->paced() ? queue.scope() : 0;
   absl::MutexLock lock(&mu_);
-  EngineBook& book = books_[Index(engine)];
-  ticket->emplace(this, engine, book.next_ticket++);
+  TakeTicketLocked(engine, scope, ticket);
   queue.Enqueue(std::move(work));
 }
 
 void SimDeviceModel::EnqueueInTurn(absl::Span<const TicketRequest> tickets,
                                    absl::Span<QueuedWork> works) {
-  auto enqueue_all = [&] {
-    for (QueuedWork& queued : works) {
-      queued.queue->Enqueue(std::move(queued.work));
-    }
-  };
-  if (clock_->paced()) {
-    enqueue_all();
-    return;
-  }
   absl::MutexLock lock(&mu_);
   for (const TicketRequest& request : tickets) {
     if (!(request.duration > 0)) continue;
-    EngineBook& book = books_[Index(request.engine)];
-    request.ticket->emplace(this, request.engine, book.next_ticket++);
+    TakeTicketLocked(request.engine, request.scope, request.ticket);
   }
-  enqueue_all();
+  for (QueuedWork& queued : works) {
+    queued.queue->Enqueue(std::move(queued.work));
+  }
+}
+
+uint64_t SimDeviceModel::BookLiveLocked(EngineBook& book, double duration,
+                                        int32_t units,
+                                        SimStream::Timing& timing) {
+  // Nothing is forgotten by time: work may be ready before now (virtual
+  // times do not wait for the host; sim_stream.h) and must still find the
+  // gaps it would have had. The timeline's own bound on breakpoints keeps
+  // it small.
+  const double start = book.timeline->Book(timing.ready_us, duration, units);
+  timing.end_us = start + duration;
+  if (book.live.size() >= book.prune_at) {
+    const double now = clock_->NowUs();
+    book.live.erase(
+        std::remove_if(book.live.begin(), book.live.end(),
+                       [now](const LiveBooking& b) { return b.end_us <= now; }),
+        book.live.end());
+    book.prune_at = std::max<size_t>(64, 2 * book.live.size());
+  }
+  const uint64_t id = book.next_booking++;
+  book.live.push_back(LiveBooking{id, start, timing.end_us, units});
+  return id;
 }
 
 absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
@@ -89,38 +127,8 @@ absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
     timing.end_us = timing.ready_us;  // occupies nothing
     return absl::OkStatus();
   }
-  if (ticket == nullptr) {
-    // Paced: booked as it comes. Nothing is forgotten by time: work may be
-    // ready before now (virtual times do not wait for the host; sim_stream.h)
-    // and must still find the gaps it would have had. The timeline's own
-    // bound on breakpoints keeps it small.
-    uint64_t id = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      EngineBook& book = books_[Index(engine)];
-      const double start =
-          book.timeline->Book(timing.ready_us, duration, units);
-      timing.end_us = start + duration;
-      if (book.live.size() >= book.prune_at) {
-        const double now = clock_->NowUs();
-        book.live.erase(std::remove_if(book.live.begin(), book.live.end(),
-                                       [now](const LiveBooking& b) {
-                                         return b.end_us <= now;
-                                       }),
-                        book.live.end());
-        book.prune_at = std::max<size_t>(64, 2 * book.live.size());
-      }
-      id = book.next_booking++;
-      book.live.push_back(LiveBooking{id, start, timing.end_us, units});
-    }
-    timing.OnInterrupt([this, engine, id](double at_us) {
-      ReleaseBooking(engine, id, at_us);
-    });
-    return absl::OkStatus();
-  }
-  // Book in enqueue order: whichever stream gets here first, the schedule
-  // is the same (and deterministic). Before its turn the stream parks, so
-  // the worker runs other streams, the one whose turn it is among them.
+  const bool paced = clock_->paced();
+  uint64_t live_id = 0;
   std::shared_ptr<SimStream::Waker> next;
   {
     absl::MutexLock lock(&mu_);
@@ -128,16 +136,36 @@ absl::Status SimDeviceModel::BookInTurn(Engine engine, double duration,
       return absl::AbortedError("the simulated backend is shutting down");
     }
     EngineBook& book = books_[Index(engine)];
-    if (book.next_to_book != ticket->number_) {
-      book.turn_waiters[ticket->number_] = timing.Park();
-      return absl::OkStatus();
+    if (ticket != nullptr) {
+      // Book in enqueue order: whichever stream gets here first, the
+      // schedule is the same. Before its turn the stream parks, so the
+      // worker runs other streams, the one whose turn it is among them.
+      Turns* turns = TurnsOf(book, *ticket);
+      if (turns != nullptr && turns->next_to_book != ticket->number_) {
+        turns->turn_waiters[ticket->number_] = timing.Park();
+        return absl::OkStatus();
+      }
     }
-    const double start = book.timeline->Book(timing.ready_us, duration, units);
-    timing.end_us = start + duration;
-    ticket->booked_ = true;
-    next = AdvanceTurnLocked(engine);
+    if (paced) {
+      live_id = BookLiveLocked(book, duration, units, timing);
+    } else {
+      const double start =
+          book.timeline->Book(timing.ready_us, duration, units);
+      timing.end_us = start + duration;
+    }
+    if (ticket != nullptr) {
+      ticket->booked_ = true;
+      if (TurnsOf(book, *ticket) != nullptr) {
+        next = AdvanceTurnLocked(book, *ticket);
+      }
+    }
   }
   if (next != nullptr) next->Wake();
+  if (paced) {
+    timing.OnInterrupt([this, engine, live_id](double at_us) {
+      ReleaseBooking(engine, live_id, at_us);
+    });
+  }
   return absl::OkStatus();
 }
 
@@ -182,10 +210,16 @@ void SimDeviceModel::Close() {
     absl::MutexLock lock(&mu_);
     closed_ = true;  // work waiting for its turn gives up
     for (EngineBook& book : books_) {
-      for (auto& [ticket, waker] : book.turn_waiters) {
+      for (auto& [ticket, waker] : book.turns.turn_waiters) {
         parked.push_back(std::move(waker));
       }
-      book.turn_waiters.clear();
+      book.turns.turn_waiters.clear();
+      for (auto& [scope, turns] : book.scope_turns) {
+        for (auto& [ticket, waker] : turns.turn_waiters) {
+          parked.push_back(std::move(waker));
+        }
+        turns.turn_waiters.clear();
+      }
     }
   }
   for (const auto& waker : parked) waker->Wake();

@@ -15,8 +15,11 @@
 // the device's lock, as the work is enqueued, and work that reaches its
 // unit before an earlier ticket has booked parks its stream until that
 // ticket has booked or been given up (its work never ran). So the schedule
-// does not depend on which worker runs first. Paced, work books as it
-// arrives.
+// does not depend on which worker runs first. Paced, the work of one error
+// scope (a job) books in the order it was enqueued the same way, so a job
+// runs as planned however its streams' workers keep up with the clock;
+// the work of different scopes books as it arrives, so that no job waits
+// for another's turn (a job held up on the host never holds up another).
 //
 // Interruption. Paced bookings that may not have ended yet are kept; when
 // interrupted work stops (SimStream::Timing::OnInterrupt), its booking is
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -58,10 +62,16 @@ class SimDeviceModel {
 
   // A piece of work's place in its unit's booking order; given up when
   // destroyed before it booked (the work was skipped, failed or never ran).
+  // Paced, a ticket is one of its error scope's.
   class Ticket {
    public:
-    Ticket(SimDeviceModel* model, Engine engine, uint64_t number)
-        : model_(model), engine_(engine), number_(number) {}
+    Ticket(SimDeviceModel* model, Engine engine, bool scoped, uint64_t scope,
+           uint64_t number)
+        : model_(model),
+          engine_(engine),
+          scoped_(scoped),
+          scope_(scope),
+          number_(number) {}
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
     ~Ticket();
@@ -70,6 +80,8 @@ class SimDeviceModel {
     friend class SimDeviceModel;
     SimDeviceModel* const model_;
     const Engine engine_;
+    const bool scoped_;
+    const uint64_t scope_;
     const uint64_t number_;
     bool booked_ = false;
   };
@@ -84,10 +96,10 @@ class SimDeviceModel {
   SimDeviceHealth& health() { return health_; }
   const SimDeviceHealth& health() const { return health_; }
 
-  // Enqueues `work` on `queue`. Unpaced work that takes time first takes
-  // a ticket of `engine` into `*ticket` (which `work` owns), under the
-  // device's lock, so that every unit's tickets follow the order of the
-  // work on every stream.
+  // Enqueues `work` on `queue`. Work that takes time first takes a ticket
+  // of `engine` into `*ticket` (which `work` owns), under the device's
+  // lock, so that every unit's tickets follow the order of the work on
+  // every stream (paced: of the work of `queue`'s current error scope).
   void EnqueueInTurn(SimStream& queue, Engine engine, double duration,
                      std::optional<Ticket>* ticket, SimStream::Work work)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -98,6 +110,7 @@ class SimDeviceModel {
     Engine engine = Engine::kKernels;
     double duration = 0;
     std::optional<Ticket>* ticket = nullptr;
+    uint64_t scope = 0;  // the error scope the work belongs to
   };
   struct QueuedWork {
     SimStream* queue = nullptr;
@@ -106,9 +119,9 @@ class SimDeviceModel {
   void EnqueueInTurn(absl::Span<const TicketRequest> tickets,
                      absl::Span<QueuedWork> works) ABSL_LOCKS_EXCLUDED(mu_);
   // Books `duration` of `units` on `engine` from timing.ready_us and sets
-  // timing.end_us. `ticket` is null when the work books as it comes
-  // (paced, or no duration); otherwise, before its turn, it parks the
-  // stream (timing.Park()) until the turn comes. ABORTED once closed.
+  // timing.end_us. `ticket` is null when the work books as it comes (no
+  // duration); otherwise, before its turn, it parks the stream
+  // (timing.Park()) until the turn comes. ABORTED once closed.
   absl::Status BookInTurn(Engine engine, double duration, int32_t units,
                           Ticket* ticket, SimStream::Timing& timing)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -124,7 +137,15 @@ class SimDeviceModel {
     double end_us = 0;
     int32_t units = 0;
   };
-  // One unit's bookings and, unpaced, their order: tickets are handed out
+  // The order of a sequence of tickets.
+  struct Turns {
+    uint64_t next_ticket = 0;
+    uint64_t next_to_book = 0;
+    std::set<uint64_t> given_up;
+    // Streams parked until their ticket's turn, by ticket.
+    std::map<uint64_t, std::shared_ptr<SimStream::Waker>> turn_waiters;
+  };
+  // One unit's bookings and their order: tickets are handed out
   // as work is enqueued, and work books only when every earlier ticket has
   // booked or been given up. Paced, it also keeps the bookings that may not
   // have ended yet (`live`, in booking order), so that an interrupted
@@ -139,11 +160,10 @@ class SimDeviceModel {
     std::vector<LiveBooking> live;
     uint64_t next_booking = 1;
     size_t prune_at = 64;  // live bookings past which ended ones are dropped
-    uint64_t next_ticket = 0;
-    uint64_t next_to_book = 0;
-    std::set<uint64_t> given_up;
-    // Streams parked until their ticket's turn, by ticket.
-    std::map<uint64_t, std::shared_ptr<SimStream::Waker>> turn_waiters;
+    // Unpaced: every ticket's turn; paced: each error scope's, while it
+    // has tickets out.
+    Turns turns;
+    absl::flat_hash_map<uint64_t, Turns> scope_turns;
   };
 
   static constexpr size_t Index(Engine engine) {
@@ -153,11 +173,24 @@ class SimDeviceModel {
   // `engine`, which stopped then (an interrupted item).
   void ReleaseBooking(Engine engine, uint64_t id, double at_us)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The next ticket's turn on `engine`; the stream waiting for it, if any.
-  std::shared_ptr<SimStream::Waker> AdvanceTurnLocked(Engine engine)
+  // The turns `ticket` is one of; null for a scope with none left.
+  Turns* TurnsOf(EngineBook& book, const Ticket& ticket)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A ticket of `engine` destroyed before it booked.
-  void GiveUp(Engine engine, uint64_t number) ABSL_LOCKS_EXCLUDED(mu_);
+  // A new ticket of `engine` into `*ticket`, scoped when paced.
+  void TakeTicketLocked(Engine engine, uint64_t scope,
+                        std::optional<Ticket>* ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next turn after `ticket`'s; the stream waiting for it, if any. A
+  // scope whose tickets have all booked or been given up is forgotten.
+  std::shared_ptr<SimStream::Waker> AdvanceTurnLocked(EngineBook& book,
+                                                      const Ticket& ticket)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Paced: books as it comes, keeping the booking live; its id.
+  uint64_t BookLiveLocked(EngineBook& book, double duration, int32_t units,
+                          SimStream::Timing& timing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A ticket destroyed before it booked.
+  void GiveUp(const Ticket& ticket) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const SimClock* const clock_;

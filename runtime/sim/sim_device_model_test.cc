@@ -68,8 +68,8 @@ TEST_F(SimDeviceModelTest, WorkOfNoDurationBooksNothing) {
 
 TEST_F(SimDeviceModelTest, TicketsBookInTheirOrder) {
   SimDeviceModel model(&unpaced_, 32);
-  Ticket first(&model, Engine::kKernels, 0);
-  Ticket second(&model, Engine::kKernels, 1);
+  Ticket first(&model, Engine::kKernels, false, 0, 0);
+  Ticket second(&model, Engine::kKernels, false, 0, 1);
   // The second arrives first: it parks until the first has booked.
   SimStream::Timing early =
       Book(model, Engine::kKernels, 0, 10, kFull, &second);
@@ -83,8 +83,9 @@ TEST_F(SimDeviceModelTest, TicketsBookInTheirOrder) {
 
 TEST_F(SimDeviceModelTest, ATicketGivenUpPassesItsTurn) {
   SimDeviceModel model(&unpaced_, 32);
-  auto dropped = std::make_unique<Ticket>(&model, Engine::kKernels, 0);
-  Ticket next(&model, Engine::kKernels, 1);
+  auto dropped =
+      std::make_unique<Ticket>(&model, Engine::kKernels, false, 0, 0);
+  Ticket next(&model, Engine::kKernels, false, 0, 1);
   EXPECT_TRUE(Book(model, Engine::kKernels, 0, 10, kFull, &next).parked());
   dropped.reset();  // its work never ran
   SimStream::Timing booked = Book(model, Engine::kKernels, 0, 10, kFull, &next);
@@ -92,7 +93,7 @@ TEST_F(SimDeviceModelTest, ATicketGivenUpPassesItsTurn) {
   EXPECT_EQ(booked.end_us, 10);
 }
 
-TEST_F(SimDeviceModelTest, EnqueueInTurnTakesTicketsOnlyForUnpacedTimedWork) {
+TEST_F(SimDeviceModelTest, EnqueueInTurnTakesTicketsOnlyForTimedWork) {
   SimStream stream("s", &unpaced_);
   SimDeviceModel unpaced(&unpaced_, 32);
   SimDeviceModel paced(&paced_, 32);
@@ -104,8 +105,38 @@ TEST_F(SimDeviceModelTest, EnqueueInTurnTakesTicketsOnlyForUnpacedTimedWork) {
   paced.EnqueueInTurn(stream, Engine::kKernels, 5, &on_paced, nothing);
   EXPECT_TRUE(timed.has_value());
   EXPECT_FALSE(untimed.has_value());
-  EXPECT_FALSE(on_paced.has_value());
+  EXPECT_TRUE(on_paced.has_value());
   stream.Stop();
+}
+
+TEST_F(SimDeviceModelTest, PacedWorkBooksInTurnWithinItsScopeOnly) {
+  SimStream first_job("a", &paced_);
+  SimStream second_job("b", &paced_);
+  first_job.SetScope(1);
+  second_job.SetScope(2);
+  SimDeviceModel model(&paced_, 32);
+  auto nothing = [](SimStream::Timing&) { return absl::OkStatus(); };
+  std::optional<Ticket> a1, b1, a2;
+  first_job.Hold(1);  // the work must not run: the test books it
+  second_job.Hold(1);
+  model.EnqueueInTurn(first_job, Engine::kKernels, 10, &a1, nothing);
+  model.EnqueueInTurn(second_job, Engine::kKernels, 10, &b1, nothing);
+  model.EnqueueInTurn(first_job, Engine::kKernels, 10, &a2, nothing);
+  // The first job's second kernel waits for its first; the other job's
+  // does not wait for either.
+  EXPECT_TRUE(Book(model, Engine::kKernels, 0, 10, kFull, &*a2).parked());
+  EXPECT_EQ(Book(model, Engine::kKernels, 0, 10, kFull, &*b1).end_us, 10);
+  EXPECT_EQ(Book(model, Engine::kKernels, 0, 10, kFull, &*a1).end_us, 20);
+  SimStream::Timing again = Book(model, Engine::kKernels, 0, 10, kFull, &*a2);
+  EXPECT_FALSE(again.parked());
+  EXPECT_EQ(again.end_us, 30);
+  // A scope whose tickets have all booked starts again: a new ticket of
+  // the first job books at once.
+  std::optional<Ticket> a3;
+  model.EnqueueInTurn(first_job, Engine::kKernels, 10, &a3, nothing);
+  EXPECT_FALSE(Book(model, Engine::kKernels, 0, 10, kFull, &*a3).parked());
+  first_job.Stop();
+  second_job.Stop();
 }
 
 TEST_F(SimDeviceModelTest, InterruptedBookingGivesBackTheRest) {
@@ -120,7 +151,7 @@ TEST_F(SimDeviceModelTest, InterruptedBookingGivesBackTheRest) {
 
 TEST_F(SimDeviceModelTest, ClosedModelRefusesTurns) {
   SimDeviceModel model(&unpaced_, 32);
-  Ticket ticket(&model, Engine::kKernels, 0);
+  Ticket ticket(&model, Engine::kKernels, false, 0, 0);
   model.Close();
   SimStream::Timing timing(0, &no_waker_);
   EXPECT_THAT(model.BookInTurn(Engine::kKernels, 10, kFull, &ticket, timing),

@@ -255,6 +255,9 @@ absl::Status SimLaunches::RunChain(SimLaunchRecord& first,
     }
     record = record->chain_next;
     if (record == nullptr) break;
+    // Aborted or failed meanwhile: the rest is skipped, as separate
+    // items of the scope would be.
+    WEFT_RETURN_IF_ERROR(timing.scope_error());
     timing.ready_us = timing.end_us;
   }
   // Paced: an interruption cuts every booking still running or ahead.

@@ -142,7 +142,8 @@ class SimLaunches {
   // a graph's kernels: each starts when the one before it ends, books its
   // own unit in its own turn, and the item ends with the last. The first
   // record owns the others (appended with Append). A failure ends the
-  // chain there, and the launches after it never run.
+  // chain there, and the launches after it never run; so does an abort or
+  // a failure of the chain's error scope meanwhile.
   static void Append(SimLaunchRecord& first, SimLaunchRecord*& last,
                      RecordPtr next);
   // The work of a chain, on a worker: runs its launches from where it

@@ -399,7 +399,7 @@ SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
       status = health_->error();
       return Outcome::kDone;
     }
-    Timing timing(ready, &waker_);
+    Timing timing(ready, &waker_, this, item.scope);
     status = (*work)(timing);
     if (timing.parked()) return Outcome::kParked;
     end = std::max(ready, timing.end_us);

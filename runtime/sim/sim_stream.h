@@ -145,8 +145,14 @@ class SimStream : public SimRunnable {
   // What a work item knows and reports about its virtual time.
   class Timing {
    public:
-    Timing(double ready, const std::shared_ptr<Waker>* waker)
-        : ready_us(ready), end_us(ready), waker_(waker) {}
+    // `stream` (null in tests of work alone) runs the item, of `scope`.
+    Timing(double ready, const std::shared_ptr<Waker>* waker,
+           const SimStream* stream = nullptr, uint64_t scope = 0)
+        : ready_us(ready),
+          end_us(ready),
+          waker_(waker),
+          stream_(stream),
+          scope_(scope) {}
     double ready_us = 0;  // in: the earliest it can start
     double end_us = 0;    // out: when it finished; ready_us unless set
     // Parks the stream instead of completing the item: its status is
@@ -161,9 +167,18 @@ class SimStream : public SimRunnable {
     // before its real-time end (paced clocks only).
     void OnInterrupt(InterruptHook hook) { interrupt_ = std::move(hook); }
     InterruptHook TakeInterruptHook() { return std::move(interrupt_); }
+    // The first error of the item's scope (or the device's) so far: for
+    // work made of steps, which stops between them once its scope has
+    // failed or been aborted, as the items after it are skipped.
+    absl::Status scope_error() const {
+      return stream_ == nullptr ? absl::OkStatus()
+                                : stream_->scope_error(scope_);
+    }
 
    private:
     const std::shared_ptr<Waker>* waker_;
+    const SimStream* stream_;
+    uint64_t scope_;
     bool parked_ = false;
     InterruptHook interrupt_;
   };
