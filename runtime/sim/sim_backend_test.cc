@@ -1521,6 +1521,28 @@ TEST(SimBackendInterruptTest, AbortStopsAGraphChainAndFreesItsDevice) {
   EXPECT_LT(TimeAfter(*backend, other, 0), 3e6);
 }
 
+TEST(SimBackendPacedTest, AJobWaitingOnTheHostHoldsUpNoOtherJob) {
+  auto backend = MakeBackend(Paced());
+  StreamHandle a = backend->CreateStream(0).value();
+  StreamHandle b = backend->CreateStream(0).value();
+  ASSERT_TRUE(backend->SetErrorScope(a, 1).ok());
+  ASSERT_TRUE(backend->SetErrorScope(b, 2).ok());
+  // Job 1's kernel waits behind host work; job 2's is enqueued after it
+  // on the same device.
+  GateHandle gate = backend->EnqueueHostGate(a).value();
+  ASSERT_TRUE(backend->Launch(Spin(1000), a).ok());
+  ASSERT_TRUE(backend->Launch(Spin(1000), b).ok());
+  absl::Status seen;
+  absl::Notification done;
+  Notify(*backend, b, &seen, &done);
+  // Each job books in its own order: job 2's kernel runs meanwhile.
+  EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(seen.ok()) << seen;
+  ASSERT_TRUE(backend->OpenHostGate(gate, absl::OkStatus(), 0).ok());
+  EXPECT_TRUE(backend->SynchronizeStream(a).ok());
+  EXPECT_TRUE(backend->SynchronizeStream(b).ok());
+}
+
 TEST(SimBackendInterruptTest, AbortGivesBackBookingsThatHadNotStarted) {
   auto backend = MakeBackend(Paced());
   std::vector<StreamHandle> streams;
