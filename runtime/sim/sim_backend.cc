@@ -443,7 +443,8 @@ absl::Status SimBackend::LaunchKernelChains(
     // Held until the batch ends, as for single launches.
     MaybeHold(stream->queue);
     queues.push_back(stream->queue.get());
-    scopes.push_back(stream->queue->scope());
+    // Paced tickets are per error scope; unpaced ones ignore it.
+    scopes.push_back(clock_.paced() ? stream->queue->scope() : 0);
   }
   // Every launch is checked before any is enqueued.
   absl::InlinedVector<SimLaunches::RecordPtr, 8> heads(streams.size());
