@@ -365,6 +365,14 @@ absl::StatusOr<DeviceAssignment> DevicePolicy::Assign(
       device = it->second.first;
       choice.why = DeviceChoice::Why::kLabel;
       choice.related = it->second.second;
+    } else if (context.fixed_devices != nullptr &&
+               (*context.fixed_devices)[v] >= 0) {
+      const int fixed = (*context.fixed_devices)[v];
+      DeviceDecision decision =
+          Decide(v, absl::MakeConstSpan(&fixed, 1), state);
+      if (!decision.decisive) state.AdvanceRoundRobin();
+      device = fixed;
+      if (context.record_choices) choice = decision.choice;
     } else {
       DeviceDecision decision = Decide(v, all, state);
       if (context.restrict_to_parent_devices && !dag.Preds(v).empty()) {

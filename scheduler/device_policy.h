@@ -150,6 +150,12 @@ struct DeviceContext {
   // The order the walk places nodes in; not owned; null: dag.order.
   // REQUIRES: a topological order of the dag.
   const std::vector<NodeId>* walk_order = nullptr;
+  // By NodeId, the device each node goes to, or -1 where the policy
+  // decides; not owned; null: the policy decides everywhere. Pins and
+  // labels still come first. The policy's model books a fixed node on its
+  // device as it would any other (its estimated start and choice are the
+  // policy's verdict for that one device).
+  const std::vector<int>* fixed_devices = nullptr;
 };
 
 class PlacementState;

@@ -21,8 +21,10 @@
 //     of occupancy o keeps o of a device busy for its cost; at most
 //     max_concurrent_kernels kernels run on a device at once), after the
 //     least head and before the least tail of any kernel; and likewise for
-//     the kernels whose head is at least h and whose tail at least t, over
-//     every t and up to 64 values of h;
+//     the kernels whose tail is at least t, between h and t before the
+//     end, each counting what it cannot run before h (a kernel never runs
+//     faster than its cost), over every t and up to 64 values of h, and
+//     the same with time running backwards;
 //   - kernels that fill more than half a device never overlap one another
 //     on a device: among the j x devices + 1 longest of them some device
 //     runs j + 1 one after the other, between their least head and least

@@ -40,9 +40,13 @@ double ReleaseBound(std::vector<Job>& jobs, double lanes) {
   return best;
 }
 
-double WindowedWork(std::vector<KernelSpan>& spans, double devices,
-                    double slots) {
-  if (spans.empty() || spans.size() > kMaxWindowedKernels) return 0;
+namespace {
+
+// WindowedWork with the kernels that may start before h counted by what
+// they cannot do before it (the file comment), on one side: the mirrored
+// call swaps heads and tails.
+double WindowedWorkFromHeads(std::vector<KernelSpan>& spans, double devices,
+                             double slots) {
   const size_t n = spans.size();
   std::vector<double> heads(n);
   for (size_t i = 0; i < n; ++i) heads[i] = spans[i].head;
@@ -60,14 +64,34 @@ double WindowedWork(std::vector<KernelSpan>& spans, double devices,
     const double h = heads[end - 1];
     double work = 0, time = 0;
     for (const KernelSpan& k : spans) {
-      if (k.head < h) continue;
-      work += k.work;
-      time += k.time;
+      double w = k.work, t = k.time;
+      if (k.head < h) {
+        // Never faster than its cost: it runs at most h - head before h.
+        const double left = k.time - (h - k.head);
+        if (!(left > 0)) continue;
+        w = k.work * (left / k.time);
+        t = left;
+      }
+      work += w;
+      time += t;
       best =
           std::max(best, h + std::max(work, time / slots) / devices + k.tail);
     }
     if (end == n) break;
   }
+  return best;
+}
+
+}  // namespace
+
+double WindowedWork(std::vector<KernelSpan>& spans, double devices,
+                    double slots) {
+  if (spans.empty() || spans.size() > kMaxWindowedKernels) return 0;
+  double best = WindowedWorkFromHeads(spans, devices, slots);
+  // The same with time running backwards: tails for heads.
+  for (KernelSpan& k : spans) std::swap(k.head, k.tail);
+  best = std::max(best, WindowedWorkFromHeads(spans, devices, slots));
+  for (KernelSpan& k : spans) std::swap(k.head, k.tail);
   return best;
 }
 

@@ -49,13 +49,16 @@ struct KernelSpan {
   double head, tail, work, time;
 };
 
-// The kernels whose head is at least h and whose tail is at least t all
-// run between h and t before the end: the busiest of `devices` devices
-// (`slots` kernels each at once) runs its share of their work in between.
-// The largest such bound over a bounded number of values of h (every
-// distinct head on small graphs) and every t: one pass over the kernels
-// by decreasing tail per value of h. 0 for more than kMaxWindowedKernels
-// kernels. Reorders `spans`.
+// The kernels whose tail is at least t run between h and t before the
+// end all of their time but what they can run before h: a kernel never
+// runs faster than its cost, so one with head below h runs at most h -
+// head before h (and its work shrinks with its time). The busiest of
+// `devices` devices (`slots` kernels each at once) runs its share of that
+// work in between. The largest such bound over a bounded number of values
+// of h (every distinct head on small graphs) and every t, and the same
+// with heads and tails swapped (time running backwards): one pass over
+// the kernels by decreasing tail per value of h. 0 for more than
+// kMaxWindowedKernels kernels. Reorders `spans`.
 double WindowedWork(std::vector<KernelSpan>& spans, double devices,
                     double slots);
 

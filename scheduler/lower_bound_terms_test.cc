@@ -56,6 +56,20 @@ TEST(LowerBoundTermsTest, WindowedWorkWeighsTheKernelsInAWindow) {
   EXPECT_DOUBLE_EQ(WindowedWork(spans, 1, 32), 0);
 }
 
+TEST(LowerBoundTermsTest, WindowedWorkCountsWhatEarlierKernelsCannotDoBefore) {
+  // A kernel of 100 us may start at 0, another at 90, on two devices. The
+  // first runs at most 90 us before 90, so 110 us of work is left after
+  // 90: 90 + 110 / 2. Without the first kernel's last 10 us, 140.
+  std::vector<KernelSpan> spans = {{0, 0, 100, 100}, {90, 0, 100, 100}};
+  EXPECT_DOUBLE_EQ(WindowedWork(spans, 2, 32), 145);
+  // The same backwards: tails for heads.
+  spans = {{0, 0, 100, 100}, {0, 90, 100, 100}};
+  EXPECT_DOUBLE_EQ(WindowedWork(spans, 2, 32), 145);
+  // Half a device's occupancy: work and time shrink together.
+  spans = {{0, 0, 50, 100}, {90, 0, 50, 100}};
+  EXPECT_DOUBLE_EQ(WindowedWork(spans, 1, 32), 90 + 55);
+}
+
 TEST(LowerBoundTermsTest, MeetBoundTakesTheCheapestChoice) {
   std::vector<Neighbour> near;
   EXPECT_DOUBLE_EQ(MeetBound(near, 32), 0);

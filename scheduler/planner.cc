@@ -173,17 +173,6 @@ double UnitHash(uint64_t seed, uint64_t v) {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-// RankOrder with every rank scaled by a factor in [1 - amplitude,
-// 1 + amplitude] drawn from (round, node).
-std::vector<NodeId> PerturbedRankOrder(const CostLevels& levels, const Dag& dag,
-                                       int round, double amplitude) {
-  std::vector<double> key(levels.bottom_us);
-  for (NodeId v = 0; v < dag.num_nodes(); ++v) {
-    key[v] *= 1 + amplitude * (2 * UnitHash(round, v) - 1);
-  }
-  return PriorityOrder(key, dag);
-}
-
 // Reissues `dag` by estimated start (`start_us`, by NodeId), ties in the
 // current order, and relabels the reachability index for it. Leaves `dag`
 // as it is if that order is not topological.
@@ -243,11 +232,17 @@ class StageClock {
 // LOOKAHEAD_FINISH_TIME tries a second issue order on graphs of at most
 // this many nodes.
 constexpr int kMaxRankedNodes = 1 << 16;
-// And up to kSearchRounds orders by perturbed ranks, as many as place at
-// most kSearchNodes nodes in all: 16 on graphs of up to 128 nodes, 2 at
-// 1,024, none from 2,049.
-constexpr int kSearchRounds = 16;
-constexpr int kSearchNodes = 2048;
+// Then, on graphs of at most kMaxSearchedNodes nodes, up to kSearchRounds
+// orders by perturbed ranks (SearchOrders), as many as place at most
+// kSearchNodes nodes in all: 256 on graphs of up to 128 nodes, 32 at
+// 1,024, 16 at 2,048; then single nodes move to other devices
+// (ImproveByMoves), placing at most kMoveNodes nodes in all. Both stop once
+// the plan is within kGoodEnough of the lower bound.
+constexpr int kMaxSearchedNodes = 2048;
+constexpr int kSearchRounds = 256;
+constexpr int kSearchNodes = 32768;
+constexpr int64_t kMoveNodes = 4096;
+constexpr double kGoodEnough = 1.01;
 
 // One issue order of a graph, placed, with its streams and events, and
 // simulated on the cost model when asked. Not thread-safe.
@@ -316,6 +311,95 @@ struct IssuePlan {
   ScheduleTimes times;
 };
 
+// Places the graph again in up to kSearchRounds orders, as many as place
+// kSearchNodes nodes in all, each by the best order's priorities so far
+// with every node's scaled by a factor drawn from 5% to 20% either side of
+// 1 (the same on every run), keeping each plan the cost model finishes
+// earlier, until one finishes by `good_enough`. List scheduling by exact
+// ranks packs one part of a graph onto every device before the next and
+// leaves gaps that a slightly different order fills; starting each
+// perturbation from the best order so far climbs where independent ones
+// only sample.
+absl::Status SearchOrders(const Graph& graph, const CostLevels& levels,
+                          const DevicePolicy& policy, DeviceContext context,
+                          const PlannerOptions& options,
+                          const Topology& topology, double good_enough,
+                          PlanProfile& profile, const StageClock& clock,
+                          IssuePlan& chosen) {
+  const int n = graph.num_nodes();
+  const int rounds = std::min(kSearchRounds, kSearchNodes / std::max(n, 1));
+  std::vector<double> best(levels.bottom_us), key(n);
+  std::vector<NodeId> order;
+  for (int round = 1; round <= rounds; ++round) {
+    if (chosen.times.makespan_us <= good_enough) break;
+    const double amplitude = 0.05 * (1 + (round - 1) % 4);
+    for (NodeId v = 0; v < n; ++v) {
+      key[v] = best[v] * (1 + amplitude * (2 * UnitHash(round, v) - 1));
+    }
+    order = PriorityOrder(key, *chosen.dag);
+    context.walk_order = &order;
+    IssuePlan candidate;
+    WEFT_RETURN_IF_ERROR(candidate.Make(
+        graph, Dag(*chosen.dag), levels, policy, context, options, topology,
+        /*simulate=*/true, profile, clock, /*issue_by_start=*/true));
+    if (candidate.times.makespan_us < chosen.times.makespan_us) {
+      chosen = std::move(candidate);
+      best.swap(key);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Moves single nodes of `chosen` to other devices, one at a time, keeping
+// each move after which the cost model finishes the plan earlier (every
+// other node stays on its device; the walk places them in `chosen`'s issue
+// order and issues them by estimated start), until a pass over every node
+// finds none, the moves have placed kMoveNodes nodes in all or the plan
+// finishes by `good_enough`. List
+// scheduling places a node where it finishes first as it meets it, and
+// cannot see that, say, running a short kernel beside its reader saves the
+// copies that a later node waits for on a busy device-to-device engine.
+absl::Status ImproveByMoves(const Graph& graph, const CostLevels& levels,
+                            const DevicePolicy& policy, DeviceContext context,
+                            const PlannerOptions& options,
+                            const Topology& topology, double good_enough,
+                            PlanProfile& profile, const StageClock& clock,
+                            IssuePlan& chosen) {
+  const int n = graph.num_nodes();
+  std::vector<int> fixed(chosen.streams->device.begin(),
+                         chosen.streams->device.end());
+  context.fixed_devices = &fixed;
+  int64_t budget = kMoveNodes;
+  bool improved = true;
+  while (improved && budget >= n && chosen.times.makespan_us > good_enough) {
+    improved = false;
+    const std::vector<NodeId> walk = chosen.dag->order;
+    context.walk_order = &walk;
+    for (const NodeId v : walk) {
+      if (budget < n || chosen.times.makespan_us <= good_enough) break;
+      if (graph.pin(v) >= 0 || graph.has_label(v)) continue;
+      const int home = fixed[v];
+      bool moved = false;
+      for (int d = 0; d < options.num_devices && budget >= n && !moved; ++d) {
+        if (d == home) continue;
+        fixed[v] = d;
+        budget -= n;
+        IssuePlan candidate;
+        WEFT_RETURN_IF_ERROR(candidate.Make(graph, Dag(*chosen.dag), levels,
+                                            policy, context, options, topology,
+                                            /*simulate=*/true, profile, clock,
+                                            /*issue_by_start=*/true));
+        if (candidate.times.makespan_us < chosen.times.makespan_us) {
+          chosen = std::move(candidate);
+          moved = improved = true;
+        }
+      }
+      if (!moved) fixed[v] = home;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Simulated plans of graphs up to this many nodes get memory planning by
@@ -363,17 +447,30 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   context.eager_copies = eager_copies;
   context.record_choices = options.explain;
   profile.devices_s = profile.streams_s = profile.simulation_s = 0;
+  profile.bound_s = 0;
   profile.passes_s.clear();
   IssuePlan chosen;
   WEFT_RETURN_IF_ERROR(chosen.Make(
       graph, std::move(dag), levels, *policy, context, options, topology,
       /*simulate=*/options.simulate, profile, clock));
   // LOOKAHEAD_FINISH_TIME on a small graph: also places the nodes by rank
-  // and issues them by their estimated start, then by ranks perturbed by 5
-  // to 20% (the same on every run), and keeps whichever order the cost
-  // model finishes first: list scheduling by exact ranks leaves gaps that
-  // a slightly different order fills. A graph with one order (a chain, a
-  // single node) has no other to try.
+  // and issues them by their estimated start, then searches (SearchOrders,
+  // ImproveByMoves) and keeps whichever plan the cost model finishes
+  // first. A graph with one order (a chain, a single node) has no other to
+  // try.
+  double lower_bound_us = -1;  // not computed yet
+  auto bound = [&] {
+    if (lower_bound_us < 0) {
+      LowerBoundOptions bound_options;
+      bound_options.num_devices = options.num_devices;
+      bound_options.topology = &topology;
+      bound_options.max_concurrent_kernels = options.max_concurrent_kernels;
+      bound_options.copy_engines_per_device = options.copy_engines_per_device;
+      lower_bound_us =
+          ComputeLowerBound(graph, *chosen.dag, bound_options).bound_us;
+    }
+    return lower_bound_us;
+  };
   if (options.device_policy == DevicePolicyKind::kLookaheadFinishTime &&
       options.memory_order != MemoryOrderKind::kMemoryAware &&
       graph.num_nodes() <= kMaxRankedNodes && !HasOneOrder(*chosen.dag)) {
@@ -393,17 +490,19 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       chosen = std::move(ranked);
     }
     const int n = graph.num_nodes();
-    const int rounds = std::min(kSearchRounds, kSearchNodes / std::max(n, 1));
-    for (int round = 1; round <= rounds; ++round) {
-      const std::vector<NodeId> perturbed = PerturbedRankOrder(
-          levels, *chosen.dag, round, 0.05 * (1 + (round - 1) % 4));
-      context.walk_order = &perturbed;
-      IssuePlan candidate;
-      WEFT_RETURN_IF_ERROR(candidate.Make(
-          graph, Dag(*chosen.dag), levels, *policy, context, options, topology,
-          /*simulate=*/true, profile, clock, /*issue_by_start=*/true));
-      if (candidate.times.makespan_us < chosen.times.makespan_us) {
-        chosen = std::move(candidate);
+    if (n <= kMaxSearchedNodes) {
+      // The bound the search stops at: a graph's bound does not depend on
+      // its issue order.
+      start = clock.Now();
+      const double good_enough = kGoodEnough * bound();
+      profile.bound_s += clock.Now() - start;
+      WEFT_RETURN_IF_ERROR(SearchOrders(graph, levels, *policy, context,
+                                        options, topology, good_enough, profile,
+                                        clock, chosen));
+      if (options.num_devices > 1) {
+        WEFT_RETURN_IF_ERROR(ImproveByMoves(graph, levels, *policy, context,
+                                            options, topology, good_enough,
+                                            profile, clock, chosen));
       }
     }
   }
@@ -422,12 +521,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   plan.estimated_makespan_us = options.simulate ? times.makespan_us : 0;
   plan.critical_path_us = levels.critical_path_us;
   if (options.simulate) {
-    LowerBoundOptions bound;
-    bound.num_devices = options.num_devices;
-    bound.topology = &topology;
-    bound.max_concurrent_kernels = options.max_concurrent_kernels;
-    bound.copy_engines_per_device = options.copy_engines_per_device;
-    plan.lower_bound_us = ComputeLowerBound(graph, dag_out, bound).bound_us;
+    plan.lower_bound_us = bound();
   }
   plan.streams.reserve(streams.streams.size());
   for (size_t s = 0; s < streams.streams.size(); ++s) {

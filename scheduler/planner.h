@@ -58,6 +58,7 @@ struct PlanProfile {
   double streams_s = 0;  // stream passes and events
   std::vector<std::pair<std::string, double>> passes_s;  // each pass
   double simulation_s = 0;
+  double bound_s = 0;    // the lower bound, where the search stops at it
   double explain_s = 0;  // writing the Plan out, with reasons if asked
   double memory_s = 0;   // lifetimes and arenas (scheduler/memory)
 };

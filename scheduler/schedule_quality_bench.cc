@@ -44,7 +44,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "scheduler/benchmark_graphs.h"
+#include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
+#include "scheduler/lower_bound.h"
 #include "scheduler/planner.h"
 #include "scheduler/topology.h"
 
@@ -386,6 +388,19 @@ void ShowPlan(const BenchmarkCase& c, int devices) {
       "(%.3f)\n",
       c.name.c_str(), devices, plan->estimated_makespan_us,
       plan->lower_bound_us, plan->estimated_makespan_us / plan->lower_bound_us);
+  absl::StatusOr<Dag> dag = InferDependencies(c.graph);
+  if (dag.ok()) {
+    LowerBoundOptions bound;
+    bound.num_devices = devices;
+    bound.max_concurrent_kernels = options.max_concurrent_kernels;
+    bound.copy_engines_per_device = options.copy_engines_per_device;
+    const LowerBoundTerms t = ComputeLowerBound(c.graph, *dag, bound);
+    std::printf(
+        "  bound terms: critical path %.1f, kernel work %.1f, long kernels "
+        "%.1f, copy work %.1f, uploads %.1f, downloads %.1f\n",
+        t.critical_path_us, t.kernel_work_us, t.long_kernels_us, t.copy_work_us,
+        t.uploads_us, t.downloads_us);
+  }
   for (size_t i = 0; i < plan->nodes.size(); ++i) {
     const PlannedNode& pn = plan->nodes[i];
     const NodeEstimate e = plan->Estimate(static_cast<int>(i));

@@ -4,6 +4,7 @@
 // fall short. schedule_quality_bench prints the whole table.
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -98,7 +99,7 @@ TEST(ScheduleQualityTest, EagerCopiesKeepCrossingDataOffTheCriticalPath) {
     const Plan hits = PlanDefault(B7Hits(1).graph, devices);
     EXPECT_LE(Ratio(hits), 1.03) << "B7 on " << devices;
     const Plan image = PlanDefault(B8Image(1).graph, devices);
-    EXPECT_LE(Ratio(image), devices == 2 ? 1.09 : 1.05) << "B8 on " << devices;
+    EXPECT_LE(Ratio(image), devices == 2 ? 1.06 : 1.05) << "B8 on " << devices;
     EXPECT_FALSE(image.copies.empty()) << "B8 on " << devices;
   }
 }
@@ -117,6 +118,41 @@ TEST(ScheduleQualityTest, PerturbedRanksInterleaveIndependentHalves) {
   const Graph graph = B6mMl(1).graph;
   EXPECT_EQ(PlanDefault(graph, 8).estimated_makespan_us,
             PlanDefault(graph, 8).estimated_makespan_us);
+}
+
+// B8 on two devices: placed as the walk meets them, the small blur's
+// chain stays on one device and `combine_2` then waits for two images
+// crossing one device-to-device engine (1.077x). Moving single nodes to
+// the other device (ImproveByMoves) runs the small Sobel filter beside its
+// reader instead.
+TEST(ScheduleQualityTest, MovingSingleNodesSavesCopiesOnABusyEngine) {
+  const Plan plan = PlanDefault(B8Image(1).graph, 2);
+  EXPECT_LE(Ratio(plan), 1.06);
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    if (B8Image(1).graph.node(plan.nodes[i].node).name != "sobel_small") {
+      continue;
+    }
+    for (size_t j = 0; j < plan.nodes.size(); ++j) {
+      if (B8Image(1).graph.node(plan.nodes[j].node).name == "combine_2") {
+        EXPECT_EQ(plan.nodes[i].device, plan.nodes[j].device);
+      }
+    }
+  }
+}
+
+// Random layered DAGs of 50 and 200 nodes with long, uneven kernels: one
+// order by perturbed ranks after another from the best so far reaches
+// 1.05x where independent perturbations of the exact ranks stop at 1.06
+// to 1.09x.
+TEST(ScheduleQualityTest, SearchFromTheBestOrderPacksRandomDags) {
+  for (const auto& [nodes, width, devices] :
+       {std::tuple{50, 8, 4}, std::tuple{200, 16, 8}}) {
+    for (uint32_t seed : {1u, 2u}) {
+      const BenchmarkCase c = RandomLayered(nodes, width, seed);
+      const Plan plan = PlanDefault(c.graph, devices);
+      EXPECT_LE(Ratio(plan), 1.05) << c.name << " on " << devices;
+    }
+  }
 }
 
 TEST(ScheduleQualityTest, UploadThenComputeShapesReachTheBound) {
