@@ -235,8 +235,8 @@ constexpr int kMaxRankedNodes = 1 << 16;
 // Then, on graphs of at most kMaxSearchedNodes nodes, up to kSearchRounds
 // orders by perturbed ranks (SearchOrders), as many as place at most
 // kSearchNodes nodes in all: 256 on graphs of up to 128 nodes, 32 at
-// 1,024, 16 at 2,048; then single nodes move to other devices
-// (ImproveByMoves), placing at most kMoveNodes nodes in all. Both stop once
+// 1,024, 16 at 2,048; then nodes move to other devices (ImproveByMoves),
+// placing at most kMoveNodes nodes in all. Both stop once
 // the plan is within kGoodEnough of the lower bound.
 constexpr int kMaxSearchedNodes = 2048;
 constexpr int kSearchRounds = 256;
@@ -350,10 +350,12 @@ absl::Status SearchOrders(const Graph& graph, const CostLevels& levels,
   return absl::OkStatus();
 }
 
-// Moves single nodes of `chosen` to other devices, one at a time, keeping
-// each move after which the cost model finishes the plan earlier (every
-// other node stays on its device; the walk places them in `chosen`'s issue
-// order and issues them by estimated start), until a pass over every node
+// Moves nodes of `chosen` to other devices, each alone and then with each
+// of its predecessors on its device (a writer and its reader, where either
+// alone would add a crossing), keeping each move after which the cost
+// model finishes the plan earlier (every other node stays on its device;
+// the walk places them in `chosen`'s issue order and issues them by
+// estimated start), until a pass over every node
 // finds none, the moves have placed kMoveNodes nodes in all or the plan
 // finishes by `good_enough`. List
 // scheduling places a node where it finishes first as it meets it, and
@@ -375,26 +377,53 @@ absl::Status ImproveByMoves(const Graph& graph, const CostLevels& levels,
     improved = false;
     const std::vector<NodeId> walk = chosen.dag->order;
     context.walk_order = &walk;
-    for (const NodeId v : walk) {
-      if (budget < n || chosen.times.makespan_us <= good_enough) break;
-      if (graph.pin(v) >= 0 || graph.has_label(v)) continue;
-      const int home = fixed[v];
-      bool moved = false;
-      for (int d = 0; d < options.num_devices && budget >= n && !moved; ++d) {
-        if (d == home) continue;
-        fixed[v] = d;
-        budget -= n;
-        IssuePlan candidate;
-        WEFT_RETURN_IF_ERROR(candidate.Make(graph, Dag(*chosen.dag), levels,
-                                            policy, context, options, topology,
-                                            /*simulate=*/true, profile, clock,
-                                            /*issue_by_start=*/true));
-        if (candidate.times.makespan_us < chosen.times.makespan_us) {
-          chosen = std::move(candidate);
-          moved = improved = true;
-        }
+    auto movable = [&](NodeId v) {
+      return graph.pin(v) < 0 && !graph.has_label(v);
+    };
+    // Moves `group` (on one device) to device d; keeps the move if the
+    // plan finishes earlier.
+    std::vector<NodeId> group;
+    auto try_move = [&](int d, bool& moved) -> absl::Status {
+      const int home = fixed[group[0]];
+      for (const NodeId u : group) fixed[u] = d;
+      budget -= n;
+      IssuePlan candidate;
+      WEFT_RETURN_IF_ERROR(candidate.Make(graph, Dag(*chosen.dag), levels,
+                                          policy, context, options, topology,
+                                          /*simulate=*/true, profile, clock,
+                                          /*issue_by_start=*/true));
+      if (candidate.times.makespan_us < chosen.times.makespan_us) {
+        chosen = std::move(candidate);
+        moved = improved = true;
+      } else {
+        for (const NodeId u : group) fixed[u] = home;
       }
-      if (!moved) fixed[v] = home;
+      return absl::OkStatus();
+    };
+    for (const NodeId v : walk) {
+      if (!movable(v)) continue;
+      // The node alone, then with each predecessor on its device (a
+      // writer and its reader move together where either alone would add
+      // a crossing).
+      const std::vector<NodeId> preds(chosen.dag->Preds(v).begin(),
+                                      chosen.dag->Preds(v).end());
+      for (int k = -1; k < static_cast<int>(preds.size()); ++k) {
+        group.assign(1, v);
+        if (k >= 0) {
+          if (!movable(preds[k]) || fixed[preds[k]] != fixed[v]) continue;
+          group.push_back(preds[k]);
+        }
+        bool moved = false;
+        const int home = fixed[v];
+        for (int d = 0; d < options.num_devices && !moved; ++d) {
+          if (d == home) continue;
+          if (budget < n || chosen.times.makespan_us <= good_enough) {
+            return absl::OkStatus();
+          }
+          WEFT_RETURN_IF_ERROR(try_move(d, moved));
+        }
+        if (moved) break;
+      }
     }
   }
   return absl::OkStatus();

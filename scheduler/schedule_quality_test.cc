@@ -99,7 +99,7 @@ TEST(ScheduleQualityTest, EagerCopiesKeepCrossingDataOffTheCriticalPath) {
     const Plan hits = PlanDefault(B7Hits(1).graph, devices);
     EXPECT_LE(Ratio(hits), 1.03) << "B7 on " << devices;
     const Plan image = PlanDefault(B8Image(1).graph, devices);
-    EXPECT_LE(Ratio(image), devices == 2 ? 1.06 : 1.05) << "B8 on " << devices;
+    EXPECT_LE(Ratio(image), 1.05) << "B8 on " << devices;
     EXPECT_FALSE(image.copies.empty()) << "B8 on " << devices;
   }
 }
@@ -122,12 +122,13 @@ TEST(ScheduleQualityTest, PerturbedRanksInterleaveIndependentHalves) {
 
 // B8 on two devices: placed as the walk meets them, the small blur's
 // chain stays on one device and `combine_2` then waits for two images
-// crossing one device-to-device engine (1.077x). Moving single nodes to
-// the other device (ImproveByMoves) runs the small Sobel filter beside its
-// reader instead.
-TEST(ScheduleQualityTest, MovingSingleNodesSavesCopiesOnABusyEngine) {
+// crossing one device-to-device engine (1.077x). Moving nodes to the other
+// device (ImproveByMoves) runs the small Sobel filter beside its reader,
+// and moves the two resets of the output together: either alone would add
+// a crossing of the output.
+TEST(ScheduleQualityTest, MovingNodesSavesCopiesOnABusyEngine) {
   const Plan plan = PlanDefault(B8Image(1).graph, 2);
-  EXPECT_LE(Ratio(plan), 1.06);
+  EXPECT_LE(Ratio(plan), 1.05);
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
     if (B8Image(1).graph.node(plan.nodes[i].node).name != "sobel_small") {
       continue;
