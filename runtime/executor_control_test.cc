@@ -75,6 +75,7 @@ class ExecutorControlTest : public ::testing::Test {
     scheduler::PlannerOptions options;
     options.num_devices = 2;
     options.simulate = false;
+    options.device_policy = policy_;
     absl::StatusOr<scheduler::Plan> plan =
         scheduler::PlanGraph(*graph, options);
     EXPECT_OK(plan.status());
@@ -154,6 +155,8 @@ class ExecutorControlTest : public ::testing::Test {
   }
 
   JobOptions options_;
+  scheduler::DevicePolicyKind policy_ =
+      scheduler::DevicePolicyKind::kLookaheadFinishTime;
   std::unique_ptr<SimBackend> backend_;
   std::unique_ptr<Executor> executor_;
 };
@@ -678,6 +681,9 @@ TEST_P(ExecutorModeTest, IndependentNodesRunWhileALoopRuns) {
   // comes before "other" in plan order, which does not: "other" finishes
   // long before the loop does.
   UsePacedBackend(/*num_devices=*/2);
+  // Issued in the submitted order (the default policy would issue "other"
+  // first, as it starts first).
+  policy_ = scheduler::DevicePolicyKind::kRoundRobin;
   const std::string text = R"pb(
     name: "beside"
     buffers { name: "k" size_bytes: 4 dtype: FLOAT32 output: true }
