@@ -243,6 +243,9 @@ constexpr int kSearchRounds = 256;
 constexpr int kSearchNodes = 32768;
 constexpr int64_t kMoveNodes = 4096;
 constexpr double kGoodEnough = 1.01;
+// The search over orders also stops after this many rounds in a row
+// without a better plan.
+constexpr int kStallRounds = 64;
 
 // One issue order of a graph, placed, with its streams and events, and
 // simulated on the cost model when asked. Not thread-safe.
@@ -315,7 +318,8 @@ struct IssuePlan {
 // kSearchNodes nodes in all, each by the best order's priorities so far
 // with every node's scaled by a factor drawn from 5% to 20% either side of
 // 1 (the same on every run), keeping each plan the cost model finishes
-// earlier, until one finishes by `good_enough`. List scheduling by exact
+// earlier, until one finishes by `good_enough` or kStallRounds rounds in a
+// row find none better. List scheduling by exact
 // ranks packs one part of a graph onto every device before the next and
 // leaves gaps that a slightly different order fills; starting each
 // perturbation from the best order so far climbs where independent ones
@@ -330,8 +334,12 @@ absl::Status SearchOrders(const Graph& graph, const CostLevels& levels,
   const int rounds = std::min(kSearchRounds, kSearchNodes / std::max(n, 1));
   std::vector<double> best(levels.bottom_us), key(n);
   std::vector<NodeId> order;
+  int last_better = 0;
   for (int round = 1; round <= rounds; ++round) {
-    if (chosen.times.makespan_us <= good_enough) break;
+    if (chosen.times.makespan_us <= good_enough ||
+        round - last_better > kStallRounds) {
+      break;
+    }
     const double amplitude = 0.05 * (1 + (round - 1) % 4);
     for (NodeId v = 0; v < n; ++v) {
       key[v] = best[v] * (1 + amplitude * (2 * UnitHash(round, v) - 1));
@@ -345,6 +353,7 @@ absl::Status SearchOrders(const Graph& graph, const CostLevels& levels,
     if (candidate.times.makespan_us < chosen.times.makespan_us) {
       chosen = std::move(candidate);
       best.swap(key);
+      last_better = round;
     }
   }
   return absl::OkStatus();
