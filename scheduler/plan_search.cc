@@ -1,0 +1,422 @@
+#include "scheduler/plan_search.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <queue>
+#include <string>
+#include <utility>
+
+#include "scheduler/huge_pages.h"
+#include "scheduler/passes/stream_pipeline.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::scheduler {
+namespace {
+
+// LOOKAHEAD_FINISH_TIME tries a second issue order on graphs of at most
+// this many nodes.
+constexpr int kMaxRankedNodes = 1 << 16;
+// Then, on graphs of at most kMaxSearchedNodes nodes, up to kSearchRounds
+// orders by perturbed ranks (SearchOrders), as many as place at most
+// kSearchNodes nodes in all: 256 on graphs of up to 128 nodes, 32 at
+// 1,024, 16 at 2,048; then nodes move to other devices (ImproveByMoves),
+// placing at most kMoveNodes nodes in all. Both stop once the plan is
+// within kGoodEnough of the lower bound.
+constexpr int kMaxSearchedNodes = 2048;
+constexpr int kSearchRounds = 256;
+constexpr int kSearchNodes = 32768;
+constexpr int64_t kMoveNodes = 4096;
+constexpr double kGoodEnough = 1.01;
+// The search over orders also stops after this many rounds in a row
+// without a better plan.
+constexpr int kStallRounds = 64;
+
+// The cost model's simulation of the planned streams and events, by issue
+// position. Borrows streams.waits for the time of the simulation.
+absl::Status SimulateStreams(const Graph& graph, const Dag& dag,
+                             StreamContext& streams,
+                             const std::vector<PlannedCopy>& copies,
+                             const Topology& topology,
+                             const PlannerOptions& options,
+                             ScheduleTimes* times) {
+  const int n = dag.num_nodes();
+  Schedule schedule;
+  schedule.node = dag.order;
+  // Filled in one pass, without zeroing first.
+  ReserveHuge(schedule.device, n);
+  ReserveHuge(schedule.stream, n);
+  ReserveHuge(schedule.signal, n);
+  for (const NodeId v : dag.order) {
+    schedule.device.push_back(streams.device[v]);
+    schedule.stream.push_back(streams.stream_of[v]);
+    schedule.signal.push_back(streams.signal[v]);
+  }
+  if (!streams.peer_stream.empty()) {
+    schedule.peer_stream.resize(n);
+    schedule.peer_device.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const int32_t t = streams.peer_stream[dag.order[i]];
+      schedule.peer_stream[i] = t;
+      schedule.peer_device[i] = t >= 0 ? streams.streams[t].device : -1;
+    }
+  }
+  schedule.waits = std::move(streams.waits);
+  schedule.copies = copies;
+  schedule.num_streams = static_cast<int>(streams.streams.size());
+  schedule.num_events = streams.num_events;
+  schedule.num_devices = options.num_devices;
+  SimulationOptions simulation;
+  simulation.topology = &topology;
+  simulation.max_concurrent_kernels = options.max_concurrent_kernels;
+  simulation.copy_engines_per_device = options.copy_engines_per_device;
+  const absl::Status simulated =
+      SimulateSchedule(graph, schedule, simulation, times);
+  streams.waits = std::move(schedule.waits);
+  return simulated;
+}
+
+// A topological order that takes, among the nodes whose predecessors are
+// all taken, the one with the longest path from its start to the end of
+// the graph (HEFT's upward rank; ties in program order).
+std::vector<NodeId> PriorityOrder(const std::vector<double>& key,
+                                  const Dag& dag) {
+  const int n = dag.num_nodes();
+  std::vector<int32_t> waiting(n);
+  using Entry = std::pair<double, NodeId>;
+  auto later = [](const Entry& a, const Entry& b) {
+    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> ready(later);
+  for (NodeId v = 0; v < n; ++v) {
+    waiting[v] = static_cast<int32_t>(dag.Preds(v).size());
+    if (waiting[v] == 0) ready.push({key[v], v});
+  }
+  std::vector<NodeId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const NodeId v = ready.top().second;
+    ready.pop();
+    order.push_back(v);
+    for (NodeId s : dag.Succs(v)) {
+      if (--waiting[s] == 0) ready.push({key[s], s});
+    }
+  }
+  return order;
+}
+
+std::vector<NodeId> RankOrder(const CostLevels& levels, const Dag& dag) {
+  return PriorityOrder(levels.bottom_us, dag);
+}
+
+// A number in [0, 1) from (seed, v), the same on every machine.
+double UnitHash(uint64_t seed, uint64_t v) {
+  uint64_t z = seed * 0x9e3779b97f4a7c15ULL + v + 0x632be59bd9b4e5ffULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+// Reissues `dag` by estimated start (`start_us`, by NodeId), ties in the
+// current order, and relabels the reachability index for it. Leaves `dag`
+// as it is if that order is not topological.
+void IssueByStart(const std::vector<double>& start_us, Dag& dag) {
+  const int n = dag.num_nodes();
+  std::vector<std::pair<double, int32_t>> key(n);
+  for (int32_t i = 0; i < n; ++i) key[i] = {start_us[dag.order[i]], i};
+  std::sort(key.begin(), key.end());
+  std::vector<NodeId> order(n);
+  std::vector<int32_t> pos(n);
+  for (int32_t i = 0; i < n; ++i) {
+    order[i] = dag.order[key[i].second];
+    pos[order[i]] = i;
+  }
+  for (NodeId v = 0; v < n; ++v) {
+    for (NodeId p : dag.Preds(v)) {
+      if (pos[p] >= pos[v]) return;
+    }
+  }
+  dag.order = std::move(order);
+  IntervalLabels intervals = dag.reach.intervals();
+  dag.reach = ReachabilityIndex(n);
+  for (int32_t i = 0; i < n; ++i) {
+    dag.reach.Label(dag.order[i], i, dag.Preds(dag.order[i]));
+  }
+  if (!intervals.empty()) dag.reach.set_intervals(std::move(intervals));
+}
+
+// True when `dag` has a single topological order: each node in its order
+// depends directly on the one before it. Any other walk or issue order of
+// such a graph is the same order.
+bool HasOneOrder(const Dag& dag) {
+  for (int i = 1; i < dag.num_nodes(); ++i) {
+    const absl::Span<const NodeId> preds = dag.Preds(dag.order[i]);
+    if (std::find(preds.begin(), preds.end(), dag.order[i - 1]) ==
+        preds.end()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status IssuePlan::Make(
+    const Graph& graph, Dag dag_in, const CostLevels& levels,
+    const DevicePolicy& policy, const DeviceContext& context,
+    const PlannerOptions& options, const Topology& topology, bool simulate,
+    PlanProfile& profile, const StageClock& clock, bool issue_by_start) {
+  dag = std::make_unique<Dag>(std::move(dag_in));
+  double start = clock.Now();
+  WEFT_ASSIGN_OR_RETURN(devices, policy.Assign(graph, *dag, context));
+  if (issue_by_start && !devices.start_us.empty()) {
+    IssueByStart(devices.start_us, *dag);
+  }
+  std::vector<int> copy_sources =
+      CopySourceDevices(graph, dag->order, devices.device);
+  profile.devices_s += clock.Now() - start;
+
+  start = clock.Now();
+  StreamOptions stream_options;
+  stream_options.mode = options.stream_mode;
+  stream_options.max_streams_per_device = options.max_streams_per_device;
+  stream_options.max_nodes_per_stream = options.max_nodes_per_stream;
+  stream_options.record_choices = options.explain;
+  streams = std::make_unique<StreamContext>(
+      graph, *dag, levels, std::move(devices.device), stream_options);
+  streams->peer_device = std::move(copy_sources);
+  if (clock.profile() == nullptr) {
+    WEFT_RETURN_IF_ERROR(RunStreamPipeline(*streams));
+  } else {
+    std::vector<std::pair<std::string, double>> passes;
+    WEFT_RETURN_IF_ERROR(RunStreamPipeline(*streams, &passes));
+    if (profile.passes_s.size() != passes.size()) {
+      profile.passes_s = std::move(passes);
+    } else {
+      for (size_t i = 0; i < passes.size(); ++i) {
+        profile.passes_s[i].second += passes[i].second;
+      }
+    }
+  }
+  if (context.eager_copies) {
+    WEFT_ASSIGN_OR_RETURN(copies, PlanEagerCopies(graph, *dag, *streams));
+  }
+  profile.streams_s += clock.Now() - start;
+  if (!simulate) return absl::OkStatus();
+  start = clock.Now();
+  const absl::Status simulated = Simulate(graph, topology, options);
+  profile.simulation_s += clock.Now() - start;
+  return simulated;
+}
+
+absl::Status IssuePlan::Simulate(const Graph& graph, const Topology& topology,
+                                 const PlannerOptions& options) {
+  return SimulateStreams(graph, *dag, *streams, copies, topology, options,
+                         &times);
+}
+
+PlanSearch::PlanSearch(const Graph& graph, const CostLevels& levels,
+                       const DevicePolicy& policy, const DeviceContext& context,
+                       const PlannerOptions& options, const Topology& topology,
+                       PlanProfile& profile, const StageClock& clock)
+    : graph_(graph),
+      levels_(levels),
+      policy_(policy),
+      context_(context),
+      options_(options),
+      topology_(topology),
+      profile_(profile),
+      clock_(clock) {}
+
+bool PlanSearch::Applies(const PlannerOptions& options, const Dag& dag) {
+  return options.device_policy == DevicePolicyKind::kLookaheadFinishTime &&
+         options.memory_order != MemoryOrderKind::kMemoryAware &&
+         dag.num_nodes() <= kMaxRankedNodes && !HasOneOrder(dag);
+}
+
+absl::Status PlanSearch::Run(absl::FunctionRef<double()> lower_bound_us,
+                             IssuePlan& chosen) {
+  if (!options_.simulate) {
+    const double start = clock_.Now();
+    WEFT_RETURN_IF_ERROR(chosen.Simulate(graph_, topology_, options_));
+    profile_.simulation_s += clock_.Now() - start;
+  }
+  // By rank, issued by estimated start.
+  const std::vector<NodeId> walk = RankOrder(levels_, *chosen.dag);
+  DeviceContext context = context_;
+  context.walk_order = &walk;
+  IssuePlan ranked;
+  WEFT_RETURN_IF_ERROR(
+      Place(Dag(*chosen.dag), context, /*issue_by_start=*/true, ranked));
+  if (ranked.times.makespan_us < chosen.times.makespan_us) {
+    chosen = std::move(ranked);
+  }
+  if (graph_.num_nodes() <= kMaxSearchedNodes) {
+    const double start = clock_.Now();
+    const double good_enough = kGoodEnough * lower_bound_us();
+    profile_.bound_s += clock_.Now() - start;
+    WEFT_RETURN_IF_ERROR(SearchOrders(good_enough, chosen));
+    if (options_.num_devices > 1) {
+      WEFT_RETURN_IF_ERROR(ImproveByMoves(good_enough, chosen));
+    }
+  }
+  return IssueBySimulatedStart(chosen);
+}
+
+absl::Status PlanSearch::Place(Dag dag, const DeviceContext& context,
+                               bool issue_by_start, IssuePlan& out) const {
+  return out.Make(graph_, std::move(dag), levels_, policy_, context, options_,
+                  topology_, /*simulate=*/true, profile_, clock_,
+                  issue_by_start);
+}
+
+// Places the graph again in up to kSearchRounds orders, as many as place
+// kSearchNodes nodes in all, each by the best order's priorities so far
+// with every node's scaled by a factor drawn from 5% to 20% either side of
+// 1 (the same on every run), keeping each plan the cost model finishes
+// earlier, until one finishes by `good_enough` or kStallRounds rounds in a
+// row find none better. List scheduling by exact ranks packs one part of a
+// graph onto every device before the next and leaves gaps that a slightly
+// different order fills; starting each perturbation from the best order so
+// far climbs where independent ones only sample.
+absl::Status PlanSearch::SearchOrders(double good_enough,
+                                      IssuePlan& chosen) const {
+  const int n = graph_.num_nodes();
+  const int rounds = std::min(kSearchRounds, kSearchNodes / std::max(n, 1));
+  std::vector<double> best(levels_.bottom_us), key(n);
+  std::vector<NodeId> order;
+  DeviceContext context = context_;
+  context.walk_order = &order;
+  int last_better = 0;
+  for (int round = 1; round <= rounds; ++round) {
+    if (chosen.times.makespan_us <= good_enough ||
+        round - last_better > kStallRounds) {
+      break;
+    }
+    const double amplitude = 0.05 * (1 + (round - 1) % 4);
+    for (NodeId v = 0; v < n; ++v) {
+      key[v] = best[v] * (1 + amplitude * (2 * UnitHash(round, v) - 1));
+    }
+    order = PriorityOrder(key, *chosen.dag);
+    IssuePlan candidate;
+    WEFT_RETURN_IF_ERROR(
+        Place(Dag(*chosen.dag), context, /*issue_by_start=*/true, candidate));
+    if (candidate.times.makespan_us < chosen.times.makespan_us) {
+      chosen = std::move(candidate);
+      best.swap(key);
+      last_better = round;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Moves nodes of `chosen` to other devices, each alone and then with each
+// of its predecessors on its device (a writer and its reader, where either
+// alone would add a crossing), keeping each move after which the cost
+// model finishes the plan earlier (every other node stays on its device;
+// the walk places them in `chosen`'s issue order and issues them by
+// estimated start), until a pass over every node finds none, the moves
+// have placed kMoveNodes nodes in all or the plan finishes by
+// `good_enough`. List scheduling places a node where it finishes first as
+// it meets it, and cannot see that, say, running a short kernel beside its
+// reader saves the copies that a later node waits for on a busy
+// device-to-device engine.
+absl::Status PlanSearch::ImproveByMoves(double good_enough,
+                                        IssuePlan& chosen) const {
+  const int n = graph_.num_nodes();
+  std::vector<int> fixed(chosen.streams->device.begin(),
+                         chosen.streams->device.end());
+  std::vector<NodeId> walk;
+  DeviceContext context = context_;
+  context.fixed_devices = &fixed;
+  context.walk_order = &walk;
+  auto movable = [&](NodeId v) {
+    return graph_.pin(v) < 0 && !graph_.has_label(v);
+  };
+  int64_t budget = kMoveNodes;
+  bool improved = true;
+  // Moves `group` (on one device) to device d; keeps the move if the plan
+  // finishes earlier.
+  std::vector<NodeId> group;
+  auto try_move = [&](int d, bool& moved) -> absl::Status {
+    const int home = fixed[group[0]];
+    for (const NodeId u : group) fixed[u] = d;
+    budget -= n;
+    IssuePlan candidate;
+    WEFT_RETURN_IF_ERROR(
+        Place(Dag(*chosen.dag), context, /*issue_by_start=*/true, candidate));
+    if (candidate.times.makespan_us < chosen.times.makespan_us) {
+      chosen = std::move(candidate);
+      moved = improved = true;
+    } else {
+      for (const NodeId u : group) fixed[u] = home;
+    }
+    return absl::OkStatus();
+  };
+  while (improved && budget >= n && chosen.times.makespan_us > good_enough) {
+    improved = false;
+    walk = chosen.dag->order;
+    for (const NodeId v : walk) {
+      if (!movable(v)) continue;
+      // The node alone, then with each predecessor on its device.
+      const std::vector<NodeId> preds(chosen.dag->Preds(v).begin(),
+                                      chosen.dag->Preds(v).end());
+      for (int k = -1; k < static_cast<int>(preds.size()); ++k) {
+        group.assign(1, v);
+        if (k >= 0) {
+          if (!movable(preds[k]) || fixed[preds[k]] != fixed[v]) continue;
+          group.push_back(preds[k]);
+        }
+        bool moved = false;
+        const int home = fixed[v];
+        for (int d = 0; d < options_.num_devices && !moved; ++d) {
+          if (d == home) continue;
+          if (budget < n || chosen.times.makespan_us <= good_enough) {
+            return absl::OkStatus();
+          }
+          WEFT_RETURN_IF_ERROR(try_move(d, moved));
+        }
+        if (moved) break;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reissues `chosen` in the order its simulation starts its nodes, where
+// that differs from its issue order, keeping the result if the cost model
+// finishes it no later. The simulation books each unit's work in issue
+// order, filling gaps left by earlier bookings: a node issued after one
+// that waits long may start first. A device whose clock runs in real time
+// cannot book into a gap that has passed by the time the waiting node has
+// booked, so it runs such a plan later than estimated; issued by start,
+// every node books before those that start after it.
+absl::Status PlanSearch::IssueBySimulatedStart(IssuePlan& chosen) const {
+  const std::vector<double>& start = chosen.times.start_us;
+  const int n = chosen.dag->num_nodes();
+  if (static_cast<int>(start.size()) != n ||
+      std::is_sorted(start.begin(), start.end())) {
+    return absl::OkStatus();
+  }
+  std::vector<double> by_node(n);
+  for (int i = 0; i < n; ++i) by_node[chosen.dag->order[i]] = start[i];
+  Dag dag(*chosen.dag);
+  IssueByStart(by_node, dag);
+  if (dag.order == chosen.dag->order) return absl::OkStatus();
+  const std::vector<NodeId> walk = dag.order;
+  const std::vector<int> fixed(chosen.streams->device.begin(),
+                               chosen.streams->device.end());
+  DeviceContext context = context_;
+  context.walk_order = &walk;
+  context.fixed_devices = &fixed;
+  IssuePlan reissued;
+  WEFT_RETURN_IF_ERROR(
+      Place(std::move(dag), context, /*issue_by_start=*/false, reissued));
+  if (reissued.times.makespan_us <= chosen.times.makespan_us) {
+    chosen = std::move(reissued);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft::scheduler
