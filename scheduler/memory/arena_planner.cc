@@ -75,19 +75,21 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     if (max_conflicts <= 0) {
       max_conflicts = 64 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 20);
     }
-    const ConflictGraph graph = BuildConflictGraph(lifetimes, d, max_conflicts);
-    const int n = static_cast<int>(graph.copies.size());
+    std::vector<int32_t> copies;
+    for (int c = 0; c < num_copies; ++c) {
+      if (lifetimes.copy(c).device == d) copies.push_back(c);
+    }
+    const int n = static_cast<int>(copies.size());
     arena.num_copies = n;
-    arena.conflicts =
-        graph.complete ? static_cast<int64_t>(graph.conflicts.items.size()) / 2
-                       : -1;
     std::vector<int64_t> sizes(n);
     // Live bytes along issue order: +size at first use, -size after the
     // last (uploads at -1, so everything shifts by one).
     std::vector<int64_t> delta(num_positions + 3, 0);
+    bool all_sized = true;
     for (int k = 0; k < n; ++k) {
-      const BufferCopy& copy = lifetimes.copy(graph.copies[k]);
-      sizes[k] = plan.sizes[graph.copies[k]];
+      const BufferCopy& copy = lifetimes.copy(copies[k]);
+      sizes[k] = plan.sizes[copies[k]];
+      all_sized = all_sized && sizes[k] > 0;
       arena.no_reuse_bytes += sizes[k];
       arena.lower_bound_bytes = std::max(arena.lower_bound_bytes, sizes[k]);
       delta[copy.first + 1] += sizes[k];
@@ -115,8 +117,36 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     for (int e = 0; e < Lifetimes::kExecutions; ++e) {
       arena.lower_bound_bytes =
           std::max(arena.lower_bound_bytes,
-                   ExecutionPeak(lifetimes, graph.copies, sizes, e, &seeds[e]));
+                   ExecutionPeak(lifetimes, copies, sizes, e, &seeds[e]));
     }
+    if (arena.lower_bound_bytes == arena.no_reuse_bytes && all_sized &&
+        (heuristics[0] == ArenaHeuristic::kBySize ||
+         heuristics[0] == ArenaHeuristic::kInOrder)) {
+      // Every copy is live at one instant of some execution: they conflict
+      // pairwise and no arena is smaller than their sum. The first order
+      // stacks them so, with no conflict graph to build.
+      std::vector<int32_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      if (heuristics[0] == ArenaHeuristic::kBySize) {
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return sizes[a] > sizes[b];
+        });
+      }
+      int64_t top = 0;
+      for (const int32_t k : order) {
+        plan.offsets[copies[k]] = top;
+        top += sizes[k];
+      }
+      arena.conflicts = int64_t{n} * (n - 1) / 2;
+      arena.heuristic = heuristics[0];
+      arena.arena_bytes = top;
+      plan.devices.push_back(arena);
+      continue;
+    }
+    const ConflictGraph graph = BuildConflictGraph(lifetimes, d, max_conflicts);
+    arena.conflicts =
+        graph.complete ? static_cast<int64_t>(graph.conflicts.items.size()) / 2
+                       : -1;
     // The dearer bounds, computed only while no order meets the bound:
     // cliques grown from the peaks (stopping once one meets the best
     // arena), then the heaviest antichain.

@@ -1,5 +1,6 @@
 #include "scheduler/memory/arena_planner.h"
 
+#include <algorithm>
 #include <iterator>
 #include <vector>
 
@@ -205,6 +206,41 @@ TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
     }
   }
   EXPECT_GT(shared, 1000);  // reuse happens
+}
+
+// Where every copy of a device is live at once, the arena is their sum,
+// stacked heaviest first without a conflict graph: the same offsets as the
+// full search places (all pairs conflict, so ordering by conflicts falls
+// back to size), and the conflicts counted as every pair.
+TEST(ArenaPlannerPropertyTest, CopiesAllLiveAtOnceStackWithoutTheSearch) {
+  int stacked = 0;
+  for (uint32_t seed = 0; seed < 2000; ++seed) {
+    testing::RandomPlanCase c = RandomCase(seed);
+    const Graph g = RandomGraph(seed, c.graph);
+    const Planned p = PlanAll(g, c.planner);
+    ArenaOptions full;
+    full.heuristics = {ArenaHeuristic::kByConflicts};
+    const ArenaPlan searched = PlanArenas(p.lifetimes, full);
+    ASSERT_EQ(searched.devices.size(), p.arenas.devices.size());
+    for (size_t d = 0; d < searched.devices.size(); ++d) {
+      const DeviceArena& arena = p.arenas.devices[d];
+      if (arena.no_reuse_bytes != arena.lower_bound_bytes) continue;
+      std::vector<int32_t> copies;
+      std::vector<int64_t> sizes;
+      p.DeviceCopies(static_cast<int>(d), &copies, &sizes);
+      if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) continue;
+      ++stacked;
+      EXPECT_EQ(arena.heuristic, ArenaHeuristic::kBySize) << seed;
+      EXPECT_EQ(arena.arena_bytes, arena.no_reuse_bytes) << seed;
+      EXPECT_EQ(arena.conflicts, searched.devices[d].conflicts) << seed;
+      EXPECT_EQ(arena.arena_bytes, searched.devices[d].arena_bytes) << seed;
+      for (const int32_t k : copies) {
+        EXPECT_EQ(p.arenas.offsets[k], searched.offsets[k])
+            << "seed " << seed << " copy " << k;
+      }
+    }
+  }
+  EXPECT_GT(stacked, 100);
 }
 
 // Stopping at the lower bound and raising it only when no arena meets it

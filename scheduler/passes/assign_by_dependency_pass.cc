@@ -64,7 +64,10 @@ class Walk {
     // Nodes placed by earlier passes keep their streams; those streams are
     // in no group, so their tracks are never consulted.
     tracks_.resize(c_.streams.size());
-    wide_.assign(static_cast<size_t>(kWide) * 2 * kWideWords, 0);
+    // A row per position, up to kWide (Wide wraps around): a small graph
+    // needs only as many as it has nodes.
+    const size_t rows = std::min(kWide, std::max(context.num_nodes(), 1));
+    wide_.assign(rows * 2 * kWideWords, 0);
     // The finish cut (see Look) needs every path to end no earlier than
     // its first node does: costs neither negative nor NaN.
     finish_cut_ = true;
@@ -394,7 +397,8 @@ class Walk {
 
   // The wide window of the node at issue position `pos`, one of the last
   // kWide positions labelled: kWideWords words, after kWideWords zero
-  // words that let shifts read below the first.
+  // words that let shifts read below the first. (With fewer than kWide
+  // nodes, pos is below the number of rows.)
   uint64_t* Wide(int32_t pos) {
     return wide_.data() +
            static_cast<size_t>(pos & (kWide - 1)) * (2 * kWideWords) +
