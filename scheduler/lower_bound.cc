@@ -247,6 +247,78 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     tail[v] = std::max(tail[v], MeetBound(near, slots));
   }
 
+  // Host buffers whose initial contents kernels on more than one device
+  // may read (uses before the buffer's first writer, in node order: later
+  // ones are its descendants): one SpanGroup each (lower_bound_terms.h).
+  // Each such kernel joins the group, among its buffers, whose buffer
+  // reaches a second device last. Not where a host node, a control node
+  // or a memory move reads those contents too: one of them may be the
+  // first user, and then each device uploads the buffer from the host.
+  std::vector<bounds::SpanGroup> groups;
+  std::vector<int32_t> group_of_node;
+  if (transfers && devices > 1) {
+    auto initial_reader = [&](NodeId v) {
+      return IsKernel(graph.engine(v)) && graph.node(v).control == nullptr &&
+             graph.memory_move(v) == MemoryMove::kNone;
+    };
+    // Pass 0 counts each buffer's kernels that read its initial contents;
+    // pass 1 gives each such kernel its group.
+    std::vector<int32_t> readers(num_buffers, 0);
+    std::vector<uint8_t> host_read(num_buffers, 0);
+    std::vector<int32_t> group_of_buffer(num_buffers, -1);
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<NodeId> last_reader(num_buffers, -1);
+      std::vector<uint8_t> settled(num_buffers, 0);
+      for (NodeId v = 0; v < n; ++v) {
+        const absl::Span<const BufferUse> uses = graph.Uses(v);
+        if (pass == 0 && (graph.engine(v) == Engine::kHost ||
+                          graph.node(v).control != nullptr ||
+                          graph.memory_move(v) != MemoryMove::kNone)) {
+          for (const BufferUse& use : uses) {
+            if (!settled[use.buffer]) host_read[use.buffer] = 1;
+          }
+        }
+        if (initial_reader(v)) {
+          for (const BufferUse& use : uses) {
+            const BufferId b = use.buffer;
+            if (settled[b] || last_reader[b] == v) continue;
+            last_reader[b] = v;  // each kernel counts once
+            if (pass == 0) {
+              ++readers[b];
+              continue;
+            }
+            const int32_t g = group_of_buffer[b];
+            if (g < 0) continue;
+            if (group_of_node.empty()) group_of_node.assign(n, -1);
+            int32_t& mine = group_of_node[v];
+            if (mine < 0 || groups[g].release + groups[g].delay >
+                                groups[mine].release + groups[mine].delay) {
+              mine = g;
+            }
+          }
+        }
+        for (const BufferUse& use : uses) {
+          if (Writes(use.access)) settled[use.buffer] = 1;
+        }
+      }
+      if (pass == 1) break;
+      for (BufferId b = 0; b < num_buffers; ++b) {
+        if (readers[b] < 2 || host_read[b] || !graph.has_initial_data(b)) {
+          continue;
+        }
+        const uint64_t bytes = graph.buffer_bytes(b);
+        // To a second device: over a peer link, or down and up again.
+        const double delay = std::min(
+            peer_us(bytes),
+            FastestHostLinkUs(*topology, devices, bytes, true) + upload_of(b));
+        if (!(delay > 0)) continue;
+        group_of_buffer[b] = static_cast<int32_t>(groups.size());
+        groups.push_back({upload_of(b), delay});
+      }
+      if (groups.empty()) break;
+    }
+  }
+
   LowerBoundTerms terms;
   // Per unit kind: its work, and the least head and tail of its work.
   double weighted_work = 0, kernel_time = 0, copy_work = 0;
@@ -269,7 +341,8 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
       kernel_head = std::min(kernel_head, head[v]);
       kernel_tail = std::min(kernel_tail, tail[v]);
       if (spans.size() <= bounds::kMaxWindowedKernels) {
-        spans.push_back({head[v], tail[v], OccupancyOf(units) * cost, cost});
+        spans.push_back({head[v], tail[v], OccupancyOf(units) * cost, cost,
+                         group_of_node.empty() ? -1 : group_of_node[v]});
       }
       if (units > kOccupancyUnits / 2) {
         long_kernels.push_back({cost, head[v], tail[v]});
@@ -289,10 +362,10 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
                  kernel_time / devices /
                      std::max(options.max_concurrent_kernels, 1)) +
         kernel_tail;
-    terms.kernel_work_us =
-        std::max(terms.kernel_work_us,
-                 WindowedWork(spans, devices,
-                              std::max(options.max_concurrent_kernels, 1)));
+    terms.kernel_work_us = std::max(
+        terms.kernel_work_us,
+        WindowedWork(spans, devices,
+                     std::max(options.max_concurrent_kernels, 1), groups));
   }
   // Among the j * devices + 1 longest kernels that fill more than half a
   // device, some device runs j + 1 one after another.

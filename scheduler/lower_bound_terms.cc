@@ -46,38 +46,64 @@ namespace {
 // they cannot do before it (the file comment), on one side: the mirrored
 // call swaps heads and tails.
 double WindowedWorkFromHeads(std::vector<KernelSpan>& spans, double devices,
-                             double slots) {
+                             double slots,
+                             const std::vector<SpanGroup>& groups) {
   const size_t n = spans.size();
   std::vector<double> heads(n);
   for (size_t i = 0; i < n; ++i) heads[i] = spans[i].head;
+  // Any h bounds; where a group's buffer reaches a second device is where
+  // its cap binds most.
+  for (const SpanGroup& g : groups) heads.push_back(g.release + g.delay);
   std::sort(heads.begin(), heads.end(), std::greater<double>());
   std::sort(
       spans.begin(), spans.end(),
       [](const KernelSpan& a, const KernelSpan& b) { return a.tail > b.tail; });
   // Passes over up to n kernels: about 2^22 kernels visited in all.
+  const size_t m = heads.size();
   const size_t windows = std::clamp<size_t>((size_t{1} << 22) / n, 4, 64);
-  const size_t step = std::max<size_t>(1, n / windows);
+  const size_t step = std::max<size_t>(1, m / windows);
   double best = 0;
-  for (size_t end = std::min(step, n);; end = std::min(end + step, n)) {
+  // By group: the work its kernels so far could run before h, and what
+  // their buffer lets them run there.
+  std::vector<double> before(groups.size()), cap(groups.size());
+  for (size_t end = std::min(step, m);; end = std::min(end + step, m)) {
     // Every kernel with the same head as the last one taken.
-    while (end < n && heads[end] == heads[end - 1]) ++end;
+    while (end < m && heads[end] == heads[end - 1]) ++end;
     const double h = heads[end - 1];
+    for (size_t g = 0; g < groups.size(); ++g) {
+      before[g] = 0;
+      const double first = h - groups[g].release;
+      cap[g] = std::max(first, 0.0) +
+               (devices - 1) * std::max(first - groups[g].delay, 0.0);
+    }
+    // Work that must run after h because its group's buffer is not there.
+    double held = 0;
     double work = 0, time = 0;
     for (const KernelSpan& k : spans) {
       double w = k.work, t = k.time;
       if (k.head < h) {
         // Never faster than its cost: it runs at most h - head before h.
         const double left = k.time - (h - k.head);
-        if (!(left > 0)) continue;
-        w = k.work * (left / k.time);
-        t = left;
+        if (left > 0) {
+          w = k.work * (left / k.time);
+          t = left;
+        } else {
+          w = t = 0;
+        }
       }
+      if (k.group >= 0 && !groups.empty()) {
+        double& b = before[k.group];
+        const double over = std::max(b - cap[k.group], 0.0);
+        b += k.work - w;
+        held += std::max(b - cap[k.group], 0.0) - over;
+      }
+      if (!(w > 0) && !(held > 0)) continue;
       work += w;
       time += t;
-      best =
-          std::max(best, h + std::max(work, time / slots) / devices + k.tail);
+      best = std::max(
+          best, h + std::max(work + held, time / slots) / devices + k.tail);
     }
-    if (end == n) break;
+    if (end == m) break;
   }
   return best;
 }
@@ -85,12 +111,13 @@ double WindowedWorkFromHeads(std::vector<KernelSpan>& spans, double devices,
 }  // namespace
 
 double WindowedWork(std::vector<KernelSpan>& spans, double devices,
-                    double slots) {
+                    double slots, const std::vector<SpanGroup>& groups) {
   if (spans.empty() || spans.size() > kMaxWindowedKernels) return 0;
-  double best = WindowedWorkFromHeads(spans, devices, slots);
-  // The same with time running backwards: tails for heads.
+  double best = WindowedWorkFromHeads(spans, devices, slots, groups);
+  // The same with time running backwards: tails for heads (the groups
+  // hold at the start only).
   for (KernelSpan& k : spans) std::swap(k.head, k.tail);
-  best = std::max(best, WindowedWorkFromHeads(spans, devices, slots));
+  best = std::max(best, WindowedWorkFromHeads(spans, devices, slots, {}));
   for (KernelSpan& k : spans) std::swap(k.head, k.tail);
   return best;
 }

@@ -44,9 +44,21 @@ double DeliveryBound(std::vector<Job>& jobs, double lanes);
 // its own release. Reorders `jobs`.
 double ReleaseBound(std::vector<Job>& jobs, double lanes);
 
-// A kernel's work and where it may run: after its head, before its tail.
+// A kernel's work and where it may run: after its head, before its tail;
+// `group`: the SpanGroup whose buffer it waits for, or -1.
 struct KernelSpan {
   double head, tail, work, time;
+  int32_t group = -1;
+};
+
+// Kernels that read one host buffer no node writes: the first device to
+// hold it has it no earlier than `release`, every other device no earlier
+// than `delay` after that (a copy from a device that has it, as the
+// executor makes it: only a buffer's first user uploads it). So before
+// time h they can run at most h - release on one device and h - release -
+// delay on each of the others.
+struct SpanGroup {
+  double release, delay;
 };
 
 // The kernels whose tail is at least t run between h and t before the
@@ -58,9 +70,12 @@ struct KernelSpan {
 // of h (every distinct head on small graphs) and every t, and the same
 // with heads and tails swapped (time running backwards): one pass over
 // the kernels by decreasing tail per value of h. 0 for more than
-// kMaxWindowedKernels kernels. Reorders `spans`.
+// kMaxWindowedKernels kernels. With `groups` (indexed by
+// KernelSpan::group), forward in time the work a group's kernels can run
+// before h is also capped by when their buffer reaches the devices.
+// Reorders `spans`.
 double WindowedWork(std::vector<KernelSpan>& spans, double devices,
-                    double slots);
+                    double slots, const std::vector<SpanGroup>& groups = {});
 
 // A neighbour of a node (a predecessor whose data it uses, or a successor
 // that uses its data), for the bound on where they meet.

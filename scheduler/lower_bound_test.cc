@@ -191,6 +191,63 @@ TEST(LowerBoundTest, InputsMeetOnOneDevice) {
   EXPECT_DOUBLE_EQ(BoundOf(g, 1).critical_path_us, 1000 + 100 + 30);
 }
 
+// Sixteen kernels read one host buffer on eight devices. Only the
+// buffer's first user uploads it; every other device copies it from a
+// device that has it. So by the time a second device can have it, one
+// device at most has run the kernels for the peer copy's time.
+TEST(LowerBoundTest, SharedHostDataReachesOneDeviceFirst) {
+  std::vector<BufferSpec> buffers = {Buffer("w", 64, true)};
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 16; ++i) {
+    buffers.push_back(Buffer(absl::StrCat("o", i), 0, false));
+    nodes.push_back(Kernel(absl::StrCat("k", i), 300,
+                           {{0, Access::kRead}, {i + 1, Access::kWrite}}));
+  }
+  Graph g("shared", std::move(buffers), std::move(nodes));
+  const Topology topology = Topology::Default(8);
+  const double up = topology.TransferUs(64000000, Topology::kHost, 0);
+  const double peer = topology.TransferUs(64000000, 0, 1);
+  ASSERT_GT(peer, 0);
+  ASSERT_LT(peer, 300);
+  // At h = up + peer: the kernels could each have run `peer` before h
+  // on eight devices, but only one device had the buffer.
+  EXPECT_NEAR(BoundOf(g, 8).kernel_work_us, up + peer + (16 * 300 - peer) / 8,
+              1e-6);
+  // Before, the bound took them to start at `up` on every device.
+  EXPECT_GT(BoundOf(g, 8).kernel_work_us, up + 16 * 300 / 8.0);
+  // One device: nothing to copy.
+  EXPECT_NEAR(BoundOf(g, 1).kernel_work_us, up + 16 * 300, 1e-6);
+}
+
+// The same, but a host node reads the buffer first: then each device
+// uploads it from the host memory that node filled, all at once, and a
+// plan that spreads the kernels meets the plain bound.
+TEST(LowerBoundTest, SharedHostDataReadOnTheHostFirstGoesUpEverywhere) {
+  std::vector<BufferSpec> buffers = {Buffer("w", 64, true),
+                                     Buffer("h", 0, false)};
+  NodeSpec host = Kernel("peek", 1, {{0, Access::kRead}, {1, Access::kWrite}});
+  host.engine = Engine::kHost;
+  std::vector<NodeSpec> nodes = {host};
+  for (int i = 0; i < 16; ++i) {
+    buffers.push_back(Buffer(absl::StrCat("o", i), 0, false));
+    nodes.push_back(Kernel(absl::StrCat("k", i), 300,
+                           {{0, Access::kRead}, {i + 2, Access::kWrite}}));
+    nodes.back().device = i % 8;
+    nodes.back().after.push_back(0);  // issued after the host node
+  }
+  Graph g("shared_host_first", std::move(buffers), std::move(nodes));
+  const double up =
+      Topology::Default(8).TransferUs(64000000, Topology::kHost, 0);
+  EXPECT_NEAR(BoundOf(g, 8).kernel_work_us, up + 16 * 300 / 8.0, 1e-6);
+  PlannerOptions options;
+  options.num_devices = 8;
+  options.explain = false;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us - 1e-9);
+  EXPECT_LT(plan->estimated_makespan_us, up + 1 + 700);
+}
+
 TEST(LowerBoundTest, DownloadsFollowTheWorkAboveTheirWriters) {
   // Two outputs of 400 us each, written by the last two of four 100 us
   // kernels on one device: the first download starts after three kernels,
@@ -352,6 +409,74 @@ TEST(LowerBoundPropertyTest, TransferHeavyGraphs) {
     if (plan->estimated_makespan_us <= plan->lower_bound_us * 1.0001) ++tight;
   }
   EXPECT_GT(tight, plans / 40);
+}
+
+// Graphs of large host inputs read by many kernels (the model weights of
+// GrCUDA's ML ensemble) and some host nodes, pinned to random devices so
+// that schedules the policies would not choose are bounded too: no plan
+// beats the bound, which counts that only one device has an input first.
+TEST(LowerBoundPropertyTest, SharedHostInputsOnAnyDevices) {
+  std::mt19937 rng(606);
+  std::uniform_real_distribution<double> unit(0, 1);
+  int plans = 0, near = 0;
+  for (int round = 0; round < 1200; ++round) {
+    const int inputs = 1 + static_cast<int>(rng() % 3);
+    const int kernels = 2 + static_cast<int>(rng() % 30);
+    std::vector<BufferSpec> buffers;
+    for (int i = 0; i < inputs; ++i) {
+      buffers.push_back(
+          Buffer(absl::StrCat("w", i), 1 + rng() % 80, true, false));
+    }
+    std::vector<NodeSpec> nodes;
+    const int devices = 2 << (rng() % 3);
+    const bool pinned = unit(rng) < 0.6;
+    for (int k = 0; k < kernels; ++k) {
+      buffers.push_back(
+          Buffer(absl::StrCat("o", k), rng() % 4, false, unit(rng) < 0.2));
+      std::vector<BufferUse> args = {
+          {static_cast<BufferId>(rng() % inputs), Access::kRead}};
+      if (unit(rng) < 0.3) {
+        args.push_back({static_cast<BufferId>(rng() % inputs), Access::kRead});
+      }
+      // Now and then a kernel reads an earlier one's output, or
+      // rewrites an input after its readers.
+      if (k > 0 && unit(rng) < 0.3) {
+        args.push_back(
+            {static_cast<BufferId>(inputs + rng() % k), Access::kRead});
+      }
+      args.push_back({static_cast<BufferId>(inputs + k),
+                      unit(rng) < 0.1 ? Access::kReadWrite : Access::kWrite});
+      if (unit(rng) < 0.05) {
+        args.push_back(
+            {static_cast<BufferId>(rng() % inputs), Access::kReadWrite});
+      }
+      NodeSpec n = Kernel(absl::StrCat("k", k), 1 + unit(rng) * 3000, args);
+      if (unit(rng) < 0.3) n.occupancy = 0.1 + 0.9 * unit(rng);
+      // Now and then a host node reads the inputs (maybe first): then
+      // every device uploads them itself.
+      if (unit(rng) < 0.1) n.engine = Engine::kHost;
+      if (pinned) n.device = static_cast<int>(rng() % devices);
+      nodes.push_back(std::move(n));
+    }
+    Graph g("shared_inputs", std::move(buffers), std::move(nodes));
+    PlannerOptions options;
+    options.num_devices = devices;
+    options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
+    options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
+    options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
+    options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    ++plans;
+    EXPECT_GE(plan->estimated_makespan_us,
+              plan->lower_bound_us * (1 - 1e-12) - 1e-9)
+        << "round " << round << " on " << devices << " devices, policy "
+        << static_cast<int>(options.device_policy);
+    if (plan->estimated_makespan_us <= plan->lower_bound_us * 1.05) ++near;
+  }
+  EXPECT_EQ(plans, 1200);
+  EXPECT_GT(near, plans / 20);
 }
 
 // Wide graphs of independent kernels, some of which can share a device:
