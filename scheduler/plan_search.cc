@@ -29,8 +29,10 @@ constexpr int kSearchNodes = 32768;
 constexpr int64_t kMoveNodes = 4096;
 constexpr double kGoodEnough = 1.01;
 // The search over orders also stops after this many rounds in a row
-// without a better plan.
+// without a better plan, once its plan is within kCloseEnough of the
+// bound (further from it, the whole budget is spent).
 constexpr int kStallRounds = 64;
+constexpr double kCloseEnough = 1.05;
 
 // The cost model's simulation of the planned streams and events, by issue
 // position. Borrows streams.waits for the time of the simulation.
@@ -254,9 +256,11 @@ absl::Status PlanSearch::Run(absl::FunctionRef<double()> lower_bound_us,
   }
   if (graph_.num_nodes() <= kMaxSearchedNodes) {
     const double start = clock_.Now();
-    const double good_enough = kGoodEnough * lower_bound_us();
+    const double bound = lower_bound_us();
+    const double good_enough = kGoodEnough * bound;
     profile_.bound_s += clock_.Now() - start;
-    WEFT_RETURN_IF_ERROR(SearchOrders(good_enough, chosen));
+    WEFT_RETURN_IF_ERROR(
+        SearchOrders(good_enough, kCloseEnough * bound, chosen));
     if (options_.num_devices > 1) {
       WEFT_RETURN_IF_ERROR(ImproveByMoves(good_enough, chosen));
     }
@@ -275,12 +279,13 @@ absl::Status PlanSearch::Place(Dag dag, const DeviceContext& context,
 // kSearchNodes nodes in all, each by the best order's priorities so far
 // with every node's scaled by a factor drawn from 5% to 20% either side of
 // 1 (the same on every run), keeping each plan the cost model finishes
-// earlier, until one finishes by `good_enough` or kStallRounds rounds in a
-// row find none better. List scheduling by exact ranks packs one part of a
-// graph onto every device before the next and leaves gaps that a slightly
-// different order fills; starting each perturbation from the best order so
-// far climbs where independent ones only sample.
-absl::Status PlanSearch::SearchOrders(double good_enough,
+// earlier, until one finishes by `good_enough` or, once the best finishes
+// by `close_enough`, kStallRounds rounds in a row find none better. List
+// scheduling by exact ranks packs one part of a graph onto every device before
+// the next and leaves gaps that a slightly different order fills; starting each
+// perturbation from the best order so far climbs where independent ones only
+// sample.
+absl::Status PlanSearch::SearchOrders(double good_enough, double close_enough,
                                       IssuePlan& chosen) const {
   const int n = graph_.num_nodes();
   const int rounds = std::min(kSearchRounds, kSearchNodes / std::max(n, 1));
@@ -291,7 +296,8 @@ absl::Status PlanSearch::SearchOrders(double good_enough,
   int last_better = 0;
   for (int round = 1; round <= rounds; ++round) {
     if (chosen.times.makespan_us <= good_enough ||
-        round - last_better > kStallRounds) {
+        (round - last_better > kStallRounds &&
+         chosen.times.makespan_us <= close_enough)) {
       break;
     }
     const double amplitude = 0.05 * (1 + (round - 1) % 4);

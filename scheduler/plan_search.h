@@ -93,7 +93,8 @@ class PlanSearch {
   // Places `dag` into `out` as `context` says, simulated.
   absl::Status Place(Dag dag, const DeviceContext& context, bool issue_by_start,
                      IssuePlan& out) const;
-  absl::Status SearchOrders(double good_enough, IssuePlan& chosen) const;
+  absl::Status SearchOrders(double good_enough, double close_enough,
+                            IssuePlan& chosen) const;
   absl::Status ImproveByMoves(double good_enough, IssuePlan& chosen) const;
   absl::Status IssueBySimulatedStart(IssuePlan& chosen) const;
 

@@ -110,8 +110,10 @@ TEST(ScheduleQualityTest, EagerCopiesKeepCrossingDataOffTheCriticalPath) {
 // ranks, one half's kernels fill every device first and the other's tail
 // runs nearly alone at the end (1.111x on 4 devices); an order by perturbed
 // ranks interleaves them.
+// At scale 2 the search needs more than 64 orders in a row without a
+// better one: it keeps going while its plan is above 1.05x.
 TEST(ScheduleQualityTest, PerturbedRanksInterleaveIndependentHalves) {
-  for (int scale : {1, 4}) {
+  for (int scale : {1, 2, 4}) {
     const Plan plan = PlanDefault(B6mMl(scale).graph, 4);
     EXPECT_LE(Ratio(plan), 1.05) << "B6M scale " << scale << " on 4";
   }
