@@ -17,6 +17,7 @@
 //   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
 //   bazel run -c opt //scheduler:plan_benchmark -- --digest [N ...]
 //   bazel run -c opt //scheduler:plan_benchmark -- --profile[_job] [N [K]]
+//   bazel run -c opt //scheduler:plan_benchmark -- --small
 //
 // K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME,
 // 6 LOOKAHEAD_FINISH_TIME).
@@ -32,7 +33,10 @@
 // these lines the same. --profile plans one graph of N nodes (default
 // 1000000) K times (default 10) without reasons and does nothing else, for
 // a profiler to attach to, and prints the best time; --profile_job plans
-// as weftd does for a job (no simulation either).
+// as weftd does for a job (no simulation either). --small prints the CPU
+// time of a job's plan of a chain of 1, 2, 8 and 64 nodes, with its memory
+// planned as weftd plans it (the jobs of weftd's load benchmark): the
+// fixed cost of planning, which small jobs pay on every submission.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -310,7 +314,38 @@ int Profile(int n, int repeats, bool job) {
   return 0;
 }
 
+// --small: microseconds of CPU time per job plan of small chains.
+int Small() {
+  std::printf("%8s %14s\n", "nodes", "us_per_plan");
+  for (const int n : {1, 2, 8, 64}) {
+    std::mt19937 rng(3);
+    const Graph graph = ChainGraph(n, rng);
+    PlannerOptions options;
+    options.num_devices = 2;
+    options.explain = false;
+    options.simulate = false;
+    options.plan_memory = true;
+    options.plan_memory_over_budget = true;
+    constexpr int kPlans = 2000;
+    double best = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      const double start = ThreadSeconds();
+      for (int k = 0; k < kPlans; ++k) {
+        absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+        if (!plan.ok()) {
+          std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
+          return 1;
+        }
+      }
+      best = std::min(best, (ThreadSeconds() - start) / kPlans);
+    }
+    std::printf("%8d %14.2f\n", n, best * 1e6);
+  }
+  return 0;
+}
+
 int Run(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--small") return Small();
   if (argc >= 2 && (std::string(argv[1]) == "--profile" ||
                     std::string(argv[1]) == "--profile_job")) {
     return Profile(argc >= 3 ? std::atoi(argv[2]) : 1000000,
