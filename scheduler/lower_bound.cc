@@ -257,65 +257,60 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   std::vector<bounds::SpanGroup> groups;
   std::vector<int32_t> group_of_node;
   if (transfers && devices > 1) {
-    auto initial_reader = [&](NodeId v) {
-      return IsKernel(graph.engine(v)) && graph.node(v).control == nullptr &&
-             graph.memory_move(v) == MemoryMove::kNone;
+    // Each kernel's reads of initial contents, once per buffer, and by
+    // buffer how many kernels make them and whether another node does.
+    struct InitialRead {
+      NodeId kernel;
+      BufferId buffer;
     };
-    // Pass 0 counts each buffer's kernels that read its initial contents;
-    // pass 1 gives each such kernel its group.
+    std::vector<InitialRead> reads;
     std::vector<int32_t> readers(num_buffers, 0);
-    std::vector<uint8_t> host_read(num_buffers, 0);
+    std::vector<uint8_t> other_read(num_buffers, 0), settled(num_buffers, 0);
+    std::vector<NodeId> last_reader(num_buffers, -1);
+    for (NodeId v = 0; v < n; ++v) {
+      const bool kernel = IsKernel(graph.engine(v)) &&
+                          graph.node(v).control == nullptr &&
+                          graph.memory_move(v) == MemoryMove::kNone;
+      const bool other = graph.engine(v) == Engine::kHost ||
+                         graph.node(v).control != nullptr ||
+                         graph.memory_move(v) != MemoryMove::kNone;
+      const absl::Span<const BufferUse> uses = graph.Uses(v);
+      for (const BufferUse& use : uses) {
+        const BufferId b = use.buffer;
+        if (settled[b]) continue;
+        if (other) other_read[b] = 1;
+        if (!kernel || last_reader[b] == v) continue;
+        last_reader[b] = v;
+        ++readers[b];
+        reads.push_back({v, b});
+      }
+      for (const BufferUse& use : uses) {
+        if (Writes(use.access)) settled[use.buffer] = 1;
+      }
+    }
     std::vector<int32_t> group_of_buffer(num_buffers, -1);
-    for (int pass = 0; pass < 2; ++pass) {
-      std::vector<NodeId> last_reader(num_buffers, -1);
-      std::vector<uint8_t> settled(num_buffers, 0);
-      for (NodeId v = 0; v < n; ++v) {
-        const absl::Span<const BufferUse> uses = graph.Uses(v);
-        if (pass == 0 && (graph.engine(v) == Engine::kHost ||
-                          graph.node(v).control != nullptr ||
-                          graph.memory_move(v) != MemoryMove::kNone)) {
-          for (const BufferUse& use : uses) {
-            if (!settled[use.buffer]) host_read[use.buffer] = 1;
-          }
-        }
-        if (initial_reader(v)) {
-          for (const BufferUse& use : uses) {
-            const BufferId b = use.buffer;
-            if (settled[b] || last_reader[b] == v) continue;
-            last_reader[b] = v;  // each kernel counts once
-            if (pass == 0) {
-              ++readers[b];
-              continue;
-            }
-            const int32_t g = group_of_buffer[b];
-            if (g < 0) continue;
-            if (group_of_node.empty()) group_of_node.assign(n, -1);
-            int32_t& mine = group_of_node[v];
-            if (mine < 0 || groups[g].release + groups[g].delay >
-                                groups[mine].release + groups[mine].delay) {
-              mine = g;
-            }
-          }
-        }
-        for (const BufferUse& use : uses) {
-          if (Writes(use.access)) settled[use.buffer] = 1;
-        }
+    for (BufferId b = 0; b < num_buffers; ++b) {
+      if (readers[b] < 2 || other_read[b] || !graph.has_initial_data(b)) {
+        continue;
       }
-      if (pass == 1) break;
-      for (BufferId b = 0; b < num_buffers; ++b) {
-        if (readers[b] < 2 || host_read[b] || !graph.has_initial_data(b)) {
-          continue;
-        }
-        const uint64_t bytes = graph.buffer_bytes(b);
-        // To a second device: over a peer link, or down and up again.
-        const double delay = std::min(
-            peer_us(bytes),
-            FastestHostLinkUs(*topology, devices, bytes, true) + upload_of(b));
-        if (!(delay > 0)) continue;
-        group_of_buffer[b] = static_cast<int32_t>(groups.size());
-        groups.push_back({upload_of(b), delay});
+      const uint64_t bytes = graph.buffer_bytes(b);
+      // To a second device: over a peer link, or down and up again.
+      const double delay = std::min(
+          peer_us(bytes),
+          FastestHostLinkUs(*topology, devices, bytes, true) + upload_of(b));
+      if (!(delay > 0)) continue;
+      group_of_buffer[b] = static_cast<int32_t>(groups.size());
+      groups.push_back({upload_of(b), delay});
+    }
+    if (!groups.empty()) group_of_node.assign(n, -1);
+    for (const InitialRead& read : reads) {
+      const int32_t g = group_of_buffer[read.buffer];
+      if (g < 0) continue;
+      int32_t& mine = group_of_node[read.kernel];
+      if (mine < 0 || groups[g].release + groups[g].delay >
+                          groups[mine].release + groups[mine].delay) {
+        mine = g;
       }
-      if (groups.empty()) break;
     }
   }
 

@@ -309,6 +309,15 @@ Graph RandomGraph(std::mt19937& rng, int num_nodes) {
   return Graph("random", std::move(buffers), std::move(nodes));
 }
 
+// A random policy, stream cap, kernel slots and copy engines, no reasons.
+void RandomizeOptions(std::mt19937& rng, PlannerOptions& options) {
+  options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
+  options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
+  options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
+  options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
+  options.explain = false;
+}
+
 // The simulated makespan of a plan of any policy on 1 to 8 devices is
 // never below the bound, and the bound is at least the plain critical
 // path.
@@ -321,11 +330,7 @@ TEST(LowerBoundPropertyTest, NoPlanBeatsTheBound) {
     const int devices = 1 << (rng() % 4);
     PlannerOptions options;
     options.num_devices = devices;
-    options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
-    options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
-    options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
-    options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
-    options.explain = false;
+    RandomizeOptions(rng, options);
     absl::StatusOr<Plan> plan = PlanGraph(g, options);
     if (!plan.ok() &&
         options.device_policy == DevicePolicyKind::kLookaheadFinishTime) {
@@ -394,11 +399,7 @@ TEST(LowerBoundPropertyTest, TransferHeavyGraphs) {
     Graph g = TransferHeavyGraph(rng, 1 + static_cast<int>(rng() % 30));
     PlannerOptions options;
     options.num_devices = 1 << (rng() % 4);
-    options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
-    options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
-    options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
-    options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
-    options.explain = false;
+    RandomizeOptions(rng, options);
     absl::StatusOr<Plan> plan = PlanGraph(g, options);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ++plans;
@@ -461,11 +462,7 @@ TEST(LowerBoundPropertyTest, SharedHostInputsOnAnyDevices) {
     Graph g("shared_inputs", std::move(buffers), std::move(nodes));
     PlannerOptions options;
     options.num_devices = devices;
-    options.device_policy = static_cast<DevicePolicyKind>(rng() % 7);
-    options.max_streams_per_device = 1 + static_cast<int>(rng() % 8);
-    options.max_concurrent_kernels = 1 + static_cast<int>(rng() % 32);
-    options.copy_engines_per_device = 1 + static_cast<int>(rng() % 2);
-    options.explain = false;
+    RandomizeOptions(rng, options);
     absl::StatusOr<Plan> plan = PlanGraph(g, options);
     ASSERT_TRUE(plan.ok()) << plan.status();
     ++plans;
