@@ -110,6 +110,14 @@ int64_t WindowProgramme(const UseModel& model, const Dag& dag,
     uint32_t parent;
     int8_t last;
   };
+  // The state kept of two that reach one set of nodes: the lower peak,
+  // ties broken by everything else, so that which is kept never depends
+  // on the order the hash maps are walked in (which follows their
+  // addresses).
+  auto Better = [](const State& a, const State& b) {
+    return std::tie(a.peak, a.live, a.parent, a.last) <
+           std::tie(b.peak, b.live, b.parent, b.last);
+  };
   std::vector<absl::flat_hash_map<uint32_t, State>> levels(m + 1);
   levels[0][0] = {0, live, 0, -1};
   std::vector<std::pair<int64_t, uint32_t>> ranked;
@@ -128,14 +136,11 @@ int64_t WindowProgramme(const UseModel& model, const Dag& dag,
           const int32_t users = static_cast<int32_t>(model.users.Row(b).size());
           if (done + 1 == users && !model.output[b]) freed += model.size[b];
         }
-        const int64_t peak = std::max(state.peak, state.live + alloc);
-        auto [it, inserted] =
-            next.try_emplace(mask | bit, State{peak, state.live + alloc - freed,
-                                               mask, static_cast<int8_t>(i)});
-        if (!inserted && peak < it->second.peak) {
-          it->second = {peak, state.live + alloc - freed, mask,
-                        static_cast<int8_t>(i)};
-        }
+        const State candidate{std::max(state.peak, state.live + alloc),
+                              state.live + alloc - freed, mask,
+                              static_cast<int8_t>(i)};
+        auto [it, inserted] = next.try_emplace(mask | bit, candidate);
+        if (!inserted && Better(candidate, it->second)) it->second = candidate;
       }
     }
     if (static_cast<int>(next.size()) > max_states) {
