@@ -1,6 +1,7 @@
 #include "scheduler/spill_fitting.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,6 +10,7 @@
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/memory/memory_plan.h"
 #include "scheduler/planner.h"
+#include "scheduler/slack_placement.h"
 #include "scheduler/spill_rewrite.h"
 #include "scheduler/status_macros.h"
 
@@ -61,6 +63,147 @@ std::vector<int64_t> EffectiveBudgets(const PlannerOptions& options) {
   return bytes;
 }
 
+namespace {
+
+int64_t TotalArena(const Plan& plan) {
+  int64_t bytes = 0;
+  for (const DeviceMemory& m : plan.memory) bytes += m.arena_bytes;
+  return bytes;
+}
+
+// Whether plan `a` finishes before `b`, or as early with arenas no larger
+// in all; with `ties`, whether it finishes no later.
+bool Faster(const Plan& a, const Plan& b, bool ties) {
+  if (a.estimated_makespan_us != b.estimated_makespan_us || ties) {
+    return a.estimated_makespan_us <= b.estimated_makespan_us;
+  }
+  return TotalArena(a) < TotalArena(b);
+}
+
+// A fitted plan of a rewritten graph, and the orderings the rewrite added
+// to the submitted nodes' dependencies.
+struct Fitted {
+  Plan plan;
+  std::shared_ptr<const Graph> graph;
+  std::vector<std::pair<NodeId, NodeId>> added;
+};
+
+// The plan to keep of `ordered` (planned as `ordered_plan`, which fits its
+// budgets): `ordered_plan` itself, or a plan of the same nodes with only
+// the orderings an arena needs, when that fits and finishes no later. The
+// arenas tried: the ordered plan's own (tight) and one placed within the
+// budgets where memory was freed longest ago (slack_placement.h), which
+// orders fewer nodes that could run side by side. The relaxed plan of the
+// tight arena is kept over the ordered plan when it finishes no later (it
+// leaves the executor more freedom); the slack one only when it finishes
+// earlier, or as early in less memory.
+Fitted Relax(const Graph& graph, const RewrittenNodes& built,
+             std::shared_ptr<const Graph> ordered, Plan ordered_plan,
+             const std::vector<int64_t>& budgets, const PlannerOptions& again,
+             SpillReport& out) {
+  std::vector<uint8_t> devices(budgets.size(), 0);
+  for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
+    devices[d] = budgets[d] > 0;
+  }
+  std::vector<Plan> placements;
+  placements.push_back(ordered_plan);
+  if (absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(*ordered, ordered_plan);
+      lt.ok()) {
+    if (std::optional<Plan> slack = SlackPlacement(ordered_plan, *lt, budgets);
+        slack.has_value()) {
+      placements.push_back(*std::move(slack));
+    }
+  }
+  Fitted best{std::move(ordered_plan), ordered, built.orderings};
+  out.relaxed = false;
+  for (size_t k = 0; k < placements.size(); ++k) {
+    const Plan& placed = placements[k];
+    absl::StatusOr<std::vector<std::pair<NodeId, NodeId>>> needed =
+        ArenaOrderings(*ordered, placed, devices);
+    if (!needed.ok()) continue;
+    std::shared_ptr<const Graph> relaxed =
+        MakeGraph(graph, built.nodes, *needed);
+    absl::StatusOr<Plan> relaxed_plan = PlanGraph(*relaxed, again);
+    ++out.rounds;
+    // Where its own arenas fragment past the budget, the places that gave
+    // the orderings hold for it.
+    if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) >= 0) {
+      AdoptPlacement(*relaxed, placed, &*relaxed_plan);
+    }
+    if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) < 0 &&
+        Faster(*relaxed_plan, best.plan, /*ties=*/k == 0)) {
+      out.relaxed = true;
+      best = Fitted{*std::move(relaxed_plan), std::move(relaxed),
+                    *std::move(needed)};
+    }
+  }
+  return best;
+}
+
+// Rounds of spills and fills from `plan` (a plan of `graph` that exceeds a
+// budget), each fitting the latest plan (its own copies, transfers and
+// earlier spills) to the targets, which drop where the offsets fragment.
+absl::StatusOr<Fitted> FitRounds(const Graph& graph, const Plan& plan,
+                                 const std::vector<int64_t>& budgets,
+                                 const std::vector<uint8_t>& pinned,
+                                 const PlannerOptions& options,
+                                 const PlannerOptions& again,
+                                 SpillReport& out) {
+  RewrittenNodes current;
+  current.nodes = graph.nodes();
+  std::shared_ptr<const Graph> current_graph;  // null: `graph`
+  Plan current_plan = plan;
+  std::vector<int64_t> targets = budgets;
+  absl::Status last = absl::OkStatus();
+  for (int round = 0; round < kFitRounds; ++round) {
+    const Graph& g = current_graph != nullptr ? *current_graph : graph;
+    WEFT_ASSIGN_OR_RETURN(const Lifetimes lt,
+                          Lifetimes::Compute(g, current_plan));
+    const std::vector<std::vector<int32_t>> writes =
+        WritePositions(g, current_plan);
+    Rewrite rewrite;
+    for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
+      if (budgets[d] <= 0 || ArenaOn(current_plan, d) <= budgets[d]) continue;
+      ChooseSpills(g, current_plan, lt, d, targets[d], pinned, writes,
+                   &rewrite);
+    }
+    RewrittenNodes built =
+        BuildNodes(g, current, current_plan, rewrite, options);
+    std::shared_ptr<const Graph> ordered =
+        MakeGraph(graph, built.nodes, built.orderings);
+    WEFT_ASSIGN_OR_RETURN(Plan ordered_plan, PlanGraph(*ordered, again));
+    ++out.rounds;
+    const int over = OverBudget(ordered_plan, budgets);
+    if (over < 0) {
+      out.ordered_makespan_us = ordered_plan.estimated_makespan_us;
+      return Relax(graph, built, std::move(ordered), std::move(ordered_plan),
+                   budgets, again, out);
+    }
+    const int64_t arena = ArenaOn(ordered_plan, over);
+    last = absl::ResourceExhaustedError(absl::StrCat(
+        "device ", over, ": the memory plan needs an arena of ", arena,
+        " bytes after spilling, above the memory budget of ", budgets[over],
+        " bytes"));
+    // Where the live bytes fit but the offsets fragment, aim lower.
+    for (const DeviceMemory& m : ordered_plan.memory) {
+      const int d = m.device;
+      if (d < 0 || d >= static_cast<int>(budgets.size()) || budgets[d] <= 0 ||
+          m.arena_bytes <= budgets[d] || m.peak_live_bytes > budgets[d]) {
+        continue;
+      }
+      targets[d] = std::max<int64_t>(
+          kAlignment, static_cast<int64_t>(static_cast<double>(targets[d]) *
+                                           budgets[d] / m.arena_bytes * 0.97));
+    }
+    current = std::move(built);
+    current_graph = std::move(ordered);
+    current_plan = std::move(ordered_plan);
+  }
+  return last;
+}
+
+}  // namespace
+
 absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
                               Plan* plan, SpillReport* report) {
   SpillReport ignored;
@@ -98,121 +241,44 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
   again.fit_memory = false;
   again.plan_memory = true;
   again.simulate = true;
-  auto finish = [&](Plan fitted, std::shared_ptr<const Graph> rewritten,
-                    const std::vector<std::pair<NodeId, NodeId>>& added) {
-    std::vector<int64_t> spilled(budgets.size(), 0);
-    for (const PlannedNode& pn : fitted.nodes) {
-      if (rewritten->memory_move(pn.node) != MemoryMove::kSpill) continue;
-      for (const BufferUse& u : rewritten->Uses(pn.node)) {
-        const int64_t bytes =
-            static_cast<int64_t>(rewritten->buffer_bytes(u.buffer));
-        if (pn.device < static_cast<int>(spilled.size())) {
-          spilled[pn.device] += bytes;
-        }
-        out.spilled_bytes += bytes;
-      }
-      ++out.spills;
-    }
-    for (const PlannedNode& pn : fitted.nodes) {
-      if (rewritten->memory_move(pn.node) == MemoryMove::kFill) ++out.fills;
-    }
-    const std::vector<int32_t> orderings =
-        CountOrderings(*rewritten, fitted, added);
-    for (DeviceMemory& m : fitted.memory) {
-      if (m.device < 0 || m.device >= static_cast<int>(spilled.size())) {
-        continue;
-      }
-      m.spilled_bytes = spilled[m.device];
-      m.orderings_added = orderings[m.device];
-    }
-    out.makespan_us = fitted.estimated_makespan_us;
-    if (!options.simulate) {
-      fitted.estimates.clear();
-      fitted.estimated_makespan_us = 0;
-      fitted.lower_bound_us = 0;
-    }
-    fitted.graph = std::move(rewritten);
-    *plan = std::move(fitted);
-  };
+  absl::StatusOr<Fitted> fitted =
+      FitRounds(graph, *plan, budgets, pinned, options, again, out);
+  if (!fitted.ok()) return fitted.status();
 
-  // Each round fits the latest plan (its own copies, transfers and earlier
-  // spills) to the targets, which drop where the offsets fragment.
-  RewrittenNodes current;
-  current.nodes = graph.nodes();
-  std::shared_ptr<const Graph> current_graph;  // null: `graph`
-  Plan current_plan = *plan;
-  std::vector<int64_t> targets = budgets;
-  absl::Status last = absl::OkStatus();
-  for (int round = 0; round < kFitRounds; ++round) {
-    const Graph& g = current_graph != nullptr ? *current_graph : graph;
-    WEFT_ASSIGN_OR_RETURN(const Lifetimes lt,
-                          Lifetimes::Compute(g, current_plan));
-    const std::vector<std::vector<int32_t>> writes =
-        WritePositions(g, current_plan);
-    Rewrite rewrite;
-    for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
-      if (budgets[d] <= 0 || ArenaOn(current_plan, d) <= budgets[d]) continue;
-      ChooseSpills(g, current_plan, lt, d, targets[d], pinned, writes,
-                   &rewrite);
-    }
-    RewrittenNodes built =
-        BuildNodes(g, current, current_plan, rewrite, options);
-    std::shared_ptr<const Graph> ordered =
-        MakeGraph(graph, built.nodes, built.orderings);
-    WEFT_ASSIGN_OR_RETURN(Plan ordered_plan, PlanGraph(*ordered, again));
-    ++out.rounds;
-    const int over = OverBudget(ordered_plan, budgets);
-    if (over < 0) {
-      out.ordered_makespan_us = ordered_plan.estimated_makespan_us;
-      // Only the orderings the arenas need, then planned once more.
-      std::vector<uint8_t> devices(budgets.size(), 0);
-      for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
-        devices[d] = budgets[d] > 0;
+  Plan& kept = fitted->plan;
+  const Graph& rewritten = *fitted->graph;
+  std::vector<int64_t> spilled(budgets.size(), 0);
+  for (const PlannedNode& pn : kept.nodes) {
+    if (rewritten.memory_move(pn.node) == MemoryMove::kFill) ++out.fills;
+    if (rewritten.memory_move(pn.node) != MemoryMove::kSpill) continue;
+    for (const BufferUse& u : rewritten.Uses(pn.node)) {
+      const int64_t bytes =
+          static_cast<int64_t>(rewritten.buffer_bytes(u.buffer));
+      if (pn.device < static_cast<int>(spilled.size())) {
+        spilled[pn.device] += bytes;
       }
-      absl::StatusOr<std::vector<std::pair<NodeId, NodeId>>> needed =
-          ArenaOrderings(*ordered, ordered_plan, devices);
-      if (needed.ok()) {
-        std::shared_ptr<const Graph> relaxed =
-            MakeGraph(graph, built.nodes, *needed);
-        absl::StatusOr<Plan> relaxed_plan = PlanGraph(*relaxed, again);
-        ++out.rounds;
-        // Where its own arenas fragment past the budget, the ordered
-        // plan's places may still hold for it.
-        if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) >= 0) {
-          AdoptPlacement(*relaxed, ordered_plan, &*relaxed_plan);
-        }
-        if (relaxed_plan.ok() && OverBudget(*relaxed_plan, budgets) < 0 &&
-            relaxed_plan->estimated_makespan_us <=
-                ordered_plan.estimated_makespan_us) {
-          out.relaxed = true;
-          finish(*std::move(relaxed_plan), std::move(relaxed), *needed);
-          return absl::OkStatus();
-        }
-      }
-      finish(std::move(ordered_plan), std::move(ordered), built.orderings);
-      return absl::OkStatus();
+      out.spilled_bytes += bytes;
     }
-    const int64_t arena = ArenaOn(ordered_plan, over);
-    last = absl::ResourceExhaustedError(absl::StrCat(
-        "device ", over, ": the memory plan needs an arena of ", arena,
-        " bytes after spilling, above the memory budget of ", budgets[over],
-        " bytes"));
-    // Where the live bytes fit but the offsets fragment, aim lower.
-    for (const DeviceMemory& m : ordered_plan.memory) {
-      const int d = m.device;
-      if (d < 0 || d >= static_cast<int>(budgets.size()) || budgets[d] <= 0 ||
-          m.arena_bytes <= budgets[d] || m.peak_live_bytes > budgets[d]) {
-        continue;
-      }
-      targets[d] = std::max<int64_t>(
-          kAlignment, static_cast<int64_t>(static_cast<double>(targets[d]) *
-                                           budgets[d] / m.arena_bytes * 0.97));
-    }
-    current = std::move(built);
-    current_graph = std::move(ordered);
-    current_plan = std::move(ordered_plan);
+    ++out.spills;
   }
-  return last;
+  const std::vector<int32_t> orderings =
+      CountOrderings(rewritten, kept, fitted->added);
+  for (DeviceMemory& m : kept.memory) {
+    if (m.device < 0 || m.device >= static_cast<int>(spilled.size())) {
+      continue;
+    }
+    m.spilled_bytes = spilled[m.device];
+    m.orderings_added = orderings[m.device];
+  }
+  out.makespan_us = kept.estimated_makespan_us;
+  if (!options.simulate) {
+    kept.estimates.clear();
+    kept.estimated_makespan_us = 0;
+    kept.lower_bound_us = 0;
+  }
+  kept.graph = std::move(fitted->graph);
+  *plan = std::move(kept);
+  return absl::OkStatus();
 }
 
 }  // namespace weft::scheduler
