@@ -605,6 +605,9 @@ TEST(ExecutorPlacementTest, JobNeedingMoreThanTheDeviceRunsWithSpills) {
   options.num_devices = 1;
   options.explain = false;
   options.device_memory_bytes = {static_cast<int64_t>(kDeviceBytes)};
+  // Issued as submitted, the chain's tensors outlive the device (the
+  // memory-aware order would fit them without a spill).
+  options.memory_order = scheduler::MemoryOrderKind::kSubmitted;
   absl::StatusOr<scheduler::Plan> fitted =
       scheduler::PlanGraph(*graph, options);
   ASSERT_TRUE(fitted.ok()) << fitted.status();

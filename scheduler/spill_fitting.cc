@@ -202,51 +202,22 @@ absl::StatusOr<Fitted> FitRounds(const Graph& graph, const Plan& plan,
   return last;
 }
 
-}  // namespace
+// One fitting from a plan: the plan kept, or why none fits, and its report.
+struct Attempt {
+  absl::StatusOr<Fitted> fitted = absl::UnknownError("not fitted");
+  SpillReport report;
+};
 
-absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
-                              Plan* plan, SpillReport* report) {
-  SpillReport ignored;
-  SpillReport& out = report != nullptr ? *report : ignored;
-  out = SpillReport();
-  const std::vector<int64_t> budgets = EffectiveBudgets(options);
-  if (plan->memory.empty() || OverBudget(*plan, budgets) < 0) {
-    return absl::OkStatus();
-  }
-  if (options.memory_order == MemoryOrderKind::kAuto) {
-    // A tight budget: the order that keeps fewer bytes live may fit as it
-    // is, or need fewer spills.
-    PlannerOptions aware = options;
-    aware.memory_order = MemoryOrderKind::kMemoryAware;
-    aware.fit_memory = false;
-    aware.plan_memory = true;
-    absl::StatusOr<Plan> aware_plan = PlanGraph(graph, aware);
-    if (aware_plan.ok() &&
-        Excess(*aware_plan, budgets) < Excess(*plan, budgets)) {
-      *plan = *std::move(aware_plan);
-      out.memory_aware_order = true;
-      if (OverBudget(*plan, budgets) < 0) return absl::OkStatus();
-    }
-  }
-  // Buffers whose copies the memory plan does not describe stay put.
-  std::vector<uint8_t> pinned(graph.num_buffers(), 0);
-  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (graph.node(v).control == nullptr) continue;
-    for (const BufferUse& u : graph.Uses(v)) pinned[u.buffer] = 1;
-  }
-
-  // Planned again with the cost model, to compare the relaxed plan.
-  PlannerOptions again = options;
-  again.memory_order = MemoryOrderKind::kSubmitted;  // the graph's order
-  again.fit_memory = false;
-  again.plan_memory = true;
-  again.simulate = true;
-  absl::StatusOr<Fitted> fitted =
-      FitRounds(graph, *plan, budgets, pinned, options, again, out);
-  if (!fitted.ok()) return fitted.status();
-
-  Plan& kept = fitted->plan;
-  const Graph& rewritten = *fitted->graph;
+Attempt FitFrom(const Graph& graph, const Plan& plan,
+                const std::vector<int64_t>& budgets,
+                const std::vector<uint8_t>& pinned,
+                const PlannerOptions& options, const PlannerOptions& again) {
+  Attempt attempt;
+  SpillReport& out = attempt.report;
+  attempt.fitted = FitRounds(graph, plan, budgets, pinned, options, again, out);
+  if (!attempt.fitted.ok()) return attempt;
+  Plan& kept = attempt.fitted->plan;
+  const Graph& rewritten = *attempt.fitted->graph;
   std::vector<int64_t> spilled(budgets.size(), 0);
   for (const PlannedNode& pn : kept.nodes) {
     if (rewritten.memory_move(pn.node) == MemoryMove::kFill) ++out.fills;
@@ -262,7 +233,7 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
     ++out.spills;
   }
   const std::vector<int32_t> orderings =
-      CountOrderings(rewritten, kept, fitted->added);
+      CountOrderings(rewritten, kept, attempt.fitted->added);
   for (DeviceMemory& m : kept.memory) {
     if (m.device < 0 || m.device >= static_cast<int>(spilled.size())) {
       continue;
@@ -271,12 +242,90 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
     m.orderings_added = orderings[m.device];
   }
   out.makespan_us = kept.estimated_makespan_us;
+  return attempt;
+}
+
+// Whether fitting `a` is the one to keep over `b`: it fits where `b` does
+// not, or finishes earlier, or as early with fewer bytes spilled.
+bool BetterFit(const Attempt& a, const Attempt& b) {
+  if (!a.fitted.ok() || !b.fitted.ok()) return a.fitted.ok();
+  if (a.report.makespan_us != b.report.makespan_us) {
+    return a.report.makespan_us < b.report.makespan_us;
+  }
+  return a.report.spilled_bytes < b.report.spilled_bytes;
+}
+
+}  // namespace
+
+absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
+                              Plan* plan, SpillReport* report) {
+  SpillReport ignored;
+  SpillReport& out = report != nullptr ? *report : ignored;
+  out = SpillReport();
+  const std::vector<int64_t> budgets = EffectiveBudgets(options);
+  if (plan->memory.empty() || OverBudget(*plan, budgets) < 0) {
+    return absl::OkStatus();
+  }
+  // With kAuto, the plan of the other order (which of the two is fitted
+  // first: the one whose arenas exceed the budgets by less).
+  std::optional<Plan> other;
+  bool aware_first = false;
+  if (options.memory_order == MemoryOrderKind::kAuto) {
+    // A tight budget: the order that keeps fewer bytes live may fit as it
+    // is, or need fewer spills.
+    PlannerOptions aware = options;
+    aware.memory_order = MemoryOrderKind::kMemoryAware;
+    aware.fit_memory = false;
+    aware.plan_memory = true;
+    absl::StatusOr<Plan> aware_plan = PlanGraph(graph, aware);
+    if (aware_plan.ok() &&
+        Excess(*aware_plan, budgets) < Excess(*plan, budgets)) {
+      other = std::move(*plan);
+      *plan = *std::move(aware_plan);
+      aware_first = true;
+      out.memory_aware_order = true;
+      if (OverBudget(*plan, budgets) < 0) return absl::OkStatus();
+    } else if (aware_plan.ok()) {
+      other = *std::move(aware_plan);
+    }
+  }
+  // Buffers whose copies the memory plan does not describe stay put.
+  std::vector<uint8_t> pinned(graph.num_buffers(), 0);
+  for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (graph.node(v).control == nullptr) continue;
+    for (const BufferUse& u : graph.Uses(v)) pinned[u.buffer] = 1;
+  }
+
+  // Planned again with the cost model, to compare the relaxed plan.
+  PlannerOptions again = options;
+  again.memory_order = MemoryOrderKind::kSubmitted;  // the graph's order
+  again.fit_memory = false;
+  again.plan_memory = true;
+  again.simulate = true;
+  Attempt best = FitFrom(graph, *plan, budgets, pinned, options, again);
+  best.report.memory_aware_order = aware_first;
+  // Which order spills less is not known from the arenas before fitting:
+  // where the first fitting spills, or fits nothing, the other order is
+  // fitted too and the better kept.
+  const bool try_other = best.fitted.ok()
+                             ? best.report.spilled_bytes > 0
+                             : absl::IsResourceExhausted(best.fitted.status());
+  if (other.has_value() && try_other) {
+    Attempt second = FitFrom(graph, *other, budgets, pinned, options, again);
+    second.report.memory_aware_order = !aware_first;
+    const int rounds = best.report.rounds + second.report.rounds;
+    if (BetterFit(second, best)) best = std::move(second);
+    best.report.rounds = rounds;
+  }
+  out = best.report;
+  if (!best.fitted.ok()) return best.fitted.status();
+  Plan& kept = best.fitted->plan;
   if (!options.simulate) {
     kept.estimates.clear();
     kept.estimated_makespan_us = 0;
     kept.lower_bound_us = 0;
   }
-  kept.graph = std::move(fitted->graph);
+  kept.graph = std::move(best.fitted->graph);
   *plan = std::move(kept);
   return absl::OkStatus();
 }

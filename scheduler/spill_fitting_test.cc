@@ -232,9 +232,9 @@ TEST(SpillFittingTest, TwoDevicesKeepTheirParallelismUnderABudget) {
   }
 }
 
-// Every tensor of a chain is read again at the end: on a device of five
-// tensors, the spills and fills are named for their buffers and counted.
-TEST(SpillFittingTest, SpillsAndFillsAreNamedForTheirBuffers) {
+// A chain of ten 1 MiB tensors, each read again by an accumulation at the
+// end.
+Graph Pyramid() {
   std::vector<BufferSpec> buffers;
   std::vector<NodeSpec> nodes;
   constexpr int kTensors = 10;
@@ -265,9 +265,16 @@ TEST(SpillFittingTest, SpillsAndFillsAreNamedForTheirBuffers) {
                  BufferUse{kTensors, Access::kWrite}};
     nodes.push_back(node);
   }
-  const Graph graph("pyramid", buffers, nodes);
+  return Graph("pyramid", buffers, nodes);
+}
+
+// Issued as submitted on a device of five tensors, the chain spills: the
+// spills and fills are named for their buffers and counted.
+TEST(SpillFittingTest, SpillsAndFillsAreNamedForTheirBuffers) {
+  const Graph graph = Pyramid();
   PlannerOptions options = Options(1, 0);
   options.device_memory_bytes = {5 << 20};
+  options.memory_order = MemoryOrderKind::kSubmitted;
   absl::StatusOr<Plan> plan = PlanGraph(graph, options);
   ASSERT_OK(plan);
   ASSERT_NE(plan->graph, nullptr);
@@ -291,6 +298,42 @@ TEST(SpillFittingTest, SpillsAndFillsAreNamedForTheirBuffers) {
   }
   EXPECT_GT(spills, 0);
   EXPECT_EQ(plan->memory[0].spilled_bytes, bytes);
+}
+
+// Fitted in the submitted order, the pyramid spills (above). Under
+// MEMORY_ORDER_AUTO that order is fitted first (the memory-aware order's
+// arena exceeds the budget by more), and since it spills, the memory-aware
+// order is fitted too: it runs each accumulation as soon as its tensor is
+// made and needs no spill, so it is the plan kept.
+TEST(SpillFittingTest, AutoOrderFitsTheOtherOrderWhereTheFirstSpills) {
+  const Graph graph = Pyramid();
+  PlannerOptions options = Options(1, 0);
+  options.device_memory_bytes = {5 << 20};
+  options.simulate = true;
+  options.fit_memory = false;
+  absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+  ASSERT_OK(plan);
+  options.fit_memory = true;
+  SpillReport report;
+  ASSERT_OK(FitMemoryBudgets(graph, options, &*plan, &report));
+  ExpectSoundFit(graph, *plan, 5 << 20);
+  EXPECT_TRUE(report.memory_aware_order);
+  EXPECT_EQ(report.spills, 0);
+  EXPECT_EQ(plan->memory[0].spilled_bytes, 0);
+
+  options.memory_order = MemoryOrderKind::kSubmitted;
+  SpillReport submitted;
+  absl::StatusOr<Plan> spilling = PlanGraph(graph, [&] {
+    PlannerOptions o = options;
+    o.fit_memory = false;
+    return o;
+  }());
+  ASSERT_OK(spilling);
+  ASSERT_OK(FitMemoryBudgets(graph, options, &*spilling, &submitted));
+  EXPECT_GT(submitted.spills, 0);
+  EXPECT_LT(report.makespan_us, submitted.makespan_us);
+  // Both fittings' plans are counted.
+  EXPECT_GT(report.rounds, submitted.rounds);
 }
 
 // Ten producers, then their ten consumers: issued as submitted on one

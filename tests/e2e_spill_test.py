@@ -80,7 +80,8 @@ class SpillTestBase(harness.WeftdTestCase):
 
     def run_pyramid(self):
         """Submits the graph, waits for it to end; returns the job and weftctl's result."""
-        result = self.weftctl("submit", self.graph_path(), "--watch", timeout=120)
+        result = self.weftctl("submit", self.graph_path(), "--memory_order=submitted",
+                              "--watch", timeout=120)
         jobs = json.loads(self.weftctl_ok("list", "--json").stdout)
         if isinstance(jobs, dict):
             jobs = jobs.get("jobs", [])
@@ -99,7 +100,9 @@ class SpillTest(SpillTestBase):
     EXTRA_FLAGS = ("--sim_memory_bytes=%d" % DEVICE_BYTES,)
 
     def test_plan_spills_and_fills_to_fit_the_device(self):
-        value = json.loads(self.weftctl_ok("plan", self.graph_path(), "--json").stdout)
+        # Issued as submitted, the twelve tensors outlive the device's five.
+        value = json.loads(self.weftctl_ok("plan", self.graph_path(),
+                                           "--memory_order=submitted", "--json").stdout)
         plan = value.get("plan", value)
         names = [n.get("name", "") for n in plan.get("nodes", [])]
         spills = [n for n in names if n.startswith("spill:")]
@@ -119,6 +122,18 @@ class SpillTest(SpillTestBase):
         self.assertLessEqual(int(memory[0]["arenaBytes"]), DEVICE_BYTES, memory[0])
         # No budget asked for: the device's memory.
         self.assertEqual(int(memory[0].get("budgetBytes", 0)), DEVICE_BYTES, memory[0])
+
+    def test_auto_order_fits_the_device_without_spills(self):
+        # The default order, where the submitted one spills, also tries the
+        # memory-aware one: each accumulation right after its tensor.
+        value = json.loads(self.weftctl_ok("plan", self.graph_path(), "--json").stdout)
+        plan = value.get("plan", value)
+        names = [n.get("name", "") for n in plan.get("nodes", [])]
+        self.assertFalse([n for n in names if n.startswith("spill:")], names)
+        memory = plan.get("memory", [])
+        self.assertEqual(len(memory), 1, json.dumps(memory))
+        self.assertEqual(int(memory[0].get("spilledBytes", 0)), 0, memory[0])
+        self.assertLessEqual(int(memory[0]["arenaBytes"]), DEVICE_BYTES, memory[0])
 
     def test_job_larger_than_the_device_runs_with_spills(self):
         job, result = self.run_pyramid()
