@@ -49,6 +49,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/thread_time.h"
 #include "scheduler/dependency_inference.h"
+#include "scheduler/plan_digest.h"
 #include "scheduler/planner.h"
 
 namespace weft::scheduler {
@@ -136,63 +137,6 @@ int Compare(int n) {
     }
   }
   return 0;
-}
-
-// FNV-1a over everything a plan says.
-class Digest {
- public:
-  void Add(const void* data, size_t size) {
-    const auto* bytes = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < size; ++i) {
-      hash_ = (hash_ ^ bytes[i]) * 1099511628211ull;
-    }
-  }
-  template <typename T>
-  void Add(const T& value) {
-    Add(&value, sizeof(value));
-  }
-  void Add(const std::string& text) {
-    Add(text.size());
-    Add(text.data(), text.size());
-  }
-  uint64_t value() const { return hash_; }
-
- private:
-  uint64_t hash_ = 14695981039346656037ull;
-};
-
-uint64_t PlanDigest(const Plan& plan) {
-  Digest digest;
-  digest.Add(plan.num_events);
-  digest.Add(plan.num_devices);
-  digest.Add(plan.estimated_makespan_us);
-  digest.Add(plan.critical_path_us);
-  digest.Add(plan.lower_bound_us);
-  for (const PlannedStream& ps : plan.streams) {
-    digest.Add(ps.id);
-    digest.Add(ps.device);
-    digest.Add(ps.label);
-    digest.Add(static_cast<int>(ps.engine));
-  }
-  for (size_t i = 0; i < plan.nodes.size(); ++i) {
-    const PlannedNode& pn = plan.nodes[i];
-    digest.Add(pn.node);
-    digest.Add(pn.device);
-    digest.Add(pn.stream);
-    digest.Add(pn.peer_stream);
-    digest.Add(pn.signal_event);
-    const int row = static_cast<int>(i);
-    digest.Add(plan.Deps(row).size());
-    for (NodeId d : plan.Deps(row)) digest.Add(d);
-    digest.Add(plan.Waits(row).size());
-    for (int e : plan.Waits(row)) digest.Add(e);
-    const NodeEstimate estimate = plan.Estimate(row);
-    digest.Add(estimate.start_us);
-    digest.Add(estimate.end_us);
-    digest.Add(estimate.transfer_us);
-    digest.Add(i < plan.reasons.size() ? plan.reasons[i] : std::string());
-  }
-  return digest.value();
 }
 
 // The layered graph with every feature a plan can show: copy and
