@@ -17,6 +17,11 @@ constexpr int kMaxPieces = 16;
 // many pieces per copy placed and not yet freed (plus the constant).
 constexpr size_t kPiecesPerLive = 4;
 constexpr size_t kPiecesSlack = 256;
+// Past this many pieces looked at per copy (plus the constant), by every
+// search in all, the placement gives up: its cost stays linear in the
+// copies.
+constexpr int64_t kVisitsPerCopy = 256;
+constexpr int64_t kVisitsSlack = 1 << 20;
 
 int64_t Aligned(uint64_t bytes) {
   return static_cast<int64_t>((bytes + kAlignment - 1) / kAlignment *
@@ -27,7 +32,8 @@ int64_t Aligned(uint64_t bytes) {
 // copy.
 class Pieces {
  public:
-  explicit Pieces(int64_t budget) {
+  // `max_visits`: pieces looked at in all, by every Take.
+  Pieces(int64_t budget, int64_t max_visits) : visits_left_(max_visits) {
     pieces_.emplace(0, Piece{budget, -1, kNeverUsed});
   }
 
@@ -41,9 +47,11 @@ class Pieces {
 
   // Places `size` bytes (aligned) for copy `c` where the memory was freed
   // longest ago (ties: the lowest address); returns the offset, or -1 if
-  // no range of free pieces holds it.
+  // no range of free pieces holds it or the visits ran out.
   int64_t Take(int c, int64_t size) {
     if (pieces_.size() > kPiecesPerLive * held_ + kPiecesSlack) Coalesce();
+    visits_left_ -= static_cast<int64_t>(pieces_.size());
+    if (visits_left_ < 0) return -1;
     int64_t best_offset = -1;
     int32_t best_key = std::numeric_limits<int32_t>::max();
     for (auto it = pieces_.begin(); it != pieces_.end(); ++it) {
@@ -106,6 +114,7 @@ class Pieces {
 
   std::map<int64_t, Piece> pieces_;
   size_t held_ = 0;
+  int64_t visits_left_;
 };
 
 }  // namespace
@@ -132,7 +141,9 @@ std::optional<Plan> SlackPlacement(const Plan& plan, const Lifetimes& lt,
     std::stable_sort(by_last.begin(), by_last.end(), [&](int a, int b) {
       return lt.copy(a).last < lt.copy(b).last;
     });
-    Pieces pieces(budgets[d] / kAlignment * kAlignment);
+    Pieces pieces(
+        budgets[d] / kAlignment * kAlignment,
+        kVisitsPerCopy * static_cast<int64_t>(copies.size()) + kVisitsSlack);
     int64_t arena = 0;
     size_t freed = 0;
     for (const int b : copies) {

@@ -32,7 +32,9 @@ namespace weft::scheduler {
 // `graph` whose memory is planned: plan.buffers by copy) on each device
 // with a budget (budgets[d] > 0) placed as above within that budget;
 // other devices keep plan's places. Returns `plan` with those buffers and
-// arena sizes, or nullopt when some copy finds no room within its budget.
+// arena sizes, or nullopt when some copy finds no room within its budget
+// (or the search for room has looked at 256 pieces of memory per copy in
+// all, plus about a million: the cost stays linear in the copies).
 std::optional<Plan> SlackPlacement(const Plan& plan,
                                    const memory::Lifetimes& lt,
                                    const std::vector<int64_t>& budgets);

@@ -1,8 +1,10 @@
 #include "scheduler/slack_placement.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/memory/lifetimes.h"
@@ -88,6 +90,35 @@ TEST(SlackPlacementTest, DevicesWithoutABudgetKeepTheirPlaces) {
   const std::optional<Plan> placed = SlackPlacement(chain.plan, chain.lt, {0});
   ASSERT_TRUE(placed.has_value());
   EXPECT_EQ(Offsets(chain, *placed), Offsets(chain, chain.plan));
+}
+
+// N outputs, each written by a node of its own and live to the end: the
+// k-th copy's search looks at every piece before it, N^2 / 2 in all. The
+// placement gives up past 256 looks per copy plus about a million, so it
+// places 1,000 outputs and not 6,000.
+TEST(SlackPlacementTest, GivesUpPastItsSearchBudget) {
+  for (const int n : {1000, 6000}) {
+    SCOPED_TRACE(n);
+    GraphMaker m;
+    for (int i = 0; i < n; ++i) {
+      m.Buffer(absl::StrCat("b", i), 256);
+      m.Node(absl::StrCat("n", i), absl::StrCat("b", i, ":w"));
+    }
+    std::vector<std::string> outputs;
+    for (int i = 0; i < n; ++i) outputs.push_back(absl::StrCat("b", i));
+    const Graph graph = memory::testing::WithBuffers(m.Build(), outputs);
+    PlannerOptions options;
+    options.num_devices = 1;
+    options.plan_memory = true;
+    options.explain = false;
+    absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+    ASSERT_OK(plan);
+    absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, *plan);
+    ASSERT_OK(lt);
+    const std::optional<Plan> placed =
+        SlackPlacement(*plan, *lt, {int64_t{2} * 256 * n});
+    EXPECT_EQ(placed.has_value(), n == 1000);
+  }
 }
 
 // Random plans under budgets from their arena to twice it: every copy lies
