@@ -25,9 +25,17 @@
 // to kFitRounds times.
 //
 // Then the orderings are relaxed (QNN's re-scheduling for parallelism):
-// the device order is replaced by only the orderings the arena needs (a
+// the device order is replaced by only the orderings an arena needs (a
 // copy before every copy placed over it), the graph planned once more, and
-// that plan kept when its arenas fit and it finishes no later.
+// that plan kept when its arenas fit and it finishes no later. Two arenas
+// are tried: the ordered plan's own, and one that uses the budget's slack
+// to put each copy on memory freed long before (slack_placement.h), whose
+// orderings the plan mostly keeps already; the relaxed plan that finishes
+// first is kept.
+//
+// With MemoryOrderKind::kAuto, where fitting the order chosen first spills
+// (or fits nothing), the other order (submitted or memory-aware) is fitted
+// too, and the plan that finishes first is kept.
 #ifndef WEFT_SCHEDULER_SPILL_FITTING_H_
 #define WEFT_SCHEDULER_SPILL_FITTING_H_
 
