@@ -24,4 +24,10 @@ absl::Span<const PlannedCopy> Plan::CopiesBefore(int i) const {
                                        last - first);
 }
 
+int64_t Plan::LargestArenaBytes() const {
+  int64_t bytes = 0;
+  for (const DeviceMemory& m : memory) bytes = std::max(bytes, m.arena_bytes);
+  return bytes;
+}
+
 }  // namespace weft::scheduler

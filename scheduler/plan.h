@@ -144,6 +144,8 @@ struct Plan {
   }
   // The eager copies issued just before the node at issue position i.
   absl::Span<const PlannedCopy> CopiesBefore(int i) const;
+  // The largest arena of any device (0 without a memory plan).
+  int64_t LargestArenaBytes() const;
   // Appends a node in issue order with its lists (how plans are built by
   // hand, e.g. in tests).
   void AddNode(const PlannedNode& node, absl::Span<const NodeId> node_deps,

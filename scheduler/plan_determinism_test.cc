@@ -61,14 +61,6 @@ PlannerOptions Options(int devices, DevicePolicyKind policy,
   return options;
 }
 
-int64_t LargestArena(const Plan& plan) {
-  int64_t arena = 0;
-  for (const DeviceMemory& m : plan.memory) {
-    arena = std::max(arena, m.arena_bytes);
-  }
-  return arena;
-}
-
 TEST(PlanDeterminismTest, DnnGraphsUnderEveryMemoryOrderAndBudget) {
   std::vector<std::pair<std::string, Graph>> graphs;
   graphs.emplace_back("nas", memory::NasLike(160));
@@ -87,7 +79,7 @@ TEST(PlanDeterminismTest, DnnGraphsUnderEveryMemoryOrderAndBudget) {
         const Plan free_plan = ExpectSamePlans(graph, options, 3);
         // Under half its arena: fitting, with spills where it must.
         options.memory_budget_bytes.assign(devices,
-                                           LargestArena(free_plan) / 2);
+                                           free_plan.LargestArenaBytes() / 2);
         const Plan budgeted = ExpectSamePlans(graph, options, 3);
         fitted += budgeted.graph != nullptr;
       }

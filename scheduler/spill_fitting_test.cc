@@ -26,14 +26,6 @@ namespace {
 using memory::Lifetimes;
 using ::weft::testing::StatusIs;
 
-int64_t LargestArena(const Plan& plan) {
-  int64_t arena = 0;
-  for (const DeviceMemory& m : plan.memory) {
-    arena = std::max(arena, m.arena_bytes);
-  }
-  return arena;
-}
-
 // Checks that `plan` of `graph` fits `budget` on every device and that
 // copies placed over each other are ordered by its happens-before.
 void ExpectSoundFit(const Graph& graph, const Plan& plan, int64_t budget) {
@@ -65,7 +57,7 @@ void ExpectSoundFit(const Graph& graph, const Plan& plan, int64_t budget) {
 // a tenth more (the offsets fragment).
 int64_t Budget(const Graph& graph, const Plan& plan, int percent) {
   return std::max(
-      LargestArena(plan) * percent / 100,
+      plan.LargestArenaBytes() * percent / 100,
       static_cast<int64_t>(memory::LargestNodeArgumentBytes(graph)) * 11 / 10);
 }
 
@@ -77,12 +69,25 @@ PlannerOptions Options(int devices, int64_t budget) {
   return options;
 }
 
+// `graph` planned with `options` but not fitted, then fitted, with the
+// fitting's report in `report`.
+absl::StatusOr<Plan> PlanThenFit(const Graph& graph, PlannerOptions options,
+                                 SpillReport* report) {
+  options.fit_memory = false;
+  absl::StatusOr<Plan> plan = PlanGraph(graph, options);
+  if (!plan.ok()) return plan;
+  options.fit_memory = true;
+  const absl::Status fitted = FitMemoryBudgets(graph, options, &*plan, report);
+  if (!fitted.ok()) return fitted;
+  return plan;
+}
+
 TEST(SpillFittingTest, PlanThatFitsIsLeftAlone) {
   const Graph graph = memory::testing::RandomGraph(7);
   absl::StatusOr<Plan> free_plan = PlanGraph(graph, Options(2, 0));
   ASSERT_OK(free_plan);
   absl::StatusOr<Plan> plan =
-      PlanGraph(graph, Options(2, LargestArena(*free_plan)));
+      PlanGraph(graph, Options(2, free_plan->LargestArenaBytes()));
   ASSERT_OK(plan);
   EXPECT_EQ(plan->graph, nullptr);
   EXPECT_EQ(plan->num_nodes(), graph.num_nodes());
@@ -158,7 +163,7 @@ TEST(SpillFittingTest, DnnGraphsFitAndTheRelaxedPlanIsNoSlower) {
       for (const int percent : {50, 75}) {
         SCOPED_TRACE(absl::StrCat(name, " on ", devices, " at ", percent, "%"));
         const int64_t budget = Budget(graph, *free_plan, percent);
-        if (budget >= LargestArena(*free_plan)) continue;  // fits already
+        if (budget >= free_plan->LargestArenaBytes()) continue;  // fits already
         ++attempted;
         PlannerOptions options = Options(devices, budget);
         absl::StatusOr<Plan> plan = PlanGraph(graph, options);
@@ -171,14 +176,9 @@ TEST(SpillFittingTest, DnnGraphsFitAndTheRelaxedPlanIsNoSlower) {
         ExpectSoundFit(graph, *plan, budget);
         ASSERT_NE(plan->graph, nullptr);
         // Fitting again reports what the plan holds.
-        absl::StatusOr<Plan> again = PlanGraph(graph, [&] {
-          PlannerOptions o = options;
-          o.fit_memory = false;
-          return o;
-        }());
-        ASSERT_OK(again);
         SpillReport report;
-        ASSERT_OK(FitMemoryBudgets(graph, options, &*again, &report));
+        absl::StatusOr<Plan> again = PlanThenFit(graph, options, &report);
+        ASSERT_OK(again);
         int64_t spilled = 0;
         for (const DeviceMemory& m : again->memory) spilled += m.spilled_bytes;
         EXPECT_EQ(report.spilled_bytes, spilled);
@@ -218,12 +218,9 @@ TEST(SpillFittingTest, TwoDevicesKeepTheirParallelismUnderABudget) {
       const int64_t budget = Budget(graph, *free_plan, percent);
       PlannerOptions options = Options(2, budget);
       options.simulate = true;
-      options.fit_memory = false;
-      absl::StatusOr<Plan> plan = PlanGraph(graph, options);
-      ASSERT_OK(plan);
-      options.fit_memory = true;
       SpillReport report;
-      ASSERT_OK(FitMemoryBudgets(graph, options, &*plan, &report));
+      absl::StatusOr<Plan> plan = PlanThenFit(graph, options, &report);
+      ASSERT_OK(plan);
       ExpectSoundFit(graph, *plan, budget);
       EXPECT_LE(report.makespan_us, report.ordered_makespan_us);
       EXPECT_LE(plan->estimated_makespan_us, free_plan->estimated_makespan_us *
@@ -310,12 +307,9 @@ TEST(SpillFittingTest, AutoOrderFitsTheOtherOrderWhereTheFirstSpills) {
   PlannerOptions options = Options(1, 0);
   options.device_memory_bytes = {5 << 20};
   options.simulate = true;
-  options.fit_memory = false;
-  absl::StatusOr<Plan> plan = PlanGraph(graph, options);
-  ASSERT_OK(plan);
-  options.fit_memory = true;
   SpillReport report;
-  ASSERT_OK(FitMemoryBudgets(graph, options, &*plan, &report));
+  absl::StatusOr<Plan> plan = PlanThenFit(graph, options, &report);
+  ASSERT_OK(plan);
   ExpectSoundFit(graph, *plan, 5 << 20);
   EXPECT_TRUE(report.memory_aware_order);
   EXPECT_EQ(report.spills, 0);
@@ -323,13 +317,7 @@ TEST(SpillFittingTest, AutoOrderFitsTheOtherOrderWhereTheFirstSpills) {
 
   options.memory_order = MemoryOrderKind::kSubmitted;
   SpillReport submitted;
-  absl::StatusOr<Plan> spilling = PlanGraph(graph, [&] {
-    PlannerOptions o = options;
-    o.fit_memory = false;
-    return o;
-  }());
-  ASSERT_OK(spilling);
-  ASSERT_OK(FitMemoryBudgets(graph, options, &*spilling, &submitted));
+  ASSERT_OK(PlanThenFit(graph, options, &submitted));
   EXPECT_GT(submitted.spills, 0);
   EXPECT_LT(report.makespan_us, submitted.makespan_us);
   // Both fittings' plans are counted.

@@ -192,14 +192,6 @@ void Row(const std::string& name, const Graph& graph) {
           std::max<int64_t>(spills->lower_bound_bytes, 1));
 }
 
-int64_t LargestArena(const Plan& plan) {
-  int64_t arena = 0;
-  for (const DeviceMemory& m : plan.memory) {
-    arena = std::max(arena, m.arena_bytes);
-  }
-  return arena;
-}
-
 PlannerOptions SpillOptions(int devices, int64_t budget) {
   PlannerOptions options;
   options.num_devices = devices;
@@ -252,7 +244,7 @@ void SpillRows(const std::string& name, const Graph& graph) {
                    std::string(free_plan.status().message()).c_str());
       std::exit(1);
     }
-    const int64_t arena = LargestArena(*free_plan);
+    const int64_t arena = free_plan->LargestArenaBytes();
     const double free_us = free_plan->estimated_makespan_us;
     for (const int percent : {50, 75}) {
       const int64_t budget =
@@ -289,7 +281,7 @@ void SpillRows(const std::string& name, const Graph& graph) {
         fitted = std::move(plan);
       }
       const int64_t final_arena =
-          status.ok() ? LargestArena(fitted) : ArenaOf(status);
+          status.ok() ? fitted.LargestArenaBytes() : ArenaOf(status);
       // Spilled bytes over PlanSpills' bound for an order, on one device.
       auto over_bound = [&](absl::Span<const NodeId> order) {
         if (devices != 1) return std::string("-");
