@@ -11,24 +11,34 @@
 namespace weft::scheduler::memory {
 namespace {
 
-// Pairs (later, earlier) of local indices into a symmetric Csr.
-Csr Symmetric(int n, const std::vector<std::pair<int32_t, int32_t>>& pairs) {
+// The symmetric graph from each copy's conflicts with earlier copies:
+// row k of `earlier` (any order) holds local indices below k. Row k of the
+// result is its earlier row sorted, then the later copies that list k, in
+// ascending order as they are met: no row needs a full sort.
+Csr Symmetric(Csr earlier) {
+  const int n = earlier.rows();
+  std::vector<int32_t> later_count(n, 0);
+  for (int k = 0; k < n; ++k) {
+    auto begin = earlier.items.begin() + earlier.offsets[k];
+    auto end = earlier.items.begin() + earlier.offsets[k + 1];
+    std::sort(begin, end);
+    for (auto it = begin; it != end; ++it) ++later_count[*it];
+  }
   Csr csr;
   csr.offsets.assign(n + 1, 0);
-  for (const auto& [a, b] : pairs) {
-    ++csr.offsets[a + 1];
-    ++csr.offsets[b + 1];
-  }
-  for (int k = 0; k < n; ++k) csr.offsets[k + 1] += csr.offsets[k];
-  csr.items.resize(csr.offsets[n]);
-  std::vector<int32_t> fill(csr.offsets.begin(), csr.offsets.end() - 1);
-  for (const auto& [a, b] : pairs) {
-    csr.items[fill[a]++] = b;
-    csr.items[fill[b]++] = a;
-  }
   for (int k = 0; k < n; ++k) {
-    std::sort(csr.items.begin() + csr.offsets[k],
-              csr.items.begin() + csr.offsets[k + 1]);
+    csr.offsets[k + 1] = csr.offsets[k] +
+                         (earlier.offsets[k + 1] - earlier.offsets[k]) +
+                         later_count[k];
+  }
+  csr.items.resize(csr.offsets[n]);
+  // Where each row's later part goes next.
+  std::vector<int32_t> fill(n);
+  for (int k = 0; k < n; ++k) {
+    const auto row = earlier.Row(k);
+    std::copy(row.begin(), row.end(), csr.items.begin() + csr.offsets[k]);
+    fill[k] = csr.offsets[k] + static_cast<int32_t>(row.size());
+    for (const int32_t a : row) csr.items[fill[a]++] = k;
   }
   return csr;
 }
@@ -67,42 +77,33 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
   const std::vector<int64_t> overlaps_from =
       IssueOverlapsFrom(lifetimes, graph.copies);
   const HappensBefore& hb = lifetimes.happens_before();
-  const int num_positions = hb.num_positions();
 
-  // Streams that start copies of this device, and their last start.
-  std::vector<int32_t> slot_of(hb.num_streams(), -1);
-  std::vector<int32_t> last_start;
-  for (const int32_t c : graph.copies) {
-    for (const int32_t g : lifetimes.Starts(c)) {
-      const int32_t t = hb.point(g).stream;
-      if (slot_of[t] < 0) {
-        slot_of[t] = static_cast<int32_t>(last_start.size());
-        last_start.push_back(g);
-      }
-      last_start[slot_of[t]] = std::max(last_start[slot_of[t]], g);
-    }
-  }
-  const int num_slots = static_cast<int>(last_start.size());
-  std::vector<std::vector<int32_t>> pending(num_slots);  // local indices
+  // Retired copies (issue interval closed) by the stream of each of their
+  // last uses: (that use's place on the stream, local index), ascending.
+  // A start of a later copy knows a prefix of each stream: the retired
+  // copies it does not know finished are the suffixes past it.
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> retired(
+      hb.num_streams());
+  std::vector<int32_t> retired_streams;  // those with a retired copy
 
   // Active copies (issue interval still open), retired by last use.
   std::vector<int32_t> active;
   std::vector<int32_t> active_at(n, -1);
   using Entry = std::pair<int32_t, int32_t>;  // (last, local)
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> by_last;
-  std::vector<int32_t> last_on_stream(hb.num_streams(), -1);
-  int32_t cursor = 0;  // positions below it are in last_on_stream
   std::vector<uint32_t> stamp(n, 0);
   uint32_t now = 0;
-  std::vector<std::pair<int32_t, int32_t>> pairs;
+  // Row k: the earlier copies that conflict with copy k. The pairs that
+  // overlap in issue order are a count it reaches anyway.
+  Csr earlier;
+  earlier.offsets.reserve(n + 1);
+  earlier.items.reserve(
+      static_cast<size_t>(std::min<int64_t>(overlaps_from[0], max_conflicts)));
 
   for (int k = 0; k < n; ++k) {
     const int32_t c = graph.copies[k];
     const BufferCopy& copy = lifetimes.copy(c);
     const int32_t p = copy.first;
-    for (; cursor <= p && cursor < num_positions; ++cursor) {
-      last_on_stream[hb.point(cursor).stream] = cursor;
-    }
     while (!by_last.empty() && by_last.top().first < p) {
       const int32_t a = by_last.top().second;
       by_last.pop();
@@ -111,38 +112,38 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
       active_at[active[at]] = at;
       active.pop_back();
       active_at[a] = -1;
-      const int32_t last = lifetimes.copy(graph.copies[a]).last;
-      for (int t = 0; t < num_slots; ++t) {
-        if (last_start[t] > last) pending[t].push_back(a);
+      for (const Point& end : lifetimes.Ends(graph.copies[a])) {
+        std::vector<std::pair<int32_t, int32_t>>& list = retired[end.stream];
+        if (list.empty()) retired_streams.push_back(end.stream);
+        // Retired by last use overall, so nearly in order on each stream.
+        list.emplace_back(end.seq, a);
+        for (size_t i = list.size() - 1;
+             i > 0 && list[i - 1].first > list[i].first; --i) {
+          std::swap(list[i - 1], list[i]);
+        }
       }
     }
     ++now;
     for (const int32_t a : active) {
       stamp[a] = now;
-      pairs.emplace_back(k, a);
+      earlier.items.push_back(a);
     }
     for (const int32_t g : lifetimes.Starts(c)) {
-      const int32_t stream = hb.point(g).stream;
-      std::vector<int32_t>& list = pending[slot_of[stream]];
-      const int32_t h = last_on_stream[stream];
-      size_t kept = 0;
-      for (size_t i = 0; i < list.size(); ++i) {
-        const int32_t a = list[i];
-        const auto ends = lifetimes.Ends(graph.copies[a]);
-        // h comes no later than g on the stream, so what g does not know h
-        // does not know either: a conflict keeps `a` without asking h.
-        if (stamp[a] != now && !hb.AllBefore(ends, g)) {
+      for (const int32_t u : retired_streams) {
+        const std::vector<std::pair<int32_t, int32_t>>& list = retired[u];
+        const int32_t known = hb.Known(g, u);
+        // The suffix past what g knows, from the back: no search.
+        for (auto it = list.rbegin(); it != list.rend() && it->first > known;
+             ++it) {
+          const int32_t a = it->second;
+          if (stamp[a] == now) continue;
           stamp[a] = now;
-          pairs.emplace_back(k, a);
-          list[kept++] = a;
-          continue;
+          earlier.items.push_back(a);
         }
-        if (h >= 0 && hb.AllBefore(ends, h)) continue;  // known from here on
-        list[kept++] = a;
       }
-      list.resize(kept);
     }
-    if (static_cast<int64_t>(pairs.size()) + overlaps_from[k + 1] >
+    earlier.offsets.push_back(static_cast<int32_t>(earlier.items.size()));
+    if (static_cast<int64_t>(earlier.items.size()) + overlaps_from[k + 1] >
         max_conflicts) {
       graph.complete = false;
       graph.conflicts = Csr();
@@ -152,7 +153,7 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
     active.push_back(k);
     by_last.emplace(copy.last, k);
   }
-  graph.conflicts = Symmetric(n, pairs);
+  graph.conflicts = Symmetric(std::move(earlier));
   return graph;
 }
 

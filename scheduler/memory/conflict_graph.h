@@ -5,10 +5,12 @@
 // Built in one sweep over issue order: a copy conflicts with the copies
 // whose issue intervals overlap its own (the executor may run them in issue
 // order) and with earlier ones that the streams of its first uses do not
-// yet know have finished. The latter are kept per stream in lists that
-// forget a copy once the stream's last issued node knows it finished
-// (stream knowledge only grows), so the sweep costs
-// O(copies * streams + conflicts) plus clock checks.
+// yet know have finished. The latter are found from the retired copies
+// (issue interval closed) kept by the stream of each of their last uses,
+// in order along it: a first use knows a prefix of each such list by its
+// clock, and conflicts with exactly the suffix past it. So the sweep costs
+// O(first uses * streams + conflicts), and rows need no full sort (each is
+// its earlier conflicts sorted, then the later ones as met).
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_CONFLICT_GRAPH_H_
