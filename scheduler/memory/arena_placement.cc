@@ -5,6 +5,7 @@
 #include "scheduler/memory/arena_placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <queue>
@@ -55,11 +56,99 @@ int64_t Improve(const Csr& conflicts, absl::Span<const int64_t> sizes,
   return arena;
 }
 
+namespace {
+
+// Where the copy of `size` bytes goes among `placed` (offset, end) pairs
+// sorted by offset (copies at one offset in any order): the smallest gap
+// that fits it (the lowest with `first_fit`), else the highest end.
+int64_t BestGap(const std::vector<std::pair<int64_t, int64_t>>& placed,
+                int64_t size, bool first_fit) {
+  int64_t best = -1;
+  int64_t best_gap = std::numeric_limits<int64_t>::max();
+  int64_t top = 0;  // highest end so far
+  for (const auto& [offset, end] : placed) {
+    if (offset > top) {
+      const int64_t gap = offset - top;
+      if (gap >= size && gap < best_gap) {
+        best = top;
+        best_gap = gap;
+        if (gap == size || first_fit) break;
+      }
+    }
+    top = std::max(top, end);
+  }
+  return best >= 0 ? best : top;
+}
+
+// With a `height` that holds the copy of `size` bytes: offset 0 if no
+// (offset, end) of `placed` reaches into [0, size), else the top of
+// [0, height) if none reaches in there; -1 otherwise or without one.
+int64_t EitherEnd(const std::vector<std::pair<int64_t, int64_t>>& placed,
+                  int64_t size, int64_t height) {
+  if (height < size || size <= 0) return -1;
+  const int64_t high = height - size;
+  bool low_free = true, high_free = true;
+  for (const auto& [offset, end] : placed) {
+    low_free = low_free && offset >= size;
+    high_free = high_free && (end <= high || offset >= height);
+  }
+  return low_free ? 0 : high_free ? high : -1;
+}
+
+// Place for a dense conflict graph: every placed copy kept in offset
+// order, and each copy's conflicting ones picked out by a mark as that
+// order is walked, which costs less than sorting each copy's placed
+// neighbors once they are a large share of all copies. Same result.
+int64_t PlaceDense(const Csr& conflicts, absl::Span<const int64_t> sizes,
+                   absl::Span<const int32_t> order, bool first_fit,
+                   std::vector<int64_t>* offsets, int64_t height) {
+  const int n = static_cast<int>(sizes.size());
+  int64_t arena = 0;
+  std::vector<int32_t> by_offset;  // placed copies of nonzero size
+  by_offset.reserve(n);
+  std::vector<int32_t> mark(n, -1);
+  std::vector<std::pair<int64_t, int64_t>> placed;  // (offset, end)
+  for (const int32_t k : order) {
+    for (const int32_t a : conflicts.Row(k)) mark[a] = k;
+    placed.clear();
+    for (const int32_t a : by_offset) {
+      if (mark[a] == k) {
+        const int64_t offset = (*offsets)[a];
+        placed.emplace_back(offset, offset + sizes[a]);
+      }
+    }
+    int64_t offset = EitherEnd(placed, sizes[k], height);
+    if (offset < 0) offset = BestGap(placed, sizes[k], first_fit);
+    (*offsets)[k] = offset;
+    arena = std::max(arena, offset + sizes[k]);
+    if (sizes[k] > 0) {
+      const auto at = std::upper_bound(
+          by_offset.begin(), by_offset.end(), offset,
+          [&](int64_t o, int32_t a) { return o < (*offsets)[a]; });
+      by_offset.insert(at, k);
+    }
+  }
+  return arena;
+}
+
+}  // namespace
+
 int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
               absl::Span<const int32_t> order, bool first_fit,
               std::vector<int64_t>* offsets, int64_t height) {
   const int n = static_cast<int>(sizes.size());
   offsets->assign(n, -1);
+  // Dense: sorting each copy's placed neighbors (about pairs * log of the
+  // mean degree) would cost more than walking all placed copies for each
+  // (about n^2 / 2, and as much again to keep them in order).
+  const int64_t pairs = static_cast<int64_t>(conflicts.items.size());
+  if (n > 0 && pairs > 0) {
+    const double mean_degree = static_cast<double>(pairs) / n;
+    if (static_cast<double>(pairs) * std::log2(std::max(mean_degree, 2.0)) >
+        static_cast<double>(n) * n) {
+      return PlaceDense(conflicts, sizes, order, first_fit, offsets, height);
+    }
+  }
   int64_t arena = 0;
   std::vector<std::pair<int64_t, int64_t>> placed;  // (offset, end)
   // Sort keys: offset above the index into `placed`, where both fit (one
@@ -78,57 +167,25 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
         keyed = keyed && offset < kMaxKeyedOffset;
       }
     }
-    int64_t best = -1;
-    int64_t best_gap = std::numeric_limits<int64_t>::max();
-    if (height >= sizes[k] && sizes[k] > 0) {
-      // Either end of [0, height) where free.
-      const int64_t high = height - sizes[k];
-      bool low_free = true, high_free = true;
-      for (const auto& [offset, end] : placed) {
-        low_free = low_free && offset >= sizes[k];
-        high_free = high_free && (end <= high || offset >= height);
-      }
-      if (low_free) {
-        best = 0;
-      } else if (high_free) {
-        best = high;
-      }
-      if (best >= 0) best_gap = 0;
-    }
-    if (best_gap == 0) {
-      (*offsets)[k] = best;
-      arena = std::max(arena, best + sizes[k]);
-      continue;
-    }
-    // Copies at one offset may come in any order: the scan below takes
-    // the highest end among them before it looks for a gap.
-    if (keyed && placed.size() < (size_t{1} << kIndexBits)) {
-      keys.resize(placed.size());
-      for (size_t i = 0; i < placed.size(); ++i) {
-        keys[i] = static_cast<uint64_t>(placed[i].first) << kIndexBits | i;
-      }
-      std::sort(keys.begin(), keys.end());
-      sorted.resize(placed.size());
-      for (size_t i = 0; i < keys.size(); ++i) {
-        sorted[i] = placed[keys[i] & ((uint64_t{1} << kIndexBits) - 1)];
-      }
-      placed.swap(sorted);
-    } else {
-      std::sort(placed.begin(), placed.end());
-    }
-    int64_t top = 0;  // highest end so far
-    for (const auto& [offset, end] : placed) {
-      if (offset > top) {
-        const int64_t gap = offset - top;
-        if (gap >= sizes[k] && gap < best_gap) {
-          best = top;
-          best_gap = gap;
-          if (gap == sizes[k] || first_fit) break;
+    int64_t offset = EitherEnd(placed, sizes[k], height);
+    if (offset < 0) {
+      // Copies at one offset may come in any order (see BestGap).
+      if (keyed && placed.size() < (size_t{1} << kIndexBits)) {
+        keys.resize(placed.size());
+        for (size_t i = 0; i < placed.size(); ++i) {
+          keys[i] = static_cast<uint64_t>(placed[i].first) << kIndexBits | i;
         }
+        std::sort(keys.begin(), keys.end());
+        sorted.resize(placed.size());
+        for (size_t i = 0; i < keys.size(); ++i) {
+          sorted[i] = placed[keys[i] & ((uint64_t{1} << kIndexBits) - 1)];
+        }
+        placed.swap(sorted);
+      } else {
+        std::sort(placed.begin(), placed.end());
       }
-      top = std::max(top, end);
+      offset = BestGap(placed, sizes[k], first_fit);
     }
-    const int64_t offset = best >= 0 ? best : top;
     (*offsets)[k] = offset;
     arena = std::max(arena, offset + sizes[k]);
   }

@@ -30,7 +30,8 @@ int64_t PlaceInOrder(const Csr& conflicts, absl::Span<const int64_t> sizes,
 // none of them up). With a `height`, a copy goes at offset 0 or at the top
 // of [0, height) first, where it conflicts with nothing placed there
 // (chains whose long-lived tensors alternate ends, as in inverted residual
-// blocks, need that). Each copy costs its degree times log of it.
+// blocks, need that). Each copy costs its degree times log of it, or on
+// a dense graph the number of copies placed before it.
 int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
               absl::Span<const int32_t> order, bool first_fit,
               std::vector<int64_t>* offsets, int64_t height = 0);

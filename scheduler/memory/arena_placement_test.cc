@@ -1,6 +1,7 @@
 #include "scheduler/memory/arena_placement.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -131,6 +132,91 @@ TEST(ArenaPlacementPropertyTest, LowerTopIsValidAndNeverBelowTheOptimum) {
   }
   EXPECT_GT(lowered, 5);
   EXPECT_GT(optimal, 290);
+}
+
+// The placement rule written plainly: each copy's placed conflicting
+// copies sorted, either end of `height` where free, else the smallest gap
+// that fits (the lowest with first fit), else above them all.
+std::vector<int64_t> ReferencePlace(const Csr& conflicts,
+                                    const std::vector<int64_t>& sizes,
+                                    const std::vector<int32_t>& order,
+                                    bool first_fit, int64_t height) {
+  std::vector<int64_t> offsets(sizes.size(), -1);
+  for (const int32_t k : order) {
+    std::vector<std::pair<int64_t, int64_t>> placed;
+    for (const int32_t a : conflicts.Row(k)) {
+      if (offsets[a] >= 0 && sizes[a] > 0) {
+        placed.emplace_back(offsets[a], offsets[a] + sizes[a]);
+      }
+    }
+    std::sort(placed.begin(), placed.end());
+    const int64_t size = sizes[k];
+    int64_t offset = -1;
+    if (height >= size && size > 0) {
+      bool low = true, high = true;
+      for (const auto& [at, end] : placed) {
+        low = low && at >= size;
+        high = high && (end <= height - size || at >= height);
+      }
+      offset = low ? 0 : high ? height - size : -1;
+    }
+    if (offset < 0) {
+      int64_t top = 0, best = -1, best_gap = INT64_MAX;
+      for (const auto& [at, end] : placed) {
+        const int64_t gap = at - top;
+        if (gap >= size && gap > 0 && gap < best_gap) {
+          best = top;
+          best_gap = gap;
+          if (first_fit) break;
+        }
+        top = std::max(top, end);
+      }
+      offset = best >= 0 ? best : top;
+    }
+    offsets[k] = offset;
+  }
+  return offsets;
+}
+
+// Place gives the rule's offsets on graphs from sparse to complete (dense
+// ones take the walk over all placed copies instead of sorting each
+// copy's neighbors), with zero sizes, first fit and both ends.
+TEST(ArenaPlacementPropertyTest, PlaceFollowsTheRuleAtEveryDensity) {
+  int dense = 0;
+  for (uint32_t seed = 0; seed < 400; ++seed) {
+    std::mt19937 rng(seed);
+    const int n = 1 + static_cast<int>(rng() % 120);
+    const uint32_t percent = rng() % 101;
+    std::vector<std::pair<int32_t, int32_t>> pairs;
+    for (int a = 0; a < n; ++a) {
+      for (int b = a + 1; b < n; ++b) {
+        if (rng() % 100 < percent) pairs.emplace_back(b, a);
+      }
+    }
+    const Csr conflicts = Conflicts(n, pairs);
+    const double mean = 2.0 * static_cast<double>(pairs.size()) / n;
+    dense += 2.0 * static_cast<double>(pairs.size()) *
+                 std::log2(std::max(mean, 2.0)) >
+             static_cast<double>(n) * n;
+    std::vector<int64_t> sizes(n);
+    for (int64_t& size : sizes) size = 256 * (rng() % 6);  // some zero
+    std::vector<int32_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    const bool first_fit = rng() % 2 == 0;
+    const int64_t height = rng() % 3 == 0 ? 256 * (rng() % 40) : 0;
+    std::vector<int64_t> offsets;
+    const int64_t arena =
+        Place(conflicts, sizes, order, first_fit, &offsets, height);
+    const std::vector<int64_t> expected =
+        ReferencePlace(conflicts, sizes, order, first_fit, height);
+    ASSERT_EQ(offsets, expected) << "seed " << seed;
+    int64_t top = 0;
+    for (int a = 0; a < n; ++a) top = std::max(top, offsets[a] + sizes[a]);
+    ASSERT_EQ(arena, top) << "seed " << seed;
+  }
+  EXPECT_GT(dense, 100);
+  EXPECT_LT(dense, 350);
 }
 
 }  // namespace
