@@ -86,44 +86,70 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
                                 absl::Span<const int64_t> sizes,
                                 std::vector<int32_t> clique, int max_rounds) {
   const int n = static_cast<int>(sizes.size());
+  // For every copy, how many members it conflicts with and the sum of
+  // their ids plus one each (for a copy adjacent to all members but one,
+  // the sum over all members less it names that one), kept up to date as
+  // members come and go rather than recounted from every member's row each
+  // round; and the copies counted.
   std::vector<int32_t> count(n, 0);
-  // The sum of the member indices each copy conflicts with: for a copy
-  // adjacent to all members but one, the total less it names that one.
-  std::vector<int64_t> index_sum(n, 0);
-  std::vector<uint8_t> member(n, 0);
-  std::vector<int32_t> touched;
-  for (int round = 0; round < max_rounds; ++round) {
-    for (const int32_t c : clique) member[c] = 1;
-    touched.clear();
-    for (size_t i = 0; i < clique.size(); ++i) {
-      for (const int32_t a : conflicts.Row(clique[i])) {
-        if (member[a]) continue;
-        if (count[a]++ == 0) touched.push_back(a);
-        index_sum[a] += static_cast<int64_t>(i);
+  std::vector<int64_t> id_sum(n, 0);
+  std::vector<int32_t> member(n, 0);
+  std::vector<int32_t> touched;  // with listed[a] set
+  std::vector<uint8_t> listed(n, 0);
+  int64_t member_id_sum = 0;
+  auto enter = [&](int32_t m) {
+    ++member[m];
+    member_id_sum += m;
+    for (const int32_t a : conflicts.Row(m)) {
+      ++count[a];
+      id_sum[a] += m + 1;
+      if (!listed[a]) {
+        listed[a] = 1;
+        touched.push_back(a);
       }
     }
+  };
+  auto leave = [&](int32_t m) {
+    --member[m];
+    member_id_sum -= m;
+    for (const int32_t a : conflicts.Row(m)) {
+      --count[a];
+      id_sum[a] -= m + 1;
+    }
+  };
+  for (const int32_t c : clique) enter(c);
+  std::vector<int32_t> position(n, -1);  // a member's index in `clique`
+  for (int round = 0; round < max_rounds; ++round) {
     const int32_t k = static_cast<int32_t>(clique.size());
+    for (int32_t i = 0; i < k; ++i) position[clique[i]] = i;
     std::vector<int32_t> all;
     // Copies that conflict with all members but one, by that member.
     std::vector<std::pair<int32_t, int32_t>> near;  // (member index, copy)
+    size_t kept = 0;
     for (const int32_t a : touched) {
+      if (count[a] == 0) {  // next to no member any more
+        listed[a] = 0;
+        continue;
+      }
+      touched[kept++] = a;
+      if (member[a] > 0) continue;
       if (count[a] == k) {
         all.push_back(a);
       } else if (count[a] == k - 1 && all.empty()) {
-        const int64_t all_indices = int64_t{k} * (k - 1) / 2;
-        near.emplace_back(static_cast<int32_t>(all_indices - index_sum[a]), a);
+        const int64_t missing = member_id_sum + (k - 1) - id_sum[a];
+        near.emplace_back(position[missing], a);
       }
-      count[a] = 0;
-      index_sum[a] = 0;
     }
-    for (const int32_t c : clique) member[c] = 0;
+    touched.resize(kept);
     if (!all.empty()) {
       AddGreedily(conflicts, sizes, std::move(all), &clique);
+      for (size_t i = k; i < clique.size(); ++i) enter(clique[i]);
       continue;
     }
     // The best swap of one member for what conflicts with all the others.
     std::sort(near.begin(), near.end());
     int64_t best_gain = 0;
+    int32_t best_out = -1;
     std::vector<int32_t> best;
     for (size_t lo = 0; lo < near.size();) {
       size_t hi = lo;
@@ -140,11 +166,14 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
       for (size_t i = k - 1; i < next.size(); ++i) gain += sizes[next[i]];
       if (gain > best_gain) {
         best_gain = gain;
+        best_out = out;
         best = std::move(next);
       }
       lo = hi;
     }
     if (best_gain <= 0) break;
+    leave(clique[best_out]);
+    for (size_t i = k - 1; i < best.size(); ++i) enter(best[i]);
     clique = std::move(best);
   }
   return clique;
