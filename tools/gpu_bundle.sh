@@ -102,6 +102,7 @@ example user_kernel examples/user_kernel.json y total
 example cg_host examples/conjugate_gradient.json rs x -- --control_mode=host
 example cg_device examples/conjugate_gradient.json rs x -- --control_mode=device
 example halve_or_step examples/halve_or_step.json x n -- --control_mode=host
+example halve_or_step_device examples/halve_or_step.json x n -- --control_mode=device
 kill -INT "${weftd}"
 wait "${weftd}" || status=1
 exit "${status}"

@@ -42,9 +42,11 @@ __global__ void LoopCheckKernel(cudaGraphConditionalHandle handle,
     state->value = 0;
     state->flag = 0;
     state->error = 0;
+    state->run = 0;
   }
   unsigned int again = 0;
-  if (Nonzero(condition, kind)) {
+  // A nested loop at its bound aborts the launch (`error`, see the header).
+  if (state->error == 0 && Nonzero(condition, kind)) {
     if (static_cast<unsigned long long>(state->value) >= max_iterations) {
       state->flag = 1;
     } else {
@@ -53,6 +55,42 @@ __global__ void LoopCheckKernel(cudaGraphConditionalHandle handle,
     }
   }
   cudaGraphSetConditional(handle, again);
+}
+
+__global__ void NestedLoopCheckKernel(cudaGraphConditionalHandle handle,
+                                      const void* condition, int32_t kind,
+                                      ControlState* state,
+                                      unsigned long long max_iterations,
+                                      int32_t start, int32_t* abort) {
+  if (start) state->run = 0;
+  unsigned int again = 0;
+  if (*abort == 0 && Nonzero(condition, kind)) {
+    if (static_cast<unsigned long long>(state->run) >= max_iterations) {
+      state->flag = 1;
+      *abort = 1;
+    } else {
+      ++state->run;
+      ++state->value;
+      again = 1;
+    }
+  }
+  cudaGraphSetConditional(handle, again);
+}
+
+__global__ void NestedCaseSelectKernel(cudaGraphConditionalHandle handle,
+                                       const void* selector, int32_t is_int64,
+                                       unsigned int branches,
+                                       ControlState* state,
+                                       const int32_t* abort) {
+  unsigned int chosen = branches;
+  if (*abort == 0) {
+    const int64_t value = Selector(selector, is_int64);
+    const bool in_range = value >= 0 && value < static_cast<int64_t>(branches);
+    ++state->run;
+    state->value = in_range ? value : -1;
+    if (in_range) chosen = static_cast<unsigned int>(value);
+  }
+  cudaGraphSetConditional(handle, chosen);
 }
 
 __global__ void CaseSelectKernel(cudaGraphConditionalHandle handle,
@@ -87,10 +125,9 @@ __global__ void CaseLaunchKernel(const void* selector, int32_t is_int64,
   __threadfence_system();
 }
 
-__global__ void ReportKernel(const ControlState* state, ControlState* out) {
-  out->value = state->value;
-  out->flag = state->flag;
-  out->error = state->error;
+__global__ void ReportKernel(const ControlState* state, ControlState* out,
+                             int32_t count) {
+  for (int32_t i = 0; i < count; ++i) out[i] = state[i];
   __threadfence_system();
 }
 
@@ -200,10 +237,11 @@ struct CaseLaunchArgs {
 struct ReportArgs {
   const ControlState* state;
   ControlState* out;
-  void* ptrs[2];
+  int32_t count;
+  void* ptrs[3];
 
-  ReportArgs(const ControlState* s, ControlState* o)
-      : state(s), out(o), ptrs{&state, &out} {}
+  ReportArgs(const ControlState* s, ControlState* o, int32_t n)
+      : state(s), out(o), count(n), ptrs{&state, &out, &count} {}
   ReportArgs(const ReportArgs&) = delete;
   ReportArgs& operator=(const ReportArgs&) = delete;
 
@@ -234,6 +272,37 @@ absl::Status LaunchLoopCheck(cudaGraphConditionalHandle handle,
   return WEFT_CUDA_STATUS(cudaLaunchKernelEx(
       &config, LoopCheckKernel, handle, condition, static_cast<int32_t>(kind),
       state, static_cast<unsigned long long>(max_iterations), int32_t{0}));
+}
+
+absl::Status LaunchNestedLoopCheck(cudaGraphConditionalHandle handle,
+                                   const void* condition, ConditionKind kind,
+                                   ControlState* state, uint64_t max_iterations,
+                                   bool start, int32_t* abort,
+                                   cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = stream;
+  return WEFT_CUDA_STATUS(
+      cudaLaunchKernelEx(&config, NestedLoopCheckKernel, handle, condition,
+                         static_cast<int32_t>(kind), state,
+                         static_cast<unsigned long long>(max_iterations),
+                         static_cast<int32_t>(start ? 1 : 0), abort));
+}
+
+absl::Status LaunchNestedCaseSelect(cudaGraphConditionalHandle handle,
+                                    const void* selector, bool is_int64,
+                                    uint32_t branches, ControlState* state,
+                                    int32_t* abort, cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = stream;
+  return WEFT_CUDA_STATUS(
+      cudaLaunchKernelEx(&config, NestedCaseSelectKernel, handle, selector,
+                         static_cast<int32_t>(is_int64 ? 1 : 0),
+                         static_cast<unsigned int>(branches), state,
+                         static_cast<const int32_t*>(abort)));
 }
 
 absl::Status SetLoopCheckNode(cudaGraphNode_t node,
@@ -282,14 +351,15 @@ absl::Status SetCaseLaunchNode(cudaGraphExec_t exec, cudaGraphNode_t node,
 
 absl::Status AddReportNode(cudaGraph_t graph, NodeDeps deps,
                            const ControlState* state, ControlState* out,
-                           cudaGraphNode_t* node) {
-  ReportArgs args(state, out);
+                           int32_t count, cudaGraphNode_t* node) {
+  ReportArgs args(state, out, count);
   return AddNode(graph, deps, args.params(), node);
 }
 
 absl::Status SetReportNode(cudaGraphExec_t exec, cudaGraphNode_t node,
-                           const ControlState* state, ControlState* out) {
-  ReportArgs args(state, out);
+                           const ControlState* state, ControlState* out,
+                           int32_t count) {
+  ReportArgs args(state, out, count);
   return SetNode(exec, node, args.params());
 }
 

@@ -17,8 +17,17 @@
 //   executable graph from the device (cudaGraphLaunch with
 //   cudaStreamGraphFireAndForget), writing the branch taken and the launch's
 //   result straight into a ControlState in pinned, mapped host memory.
-// - The report copies a ControlState from device memory into a pinned,
-//   mapped host slot, so that a host callback after the graph can read it.
+// - The nested loop check and nested case select do the same for a loop or
+//   case inside another's body. A nested loop counts its iterations over
+//   all of its runs in `value` and those of its current run in `run`; a
+//   nested case counts its runs in `run` and keeps its last branch in
+//   `value`. Both share an abort word with the outermost control (its
+//   ControlState::error): a nested loop at its bound raises its flag and
+//   the abort word, after which every check of the launch ends its loop
+//   and every select picks no branch, so the whole launch winds down.
+// - The report copies ControlStates from device memory into pinned,
+//   mapped host slots, so that a host callback after the graph can read
+//   them.
 //
 // cudaGraphSetConditional and the device-side cudaGraphLaunch are builtins
 // of the device runtime that ptxas resolves: the kernels need neither
@@ -50,11 +59,14 @@ enum class ConditionKind : int32_t {
 // What a control kernel leaves for the host: a loop's iterations and
 // whether it hit its bound (flag 1); a case's branch taken (-1 for none)
 // and, for the device-launch path, the cudaError_t of the branch's launch
-// in `error` (0 when it launched or none was chosen).
+// in `error` (0 when it launched or none was chosen). The outermost
+// control's `error` is the abort word of the controls nested in it, and
+// `run` counts what the nested kernels say above.
 struct ControlState {
   int64_t value = 0;
   int32_t flag = 0;
   int32_t error = 0;
+  int64_t run = 0;
 };
 
 // A single-thread kernel node's placement in a graph.
@@ -84,6 +96,21 @@ absl::Status SetLoopCheckNode(cudaGraphNode_t node,
                               ControlState* state, uint64_t max_iterations,
                               bool reset);
 
+// The check of a loop nested in another control's body, captured on
+// `stream`: before the loop's conditional node with `start` (a new run),
+// and at the end of its body without. `abort` is the outermost control's
+// abort word.
+absl::Status LaunchNestedLoopCheck(cudaGraphConditionalHandle handle,
+                                   const void* condition, ConditionKind kind,
+                                   ControlState* state, uint64_t max_iterations,
+                                   bool start, int32_t* abort,
+                                   cudaStream_t stream);
+// The select of a nested case, captured on `stream` before its node.
+absl::Status LaunchNestedCaseSelect(cudaGraphConditionalHandle handle,
+                                    const void* selector, bool is_int64,
+                                    uint32_t branches, ControlState* state,
+                                    int32_t* abort, cudaStream_t stream);
+
 // The case select as a kernel node, and new parameters for one (as
 // SetLoopCheckNode). `is_int64` picks the selector's width.
 absl::Status AddCaseSelectNode(cudaGraph_t graph, NodeDeps deps,
@@ -109,13 +136,15 @@ absl::Status SetCaseLaunchNode(cudaGraphExec_t exec, cudaGraphNode_t node,
                                const cudaGraphExec_t* execs, uint32_t branches,
                                ControlState* out);
 
-// The report (copies `state` to `out`, pinned mapped host memory) as a
-// kernel node, and its destination updated in place per launch.
+// The report (copies `count` states from `state` to `out`, pinned mapped
+// host memory) as a kernel node, and its destination updated in place per
+// launch.
 absl::Status AddReportNode(cudaGraph_t graph, NodeDeps deps,
                            const ControlState* state, ControlState* out,
-                           cudaGraphNode_t* node);
+                           int32_t count, cudaGraphNode_t* node);
 absl::Status SetReportNode(cudaGraphExec_t exec, cudaGraphNode_t node,
-                           const ControlState* state, ControlState* out);
+                           const ControlState* state, ControlState* out,
+                           int32_t count);
 
 }  // namespace weft::runtime::cuda
 

@@ -366,6 +366,12 @@ class CudaBackendImpl final : public CudaBackend {
   bool supports_device_loops() const override {
     return driver_version_ >= kWhileDriverVersion;
   }
+  // Loops and cases nested in a conditional node's body are conditional
+  // nodes there (cuda_device_control.h), unless cases go by device launch.
+  bool supports_nested_device_control() const override {
+    return supports_device_loops() && !options_.device_launch_cases &&
+           driver_version_ >= kSwitchDriverVersion;
+  }
   absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
                                 StreamHandle /*body_stream*/) override {
     if (!supports_device_loops()) return NoConditionalNodes();
@@ -499,9 +505,11 @@ class CudaBackendImpl final : public CudaBackend {
       WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(h));
       return s.stream;
     };
-    hooks.capture = [this](const DeviceGraph& graph, cudaGraph_t target,
-                           const cuda::CudaGraphCache::CaptureTail& tail) {
-      return graphs_.CaptureToGraph(graph, target, tail);
+    hooks.capture = [this](
+                        const DeviceGraph& graph, cudaGraph_t target,
+                        const cuda::CudaGraphCache::CaptureTail& tail,
+                        const cuda::CudaGraphCache::CaptureControl& control) {
+      return graphs_.CaptureToGraph(graph, target, tail, control);
     };
     hooks.report = [this](StreamHandle h,
                           cuda::CudaDeviceControl::Report report) {

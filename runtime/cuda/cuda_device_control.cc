@@ -1,10 +1,15 @@
 #include "runtime/cuda/cuda_device_control.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "runtime/cuda/control_args.h"
 #include "runtime/cuda/cuda_status.h"
 #include "scheduler/status_macros.h"
@@ -70,7 +75,66 @@ bool Empty(const DeviceGraph* graph) {
   return graph == nullptr || graph->nodes.empty();
 }
 
+// What the report of a launch needs of a control nested in it.
+struct NestedReport {
+  std::string name;
+  bool loop = true;
+  uint32_t max_iterations = 0;
+  std::shared_ptr<std::atomic<int64_t>> result;
+};
+
+std::vector<NestedReport> NestedReports(
+    absl::Span<const DeviceGraph* const> bodies) {
+  std::vector<const DeviceGraphControl*> controls;
+  for (const DeviceGraph* body : bodies) {
+    if (body != nullptr) NestedControls(*body, controls);
+  }
+  std::vector<NestedReport> reports;
+  reports.reserve(controls.size());
+  for (const DeviceGraphControl* control : controls) {
+    reports.push_back(NestedReport{control->name, control->loop,
+                                   control->max_iterations, control->result});
+  }
+  return reports;
+}
+
+// Stores each nested control's result from its word (`states`, in
+// preorder) and returns the error of the first loop that hit its bound.
+absl::Status ReportNested(const ControlState* states,
+                          const std::vector<NestedReport>& nested) {
+  absl::Status first;
+  for (size_t i = 0; i < nested.size(); ++i) {
+    const ControlState& state = states[i];
+    const NestedReport& report = nested[i];
+    if (report.result != nullptr) {
+      report.result->store(report.loop     ? state.value
+                           : state.run > 0 ? state.value
+                                           : -1);
+    }
+    if (report.loop && state.flag != 0 && first.ok()) {
+      first = absl::FailedPreconditionError(absl::StrCat(
+          "loop '", report.name, "' would exceed max_iterations ",
+          report.max_iterations, ": its condition still holds after ",
+          state.run, " iterations (evaluated on the device)"));
+    }
+  }
+  return first;
+}
+
 }  // namespace
+
+void NestedControls(const DeviceGraph& graph,
+                    std::vector<const DeviceGraphControl*>& out) {
+  for (const DeviceGraphNode& node : graph.nodes) {
+    if (node.kind != DeviceGraphNodeKind::kControl || node.control == nullptr) {
+      continue;
+    }
+    out.push_back(node.control.get());
+    for (const DeviceGraph& body : node.control->bodies) {
+      NestedControls(body, out);
+    }
+  }
+}
 
 ConditionKind ConditionKindOf(DType dtype) {
   switch (dtype) {
@@ -97,6 +161,7 @@ CudaDeviceControl::~CudaDeviceControl() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, c] : loops_) Destroy(*c);
   for (auto& [key, c] : cases_) Destroy(*c);
+  for (auto& c : retired_) Destroy(*c);
   for (auto& [key, l] : launchers_) Destroy(*l);
   (void)cudaGetLastError();
 }
@@ -127,6 +192,20 @@ void CudaDeviceControl::Destroy(Launcher& l) {
   }
   if (l.done != nullptr) (void)cudaEventDestroy(l.done);
   l = Launcher{};
+  (void)cudaGetLastError();
+}
+
+void CudaDeviceControl::SweepRetired() {
+  for (size_t i = 0; i < retired_.size();) {
+    Conditional& c = *retired_[i];
+    if (c.done != nullptr && cudaEventQuery(c.done) == cudaErrorNotReady) {
+      ++i;
+      continue;
+    }
+    Destroy(c);
+    retired_[i] = std::move(retired_.back());
+    retired_.pop_back();
+  }
   (void)cudaGetLastError();
 }
 
@@ -169,21 +248,109 @@ absl::Status CudaDeviceControl::FillLoop(Conditional& c,
   const uint64_t max = loop.max_iterations;
   WEFT_RETURN_IF_ERROR(RemoveNodes(c.bodies[0]));
   // The body, then the check that decides on the next iteration.
-  WEFT_RETURN_IF_ERROR(hooks_
-                           .capture(*loop.body, c.bodies[0],
-                                    [=](cudaStream_t origin) {
-                                      return LaunchLoopCheck(handle, condition,
-                                                             kind, state, max,
-                                                             origin);
-                                    })
-                           .status());
+  int next = 0;
+  WEFT_RETURN_IF_ERROR(
+      CaptureBody(c, next, *loop.body, c.bodies[0], [=](cudaStream_t origin) {
+        return LaunchLoopCheck(handle, condition, kind, state, max, origin);
+      }));
+  if (next != c.nested) {
+    return absl::InternalError(absl::StrCat(
+        "captured ", next, " nested controls, expected ", c.nested));
+  }
   return SetLoopCheckNode(c.check, handle, condition, kind, state, max,
                           /*reset=*/true);
+}
+
+absl::Status CudaDeviceControl::CaptureBody(
+    Conditional& c, int& next, const DeviceGraph& body, cudaGraph_t target,
+    const CudaGraphCache::CaptureTail& tail) {
+  CudaGraphCache::CaptureControl control =
+      [this, &c, &next](const DeviceGraphControl& nested, cudaStream_t lane,
+                        const CudaGraphCache::CaptureBody& capture_body)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return CaptureNested(c, next, nested, lane, capture_body);
+          };
+  return hooks_.capture(body, target, tail, control).status();
+}
+
+absl::Status CudaDeviceControl::CaptureNested(
+    Conditional& c, int& next, const DeviceGraphControl& control,
+    cudaStream_t lane, const CudaGraphCache::CaptureBody& capture_body) {
+  const int index = ++next;
+  if (index > c.nested) {
+    return absl::InternalError(
+        absl::StrCat("nested control '", control.name, "' has no device word"));
+  }
+  ControlState* state = c.state + index;
+  int32_t* abort = &c.state->error;
+  const void* value = reinterpret_cast<const void*>(control.value.address);
+  const unsigned int size =
+      control.loop ? 1u : static_cast<unsigned int>(control.bodies.size());
+  // The graph being captured into: the handle and the node belong to it.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamGetCaptureInfo(
+      lane, &capturing, nullptr, &graph, nullptr, nullptr, nullptr));
+  if (capturing != cudaStreamCaptureStatusActive || graph == nullptr) {
+    return absl::InternalError(absl::StrCat("nested control '", control.name,
+                                            "': its lane is not capturing"));
+  }
+  cudaGraphConditionalHandle handle = 0;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
+      &handle, graph, control.loop ? 0u : size, cudaGraphCondAssignDefault));
+  const ConditionKind kind = ConditionKindOf(control.dtype);
+  const uint64_t max = control.max_iterations;
+  if (control.loop) {
+    WEFT_RETURN_IF_ERROR(LaunchNestedLoopCheck(handle, value, kind, state, max,
+                                               /*start=*/true, abort, lane));
+  } else {
+    WEFT_RETURN_IF_ERROR(LaunchNestedCaseSelect(handle, value,
+                                                control.dtype == DType::kInt64,
+                                                size, state, abort, lane));
+  }
+  // The conditional node after the kernel just captured.
+  const cudaGraphNode_t* deps = nullptr;
+  size_t count = 0;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaStreamGetCaptureInfo(
+      lane, &capturing, nullptr, &graph, &deps, nullptr, &count));
+  const std::vector<cudaGraphNode_t> after(deps, deps + count);
+  cudaGraphNodeParams params = {};
+  params.type = cudaGraphNodeTypeConditional;
+  params.conditional.handle = handle;
+  params.conditional.type =
+      control.loop ? cudaGraphCondTypeWhile : cudaGraphCondTypeSwitch;
+  params.conditional.size = size;
+  cudaGraphNode_t node = nullptr;
+  WEFT_CUDA_RETURN_IF_ERROR(cudaGraphAddNode(&node, graph, after.data(),
+                                             nullptr, after.size(), &params));
+  const std::vector<cudaGraph_t> bodies(params.conditional.phGraph_out,
+                                        params.conditional.phGraph_out + size);
+  for (unsigned int i = 0; i < size; ++i) {
+    const DeviceGraph& body = control.bodies[i];
+    if (body.nodes.empty()) {
+      cudaGraphNode_t empty = nullptr;
+      WEFT_CUDA_RETURN_IF_ERROR(
+          cudaGraphAddEmptyNode(&empty, bodies[i], nullptr, 0));
+      continue;
+    }
+    CudaGraphCache::CaptureTail tail;
+    if (control.loop) {
+      tail = [=](cudaStream_t origin) {
+        return LaunchNestedLoopCheck(handle, value, kind, state, max,
+                                     /*start=*/false, abort, origin);
+      };
+    }
+    WEFT_RETURN_IF_ERROR(capture_body(body, bodies[i], tail));
+  }
+  // Later work on the lane follows the whole conditional node.
+  return WEFT_CUDA_STATUS(cudaStreamUpdateCaptureDependencies(
+      lane, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
 }
 
 absl::Status CudaDeviceControl::FillCase(Conditional& c,
                                          const DeviceCase& choice) {
   const uint32_t n = static_cast<uint32_t>(choice.branches.size());
+  int next = 0;
   for (uint32_t i = 0; i < n; ++i) {
     WEFT_RETURN_IF_ERROR(RemoveNodes(c.bodies[i]));
     if (Empty(choice.branches[i])) {
@@ -192,8 +359,12 @@ absl::Status CudaDeviceControl::FillCase(Conditional& c,
           cudaGraphAddEmptyNode(&empty, c.bodies[i], nullptr, 0));
       continue;
     }
-    WEFT_RETURN_IF_ERROR(
-        hooks_.capture(*choice.branches[i], c.bodies[i], nullptr).status());
+    WEFT_RETURN_IF_ERROR(CaptureBody(c, next, *choice.branches[i], c.bodies[i],
+                                     CudaGraphCache::CaptureTail()));
+  }
+  if (next != c.nested) {
+    return absl::InternalError(absl::StrCat(
+        "captured ", next, " nested controls, expected ", c.nested));
   }
   return SetCaseSelectNode(
       c.check, c.handle, reinterpret_cast<const void*>(choice.selector.address),
@@ -223,7 +394,10 @@ CudaDeviceControl::FindConditional(ConditionalCache& cache,
                                    const std::string& key,
                                    const std::string& parameters, int device,
                                    const ConditionalBuild& build) {
-  if (auto it = cache.find(key); it != cache.end()) {
+  SweepRetired();
+  if (auto it = cache.find(key);
+      it != cache.end() &&
+      (it->second->parameters == parameters || it->second->nested == 0)) {
     Conditional* c = it->second.get();
     c->last_use = ++tick_;
     if (c->parameters != parameters) {
@@ -237,24 +411,44 @@ CudaDeviceControl::FindConditional(ConditionalCache& cache,
       c->parameters = parameters;
     }
     return c;
+  } else if (it != cache.end()) {
+    // Nested controls: built anew (see the header).
+    retired_.push_back(std::move(it->second));
+    cache.erase(it);
   }
   auto c = std::make_unique<Conditional>();
   c->device = device;
+  c->nested = build.nested;
   auto make = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
     WEFT_CUDA_RETURN_IF_ERROR(
         cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&c->graph, 0));
     WEFT_CUDA_RETURN_IF_ERROR(cudaGraphConditionalHandleCreate(
         &c->handle, c->graph, build.default_value, cudaGraphCondAssignDefault));
-    WEFT_CUDA_RETURN_IF_ERROR(
-        cudaMalloc(reinterpret_cast<void**>(&c->state), sizeof(ControlState)));
-    WEFT_RETURN_IF_ERROR(build.add_check(*c));
+    const size_t words = 1 + static_cast<size_t>(c->nested);
+    WEFT_CUDA_RETURN_IF_ERROR(cudaMalloc(reinterpret_cast<void**>(&c->state),
+                                         sizeof(ControlState) * words));
+    NodeDeps check_deps;
+    if (c->nested > 0) {
+      // The nested words start every launch at zero.
+      cudaMemsetParams zero = {};
+      zero.dst = c->state + 1;
+      zero.value = 0;
+      zero.elementSize = 4;
+      zero.width = (words - 1) * sizeof(ControlState) / 4;
+      zero.height = 1;
+      WEFT_CUDA_RETURN_IF_ERROR(
+          cudaGraphAddMemsetNode(&c->reset, c->graph, nullptr, 0, &zero));
+      check_deps = NodeDeps{&c->reset, 1};
+    }
+    WEFT_RETURN_IF_ERROR(build.add_check(*c, check_deps));
     cudaGraphNode_t node = nullptr;
     WEFT_RETURN_IF_ERROR(AddConditionalNode(c->graph, c->check, c->handle,
                                             build.type, build.size, &node,
                                             &c->bodies));
     WEFT_RETURN_IF_ERROR(AddReportNode(c->graph, NodeDeps{&node, 1}, c->state,
-                                       nullptr, &c->report));
+                                       nullptr, static_cast<int32_t>(words),
+                                       &c->report));
     WEFT_RETURN_IF_ERROR(build.fill(*c));
     return Refresh(*c);
   };
@@ -273,9 +467,12 @@ CudaDeviceControl::FindConditional(ConditionalCache& cache,
 absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
     const DeviceLoop& loop, const std::string& key,
     const std::string& parameters, int device) {
-  auto add_check = [&](Conditional& c) {
+  std::vector<const DeviceGraphControl*> controls;
+  NestedControls(*loop.body, controls);
+  const int nested = static_cast<int>(controls.size());
+  auto add_check = [&](Conditional& c, NodeDeps deps) {
     return AddLoopCheckNode(
-        c.graph, NodeDeps{}, c.handle,
+        c.graph, deps, c.handle,
         reinterpret_cast<const void*>(loop.condition.address),
         ConditionKindOf(loop.dtype), c.state, loop.max_iterations,
         /*reset=*/true, &c.check);
@@ -285,7 +482,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindLoop(
   };
   return FindConditional(
       loops_, key, parameters, device,
-      ConditionalBuild{"loop", loop.name, cudaGraphCondTypeWhile, 1, 0,
+      ConditionalBuild{"loop", loop.name, cudaGraphCondTypeWhile, 1, 0, nested,
                        add_check, fill});
 }
 
@@ -293,9 +490,14 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
     const DeviceCase& choice, const std::string& key,
     const std::string& parameters, int device) {
   const uint32_t n = static_cast<uint32_t>(choice.branches.size());
-  auto add_check = [&](Conditional& c) {
+  std::vector<const DeviceGraphControl*> controls;
+  for (const DeviceGraph* branch : choice.branches) {
+    if (branch != nullptr) NestedControls(*branch, controls);
+  }
+  const int nested = static_cast<int>(controls.size());
+  auto add_check = [&](Conditional& c, NodeDeps deps) {
     return AddCaseSelectNode(
-        c.graph, NodeDeps{}, c.handle,
+        c.graph, deps, c.handle,
         reinterpret_cast<const void*>(choice.selector.address),
         choice.dtype == DType::kInt64, n, c.state, &c.check);
   };
@@ -306,7 +508,7 @@ absl::StatusOr<CudaDeviceControl::Conditional*> CudaDeviceControl::FindCase(
   return FindConditional(
       cases_, key, parameters, device,
       ConditionalBuild{"case..of", choice.name, cudaGraphCondTypeSwitch, n, n,
-                       add_check, fill});
+                       nested, add_check, fill});
 }
 
 absl::Status CudaDeviceControl::LaunchConditional(Conditional& c,
@@ -317,10 +519,11 @@ absl::Status CudaDeviceControl::LaunchConditional(Conditional& c,
   c.launched = true;
   absl::StatusOr<cudaStream_t> raw = hooks_.stream(stream);
   absl::Status s = raw.status();
-  if (s.ok()) s = SetReportNode(c.exec, c.report, c.state, slot);
+  const int words = 1 + c.nested;
+  if (s.ok()) s = SetReportNode(c.exec, c.report, c.state, slot, words);
   if (s.ok()) s = WEFT_CUDA_STATUS(cudaGraphLaunch(c.exec, *raw));
   if (!s.ok()) {
-    slots_.Release(slot);
+    slots_.Release(slot, words);
     return s;
   }
   WEFT_CUDA_RETURN_IF_ERROR(cudaEventRecord(c.done, *raw));
@@ -358,20 +561,26 @@ absl::Status CudaDeviceControl::LaunchLoop(const DeviceLoop& loop,
                    loop.max_iterations, "|", DeviceGraphSignature(*loop.body));
   const std::string parameters = absl::StrCat(
       loop.condition.address, "|", DeviceGraphParameters(*loop.body));
-  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire());
+  std::vector<NestedReport> nested =
+      NestedReports({static_cast<const DeviceGraph*>(loop.body)});
+  const int words = 1 + static_cast<int>(nested.size());
+  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire(words));
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Conditional*> c = FindLoop(loop, key, parameters, device);
   if (!c.ok()) {
-    slots_.Release(slot);
+    slots_.Release(slot, words);
     return c.status();
   }
-  Report report = [slots = &slots_, slot, iterations = loop.iterations,
-                   name = loop.name,
+  Report report = [slots = &slots_, slot, words, nested = std::move(nested),
+                   iterations = loop.iterations, name = loop.name,
                    max = loop.max_iterations](absl::Status status) {
     const ControlState state = *slot;
-    slots->Release(slot);
+    const absl::Status inner =
+        status.ok() ? ReportNested(slot + 1, nested) : absl::OkStatus();
+    slots->Release(slot, words);
     if (!status.ok()) return absl::OkStatus();  // the stream's error stands
     iterations->store(state.value);
+    if (!inner.ok()) return inner;
     if (state.flag != 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("loop '", name, "' would exceed max_iterations ", max,
@@ -398,19 +607,24 @@ absl::Status CudaDeviceControl::LaunchCase(const DeviceCase& choice,
   for (const DeviceGraph* branch : choice.branches) {
     absl::StrAppend(&parameters, "|", Field(BranchParameters(branch)));
   }
-  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire());
+  std::vector<NestedReport> nested =
+      NestedReports(absl::MakeConstSpan(choice.branches));
+  const int words = 1 + static_cast<int>(nested.size());
+  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire(words));
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Conditional*> c = FindCase(choice, key, parameters, device);
   if (!c.ok()) {
-    slots_.Release(slot);
+    slots_.Release(slot, words);
     return c.status();
   }
-  Report report = [slots = &slots_, slot,
+  Report report = [slots = &slots_, slot, words, nested = std::move(nested),
                    taken = choice.taken](absl::Status status) {
     const ControlState state = *slot;
-    slots->Release(slot);
+    const absl::Status inner =
+        status.ok() ? ReportNested(slot + 1, nested) : absl::OkStatus();
+    slots->Release(slot, words);
     taken->store(status.ok() ? state.value : -1);
-    return absl::OkStatus();
+    return inner;
   };
   return LaunchConditional(**c, stream, slot, std::move(report));
 }
@@ -436,7 +650,7 @@ absl::StatusOr<CudaDeviceControl::Launcher*> CudaDeviceControl::FindLauncher(
       if (Empty(choice.branches[i])) continue;
       WEFT_ASSIGN_OR_RETURN(
           cudaGraph_t captured,
-          hooks_.capture(*choice.branches[i], nullptr, nullptr));
+          hooks_.capture(*choice.branches[i], nullptr, nullptr, nullptr));
       const absl::Status made = WEFT_CUDA_STATUS(cudaGraphInstantiate(
           &l->branches[i], captured, cudaGraphInstantiateFlagDeviceLaunch));
       (void)cudaGraphDestroy(captured);
@@ -511,7 +725,7 @@ absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
       waited = true;
     }
     absl::StatusOr<cudaGraph_t> captured =
-        hooks_.capture(*choice.branches[i], nullptr, nullptr);
+        hooks_.capture(*choice.branches[i], nullptr, nullptr, nullptr);
     if (!captured.ok()) return fail(captured.status());
     cudaGraphExecUpdateResultInfo info;
     const cudaError_t result =

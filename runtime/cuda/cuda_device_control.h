@@ -38,12 +38,28 @@
 // Each executable's device word serves one launch at a time: CUDA runs
 // launches of an executable one after another.
 //
-// Conditional bodies hold kernel, copy, memset and empty nodes only: a
-// body whose ops allocate stream-ordered memory when captured (reduce_sum
-// and dot over 4096 floats or more) cannot be built, and the launch fails
-// with FAILED_PRECONDITION naming the loop or case, enqueueing nothing.
+// Nested control. A loop's body or a case's branches may hold loops and
+// cases themselves (DeviceGraphControl nodes), to any depth: each becomes
+// a conditional node inside its parent's body graph, captured in place
+// (its check or select kernel, then the node, whose bodies are captured on
+// lanes of the next depth). Each nested control has a device word after
+// the outermost one's, zeroed at the start of every launch and reported
+// with it: a nested loop's DeviceGraphControl::result gets its iterations
+// over all of its runs in the launch, a nested case's the branch of its
+// last run (-1 for none). New parameters build such a conditional anew
+// (CUDA keeps a body graph's conditional handles until the graph goes, so
+// re-capturing in place would leave the old ones behind); the old one is
+// destroyed once its last launch has completed, without waiting for it. A
+// nested loop at its bound stops the whole launch (every check after it ends
+// its loop) and the launch fails with FAILED_PRECONDITION naming that loop.
+//
+// Conditional bodies hold kernel, copy, memset, empty and conditional
+// nodes only: a body whose ops allocate stream-ordered memory when
+// captured (reduce_sum and dot over 4096 floats or more) cannot be built,
+// and the launch fails with FAILED_PRECONDITION naming the loop or case,
+// enqueueing nothing.
 // Device-launched branches are further limited to device memory (no copies from
-// or to pageable host memory).
+// or to pageable host memory) and hold no control nodes.
 //
 // Thread-safe (one mutex; builds and launches are serialized).
 #ifndef WEFT_RUNTIME_CUDA_CUDA_DEVICE_CONTROL_H_
@@ -91,7 +107,8 @@ class CudaDeviceControl {
     std::function<absl::StatusOr<cudaStream_t>(StreamHandle)> stream;
     // CudaGraphCache::CaptureToGraph.
     std::function<absl::StatusOr<cudaGraph_t>(
-        const DeviceGraph&, cudaGraph_t, const CudaGraphCache::CaptureTail&)>
+        const DeviceGraph&, cudaGraph_t, const CudaGraphCache::CaptureTail&,
+        const CudaGraphCache::CaptureControl&)>
         capture;
     // Enqueues `report` on `stream`, ordered before every host callback
     // added to the stream later.
@@ -132,10 +149,14 @@ class CudaDeviceControl {
     cudaGraphExec_t exec = nullptr;
     cudaGraphConditionalHandle handle = 0;
     std::vector<cudaGraph_t> bodies;  // owned by the conditional node
+    cudaGraphNode_t reset = nullptr;  // zeroes the nested words, if any
     cudaGraphNode_t check = nullptr;  // loop check or case select
     cudaGraphNode_t report = nullptr;
-    ControlState* state = nullptr;  // device word
-    cudaEvent_t done = nullptr;     // recorded after each launch
+    // Device words: the control's, then one per nested control in
+    // preorder (NestedControls).
+    ControlState* state = nullptr;
+    int nested = 0;
+    cudaEvent_t done = nullptr;  // recorded after each launch
     std::string parameters;
     uint64_t last_use = 0;
     bool launched = false;
@@ -165,7 +186,8 @@ class CudaDeviceControl {
     cudaGraphConditionalNodeType type;
     unsigned int size;
     unsigned int default_value;
-    absl::FunctionRef<absl::Status(Conditional&)> add_check;
+    int nested;  // control nodes in the bodies, to any depth
+    absl::FunctionRef<absl::Status(Conditional&, NodeDeps)> add_check;
     absl::FunctionRef<absl::Status(Conditional&)> fill;
   };
 
@@ -194,10 +216,25 @@ class CudaDeviceControl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status FillCase(Conditional& c, const DeviceCase& choice)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Captures a control node nested in `c`'s bodies (CudaGraphCache::
+  // CaptureControl): its check or select kernel and conditional node onto
+  // `lane`, with the device word after the `next` taken so far.
+  absl::Status CaptureNested(Conditional& c, int& next,
+                             const DeviceGraphControl& control,
+                             cudaStream_t lane,
+                             const CudaGraphCache::CaptureBody& capture_body)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Captures `body` into `target` then `tail`, with its control nodes
+  // through CaptureNested.
+  absl::Status CaptureBody(Conditional& c, int& next, const DeviceGraph& body,
+                           cudaGraph_t target,
+                           const CudaGraphCache::CaptureTail& tail)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Brings the executable to the graph's parameters: in place, or anew.
   absl::Status Refresh(Conditional& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Points the report at `slot`, launches, then enqueues `report`. Takes
-  // `slot`: releases it when nothing was launched.
+  // Points the report at `slot` (1 + c.nested slots), launches, then
+  // enqueues `report`. Takes `slot`: releases it when nothing was
+  // launched.
   absl::Status LaunchConditional(Conditional& c, StreamHandle stream,
                                  ControlState* slot, Report report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -205,6 +242,8 @@ class CudaDeviceControl {
                                          const std::string& key, int device,
                                          cudaStream_t stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Destroys the retired conditionals whose last launch has completed.
+  void SweepRetired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   template <typename Entry>
   void Trim(absl::flat_hash_map<std::string, std::unique_ptr<Entry>>& cache,
             const Entry* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -219,6 +258,8 @@ class CudaDeviceControl {
   mutable absl::Mutex mu_;
   ConditionalCache loops_ ABSL_GUARDED_BY(mu_);
   ConditionalCache cases_ ABSL_GUARDED_BY(mu_);
+  // Conditionals replaced while a launch of theirs may still run.
+  std::vector<std::unique_ptr<Conditional>> retired_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<Launcher>> launchers_
       ABSL_GUARDED_BY(mu_);
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
@@ -227,6 +268,12 @@ class CudaDeviceControl {
 
 // How element 0 of a condition of `dtype` is read on the device.
 ConditionKind ConditionKindOf(scheduler::DType dtype);
+
+// The control nodes inside `graph`'s nodes and their bodies, to any depth,
+// in preorder (a control before the controls in its bodies): the order of
+// a Conditional's nested device words.
+void NestedControls(const DeviceGraph& graph,
+                    std::vector<const DeviceGraphControl*>& out);
 
 }  // namespace weft::runtime::cuda
 

@@ -528,6 +528,177 @@ TEST_P(CudaDeviceCaseTest, RejectsAFloatSelector) {
                                        HasSubstr("INT32 or INT64")));
 }
 
+// ---- Nested control: conditional nodes inside conditional bodies.
+
+class CudaNestedControlTest : public CudaDeviceControlTest {
+ protected:
+  void SetUp() override {
+    CudaDeviceControlTest::SetUp();
+    if (IsSkipped()) return;
+    if (!backend_->supports_nested_device_control()) {
+      GTEST_SKIP() << "the CUDA driver has no SWITCH conditional nodes";
+    }
+  }
+
+  struct Nest {
+    DevicePtr one, i, j, total, go, inner_go;
+    std::shared_ptr<DeviceGraphControl> inner;
+    DeviceGraph outer;
+  };
+  // Outer loop while j < outer_limit: i = 0, then an inner loop that adds
+  // 1 to i and to total while i < inner_limit, then j += 1.
+  Nest NewNest(int outer_limit, int inner_limit, uint32_t inner_max) {
+    Nest n{Alloc(), Alloc(), Alloc(), Alloc(), Alloc(), Alloc(), nullptr, {}};
+    Set(n.one, 1.0f);
+    Set(n.i, 0.0f);
+    Set(n.j, 0.0f);
+    Set(n.total, 0.0f);
+    Set(n.go, int32_t{1});
+    Set(n.inner_go, int32_t{0});
+    n.inner = std::make_shared<DeviceGraphControl>();
+    n.inner->loop = true;
+    n.inner->name = "inner";
+    n.inner->value = n.inner_go;
+    n.inner->dtype = DType::kInt32;
+    n.inner->max_iterations = inner_max;
+    n.inner->result->store(-7);
+    DeviceGraph body;
+    body.device = 0;
+    const int step = body.AddKernel(Axpy(1, n.one, n.i), {});
+    const int count = body.AddKernel(Axpy(1, n.one, n.total), {step});
+    body.AddKernel(Less(n.i, static_cast<float>(inner_limit), n.inner_go),
+                   {count});
+    n.inner->bodies.push_back(std::move(body));
+    n.outer.device = 0;
+    const int reset = n.outer.AddKernel(Fill(n.i, DType::kFloat32, 0), {});
+    const int start =
+        n.outer.AddKernel(Fill(n.inner_go, DType::kInt32, 1), {reset});
+    const int inner = n.outer.AddControl(n.inner, {start});
+    const int next = n.outer.AddKernel(Axpy(1, n.one, n.j), {inner});
+    n.outer.AddKernel(Less(n.j, static_cast<float>(outer_limit), n.go), {next});
+    return n;
+  }
+};
+
+TEST_F(CudaNestedControlTest, LoopInsideALoop) {
+  std::vector<Nest> nests;
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    // New buffers in the second round: the loop is built anew for their
+    // addresses. The third relaunches the second's, from the cache.
+    if (round < 2) {
+      nests.push_back(NewNest(3, 4, 10));
+    } else {
+      Set(nests[1].j, 0.0f);
+      Set(nests[1].total, 0.0f);
+      Set(nests[1].go, int32_t{1});
+    }
+    Nest& n = nests.back();
+    const uint64_t hits = backend_->device_control_stats().cache_hits;
+    DeviceLoop loop = Loop(&n.outer, n.go, DType::kInt32, 10);
+    ASSERT_OK(backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+    ASSERT_OK(Done());
+    EXPECT_EQ(backend_->device_control_stats().cache_hits,
+              hits + (round == 2 ? 1 : 0));
+    EXPECT_EQ(loop.iterations->load(), 3);
+    // The inner loop's iterations over its three runs.
+    EXPECT_EQ(n.inner->result->load(), 12);
+    EXPECT_EQ(Get<float>(n.total), 12.0f);
+    EXPECT_EQ(Get<float>(n.j), 3.0f);
+    EXPECT_EQ(Get<float>(n.i), 4.0f);
+  }
+}
+
+TEST_F(CudaNestedControlTest, NestedLoopBeyondItsBoundStopsTheLaunch) {
+  Nest n = NewNest(3, 4, 2);
+  DeviceLoop loop = Loop(&n.outer, n.go, DType::kInt32, 10);
+  ASSERT_OK(backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+  EXPECT_THAT(
+      Done(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("loop 'inner' would exceed max_iterations 2: its "
+                         "condition still holds after 2 iterations")));
+  backend_->ReleaseErrorScope(stream_, 0);
+  // The outer loop stopped after the iteration that failed.
+  EXPECT_EQ(loop.iterations->load(), 1);
+  EXPECT_EQ(Get<float>(n.total), 2.0f);
+  EXPECT_EQ(Get<float>(n.j), 1.0f);
+
+  // The executable runs the next launch from a clean start.
+  Nest ok = NewNest(2, 3, 10);
+  DeviceLoop again = Loop(&ok.outer, ok.go, DType::kInt32, 10);
+  ASSERT_OK(backend_->LaunchDeviceLoop(again, stream_, body_stream_));
+  ASSERT_OK(Done());
+  EXPECT_EQ(again.iterations->load(), 2);
+  EXPECT_EQ(ok.inner->result->load(), 6);
+  EXPECT_EQ(Get<float>(ok.total), 6.0f);
+}
+
+// j = 0..3: pick = j < 2 (branch 1: x *= 3, branch 0: x *= 2), j += 1.
+TEST_F(CudaNestedControlTest, CaseInsideALoop) {
+  const DevicePtr one = Alloc(), j = Alloc(), x = Alloc(), go = Alloc(),
+                  pick = Alloc();
+  Set(one, 1.0f);
+  Set(j, 0.0f);
+  Set(x, 1.0f);
+  Set(go, int32_t{1});
+  auto choice = std::make_shared<DeviceGraphControl>();
+  choice->loop = false;
+  choice->name = "pick";
+  choice->value = pick;
+  choice->dtype = DType::kInt32;
+  choice->result->store(-7);
+  for (float factor : {2.0f, 3.0f}) {
+    DeviceGraph branch;
+    branch.device = 0;
+    branch.AddKernel(Scale(factor, x), {});
+    choice->bodies.push_back(std::move(branch));
+  }
+  DeviceGraph body;
+  body.device = 0;
+  const int test = body.AddKernel(Less(j, 2, pick), {});
+  const int chosen = body.AddControl(choice, {test});
+  const int next = body.AddKernel(Axpy(1, one, j), {chosen});
+  body.AddKernel(Less(j, 4, go), {next});
+  DeviceLoop loop = Loop(&body, go, DType::kInt32, 10);
+  ASSERT_OK(backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+  ASSERT_OK(Done());
+  EXPECT_EQ(loop.iterations->load(), 4);
+  EXPECT_EQ(Get<float>(x), 36.0f);       // 3 * 3 * 2 * 2
+  EXPECT_EQ(choice->result->load(), 0);  // the last run's branch
+}
+
+// A loop inside a case's branch, the case on the device at the top.
+TEST_F(CudaNestedControlTest, LoopInsideACase) {
+  Nest n = NewNest(3, 4, 10);
+  const DevicePtr pick = Alloc();
+  Set(pick, int64_t{1});
+  auto outer = std::make_shared<DeviceGraphControl>();
+  outer->loop = true;
+  outer->name = "outer";
+  outer->value = n.go;
+  outer->dtype = DType::kInt32;
+  outer->max_iterations = 10;
+  outer->bodies.push_back(n.outer);
+  DeviceGraph empty;
+  empty.device = 0;
+  DeviceGraph loop_branch;
+  loop_branch.device = 0;
+  loop_branch.AddControl(outer, {});
+  DeviceCase choice;
+  choice.name = "top";
+  choice.branches = {&empty, &loop_branch};
+  choice.selector = pick;
+  choice.dtype = DType::kInt64;
+  choice.taken = std::make_shared<std::atomic<int64_t>>(-7);
+  ASSERT_OK(backend_->LaunchDeviceCase(choice, stream_, body_stream_));
+  ASSERT_OK(Done());
+  EXPECT_EQ(choice.taken->load(), 1);
+  EXPECT_EQ(outer->result->load(), 3);
+  EXPECT_EQ(n.inner->result->load(), 12);
+  EXPECT_EQ(Get<float>(n.total), 12.0f);
+}
+
 // ---- Through the executor: control nodes in DEVICE mode.
 
 struct RunResult {
@@ -696,6 +867,91 @@ TEST_F(CudaDeviceControlTest, ExecutorRunsCasesOnTheDevice) {
     }
     EXPECT_EQ(r.branch, selector < 2 ? selector : -1);
     EXPECT_THAT(r.branch_message, HasSubstr("on the device"));
+  }
+}
+
+// The outer loop runs 3 times; the inner loop, on the device inside it,
+// 4 times per run.
+TEST_F(CudaNestedControlTest, ExecutorRunsNestedLoopsOnTheDevice) {
+  Executor::Options options;
+  options.backend = backend_.get();
+  std::unique_ptr<Executor> executor = Executor::Create(options).value();
+  const std::string text = R"pb(
+    name: "nested"
+    buffers { name: "i" size_bytes: 4 dtype: FLOAT32 }
+    buffers { name: "j" size_bytes: 4 dtype: FLOAT32 output: true }
+    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+    buffers { name: "total" size_bytes: 4 dtype: FLOAT32 output: true }
+    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+    buffers { name: "inner_go" size_bytes: 4 dtype: INT32 }
+    nodes {
+      name: "outer"
+      while_loop {
+        condition: "go"
+        max_iterations: 10
+        body {
+          name: "reset_i"
+          op: "fill"
+          args { buffer { name: "i" access: WRITE } }
+          args { f32: 0 }
+        }
+        body {
+          name: "start_inner"
+          op: "fill"
+          args { buffer { name: "inner_go" access: WRITE } }
+          args { i32: 1 }
+        }
+        body {
+          name: "inner"
+          while_loop {
+            condition: "inner_go"
+            max_iterations: 10
+            body {
+              name: "next_i"
+              op: "axpy"
+              args { f32: 1 }
+              args { buffer { name: "one" access: READ } }
+              args { buffer { name: "i" access: READ_WRITE } }
+            }
+            body {
+              name: "count"
+              op: "axpy"
+              args { f32: 1 }
+              args { buffer { name: "one" access: READ } }
+              args { buffer { name: "total" access: READ_WRITE } }
+            }
+            body {
+              name: "inner_test"
+              op: "less"
+              args { buffer { name: "i" access: READ } }
+              args { f32: 4 }
+              args { buffer { name: "inner_go" access: WRITE } }
+            }
+          }
+        }
+        body {
+          name: "next_j"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "one" access: READ } }
+          args { buffer { name: "j" access: READ_WRITE } }
+        }
+        body {
+          name: "outer_test"
+          op: "less"
+          args { buffer { name: "j" access: READ } }
+          args { f32: 3 }
+          args { buffer { name: "go" access: WRITE } }
+        }
+      }
+    }
+  )pb";
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    RunResult r = RunJob(*executor, text);
+    ASSERT_OK(r.status);
+    EXPECT_EQ(executor_testing::Floats(r.outputs["total"])[0], 12.0f);
+    EXPECT_EQ(executor_testing::Floats(r.outputs["j"])[0], 3.0f);
   }
 }
 

@@ -15,14 +15,47 @@ CudaGraphCache::CudaGraphCache(Hooks hooks, Options options)
 CudaGraphCache::~CudaGraphCache() {
   absl::MutexLock lock(&mu_);
   for (auto& [key, entry] : cache_) (void)cudaGraphExecDestroy(entry.exec);
-  for (auto& [device, lanes] : lanes_) {
-    for (cudaEvent_t event : lanes.events) (void)cudaEventDestroy(event);
+  for (auto& [key, lanes] : lanes_) {
+    for (cudaEvent_t event : lanes->events) (void)cudaEventDestroy(event);
   }
   (void)cudaGetLastError();
 }
 
-absl::Status CudaGraphCache::EnsureLanes(int device, int lanes, int events) {
-  DeviceLanes& d = lanes_[device];
+namespace {
+
+// How a graph's nodes go onto capture lanes: each node's lane, and the
+// events: 0 forks, 1..lanes-1 join, then one per node another lane waits
+// for (node_event, -1 for none).
+struct LanePlan {
+  std::vector<int> lane_of;
+  std::vector<int> node_event;
+  int lanes = 1;
+  int events = 1;
+};
+
+LanePlan PlanLanes(const DeviceGraph& graph, int max_lanes) {
+  LanePlan plan;
+  const int n = static_cast<int>(graph.nodes.size());
+  plan.lane_of = AssignLanes(graph, max_lanes, plan.lanes);
+  plan.node_event.assign(n, -1);
+  plan.events = plan.lanes;
+  for (int i = 0; i < n; ++i) {
+    for (int dep : graph.nodes[i].deps) {
+      if (plan.lane_of[dep] != plan.lane_of[i] && plan.node_event[dep] < 0) {
+        plan.node_event[dep] = plan.events++;
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+absl::Status CudaGraphCache::EnsureLanes(int device, int depth, int lanes,
+                                         int events) {
+  std::unique_ptr<DeviceLanes>& slot = lanes_[{device, depth}];
+  if (slot == nullptr) slot = std::make_unique<DeviceLanes>();
+  DeviceLanes& d = *slot;
   while (static_cast<int>(d.lanes.size()) < lanes) {
     WEFT_ASSIGN_OR_RETURN(StreamHandle lane, hooks_.create_stream(device));
     WEFT_ASSIGN_OR_RETURN(cudaStream_t raw, hooks_.stream(lane));
@@ -38,26 +71,34 @@ absl::Status CudaGraphCache::EnsureLanes(int device, int lanes, int events) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph,
-                                                    cudaGraph_t target,
-                                                    const CaptureTail* tail) {
-  const int n = static_cast<int>(graph.nodes.size());
-  int num_lanes = 1;
-  const std::vector<int> lane_of =
-      AssignLanes(graph, options_.max_lanes, num_lanes);
-  // Events: 0 forks, 1..lanes-1 join, then one per node another lane
-  // waits for.
-  std::vector<int> node_event(n, -1);
-  int events = num_lanes;
-  for (int i = 0; i < n; ++i) {
-    for (int dep : graph.nodes[i].deps) {
-      if (lane_of[dep] != lane_of[i] && node_event[dep] < 0) {
-        node_event[dep] = events++;
-      }
+absl::Status CudaGraphCache::EnsureLanesFor(const DeviceGraph& graph,
+                                            int depth) {
+  const LanePlan plan = PlanLanes(graph, options_.max_lanes);
+  WEFT_RETURN_IF_ERROR(
+      EnsureLanes(graph.device, depth, plan.lanes, plan.events));
+  for (const DeviceGraphNode& node : graph.nodes) {
+    if (node.kind != DeviceGraphNodeKind::kControl || node.control == nullptr) {
+      continue;
+    }
+    for (const DeviceGraph& body : node.control->bodies) {
+      WEFT_RETURN_IF_ERROR(EnsureLanesFor(body, depth + 1));
     }
   }
-  WEFT_RETURN_IF_ERROR(EnsureLanes(graph.device, num_lanes, events));
-  const DeviceLanes& d = lanes_[graph.device];
+  return absl::OkStatus();
+}
+
+absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(
+    const DeviceGraph& graph, cudaGraph_t target, const CaptureTail* tail,
+    const CaptureControl* control, int depth) {
+  const int n = static_cast<int>(graph.nodes.size());
+  if (depth == 0) WEFT_RETURN_IF_ERROR(EnsureLanesFor(graph, 0));
+  const LanePlan plan = PlanLanes(graph, options_.max_lanes);
+  const std::vector<int>& lane_of = plan.lane_of;
+  const std::vector<int>& node_event = plan.node_event;
+  const int num_lanes = plan.lanes;
+  WEFT_RETURN_IF_ERROR(
+      EnsureLanes(graph.device, depth, plan.lanes, plan.events));
+  const DeviceLanes& d = *lanes_[{graph.device, depth}];
   cudaStream_t origin = d.raw[0];
   if (target == nullptr) {
     WEFT_CUDA_RETURN_IF_ERROR(
@@ -127,11 +168,26 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph,
         }
         break;
       }
-      case DeviceGraphNodeKind::kControl:
-        // supports_nested_device_control() is false: nothing builds these.
-        check(absl::UnimplementedError(
-            "control nodes inside CUDA device graphs are not supported"));
+      case DeviceGraphNodeKind::kControl: {
+        if (control == nullptr || !*control) {
+          check(absl::UnimplementedError(
+              "control nodes are captured only inside the bodies of a "
+              "device loop or case"));
+          break;
+        }
+        // Runs within this capture, under mu_.
+        CaptureBody capture_body =
+            [this, control, depth](const DeviceGraph& body,
+                                   cudaGraph_t body_target,
+                                   const CaptureTail& body_tail)
+                ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                  return Capture(body, body_target, &body_tail, control,
+                                 depth + 1)
+                      .status();
+                };
+        check((*control)(*node.control, lane, capture_body));
         break;
+      }
     }
     if (node_event[i] >= 0) {
       check(WEFT_CUDA_STATUS(cudaEventRecord(d.events[node_event[i]], lane)));
@@ -160,10 +216,11 @@ absl::StatusOr<cudaGraph_t> CudaGraphCache::Capture(const DeviceGraph& graph,
 }
 
 absl::StatusOr<cudaGraph_t> CudaGraphCache::CaptureToGraph(
-    const DeviceGraph& graph, cudaGraph_t target, const CaptureTail& tail) {
+    const DeviceGraph& graph, cudaGraph_t target, const CaptureTail& tail,
+    const CaptureControl& control) {
   WEFT_RETURN_IF_ERROR(ValidateDeviceGraph(graph));
   absl::MutexLock lock(&mu_);
-  return Capture(graph, target, &tail);
+  return Capture(graph, target, &tail, &control);
 }
 
 absl::StatusOr<CudaGraphCache::Entry*> CudaGraphCache::Find(

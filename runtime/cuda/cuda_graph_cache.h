@@ -20,7 +20,8 @@
 // the executable updated in place (cudaGraphExecUpdate; launches already
 // enqueued keep their parameters), and only if CUDA refuses the update is
 // it instantiated anew. Every CUDA error becomes a Status through
-// cuda_status.h.
+// cuda_status.h. Control nodes (loops and cases nested in a device loop's
+// or case's bodies) are captured through the caller's CaptureControl.
 //
 // One executable per signature: CUDA orders each launch of an executable
 // graph after its previous launches, on whatever stream, so launches of
@@ -38,6 +39,7 @@
 #include <list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -105,16 +107,29 @@ class CudaGraphCache {
   // Enqueued on the capturing origin lane after every node of a graph
   // (all lanes joined), so that its work depends on the whole graph.
   using CaptureTail = std::function<absl::Status(cudaStream_t origin)>;
+  // Captures a body of a control node into `target` (a body graph of its
+  // conditional node), then `tail`, on lanes of its own.
+  using CaptureBody = std::function<absl::Status(
+      const DeviceGraph& body, cudaGraph_t target, const CaptureTail& tail)>;
+  // Captures a control node (DeviceGraphNodeKind::kControl) onto `lane`, a
+  // lane of the capture in progress: what decides it and its conditional
+  // node go into the graph being captured (cudaStreamGetCaptureInfo,
+  // cudaStreamUpdateCaptureDependencies), its bodies through
+  // `capture_body`. Runs on the capturing thread, within CaptureToGraph.
+  using CaptureControl = std::function<absl::Status(
+      const DeviceGraphControl& control, cudaStream_t lane,
+      const CaptureBody& capture_body)>;
   // Captures `graph` (validated) into `target`, an existing CUDA graph
   // such as the body of a conditional node (cudaStreamBeginCaptureToGraph),
   // or into a new graph when `target` is null, then runs `tail` (when set)
-  // on the origin lane. Returns the graph captured into: `target`, or a new
-  // graph the caller owns. Caches nothing; for graphs that live inside
-  // other graphs (device loops and cases, cuda_device_control.h).
-  absl::StatusOr<cudaGraph_t> CaptureToGraph(const DeviceGraph& graph,
-                                             cudaGraph_t target,
-                                             const CaptureTail& tail)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // on the origin lane. Control nodes in it, to any depth, go through
+  // `control`; without one they fail the capture (UNIMPLEMENTED). Returns
+  // the graph captured into: `target`, or a new graph the caller owns.
+  // Caches nothing; for graphs that live inside other graphs (device loops
+  // and cases, cuda_device_control.h).
+  absl::StatusOr<cudaGraph_t> CaptureToGraph(
+      const DeviceGraph& graph, cudaGraph_t target, const CaptureTail& tail,
+      const CaptureControl& control = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Entry {
@@ -134,12 +149,21 @@ class CudaGraphCache {
                               std::string parameters)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Captures `graph` into a new CUDA graph, or into `target` when set,
-  // followed by `tail` when set.
+  // followed by `tail` when set, on the lanes of nesting depth `depth`
+  // (a control node's bodies are captured while its graph is, on lanes of
+  // the next depth).
   absl::StatusOr<cudaGraph_t> Capture(const DeviceGraph& graph,
                                       cudaGraph_t target = nullptr,
-                                      const CaptureTail* tail = nullptr)
+                                      const CaptureTail* tail = nullptr,
+                                      const CaptureControl* control = nullptr,
+                                      int depth = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status EnsureLanes(int device, int lanes, int events)
+  absl::Status EnsureLanes(int device, int depth, int lanes, int events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // EnsureLanes for `graph` at `depth` and its control nodes' bodies
+  // below, before a capture begins (streams and events are not created
+  // while one is in progress).
+  absl::Status EnsureLanesFor(const DeviceGraph& graph, int depth)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Evicts least recently used entries beyond the bound, never `keep`.
   void Trim(const Entry* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -151,7 +175,9 @@ class CudaGraphCache {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> cache_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // most recent first
-  absl::flat_hash_map<int, DeviceLanes> lanes_ ABSL_GUARDED_BY(mu_);
+  // By device and nesting depth.
+  absl::flat_hash_map<std::pair<int, int>, std::unique_ptr<DeviceLanes>> lanes_
+      ABSL_GUARDED_BY(mu_);
   CudaGraphCacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
