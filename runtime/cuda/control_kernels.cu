@@ -93,6 +93,50 @@ __global__ void NestedCaseSelectKernel(cudaGraphConditionalHandle handle,
   cudaGraphSetConditional(handle, chosen);
 }
 
+__device__ void EndTailLoop(TailLoopState* loop) {
+  *loop->out = loop->state;
+  __threadfence_system();
+}
+
+// Before the first iteration of a loop by tail launch.
+__global__ void TailLoopStartKernel(const void* condition, int32_t kind,
+                                    TailLoopState* loop,
+                                    unsigned long long max_iterations,
+                                    cudaGraphExec_t body, ControlState* out) {
+  loop->state = ControlState{};
+  loop->out = out;
+  if (Nonzero(condition, kind)) {
+    if (max_iterations == 0) {
+      loop->state.flag = 1;
+    } else {
+      loop->state.value = 1;
+      const cudaError_t launched =
+          cudaGraphLaunch(body, cudaStreamGraphFireAndForget);
+      if (launched == cudaSuccess) return;
+      loop->state.error = static_cast<int32_t>(launched);
+    }
+  }
+  EndTailLoop(loop);
+}
+
+// The last node of the body's graph: decides on the next iteration.
+__global__ void TailLoopCheckKernel(const void* condition, int32_t kind,
+                                    TailLoopState* loop,
+                                    unsigned long long max_iterations) {
+  if (Nonzero(condition, kind)) {
+    if (static_cast<unsigned long long>(loop->state.value) >= max_iterations) {
+      loop->state.flag = 1;
+    } else {
+      ++loop->state.value;
+      const cudaError_t launched =
+          cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch);
+      if (launched == cudaSuccess) return;
+      loop->state.error = static_cast<int32_t>(launched);
+    }
+  }
+  EndTailLoop(loop);
+}
+
 __global__ void CaseSelectKernel(cudaGraphConditionalHandle handle,
                                  const void* selector, int32_t is_int64,
                                  unsigned int branches, ControlState* state) {
@@ -210,6 +254,33 @@ struct CaseSelectArgs {
   }
 };
 
+struct TailLoopStartArgs {
+  const void* condition;
+  int32_t kind;
+  TailLoopState* loop;
+  unsigned long long max_iterations;
+  cudaGraphExec_t body;
+  ControlState* out;
+  void* ptrs[6];
+
+  TailLoopStartArgs(const void* c, ConditionKind k, TailLoopState* l,
+                    uint64_t max, cudaGraphExec_t b, ControlState* o)
+      : condition(c),
+        kind(static_cast<int32_t>(k)),
+        loop(l),
+        max_iterations(max),
+        body(b),
+        out(o),
+        ptrs{&condition, &kind, &loop, &max_iterations, &body, &out} {}
+  TailLoopStartArgs(const TailLoopStartArgs&) = delete;
+  TailLoopStartArgs& operator=(const TailLoopStartArgs&) = delete;
+
+  cudaKernelNodeParams params() {
+    return SingleThread(reinterpret_cast<const void*>(&TailLoopStartKernel),
+                        ptrs);
+  }
+};
+
 struct CaseLaunchArgs {
   const void* selector;
   int32_t is_int64;
@@ -313,6 +384,37 @@ absl::Status SetLoopCheckNode(cudaGraphNode_t node,
   LoopCheckArgs args(handle, condition, kind, state, max_iterations, reset);
   const cudaKernelNodeParams params = args.params();
   return WEFT_CUDA_STATUS(cudaGraphKernelNodeSetParams(node, &params));
+}
+
+absl::Status AddTailLoopStartNode(cudaGraph_t graph, NodeDeps deps,
+                                  const void* condition, ConditionKind kind,
+                                  TailLoopState* state,
+                                  uint64_t max_iterations,
+                                  cudaGraphExec_t body, ControlState* out,
+                                  cudaGraphNode_t* node) {
+  TailLoopStartArgs args(condition, kind, state, max_iterations, body, out);
+  return AddNode(graph, deps, args.params(), node);
+}
+
+absl::Status SetTailLoopStartNode(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                  const void* condition, ConditionKind kind,
+                                  TailLoopState* state,
+                                  uint64_t max_iterations,
+                                  cudaGraphExec_t body, ControlState* out) {
+  TailLoopStartArgs args(condition, kind, state, max_iterations, body, out);
+  return SetNode(exec, node, args.params());
+}
+
+absl::Status LaunchTailLoopCheck(const void* condition, ConditionKind kind,
+                                 TailLoopState* state, uint64_t max_iterations,
+                                 cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = stream;
+  return WEFT_CUDA_STATUS(cudaLaunchKernelEx(
+      &config, TailLoopCheckKernel, condition, static_cast<int32_t>(kind),
+      state, static_cast<unsigned long long>(max_iterations)));
 }
 
 absl::Status AddCaseSelectNode(cudaGraph_t graph, NodeDeps deps,

@@ -25,6 +25,14 @@
 //   ControlState::error): a nested loop at its bound raises its flag and
 //   the abort word, after which every check of the launch ends its loop
 //   and every select picks no branch, so the whole launch winds down.
+// - A loop by tail launch: the start kernel (in a host-launched graph)
+//   checks the condition before the first iteration and launches the
+//   body's executable graph, instantiated for device launch, fire and
+//   forget; the tail check at the end of that body checks it again and
+//   relaunches the body (cudaGetCurrentGraphExec) as a tail launch, which
+//   runs once the body has completed. Both count iterations in a
+//   TailLoopState and, when the loop ends, copy its ControlState to the
+//   launch's pinned, mapped host slot.
 // - The report copies ControlStates from device memory into pinned,
 //   mapped host slots, so that a host callback after the graph can read
 //   them.
@@ -69,6 +77,14 @@ struct ControlState {
   int64_t run = 0;
 };
 
+// A loop by tail launch's device word: its ControlState (iterations, the
+// bound's flag, a failed relaunch's cudaError_t in `error`) and where the
+// current launch reports it.
+struct TailLoopState {
+  ControlState state;
+  ControlState* out = nullptr;
+};
+
 // A single-thread kernel node's placement in a graph.
 struct NodeDeps {
   const cudaGraphNode_t* deps = nullptr;
@@ -110,6 +126,24 @@ absl::Status LaunchNestedCaseSelect(cudaGraphConditionalHandle handle,
                                     const void* selector, bool is_int64,
                                     uint32_t branches, ControlState* state,
                                     int32_t* abort, cudaStream_t stream);
+
+// A loop by tail launch: the start kernel as a node of the host-launched
+// graph (`body` is the body's executable, instantiated for device launch
+// and uploaded; `out` pinned, mapped host memory), its parameters updated
+// in an executable per launch, and the tail check captured on `stream` at
+// the end of the body.
+absl::Status AddTailLoopStartNode(cudaGraph_t graph, NodeDeps deps,
+                                  const void* condition, ConditionKind kind,
+                                  TailLoopState* state, uint64_t max_iterations,
+                                  cudaGraphExec_t body, ControlState* out,
+                                  cudaGraphNode_t* node);
+absl::Status SetTailLoopStartNode(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                  const void* condition, ConditionKind kind,
+                                  TailLoopState* state, uint64_t max_iterations,
+                                  cudaGraphExec_t body, ControlState* out);
+absl::Status LaunchTailLoopCheck(const void* condition, ConditionKind kind,
+                                 TailLoopState* state, uint64_t max_iterations,
+                                 cudaStream_t stream);
 
 // The case select as a kernel node, and new parameters for one (as
 // SetLoopCheckNode). `is_int64` picks the selector's width.

@@ -370,6 +370,7 @@ class CudaBackendImpl final : public CudaBackend {
   // nodes there (cuda_device_control.h), unless cases go by device launch.
   bool supports_nested_device_control() const override {
     return supports_device_loops() && !options_.device_launch_cases &&
+           !options_.device_launch_loops &&
            driver_version_ >= kSwitchDriverVersion;
   }
   absl::Status LaunchDeviceLoop(const DeviceLoop& loop, StreamHandle stream,
@@ -377,7 +378,17 @@ class CudaBackendImpl final : public CudaBackend {
     if (!supports_device_loops()) return NoConditionalNodes();
     WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    if (options_.device_launch_loops) {
+      return control_.LaunchLoopByTailLaunch(loop, stream, s.device);
+    }
     return control_.LaunchLoop(loop, stream, s.device);
+  }
+  absl::Status LaunchDeviceLoopByTailLaunch(const DeviceLoop& loop,
+                                            StreamHandle stream) override {
+    if (!supports_device_loops()) return NoConditionalNodes();
+    WEFT_ASSIGN_OR_RETURN(const StreamEntry s, FindStream(stream));
+    WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    return control_.LaunchLoopByTailLaunch(loop, stream, s.device);
   }
   absl::Status LaunchDeviceCase(const DeviceCase& choice, StreamHandle stream,
                                 StreamHandle /*body_stream*/) override {

@@ -16,7 +16,8 @@
 // evaluates conditions and selectors with no host round trip. They need a
 // driver of CUDA 12.3 or newer (supports_device_loops()); cases use SWITCH
 // nodes from 12.8 and device graph launch before that or when
-// Options::device_launch_cases asks for it (cuda_device_control.h). Both
+// Options::device_launch_cases asks for it, and loops use tail launch
+// when Options::device_launch_loops does (cuda_device_control.h). Both
 // run on the caller's stream; the body stream a caller hands over stays
 // unused. A loop past its max_iterations fails with FAILED_PRECONDITION
 // the host callbacks of its stream's error scope, on any stream, added
@@ -65,6 +66,10 @@ class CudaBackend : public Backend {
     // branches are device-launchable executable graphs, and a kernel reads
     // the selector and launches the chosen one from the device.
     bool device_launch_cases = false;
+    // Device loops by tail launch rather than WHILE nodes: the body is a
+    // device-launchable executable graph that relaunches itself from the
+    // device while the condition holds.
+    bool device_launch_loops = false;
   };
 
   // A backend over every visible CUDA device (CUDA_VISIBLE_DEVICES applies).
@@ -77,6 +82,10 @@ class CudaBackend : public Backend {
   // say (for comparisons). `choice` as for LaunchDeviceCase.
   virtual absl::Status LaunchDeviceCaseByDeviceLaunch(const DeviceCase& choice,
                                                       StreamHandle stream) = 0;
+
+  // Backend::LaunchDeviceLoop by tail launch, whatever the options say.
+  virtual absl::Status LaunchDeviceLoopByTailLaunch(const DeviceLoop& loop,
+                                                    StreamHandle stream) = 0;
 
   // Counters of the device graph cache: captures instantiated, launches
   // of a cached executable graph, of those the ones with new parameters

@@ -4,11 +4,12 @@
 //
 // Loops: a loop of `iterations` iterations of a tiny body (axpy on one
 // float, then `less` writing the int32 condition), run as a WHILE
-// conditional node (CudaBackend::LaunchDeviceLoop, executable cached) and
-// driven by the host (per iteration: the body's two kernels, a copy of the
-// condition back to pinned memory, a stream synchronization, the host
-// reads the flag). Prints wall and host CPU (process CPU time, every
-// thread) microseconds per iteration of each, and their ratios.
+// conditional node (CudaBackend::LaunchDeviceLoop, executable cached), by
+// tail launch (LaunchDeviceLoopByTailLaunch: the body relaunches itself
+// from the device) and driven by the host (per iteration: the body's two
+// kernels, a copy of the condition back to pinned memory, a stream
+// synchronization, the host reads the flag). Prints wall and host CPU (process
+// CPU time, every thread) microseconds per iteration of each, and their ratios.
 //
 // Cases: a one-kernel branch graph (fill of one float) `launches` times,
 // by cudaGraphLaunch from the host (LaunchDeviceGraph, executable cached),
@@ -149,8 +150,9 @@ class Bench {
     return Set(go_, int32_t{1});
   }
 
-  // One device loop of `iterations`; checks its count.
-  absl::Status DeviceLoopOnce(int iterations) {
+  // One device loop of `iterations` (a WHILE node, or by tail launch);
+  // checks its count.
+  absl::Status DeviceLoopOnce(int iterations, bool tail = false) {
     DeviceGraph body;
     body.device = 0;
     const int inc = body.AddKernel(Inc(), {});
@@ -163,7 +165,8 @@ class Bench {
     loop.max_iterations = static_cast<uint32_t>(iterations) + 1;
     loop.iterations = std::make_shared<std::atomic<int64_t>>(0);
     WEFT_RETURN_IF_ERROR(
-        backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
+        tail ? backend_->LaunchDeviceLoopByTailLaunch(loop, stream_)
+             : backend_->LaunchDeviceLoop(loop, stream_, body_stream_));
     WEFT_RETURN_IF_ERROR(Drain());
     if (loop.iterations->load() != iterations) {
       return absl::InternalError("device loop ran the wrong number of times");
@@ -296,6 +299,16 @@ int Main(int argc, char** argv) {
       Measure(iterations, [&] { return bench.DeviceLoopOnce(iterations); });
   if (!device.ok()) return fail(device.status());
   if (absl::Status s = bench.ResetCounter(); !s.ok()) return fail(s);
+  if (absl::Status s = bench.DeviceLoopOnce(iterations, /*tail=*/true);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = bench.ResetCounter(); !s.ok()) return fail(s);
+  absl::StatusOr<Cost> tail = Measure(iterations, [&] {
+    return bench.DeviceLoopOnce(iterations, /*tail=*/true);
+  });
+  if (!tail.ok()) return fail(tail.status());
+  if (absl::Status s = bench.ResetCounter(); !s.ok()) return fail(s);
   absl::StatusOr<Cost> host =
       Measure(iterations, [&] { return bench.HostLoopOnce(iterations); });
   if (!host.ok()) return fail(host.status());
@@ -304,6 +317,8 @@ int Main(int argc, char** argv) {
   std::printf("%-28s %12s %12s\n", "path", "us/iter", "cpu us/iter");
   std::printf("%-28s %12.3f %12.3f\n", "WHILE node (device)", device->wall_us,
               device->cpu_us);
+  std::printf("%-28s %12.3f %12.3f\n", "tail launch (device)", tail->wall_us,
+              tail->cpu_us);
   std::printf("%-28s %12.3f %12.3f\n", "host-driven (copy + sync)",
               host->wall_us, host->cpu_us);
   std::printf("host-driven / WHILE: %.2fx wall, %.2fx host CPU\n",

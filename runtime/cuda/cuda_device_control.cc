@@ -163,6 +163,7 @@ CudaDeviceControl::~CudaDeviceControl() {
   for (auto& [key, c] : cases_) Destroy(*c);
   for (auto& c : retired_) Destroy(*c);
   for (auto& [key, l] : launchers_) Destroy(*l);
+  for (auto& [key, t] : tail_loops_) Destroy(*t);
   (void)cudaGetLastError();
 }
 
@@ -192,6 +193,22 @@ void CudaDeviceControl::Destroy(Launcher& l) {
   }
   if (l.done != nullptr) (void)cudaEventDestroy(l.done);
   l = Launcher{};
+  (void)cudaGetLastError();
+}
+
+void CudaDeviceControl::Destroy(TailLoop& t) {
+  if (t.device >= 0) (void)cudaSetDevice(t.device);
+  // The last launch (its iterations included) has finished with the body
+  // and the device word.
+  if (t.done != nullptr) {
+    (void)cudaEventSynchronize(t.done);
+    (void)cudaEventDestroy(t.done);
+  }
+  if (t.exec != nullptr) (void)cudaGraphExecDestroy(t.exec);
+  if (t.graph != nullptr) (void)cudaGraphDestroy(t.graph);
+  if (t.body != nullptr) (void)cudaGraphExecDestroy(t.body);
+  if (t.state != nullptr) (void)cudaFree(t.state);
+  t = TailLoop{};
   (void)cudaGetLastError();
 }
 
@@ -232,8 +249,8 @@ void CudaDeviceControl::Trim(
 DeviceControlStats CudaDeviceControl::stats() const {
   absl::MutexLock lock(&mu_);
   DeviceControlStats stats = stats_;
-  stats.cached =
-      static_cast<int>(loops_.size() + cases_.size() + launchers_.size());
+  stats.cached = static_cast<int>(loops_.size() + cases_.size() +
+                                  launchers_.size() + tail_loops_.size());
   return stats;
 }
 
@@ -778,6 +795,160 @@ absl::Status CudaDeviceControl::LaunchCaseByDeviceLaunch(
     }
     return absl::OkStatus();
   });
+}
+
+}  // namespace weft::runtime::cuda
+
+namespace weft::runtime::cuda {
+
+// ---- Loops by tail launch.
+
+absl::StatusOr<cudaGraph_t> CudaDeviceControl::CaptureTailBody(
+    const DeviceLoop& loop, TailLoopState* state) {
+  const void* condition = reinterpret_cast<const void*>(loop.condition.address);
+  const ConditionKind kind = ConditionKindOf(loop.dtype);
+  const uint64_t max = loop.max_iterations;
+  return hooks_.capture(
+      *loop.body, nullptr,
+      [=](cudaStream_t origin) {
+        return LaunchTailLoopCheck(condition, kind, state, max, origin);
+      },
+      nullptr);
+}
+
+absl::StatusOr<CudaDeviceControl::TailLoop*> CudaDeviceControl::FindTailLoop(
+    const DeviceLoop& loop, const std::string& key, int device,
+    cudaStream_t stream) {
+  if (auto it = tail_loops_.find(key); it != tail_loops_.end()) {
+    it->second->last_use = ++tick_;
+    return it->second.get();
+  }
+  auto t = std::make_unique<TailLoop>();
+  t->device = device;
+  auto build = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::Status {
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaMalloc(reinterpret_cast<void**>(&t->state), sizeof(TailLoopState)));
+    WEFT_ASSIGN_OR_RETURN(cudaGraph_t captured,
+                          CaptureTailBody(loop, t->state));
+    const absl::Status made = WEFT_CUDA_STATUS(cudaGraphInstantiate(
+        &t->body, captured, cudaGraphInstantiateFlagDeviceLaunch));
+    (void)cudaGraphDestroy(captured);
+    WEFT_RETURN_IF_ERROR(made);
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphUpload(t->body, stream));
+    // The start graph is an ordinary host-launched graph: a kernel of one
+    // may launch device graphs of its device.
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphCreate(&t->graph, 0));
+    WEFT_RETURN_IF_ERROR(AddTailLoopStartNode(
+        t->graph, NodeDeps{},
+        reinterpret_cast<const void*>(loop.condition.address),
+        ConditionKindOf(loop.dtype), t->state, loop.max_iterations, t->body,
+        nullptr, &t->start));
+    WEFT_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&t->exec, t->graph, 0));
+    WEFT_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&t->done, cudaEventDisableTiming));
+    return absl::OkStatus();
+  };
+  if (absl::Status s = build(); !s.ok()) {
+    Destroy(*t);
+    return CannotBuild("loop", loop.name, s);
+  }
+  ++stats_.instantiations;
+  t->last_use = ++tick_;  // parameters: set by the launch that built it
+  TailLoop* found = t.get();
+  tail_loops_.emplace(key, std::move(t));
+  Trim(tail_loops_, found);
+  return found;
+}
+
+absl::Status CudaDeviceControl::LaunchLoopByTailLaunch(const DeviceLoop& loop,
+                                                       StreamHandle stream,
+                                                       int device) {
+  WEFT_RETURN_IF_ERROR(CheckDeviceLoop(loop, device));
+  WEFT_ASSIGN_OR_RETURN(cudaStream_t raw, hooks_.stream(stream));
+  // The condition's dtype and the bound are in the body's tail check.
+  const std::string key =
+      absl::StrCat("tail|", device, "|", scheduler::DTypeName(loop.dtype), "|",
+                   loop.max_iterations, "|", DeviceGraphSignature(*loop.body));
+  std::string parameters = absl::StrCat(loop.condition.address, "|",
+                                        DeviceGraphParameters(*loop.body));
+  WEFT_ASSIGN_OR_RETURN(ControlState * slot, slots_.Acquire());
+  absl::MutexLock lock(&mu_);
+  auto fail = [&](absl::Status s) {
+    slots_.Release(slot);
+    return s;
+  };
+  absl::StatusOr<TailLoop*> found = FindTailLoop(loop, key, device, raw);
+  if (!found.ok()) return fail(found.status());
+  TailLoop* t = *found;
+  if (t->launched) ++stats_.cache_hits;
+  if (t->parameters.empty()) t->parameters = parameters;
+  if (t->parameters != parameters) {
+    // No launch may still run the body while it is replaced.
+    if (t->launched) {
+      if (absl::Status s = WEFT_CUDA_STATUS(cudaEventSynchronize(t->done));
+          !s.ok()) {
+        return fail(s);
+      }
+    }
+    absl::StatusOr<cudaGraph_t> captured = CaptureTailBody(loop, t->state);
+    if (!captured.ok()) return fail(captured.status());
+    cudaGraphExecUpdateResultInfo info;
+    const cudaError_t result = cudaGraphExecUpdate(t->body, *captured, &info);
+    (void)cudaGraphDestroy(*captured);
+    if (result != cudaSuccess) {
+      (void)cudaGetLastError();
+      Destroy(*t);
+      tail_loops_.erase(key);
+      found = FindTailLoop(loop, key, device, raw);
+      if (!found.ok()) return fail(found.status());
+      t = *found;
+    } else {
+      if (absl::Status s = WEFT_CUDA_STATUS(cudaGraphUpload(t->body, raw));
+          !s.ok()) {
+        return fail(s);
+      }
+      ++stats_.updates;
+    }
+    t->parameters = std::move(parameters);
+  }
+  t->launched = true;
+  if (absl::Status s = SetTailLoopStartNode(
+          t->exec, t->start,
+          reinterpret_cast<const void*>(loop.condition.address),
+          ConditionKindOf(loop.dtype), t->state, loop.max_iterations, t->body,
+          slot);
+      !s.ok()) {
+    return fail(s);
+  }
+  if (absl::Status s = WEFT_CUDA_STATUS(cudaGraphLaunch(t->exec, raw));
+      !s.ok()) {
+    return fail(s);
+  }
+  WEFT_CUDA_RETURN_IF_ERROR(cudaEventRecord(t->done, raw));
+  return hooks_.report(
+      stream,
+      [slots = &slots_, slot, iterations = loop.iterations, name = loop.name,
+       max = loop.max_iterations](absl::Status status) {
+        const ControlState state = *slot;
+        slots->Release(slot);
+        if (!status.ok()) return absl::OkStatus();  // the stream's error stands
+        iterations->store(state.value);
+        if (state.error != 0) {
+          const absl::Status launch =
+              CudaStatus(static_cast<cudaError_t>(state.error),
+                         "cudaGraphLaunch on the device", __FILE__, __LINE__);
+          return absl::Status(
+              launch.code(), absl::StrCat("loop '", name, "' iteration ",
+                                          state.value, ": ", launch.message()));
+        }
+        if (state.flag != 0) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "loop '", name, "' would exceed max_iterations ", max,
+              ": its condition still holds after ", state.value,
+              " iterations (evaluated on the device)"));
+        }
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace weft::runtime::cuda

@@ -30,6 +30,20 @@
 // previous launch (a launch still queued could otherwise start the branch
 // while it is being replaced).
 //
+// Loops by tail launch (LaunchLoopByTailLaunch): the body is an
+// executable graph instantiated for device launch and uploaded, ending in
+// a tail check kernel; a one-kernel graph launched from the host checks
+// the condition and launches the body fire and forget, and each tail
+// check relaunches the body that runs it as a tail launch while the
+// condition holds (seed 002's device-side loop: no conditional node, one
+// graph launch per iteration, all from the device). A tail launch runs
+// once its launching graph has completed and belongs to the same
+// execution, so work after the loop on the stream waits for the last
+// iteration. The kernel that ends the loop writes its count and flag into
+// the launch's pinned host slot. New parameters update the body's
+// executable in place and upload it again, after waiting on the host for
+// the loop's previous launch, as for a case by device launch.
+//
 // Executables are cached per structure: the body's DeviceGraphSignature
 // (each branch's for a case), the condition's dtype, max_iterations, the
 // device. A launch with other parameters (addresses, scalars) re-captures
@@ -137,6 +151,12 @@ class CudaDeviceControl {
                                         StreamHandle stream, int device)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // A loop by tail launch (see above). The body holds no control nodes
+  // and no copies to or from pageable host memory.
+  absl::Status LaunchLoopByTailLaunch(const DeviceLoop& loop,
+                                      StreamHandle stream, int device)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   DeviceControlStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -171,6 +191,19 @@ class CudaDeviceControl {
     cudaGraphNode_t launch = nullptr;
     cudaEvent_t done = nullptr;           // recorded after each launch
     std::vector<std::string> parameters;  // per branch
+    uint64_t last_use = 0;
+    bool launched = false;
+  };
+  // A loop by tail launch.
+  struct TailLoop {
+    int device = -1;
+    cudaGraphExec_t body = nullptr;  // instantiated for device launch
+    cudaGraph_t graph = nullptr;     // the host-launched start graph
+    cudaGraphExec_t exec = nullptr;
+    cudaGraphNode_t start = nullptr;
+    TailLoopState* state = nullptr;  // device word
+    cudaEvent_t done = nullptr;      // recorded after each launch
+    std::string parameters;
     uint64_t last_use = 0;
     bool launched = false;
   };
@@ -244,11 +277,21 @@ class CudaDeviceControl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Destroys the retired conditionals whose last launch has completed.
   void SweepRetired() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The cached loop of `key`, or a new one built for `loop`.
+  absl::StatusOr<TailLoop*> FindTailLoop(const DeviceLoop& loop,
+                                         const std::string& key, int device,
+                                         cudaStream_t stream)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The loop's body followed by its tail check, captured into a new graph.
+  absl::StatusOr<cudaGraph_t> CaptureTailBody(const DeviceLoop& loop,
+                                              TailLoopState* state)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   template <typename Entry>
   void Trim(absl::flat_hash_map<std::string, std::unique_ptr<Entry>>& cache,
             const Entry* keep) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   static void Destroy(Conditional& c);
   static void Destroy(Launcher& l);
+  static void Destroy(TailLoop& t);
 
   // Constant after construction.
   const Hooks hooks_;
@@ -261,6 +304,8 @@ class CudaDeviceControl {
   // Conditionals replaced while a launch of theirs may still run.
   std::vector<std::unique_ptr<Conditional>> retired_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<Launcher>> launchers_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<TailLoop>> tail_loops_
       ABSL_GUARDED_BY(mu_);
   uint64_t tick_ ABSL_GUARDED_BY(mu_) = 0;
   DeviceControlStats stats_ ABSL_GUARDED_BY(mu_);

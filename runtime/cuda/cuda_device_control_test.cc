@@ -528,6 +528,59 @@ TEST_P(CudaDeviceCaseTest, RejectsAFloatSelector) {
                                        HasSubstr("INT32 or INT64")));
 }
 
+// ---- Loops by tail launch: the body relaunches itself from the device.
+
+TEST_F(CudaDeviceControlTest, TailLaunchLoopCountsToN) {
+  const Counter c = NewCounter();
+  DeviceGraph body = CountingBody(c.one, c.i, c.go, 1000);
+  DeviceLoop loop = Loop(&body, c.go, DType::kInt32, 100000);
+  ASSERT_OK(backend_->LaunchDeviceLoopByTailLaunch(loop, stream_));
+  ASSERT_OK(Done());
+  EXPECT_EQ(loop.iterations->load(), 1000);
+  EXPECT_EQ(Get<float>(c.i), 1000.0f);
+  EXPECT_EQ(Get<int32_t>(c.go), 0);
+
+  // A false condition runs no iteration.
+  DeviceLoop again = Loop(&body, c.go, DType::kInt32, 100000);
+  ASSERT_OK(backend_->LaunchDeviceLoopByTailLaunch(again, stream_));
+  ASSERT_OK(Done());
+  EXPECT_EQ(again.iterations->load(), 0);
+  EXPECT_EQ(Get<float>(c.i), 1000.0f);
+}
+
+TEST_F(CudaDeviceControlTest, TailLaunchLoopBeyondItsBoundFailsNamingIt) {
+  const Counter c = NewCounter();
+  DeviceGraph body = CountingBody(c.one, c.i, c.go, 10);
+  DeviceLoop loop = Loop(&body, c.go, DType::kInt32, 4);
+  ASSERT_OK(backend_->LaunchDeviceLoopByTailLaunch(loop, stream_));
+  EXPECT_THAT(
+      Done(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr("loop 'count' would exceed max_iterations 4: its "
+                         "condition still holds after 4 iterations")));
+  backend_->ReleaseErrorScope(stream_, 0);
+  EXPECT_EQ(loop.iterations->load(), 4);
+  EXPECT_EQ(Get<float>(c.i), 4.0f);
+}
+
+TEST_F(CudaDeviceControlTest, TailLaunchLoopTakesNewBuffers) {
+  const Counter first = NewCounter();
+  const Counter second = NewCounter();
+  const uint64_t updates = backend_->device_control_stats().updates;
+  for (const Counter* c : {&first, &second, &first}) {
+    Set(c->i, 0.0f);
+    Set(c->go, int32_t{1});
+    DeviceGraph body = CountingBody(c->one, c->i, c->go, 50);
+    DeviceLoop loop = Loop(&body, c->go, DType::kInt32, 1000);
+    ASSERT_OK(backend_->LaunchDeviceLoopByTailLaunch(loop, stream_));
+    ASSERT_OK(Done());
+    EXPECT_EQ(loop.iterations->load(), 50);
+    EXPECT_EQ(Get<float>(c->i), 50.0f);
+  }
+  // The second and third launches updated the cached body in place.
+  EXPECT_EQ(backend_->device_control_stats().updates, updates + 2);
+}
+
 // ---- Nested control: conditional nodes inside conditional bodies.
 
 class CudaNestedControlTest : public CudaDeviceControlTest {
@@ -953,6 +1006,31 @@ TEST_F(CudaNestedControlTest, ExecutorRunsNestedLoopsOnTheDevice) {
     EXPECT_EQ(executor_testing::Floats(r.outputs["total"])[0], 12.0f);
     EXPECT_EQ(executor_testing::Floats(r.outputs["j"])[0], 3.0f);
   }
+}
+
+TEST_F(CudaDeviceControlTest, ExecutorRunsLoopsByTailLaunch) {
+  CudaBackend::Options backend_options;
+  backend_options.device_launch_loops = true;
+  std::unique_ptr<CudaBackend> backend =
+      CudaBackend::Create(backend_options).value();
+  ASSERT_FALSE(backend->supports_nested_device_control());
+  Executor::Options options;
+  options.backend = backend.get();
+  std::unique_ptr<Executor> executor = Executor::Create(options).value();
+  for (int limit : {10, 3}) {
+    RunResult r = RunJob(*executor, CountingJob(limit, 100));
+    ASSERT_OK(r.status);
+    EXPECT_EQ(executor_testing::Floats(r.outputs["i"])[0],
+              static_cast<float>(limit));
+    for (float v : executor_testing::Floats(r.outputs["x"])) {
+      EXPECT_EQ(v, static_cast<float>(1 << limit));
+    }
+    EXPECT_EQ(r.iterations, limit);
+  }
+  RunResult bounded = RunJob(*executor, CountingJob(10, 4));
+  EXPECT_THAT(bounded.status,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("loop 'loop' would exceed max_iterations 4")));
 }
 
 }  // namespace
