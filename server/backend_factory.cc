@@ -73,8 +73,11 @@ absl::StatusOr<CreatedBackend> CreateSim(const BackendOptions& options) {
 }
 
 absl::StatusOr<CreatedBackend> CreateCuda(const BackendOptions& options) {
+  runtime::CudaBackend::Options cuda_options;
+  cuda_options.device_launch_cases = options.cuda_device_launch_cases;
+  cuda_options.device_launch_loops = options.cuda_device_launch_loops;
   absl::StatusOr<std::unique_ptr<runtime::CudaBackend>> cuda =
-      runtime::CudaBackend::Create();
+      runtime::CudaBackend::Create(cuda_options);
   if (!cuda.ok()) {
     return absl::Status(
         cuda.status().code(),

@@ -32,6 +32,10 @@ struct BackendOptions {
   // Copy bandwidths in GrCUDA's CSV format (`From,To,GB/s`, -1 = host),
   // for the planner and the simulator; "" derives them as described above.
   std::string topology_file;
+  // CudaBackend::Options: control nodes decided on the device by device
+  // graph launch rather than conditional nodes.
+  bool cuda_device_launch_cases = false;
+  bool cuda_device_launch_loops = false;
 };
 
 struct CreatedBackend {

@@ -29,6 +29,14 @@ ABSL_FLAG(std::string, backend, "auto",
 ABSL_FLAG(int32_t, sim_devices, 2, "Number of simulated GPUs.");
 ABSL_FLAG(uint64_t, sim_memory_bytes, uint64_t{17179869184},
           "Memory per simulated GPU in bytes (default 16 GiB).");
+ABSL_FLAG(bool, cuda_device_launch_cases, false,
+          "CUDA: run case..of nodes decided on the device by device graph "
+          "launch (a kernel launches the chosen branch) instead of SWITCH "
+          "conditional nodes; nested control then runs on the host");
+ABSL_FLAG(bool, cuda_device_launch_loops, false,
+          "CUDA: run loops decided on the device by tail launch (the body "
+          "relaunches itself from the device) instead of WHILE conditional "
+          "nodes; nested control then runs on the host");
 ABSL_FLAG(double, sim_bandwidth_gbps, 25,
           "Simulated copy bandwidth in GB/s, host<->device and peer.");
 ABSL_FLAG(std::string, topology, "",
@@ -199,6 +207,10 @@ int main(int argc, char** argv) {
   options.backend.sim_memory_bytes = absl::GetFlag(FLAGS_sim_memory_bytes);
   options.backend.sim_bandwidth_gbps = absl::GetFlag(FLAGS_sim_bandwidth_gbps);
   options.backend.topology_file = absl::GetFlag(FLAGS_topology);
+  options.backend.cuda_device_launch_cases =
+      absl::GetFlag(FLAGS_cuda_device_launch_cases);
+  options.backend.cuda_device_launch_loops =
+      absl::GetFlag(FLAGS_cuda_device_launch_loops);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.max_streams_per_device = absl::GetFlag(FLAGS_max_streams_per_device);
   options.grpc_max_threads = absl::GetFlag(FLAGS_grpc_max_threads);
