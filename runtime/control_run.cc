@@ -68,9 +68,13 @@ void ControlRun::Next() {
   body_job_ = *job;
 }
 
-void ControlRun::OnBodyDone(absl::Status status) {
+void ControlRun::OnBodyDone(absl::Status status, int64_t relayed) {
   body_job_ = 0;
   if (done_) return;
+  if (relayed > 0) {
+    iterations_ += relayed;
+    Progress(iterations_);
+  }
   if (!status.ok()) {
     if (!stop_.ok() && status.code() == stop_.code()) {
       Finish(stop_);
@@ -91,9 +95,16 @@ void ControlRun::OnBodyDone(absl::Status status) {
   }
 }
 
+void ControlRun::Progress(int64_t iteration) {
+  if (done_) return;
+  hooks_.report(ControlEventKind::kIteration, iteration,
+                absl::StrCat("iteration ", iteration));
+}
+
 void ControlRun::Stop(absl::Status reason) {
   if (done_ || !stop_.ok()) return;
   stop_ = reason.ok() ? absl::CancelledError("stopped") : std::move(reason);
+  if (hooks_.interrupt) hooks_.interrupt();
   if (body_job_ != 0) hooks_.cancel_body(body_job_, stop_);
 }
 

@@ -12,7 +12,8 @@
 // none. A loop that would begin iteration max_iterations + 1 fails with an
 // error naming the loop; a stop request (cancellation, a deadline, another
 // node's failure) ends the loop between iterations, after cancelling the
-// body job in flight.
+// body job in flight. Iterations a LoopRelay begins in the completion
+// callbacks count as the run's own (OnBodyDone's `relayed`).
 //
 // Not thread-safe: every call runs on the executor's scheduling thread.
 #ifndef WEFT_RUNTIME_CONTROL_RUN_H_
@@ -38,6 +39,8 @@ class ControlRun {
     // id for `cancel_body`.
     std::function<absl::StatusOr<uint64_t>(int body)> start_body;
     std::function<void(uint64_t job, absl::Status reason)> cancel_body;
+    // Stops iterations begun outside the run (a LoopRelay); may be unset.
+    std::function<void()> interrupt;
     // Host memory holding the condition's current value (valid whenever
     // the run is called).
     std::function<const char*()> condition;
@@ -59,8 +62,12 @@ class ControlRun {
   // The condition is in host memory: decide and start.
   void Start();
   // The body job started last ended with `status`; for a loop the
-  // condition is in host memory again.
-  void OnBodyDone(absl::Status status);
+  // condition is in host memory again. `relayed`: iterations begun since
+  // then outside the run (a LoopRelay continuing the loop), the last of
+  // which ended with `status`.
+  void OnBodyDone(absl::Status status, int64_t relayed = 0);
+  // Iteration `iteration`, begun outside the run, is running: reports it.
+  void Progress(int64_t iteration);
   // Ends the run with `reason` at the next iteration boundary, cancelling
   // the body job in flight.
   void Stop(absl::Status reason);

@@ -134,6 +134,55 @@ TEST_F(ControlRunTest, StopAfterASuccessfulBodyStartsNoMore) {
   EXPECT_EQ(started_.size(), 1u);
 }
 
+TEST_F(ControlRunTest, RelayedIterationsCountAsTheRunsOwn) {
+  Make(ControlSpec::Kind::kWhile, 10, 1);
+  value_ = 1;
+  run_->Start();
+  // Iterations 2..5 begun outside the run, with a progress report between.
+  run_->Progress(3);
+  run_->OnBodyDone(absl::OkStatus(), 4);
+  EXPECT_EQ(run_->iterations(), 6);  // 5 relayed up to, then the 6th
+  EXPECT_THAT(reports_, ElementsAre(1, 3, 5, 6));
+  // The bound counts the relayed iterations: 4 more reach it.
+  run_->OnBodyDone(absl::OkStatus(), 4);
+  EXPECT_THAT(status_, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                HasSubstr("after 10 iterations")));
+  EXPECT_EQ(started_.size(), 2u);
+}
+
+TEST_F(ControlRunTest, StopInterruptsTheRelay) {
+  Make(ControlSpec::Kind::kWhile, 10, 1);
+  ControlRun::Hooks hooks;
+  int interrupts = 0;
+  hooks.start_body = [this](int body) -> absl::StatusOr<uint64_t> {
+    started_.push_back(body);
+    return uint64_t{0};  // nothing to cancel: the relay stops instead
+  };
+  hooks.cancel_body = [this](uint64_t job, absl::Status) {
+    cancelled_.push_back(job);
+  };
+  hooks.interrupt = [&interrupts] { ++interrupts; };
+  hooks.condition = [this] { return reinterpret_cast<const char*>(&value_); };
+  hooks.report = [this](ControlEventKind, int64_t value, const std::string&) {
+    reports_.push_back(value);
+  };
+  hooks.finished = [this](absl::Status status) {
+    ++finished_;
+    status_ = status;
+  };
+  run_ = std::make_unique<ControlRun>(node_, DType::kInt32, hooks);
+  value_ = 1;
+  run_->Start();
+  run_->Stop(absl::CancelledError("cancelled"));
+  EXPECT_EQ(interrupts, 1);
+  EXPECT_TRUE(cancelled_.empty());
+  // The relay hands back after two more iterations.
+  run_->OnBodyDone(absl::OkStatus(), 2);
+  EXPECT_THAT(status_, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(run_->iterations(), 3);
+  EXPECT_EQ(started_.size(), 1u);
+}
+
 TEST_F(ControlRunTest, CaseRunsOneBranchOrNone) {
   Make(ControlSpec::Kind::kCase, 0, 3);
   value_ = 2;

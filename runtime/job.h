@@ -106,6 +106,7 @@
 #include "runtime/job_graph.h"
 #include "runtime/job_streams.h"
 #include "runtime/job_tracer.h"
+#include "runtime/loop_relay.h"
 #include "runtime/memory_pool.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/stream_pool.h"
@@ -282,6 +283,9 @@ class Job {
     std::unique_ptr<char[]> condition_value;
     int64_t launches = 0;  // bodies launched
     int open_span = -1;    // the trace span of the body running
+    // A loop's iterations, continued in the completion callbacks once
+    // they are no longer traced one by one.
+    std::shared_ptr<LoopRelay> relay;
   };
   // Bodies of one control node traced as spans of their own: beyond, the
   // node's span still covers them (a trace holds two markers per span).
@@ -305,7 +309,9 @@ class Job {
   void OnDeviceControlDone(int index, absl::Status status, int64_t result,
                            const std::vector<NestedDeviceControl>& nested);
   void OnControlReady(int index, absl::Status status);
-  void OnBodyDone(int index, absl::Status status);
+  void OnBodyDone(int index, absl::Status status, int64_t relayed = 0);
+  // A LoopRelay of control node `index` began iteration `iteration`.
+  void OnLoopProgress(int index, int64_t iteration);
   void ControlFinished(int index, absl::Status status);
   absl::StatusOr<uint64_t> StartBody(int index, int body);
   // Whether node `index` (plan index) depends directly on a control node

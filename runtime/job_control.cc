@@ -101,6 +101,9 @@ void Job::OnControlReady(int index, absl::Status status) {
     post(job,
          [reason = std::move(reason)](Job& nested) { nested.Cancel(reason); });
   };
+  if (as_graphs && graph_control->second.relay != nullptr) {
+    hooks.interrupt = [relay = graph_control->second.relay] { relay->Stop(); };
+  }
   if (as_graphs) {
     hooks.condition = [value = graph_control->second.condition_value.get()] {
       return static_cast<const char*>(value);
@@ -166,13 +169,21 @@ absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
   return nested_id;
 }
 
-void Job::OnBodyDone(int index, absl::Status status) {
+void Job::OnBodyDone(int index, absl::Status status, int64_t relayed) {
   if (auto g = graph_controls_.find(index); g != graph_controls_.end()) {
     tracer_->SpanCompleted(g->second.open_span);
     g->second.open_span = -1;
+    g->second.launches += relayed;
   }
   auto it = controls_.find(index);
-  if (it != controls_.end()) it->second->OnBodyDone(std::move(status));
+  if (it != controls_.end()) {
+    it->second->OnBodyDone(std::move(status), relayed);
+  }
+}
+
+void Job::OnLoopProgress(int index, int64_t iteration) {
+  auto it = controls_.find(index);
+  if (it != controls_.end()) it->second->Progress(iteration);
 }
 
 void Job::ControlFinished(int index, absl::Status status) {

@@ -263,6 +263,30 @@ absl::Status Job::StartGraphControl(int index, GraphControl& control) {
   for (const DeviceGraph& g : control.bodies.graphs) {
     WEFT_RETURN_IF_ERROR(backend->PrepareDeviceGraph(g));
   }
+  if (node.control->kind == scheduler::ControlSpec::Kind::kWhile) {
+    LoopRelay::Loop loop;
+    loop.backend = backend;
+    loop.body = &control.bodies.graphs[0];
+    loop.stream = control.bodies.body_stream;
+    loop.condition = control.condition;
+    loop.value = control.condition_value.get();
+    loop.bytes = control.condition_bytes;
+    loop.dtype = graph_->buffer(value).dtype;
+    loop.max_iterations = node.control->max_iterations;
+    const uint64_t id = id_;
+    const auto* post = &env_->post;
+    loop.hand_back = [post, id, index](int64_t ran, absl::Status status) {
+      (*post)(id, [index, ran, status = std::move(status)](Job& job) {
+        job.OnBodyDone(index, status, ran);
+      });
+    };
+    loop.progress = [post, id, index](int64_t iteration) {
+      (*post)(id, [index, iteration](Job& job) {
+        job.OnLoopProgress(index, iteration);
+      });
+    };
+    control.relay = std::make_shared<LoopRelay>(std::move(loop));
+  }
   // The bodies' stream: after the buffers are current, the condition's
   // first value to the host, and the run starts behind it.
   const StreamHandle body_stream = control.bodies.body_stream;
@@ -294,7 +318,7 @@ absl::StatusOr<uint64_t> Job::StartGraphBody(int index, int body) {
   ++control.launches;
   // Each iteration (or the branch) is a span on the bodies' stream, the
   // condition's way back included.
-  if (control.launches <= kMaxTracedBodies) {
+  if (callbacks_.on_trace && control.launches <= kMaxTracedBodies) {
     const std::string name =
         loop ? absl::StrCat(node.name, ": iteration ", control.launches)
              : absl::StrCat(node.name, ": branch ", body);
@@ -303,13 +327,18 @@ absl::StatusOr<uint64_t> Job::StartGraphBody(int index, int body) {
                                   d, name, node.op, v},
                        body_stream, d);
   }
+  if (loop) {
+    // The relay continues the loop in the completion callbacks once its
+    // iterations are no longer traced one by one.
+    const bool relay =
+        !callbacks_.on_trace || control.launches >= kMaxTracedBodies;
+    WEFT_RETURN_IF_ERROR(control.relay->Launch(control.launches, relay));
+    tracer_->End(control.open_span, body_stream, d);
+    tracer_->Dirty(body_stream);
+    return uint64_t{0};
+  }
   WEFT_RETURN_IF_ERROR(
       backend->LaunchDeviceGraph(control.bodies.graphs[body], body_stream));
-  if (loop) {
-    WEFT_RETURN_IF_ERROR(backend->CopyDeviceToHost(
-        control.condition_value.get(), control.condition,
-        control.condition_bytes, body_stream));
-  }
   tracer_->End(control.open_span, body_stream, d);
   // The next iteration starts when it is launched, not when this one ends.
   tracer_->Dirty(body_stream);

@@ -1,0 +1,49 @@
+#include "runtime/loop_relay.h"
+
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "runtime/control_condition.h"
+#include "scheduler/status_macros.h"
+
+namespace weft::runtime {
+
+absl::Status LoopRelay::Launch(int64_t iteration, bool relay) {
+  iteration_ = iteration;
+  ran_ = 0;
+  relay_ = relay;
+  last_progress_ = absl::Now();
+  return Enqueue();
+}
+
+absl::Status LoopRelay::Enqueue() {
+  Backend* backend = loop_.backend;
+  WEFT_RETURN_IF_ERROR(backend->LaunchDeviceGraph(*loop_.body, loop_.stream));
+  WEFT_RETURN_IF_ERROR(backend->CopyDeviceToHost(loop_.value, loop_.condition,
+                                                 loop_.bytes, loop_.stream));
+  return backend->AddHostCallback(
+      loop_.stream, [self = shared_from_this()](absl::Status status) {
+        self->OnDone(std::move(status));
+      });
+}
+
+void LoopRelay::OnDone(absl::Status status) {
+  if (status.ok() && relay_ && !stopped_.load(std::memory_order_acquire) &&
+      iteration_ < loop_.max_iterations &&
+      ConditionHolds(loop_.dtype, loop_.value)) {
+    ++iteration_;
+    ++ran_;
+    status = Enqueue();
+    if (status.ok()) {
+      const absl::Time now = absl::Now();
+      if (now - last_progress_ >= kProgressEvery) {
+        last_progress_ = now;
+        loop_.progress(iteration_);
+      }
+      return;
+    }
+  }
+  loop_.hand_back(ran_, std::move(status));
+}
+
+}  // namespace weft::runtime
