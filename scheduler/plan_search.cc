@@ -6,7 +6,9 @@
 #include <queue>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "scheduler/huge_pages.h"
 #include "scheduler/passes/stream_pipeline.h"
 #include "scheduler/status_macros.h"
@@ -294,6 +296,10 @@ absl::Status PlanSearch::SearchOrders(double good_enough, double close_enough,
   DeviceContext context = context_;
   context.walk_order = &order;
   int last_better = 0;
+  // The orders placed since the chosen plan last changed: placing one
+  // again from the same plan gives the same candidate (a chain has a
+  // single order, a narrow graph few), so it is not placed.
+  absl::flat_hash_set<std::vector<NodeId>> tried;
   for (int round = 1; round <= rounds; ++round) {
     if (chosen.times.makespan_us <= good_enough ||
         (round - last_better > kStallRounds &&
@@ -305,6 +311,8 @@ absl::Status PlanSearch::SearchOrders(double good_enough, double close_enough,
       key[v] = best[v] * (1 + amplitude * (2 * UnitHash(round, v) - 1));
     }
     order = PriorityOrder(key, *chosen.dag);
+    if (!tried.insert(order).second) continue;
+    ++profile_.orders_placed;
     IssuePlan candidate;
     WEFT_RETURN_IF_ERROR(
         Place(Dag(*chosen.dag), context, /*issue_by_start=*/true, candidate));
@@ -312,6 +320,7 @@ absl::Status PlanSearch::SearchOrders(double good_enough, double close_enough,
       chosen = std::move(candidate);
       best.swap(key);
       last_better = round;
+      tried.clear();
     }
   }
   return absl::OkStatus();

@@ -61,6 +61,9 @@ struct PlanProfile {
   double bound_s = 0;    // the lower bound, where the search stops at it
   double explain_s = 0;  // writing the Plan out, with reasons if asked
   double memory_s = 0;   // lifetimes and arenas (scheduler/memory)
+  // Orders the search placed after the first plan (an order it had placed
+  // already from the same plan is not placed again).
+  int orders_placed = 0;
 };
 
 // PlanGraph that also reports where the time went. `profile` may be null;

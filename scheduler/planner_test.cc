@@ -216,6 +216,56 @@ TEST(PlannerTest, ExplainOffLeavesReasonsEmpty) {
   EXPECT_GE(profile.streams_s, 0);
 }
 
+TEST(PlannerTest, SearchPlacesEachOrderOnce) {
+  // A counter's chain and a scratch buffer's, with uploads: few orders,
+  // and a plan the search cannot bring to its bound, so it tries every
+  // round it may.
+  const Graph g = FromText(
+      R"pb(
+        name: "step"
+        buffers { name: "i" size_bytes: 4 dtype: FLOAT32 output: true }
+        buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 output: true }
+        buffers { name: "y" size_bytes: 4 dtype: FLOAT32 }
+        nodes {
+          name: "inc"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "one" access: READ } }
+          args { buffer { name: "i" access: READ_WRITE } }
+        }
+        nodes {
+          name: "scale0"
+          op: "scale"
+          args { f32: 1 }
+          args { buffer { name: "y" access: READ_WRITE } }
+        }
+        nodes {
+          name: "scale1"
+          op: "scale"
+          args { f32: 1 }
+          args { buffer { name: "y" access: READ_WRITE } }
+        }
+        nodes {
+          name: "test"
+          op: "less"
+          args { buffer { name: "i" access: READ } }
+          args { f32: 10 }
+          args { buffer { name: "go" access: WRITE } }
+        }
+      )pb",
+      2);
+  for (int devices : {1, 2}) {
+    PlannerOptions options;
+    options.num_devices = devices;
+    options.simulate = false;
+    PlanProfile profile;
+    absl::StatusOr<Plan> plan = PlanGraph(g, options, &profile);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_LE(profile.orders_placed, 4) << devices << " devices";
+  }
+}
+
 TEST(PlannerTest, SimulateOffPlansTheSameAndLeavesEstimatesZero) {
   // A random graph over few buffers, with copies, on three devices: many
   // cross-device edges, events and transfers.
