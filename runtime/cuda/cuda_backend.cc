@@ -254,8 +254,31 @@ class CudaBackendImpl final : public CudaBackend {
     }
     WEFT_RETURN_IF_ERROR(CheckRange(src, bytes, "copy source"));
     WEFT_RETURN_IF_ERROR(UseDevice(s.device));
+    // Into pageable memory cudaMemcpyAsync returns only once the copy, and
+    // so all the work before it on the stream, is done: a small copy (a
+    // loop's condition, say) goes through a page-locked slot instead, so
+    // that the calling thread (the scheduling thread, or a completion
+    // callback continuing a loop) never waits for the device.
+    if (bytes <= small_staging_.chunk_bytes() && !PageLocked(dst)) {
+      WEFT_ASSIGN_OR_RETURN(
+          const bool staged,
+          small_staging_.Download(dst, AsPointer(src), bytes, s.stream));
+      if (staged) return absl::OkStatus();
+    }
     return WEFT_CUDA_STATUS(cudaMemcpyAsync(dst, AsPointer(src), bytes,
                                             cudaMemcpyDeviceToHost, s.stream));
+  }
+
+  // Whether `host` is page-locked (or managed) memory CUDA copies into
+  // asynchronously.
+  static bool PageLocked(const void* host) {
+    cudaPointerAttributes attributes;
+    if (cudaPointerGetAttributes(&attributes, host) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return attributes.type == cudaMemoryTypeHost ||
+           attributes.type == cudaMemoryTypeManaged;
   }
 
   // Downloads of at least a chunk go through page-locked chunks
@@ -566,6 +589,9 @@ class CudaBackendImpl final : public CudaBackend {
   cuda::BuiltinOps builtin_ops_;
   // Page-locked chunks for downloads: 16 of 8 MiB at most.
   cuda::PinnedStaging staging_{uint64_t{8} << 20, 16};
+  // Page-locked slots for small downloads into pageable memory: 256 of
+  // 64 KiB at most.
+  cuda::PinnedStaging small_staging_{uint64_t{64} << 10, 256};
   // Device graphs; its lanes are streams of this backend.
   cuda::CudaGraphCache graphs_{GraphHooks(), cuda::CudaGraphCache::Options{}};
   // Device loops and cases; they capture through graphs_.

@@ -625,6 +625,32 @@ TEST_F(CudaBackendTest, LargeDownloadsArriveWhole) {
   }
 }
 
+TEST_F(CudaBackendTest, SmallDownloadsIntoPageableMemoryDoNotWait) {
+  // Behind a 300 ms spin, a 4-byte copy into pageable memory returns while
+  // the spin still runs, and the bytes are there once the stream is done,
+  // in stream order before a host callback added after it.
+  const std::string contents = "abcd";
+  ASSERT_OK_AND_ASSIGN(DevicePtr ptr, Upload(contents));
+  ASSERT_OK_AND_ASSIGN(EventHandle copied, backend_->CreateEvent(0));
+  ASSERT_OK(Run("spin", {}, /*cost_us=*/300000));
+  auto out = std::make_unique<char[]>(4);
+  ASSERT_OK(backend_->CopyDeviceToHost(out.get(), ptr, 4, stream_));
+  ASSERT_OK(backend_->RecordEvent(copied, stream_));
+  ASSERT_OK_AND_ASSIGN(bool done_already, backend_->QueryEvent(copied));
+  EXPECT_FALSE(done_already) << "the copy waited for the spin";
+  absl::Notification called;
+  std::string seen;
+  ASSERT_OK(backend_->AddHostCallback(stream_, [&](absl::Status status) {
+    EXPECT_TRUE(status.ok()) << status;
+    seen.assign(out.get(), 4);
+    called.Notify();
+  }));
+  ASSERT_TRUE(called.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(seen, contents);
+  ASSERT_OK(backend_->SynchronizeStream(stream_));
+  ASSERT_OK(backend_->DestroyEvent(copied));
+}
+
 TEST_F(CudaBackendTest, EventsOrderWorkAcrossStreams) {
   constexpr uint64_t kBytes = 1 << 20;
   ASSERT_OK_AND_ASSIGN(DevicePtr x, Upload(std::string(kBytes, '\0')));
