@@ -153,8 +153,7 @@ void SimWorkerPool::PromoteTimersLocked(absl::Time now) {
   if (promoted) WakeMonitorLocked();
 }
 
-bool SimWorkerPool::Spin(absl::Time until) {
-  const uint64_t seen = queued_.load(std::memory_order_acquire);
+bool SimWorkerPool::Spin(uint64_t seen, absl::Time until) {
   for (int polls = 0;; ++polls) {
     if (queued_.load(std::memory_order_acquire) != seen) return true;
     // The clock every few polls: a poll costs far less than reading it.
@@ -193,8 +192,12 @@ void SimWorkerPool::WorkerLoop(int index) {
       if (!timers_.empty()) until = std::min(until, timers_.begin()->first);
       ++spinning_;
       ++spins_;
+      // What has been queued so far, read under the lock: a stream queued
+      // once it is released finds spinning_ set and does not wake anyone,
+      // so the spin must see it as new.
+      const uint64_t seen = queued_.load(std::memory_order_acquire);
       mu_.Unlock();
-      Spin(until);
+      Spin(seen, until);
       mu_.Lock();
       --spinning_;
       spun = true;

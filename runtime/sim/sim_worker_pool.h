@@ -112,8 +112,9 @@ class SimWorkerPool {
   // A stream joined the queue: wakes an idle worker unless a spinning one
   // will take it, or the monitor when none is idle.
   void WakeForQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Polls for newly queued streams until `until`; true if one came.
-  bool Spin(absl::Time until) ABSL_LOCKS_EXCLUDED(mu_);
+  // Polls until `until` for streams queued after the count `seen` (read
+  // under the lock before it was released); true if one came.
+  bool Spin(uint64_t seen, absl::Time until) ABSL_LOCKS_EXCLUDED(mu_);
 
   const absl::Duration stall_timeout_;
   const absl::Duration spin_;
