@@ -87,6 +87,31 @@ absl::Status ValidateOptions(const Graph& graph,
   return absl::OkStatus();
 }
 
+// Plans `plan`'s memory again with `options` (more re-placement rounds
+// than the plan's arenas had) and keeps the new offsets where no device's
+// arena grows: a fitted plan's arenas may hold offsets that fit its
+// budgets where a fresh placement would not.
+absl::Status ImproveArenas(const Graph& graph,
+                           const memory::MemoryPlanOptions& options,
+                           Plan* plan) {
+  Plan improved = *plan;
+  WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, options, &improved));
+  if (improved.memory.size() != plan->memory.size()) return absl::OkStatus();
+  for (size_t d = 0; d < plan->memory.size(); ++d) {
+    if (improved.memory[d].arena_bytes > plan->memory[d].arena_bytes) {
+      return absl::OkStatus();
+    }
+  }
+  // The fitted plan's own counts stay: re-placing spills nothing.
+  for (size_t d = 0; d < plan->memory.size(); ++d) {
+    improved.memory[d].spilled_bytes = plan->memory[d].spilled_bytes;
+    improved.memory[d].orderings_added = plan->memory[d].orderings_added;
+  }
+  plan->memory = std::move(improved.memory);
+  plan->buffers = std::move(improved.buffers);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Simulated plans of graphs up to this many nodes get memory planning by
@@ -259,9 +284,25 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     memory::MemoryPlanOptions memory_options;
     memory_options.budget_bytes = options.memory_budget_bytes;
     memory_options.device_memory_bytes = options.device_memory_bytes;
+    memory_options.improve_rounds = options.arena_improve_rounds;
     WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
-    if (options.fit_memory) {
+    const bool over_budget = std::any_of(
+        plan.memory.begin(), plan.memory.end(), [](const DeviceMemory& m) {
+          return m.budget_bytes > 0 && m.arena_bytes > m.budget_bytes;
+        });
+    if (options.fit_memory && over_budget) {
+      // Spill fitting decides on arenas placed without re-placement
+      // rounds, as its candidates are (rounds only shrink an arena, so
+      // this one is over budget too); the plan it keeps gets them after.
+      memory_options.improve_rounds = 0;
+      WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
       WEFT_RETURN_IF_ERROR(FitMemoryBudgets(graph, options, &plan));
+      if (options.arena_improve_rounds > 0) {
+        memory_options.improve_rounds = options.arena_improve_rounds;
+        WEFT_RETURN_IF_ERROR(
+            ImproveArenas(plan.graph != nullptr ? *plan.graph : graph,
+                          memory_options, &plan));
+      }
     }
   }
   profile.memory_s = clock.Now() - start;

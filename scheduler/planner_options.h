@@ -123,6 +123,11 @@ struct PlannerOptions {
   // Where memory is planned and an arena exceeds its device's budget, add
   // spills and fills until it fits (spill_fitting.h; Plan::graph).
   bool fit_memory = true;
+  // Rounds of re-placing the best arena assignment while it shrinks
+  // (memory::ArenaOptions::improve_rounds) for the plan returned. Spill
+  // fitting places its candidate plans without them and the plan it keeps
+  // with them, where that makes no arena larger.
+  int arena_improve_rounds = 4;
 };
 
 }  // namespace weft::scheduler

@@ -277,6 +277,7 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
     aware.memory_order = MemoryOrderKind::kMemoryAware;
     aware.fit_memory = false;
     aware.plan_memory = true;
+    aware.arena_improve_rounds = 0;
     absl::StatusOr<Plan> aware_plan = PlanGraph(graph, aware);
     if (aware_plan.ok() &&
         Excess(*aware_plan, budgets) < Excess(*plan, budgets)) {
@@ -302,6 +303,7 @@ absl::Status FitMemoryBudgets(const Graph& graph, const PlannerOptions& options,
   again.fit_memory = false;
   again.plan_memory = true;
   again.simulate = true;
+  again.arena_improve_rounds = 0;  // as the plan being fitted
   Attempt best = FitFrom(graph, *plan, budgets, pinned, options, again);
   best.report.memory_aware_order = aware_first;
   // Which order spills less is not known from the arenas before fitting:

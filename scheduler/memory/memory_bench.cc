@@ -38,11 +38,12 @@
 //
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
-//       [--max_conflicts=N] [--spill]
+//       [--max_conflicts=N] [--improve_rounds=N] [--spill]
 //
-// The last two set ArenaOptions: the plan size up to which the lower bound
-// may use the antichain (it costs seconds at 100k), and the conflict graph
-// size above which placement goes without one.
+// The last three set ArenaOptions: the plan size up to which the lower
+// bound may use the antichain (it costs seconds at 100k), the conflict
+// graph size above which placement goes without one, and the rounds of
+// re-placing the best assignment.
 #include <time.h>
 
 #include <algorithm>
@@ -120,8 +121,13 @@ struct Arena {
   int copies = 0;
 };
 
+// The arena options of the planner's default plans.
 ArenaOptions& Options() {
-  static ArenaOptions* options = new ArenaOptions;
+  static ArenaOptions* options = [] {
+    auto* o = new ArenaOptions;
+    o->improve_rounds = PlannerOptions().arena_improve_rounds;
+    return o;
+  }();
   return *options;
 }
 
@@ -345,6 +351,7 @@ int main(int argc, char** argv) {
     const std::string kGraphs = "--graphs=";
     const std::string kAntichain = "--antichain_max_positions=";
     const std::string kMaxConflicts = "--max_conflicts=";
+    const std::string kImprove = "--improve_rounds=";
     if (arg == "--spill") {
       spill = true;
     } else if (arg.rfind(kGraphs, 0) == 0) {
@@ -352,6 +359,8 @@ int main(int argc, char** argv) {
     } else if (arg.rfind(kAntichain, 0) == 0) {
       Options().antichain_max_positions =
           std::atoi(arg.substr(kAntichain.size()).c_str());
+    } else if (arg.rfind(kImprove, 0) == 0) {
+      Options().improve_rounds = std::atoi(arg.substr(kImprove.size()).c_str());
     } else if (arg.rfind(kMaxConflicts, 0) == 0) {
       Options().max_conflicts =
           std::atoll(arg.substr(kMaxConflicts.size()).c_str());

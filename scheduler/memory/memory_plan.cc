@@ -134,6 +134,7 @@ absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
                     lifetimes.num_devices());
   ArenaOptions arena_options;
   arena_options.alignment = options.alignment;
+  arena_options.improve_rounds = options.improve_rounds;
   for (const DeviceBudget& b : budgets) {
     arena_options.budget_bytes.push_back(b.bytes);
   }

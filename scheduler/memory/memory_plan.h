@@ -28,6 +28,8 @@ struct MemoryPlanOptions {
   // Each device's memory, by device (0 or missing: unknown): budgets above
   // it are clamped to it.
   std::vector<int64_t> device_memory_bytes;
+  // ArenaOptions::improve_rounds.
+  int improve_rounds = 0;
 };
 
 // One device's budget: the one asked for, clamped to the device's memory
