@@ -290,6 +290,9 @@ class Job {
   // Bodies of one control node traced as spans of their own: beyond, the
   // node's span still covers them (a trace holds two markers per span).
   static constexpr int64_t kMaxTracedBodies = 1024;
+  // Traced iterations a LoopRelay may begin before it hands back for more
+  // markers.
+  static constexpr int64_t kRelayTraceBatch = 64;
   // After PrepareDeviceBodies: the condition's first value on its way to
   // the host, and the run behind it.
   absl::Status StartGraphControl(int index, GraphControl& control);

@@ -171,9 +171,26 @@ absl::StatusOr<uint64_t> Job::StartBody(int index, int body) {
 
 void Job::OnBodyDone(int index, absl::Status status, int64_t relayed) {
   if (auto g = graph_controls_.find(index); g != graph_controls_.end()) {
-    tracer_->SpanCompleted(g->second.open_span);
-    g->second.open_span = -1;
-    g->second.launches += relayed;
+    GraphControl& control = g->second;
+    tracer_->SpanCompleted(control.open_span);
+    control.open_span = -1;
+    // The iterations the relay began and marked, one span each.
+    if (control.relay != nullptr && relayed > 0 && callbacks_.on_trace) {
+      const std::vector<EventHandle> marked = control.relay->RecordedMarkers();
+      const NodeId v = plan_->nodes[index].node;
+      const scheduler::NodeSpec& node = graph_->node(v);
+      const int d = control.bodies.device;
+      for (size_t k = 0; k + 1 < marked.size(); k += 2) {
+        const std::string name =
+            absl::StrCat(node.name, ": iteration ",
+                         control.launches + 1 + static_cast<int64_t>(k / 2));
+        tracer_->AddSpan(
+            TracedWork{SpanKind::kIteration, TraceTrackKind::kStream, d, name,
+                       node.op, v},
+            control.bodies.body_stream, marked[k], marked[k + 1]);
+      }
+    }
+    control.launches += relayed;
   }
   auto it = controls_.find(index);
   if (it != controls_.end()) {

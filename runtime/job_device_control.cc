@@ -328,11 +328,26 @@ absl::StatusOr<uint64_t> Job::StartGraphBody(int index, int body) {
                        body_stream, d);
   }
   if (loop) {
-    // The relay continues the loop in the completion callbacks once its
-    // iterations are no longer traced one by one.
-    const bool relay =
-        !callbacks_.on_trace || control.launches >= kMaxTracedBodies;
-    WEFT_RETURN_IF_ERROR(control.relay->Launch(control.launches, relay));
+    // The relay continues the loop in the completion callbacks. While its
+    // iterations are traced one by one it marks them with markers taken
+    // here, a batch at a time; where the trace cannot take such markers
+    // (the host clock) every traced iteration comes back here.
+    bool relay = !callbacks_.on_trace || control.launches >= kMaxTracedBodies;
+    std::vector<EventHandle> markers;
+    if (!relay) {
+      const int64_t batch =
+          std::min(kRelayTraceBatch, kMaxTracedBodies - control.launches);
+      markers.reserve(2 * batch);
+      for (int64_t k = 0; k < 2 * batch; ++k) {
+        absl::StatusOr<EventHandle> marker = tracer_->NewMarker(d);
+        if (!marker.ok()) break;
+        markers.push_back(*marker);
+      }
+      relay = static_cast<int64_t>(markers.size()) == 2 * batch;
+      if (!relay) markers.clear();
+    }
+    WEFT_RETURN_IF_ERROR(
+        control.relay->Launch(control.launches, relay, std::move(markers)));
     tracer_->End(control.open_span, body_stream, d);
     tracer_->Dirty(body_stream);
     return uint64_t{0};

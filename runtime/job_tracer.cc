@@ -101,6 +101,28 @@ void RecordingJobTracer::End(int span, StreamHandle stream, int device) {
   clean_end_[stream.value] = *marker;
 }
 
+absl::StatusOr<EventHandle> RecordingJobTracer::NewMarker(int device) {
+  if (!options_.device_clock) {
+    return absl::FailedPreconditionError("the host clock times this trace");
+  }
+  return options_.events->Acquire(device);
+}
+
+void RecordingJobTracer::AddSpan(const TracedWork& work, StreamHandle stream,
+                                 EventHandle start, EventHandle end) {
+  if (!options_.device_clock) return;
+  TracedOp traced;
+  traced.kind = work.kind;
+  traced.track = TrackFor(work.track, work.track_device, stream);
+  traced.name = std::string(work.name);
+  traced.op = std::string(work.op);
+  traced.node = work.node;
+  traced.bytes = work.bytes;
+  traced.start = start;
+  traced.end = end;
+  ops_.push_back(std::move(traced));
+}
+
 void RecordingJobTracer::Dirty(StreamHandle stream) {
   clean_end_.erase(stream.value);
 }

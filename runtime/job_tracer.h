@@ -84,6 +84,15 @@ class JobTracer {
   // `stream` (of `device`) so far, not where its span was first ended:
   // for a control node whose bodies run after it was issued.
   virtual void NodeEndsAfter(int index, StreamHandle stream, int device) = 0;
+  // Device clock: a marker event of `device`, held with the job's events,
+  // that another thread may record on a stream (Backend::RecordEvent) for
+  // AddSpan. FAILED_PRECONDITION where spans are not marked so (nothing
+  // is recorded, or the host clock times them).
+  virtual absl::StatusOr<EventHandle> NewMarker(int device) = 0;
+  // A span of `work` on `stream` from marker `start` to marker `end`
+  // (from NewMarker), both recorded on `stream` around the work.
+  virtual void AddSpan(const TracedWork& work, StreamHandle stream,
+                       EventHandle start, EventHandle end) = 0;
   // The trace so far, or nullopt when nothing is recorded. REQUIRES: the
   // job's events are still held.
   virtual std::optional<JobTrace> Build() = 0;
@@ -100,6 +109,11 @@ class NullJobTracer final : public JobTracer {
   void NodeCompleted(int) override {}
   void SpanCompleted(int) override {}
   void NodeEndsAfter(int, StreamHandle, int) override {}
+  absl::StatusOr<EventHandle> NewMarker(int) override {
+    return absl::FailedPreconditionError("nothing is traced");
+  }
+  void AddSpan(const TracedWork&, StreamHandle, EventHandle,
+               EventHandle) override {}
   std::optional<JobTrace> Build() override { return std::nullopt; }
 };
 
@@ -117,6 +131,9 @@ class RecordingJobTracer final : public JobTracer {
 
   int Begin(const TracedWork& work, StreamHandle stream, int device) override;
   void End(int span, StreamHandle stream, int device) override;
+  absl::StatusOr<EventHandle> NewMarker(int device) override;
+  void AddSpan(const TracedWork& work, StreamHandle stream, EventHandle start,
+               EventHandle end) override;
   void Dirty(StreamHandle stream) override;
   void NodeIssued(int index, int span, absl::Span<const int32_t> waits,
                   int signal_event) override;

@@ -1,6 +1,7 @@
 #include "runtime/loop_relay.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "runtime/control_condition.h"
@@ -8,10 +9,13 @@
 
 namespace weft::runtime {
 
-absl::Status LoopRelay::Launch(int64_t iteration, bool relay) {
+absl::Status LoopRelay::Launch(int64_t iteration, bool relay,
+                               std::vector<EventHandle> markers) {
   iteration_ = iteration;
   ran_ = 0;
   relay_ = relay;
+  markers_ = std::move(markers);
+  recorded_ = 0;
   last_progress_ = absl::Now();
   return Enqueue();
 }
@@ -28,12 +32,22 @@ absl::Status LoopRelay::Enqueue() {
 }
 
 void LoopRelay::OnDone(absl::Status status) {
+  const bool traced = !markers_.empty();
   if (status.ok() && relay_ && !stopped_.load(std::memory_order_acquire) &&
       iteration_ < loop_.max_iterations &&
+      (!traced || recorded_ + 2 <= markers_.size()) &&
       ConditionHolds(loop_.dtype, loop_.value)) {
     ++iteration_;
     ++ran_;
-    status = Enqueue();
+    if (traced) {
+      status = loop_.backend->RecordEvent(markers_[recorded_], loop_.stream);
+    }
+    if (status.ok()) status = Enqueue();
+    if (status.ok() && traced) {
+      status =
+          loop_.backend->RecordEvent(markers_[recorded_ + 1], loop_.stream);
+      if (status.ok()) recorded_ += 2;
+    }
     if (status.ok()) {
       const absl::Time now = absl::Now();
       if (now - last_progress_ >= kProgressEvery) {

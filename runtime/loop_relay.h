@@ -15,7 +15,10 @@
 // loop back to the scheduling thread, which decides as it always does
 // (ControlRun), counting the iterations the relay began. While the relay
 // runs it reports the latest iteration at most every kProgressEvery, so
-// that progress and metrics keep up with a long loop.
+// that progress and metrics keep up with a long loop. For a traced job the
+// caller hands it marker events, two per iteration it may begin: it
+// records them around each iteration (the trace spans them afterwards,
+// RecordedMarkers) and hands back when they run out.
 //
 // Thread-safe: the scheduling thread starts a run of iterations (Launch)
 // and may Stop the relay at any time; from Launch to the hand-back only
@@ -27,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -68,7 +72,14 @@ class LoopRelay : public std::enable_shared_from_this<LoopRelay> {
   // `relay` the callback may begin the next iterations itself; without, it
   // hands back at once. On an error part of the iteration may have been
   // enqueued, and no callback will come.
-  absl::Status Launch(int64_t iteration, bool relay);
+  absl::Status Launch(int64_t iteration, bool relay,
+                      std::vector<EventHandle> markers = {});
+  // After the hand-back: the markers recorded since Launch, a start and an
+  // end for each iteration the relay began, in order.
+  std::vector<EventHandle> RecordedMarkers() const {
+    return std::vector<EventHandle>(markers_.begin(),
+                                    markers_.begin() + recorded_);
+  }
   // The relay begins no further iteration; the one running hands back.
   void Stop() { stopped_.store(true, std::memory_order_release); }
 
@@ -82,6 +93,8 @@ class LoopRelay : public std::enable_shared_from_this<LoopRelay> {
   int64_t iteration_ = 0;
   int64_t ran_ = 0;
   bool relay_ = false;
+  std::vector<EventHandle> markers_;  // empty: not traced
+  size_t recorded_ = 0;
   absl::Time last_progress_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -139,6 +140,31 @@ TEST_F(LoopRelayTest, HandsBackAtTheBound) {
   // Iterations 2..10 in the relay; the 11th is the caller's to refuse.
   EXPECT_EQ(back.ran, 9);
   EXPECT_EQ(Counter(), 10.0f);
+}
+
+TEST_F(LoopRelayTest, MarksEachIterationAndHandsBackWhenMarkersRunOut) {
+  HandBack back;
+  std::shared_ptr<LoopRelay> relay = Relay(back, 1000);
+  std::vector<EventHandle> markers;
+  for (int k = 0; k < 7; ++k) {  // three iterations' worth, and one over
+    markers.push_back(backend_->CreateEvent(0).value());
+  }
+  ASSERT_OK(relay->Launch(1, /*relay=*/true, markers));
+  ASSERT_TRUE(back.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_OK(back.status);
+  EXPECT_EQ(back.ran, 3);
+  EXPECT_EQ(Counter(), 4.0f);
+  const std::vector<EventHandle> recorded = relay->RecordedMarkers();
+  ASSERT_EQ(recorded.size(), 6u);
+  // Each pair brackets an iteration, one after another on the device.
+  double last = -1;
+  for (EventHandle marker : recorded) {
+    absl::StatusOr<double> at = backend_->EventTimeUs(marker);
+    ASSERT_OK(at.status());
+    EXPECT_GE(*at, last);
+    last = *at;
+  }
+  for (EventHandle marker : markers) ASSERT_OK(backend_->DestroyEvent(marker));
 }
 
 TEST_F(LoopRelayTest, StopHandsBackBeforeTheNextIteration) {
