@@ -189,6 +189,15 @@ cudaKernelNodeParams SingleThread(const void* func, void** args) {
   return params;
 }
 
+// The launch configuration of a single-thread kernel on `stream`.
+cudaLaunchConfig_t OneThreadOn(cudaStream_t stream) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(1);
+  config.blockDim = dim3(1);
+  config.stream = stream;
+  return config;
+}
+
 absl::Status AddNode(cudaGraph_t graph, NodeDeps deps,
                      const cudaKernelNodeParams& params,
                      cudaGraphNode_t* node) {
@@ -336,10 +345,7 @@ absl::Status LaunchLoopCheck(cudaGraphConditionalHandle handle,
                              const void* condition, ConditionKind kind,
                              ControlState* state, uint64_t max_iterations,
                              cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(1);
-  config.stream = stream;
+  cudaLaunchConfig_t config = OneThreadOn(stream);
   return WEFT_CUDA_STATUS(cudaLaunchKernelEx(
       &config, LoopCheckKernel, handle, condition, static_cast<int32_t>(kind),
       state, static_cast<unsigned long long>(max_iterations), int32_t{0}));
@@ -350,10 +356,7 @@ absl::Status LaunchNestedLoopCheck(cudaGraphConditionalHandle handle,
                                    ControlState* state, uint64_t max_iterations,
                                    bool start, int32_t* abort,
                                    cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(1);
-  config.stream = stream;
+  cudaLaunchConfig_t config = OneThreadOn(stream);
   return WEFT_CUDA_STATUS(
       cudaLaunchKernelEx(&config, NestedLoopCheckKernel, handle, condition,
                          static_cast<int32_t>(kind), state,
@@ -365,10 +368,7 @@ absl::Status LaunchNestedCaseSelect(cudaGraphConditionalHandle handle,
                                     const void* selector, bool is_int64,
                                     uint32_t branches, ControlState* state,
                                     int32_t* abort, cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(1);
-  config.stream = stream;
+  cudaLaunchConfig_t config = OneThreadOn(stream);
   return WEFT_CUDA_STATUS(
       cudaLaunchKernelEx(&config, NestedCaseSelectKernel, handle, selector,
                          static_cast<int32_t>(is_int64 ? 1 : 0),
@@ -408,10 +408,7 @@ absl::Status SetTailLoopStartNode(cudaGraphExec_t exec, cudaGraphNode_t node,
 absl::Status LaunchTailLoopCheck(const void* condition, ConditionKind kind,
                                  TailLoopState* state, uint64_t max_iterations,
                                  cudaStream_t stream) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(1);
-  config.blockDim = dim3(1);
-  config.stream = stream;
+  cudaLaunchConfig_t config = OneThreadOn(stream);
   return WEFT_CUDA_STATUS(cudaLaunchKernelEx(
       &config, TailLoopCheckKernel, condition, static_cast<int32_t>(kind),
       state, static_cast<unsigned long long>(max_iterations)));
