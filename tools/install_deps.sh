@@ -21,6 +21,7 @@ PACKAGES=(
   libgtest-dev
   libgmock-dev
   libbenchmark-dev
+  libgoogle-perftools-dev  # tcmalloc, weftd's allocator
   # Python client and end-to-end tests.
   python3
   python3-grpcio
