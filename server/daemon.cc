@@ -288,6 +288,10 @@ absl::Status Daemon::Start() {
   job_options.max_queued_per_tenant = options_.max_queued_jobs_per_tenant;
   job_options.max_running_jobs = options_.max_running_jobs;
   job_options.max_running_per_tenant = options_.max_running_jobs_per_tenant;
+  for (int d = 0; d < backend_->device_count(); ++d) {
+    job_options.device_memory_bytes.push_back(
+        static_cast<int64_t>(backend_->device_info(d).memory_total_bytes));
+  }
   job_options.retain_jobs = options_.retain_jobs;
   job_options.retain_for = options_.retain_for;
   job_options.retain_output_bytes = options_.retain_output_bytes > 0

@@ -88,7 +88,7 @@ class Daemon {
     int max_queued_jobs = 1024;
     // 0: no bound per tenant beyond max_queued_jobs.
     int max_queued_jobs_per_tenant = 0;
-    int max_running_jobs = 16;
+    int max_running_jobs = 64;
     // 0: max_running_jobs - 1 (at least 1): one slot is left to others.
     int max_running_jobs_per_tenant = 0;
     absl::Duration drain_timeout = absl::Seconds(30);

@@ -123,16 +123,24 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->MaybeDropEvents();
   }
   if (started) admission_.RecordRunTime(run_time);
-  if (running_.erase(job->id) > 0) queue_.Finished(job->tenant);
+  if (running_.erase(job->id) > 0) {
+    queue_.Finished(job->tenant);
+    reservations_.Release(job->device_bytes);
+  }
   retention_.Add(job, now, kept_bytes);
   EvictLocked(now);
   UpdateGaugesLocked();
 }
 
 bool JobManager::CanDispatchLocked() const {
-  return shutdown_ ||
-         (queue_.startable() &&
-          static_cast<int64_t>(running_.size()) < max_running_jobs_);
+  if (shutdown_) return true;
+  if (!queue_.startable() ||
+      static_cast<int64_t>(running_.size()) >= max_running_jobs_) {
+    return false;
+  }
+  // The next job waits for memory unless it fits or would run alone.
+  return running_.empty() ||
+         reservations_.Fits(directory_.Find(*queue_.PeekId())->device_bytes);
 }
 
 std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked(
@@ -151,6 +159,7 @@ std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked(
     }
     std::shared_ptr<JobRecord> job = directory_.Find(queue_.Pop()->id);
     running_[job->id] = job;
+    reservations_.Reserve(job->device_bytes);
     {
       absl::MutexLock job_lock(&job->mu);
       job->state = JobState::kRunning;

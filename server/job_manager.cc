@@ -90,6 +90,7 @@ JobManager::JobManager(Options options)
       queue_(options.max_running_per_tenant > 0
                  ? options.max_running_per_tenant
                  : std::max(1, options.max_running_jobs - 1)),
+      reservations_(std::move(options.device_memory_bytes)),
       retention_(JobRetention::Options{options.retain_jobs, options.retain_for,
                                        options.retain_output_bytes}) {
   absl::MutexLock lock(&mu_);
@@ -209,6 +210,8 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   job->tenant = spec.tenant;
   job->priority = spec.priority;
   job->nodes_total = spec.graph->num_nodes();
+  job->device_bytes =
+      JobDeviceBytes(*spec.graph, *plan, spec.planner_options.num_devices);
   for (const scheduler::BufferSpec& b : spec.graph->buffers()) {
     if (b.output) job->output_names.push_back(b.name);
   }

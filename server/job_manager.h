@@ -21,7 +21,10 @@
 // its caller has gone away by the time it would be admitted.
 //
 // Dispatch: queued jobs start whenever fewer than max_running_jobs are
-// running, in JobQueue's order: fairness between
+// running and the next one's buffers fit in the devices' memory beside
+// those of the running jobs (device_reservations.h; a job that fits only
+// alone waits, ahead of later jobs, until nothing runs), in JobQueue's
+// order: fairness between
 // tenants first (the tenant with the fewest jobs running, then the one
 // served longest ago), then priority among that tenant's jobs, then FIFO.
 // So a tenant flooding the queue at any priority delays another tenant's
@@ -83,6 +86,7 @@
 #include "runtime/executor.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
+#include "server/device_reservations.h"
 #include "server/job_admission.h"
 #include "server/job_directory.h"
 #include "server/job_info.h"
@@ -134,10 +138,14 @@ class JobManager {
     int max_queued_jobs = 1024;
     // Queued jobs of one tenant; 0 means max_queued_jobs (no separate bound).
     int max_queued_per_tenant = 0;
-    int max_running_jobs = 16;
+    int max_running_jobs = 64;
     // Jobs of one tenant running at once; 0 means max_running_jobs - 1 (at
     // least 1), so that one slot is always left to the other tenants.
     int max_running_per_tenant = 0;
+    // Each device's memory (bytes, by device index): a queued job starts
+    // only where its buffers fit beside the running jobs'
+    // (device_reservations.h). Empty: no bound.
+    std::vector<int64_t> device_memory_bytes;
     int retain_jobs = 1000;
     absl::Duration retain_for = absl::InfiniteDuration();
     // Bytes of output buffers finished jobs may hold together; beyond it
@@ -314,6 +322,8 @@ class JobManager {
   // Jobs taken off the queue that have not finished.
   absl::flat_hash_map<std::string, std::shared_ptr<JobRecord>> running_
       ABSL_GUARDED_BY(mu_);
+  // Device memory the running jobs hold (device_reservations.h).
+  DeviceReservations reservations_ ABSL_GUARDED_BY(mu_);
   // Finished jobs and how long they stay (job_retention.h).
   JobRetention retention_ ABSL_GUARDED_BY(mu_);
 

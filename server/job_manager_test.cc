@@ -484,6 +484,52 @@ TEST_F(JobManagerTest, DevicesShowTheArenasOfRunningJobs) {
   EXPECT_EQ(ArenaBytes(*backend_, *executor_), 0u);
 }
 
+// A chain like SpinChain's whose buffer has `bytes` and whose nodes are
+// pinned to device 0.
+weft::v1::Graph PinnedSpinChain(const std::string& name, int n, double us,
+                                int64_t bytes) {
+  weft::v1::Graph g = SpinChain(name, n, us);
+  g.mutable_buffers(0)->set_size_bytes(bytes);
+  for (weft::v1::Node& node : *g.mutable_nodes()) node.set_device(0);
+  return g;
+}
+
+TEST_F(JobManagerTest, AJobWaitsUntilItsBuffersFitBesideTheRunningJobs) {
+  JobManager::Options options;
+  options.device_memory_bytes = {1 << 20, 1 << 20};  // the backend's
+  Start(options);
+  std::string big1 = SubmitOk(PinnedSpinChain("big1", 1, kGateUs, 600 << 10));
+  WaitForState(big1, JobState::kRunning);
+  // Slots are free, but 600 KiB more does not fit in device 0's 1 MiB.
+  std::string big2 = SubmitOk(PinnedSpinChain("big2", 1, 1, 600 << 10));
+  // A small job does not overtake the one waiting for memory.
+  std::string small = SubmitOk(PinnedSpinChain("small", 1, 1, 16));
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_EQ(jobs_->running(), 1);
+  EXPECT_EQ(jobs_->queued(), 2);
+  gate_.Notify();
+  JobInfo first = WaitTerminal(big1);
+  JobInfo second = WaitTerminal(big2);
+  EXPECT_EQ(first.state, JobState::kSucceeded);
+  EXPECT_EQ(second.state, JobState::kSucceeded);
+  EXPECT_GE(*second.start_time, *first.end_time);
+  EXPECT_THAT(StartOrder({big1, big2, small}),
+              ElementsAre("big1", "big2", "small"));
+}
+
+TEST_F(JobManagerTest, JobsThatFitTogetherRunTogether) {
+  JobManager::Options options;
+  options.device_memory_bytes = {1 << 20, 1 << 20};
+  Start(options);
+  std::string gated = SubmitOk(PinnedSpinChain("gated", 1, kGateUs, 400 << 10));
+  WaitForState(gated, JobState::kRunning);
+  // 400 + 400 KiB fit in 1 MiB: the second runs beside the first.
+  std::string other = SubmitOk(PinnedSpinChain("other", 1, 1, 400 << 10));
+  EXPECT_EQ(WaitTerminal(other).state, JobState::kSucceeded);
+  gate_.Notify();
+  EXPECT_EQ(WaitTerminal(gated).state, JobState::kSucceeded);
+}
+
 TEST_F(JobManagerTest, GetUnknownJobIsNotFoundNamingTheId) {
   absl::StatusOr<JobInfo> job = jobs_->Get("j-0000000000000000");
   EXPECT_THAT(job.status(), StatusIs(absl::StatusCode::kNotFound,

@@ -40,6 +40,8 @@ struct JobRecord {
   uint64_t seq = 0;
   absl::Time create_time;
   int64_t nodes_total = 0;
+  // Bytes the job holds on each device while it runs (JobDeviceBytes).
+  std::vector<int64_t> device_bytes;
   std::vector<std::string> output_names;
   scheduler::PlannerOptions planner_options;
   runtime::LaunchMode launch_mode = runtime::LaunchMode::kDefault;

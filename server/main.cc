@@ -94,8 +94,10 @@ ABSL_FLAG(int32_t, max_queued_jobs_per_tenant, 0,
           "Queued jobs one tenant (weft-tenant metadata) may have; beyond it "
           "its submissions get RESOURCE_EXHAUSTED. 0: no bound beyond "
           "--max_queued_jobs.");
-ABSL_FLAG(int32_t, max_running_jobs, 16,
-          "Jobs running on the devices at once.");
+ABSL_FLAG(int32_t, max_running_jobs, 64,
+          "Jobs running on the devices at once. A queued job also waits "
+          "until its buffers fit in the devices' memory beside those of the "
+          "running jobs.");
 ABSL_FLAG(int32_t, max_running_jobs_per_tenant, 0,
           "Jobs of one tenant running at once; its further jobs wait even "
           "while slots are free. 0: --max_running_jobs - 1 (at least 1), so "

@@ -153,6 +153,7 @@ class FloodTest(harness.WeftdTestCase):
 
 class HogTest(harness.WeftdTestCase):
     """A tenant holding every slot it may with long jobs leaves one to others."""
+    EXTRA_FLAGS = ("--max_running_jobs=16",)
 
     def test_sixteen_long_jobs_leave_a_slot(self):
         hog = [su.submit(self.weftd, parallel_spins("hog%d" % i, 1, 60e6, 0.01),

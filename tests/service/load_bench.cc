@@ -61,7 +61,8 @@ ABSL_FLAG(int32_t, clients, 16, "Concurrent clients.");
 ABSL_FLAG(int32_t, nodes, 2, "Nodes per submitted graph.");
 ABSL_FLAG(int32_t, sim_devices, 2, "Simulated GPUs of weftd.");
 ABSL_FLAG(int32_t, max_queued_jobs, 1024, "weftd --max_queued_jobs.");
-ABSL_FLAG(int32_t, max_running_jobs, 16, "weftd --max_running_jobs.");
+ABSL_FLAG(int32_t, max_running_jobs, 0,
+          "weftd --max_running_jobs; 0: weftd's default.");
 ABSL_FLAG(bool, trace_jobs, true, "weftd --trace_jobs (per-job traces).");
 ABSL_FLAG(bool, honour_retry, false,
           "Wait out the RetryInfo delay after RESOURCE_EXHAUSTED.");
@@ -425,18 +426,23 @@ int Main(int argc, char** argv) {
 
   std::string binary = absl::GetFlag(FLAGS_weftd);
   if (binary.empty()) binary = DefaultWeftd(argv[0]);
+  std::vector<std::string> flags = {
+      "--listen=127.0.0.1:0",
+      "--unix_socket=",
+      "--metrics_listen=",
+      "--backend=sim",
+      absl::StrCat("--sim_devices=", absl::GetFlag(FLAGS_sim_devices)),
+      absl::StrCat("--max_queued_jobs=", absl::GetFlag(FLAGS_max_queued_jobs)),
+      absl::StrCat("--trace_jobs=",
+                   absl::GetFlag(FLAGS_trace_jobs) ? "true" : "false"),
+      "--retain_jobs=100000000",
+      "--drain_timeout=60s"};
+  if (absl::GetFlag(FLAGS_max_running_jobs) > 0) {
+    flags.push_back(absl::StrCat("--max_running_jobs=",
+                                 absl::GetFlag(FLAGS_max_running_jobs)));
+  }
   WeftdProcess weftd;
-  absl::Status started = weftd.Start(
-      binary,
-      {"--listen=127.0.0.1:0",
-       "--unix_socket=", "--metrics_listen=", "--backend=sim",
-       absl::StrCat("--sim_devices=", absl::GetFlag(FLAGS_sim_devices)),
-       absl::StrCat("--max_queued_jobs=", absl::GetFlag(FLAGS_max_queued_jobs)),
-       absl::StrCat("--max_running_jobs=",
-                    absl::GetFlag(FLAGS_max_running_jobs)),
-       absl::StrCat("--trace_jobs=",
-                    absl::GetFlag(FLAGS_trace_jobs) ? "true" : "false"),
-       "--retain_jobs=100000000", "--drain_timeout=60s"});
+  absl::Status started = weftd.Start(binary, flags);
   if (!started.ok()) {
     std::cerr << "load_bench: " << started << std::endl;
     return 1;

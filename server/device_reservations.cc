@@ -1,0 +1,61 @@
+#include "server/device_reservations.h"
+
+#include <algorithm>
+#include <variant>
+
+namespace weft::server {
+
+std::vector<int64_t> JobDeviceBytes(const scheduler::Graph& graph,
+                                    const scheduler::Plan& plan,
+                                    int num_devices) {
+  std::vector<int64_t> bytes(std::max(num_devices, 0), 0);
+  if (!plan.memory.empty()) {
+    for (const scheduler::DeviceMemory& m : plan.memory) {
+      if (m.device >= 0 && m.device < num_devices) {
+        bytes[m.device] += m.arena_bytes;
+      }
+    }
+    return bytes;
+  }
+  // No memory plan: every buffer a device's nodes use lives there for the
+  // whole run.
+  std::vector<std::vector<bool>> used(
+      bytes.size(), std::vector<bool>(graph.num_buffers(), false));
+  for (const scheduler::PlannedNode& p : plan.nodes) {
+    if (p.node < 0 || p.node >= graph.num_nodes()) continue;
+    if (p.device < 0 || p.device >= num_devices) continue;
+    for (const scheduler::Arg& arg : graph.node(p.node).args) {
+      const auto* use = std::get_if<scheduler::BufferUse>(&arg);
+      if (use == nullptr || use->buffer < 0 ||
+          use->buffer >= graph.num_buffers() || used[p.device][use->buffer]) {
+        continue;
+      }
+      used[p.device][use->buffer] = true;
+      bytes[p.device] +=
+          static_cast<int64_t>(graph.buffer(use->buffer).size_bytes);
+    }
+  }
+  return bytes;
+}
+
+bool DeviceReservations::Fits(const std::vector<int64_t>& need) const {
+  const size_t n = std::min(need.size(), capacity_.size());
+  for (size_t d = 0; d < n; ++d) {
+    if (capacity_[d] > 0 && reserved_[d] + need[d] > capacity_[d]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void DeviceReservations::Reserve(const std::vector<int64_t>& need) {
+  const size_t n = std::min(need.size(), reserved_.size());
+  for (size_t d = 0; d < n; ++d) reserved_[d] += need[d];
+}
+
+void DeviceReservations::Release(const std::vector<int64_t>& need) {
+  const size_t n = std::min(need.size(), reserved_.size());
+  for (size_t d = 0; d < n; ++d) reserved_[d] -= need[d];
+}
+
+}  // namespace weft::server

@@ -1,0 +1,104 @@
+#include "server/device_reservations.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "scheduler/graph.h"
+#include "scheduler/plan.h"
+
+namespace weft::server {
+namespace {
+
+using ::testing::ElementsAre;
+
+scheduler::BufferSpec Buffer(const char* name, uint64_t bytes) {
+  scheduler::BufferSpec b;
+  b.name = name;
+  b.size_bytes = bytes;
+  return b;
+}
+
+scheduler::NodeSpec Node(const char* name,
+                         std::vector<scheduler::BufferId> ids) {
+  scheduler::NodeSpec n;
+  n.name = name;
+  n.op = "spin";
+  for (scheduler::BufferId id : ids) {
+    n.args.push_back(scheduler::BufferUse{id, scheduler::Access::kReadWrite});
+  }
+  n.args.push_back(1.0f);
+  return n;
+}
+
+// a (100 bytes) and b (1000) on device 0 by node n0; b and c (10) on
+// device 1 by n1.
+scheduler::Graph ThreeBuffers() {
+  return scheduler::Graph(
+      "g", {Buffer("a", 100), Buffer("b", 1000), Buffer("c", 10)},
+      {Node("n0", {0, 1}), Node("n1", {1, 2})});
+}
+
+scheduler::Plan PlanOn(int d0, int d1) {
+  scheduler::Plan plan;
+  plan.nodes.resize(2);
+  plan.nodes[0].node = 0;
+  plan.nodes[0].device = d0;
+  plan.nodes[1].node = 1;
+  plan.nodes[1].device = d1;
+  return plan;
+}
+
+scheduler::DeviceMemory Arena(int device, int64_t bytes) {
+  scheduler::DeviceMemory m;
+  m.device = device;
+  m.arena_bytes = bytes;
+  return m;
+}
+
+TEST(JobDeviceBytesTest, WithoutAMemoryPlanEachDeviceHoldsTheBuffersItUses) {
+  scheduler::Graph graph = ThreeBuffers();
+  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(0, 1), 2), ElementsAre(1100, 1010));
+  // A buffer two nodes of one device use counts once.
+  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(1, 1), 2), ElementsAre(0, 1110));
+  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(0, 1), 3),
+              ElementsAre(1100, 1010, 0));
+}
+
+TEST(JobDeviceBytesTest, AMemoryPlanGivesItsArenas) {
+  scheduler::Graph graph = ThreeBuffers();
+  scheduler::Plan plan = PlanOn(0, 1);
+  plan.memory.push_back(Arena(1, 512));
+  plan.memory.push_back(Arena(0, 1024));
+  EXPECT_THAT(JobDeviceBytes(graph, plan, 2), ElementsAre(1024, 512));
+}
+
+TEST(DeviceReservationsTest, FitsWhileTheSumStaysWithinEachDevice) {
+  DeviceReservations r({1000, 500});
+  EXPECT_TRUE(r.Fits({1000, 500}));
+  EXPECT_FALSE(r.Fits({1001, 0}));
+  r.Reserve({600, 100});
+  EXPECT_EQ(r.reserved(0), 600);
+  EXPECT_EQ(r.reserved(1), 100);
+  EXPECT_TRUE(r.Fits({400, 400}));
+  EXPECT_FALSE(r.Fits({401, 0}));
+  EXPECT_FALSE(r.Fits({0, 401}));
+  r.Reserve({400, 0});
+  r.Release({600, 100});
+  EXPECT_EQ(r.reserved(0), 400);
+  EXPECT_EQ(r.reserved(1), 0);
+  EXPECT_TRUE(r.Fits({600, 500}));
+}
+
+TEST(DeviceReservationsTest, UnboundedDevicesAlwaysFit) {
+  DeviceReservations none({});
+  EXPECT_TRUE(none.Fits({int64_t{1} << 60}));
+  DeviceReservations second_unbounded({100, 0});
+  second_unbounded.Reserve({100, int64_t{1} << 50});
+  EXPECT_TRUE(second_unbounded.Fits({0, int64_t{1} << 50}));
+  EXPECT_FALSE(second_unbounded.Fits({1, 0}));
+  EXPECT_EQ(second_unbounded.reserved(7), 0);
+}
+
+}  // namespace
+}  // namespace weft::server
