@@ -1,35 +1,24 @@
 #include "common/allocator.h"
 
-#include <cstddef>
+#include <malloc.h>
 
 // gperftools' C interface, declared weak: null where tcmalloc is not linked.
 extern "C" {
-int MallocExtension_SetNumericProperty(const char* property, size_t value)
-    __attribute__((weak));
-int MallocExtension_GetNumericProperty(const char* property, size_t* value)
-    __attribute__((weak));
+void MallocExtension_ReleaseFreeMemory(void) __attribute__((weak));
 }
 
 namespace weft {
-namespace {
 
-constexpr char kDecommit[] = "tcmalloc.aggressive_memory_decommit";
-
-bool HasTcmalloc() {
-  return MallocExtension_SetNumericProperty != nullptr &&
-         MallocExtension_GetNumericProperty != nullptr;
+std::string AllocatorName() {
+  return MallocExtension_ReleaseFreeMemory != nullptr ? "tcmalloc" : "system";
 }
 
-}  // namespace
-
-std::string AllocatorName() { return HasTcmalloc() ? "tcmalloc" : "system"; }
-
-bool ReturnFreedPagesPromptly() {
-  if (!HasTcmalloc()) return false;
-  if (MallocExtension_SetNumericProperty(kDecommit, 1) == 0) return false;
-  size_t value = 0;
-  return MallocExtension_GetNumericProperty(kDecommit, &value) != 0 &&
-         value == 1;
+void ReleaseFreeMemory() {
+  if (MallocExtension_ReleaseFreeMemory != nullptr) {
+    MallocExtension_ReleaseFreeMemory();
+  } else {
+    malloc_trim(0);
+  }
 }
 
 }  // namespace weft

@@ -1,6 +1,6 @@
-// The process's allocator, where it can be tuned. weftd links gperftools'
-// tcmalloc (server/BUILD, `malloc`); other binaries, sanitizer builds
-// among them, use the C library's malloc, and these calls do nothing there.
+// The process's allocator, where it can be told something. weftd links
+// gperftools' tcmalloc (server/BUILD, `malloc`); other binaries, sanitizer
+// builds among them, use the C library's malloc.
 #ifndef WEFT_COMMON_ALLOCATOR_H_
 #define WEFT_COMMON_ALLOCATOR_H_
 
@@ -11,11 +11,11 @@ namespace weft {
 // The allocator this process runs on: "tcmalloc" or "system".
 std::string AllocatorName();
 
-// Has the allocator hand freed pages back to the operating system as they
-// are freed, so that one large request (a multi-megabyte graph, refused or
-// run) leaves the daemon's resident memory where it was. Small objects keep
-// their caches. Returns false where the allocator has no such setting.
-bool ReturnFreedPagesPromptly();
+// Hands the allocator's free pages back to the operating system (tcmalloc's
+// ReleaseFreeMemory, glibc's malloc_trim), so that resident memory falls
+// back once a large request's memory is freed. Costs a walk of the free
+// lists; call it after large frees, not per request.
+void ReleaseFreeMemory();
 
 }  // namespace weft
 

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/allocator.h"
 #include "server/daemon.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -178,8 +177,6 @@ int main(int argc, char** argv) {
   // absl::Mutex's lock-order graph is a debugging aid (the tests keep it);
   // in the daemon it costs several percent of the CPU on the submit path.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  // A large request's memory goes back to the system when it is freed.
-  weft::ReturnFreedPagesPromptly();
   absl::SetProgramUsageMessage(kUsage);
   // absl's own --help exits 1; asking for help is not an error.
   for (int i = 1; i < argc && std::string(argv[i]) != "--"; ++i) {

@@ -1,6 +1,6 @@
 #include "server/memory_trimmer.h"
 
-#include <malloc.h>
+#include "common/allocator.h"
 
 namespace weft::server {
 
@@ -42,7 +42,7 @@ void MemoryTrimmer::Run() {
     if (mu_.AwaitWithTimeout(absl::Condition(&stopping), delay_)) return;
     requested_ = false;
     mu_.Unlock();
-    malloc_trim(0);
+    ReleaseFreeMemory();
     mu_.Lock();
     ++trims_;
   }

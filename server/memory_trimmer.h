@@ -4,9 +4,10 @@
 // A request that builds and plans a large graph frees hundreds of MB when
 // it ends, but the allocator keeps freed pages for reuse, so the daemon's
 // resident memory would stay at its high-water mark. Request() asks for a
-// malloc_trim shortly afterwards (after `delay`, once the call's own
-// request and answer are gone too); requests in the meantime are folded
-// into one trim. One thread, asleep unless asked. Thread-safe.
+// release of the allocator's free pages (common/allocator.h) shortly
+// afterwards (after `delay`, once the call's own request and answer are
+// gone too); requests in the meantime are folded into one trim. One thread,
+// asleep unless asked. Thread-safe.
 #ifndef WEFT_SERVER_MEMORY_TRIMMER_H_
 #define WEFT_SERVER_MEMORY_TRIMMER_H_
 
