@@ -254,14 +254,17 @@ std::string NodeEventLine(const weft::v1::NodeEvent& event) {
 std::string DevicesTable(const std::vector<weft::v1::Device>& devices) {
   std::vector<std::vector<std::string>> rows;
   // ARENA_PLANNED: what running jobs' memory plans hold of MEMORY_USED.
+  // RESERVED: what running jobs were started against; a queued job starts
+  // once its own need fits beside it within MEMORY_TOTAL.
   rows.push_back({"INDEX", "NAME", "UUID", "KIND", "MEMORY_USED",
-                  "ARENA_PLANNED", "MEMORY_CACHED", "MEMORY_TOTAL",
+                  "ARENA_PLANNED", "RESERVED", "MEMORY_CACHED", "MEMORY_TOTAL",
                   "STREAMS_BUSY", "STREAMS_TOTAL"});
   for (const weft::v1::Device& d : devices) {
     rows.push_back({absl::StrCat(d.index()), d.name(), d.uuid(),
                     d.simulated() ? "simulated" : "gpu",
                     FormatBytes(d.memory_used_bytes()),
                     FormatBytes(d.memory_arena_bytes()),
+                    FormatBytes(d.memory_reserved_bytes()),
                     FormatBytes(d.memory_cached_bytes()),
                     FormatBytes(d.memory_total_bytes()),
                     absl::StrCat(d.streams_busy()),

@@ -140,10 +140,12 @@ TEST(FormatTest, DevicesTable) {
   d.set_memory_used_bytes(4096);
   d.set_memory_cached_bytes(3 << 20);
   d.set_memory_arena_bytes(2048);
+  d.set_memory_reserved_bytes(5 << 20);
   d.set_streams_busy(1);
   d.set_streams_total(4);
   std::string table = DevicesTable({d});
-  EXPECT_THAT(table, HasSubstr("MEMORY_USED  ARENA_PLANNED"));
+  EXPECT_THAT(table, HasSubstr("MEMORY_USED  ARENA_PLANNED  RESERVED"));
+  EXPECT_THAT(table, HasSubstr("5.0 MiB"));
   EXPECT_THAT(
       table,
       HasSubstr("0      Sim GPU  GPU-1  simulated  4.0 KiB      2.0 KiB"));

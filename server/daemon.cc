@@ -377,7 +377,8 @@ absl::Status Daemon::Start() {
 
   if (!options_.metrics_listen.empty()) {
     collectable_ = std::make_shared<RefreshingCollectable>(registry_, [this] {
-      metrics_->SetDevices(SampleDevices(*backend_, *executor_));
+      metrics_->SetDevices(
+          SampleDevices(*backend_, *executor_, jobs_->ReservedBytes()));
     });
     try {
       exposer_ = std::make_unique<prometheus::Exposer>(options_.metrics_listen);

@@ -41,6 +41,8 @@ class DeviceReservations {
   // REQUIRES: `need` was reserved and not released since.
   void Release(const std::vector<int64_t>& need);
 
+  // What running jobs reserved, by device.
+  const std::vector<int64_t>& reserved() const { return reserved_; }
   // What running jobs reserved on `device` (0 for an unknown device).
   int64_t reserved(int device) const {
     return device >= 0 && device < static_cast<int>(reserved_.size())

@@ -3,7 +3,8 @@
 namespace weft::server {
 
 std::vector<weft::v1::Device> DescribeDevices(
-    const runtime::Backend& backend, const runtime::Executor& executor) {
+    const runtime::Backend& backend, const runtime::Executor& executor,
+    const std::vector<int64_t>& reserved_bytes) {
   const std::vector<runtime::DeviceLoad> load = executor.Load();
   std::vector<weft::v1::Device> devices;
   for (int i = 0; i < backend.device_count(); ++i) {
@@ -14,6 +15,9 @@ std::vector<weft::v1::Device> DescribeDevices(
     d.set_uuid(info.uuid);
     d.set_simulated(info.simulated);
     d.set_memory_total_bytes(info.memory_total_bytes);
+    if (i < static_cast<int>(reserved_bytes.size()) && reserved_bytes[i] > 0) {
+      d.set_memory_reserved_bytes(static_cast<uint64_t>(reserved_bytes[i]));
+    }
     if (i < static_cast<int>(load.size())) {
       d.set_memory_used_bytes(load[i].memory.in_use_bytes);
       d.set_memory_cached_bytes(load[i].memory.cached_bytes);
@@ -37,16 +41,18 @@ std::vector<DeviceSample> ToDeviceSamples(
     s.streams_total = d.streams_total();
     s.memory_used_bytes = d.memory_used_bytes();
     s.memory_arena_bytes = d.memory_arena_bytes();
+    s.memory_reserved_bytes = d.memory_reserved_bytes();
     s.memory_total_bytes = d.memory_total_bytes();
     samples.push_back(std::move(s));
   }
   return samples;
 }
 
-std::vector<DeviceSample> SampleDevices(const runtime::Backend& backend,
-                                        const runtime::Executor& executor) {
+std::vector<DeviceSample> SampleDevices(
+    const runtime::Backend& backend, const runtime::Executor& executor,
+    const std::vector<int64_t>& reserved_bytes) {
   std::vector<DeviceSample> samples =
-      ToDeviceSamples(DescribeDevices(backend, executor));
+      ToDeviceSamples(DescribeDevices(backend, executor, reserved_bytes));
   const std::vector<runtime::DeviceLoad> load = executor.Load();
   for (DeviceSample& s : samples) {
     if (s.index < 0 || s.index >= static_cast<int>(load.size())) continue;

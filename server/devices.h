@@ -6,6 +6,7 @@
 #ifndef WEFT_SERVER_DEVICES_H_
 #define WEFT_SERVER_DEVICES_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "runtime/backend.h"
@@ -15,9 +16,12 @@
 
 namespace weft::server {
 
-// Thread-safe (Backend and Executor are).
+// `reserved_bytes`: by device, the memory running jobs were started
+// against (JobManager::ReservedBytes). Thread-safe (Backend and Executor
+// are).
 std::vector<weft::v1::Device> DescribeDevices(
-    const runtime::Backend& backend, const runtime::Executor& executor);
+    const runtime::Backend& backend, const runtime::Executor& executor,
+    const std::vector<int64_t>& reserved_bytes = {});
 
 std::vector<DeviceSample> ToDeviceSamples(
     const std::vector<weft::v1::Device>& devices);
@@ -31,8 +35,9 @@ std::vector<int> BusyStreams(const runtime::Executor& executor,
 
 // The samples of the device metrics: ToDeviceSamples(DescribeDevices(...))
 // plus the memory pools' cached bytes and counters.
-std::vector<DeviceSample> SampleDevices(const runtime::Backend& backend,
-                                        const runtime::Executor& executor);
+std::vector<DeviceSample> SampleDevices(
+    const runtime::Backend& backend, const runtime::Executor& executor,
+    const std::vector<int64_t>& reserved_bytes = {});
 
 }  // namespace weft::server
 

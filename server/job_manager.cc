@@ -494,4 +494,9 @@ int64_t JobManager::running() const {
   return static_cast<int64_t>(running_.size());
 }
 
+std::vector<int64_t> JobManager::ReservedBytes() const {
+  absl::MutexLock lock(&mu_);
+  return reservations_.reserved();
+}
+
 }  // namespace weft::server

@@ -244,6 +244,9 @@ class JobManager {
 
   int64_t queued() const ABSL_LOCKS_EXCLUDED(mu_);
   int64_t running() const ABSL_LOCKS_EXCLUDED(mu_);
+  // By device: the memory running jobs were started against
+  // (device_reservations.h); empty without Options::device_memory_bytes.
+  std::vector<int64_t> ReservedBytes() const ABSL_LOCKS_EXCLUDED(mu_);
   // Jobs known, in any state (finished ones until retention releases them).
   int64_t retained() const ABSL_LOCKS_EXCLUDED(mu_);
 

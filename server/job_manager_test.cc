@@ -507,6 +507,12 @@ TEST_F(JobManagerTest, AJobWaitsUntilItsBuffersFitBesideTheRunningJobs) {
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(jobs_->running(), 1);
   EXPECT_EQ(jobs_->queued(), 2);
+  // big1's arena on device 0.
+  std::vector<int64_t> reserved = jobs_->ReservedBytes();
+  ASSERT_EQ(reserved.size(), 2u);
+  EXPECT_GE(reserved[0], 600 << 10);
+  EXPECT_LT(reserved[0], 601 << 10);
+  EXPECT_EQ(reserved[1], 0);
   gate_.Notify();
   JobInfo first = WaitTerminal(big1);
   JobInfo second = WaitTerminal(big2);
@@ -515,6 +521,7 @@ TEST_F(JobManagerTest, AJobWaitsUntilItsBuffersFitBesideTheRunningJobs) {
   EXPECT_GE(*second.start_time, *first.end_time);
   EXPECT_THAT(StartOrder({big1, big2, small}),
               ElementsAre("big1", "big2", "small"));
+  EXPECT_THAT(jobs_->ReservedBytes(), ElementsAre(0, 0));
 }
 
 TEST_F(JobManagerTest, JobsThatFitTogetherRunTogether) {

@@ -136,6 +136,13 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                               "(sized by their memory plans; within the "
                               "memory used).")
                         .Register(*registry)),
+      device_reserved_(BuildGauge()
+                           .Name("weft_device_memory_reserved_bytes")
+                           .Help("Device memory running jobs were started "
+                                 "against (their plans' arenas, or their "
+                                 "buffers without a memory plan); a queued "
+                                 "job starts once its own fits beside it.")
+                           .Register(*registry)),
       device_memory_cached_(BuildGauge()
                                 .Name("weft_device_memory_cached_bytes")
                                 .Help("Freed device memory the memory pool "
@@ -282,6 +289,8 @@ void Metrics::SetDevices(const std::vector<DeviceSample>& devices) {
     device_memory_capacity_.Add(labels).Set(
         static_cast<double>(d.memory_total_bytes));
     device_arena_.Add(labels).Set(static_cast<double>(d.memory_arena_bytes));
+    device_reserved_.Add(labels).Set(
+        static_cast<double>(d.memory_reserved_bytes));
     device_memory_cached_.Add(labels).Set(
         static_cast<double>(d.memory_cached_bytes));
     CatchUp(device_memory_allocations_.Add(labels), d.memory_allocations);

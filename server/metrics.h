@@ -26,6 +26,7 @@
 //   weft_device_memory_used_bytes{device,UUID}         gauge
 //       device memory held by jobs (blocks of the memory pool in use)
 //   weft_device_arena_bytes{device,UUID}               gauge
+//   weft_device_memory_reserved_bytes{device,UUID}     gauge
 //       planned arenas of running jobs (within memory used)
 //   weft_device_memory_cached_bytes{device,UUID}       gauge
 //       freed device memory the pool keeps for reuse
@@ -79,6 +80,8 @@ struct DeviceSample {
   uint64_t memory_total_bytes = 0;
   // Planned arenas of running jobs (within memory_used_bytes).
   uint64_t memory_arena_bytes = 0;
+  // What running jobs were started against (Device.memory_reserved_bytes).
+  uint64_t memory_reserved_bytes = 0;
   // The device's memory pool; the two counts only ever grow.
   uint64_t memory_cached_bytes = 0;
   uint64_t memory_allocations = 0;
@@ -155,6 +158,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& device_streams_;
   prometheus::Family<prometheus::Gauge>& device_memory_used_;
   prometheus::Family<prometheus::Gauge>& device_arena_;
+  prometheus::Family<prometheus::Gauge>& device_reserved_;
   prometheus::Family<prometheus::Gauge>& device_memory_cached_;
   prometheus::Family<prometheus::Counter>& device_memory_allocations_;
   prometheus::Family<prometheus::Counter>& device_memory_pool_hits_;

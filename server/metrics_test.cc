@@ -150,6 +150,7 @@ TEST(MetricsTest, RefreshingCollectableSamplesDevicesOnScrape) {
     d.streams_total = 4;
     d.memory_used_bytes = 1024;
     d.memory_arena_bytes = 768;
+    d.memory_reserved_bytes = 2048;
     d.memory_total_bytes = 4096;
     metrics.SetDevices({d});
   });
@@ -170,6 +171,9 @@ TEST(MetricsTest, RefreshingCollectableSamplesDevicesOnScrape) {
                               "sim-1\",device=\"1\"} 4096"));
   EXPECT_THAT(text, HasSubstr("weft_device_arena_bytes{UUID=\"GPU-sim-1\","
                               "device=\"1\"} 768"));
+  EXPECT_THAT(text,
+              HasSubstr("weft_device_memory_reserved_bytes{UUID=\"GPU-sim-1\","
+                        "device=\"1\"} 2048"));
   busy = 1;
   EXPECT_THAT(Scrape(collectable),
               HasSubstr("weft_device_busy_streams{UUID=\"GPU-sim-1\","

@@ -427,7 +427,8 @@ grpc::Status SchedulerService::Plan(grpc::CallbackServerContext* context,
 grpc::Status SchedulerService::Devices(
     weft::v1::ListDevicesResponse* response) {
   for (weft::v1::Device& device :
-       DescribeDevices(*options_.backend, *options_.executor)) {
+       DescribeDevices(*options_.backend, *options_.executor,
+                       options_.jobs->ReservedBytes())) {
     *response->add_devices() = std::move(device);
   }
   return grpc::Status::OK;

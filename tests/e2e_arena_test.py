@@ -76,10 +76,13 @@ class PlacedTest(ArenaTestBase):
     def test_devices_and_metrics_show_the_planned_arena(self):
         table = self.weftctl_ok("devices")
         self.assertIn("ARENA_PLANNED", table.stdout, describe(table))
+        self.assertIn("RESERVED", table.stdout, describe(table))
         with urllib.request.urlopen(self.weftd.metrics_url, timeout=10) as response:
             text = response.read().decode()
         # No job runs: no arena is held.
         self.assertRegex(text, r'weft_device_arena_bytes\{UUID="[^"]*",device="0"\} 0\b')
+        self.assertRegex(text,
+                         r'weft_device_memory_reserved_bytes\{UUID="[^"]*",device="0"\} 0\b')
 
 
 class SeparateTest(ArenaTestBase):
