@@ -195,6 +195,7 @@ std::optional<JobTrace> RecordingJobTracer::Build() {
     }
   }
   std::vector<int> span_of(ops_.size(), -1);
+  trace.spans.reserve(ops_.size());
   for (size_t i = 0; i < ops_.size(); ++i) {
     if (!times[i].ok) continue;
     const TracedOp& op = ops_[i];

@@ -189,12 +189,7 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
 
 std::string Metrics::TenantLabel(absl::string_view tenant) {
   absl::MutexLock lock(&mu_);
-  if (tenant.empty() || tenants_.contains(tenant)) return std::string(tenant);
-  if (static_cast<int>(tenants_.size()) >= max_tenant_labels_) {
-    return kOtherTenant;
-  }
-  tenants_.insert(std::string(tenant));
-  return std::string(tenant);
+  return SeriesOf(tenant).label;
 }
 
 std::string Metrics::UuidOf(int device) const {
@@ -204,8 +199,29 @@ std::string Metrics::UuidOf(int device) const {
   return "";
 }
 
+Metrics::TenantSeries& Metrics::SeriesOf(absl::string_view tenant) {
+  const bool own = tenant.empty() || tenants_.contains(tenant) ||
+                   static_cast<int>(tenants_.size()) < max_tenant_labels_;
+  const absl::string_view label = own ? tenant : kOtherTenant;
+  auto it = tenant_series_.find(label);
+  if (it != tenant_series_.end()) return it->second;
+  if (!tenant.empty() && own) tenants_.insert(std::string(tenant));
+  TenantSeries& series = tenant_series_[label];
+  series.label = std::string(label);
+  return series;
+}
+
 void Metrics::JobSubmitted(absl::string_view tenant) {
-  jobs_submitted_.Add({{"tenant", TenantLabel(tenant)}}).Increment();
+  prometheus::Counter* counter;
+  {
+    absl::MutexLock lock(&mu_);
+    TenantSeries& series = SeriesOf(tenant);
+    if (series.submitted == nullptr) {
+      series.submitted = &jobs_submitted_.Add({{"tenant", series.label}});
+    }
+    counter = series.submitted;
+  }
+  counter->Increment();
 }
 
 void Metrics::JobRejected(absl::string_view code, absl::string_view tenant) {
@@ -216,11 +232,33 @@ void Metrics::JobRejected(absl::string_view code, absl::string_view tenant) {
 
 void Metrics::JobFinished(absl::string_view outcome, absl::string_view tenant,
                           absl::Duration run_time) {
-  const std::string label(outcome);
-  jobs_total_.Add({{"outcome", label}, {"tenant", TenantLabel(tenant)}})
-      .Increment();
-  job_duration_seconds_.Add({{"outcome", label}}, duration_buckets_)
-      .Observe(absl::ToDoubleSeconds(run_time));
+  prometheus::Counter* counter;
+  prometheus::Histogram* duration;
+  {
+    absl::MutexLock lock(&mu_);
+    TenantSeries& series = SeriesOf(tenant);
+    auto it = series.finished.find(outcome);
+    if (it == series.finished.end()) {
+      it = series.finished
+               .emplace(std::string(outcome),
+                        &jobs_total_.Add({{"outcome", std::string(outcome)},
+                                          {"tenant", series.label}}))
+               .first;
+    }
+    counter = it->second;
+    auto d = durations_.find(outcome);
+    if (d == durations_.end()) {
+      d = durations_
+              .emplace(
+                  std::string(outcome),
+                  &job_duration_seconds_.Add(
+                      {{"outcome", std::string(outcome)}}, duration_buckets_))
+              .first;
+    }
+    duration = d->second;
+  }
+  counter->Increment();
+  duration->Observe(absl::ToDoubleSeconds(run_time));
 }
 
 void Metrics::SetRetainedOutputBytes(int64_t bytes) {

@@ -133,8 +133,20 @@ class Metrics {
   void SetDevices(const std::vector<DeviceSample>& devices);
 
  private:
+  // A tenant's series, found once per tenant label rather than by a label
+  // set built and matched per job.
+  struct TenantSeries {
+    std::string label;  // the tenant, or kOtherTenant past the cap
+    prometheus::Counter* submitted = nullptr;  // once a job was submitted
+    // jobs_total_ by outcome.
+    absl::flat_hash_map<std::string, prometheus::Counter*> finished;
+  };
+
   // The label value for `tenant`, capped as described in the header.
   std::string TenantLabel(absl::string_view tenant) ABSL_LOCKS_EXCLUDED(mu_);
+  // The series of `tenant`'s label value.
+  TenantSeries& SeriesOf(absl::string_view tenant)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string UuidOf(int device) const;
 
   // Constant after construction.
@@ -169,6 +181,12 @@ class Metrics {
 
   absl::Mutex mu_;
   absl::flat_hash_set<std::string> tenants_ ABSL_GUARDED_BY(mu_);
+  // By tenant label value.
+  absl::flat_hash_map<std::string, TenantSeries> tenant_series_
+      ABSL_GUARDED_BY(mu_);
+  // job_duration_seconds_ by outcome.
+  absl::flat_hash_map<std::string, prometheus::Histogram*> durations_
+      ABSL_GUARDED_BY(mu_);
   // node_executions_' counters by (op, device): a node's count is one
   // lookup, not a label set built and matched.
   absl::Mutex node_mu_;

@@ -90,7 +90,22 @@ TEST(MetricsTest, TenantLabelsAreCapped) {
   for (const char* tenant : {"t1", "t2", "t3", "t4", "t1"}) {
     metrics.JobSubmitted(tenant);
   }
+  metrics.JobFinished("succeeded", "t1", absl::Seconds(1));
+  metrics.JobFinished("succeeded", "t1", absl::Seconds(1));
+  metrics.JobFinished("failed", "t1", absl::Seconds(1));
+  metrics.JobFinished("succeeded", "t4", absl::Seconds(1));
+  metrics.JobRejected("RESOURCE_EXHAUSTED", "t3");
   std::string text = Scrape(registry);
+  EXPECT_THAT(text, HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant="
+                              "\"t1\"} 2"));
+  EXPECT_THAT(text, HasSubstr("weft_jobs_total{outcome=\"failed\",tenant="
+                              "\"t1\"} 1"));
+  EXPECT_THAT(text, HasSubstr("weft_jobs_total{outcome=\"succeeded\",tenant="
+                              "\"_other\"} 1"));
+  EXPECT_THAT(text, HasSubstr("weft_jobs_rejected_total{code=\"RESOURCE_"
+                              "EXHAUSTED\",tenant=\"_other\"} 1"));
+  EXPECT_THAT(text, HasSubstr("weft_job_duration_seconds_count{outcome="
+                              "\"succeeded\"} 3"));
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"t1\"} 2"));
   EXPECT_THAT(text, HasSubstr("weft_jobs_submitted_total{tenant=\"t2\"} 1"));
   EXPECT_THAT(text,
