@@ -157,6 +157,16 @@ std::string JobDetails(const weft::v1::Job& job) {
       {"  outputs:", job.output_buffers().empty()
                          ? "-"
                          : absl::StrJoin(job.output_buffers(), ", ")});
+  // What the job holds on each device it uses while it runs.
+  std::vector<std::string> memory;
+  for (int d = 0; d < job.device_memory_bytes_size(); ++d) {
+    if (job.device_memory_bytes(d) <= 0) continue;
+    memory.push_back(
+        absl::StrCat("GPU ", d, " ", FormatBytes(job.device_memory_bytes(d))));
+  }
+  if (!memory.empty()) {
+    rows.push_back({"  memory:", absl::StrJoin(memory, ", ")});
+  }
   if (job.has_error() && job.error().code() != 0) {
     rows.push_back({"  error:", JobErrorText(job)});
   }

@@ -45,6 +45,8 @@ weft::v1::Job FailedJob() {
         end_time { seconds: 1700000001 nanos: 500000000 }
         output_buffers: "y"
         output_buffers: "z"
+        device_memory_bytes: 0
+        device_memory_bytes: 3145728
       )pb",
       &job));
   return job;
@@ -66,6 +68,7 @@ TEST(FormatTest, JobLineAndDetails) {
   EXPECT_THAT(details, HasSubstr("created:   2023-11-14T22:13:20.250Z"));
   EXPECT_THAT(details, HasSubstr("duration:  500ms"));
   EXPECT_THAT(details, HasSubstr("outputs:   y, z"));
+  EXPECT_THAT(details, HasSubstr("memory:    GPU 1 3.0 MiB\n"));
   EXPECT_THAT(
       details,
       HasSubstr("error:     RESOURCE_EXHAUSTED: out of memory (node axpy)"));

@@ -36,6 +36,8 @@ struct JobInfo {
   std::optional<absl::Time> start_time;
   std::optional<absl::Time> end_time;
   std::vector<std::string> output_buffers;
+  // By device: the memory the job holds there while it runs.
+  std::vector<int64_t> device_memory_bytes;
 };
 
 // An output buffer of a finished job. `data` is shared, never copied.

@@ -502,6 +502,11 @@ TEST_F(JobManagerTest, AJobWaitsUntilItsBuffersFitBesideTheRunningJobs) {
   WaitForState(big1, JobState::kRunning);
   // Slots are free, but 600 KiB more does not fit in device 0's 1 MiB.
   std::string big2 = SubmitOk(PinnedSpinChain("big2", 1, 1, 600 << 10));
+  absl::StatusOr<JobInfo> waiting = jobs_->Get(big2);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  ASSERT_EQ(waiting->device_memory_bytes.size(), 2u);
+  EXPECT_GE(waiting->device_memory_bytes[0], 600 << 10);
+  EXPECT_EQ(waiting->device_memory_bytes[1], 0);
   // A small job does not overtake the one waiting for memory.
   std::string small = SubmitOk(PinnedSpinChain("small", 1, 1, 16));
   absl::SleepFor(absl::Milliseconds(50));

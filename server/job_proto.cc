@@ -89,6 +89,9 @@ weft::v1::Job JobToProto(const JobInfo& info) {
   for (const std::string& name : info.output_buffers) {
     job.add_output_buffers(name);
   }
+  for (const int64_t bytes : info.device_memory_bytes) {
+    job.add_device_memory_bytes(bytes);
+  }
   return job;
 }
 

@@ -38,6 +38,7 @@ TEST(JobProtoTest, JobCarriesEveryField) {
   info.create_time = absl::FromUnixNanos(1'700'000'000'123'456'789);
   info.start_time = absl::FromUnixSeconds(1'700'000'001);
   info.output_buffers = {"y", "z"};
+  info.device_memory_bytes = {0, 4096};
   const weft::v1::Job job = JobToProto(info);
   EXPECT_EQ(job.id(), "j-1");
   EXPECT_EQ(job.graph_name(), "g");
@@ -55,6 +56,7 @@ TEST(JobProtoTest, JobCarriesEveryField) {
   EXPECT_EQ(job.start_time().seconds(), 1'700'000'001);
   EXPECT_FALSE(job.has_end_time());
   EXPECT_THAT(job.output_buffers(), ::testing::ElementsAre("y", "z"));
+  EXPECT_THAT(job.device_memory_bytes(), ::testing::ElementsAre(0, 4096));
   EXPECT_FALSE(JobToProto(JobInfo()).has_error());
 }
 

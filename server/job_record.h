@@ -98,6 +98,7 @@ struct JobRecord {
     info.start_time = start_time;
     info.end_time = end_time;
     info.output_buffers = output_names;
+    info.device_memory_bytes = device_bytes;
     return info;
   }
 
