@@ -295,12 +295,18 @@ void BufferCoherence::SetLatest(BufferId b, int where, StreamHandle writer) {
 
 absl::Status BufferCoherence::MakeCurrent(BufferId b, int where,
                                           int stream_device,
-                                          StreamHandle stream) {
+                                          StreamHandle stream,
+                                          bool overwritten) {
   BufferState& state = buffers_[b];
   WEFT_RETURN_IF_ERROR(CheckNotLost(b));
   if (where != host_) TakeRange(b, where);
   Copy& dst = state.copies[where];
-  if (state.latest < 0) return Materialize(b, where, stream_device, stream);
+  if (state.latest < 0) {
+    // Nothing was ever in it: work that writes all of it needs nothing
+    // first (the write itself makes its first version, MarkWritten).
+    if (overwritten && where != host_) return absl::OkStatus();
+    return Materialize(b, where, stream_device, stream);
+  }
   if (dst.current) return WaitReady(dst, stream);
   if (!state.written && graph_->buffer(b).init != BufferSpec::Init::kData) {
     // Still its initial zeros or fill: made here too instead of copied.

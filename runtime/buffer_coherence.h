@@ -128,9 +128,12 @@ class BufferCoherence {
     return buffers_[b].latest >= 0;
   }
   // Makes `b` current at location `where` (a device, or host()) for work
-  // about to go on `stream`, a stream of `stream_device`.
+  // about to go on `stream`, a stream of `stream_device`. `overwritten`:
+  // that work writes every byte of `b` and reads none; a buffer no use has
+  // made yet is then not made (no zeros, fill or upload of its initial
+  // contents) but only given its memory at `where`.
   absl::Status MakeCurrent(scheduler::BufferId b, int where, int stream_device,
-                           StreamHandle stream);
+                           StreamHandle stream, bool overwritten = false);
   // Makes `b`'s initial contents at `where`, which then holds its latest
   // version.
   absl::Status Materialize(scheduler::BufferId b, int where, int stream_device,

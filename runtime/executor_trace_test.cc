@@ -149,6 +149,44 @@ TEST_F(ExecutorTraceTest, CopiesLandOnTheirEngineTracks) {
   EXPECT_THAT(json, HasSubstr(R"("ph":"s")"));
 }
 
+TEST_F(ExecutorTraceTest, AFillOverAWholeBufferIsItsFirstVersion) {
+  // Three float32 buffers of 12 bytes that a fill writes first: `zeros`
+  // (initially zeros) and `data` (initially "abcdefghijkl") are made by the
+  // fill alone, with neither their zeros nor an upload before it. `tail`
+  // holds 14 bytes: the fill writes three whole elements and its last two
+  // bytes keep their initial contents, so it is made first.
+  TestJob job(1);
+  const int zeros = job.Buffer("zeros", 12, DType::kFloat32,
+                               BufferSpec::Init::kZero, 0, "", true);
+  const int data = job.Buffer("data", 12, DType::kFloat32,
+                              BufferSpec::Init::kData, 0, "abcdefghijkl", true);
+  const int tail =
+      job.Buffer("tail", 14, DType::kFloat32, BufferSpec::Init::kData, 0,
+                 "abcdefghijklmn", true);
+  job.Node("f1", "fill", {Use(zeros, Access::kWrite), 2.0f}, 0);
+  job.Node("f2", "fill", {Use(data, Access::kReadWrite), 3.0f}, 0);
+  job.Node("f3", "fill", {Use(tail, Access::kWrite), 4.0f}, 0);
+  Outcome outcome;
+  Run(job, outcome);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+  auto floats = [](float v, int n) {
+    std::string bytes;
+    for (int i = 0; i < n; ++i) {
+      bytes.append(reinterpret_cast<const char*>(&v), sizeof(v));
+    }
+    return bytes;
+  };
+  EXPECT_EQ(outcome.outputs.at("zeros"), floats(2.0f, 3));
+  EXPECT_EQ(outcome.outputs.at("data"), floats(3.0f, 3));
+  EXPECT_EQ(outcome.outputs.at("tail"), floats(4.0f, 3) + "mn");
+  std::map<std::string, TraceSpan> spans = ByName(outcome.trace);
+  EXPECT_FALSE(spans.count("zeros init"));
+  EXPECT_FALSE(spans.count("data upload"));
+  EXPECT_TRUE(spans.count("tail upload"));
+  EXPECT_TRUE(spans.count("f1"));
+  EXPECT_TRUE(spans.count("zeros download"));
+}
+
 TEST_F(ExecutorTraceTest, FailedJobsDeliverTheirTraceToo) {
   TestJob job(1, {0});
   job.Node("ok", "spin", {}, 0, {}, -1, 10);

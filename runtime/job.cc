@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "runtime/kernel_launch_builder.h"
+#include "runtime/ops/scalars.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
@@ -31,6 +32,24 @@ std::unique_ptr<JobTracer> MakeTracer(bool on, const JobEnv& env,
   options.num_nodes = static_cast<int>(plan.nodes.size());
   options.num_events = plan.num_events;
   return std::make_unique<RecordingJobTracer>(std::move(options));
+}
+
+// Whether `node`'s work writes every byte of the buffer of `use` and reads
+// none of it: a built-in fill whose buffer is a whole number of its
+// elements (fill writes every element, and nothing past the last whole
+// one).
+bool OverwritesAll(const scheduler::Graph& graph,
+                   const scheduler::NodeSpec& node, const BufferUse& use) {
+  if (node.op != "fill" || node.kernel.has_value() || node.args.size() != 2 ||
+      !scheduler::Writes(use.access)) {
+    return false;
+  }
+  const auto* out = std::get_if<BufferUse>(&node.args[0]);
+  if (out == nullptr || out->buffer != use.buffer) return false;
+  const BufferSpec& spec = graph.buffer(use.buffer);
+  const std::optional<FillPattern> element =
+      FillPatternOf(spec.dtype, node.args[1]);
+  return element.has_value() && spec.size_bytes % element->bytes == 0;
 }
 
 std::vector<int> LogicalDevices(const scheduler::Plan& plan) {
@@ -228,7 +247,8 @@ absl::Status Job::IssueNode(int index) {
   if (move == scheduler::MemoryMove::kNone) {
     for (const BufferUse& use : uses) {
       WEFT_RETURN_IF_ERROR(
-          buffers_->MakeCurrent(use.buffer, where, device, stream));
+          buffers_->MakeCurrent(use.buffer, where, device, stream,
+                                OverwritesAll(*graph_, node, use)));
     }
   }
 
@@ -382,8 +402,10 @@ absl::Status Job::PrefetchUploads() {
       const BufferId b = use.buffer;
       if (seen[b]) continue;
       seen[b] = 1;
+      // Nor is data uploaded that its first user overwrites.
       if (on_host || buffers_->has_version(b) ||
-          graph_->buffer(b).init != BufferSpec::Init::kData) {
+          graph_->buffer(b).init != BufferSpec::Init::kData ||
+          OverwritesAll(*graph_, node, use)) {
         continue;
       }
       const int device = pn.device;
