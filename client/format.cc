@@ -167,6 +167,9 @@ std::string JobDetails(const weft::v1::Job& job) {
   if (!memory.empty()) {
     rows.push_back({"  memory:", absl::StrJoin(memory, ", ")});
   }
+  if (!job.queue_reason().empty()) {
+    rows.push_back({"  waiting:", job.queue_reason()});
+  }
   if (job.has_error() && job.error().code() != 0) {
     rows.push_back({"  error:", JobErrorText(job)});
   }

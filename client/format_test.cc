@@ -74,6 +74,16 @@ TEST(FormatTest, JobLineAndDetails) {
       HasSubstr("error:     RESOURCE_EXHAUSTED: out of memory (node axpy)"));
 }
 
+TEST(FormatTest, AQueuedJobSaysWhatItWaitsFor) {
+  weft::v1::Job job;
+  job.set_id("j-2");
+  job.set_state(weft::v1::QUEUED);
+  job.set_queue_reason("waiting for a running slot: 64 of 64 jobs run");
+  EXPECT_THAT(JobDetails(job),
+              HasSubstr("waiting:   waiting for a running slot: 64 of 64"));
+  EXPECT_THAT(JobDetails(FailedJob()), Not(HasSubstr("waiting:")));
+}
+
 TEST(FormatTest, JobsTable) {
   weft::v1::Job queued;
   queued.set_id("j-1");

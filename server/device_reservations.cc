@@ -39,13 +39,17 @@ std::vector<int64_t> JobDeviceBytes(const scheduler::Graph& graph,
 }
 
 bool DeviceReservations::Fits(const std::vector<int64_t>& need) const {
+  return FirstShort(need) < 0;
+}
+
+int DeviceReservations::FirstShort(const std::vector<int64_t>& need) const {
   const size_t n = std::min(need.size(), capacity_.size());
   for (size_t d = 0; d < n; ++d) {
     if (capacity_[d] > 0 && reserved_[d] + need[d] > capacity_[d]) {
-      return false;
+      return static_cast<int>(d);
     }
   }
-  return true;
+  return -1;
 }
 
 void DeviceReservations::Reserve(const std::vector<int64_t>& need) {

@@ -41,6 +41,14 @@ class DeviceReservations {
   // REQUIRES: `need` was reserved and not released since.
   void Release(const std::vector<int64_t>& need);
 
+  // Each device's memory (0: no bound).
+  int64_t capacity(int device) const {
+    return device >= 0 && device < static_cast<int>(capacity_.size())
+               ? capacity_[device]
+               : 0;
+  }
+  // The first device on which `need` does not fit, or -1.
+  int FirstShort(const std::vector<int64_t>& need) const;
   // What running jobs reserved, by device.
   const std::vector<int64_t>& reserved() const { return reserved_; }
   // What running jobs reserved on `device` (0 for an unknown device).

@@ -172,6 +172,44 @@ std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked(
   return taken;
 }
 
+std::string JobManager::QueueReasonLocked(const JobRecord& job) const {
+  {
+    absl::MutexLock job_lock(&job.mu);
+    if (job.state != JobState::kQueued) return "";
+  }
+  if (shutdown_) return "weftd is shutting down";
+  const int64_t running = static_cast<int64_t>(running_.size());
+  if (running >= max_running_jobs_) {
+    return absl::StrCat("waiting for a running slot: ", running, " of ",
+                        max_running_jobs_, " jobs run");
+  }
+  const std::string* next = queue_.PeekId();
+  if (next == nullptr || *next != job.id) {
+    const int64_t limit = queue_.max_running_per_tenant();
+    const int64_t own = queue_.running(job.tenant);
+    if (limit > 0 && own >= limit) {
+      return absl::StrCat("waiting for its tenant's jobs: the tenant runs ",
+                          own, " jobs, as many as one tenant may");
+    }
+    if (next == nullptr) return "waiting for its turn";
+    const std::shared_ptr<JobRecord> head = directory_.Find(*next);
+    if (head != nullptr && !running_.empty() &&
+        !reservations_.Fits(head->device_bytes)) {
+      return absl::StrCat("behind job ", *next,
+                          ", which waits for device memory");
+    }
+    return absl::StrCat("behind job ", *next, ", which starts next");
+  }
+  const int d = reservations_.FirstShort(job.device_bytes);
+  if (d >= 0 && !running_.empty()) {
+    return absl::StrCat("waiting for device memory: it needs ",
+                        job.device_bytes[d], " bytes on device ", d,
+                        ", where running jobs hold ", reservations_.reserved(d),
+                        " of ", reservations_.capacity(d));
+  }
+  return "starting";
+}
+
 void JobManager::DispatchLoop() {
   while (true) {
     std::vector<std::shared_ptr<JobRecord>> start;

@@ -38,6 +38,8 @@ struct JobInfo {
   std::vector<std::string> output_buffers;
   // By device: the memory the job holds there while it runs.
   std::vector<int64_t> device_memory_bytes;
+  // QUEUED jobs, from JobManager::Get: why the job has not started yet.
+  std::string queue_reason;
 };
 
 // An output buffer of a finished job. `data` is shared, never copied.

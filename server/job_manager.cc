@@ -277,8 +277,16 @@ bool JobManager::DequeueLocked(const JobRecord& job) {
 
 absl::StatusOr<JobInfo> JobManager::Get(absl::string_view id) {
   WEFT_ASSIGN_OR_RETURN(std::shared_ptr<JobRecord> job, Find(id));
-  absl::MutexLock lock(&job->mu);
-  return job->Snapshot();
+  JobInfo info;
+  {
+    absl::MutexLock lock(&job->mu);
+    info = job->Snapshot();
+  }
+  if (info.state == JobState::kQueued) {
+    absl::MutexLock lock(&mu_);
+    info.queue_reason = QueueReasonLocked(*job);
+  }
+  return info;
 }
 
 absl::StatusOr<JobInfo> JobManager::Cancel(absl::string_view id) {

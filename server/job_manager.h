@@ -298,6 +298,10 @@ class JobManager {
   // that is much work to start (see the header comment).
   std::vector<std::shared_ptr<JobRecord>> TakeStartableLocked(
       bool quick_only = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why `job`, QUEUED, has not started (JobInfo::queue_reason); empty
+  // when it is no longer queued.
+  std::string QueueReasonLocked(const JobRecord& job) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts a job that TakeStartableLocked moved to RUNNING.
   void StartJob(const std::shared_ptr<JobRecord>& job) ABSL_LOCKS_EXCLUDED(mu_);
 

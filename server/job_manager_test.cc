@@ -505,10 +505,20 @@ TEST_F(JobManagerTest, AJobWaitsUntilItsBuffersFitBesideTheRunningJobs) {
   absl::StatusOr<JobInfo> waiting = jobs_->Get(big2);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   ASSERT_EQ(waiting->device_memory_bytes.size(), 2u);
+  EXPECT_EQ(waiting->queue_reason,
+            absl::StrCat("waiting for device memory: it needs ",
+                         waiting->device_memory_bytes[0],
+                         " bytes on device 0, where running jobs hold ",
+                         jobs_->ReservedBytes()[0], " of 1048576"));
   EXPECT_GE(waiting->device_memory_bytes[0], 600 << 10);
   EXPECT_EQ(waiting->device_memory_bytes[1], 0);
   // A small job does not overtake the one waiting for memory.
   std::string small = SubmitOk(PinnedSpinChain("small", 1, 1, 16));
+  absl::StatusOr<JobInfo> behind = jobs_->Get(small);
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_EQ(
+      behind->queue_reason,
+      absl::StrCat("behind job ", big2, ", which waits for device memory"));
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_EQ(jobs_->running(), 1);
   EXPECT_EQ(jobs_->queued(), 2);
@@ -564,6 +574,13 @@ TEST_F(JobManagerTest, HigherPriorityRunsFirstThenFifo) {
   std::string high2 = SubmitOk(SpinChain("high2", 1, 1), 5);
   EXPECT_EQ(jobs_->queued(), 4);
   EXPECT_EQ(jobs_->running(), 1);
+  absl::StatusOr<JobInfo> queued = jobs_->Get(low);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  EXPECT_EQ(queued->queue_reason,
+            "waiting for a running slot: 1 of 1 jobs run");
+  absl::StatusOr<JobInfo> running = jobs_->Get(blocker);
+  ASSERT_TRUE(running.ok()) << running.status();
+  EXPECT_EQ(running->queue_reason, "");
   gate_.Notify();
 
   std::vector<std::pair<int64_t, std::string>> starts;

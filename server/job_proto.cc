@@ -92,6 +92,7 @@ weft::v1::Job JobToProto(const JobInfo& info) {
   for (const int64_t bytes : info.device_memory_bytes) {
     job.add_device_memory_bytes(bytes);
   }
+  job.set_queue_reason(info.queue_reason);
   return job;
 }
 

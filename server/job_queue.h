@@ -70,6 +70,8 @@ class JobQueue {
   void Finished(absl::string_view tenant);
 
   int64_t size() const { return size_; }
+  // Jobs one tenant may run at once (0: no bound).
+  int64_t max_running_per_tenant() const { return max_running_per_tenant_; }
   bool empty() const { return size_ == 0; }
   // Queued jobs of `tenant`.
   int64_t queued(absl::string_view tenant) const;

@@ -4,8 +4,8 @@ where its buffers fit in the devices' memory beside the running jobs'.
 One simulated device of 8 MiB. Job `first` holds a 5 MiB buffer for about a
 second; job `second` needs 5 MiB too, so, with slots free, it waits in the
 queue until `first` has ended, and then succeeds (run together they would
-need 10 MiB). `weftctl get` shows a job's need, `weftctl devices` and
-/metrics what the running job reserved.
+need 10 MiB). `weftctl get` shows a job's need and why it waits,
+`weftctl devices` and /metrics what the running job reserved.
 """
 
 import calendar
@@ -77,8 +77,12 @@ class MemoryDispatchTest(harness.WeftdTestCase):
         self.assertEqual(waiting.get("state"), "QUEUED", waiting)
         self.assertEqual([int(b) for b in waiting.get("deviceMemoryBytes", [])],
                          [BUFFER_BYTES], waiting)
+        self.assertIn("waiting for device memory: it needs %d bytes on device 0"
+                      % BUFFER_BYTES, waiting.get("queueReason", ""), waiting)
         details = self.weftctl_ok("get", second)
         self.assertIn("memory:    GPU 0 5.0 MiB", details.stdout, describe(details))
+        self.assertIn("waiting:   waiting for device memory", details.stdout,
+                      describe(details))
         devices = self.weftctl_ok("devices")
         self.assertIn("RESERVED", devices.stdout, describe(devices))
         with urllib.request.urlopen(self.weftd.metrics_url, timeout=10) as response:
