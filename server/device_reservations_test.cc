@@ -83,6 +83,11 @@ TEST(DeviceReservationsTest, FitsWhileTheSumStaysWithinEachDevice) {
   EXPECT_TRUE(r.Fits({400, 400}));
   EXPECT_FALSE(r.Fits({401, 0}));
   EXPECT_FALSE(r.Fits({0, 401}));
+  EXPECT_EQ(r.FirstShort({400, 400}), -1);
+  EXPECT_EQ(r.FirstShort({0, 401}), 1);
+  EXPECT_EQ(r.FirstShort({401, 401}), 0);
+  EXPECT_EQ(r.capacity(1), 500);
+  EXPECT_EQ(r.capacity(2), 0);
   r.Reserve({400, 0});
   r.Release({600, 100});
   EXPECT_EQ(r.reserved(0), 400);
