@@ -1,7 +1,8 @@
 #include "server/device_reservations.h"
 
 #include <algorithm>
-#include <variant>
+
+#include "scheduler/memory/memory_plan.h"
 
 namespace weft::server {
 
@@ -18,22 +19,11 @@ std::vector<int64_t> JobDeviceBytes(const scheduler::Graph& graph,
     return bytes;
   }
   // No memory plan: every buffer a device's nodes use lives there for the
-  // whole run.
-  std::vector<std::vector<bool>> used(
-      bytes.size(), std::vector<bool>(graph.num_buffers(), false));
-  for (const scheduler::PlannedNode& p : plan.nodes) {
-    if (p.node < 0 || p.node >= graph.num_nodes()) continue;
-    if (p.device < 0 || p.device >= num_devices) continue;
-    for (const scheduler::Arg& arg : graph.node(p.node).args) {
-      const auto* use = std::get_if<scheduler::BufferUse>(&arg);
-      if (use == nullptr || use->buffer < 0 ||
-          use->buffer >= graph.num_buffers() || used[p.device][use->buffer]) {
-        continue;
-      }
-      used[p.device][use->buffer] = true;
-      bytes[p.device] +=
-          static_cast<int64_t>(graph.buffer(use->buffer).size_bytes);
-    }
+  // whole run, allocated by itself.
+  const std::vector<uint64_t> separate =
+      scheduler::memory::BytesWithoutReuse(graph, plan, num_devices);
+  for (size_t d = 0; d < bytes.size() && d < separate.size(); ++d) {
+    bytes[d] = static_cast<int64_t>(separate[d]);
   }
   return bytes;
 }

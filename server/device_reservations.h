@@ -2,8 +2,9 @@
 // job manager starts a job only where its buffers fit beside theirs.
 //
 // A job's need (JobDeviceBytes) is, per device, its plan's arena where the
-// plan has a memory plan (Plan::memory), and otherwise the sum of the
-// buffers its nodes use there. A job fits when, on every device, what the
+// plan has a memory plan (Plan::memory), and otherwise the buffers its
+// device nodes and copies use there, each allocated by itself
+// (memory::BytesWithoutReuse). A job fits when, on every device, what the
 // running jobs reserved plus its need is at most the device's memory. The
 // manager starts a job that does not fit only when no job runs (it then has
 // every device to itself), and otherwise leaves it at the head of the

@@ -31,8 +31,7 @@ scheduler::NodeSpec Node(const char* name,
   return n;
 }
 
-// a (100 bytes) and b (1000) on device 0 by node n0; b and c (10) on
-// device 1 by n1.
+// a (100 bytes) and b (1000) used by node n0; b and c (10) by n1.
 scheduler::Graph ThreeBuffers() {
   return scheduler::Graph(
       "g", {Buffer("a", 100), Buffer("b", 1000), Buffer("c", 10)},
@@ -57,12 +56,13 @@ scheduler::DeviceMemory Arena(int device, int64_t bytes) {
 }
 
 TEST(JobDeviceBytesTest, WithoutAMemoryPlanEachDeviceHoldsTheBuffersItUses) {
+  // Each buffer by itself, rounded up to 256 bytes: a 256, b 1024, c 256.
   scheduler::Graph graph = ThreeBuffers();
-  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(0, 1), 2), ElementsAre(1100, 1010));
+  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(0, 1), 2), ElementsAre(1280, 1280));
   // A buffer two nodes of one device use counts once.
-  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(1, 1), 2), ElementsAre(0, 1110));
+  EXPECT_THAT(JobDeviceBytes(graph, PlanOn(1, 1), 2), ElementsAre(0, 1536));
   EXPECT_THAT(JobDeviceBytes(graph, PlanOn(0, 1), 3),
-              ElementsAre(1100, 1010, 0));
+              ElementsAre(1280, 1280, 0));
 }
 
 TEST(JobDeviceBytesTest, AMemoryPlanGivesItsArenas) {
