@@ -203,6 +203,10 @@ absl::Status IssuePlan::Make(
       }
     }
   }
+  // No later stage reads the passes' vector clocks (the largest array of
+  // a plan): freed now, their pages take the eager copies and the plan.
+  streams->clocks = ClockArena();
+  streams->clock_of = std::vector<int32_t>();
   if (context.eager_copies) {
     WEFT_ASSIGN_OR_RETURN(copies, PlanEagerCopies(graph, *dag, *streams));
   }

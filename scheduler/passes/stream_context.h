@@ -304,7 +304,8 @@ struct StreamContext {
   Csr waits;                    // rows by issue position: event ids
   // The clocks events were planned with: each node's sequence number on
   // its stream and the version of its stream's clock once its waits were
-  // done (what it knew of other streams when it ran).
+  // done (what it knew of other streams when it ran). Only the stream
+  // passes read clock_of and clocks: the planner empties both after them.
   std::vector<int32_t> seq;  // by NodeId
   // By NodeId (empty without peers): the node's sequence number on its
   // peer stream, 0 if it has none. The clock of a node with a peer covers
