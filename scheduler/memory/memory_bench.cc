@@ -38,7 +38,8 @@
 //
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
-//       [--max_conflicts=N] [--improve_rounds=N] [--spill]
+//       [--max_conflicts=N] [--improve_rounds=N]
+//       [--local_clique_candidates=N] [--spill]
 //
 // The last three set ArenaOptions: the plan size up to which the lower
 // bound may use the antichain (it costs seconds at 100k), the conflict
@@ -352,6 +353,7 @@ int main(int argc, char** argv) {
     const std::string kAntichain = "--antichain_max_positions=";
     const std::string kMaxConflicts = "--max_conflicts=";
     const std::string kImprove = "--improve_rounds=";
+    const std::string kLocal = "--local_clique_candidates=";
     if (arg == "--spill") {
       spill = true;
     } else if (arg.rfind(kGraphs, 0) == 0) {
@@ -361,6 +363,9 @@ int main(int argc, char** argv) {
           std::atoi(arg.substr(kAntichain.size()).c_str());
     } else if (arg.rfind(kImprove, 0) == 0) {
       Options().improve_rounds = std::atoi(arg.substr(kImprove.size()).c_str());
+    } else if (arg.rfind(kLocal, 0) == 0) {
+      Options().local_clique_candidates =
+          std::atoi(arg.substr(kLocal.size()).c_str());
     } else if (arg.rfind(kMaxConflicts, 0) == 0) {
       Options().max_conflicts =
           std::atoll(arg.substr(kMaxConflicts.size()).c_str());
