@@ -476,4 +476,59 @@ int64_t LocalCliqueBound(const Lifetimes& lifetimes,
       bytes(HeaviestCliqueAround(conflicts, local_sizes, heaviest, max_work)));
 }
 
+int64_t NeighborhoodCliqueBound(const Lifetimes& lifetimes,
+                                absl::Span<const int32_t> copies,
+                                absl::Span<const int64_t> sizes, int32_t seed,
+                                int max_neighbors, int64_t max_work) {
+  if (sizes[seed] <= 0) return 0;
+  const int32_t a = copies[seed];
+  // (-size, local index) of the seed's neighbors.
+  std::vector<std::pair<int64_t, int32_t>> around;
+  for (size_t k = 0; k < copies.size(); ++k) {
+    if (static_cast<int32_t>(k) == seed || sizes[k] <= 0) continue;
+    if (lifetimes.MayBeLiveTogether(a, copies[k])) {
+      around.emplace_back(-sizes[k], static_cast<int32_t>(k));
+    }
+  }
+  const size_t kept =
+      std::min<size_t>(around.size(), static_cast<size_t>(max_neighbors));
+  std::partial_sort(around.begin(), around.begin() + kept, around.end());
+  around.resize(kept);
+  // Local ids: 0 the seed, then its neighbors heaviest first.
+  const size_t m = kept + 1;
+  std::vector<int32_t> local(m);
+  std::vector<int64_t> local_sizes(m);
+  local[0] = seed;
+  local_sizes[0] = sizes[seed];
+  for (size_t i = 0; i < kept; ++i) {
+    local[i + 1] = around[i].second;
+    local_sizes[i + 1] = sizes[around[i].second];
+  }
+  std::vector<std::vector<int32_t>> adjacent(m);
+  for (size_t i = 1; i < m; ++i) {
+    adjacent[0].push_back(static_cast<int32_t>(i));
+    adjacent[i].push_back(0);
+  }
+  for (size_t i = 1; i < m; ++i) {
+    const int32_t x = copies[local[i]];
+    for (size_t j = i + 1; j < m; ++j) {
+      if (lifetimes.MayBeLiveTogether(x, copies[local[j]])) {
+        adjacent[i].push_back(static_cast<int32_t>(j));
+        adjacent[j].push_back(static_cast<int32_t>(i));
+      }
+    }
+  }
+  Csr conflicts;
+  for (auto& row : adjacent) {
+    std::sort(row.begin(), row.end());
+    conflicts.AppendRow(row);
+  }
+  int64_t bytes = 0;
+  for (const int32_t i :
+       HeaviestCliqueAround(conflicts, local_sizes, 0, max_work)) {
+    bytes += local_sizes[i];
+  }
+  return bytes;
+}
+
 }  // namespace weft::scheduler::memory

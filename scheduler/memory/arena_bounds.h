@@ -72,6 +72,21 @@ int64_t LocalCliqueBound(const Lifetimes& lifetimes,
                          absl::Span<const int64_t> sizes, int32_t at,
                          int max_candidates, int64_t max_work);
 
+// The bytes of a clique among `copies` (one device's, with aligned
+// `sizes`) around copy `seed` (a local index), found without their
+// conflict graph: every copy that may be live together with the seed
+// (Lifetimes::MayBeLiveTogether, one test per copy), the heaviest
+// `max_neighbors` of them kept, their conflicts tested pairwise, then the
+// heaviest clique containing the seed (HeaviestCliqueAround, up to
+// `max_work`). The exact neighbourhood where LocalCliqueBound takes the
+// copies nearest in issue order: a copy's conflicts reach as far as the
+// plan leaves its streams unordered. O(copies + max_neighbors^2) plus the
+// search.
+int64_t NeighborhoodCliqueBound(const Lifetimes& lifetimes,
+                                absl::Span<const int32_t> copies,
+                                absl::Span<const int64_t> sizes, int32_t seed,
+                                int max_neighbors, int64_t max_work);
+
 // The heaviest set of `copies` (one device's, with aligned `sizes`) no two
 // of which one happens before the other, by Dilworth's theorem: the total
 // less a maximum flow from the copies' last uses to their first uses

@@ -225,8 +225,30 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       }
     };
     // Without a conflict graph: cliques among the copies nearest the
-    // issue-order peaks and the first uses of the copies at the top.
+    // issue-order peaks and the first uses of the copies at the top, then
+    // among the copies that may be live together with those ending
+    // highest.
+    auto raise_by_neighborhoods = [&](int64_t best) {
+      if (options.neighborhood_clique_neighbors <= 0) return;
+      // (-end, local index) of the copies ending highest.
+      std::vector<std::pair<int64_t, int32_t>> ends;
+      for (int k = 0; k < n; ++k) {
+        if (sizes[k] > 0) ends.emplace_back(-(best_offsets[k] + sizes[k]), k);
+      }
+      const size_t seeds = std::min<size_t>(
+          ends.size(), static_cast<size_t>(std::max(options.top_clique_seeds, 0)));
+      std::partial_sort(ends.begin(), ends.begin() + seeds, ends.end());
+      for (size_t i = 0; i < seeds && arena.lower_bound_bytes < best; ++i) {
+        arena.lower_bound_bytes = std::max(
+            arena.lower_bound_bytes,
+            NeighborhoodCliqueBound(lifetimes, graph.copies, sizes,
+                                    ends[i].second,
+                                    options.neighborhood_clique_neighbors,
+                                    options.top_clique_search_work));
+      }
+    };
     auto raise_by_local_cliques = [&](int64_t best) {
+      raise_by_neighborhoods(best);
       if (options.local_clique_candidates <= 0) return;
       std::vector<int32_t> at;
       for (const auto& [bytes, position] : window_peaks) {

@@ -22,7 +22,10 @@
 // arena / lower_bound says how far an arena is from the bound. Sizes are
 // rounded up to the alignment first, so offsets are aligned and the bound
 // is a bound for aligned copies. A device whose conflict graph would be too
-// large is placed without one (release_placement.h).
+// large is placed without one (release_placement.h), its bound raised by
+// cliques found from pairwise tests: among the copies nearest its peaks,
+// and among those that may be live together with the copies ending
+// highest.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_
@@ -90,6 +93,11 @@ struct ArenaOptions {
   // one copy may do.
   int local_clique_candidates = 256;
   int64_t local_clique_search_work = int64_t{1} << 16;
+  // Without a conflict graph: the heaviest clique around each of the
+  // top_clique_seeds copies that end highest in the best arena, among the
+  // heaviest this many of the copies that may be live together with it
+  // (NeighborhoodCliqueBound; 0: none), up to top_clique_search_work each.
+  int neighborhood_clique_neighbors = 128;
 };
 
 struct DeviceArena {

@@ -39,7 +39,8 @@
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
 //       [--max_conflicts=N] [--improve_rounds=N]
-//       [--local_clique_candidates=N] [--spill]
+//       [--local_clique_candidates=N] [--neighborhood_clique_neighbors=N]
+//       [--spill]
 //
 // The last three set ArenaOptions: the plan size up to which the lower
 // bound may use the antichain (it costs seconds at 100k), the conflict
@@ -354,6 +355,7 @@ int main(int argc, char** argv) {
     const std::string kMaxConflicts = "--max_conflicts=";
     const std::string kImprove = "--improve_rounds=";
     const std::string kLocal = "--local_clique_candidates=";
+    const std::string kNeighbors = "--neighborhood_clique_neighbors=";
     if (arg == "--spill") {
       spill = true;
     } else if (arg.rfind(kGraphs, 0) == 0) {
@@ -363,6 +365,9 @@ int main(int argc, char** argv) {
           std::atoi(arg.substr(kAntichain.size()).c_str());
     } else if (arg.rfind(kImprove, 0) == 0) {
       Options().improve_rounds = std::atoi(arg.substr(kImprove.size()).c_str());
+    } else if (arg.rfind(kNeighbors, 0) == 0) {
+      Options().neighborhood_clique_neighbors =
+          std::atoi(arg.substr(kNeighbors.size()).c_str());
     } else if (arg.rfind(kLocal, 0) == 0) {
       Options().local_clique_candidates =
           std::atoi(arg.substr(kLocal.size()).c_str());
