@@ -426,6 +426,29 @@ std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
   return best;
 }
 
+namespace {
+
+// The conflict graph of `members` (copies, Lifetimes numbering) by a test
+// of every pair; rows by index in `members`, ascending.
+Csr PairwiseConflicts(const Lifetimes& lifetimes,
+                      absl::Span<const int32_t> members) {
+  const size_t m = members.size();
+  std::vector<std::vector<int32_t>> adjacent(m);
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = i + 1; j < m; ++j) {
+      if (lifetimes.MayBeLiveTogether(members[i], members[j])) {
+        adjacent[i].push_back(static_cast<int32_t>(j));
+        adjacent[j].push_back(static_cast<int32_t>(i));
+      }
+    }
+  }
+  Csr conflicts;
+  for (const std::vector<int32_t>& row : adjacent) conflicts.AppendRow(row);
+  return conflicts;
+}
+
+}  // namespace
+
 int64_t LocalCliqueBound(const Lifetimes& lifetimes,
                          absl::Span<const int32_t> copies,
                          absl::Span<const int64_t> sizes, int32_t at,
@@ -449,21 +472,9 @@ int64_t LocalCliqueBound(const Lifetimes& lifetimes,
     if (std::get<0>(near[i]) == 0) live.push_back(static_cast<int32_t>(i));
   }
   if (live.empty()) return 0;
-  std::vector<std::vector<int32_t>> adjacent(m);
-  for (size_t i = 0; i < m; ++i) {
-    const int32_t a = copies[std::get<2>(near[i])];
-    for (size_t j = i + 1; j < m; ++j) {
-      if (lifetimes.MayBeLiveTogether(a, copies[std::get<2>(near[j])])) {
-        adjacent[i].push_back(static_cast<int32_t>(j));
-        adjacent[j].push_back(static_cast<int32_t>(i));
-      }
-    }
-  }
-  Csr conflicts;
-  for (auto& row : adjacent) {
-    std::sort(row.begin(), row.end());
-    conflicts.AppendRow(row);
-  }
+  std::vector<int32_t> members(m);
+  for (size_t i = 0; i < m; ++i) members[i] = copies[std::get<2>(near[i])];
+  const Csr conflicts = PairwiseConflicts(lifetimes, members);
   auto bytes = [&](const std::vector<int32_t>& clique) {
     int64_t total = 0;
     for (const int32_t i : clique) total += local_sizes[i];
@@ -496,33 +507,15 @@ int64_t NeighborhoodCliqueBound(const Lifetimes& lifetimes,
   around.resize(kept);
   // Local ids: 0 the seed, then its neighbors heaviest first.
   const size_t m = kept + 1;
-  std::vector<int32_t> local(m);
+  std::vector<int32_t> members(m);
   std::vector<int64_t> local_sizes(m);
-  local[0] = seed;
+  members[0] = a;
   local_sizes[0] = sizes[seed];
   for (size_t i = 0; i < kept; ++i) {
-    local[i + 1] = around[i].second;
+    members[i + 1] = copies[around[i].second];
     local_sizes[i + 1] = sizes[around[i].second];
   }
-  std::vector<std::vector<int32_t>> adjacent(m);
-  for (size_t i = 1; i < m; ++i) {
-    adjacent[0].push_back(static_cast<int32_t>(i));
-    adjacent[i].push_back(0);
-  }
-  for (size_t i = 1; i < m; ++i) {
-    const int32_t x = copies[local[i]];
-    for (size_t j = i + 1; j < m; ++j) {
-      if (lifetimes.MayBeLiveTogether(x, copies[local[j]])) {
-        adjacent[i].push_back(static_cast<int32_t>(j));
-        adjacent[j].push_back(static_cast<int32_t>(i));
-      }
-    }
-  }
-  Csr conflicts;
-  for (auto& row : adjacent) {
-    std::sort(row.begin(), row.end());
-    conflicts.AppendRow(row);
-  }
+  const Csr conflicts = PairwiseConflicts(lifetimes, members);
   int64_t bytes = 0;
   for (const int32_t i :
        HeaviestCliqueAround(conflicts, local_sizes, 0, max_work)) {

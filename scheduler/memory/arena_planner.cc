@@ -236,15 +236,16 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
         if (sizes[k] > 0) ends.emplace_back(-(best_offsets[k] + sizes[k]), k);
       }
       const size_t seeds = std::min<size_t>(
-          ends.size(), static_cast<size_t>(std::max(options.top_clique_seeds, 0)));
+          ends.size(),
+          static_cast<size_t>(std::max(options.top_clique_seeds, 0)));
       std::partial_sort(ends.begin(), ends.begin() + seeds, ends.end());
       for (size_t i = 0; i < seeds && arena.lower_bound_bytes < best; ++i) {
-        arena.lower_bound_bytes = std::max(
-            arena.lower_bound_bytes,
-            NeighborhoodCliqueBound(lifetimes, graph.copies, sizes,
-                                    ends[i].second,
-                                    options.neighborhood_clique_neighbors,
-                                    options.top_clique_search_work));
+        arena.lower_bound_bytes =
+            std::max(arena.lower_bound_bytes,
+                     NeighborhoodCliqueBound(
+                         lifetimes, graph.copies, sizes, ends[i].second,
+                         options.neighborhood_clique_neighbors,
+                         options.top_clique_search_work));
       }
     };
     auto raise_by_local_cliques = [&](int64_t best) {

@@ -416,11 +416,11 @@ TEST(ArenaPlannerPropertyTest, AntichainBoundIsTheHeaviestCliqueOrLess) {
   EXPECT_GT(exact, 200);
 }
 
-// LocalCliqueBound finds a clique: never above the heaviest clique (by
-// enumeration), and with every copy a candidate at least the copies live
-// at its position in issue order.
-TEST(ArenaPlannerPropertyTest, LocalCliqueBoundIsAClique) {
-  int raised = 0;
+// Calls `check(lifetimes, copies, sizes, clique, seed)` for each device of
+// at most 16 copies of the random plans of seeds 0 to 599 (14 buffers
+// each), `clique` the heaviest clique among its copies by enumeration.
+template <typename Check>
+void ForEachSmallDevice(Check check) {
   for (uint32_t seed = 0; seed < 600; ++seed) {
     testing::RandomPlanCase c = RandomCase(seed);
     c.graph.num_buffers = 14;
@@ -432,25 +432,36 @@ TEST(ArenaPlannerPropertyTest, LocalCliqueBoundIsAClique) {
       std::vector<int64_t> sizes;
       p.DeviceCopies(d, &copies, &sizes);
       if (copies.empty() || copies.size() > 16) continue;
-      const int64_t clique = BruteMaxClique(lt, copies, sizes);
-      for (int32_t at = 0; at < lt.num_positions(); at += 3) {
-        int64_t live = 0;
-        for (size_t k = 0; k < copies.size(); ++k) {
-          const BufferCopy& copy = lt.copy(copies[k]);
-          if (copy.first <= at && at <= copy.last) live += sizes[k];
-        }
-        for (const int candidates : {2, 64}) {
-          const int64_t bound =
-              LocalCliqueBound(lt, copies, sizes, at, candidates, 1 << 16);
-          ASSERT_LE(bound, clique) << "seed " << seed << " at " << at;
-          if (candidates >= static_cast<int>(copies.size())) {
-            ASSERT_GE(bound, live) << "seed " << seed << " at " << at;
-            raised += bound > live;
-          }
-        }
-      }
+      check(lt, copies, sizes, BruteMaxClique(lt, copies, sizes), seed);
     }
   }
+}
+
+// LocalCliqueBound finds a clique: never above the heaviest clique (by
+// enumeration), and with every copy a candidate at least the copies live
+// at its position in issue order.
+TEST(ArenaPlannerPropertyTest, LocalCliqueBoundIsAClique) {
+  int raised = 0;
+  ForEachSmallDevice(
+      [&](const Lifetimes& lt, const std::vector<int32_t>& copies,
+          const std::vector<int64_t>& sizes, int64_t clique, uint32_t seed) {
+        for (int32_t at = 0; at < lt.num_positions(); at += 3) {
+          int64_t live = 0;
+          for (size_t k = 0; k < copies.size(); ++k) {
+            const BufferCopy& copy = lt.copy(copies[k]);
+            if (copy.first <= at && at <= copy.last) live += sizes[k];
+          }
+          for (const int candidates : {2, 64}) {
+            const int64_t bound =
+                LocalCliqueBound(lt, copies, sizes, at, candidates, 1 << 16);
+            ASSERT_LE(bound, clique) << "seed " << seed << " at " << at;
+            if (candidates >= static_cast<int>(copies.size())) {
+              ASSERT_GE(bound, live) << "seed " << seed << " at " << at;
+              raised += bound > live;
+            }
+          }
+        }
+      });
   EXPECT_GT(raised, 100);
 }
 
@@ -459,32 +470,22 @@ TEST(ArenaPlannerPropertyTest, LocalCliqueBoundIsAClique) {
 // the heaviest over all seeds is that clique.
 TEST(ArenaPlannerPropertyTest, NeighborhoodCliqueBoundIsTheHeaviestAroundIt) {
   int checked = 0;
-  for (uint32_t seed = 0; seed < 600; ++seed) {
-    testing::RandomPlanCase c = RandomCase(seed);
-    c.graph.num_buffers = 14;
-    const Graph g = RandomGraph(seed, c.graph);
-    const Planned p = PlanAll(g, c.planner);
-    const Lifetimes& lt = p.lifetimes;
-    for (int d = 0; d < lt.num_devices(); ++d) {
-      std::vector<int32_t> copies;
-      std::vector<int64_t> sizes;
-      p.DeviceCopies(d, &copies, &sizes);
-      if (copies.empty() || copies.size() > 16) continue;
-      const int64_t clique = BruteMaxClique(lt, copies, sizes);
-      int64_t heaviest = 0;
-      for (size_t k = 0; k < copies.size(); ++k) {
-        for (const int neighbors : {1, 64}) {
-          const int64_t bound = NeighborhoodCliqueBound(
-              lt, copies, sizes, static_cast<int32_t>(k), neighbors, 1 << 20);
-          ASSERT_LE(bound, clique) << "seed " << seed << " copy " << k;
-          ASSERT_GE(bound, sizes[k]) << "seed " << seed << " copy " << k;
-          if (neighbors == 64) heaviest = std::max(heaviest, bound);
+  ForEachSmallDevice(
+      [&](const Lifetimes& lt, const std::vector<int32_t>& copies,
+          const std::vector<int64_t>& sizes, int64_t clique, uint32_t seed) {
+        int64_t heaviest = 0;
+        for (size_t k = 0; k < copies.size(); ++k) {
+          for (const int neighbors : {1, 64}) {
+            const int64_t bound = NeighborhoodCliqueBound(
+                lt, copies, sizes, static_cast<int32_t>(k), neighbors, 1 << 20);
+            ASSERT_LE(bound, clique) << "seed " << seed << " copy " << k;
+            ASSERT_GE(bound, sizes[k]) << "seed " << seed << " copy " << k;
+            if (neighbors == 64) heaviest = std::max(heaviest, bound);
+          }
         }
-      }
-      ASSERT_EQ(heaviest, clique) << "seed " << seed << " device " << d;
-      ++checked;
-    }
-  }
+        ASSERT_EQ(heaviest, clique) << "seed " << seed;
+        ++checked;
+      });
   EXPECT_GT(checked, 300);
 }
 
