@@ -131,6 +131,37 @@ int64_t PlaceDense(const Csr& conflicts, absl::Span<const int64_t> sizes,
   return arena;
 }
 
+// Sorts `keys`, each an offset above kIndexBits bits of an index that
+// rises along `keys`, by offset and then index: a stable radix sort of the
+// offset bits that vary (8 at a time, none below the lowest bit set in
+// any offset, which alignment leaves zero), for lists long enough to pay
+// for the buckets. `scratch` is reused storage.
+constexpr int kIndexBits = 22;
+void SortKeys(std::vector<uint64_t>& keys, std::vector<uint64_t>& scratch) {
+  constexpr size_t kRadixFrom = 96;
+  if (keys.size() < kRadixFrom) {
+    std::sort(keys.begin(), keys.end());
+    return;
+  }
+  uint64_t any = 0, most = 0;
+  for (const uint64_t key : keys) {
+    any |= key >> kIndexBits;
+    most = std::max(most, key >> kIndexBits);
+  }
+  if (most == 0) return;  // one offset: index order
+  const int low = kIndexBits + __builtin_ctzll(any);
+  const int high = kIndexBits + 64 - __builtin_clzll(most);
+  scratch.resize(keys.size());
+  for (int shift = low; shift < high; shift += 8) {
+    size_t count[257] = {0};
+    for (const uint64_t key : keys) ++count[((key >> shift) & 255) + 1];
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (const uint64_t key : keys)
+      scratch[count[(key >> shift) & 255]++] = key;
+    keys.swap(scratch);
+  }
+}
+
 }  // namespace
 
 int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
@@ -153,9 +184,8 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
   std::vector<std::pair<int64_t, int64_t>> placed;  // (offset, end)
   // Sort keys: offset above the index into `placed`, where both fit (one
   // integer sorts about twice as fast as a pair).
-  constexpr int kIndexBits = 22;
   constexpr int64_t kMaxKeyedOffset = int64_t{1} << (63 - kIndexBits);
-  std::vector<uint64_t> keys;
+  std::vector<uint64_t> keys, key_scratch;
   std::vector<std::pair<int64_t, int64_t>> sorted;
   for (const int32_t k : order) {
     placed.clear();
@@ -175,7 +205,7 @@ int64_t Place(const Csr& conflicts, absl::Span<const int64_t> sizes,
         for (size_t i = 0; i < placed.size(); ++i) {
           keys[i] = static_cast<uint64_t>(placed[i].first) << kIndexBits | i;
         }
-        std::sort(keys.begin(), keys.end());
+        SortKeys(keys, key_scratch);
         sorted.resize(placed.size());
         for (size_t i = 0; i < keys.size(); ++i) {
           sorted[i] = placed[keys[i] & ((uint64_t{1} << kIndexBits) - 1)];
@@ -240,7 +270,8 @@ int64_t LowerTop(const Csr& conflicts, absl::Span<const int64_t> sizes,
     }
   }
   *work_left -= n;
-  std::vector<Placed> placed;
+  std::vector<Placed> placed, sorted;
+  std::vector<uint64_t> keys, key_scratch;
   std::vector<std::pair<int64_t, int32_t>> by_end;  // (end, index in placed)
   std::vector<int64_t> weight_below, tabu_below;    // by offset, prefix
   std::vector<int64_t> weight_ended, tabu_ended;    // by end, prefix
@@ -263,10 +294,28 @@ int64_t LowerTop(const Csr& conflicts, absl::Span<const int64_t> sizes,
     int log_m = 1;
     while ((1 << log_m) < m) ++log_m;
     *work_left -= 1 + int64_t{m} * log_m;
-    std::sort(placed.begin(), placed.end(),
-              [](const Placed& a, const Placed& b) {
-                return a.offset != b.offset ? a.offset < b.offset : a.k < b.k;
-              });
+    // By offset, then copy (placed lists them ascending): as keys where
+    // they fit.
+    if (m < (1 << kIndexBits) &&
+        std::all_of(placed.begin(), placed.end(), [](const Placed& p) {
+          return p.offset < (int64_t{1} << (63 - kIndexBits));
+        })) {
+      keys.resize(m);
+      for (int i = 0; i < m; ++i) {
+        keys[i] = static_cast<uint64_t>(placed[i].offset) << kIndexBits | i;
+      }
+      SortKeys(keys, key_scratch);
+      sorted.resize(m);
+      for (int i = 0; i < m; ++i) {
+        sorted[i] = placed[keys[i] & ((uint64_t{1} << kIndexBits) - 1)];
+      }
+      placed.swap(sorted);
+    } else {
+      std::sort(placed.begin(), placed.end(),
+                [](const Placed& a, const Placed& b) {
+                  return a.offset != b.offset ? a.offset < b.offset : a.k < b.k;
+                });
+    }
     // The smallest gap under the target that fits it.
     int64_t best = -1;
     int64_t best_gap = std::numeric_limits<int64_t>::max();
