@@ -58,6 +58,7 @@ void ControlRun::Next() {
     return;
   }
   ++iterations_;
+  reported_ = iterations_;
   hooks_.report(ControlEventKind::kIteration, iterations_,
                 absl::StrCat("iteration ", iterations_));
   absl::StatusOr<uint64_t> job = hooks_.start_body(0);
@@ -96,7 +97,8 @@ void ControlRun::OnBodyDone(absl::Status status, int64_t relayed) {
 }
 
 void ControlRun::Progress(int64_t iteration) {
-  if (done_) return;
+  if (done_ || iteration <= reported_) return;
+  reported_ = iteration;
   hooks_.report(ControlEventKind::kIteration, iteration,
                 absl::StrCat("iteration ", iteration));
 }

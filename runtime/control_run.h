@@ -66,7 +66,9 @@ class ControlRun {
   // then outside the run (a LoopRelay continuing the loop), the last of
   // which ended with `status`.
   void OnBodyDone(absl::Status status, int64_t relayed = 0);
-  // Iteration `iteration`, begun outside the run, is running: reports it.
+  // Iteration `iteration`, begun outside the run, is running: reports it,
+  // unless an iteration as late was reported already (the relay's latest
+  // and the count it ends with may be the same).
   void Progress(int64_t iteration);
   // Ends the run with `reason` at the next iteration boundary, cancelling
   // the body job in flight.
@@ -86,6 +88,7 @@ class ControlRun {
   const Hooks hooks_;
 
   int64_t iterations_ = 0;
+  int64_t reported_ = 0;   // the latest iteration reported
   uint64_t body_job_ = 0;  // in flight; 0 when none
   absl::Status stop_;      // non-OK once stopped
   bool done_ = false;

@@ -150,6 +150,20 @@ TEST_F(ControlRunTest, RelayedIterationsCountAsTheRunsOwn) {
   EXPECT_EQ(started_.size(), 2u);
 }
 
+TEST_F(ControlRunTest, AnIterationIsReportedOnce) {
+  Make(ControlSpec::Kind::kWhile, 10, 1);
+  value_ = 1;
+  run_->Start();
+  // The relay's latest (5) is also the count it ends with.
+  run_->Progress(5);
+  run_->Progress(4);  // older than what was reported: nothing
+  value_ = 0;
+  run_->OnBodyDone(absl::OkStatus(), 4);
+  EXPECT_EQ(run_->iterations(), 5);
+  EXPECT_THAT(reports_, ElementsAre(1, 5));
+  EXPECT_TRUE(status_.ok()) << status_;
+}
+
 TEST_F(ControlRunTest, StopInterruptsTheRelay) {
   Make(ControlSpec::Kind::kWhile, 10, 1);
   ControlRun::Hooks hooks;
