@@ -42,6 +42,18 @@ int DeviceReservations::FirstShort(const std::vector<int64_t>& need) const {
   return -1;
 }
 
+bool DeviceReservations::FitsBeside(const std::vector<int64_t>& waiting,
+                                    const std::vector<int64_t>& need) const {
+  for (size_t d = 0; d < need.size(); ++d) {
+    if (need[d] == 0 || d >= capacity_.size() || capacity_[d] == 0) continue;
+    const int64_t held =
+        reserved_[d] + (d < waiting.size() ? waiting[d] : int64_t{0});
+    // Where `waiting` does not fit, held is above the capacity already.
+    if (held + need[d] > capacity_[d]) return false;
+  }
+  return true;
+}
+
 void DeviceReservations::Reserve(const std::vector<int64_t>& need) {
   const size_t n = std::min(need.size(), reserved_.size());
   for (size_t d = 0; d < n; ++d) reserved_[d] += need[d];

@@ -8,8 +8,11 @@
 // running jobs reserved plus its need is at most the device's memory. The
 // manager starts a job that does not fit only when no job runs (it then has
 // every device to itself), and otherwise leaves it at the head of the
-// queue until enough running jobs end: later jobs do not overtake it, so a
-// large job is never starved by a stream of small ones.
+// queue until enough running jobs end: no later job takes memory it waits
+// for, so a large job is never starved by a stream of small ones. Another
+// tenant's job may start meanwhile where it leaves that job's wait as it
+// is (FitsBeside: nothing on the devices it waits for, and room for it kept
+// on the others).
 //
 // Not thread-safe: the job manager calls it under its lock.
 #ifndef WEFT_SERVER_DEVICE_RESERVATIONS_H_
@@ -50,6 +53,13 @@ class DeviceReservations {
   }
   // The first device on which `need` does not fit, or -1.
   int FirstShort(const std::vector<int64_t>& need) const;
+  // Whether `need` can be reserved now without delaying `waiting` (a need
+  // that does not fit): it takes nothing on a device where `waiting` does
+  // not fit, and fits beside both the reservations and `waiting` on every
+  // other bounded device. Once it is reserved, `waiting` still fits
+  // wherever it fitted before.
+  bool FitsBeside(const std::vector<int64_t>& waiting,
+                  const std::vector<int64_t>& need) const;
   // What running jobs reserved, by device.
   const std::vector<int64_t>& reserved() const { return reserved_; }
   // What running jobs reserved on `device` (0 for an unknown device).

@@ -95,6 +95,26 @@ TEST(DeviceReservationsTest, FitsWhileTheSumStaysWithinEachDevice) {
   EXPECT_TRUE(r.Fits({600, 500}));
 }
 
+TEST(DeviceReservationsTest, FitsBesideLeavesAWaitingNeedItsRoom) {
+  DeviceReservations r({1000, 500, 0});
+  r.Reserve({800, 100, 0});
+  // `waiting` is short on device 0 and fits on device 1 with 300 to spare.
+  const std::vector<int64_t> waiting = {300, 100};
+  ASSERT_FALSE(r.Fits(waiting));
+  EXPECT_TRUE(r.FitsBeside(waiting, {0, 300}));
+  EXPECT_TRUE(r.FitsBeside(waiting, {0, 300, int64_t{1} << 40}));
+  EXPECT_TRUE(r.FitsBeside(waiting, {}));
+  // Taking any of device 0, where it waits, would delay it.
+  EXPECT_FALSE(r.FitsBeside(waiting, {1, 0}));
+  // So would taking its room on device 1, though it alone would fit there.
+  EXPECT_FALSE(r.FitsBeside(waiting, {0, 301}));
+  ASSERT_TRUE(r.Fits({0, 301}));
+  // Once reserved, the waiting need still fits on device 1.
+  r.Reserve({0, 300});
+  EXPECT_EQ(r.FirstShort(waiting), 0);
+  EXPECT_TRUE(r.Fits({0, 100}));
+}
+
 TEST(DeviceReservationsTest, UnboundedDevicesAlwaysFit) {
   DeviceReservations none({});
   EXPECT_TRUE(none.Fits({int64_t{1} << 60}));

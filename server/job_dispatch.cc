@@ -143,21 +143,50 @@ bool JobManager::CanDispatchLocked() const {
          reservations_.Fits(directory_.Find(*queue_.PeekId())->device_bytes);
 }
 
+std::shared_ptr<JobRecord> JobManager::BesideWaitingLocked() const {
+  if (shutdown_ || running_.empty() ||
+      static_cast<int64_t>(running_.size()) + 1 >= max_running_jobs_) {
+    return nullptr;
+  }
+  const std::string* next = queue_.PeekId();
+  if (next == nullptr) return nullptr;
+  const std::shared_ptr<JobRecord> waiting = directory_.Find(*next);
+  if (waiting == nullptr || reservations_.Fits(waiting->device_bytes)) {
+    return nullptr;
+  }
+  for (const std::string* id : queue_.OtherTenantsNext()) {
+    std::shared_ptr<JobRecord> job = directory_.Find(*id);
+    if (job != nullptr &&
+        reservations_.FitsBeside(waiting->device_bytes, job->device_bytes)) {
+      return job;
+    }
+  }
+  return nullptr;
+}
+
+bool JobManager::CanStartAnyLocked() const {
+  return CanDispatchLocked() || BesideWaitingLocked() != nullptr;
+}
+
 std::vector<std::shared_ptr<JobRecord>> JobManager::TakeStartableLocked(
     bool quick_only) {
   std::vector<std::shared_ptr<JobRecord>> taken;
   if (shutdown_) return taken;
   const absl::Time now = Now();
-  while (CanDispatchLocked()) {
-    if (quick_only) {
-      const JobRecord& next = *directory_.Find(*queue_.PeekId());
-      if (next.nodes_total > kMaxStartedOnRunEndNodes ||
-          next.planner_options.device_policy ==
-              scheduler::DevicePolicyKind::kStreamAware) {
-        break;
-      }
+  while (true) {
+    std::shared_ptr<JobRecord> job;
+    if (CanDispatchLocked()) {
+      job = directory_.Find(*queue_.PeekId());
+    } else {
+      job = BesideWaitingLocked();
+      if (job == nullptr) break;
     }
-    std::shared_ptr<JobRecord> job = directory_.Find(queue_.Pop()->id);
+    if (quick_only && (job->nodes_total > kMaxStartedOnRunEndNodes ||
+                       job->planner_options.device_policy ==
+                           scheduler::DevicePolicyKind::kStreamAware)) {
+      break;
+    }
+    queue_.PopTenant(job->tenant);
     running_[job->id] = job;
     reservations_.Reserve(job->device_bytes);
     {
@@ -215,9 +244,9 @@ void JobManager::DispatchLoop() {
     std::vector<std::shared_ptr<JobRecord>> start;
     {
       absl::MutexLock lock(&mu_);
-      while (!CanDispatchLocked()) {
+      while (!CanStartAnyLocked()) {
         if (retain_for_ == absl::InfiniteDuration()) {
-          mu_.Await(absl::Condition(this, &JobManager::CanDispatchLocked));
+          mu_.Await(absl::Condition(this, &JobManager::CanStartAnyLocked));
           continue;
         }
         // Finished jobs expire even when nobody calls in. The wait is capped
@@ -225,7 +254,7 @@ void JobManager::DispatchLoop() {
         const absl::Duration until =
             std::min(retention_.UntilNextExpiry(Now()), absl::Seconds(1));
         if (!mu_.AwaitWithTimeout(
-                absl::Condition(this, &JobManager::CanDispatchLocked),
+                absl::Condition(this, &JobManager::CanStartAnyLocked),
                 until + absl::Milliseconds(1))) {
           EvictLocked(Now());
         }

@@ -292,7 +292,16 @@ class JobManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void DispatchLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the queue's next job may start now.
   bool CanDispatchLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // While the next job waits for device memory with jobs running: the
+  // next job of another tenant that may start beside it without delaying
+  // it (DeviceReservations::FitsBeside, a running slot left for it), in
+  // the order the tenants' turns come; else null.
+  std::shared_ptr<JobRecord> BesideWaitingLocked() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CanDispatchLocked, or a job may start beside the next.
+  bool CanStartAnyLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the jobs that may start now to RUNNING, in dispatch order, for
   // the caller to StartJob. With `quick_only`, stops before the first job
   // that is much work to start (see the header comment).

@@ -539,6 +539,78 @@ TEST_F(JobManagerTest, AJobWaitsUntilItsBuffersFitBesideTheRunningJobs) {
   EXPECT_THAT(jobs_->ReservedBytes(), ElementsAre(0, 0));
 }
 
+// A chain like PinnedSpinChain's on `device`.
+weft::v1::Graph SpinChainOn(const std::string& name, int device, double us,
+                            int64_t bytes) {
+  weft::v1::Graph g = PinnedSpinChain(name, 1, us, bytes);
+  for (weft::v1::Node& node : *g.mutable_nodes()) node.set_device(device);
+  return g;
+}
+
+// While one tenant's job, next to start, waits for memory on device 0,
+// another tenant's job that needs none there starts beside it; one that
+// needs some there waits behind it, as does the waiting tenant's own next
+// job.
+TEST_F(JobManagerTest, OtherTenantsJobsStartBesideAJobWaitingForMemory) {
+  JobManager::Options options;
+  options.device_memory_bytes = {1 << 20, 1 << 20};
+  Start(options);
+  const std::string big1 =
+      SubmitAs("x", SpinChainOn("big1", 0, kGateUs, 600 << 10));
+  WaitForState(big1, JobState::kRunning);
+  const std::string big2 = SubmitAs("a", SpinChainOn("big2", 0, 1, 600 << 10));
+  const std::string own = SubmitAs("a", SpinChainOn("own", 1, 1, 16));
+  // Tenant b's job on device 1 runs to the end while big1 holds device 0.
+  const std::string beside = SubmitAs("b", SpinChainOn("beside", 1, 1, 16));
+  EXPECT_EQ(WaitTerminal(beside).state, JobState::kSucceeded);
+  // Tenant c's job on device 0 would take memory big2 waits for.
+  const std::string near = SubmitAs("c", SpinChainOn("near", 0, 1, 16));
+  absl::SleepFor(absl::Milliseconds(50));
+  for (const std::string& id : {big2, own, near}) {
+    absl::StatusOr<JobInfo> job = jobs_->Get(id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->state, JobState::kQueued) << job->graph_name;
+  }
+  absl::StatusOr<JobInfo> behind = jobs_->Get(near);
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_EQ(
+      behind->queue_reason,
+      absl::StrCat("behind job ", big2, ", which waits for device memory"));
+  gate_.Notify();
+  // Then by tenant turns: c has run nothing, a runs big2.
+  EXPECT_THAT(StartOrder({big1, beside, big2, own, near}),
+              ElementsAre("big1", "beside", "big2", "near", "own"));
+  EXPECT_THAT(jobs_->ReservedBytes(), ElementsAre(0, 0));
+}
+
+// No job starts beside a waiting one in the last running slot: that slot
+// is the waiting job's.
+TEST_F(JobManagerTest, NoJobStartsBesideAWaitingOneInTheLastSlot) {
+  JobManager::Options options;
+  options.device_memory_bytes = {1 << 20, 1 << 20};
+  options.max_running_jobs = 3;
+  Start(options);
+  const std::string big1 =
+      SubmitAs("x", SpinChainOn("big1", 0, kGateUs, 600 << 10));
+  WaitForState(big1, JobState::kRunning);
+  // big2 needs 600 KiB on device 0, where it does not fit, and nothing on
+  // device 1: a tenant b job of 700 KiB on device 1 starts beside it.
+  const std::string big2 = SubmitAs("a", SpinChainOn("big2", 0, 1, 600 << 10));
+  const std::string wide =
+      SubmitAs("b", SpinChainOn("wide", 1, kGateUs, 700 << 10));
+  WaitForState(wide, JobState::kRunning);
+  // With big1 and wide running, a third would take big2's slot.
+  const std::string third = SubmitAs("c", SpinChainOn("third", 1, 1, 16));
+  absl::SleepFor(absl::Milliseconds(50));
+  absl::StatusOr<JobInfo> waiting = jobs_->Get(third);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_EQ(waiting->state, JobState::kQueued);
+  EXPECT_EQ(jobs_->running(), 2);
+  gate_.Notify();
+  EXPECT_EQ(WaitTerminal(big2).state, JobState::kSucceeded);
+  EXPECT_EQ(WaitTerminal(third).state, JobState::kSucceeded);
+}
+
 TEST_F(JobManagerTest, JobsThatFitTogetherRunTogether) {
   JobManager::Options options;
   options.device_memory_bytes = {1 << 20, 1 << 20};

@@ -1,5 +1,6 @@
 #include "server/job_queue.h"
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -58,6 +59,31 @@ const std::string* JobQueue::PeekId() const {
   if (next == nullptr) return nullptr;
   const Tenant& tenant = tenants_.find(*next)->second;
   return &tenant.ids.find(std::get<1>(*tenant.order.begin()))->second;
+}
+
+std::vector<const std::string*> JobQueue::OtherTenantsNext() const {
+  const std::string* next = NextTenant(/*bounded=*/true);
+  std::vector<std::pair<const Tenant*, const std::string*>> others;
+  for (const std::string& name : waiting_) {
+    if (next == nullptr || name == *next) continue;
+    const Tenant& t = tenants_.find(name)->second;
+    if (max_running_per_tenant_ > 0 && t.running >= max_running_per_tenant_) {
+      continue;
+    }
+    others.emplace_back(&t, &t.ids.find(std::get<1>(*t.order.begin()))->second);
+  }
+  std::sort(others.begin(), others.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first->running, a.first->last_turn, a.first->since) <
+           std::tie(b.first->running, b.first->last_turn, b.first->since);
+  });
+  std::vector<const std::string*> ids;
+  ids.reserve(others.size());
+  for (const auto& [tenant, id] : others) ids.push_back(id);
+  return ids;
+}
+
+JobQueue::Entry JobQueue::PopTenant(absl::string_view tenant) {
+  return PopFrom(std::string(tenant));
 }
 
 std::optional<JobQueue::Entry> JobQueue::Pop() {

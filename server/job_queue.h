@@ -61,6 +61,15 @@ class JobQueue {
   // The id of the job Pop would return, or null; valid until the queue
   // changes.
   const std::string* PeekId() const;
+  // The ids of the jobs that would start next for each other tenant that
+  // may start one (not at its bound), in the order those tenants' turns
+  // come; valid until the queue changes. Where the next job cannot start
+  // yet, the job manager may start one of these beside it
+  // (job_dispatch.cc).
+  std::vector<const std::string*> OtherTenantsNext() const;
+  // Pops `tenant`'s next job as Pop would pop it on that tenant's turn.
+  // REQUIRES: `tenant` has a queued job and is below its bound.
+  Entry PopTenant(absl::string_view tenant);
 
   // Removes every queued job without starting any, in the order Pop would
   // have returned them if none finished meanwhile.

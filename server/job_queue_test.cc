@@ -56,6 +56,47 @@ TEST_F(JobQueueTest, PeekIdNamesTheJobPopReturns) {
   EXPECT_EQ(queue_.PeekId(), nullptr);
 }
 
+TEST_F(JobQueueTest, OtherTenantsNextComeInTurnOrder) {
+  EXPECT_TRUE(queue_.OtherTenantsNext().empty());
+  Push("t1", "t");
+  Push("u1", "u");
+  Push("u2", "u", 5);
+  Push("v1", "v");
+  ASSERT_EQ(PopId(), "t1");  // t has had a turn and runs one
+  Push("t2", "t");
+  // Next is u's best (u2), then v's; t, which runs a job, comes last.
+  ASSERT_NE(queue_.PeekId(), nullptr);
+  EXPECT_EQ(*queue_.PeekId(), "u2");
+  std::vector<std::string> others;
+  for (const std::string* id : queue_.OtherTenantsNext()) others.push_back(*id);
+  EXPECT_EQ(others, (std::vector<std::string>{"v1", "t2"}));
+  // PopTenant takes a tenant's next job out of turn, and counts it.
+  EXPECT_EQ(queue_.PopTenant("v").id, "v1");
+  EXPECT_EQ(queue_.running("v"), 1);
+  EXPECT_EQ(*queue_.PeekId(), "u2");
+  others.clear();
+  for (const std::string* id : queue_.OtherTenantsNext()) others.push_back(*id);
+  EXPECT_EQ(others, (std::vector<std::string>{"t2"}));
+  EXPECT_EQ(PopId(), "u2");
+  EXPECT_EQ(PopId(), "t2");  // served longer ago than u
+  EXPECT_EQ(PopId(), "u1");
+  EXPECT_TRUE(queue_.empty());
+}
+
+TEST(JobQueueBoundTest, OtherTenantsNextLeavesOutTenantsAtTheirBound) {
+  JobQueue queue(/*max_running_per_tenant=*/1);
+  uint64_t seq = 0;
+  queue.Push({"a1", "a", 0, ++seq});
+  queue.Push({"b1", "b", 0, ++seq});
+  queue.Push({"b2", "b", 0, ++seq});
+  queue.Push({"c1", "c", 0, ++seq});
+  EXPECT_EQ(queue.Pop()->id, "a1");
+  EXPECT_EQ(queue.Pop()->id, "b1");  // b is at its bound now
+  ASSERT_NE(queue.PeekId(), nullptr);
+  EXPECT_EQ(*queue.PeekId(), "c1");
+  EXPECT_TRUE(queue.OtherTenantsNext().empty());
+}
+
 TEST_F(JobQueueTest, PriorityDoesNotJumpAnotherTenant) {
   // A tenant floods at the highest priority before another submits once.
   for (int i = 0; i < 40; ++i) {
