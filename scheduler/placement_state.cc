@@ -34,6 +34,9 @@ PlacementState::PlacementState(const Graph& graph, const Dag& dag,
   if (!track_finish_) return;
   const int lanes = std::max(context.copy_engines_per_device, 1);
   copy_units_ = std::max<int32_t>(1, kOccupancyUnits / lanes);
+  kernels_.reserve(context.num_devices);
+  uploads_.reserve(context.num_devices);
+  peer_copies_.reserve(context.num_devices);
   for (int d = 0; d < context.num_devices; ++d) {
     kernels_.emplace_back(std::max(context.max_concurrent_kernels, 1));
     uploads_.emplace_back(lanes);

@@ -1,5 +1,6 @@
 #include "scheduler/passes/stream_pipeline.h"
 
+#include "absl/types/span.h"
 #include "common/thread_time.h"
 #include "scheduler/passes/assign_by_dependency_pass.h"
 #include "scheduler/passes/assign_by_label_pass.h"
@@ -13,28 +14,32 @@
 
 namespace weft::scheduler {
 
-std::vector<std::unique_ptr<StreamPass>> StreamPipeline(StreamMode mode) {
-  std::vector<std::unique_ptr<StreamPass>> passes;
-  if (mode == StreamMode::kSingle) {
-    passes.push_back(std::make_unique<SingleStreamPass>());
-  } else {
-    passes.push_back(std::make_unique<AssignByLabelPass>());
-    passes.push_back(std::make_unique<IndependentEnginePass>());
-    passes.push_back(std::make_unique<AssignByDependencyPass>());
-    passes.push_back(std::make_unique<MergeIneffectiveStreamsPass>());
-  }
-  passes.push_back(std::make_unique<StreamIdContinuityPass>());
-  passes.push_back(std::make_unique<InsertEventsPass>());
-  passes.push_back(std::make_unique<EventIdContinuityPass>());
-  passes.push_back(std::make_unique<SplitStreamsPass>());
-  return passes;
-}
-
 absl::Status RunStreamPipeline(
     StreamContext& context,
     std::vector<std::pair<std::string, double>>* seconds) {
-  for (const std::unique_ptr<StreamPass>& pass :
-       StreamPipeline(context.options.mode)) {
+  // The passes hold no state: a plan runs them from here, with nothing
+  // allocated (small jobs are planned on every submission).
+  const AssignByLabelPass assign_by_label;
+  const IndependentEnginePass independent_engine;
+  const AssignByDependencyPass assign_by_dependency;
+  const MergeIneffectiveStreamsPass merge_ineffective_streams;
+  const SingleStreamPass single_stream;
+  const StreamIdContinuityPass stream_id_continuity;
+  const InsertEventsPass insert_events;
+  const EventIdContinuityPass event_id_continuity;
+  const SplitStreamsPass split_streams;
+  const StreamPass* const multi[] = {
+      &assign_by_label,           &independent_engine,   &assign_by_dependency,
+      &merge_ineffective_streams, &stream_id_continuity, &insert_events,
+      &event_id_continuity,       &split_streams};
+  const StreamPass* const single[] = {&single_stream, &stream_id_continuity,
+                                      &insert_events, &event_id_continuity,
+                                      &split_streams};
+  const absl::Span<const StreamPass* const> passes =
+      context.options.mode == StreamMode::kSingle
+          ? absl::Span<const StreamPass* const>(single)
+          : absl::Span<const StreamPass* const>(multi);
+  for (const StreamPass* pass : passes) {
     const double start = seconds != nullptr ? ThreadSeconds() : 0;
     absl::Status status = pass->Run(context);
     if (!status.ok()) return status;

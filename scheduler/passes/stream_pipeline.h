@@ -12,7 +12,6 @@
 #ifndef WEFT_SCHEDULER_PASSES_STREAM_PIPELINE_H_
 #define WEFT_SCHEDULER_PASSES_STREAM_PIPELINE_H_
 
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,11 +23,9 @@
 
 namespace weft::scheduler {
 
-std::vector<std::unique_ptr<StreamPass>> StreamPipeline(StreamMode mode);
-
-// Runs StreamPipeline(context.options.mode) on `context`, stopping at the
-// first error. If `seconds` is not null, appends each pass's name and the
-// calling thread's CPU seconds it took.
+// Runs the chain of context.options.mode (above) on `context`, stopping at
+// the first error. If `seconds` is not null, appends each pass's name and
+// the calling thread's CPU seconds it took.
 absl::Status RunStreamPipeline(
     StreamContext& context,
     std::vector<std::pair<std::string, double>>* seconds = nullptr);
