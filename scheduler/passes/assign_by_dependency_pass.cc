@@ -9,6 +9,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace weft::scheduler {
@@ -39,16 +40,21 @@ struct Track {
 // compared a block of kBlock at a time. The vectors by slot are padded to
 // whole blocks with slots that are never behind and never least.
 constexpr int kBlock = 4;
+// The first block of slots (and the first word of op_slots) is held
+// inline: a small plan's streams allocate nothing.
 struct Group {
-  std::vector<int> streams;        // stream ids
-  std::vector<int32_t> last_pos;   // the issue position of the stream's last
-                                   // node (padding: the largest int32)
-  std::vector<int32_t> last_hops;  // the bottom_hops of the stream's last
-  std::vector<double> finish;      // when its `current` ends on unlimited
-                                   // hardware (padding: infinity)
-  std::vector<uint64_t> ops;       // bit per op id (the first 64) run on it
+  absl::InlinedVector<int, kBlock> streams;  // stream ids
+  // The issue position of the stream's last node (padding: the largest
+  // int32).
+  absl::InlinedVector<int32_t, kBlock> last_pos;
+  // The bottom_hops of the stream's last node.
+  absl::InlinedVector<int32_t, kBlock> last_hops;
+  // When its `current` ends on unlimited hardware (padding: infinity).
+  absl::InlinedVector<double, kBlock> finish;
+  // Bit per op id (the first 64) run on it.
+  absl::InlinedVector<uint64_t, kBlock> ops;
   // Bit k of op_slots[w * 64 + op]: slot 64 * w + k ran op.
-  std::vector<uint64_t> op_slots;
+  absl::InlinedVector<uint64_t, 64> op_slots;
   int size() const { return static_cast<int>(streams.size()); }
 };
 
@@ -503,7 +509,7 @@ class Walk {
   const int32_t* hops_;  // the levels' bottom_hops
   bool finish_cut_ = false;
   // The last look (see Look), 64 slots a word.
-  std::vector<uint64_t> may_, idle_;
+  absl::InlinedVector<uint64_t, 1> may_, idle_;
   std::vector<Track> tracks_;  // by stream
   // By issue position modulo kWide: the wide windows of the last kWide
   // positions labelled (see Wide).
