@@ -112,9 +112,14 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     }
     arena.lower_bound_bytes =
         std::max(arena.lower_bound_bytes, arena.peak_live_bytes);
-    // Cliques: the copies live at each peak, grown by local search.
+    // Cliques: the copies live at each peak, grown by local search. No
+    // bound exceeds the sum of the sizes: where the issue-order peak is
+    // that sum already (a small job's few buffers), the executions' peaks
+    // have nothing to add.
     std::vector<std::vector<int32_t>> seeds(Lifetimes::kExecutions);
-    for (int e = 0; e < Lifetimes::kExecutions; ++e) {
+    for (int e = 0; e < Lifetimes::kExecutions &&
+                    arena.lower_bound_bytes < arena.no_reuse_bytes;
+         ++e) {
       arena.lower_bound_bytes =
           std::max(arena.lower_bound_bytes,
                    ExecutionPeak(lifetimes, copies, sizes, e, &seeds[e]));
