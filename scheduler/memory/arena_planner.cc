@@ -75,6 +75,11 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     if (max_conflicts <= 0) {
       max_conflicts = 64 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 20);
     }
+    int64_t max_large_conflicts = options.max_large_conflicts;
+    if (max_large_conflicts == 0) {
+      max_large_conflicts =
+          256 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 22);
+    }
     std::vector<int32_t> copies;
     for (int c = 0; c < num_copies; ++c) {
       if (lifetimes.copy(c).device == d) copies.push_back(c);
@@ -148,10 +153,13 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       plan.devices.push_back(arena);
       continue;
     }
-    const ConflictGraph graph = BuildConflictGraph(lifetimes, d, max_conflicts);
+    ConflictGraph graph = BuildConflictGraph(lifetimes, d, max_conflicts);
     arena.conflicts =
         graph.complete ? static_cast<int64_t>(graph.conflicts.items.size()) / 2
                        : -1;
+    // Whether a large graph (over max_conflicts) was built after all: the
+    // copies are placed against it by size only.
+    bool large = false;
     // The dearer bounds, computed only while no order meets the bound:
     // cliques grown from the peaks (stopping once one meets the best
     // arena), then the heaviest antichain.
@@ -190,7 +198,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       }
     };
     auto raise_by_antichain = [&] {
-      if (num_positions <= options.antichain_max_positions) {
+      if (!large && num_positions <= options.antichain_max_positions) {
         arena.lower_bound_bytes =
             std::max(arena.lower_bound_bytes,
                      AntichainBound(lifetimes, graph.copies, sizes));
@@ -280,6 +288,20 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       best = PlaceByRelease(lifetimes, graph.copies, sizes, &best_offsets);
       arena.heuristic = ArenaHeuristic::kReleaseOrder;
       raise_by_local_cliques(best);
+      const bool over_budget =
+          arena.budget_bytes > 0 && best > arena.budget_bytes;
+      if ((over_budget || options.place_large_graphs) &&
+          max_large_conflicts > max_conflicts &&
+          best > arena.lower_bound_bytes) {
+        ConflictGraph larger =
+            BuildConflictGraph(lifetimes, d, max_large_conflicts);
+        if (larger.complete) {
+          graph = std::move(larger);
+          arena.conflicts =
+              static_cast<int64_t>(graph.conflicts.items.size()) / 2;
+          large = true;
+        }
+      }
     }
     int64_t two_ended_height = -1;  // the bound both ends last used
     auto try_heuristic = [&](ArenaHeuristic h) {
@@ -336,7 +358,9 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     // ends then retried under the raised bound).
     bool two_ended = false;
     bool cliques = false;
-    for (const ArenaHeuristic h : heuristics) {
+    const std::vector<ArenaHeuristic> large_heuristics = {
+        ArenaHeuristic::kBySize};
+    for (const ArenaHeuristic h : large ? large_heuristics : heuristics) {
       if (!graph.complete) break;
       two_ended = two_ended || h == ArenaHeuristic::kTwoEnded;
       try_heuristic(h);
@@ -369,7 +393,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
         raise_by_top_cliques();
       }
     }
-    if (graph.complete && best > arena.lower_bound_bytes) {
+    if (graph.complete && !large && best > arena.lower_bound_bytes) {
       best = Improve(graph.conflicts, sizes, arena.lower_bound_bytes,
                      options.improve_rounds, best, &best_offsets);
     }

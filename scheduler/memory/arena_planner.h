@@ -25,7 +25,8 @@
 // large is placed without one (release_placement.h), its bound raised by
 // cliques found from pairwise tests: among the copies nearest its peaks,
 // and among those that may be live together with the copies ending
-// highest.
+// highest. Where that arena is over the device's budget, a larger graph is
+// built after all and the copies placed against it by size.
 //
 // Thread-safe (stateless).
 #ifndef WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_
@@ -66,8 +67,16 @@ struct ArenaOptions {
   std::vector<int64_t> budget_bytes;
   // A device whose conflict graph would hold more pairs than this (0: 64
   // per copy plus 2^20) is placed without one (kReleaseOrder, see
-  // PlaceByRelease).
+  // PlaceByRelease). Where that arena is over the device's budget
+  // (budget_bytes), or always with place_large_graphs, a graph of up to
+  // max_large_conflicts pairs (0: 256 per copy plus 2^22; at most
+  // max_conflicts: never) is built after all and the copies are placed
+  // against it by size; the smaller arena is kept and lowered by LowerTop.
+  // No other order, no antichain and no re-placement rounds there: each
+  // costs a pass over every pair.
   int64_t max_conflicts = 0;
+  int64_t max_large_conflicts = 0;
+  bool place_large_graphs = false;
   // Rounds of re-placing the best assignment (by descending end, then by
   // ascending offset) while its arena shrinks.
   int improve_rounds = 0;

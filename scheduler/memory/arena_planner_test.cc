@@ -180,6 +180,10 @@ TEST(ArenaPlannerPropertyTest, CopiesLiveTogetherNeverOverlap) {
         kAllArenaHeuristics[seed % std::size(kAllArenaHeuristics)]};
     if (seed % 6 == 5) options.heuristics = {ArenaHeuristic::kReleaseOrder};
     if (seed % 7 == 6) options.max_conflicts = 1;  // no conflict graph
+    if (seed % 11 == 10) {  // placed against a large graph after all
+      options.max_conflicts = 1;
+      options.place_large_graphs = true;
+    }
     const Planned p = PlanAll(g, c.planner, options);
     const auto bf = BruteForceBefore(p.plan);
     const Lifetimes& lt = p.lifetimes;
@@ -323,6 +327,48 @@ TEST(ArenaPlannerTest, WithoutAConflictGraphRandomDagsStayNearTheGreedy) {
               greedy.devices[0].arena_bytes * 21 / 20)
         << nodes << " nodes";
   }
+}
+
+// Over budget, a device past max_conflicts is placed by size against a
+// conflict graph of up to max_large_conflicts pairs as well, and the
+// smaller arena kept; within budget (or with no larger graph allowed) the
+// graph is not built. On random DAGs the greedy by size beats release
+// order.
+TEST(ArenaPlannerTest, OverBudgetALargerConflictGraphIsPlacedBySize) {
+  int smaller = 0;
+  for (const int nodes : {1500, 3000}) {
+    const Graph g = RandomDag(nodes, /*seed=*/nodes);
+    ArenaOptions release;
+    release.max_conflicts = 1;
+    const Planned p = PlanAll(g, {}, release);
+    const DeviceArena& released = p.arenas.devices[0];
+    ASSERT_EQ(released.conflicts, -1);
+    ASSERT_EQ(released.heuristic, ArenaHeuristic::kReleaseOrder);
+
+    ArenaOptions within = release;
+    within.budget_bytes = {released.arena_bytes};
+    EXPECT_EQ(PlanArenas(p.lifetimes, within).devices[0].conflicts, -1);
+
+    ArenaOptions over = release;
+    over.budget_bytes = {released.arena_bytes / 2};
+    ArenaOptions never = over;
+    never.max_large_conflicts = -1;
+    EXPECT_EQ(PlanArenas(p.lifetimes, never).devices[0].conflicts, -1);
+
+    const ArenaPlan large = PlanArenas(p.lifetimes, over);
+    const DeviceArena& arena = large.devices[0];
+    EXPECT_GT(arena.conflicts, 0) << nodes;
+    EXPECT_LE(arena.arena_bytes, released.arena_bytes) << nodes;
+    EXPECT_GE(arena.arena_bytes, arena.lower_bound_bytes) << nodes;
+    smaller += arena.arena_bytes < released.arena_bytes;
+    // The same as asking for it without a budget.
+    ArenaOptions asked = release;
+    asked.place_large_graphs = true;
+    const ArenaPlan again = PlanArenas(p.lifetimes, asked);
+    EXPECT_EQ(again.devices[0].arena_bytes, arena.arena_bytes) << nodes;
+    EXPECT_EQ(again.offsets, large.offsets) << nodes;
+  }
+  EXPECT_GT(smaller, 0);
 }
 
 // GrowClique returns a clique at least as heavy as its seed, on the

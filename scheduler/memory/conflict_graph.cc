@@ -13,17 +13,14 @@ namespace {
 
 // The symmetric graph from each copy's conflicts with earlier copies:
 // row k of `earlier` (any order) holds local indices below k. Row k of the
-// result is its earlier row sorted, then the later copies that list k, in
-// ascending order as they are met: no row needs a full sort.
-Csr Symmetric(Csr earlier) {
+// result holds the earlier copies, then the later ones, each ascending,
+// without a sort: the later copies that list a are written to row a as k
+// ascends, then each row's later part, read as a ascends, writes a into
+// the earlier part of the rows it names.
+Csr Symmetric(const Csr& earlier) {
   const int n = earlier.rows();
   std::vector<int32_t> later_count(n, 0);
-  for (int k = 0; k < n; ++k) {
-    auto begin = earlier.items.begin() + earlier.offsets[k];
-    auto end = earlier.items.begin() + earlier.offsets[k + 1];
-    std::sort(begin, end);
-    for (auto it = begin; it != end; ++it) ++later_count[*it];
-  }
+  for (const int32_t a : earlier.items) ++later_count[a];
   Csr csr;
   csr.offsets.assign(n + 1, 0);
   for (int k = 0; k < n; ++k) {
@@ -32,13 +29,22 @@ Csr Symmetric(Csr earlier) {
                          later_count[k];
   }
   csr.items.resize(csr.offsets[n]);
-  // Where each row's later part goes next.
+  // Where each row's later part goes next: after its earlier part.
   std::vector<int32_t> fill(n);
   for (int k = 0; k < n; ++k) {
-    const auto row = earlier.Row(k);
-    std::copy(row.begin(), row.end(), csr.items.begin() + csr.offsets[k]);
-    fill[k] = csr.offsets[k] + static_cast<int32_t>(row.size());
-    for (const int32_t a : row) csr.items[fill[a]++] = k;
+    fill[k] = csr.offsets[k + 1] - later_count[k];
+  }
+  for (int k = 0; k < n; ++k) {
+    for (const int32_t a : earlier.Row(k)) csr.items[fill[a]++] = k;
+  }
+  // Where each row's earlier part goes next: its start.
+  for (int k = 0; k < n; ++k) fill[k] = csr.offsets[k];
+  for (int a = 0; a < n; ++a) {
+    for (int32_t i = csr.offsets[a + 1] - later_count[a];
+         i < csr.offsets[a + 1]; ++i) {
+      const int32_t k = csr.items[i];
+      csr.items[fill[k]++] = a;
+    }
   }
   return csr;
 }
@@ -153,7 +159,7 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
     active.push_back(k);
     by_last.emplace(copy.last, k);
   }
-  graph.conflicts = Symmetric(std::move(earlier));
+  graph.conflicts = Symmetric(earlier);
   return graph;
 }
 

@@ -38,7 +38,8 @@
 //
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
-//       [--max_conflicts=N] [--improve_rounds=N]
+//       [--max_conflicts=N] [--max_large_conflicts=N] [--place_large_graphs]
+//       [--improve_rounds=N]
 //       [--local_clique_candidates=N] [--neighborhood_clique_neighbors=N]
 //       [--spill]
 //
@@ -353,11 +354,14 @@ int main(int argc, char** argv) {
     const std::string kGraphs = "--graphs=";
     const std::string kAntichain = "--antichain_max_positions=";
     const std::string kMaxConflicts = "--max_conflicts=";
+    const std::string kMaxLarge = "--max_large_conflicts=";
     const std::string kImprove = "--improve_rounds=";
     const std::string kLocal = "--local_clique_candidates=";
     const std::string kNeighbors = "--neighborhood_clique_neighbors=";
     if (arg == "--spill") {
       spill = true;
+    } else if (arg == "--place_large_graphs") {
+      Options().place_large_graphs = true;
     } else if (arg.rfind(kGraphs, 0) == 0) {
       graphs = "," + arg.substr(kGraphs.size()) + ",";
     } else if (arg.rfind(kAntichain, 0) == 0) {
@@ -371,6 +375,9 @@ int main(int argc, char** argv) {
     } else if (arg.rfind(kLocal, 0) == 0) {
       Options().local_clique_candidates =
           std::atoi(arg.substr(kLocal.size()).c_str());
+    } else if (arg.rfind(kMaxLarge, 0) == 0) {
+      Options().max_large_conflicts =
+          std::atoll(arg.substr(kMaxLarge.size()).c_str());
     } else if (arg.rfind(kMaxConflicts, 0) == 0) {
       Options().max_conflicts =
           std::atoll(arg.substr(kMaxConflicts.size()).c_str());
