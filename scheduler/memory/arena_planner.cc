@@ -198,7 +198,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       }
     };
     auto raise_by_antichain = [&] {
-      if (!large && num_positions <= options.antichain_max_positions) {
+      if (num_positions <= options.antichain_max_positions) {
         arena.lower_bound_bytes =
             std::max(arena.lower_bound_bytes,
                      AntichainBound(lifetimes, graph.copies, sizes));

@@ -72,8 +72,8 @@ struct ArenaOptions {
   // max_large_conflicts pairs (0: 256 per copy plus 2^22; at most
   // max_conflicts: never) is built after all and the copies are placed
   // against it by size; the smaller arena is kept and lowered by LowerTop.
-  // No other order, no antichain and no re-placement rounds there: each
-  // costs a pass over every pair.
+  // No other order and no re-placement rounds there: each costs a pass
+  // over every pair.
   int64_t max_conflicts = 0;
   int64_t max_large_conflicts = 0;
   bool place_large_graphs = false;

@@ -360,6 +360,8 @@ TEST(ArenaPlannerTest, OverBudgetALargerConflictGraphIsPlacedBySize) {
     EXPECT_GT(arena.conflicts, 0) << nodes;
     EXPECT_LE(arena.arena_bytes, released.arena_bytes) << nodes;
     EXPECT_GE(arena.arena_bytes, arena.lower_bound_bytes) << nodes;
+    // The graph only adds bounds to those found without it.
+    EXPECT_GE(arena.lower_bound_bytes, released.lower_bound_bytes) << nodes;
     smaller += arena.arena_bytes < released.arena_bytes;
     // The same as asking for it without a budget.
     ArenaOptions asked = release;
