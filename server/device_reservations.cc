@@ -57,11 +57,13 @@ bool DeviceReservations::FitsBeside(const std::vector<int64_t>& waiting,
 void DeviceReservations::Reserve(const std::vector<int64_t>& need) {
   const size_t n = std::min(need.size(), reserved_.size());
   for (size_t d = 0; d < n; ++d) reserved_[d] += need[d];
+  ++version_;
 }
 
 void DeviceReservations::Release(const std::vector<int64_t>& need) {
   const size_t n = std::min(need.size(), reserved_.size());
   for (size_t d = 0; d < n; ++d) reserved_[d] -= need[d];
+  ++version_;
 }
 
 }  // namespace weft::server

@@ -62,6 +62,8 @@ class DeviceReservations {
                   const std::vector<int64_t>& need) const;
   // What running jobs reserved, by device.
   const std::vector<int64_t>& reserved() const { return reserved_; }
+  // Changes with every Reserve and Release.
+  uint64_t version() const { return version_; }
   // What running jobs reserved on `device` (0 for an unknown device).
   int64_t reserved(int device) const {
     return device >= 0 && device < static_cast<int>(reserved_.size())
@@ -72,6 +74,7 @@ class DeviceReservations {
  private:
   const std::vector<int64_t> capacity_;
   std::vector<int64_t> reserved_;
+  uint64_t version_ = 0;
 };
 
 }  // namespace weft::server

@@ -73,6 +73,19 @@ TEST(JobDeviceBytesTest, AMemoryPlanGivesItsArenas) {
   EXPECT_THAT(JobDeviceBytes(graph, plan, 2), ElementsAre(1024, 512));
 }
 
+TEST(DeviceReservationsTest, VersionMovesWithReserveAndRelease) {
+  DeviceReservations r({1000});
+  const uint64_t v0 = r.version();
+  EXPECT_TRUE(r.Fits({400}));
+  EXPECT_EQ(r.version(), v0);
+  r.Reserve({400});
+  const uint64_t v1 = r.version();
+  EXPECT_NE(v1, v0);
+  r.Release({400});
+  EXPECT_NE(r.version(), v1);
+  EXPECT_NE(r.version(), v0);
+}
+
 TEST(DeviceReservationsTest, FitsWhileTheSumStaysWithinEachDevice) {
   DeviceReservations r({1000, 500});
   EXPECT_TRUE(r.Fits({1000, 500}));

@@ -148,6 +148,16 @@ std::shared_ptr<JobRecord> JobManager::BesideWaitingLocked() const {
       static_cast<int64_t>(running_.size()) + 1 >= max_running_jobs_) {
     return nullptr;
   }
+  if (beside_.valid && beside_.queue_version == queue_.version() &&
+      beside_.reservations_version == reservations_.version() &&
+      beside_.running == running_.size()) {
+    return beside_.job;
+  }
+  beside_.valid = true;
+  beside_.queue_version = queue_.version();
+  beside_.reservations_version = reservations_.version();
+  beside_.running = running_.size();
+  beside_.job = nullptr;
   const std::string* next = queue_.PeekId();
   if (next == nullptr) return nullptr;
   const std::shared_ptr<JobRecord> waiting = directory_.Find(*next);
@@ -158,6 +168,7 @@ std::shared_ptr<JobRecord> JobManager::BesideWaitingLocked() const {
     std::shared_ptr<JobRecord> job = directory_.Find(*id);
     if (job != nullptr &&
         reservations_.FitsBeside(waiting->device_bytes, job->device_bytes)) {
+      beside_.job = job;
       return job;
     }
   }

@@ -297,7 +297,9 @@ class JobManager {
   // While the next job waits for device memory with jobs running: the
   // next job of another tenant that may start beside it without delaying
   // it (DeviceReservations::FitsBeside, a running slot left for it), in
-  // the order the tenants' turns come; else null.
+  // the order the tenants' turns come; else null. Remembered until the
+  // queue, the reservations or the running jobs change: the dispatcher
+  // waits on it, and every release of mu_ asks again.
   std::shared_ptr<JobRecord> BesideWaitingLocked() const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // CanDispatchLocked, or a job may start beside the next.
@@ -340,6 +342,15 @@ class JobManager {
       ABSL_GUARDED_BY(mu_);
   // Device memory the running jobs hold (device_reservations.h).
   DeviceReservations reservations_ ABSL_GUARDED_BY(mu_);
+  // BesideWaitingLocked's last answer and what it was found from.
+  struct BesideAnswer {
+    uint64_t queue_version = 0;
+    uint64_t reservations_version = 0;
+    size_t running = 0;
+    bool valid = false;
+    std::shared_ptr<JobRecord> job;
+  };
+  mutable BesideAnswer beside_ ABSL_GUARDED_BY(mu_);
   // Finished jobs and how long they stay (job_retention.h).
   JobRetention retention_ ABSL_GUARDED_BY(mu_);
 

@@ -15,6 +15,7 @@ void JobQueue::Push(Entry entry) {
   tenant.ids.emplace(entry.seq, std::move(entry.id));
   waiting_.insert(entry.tenant);
   ++size_;
+  ++version_;
 }
 
 bool JobQueue::Remove(absl::string_view tenant_name, int32_t priority,
@@ -27,6 +28,7 @@ bool JobQueue::Remove(absl::string_view tenant_name, int32_t priority,
   }
   tenant.ids.erase(seq);
   --size_;
+  ++version_;
   const std::string name = it->first;
   if (tenant.order.empty()) waiting_.erase(name);
   MaybeForget(name);
@@ -93,6 +95,7 @@ std::optional<JobQueue::Entry> JobQueue::Pop() {
 }
 
 JobQueue::Entry JobQueue::PopFrom(const std::string& tenant_name) {
+  ++version_;
   const std::string name = tenant_name;
   Tenant& tenant = tenants_.find(name)->second;
   const Key key = *tenant.order.begin();
@@ -128,6 +131,7 @@ void JobQueue::Finished(absl::string_view tenant_name) {
   auto it = tenants_.find(tenant_name);
   if (it == tenants_.end() || it->second.running == 0) return;
   --it->second.running;
+  ++version_;
   MaybeForget(it->first);
 }
 

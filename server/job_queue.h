@@ -88,6 +88,9 @@ class JobQueue {
   int tenants_waiting() const { return static_cast<int>(waiting_.size()); }
   // Jobs of `tenant` handed out by Pop and not yet Finished.
   int64_t running(absl::string_view tenant) const;
+  // Changes with every call that changes the queue (or what its tenants
+  // run): what was read from it holds while this is the same.
+  uint64_t version() const { return version_; }
 
  private:
   // A tenant's queued jobs in start order: priority (highest first), then
@@ -110,6 +113,7 @@ class JobQueue {
   void MaybeForget(const std::string& tenant);
 
   const int64_t max_running_per_tenant_;
+  uint64_t version_ = 0;
   absl::flat_hash_map<std::string, Tenant> tenants_;
   // Tenants with queued jobs.
   std::set<std::string> waiting_;

@@ -42,6 +42,43 @@ TEST_F(JobQueueTest, OneTenantRunsByPriorityThenSubmission) {
   EXPECT_EQ(queue_.running("t"), 4);
 }
 
+// Every change moves the version, so that answers read from the queue
+// can be kept while it stays; reading changes nothing.
+TEST_F(JobQueueTest, VersionMovesWithEveryChange) {
+  uint64_t seen = queue_.version();
+  auto changed = [&] {
+    const bool moved = queue_.version() != seen;
+    seen = queue_.version();
+    return moved;
+  };
+  Push("a", "t");
+  EXPECT_TRUE(changed());
+  Push("b", "u");
+  EXPECT_TRUE(changed());
+  queue_.PeekId();
+  queue_.OtherTenantsNext();
+  queue_.startable();
+  EXPECT_FALSE(changed());
+  EXPECT_EQ(PopId(), "a");
+  EXPECT_TRUE(changed());
+  queue_.Finished("t");
+  EXPECT_TRUE(changed());
+  queue_.Finished("t");  // nothing running: nothing changes
+  EXPECT_FALSE(changed());
+  Push("c", "t");
+  EXPECT_TRUE(changed());
+  EXPECT_TRUE(queue_.Remove("t", 0, seq_));
+  EXPECT_TRUE(changed());
+  EXPECT_FALSE(queue_.Remove("t", 0, seq_));
+  EXPECT_FALSE(changed());
+  queue_.PopTenant("u");
+  EXPECT_TRUE(changed());
+  Push("d", "v");
+  EXPECT_TRUE(changed());
+  queue_.TakeAll();
+  EXPECT_TRUE(changed());
+}
+
 TEST_F(JobQueueTest, PeekIdNamesTheJobPopReturns) {
   EXPECT_EQ(queue_.PeekId(), nullptr);
   Push("a", "t", 0);
