@@ -78,7 +78,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     int64_t max_large_conflicts = options.max_large_conflicts;
     if (max_large_conflicts == 0) {
       max_large_conflicts =
-          256 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 22);
+          128 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 22);
     }
     std::vector<int32_t> copies;
     for (int c = 0; c < num_copies; ++c) {

@@ -69,7 +69,7 @@ struct ArenaOptions {
   // per copy plus 2^20) is placed without one (kReleaseOrder, see
   // PlaceByRelease). Where that arena is over the device's budget
   // (budget_bytes), or always with place_large_graphs, a graph of up to
-  // max_large_conflicts pairs (0: 256 per copy plus 2^22; at most
+  // max_large_conflicts pairs (0: 128 per copy plus 2^22; at most
   // max_conflicts: never) is built after all and the copies are placed
   // against it by size; the smaller arena is kept and lowered by LowerTop.
   // No other order and no re-placement rounds there: each costs a pass
