@@ -35,7 +35,17 @@ struct DeviceInfo {
   std::string uuid;  // GPU-xxxxxxxx-... form, joins with dcgm-exporter
   bool simulated = false;
   uint64_t memory_total_bytes = 0;
+  // What jobs may hold: on CUDA, the device's free memory once the backend
+  // has made its context there (other processes and the context keep the
+  // rest); 0: all of memory_total_bytes.
+  uint64_t memory_usable_bytes = 0;
 };
+
+// The memory jobs may hold on the device of `info`.
+inline uint64_t UsableMemoryBytes(const DeviceInfo& info) {
+  return info.memory_usable_bytes > 0 ? info.memory_usable_bytes
+                                      : info.memory_total_bytes;
+}
 
 // Opaque handles. Zero is never a valid handle.
 struct StreamHandle {

@@ -27,7 +27,18 @@ TEST(BackendFactoryTest, CreatesSimulatedDevices) {
   EXPECT_EQ(created->description, "3 simulated devices");
   ASSERT_EQ(created->backend->device_count(), 3);
   EXPECT_EQ(created->backend->device_info(2).memory_total_bytes, 1u << 20);
+  // A simulated device's memory is all for jobs.
+  EXPECT_EQ(runtime::UsableMemoryBytes(created->backend->device_info(2)),
+            1u << 20);
   EXPECT_TRUE(created->backend->device_info(0).simulated);
+}
+
+TEST(BackendFactoryTest, JobsMayHoldTheUsableMemory) {
+  runtime::DeviceInfo info;
+  info.memory_total_bytes = 100;
+  EXPECT_EQ(runtime::UsableMemoryBytes(info), 100u);  // none reported
+  info.memory_usable_bytes = 60;  // a context and another process hold 40
+  EXPECT_EQ(runtime::UsableMemoryBytes(info), 60u);
 }
 
 TEST(BackendFactoryTest, SimulatorModelsItsBandwidthAndKernelSlots) {

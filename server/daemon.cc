@@ -289,8 +289,8 @@ absl::Status Daemon::Start() {
   job_options.max_running_jobs = options_.max_running_jobs;
   job_options.max_running_per_tenant = options_.max_running_jobs_per_tenant;
   for (int d = 0; d < backend_->device_count(); ++d) {
-    job_options.device_memory_bytes.push_back(
-        static_cast<int64_t>(backend_->device_info(d).memory_total_bytes));
+    job_options.device_memory_bytes.push_back(static_cast<int64_t>(
+        runtime::UsableMemoryBytes(backend_->device_info(d))));
   }
   job_options.retain_jobs = options_.retain_jobs;
   job_options.retain_for = options_.retain_for;

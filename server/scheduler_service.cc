@@ -79,7 +79,7 @@ absl::StatusOr<scheduler::PlannerOptions> SchedulerService::PlannerOptions(
   if (options_.backend != nullptr) {
     for (int d = 0; d < num_devices(); ++d) {
       planner.device_memory_bytes.push_back(static_cast<int64_t>(
-          options_.backend->device_info(d).memory_total_bytes));
+          runtime::UsableMemoryBytes(options_.backend->device_info(d))));
     }
   }
   if (options_.max_concurrent_kernels > 0) {

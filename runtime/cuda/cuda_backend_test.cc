@@ -159,6 +159,10 @@ TEST_F(CudaBackendTest, DescribesEveryDevice) {
     EXPECT_FALSE(info.name.empty());
     EXPECT_FALSE(info.simulated);
     EXPECT_GT(info.memory_total_bytes, 0u);
+    // The context and other processes hold some of it.
+    EXPECT_GT(info.memory_usable_bytes, 0u);
+    EXPECT_LT(info.memory_usable_bytes, info.memory_total_bytes);
+    EXPECT_EQ(UsableMemoryBytes(info), info.memory_usable_bytes);
     EXPECT_THAT(info.uuid,
                 MatchesRegex("GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-"
                              "[0-9a-f]{4}-[0-9a-f]{12}"));

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -24,6 +25,11 @@ absl::StatusOr<std::vector<DeviceInfo>> DescribeVisibleDevices() {
   if (count == 0) return absl::UnavailableError("no CUDA device visible");
   std::vector<DeviceInfo> devices;
   devices.reserve(count);
+  int current = 0;
+  if (cudaGetDevice(&current) != cudaSuccess) {
+    (void)cudaGetLastError();
+    current = 0;
+  }
   for (int device = 0; device < count; ++device) {
     cudaDeviceProp prop;
     WEFT_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
@@ -33,8 +39,20 @@ absl::StatusOr<std::vector<DeviceInfo>> DescribeVisibleDevices() {
     info.uuid = FormatGpuUuid(prop.uuid.bytes);
     info.simulated = false;
     info.memory_total_bytes = prop.totalGlobalMem;
+    // The free memory once this process's context exists there (made by
+    // cudaSetDevice's first call on the device and the query after it).
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    if (cudaSetDevice(device) == cudaSuccess &&
+        cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      info.memory_usable_bytes =
+          std::min<uint64_t>(free_bytes, prop.totalGlobalMem);
+    } else {
+      (void)cudaGetLastError();  // usable: the total, as without the query
+    }
     devices.push_back(std::move(info));
   }
+  if (cudaSetDevice(current) != cudaSuccess) (void)cudaGetLastError();
   return devices;
 }
 
