@@ -85,6 +85,7 @@
 #include "common/peak_resident.h"
 #include "runtime/executor.h"
 #include "runtime/sim/sim_backend.h"
+#include "runtime/timed_job.h"
 #include "runtime/trace.h"
 #include "scheduler/benchmark_graphs.h"
 #include "scheduler/graph.h"
@@ -243,27 +244,8 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
   job_options.launch_mode =
       graphs ? LaunchMode::kDeviceGraphs : LaunchMode::kStreams;
   // Runs the job once: its wall time in us, -1 if it failed.
-  auto run = [&](JobTrace* trace) -> double {
-    absl::Notification done;
-    absl::Status status;
-    JobCallbacks callbacks;
-    callbacks.on_trace = [trace](JobTrace t) { *trace = std::move(t); };
-    absl::Time ended;
-    callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
-      ended = absl::Now();
-      status = std::move(s);
-      done.Notify();
-    };
-    const absl::Time started = absl::Now();
-    if (!executor->Start(graph, plan, std::move(callbacks), job_options).ok()) {
-      return -1;
-    }
-    done.WaitForNotification();
-    if (!status.ok()) {
-      std::fprintf(stderr, "job failed: %s\n", status.ToString().c_str());
-      return -1;
-    }
-    return absl::ToDoubleMicroseconds(ended - started);
+  auto run = [&](JobTrace* trace) {
+    return RunTimedJob(*executor, graph, plan, job_options, trace);
   };
   JobTrace trace;
   Measured measured;

@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/executor.h"
+#include "runtime/timed_job.h"
 #include "scheduler/benchmark_graphs.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
@@ -71,31 +72,9 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
 // The wall time of one job, Start to on_done; negative if it failed.
 double RunJob(Executor& executor, std::shared_ptr<const scheduler::Graph> graph,
               std::shared_ptr<const scheduler::Plan> plan, LaunchMode mode) {
-  absl::Notification done;
-  absl::Status status;
-  absl::Time ended;
-  JobCallbacks callbacks;
-  callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
-    ended = absl::Now();
-    status = std::move(s);
-    done.Notify();
-  };
   JobOptions options;
   options.launch_mode = mode;
-  const absl::Time started = absl::Now();
-  const auto started_job = executor.Start(std::move(graph), std::move(plan),
-                                          std::move(callbacks), options);
-  if (!started_job.ok()) {
-    std::fprintf(stderr, "start failed: %s\n",
-                 started_job.status().ToString().c_str());
-    return -1;
-  }
-  done.WaitForNotification();
-  if (!status.ok()) {
-    std::fprintf(stderr, "job failed: %s\n", status.ToString().c_str());
-    return -1;
-  }
-  return absl::ToDoubleMicroseconds(ended - started);
+  return RunTimedJob(executor, std::move(graph), std::move(plan), options);
 }
 
 // The median of `runs` jobs after one warm-up; negative if any failed.
