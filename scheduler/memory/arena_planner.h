@@ -62,8 +62,10 @@ struct ArenaOptions {
   uint64_t alignment = 256;
   // The heuristics to try; empty: all.
   std::vector<ArenaHeuristic> heuristics;
-  // Bytes each device may hold, by device (0 or missing: no budget). Only
-  // reported for now: nothing is spilled to fit one.
+  // Bytes each device may hold, by device (0 or missing: no budget):
+  // reported, and a device placed without a conflict graph over it tries a
+  // larger graph (below). Nothing is spilled here to fit one
+  // (spill_fitting.h does that).
   std::vector<int64_t> budget_bytes;
   // A device whose conflict graph would hold more pairs than this (0: 64
   // per copy plus 2^20) is placed without one (kReleaseOrder, see
