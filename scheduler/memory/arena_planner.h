@@ -65,7 +65,7 @@ struct ArenaOptions {
   // Bytes each device may hold, by device (0 or missing: no budget):
   // reported, and a device placed without a conflict graph over it tries a
   // larger graph (below). Nothing is spilled here to fit one
-  // (spill_fitting.h does that).
+  // (scheduler/spill_fitting.h does that).
   std::vector<int64_t> budget_bytes;
   // A device whose conflict graph would hold more pairs than this (0: 64
   // per copy plus 2^20) is placed without one (kReleaseOrder, see
