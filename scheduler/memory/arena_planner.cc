@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "scheduler/memory/arena_bounds.h"
 #include "scheduler/memory/arena_placement.h"
 #include "scheduler/memory/conflict_graph.h"
@@ -358,9 +359,10 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     // ends then retried under the raised bound).
     bool two_ended = false;
     bool cliques = false;
-    const std::vector<ArenaHeuristic> large_heuristics = {
+    static constexpr ArenaHeuristic kLargeHeuristics[] = {
         ArenaHeuristic::kBySize};
-    for (const ArenaHeuristic h : large ? large_heuristics : heuristics) {
+    for (const ArenaHeuristic h : large ? absl::MakeConstSpan(kLargeHeuristics)
+                                        : absl::MakeConstSpan(heuristics)) {
       if (!graph.complete) break;
       two_ended = two_ended || h == ArenaHeuristic::kTwoEnded;
       try_heuristic(h);
