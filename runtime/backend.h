@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -126,6 +127,18 @@ struct DeviceCase {
   DevicePtr selector;
   scheduler::DType dtype = scheduler::DType::kInt32;
   std::shared_ptr<std::atomic<int64_t>> taken;
+};
+
+// A point in a stream's work that the backend times by itself
+// (Backend::Stamp): what an event recorded there and read with EventTimeUs
+// would say, without the event. Thread-safe.
+class DeviceStamp {
+ public:
+  virtual ~DeviceStamp() = default;
+  // Once the work enqueued on its stream before it has completed, the
+  // device time at which it did, on the clock of Backend::EventTimeUs;
+  // nullopt until then (and for good where that work was dropped).
+  virtual std::optional<double> TimeUs() const = 0;
 };
 
 // Called once, on a backend thread, after all work enqueued on the stream
@@ -309,6 +322,17 @@ class Backend {
   virtual bool has_device_clock() const { return false; }
   virtual absl::StatusOr<double> EventTimeUs(EventHandle event) {
     return absl::UnimplementedError("this backend has no device clock");
+  }
+  // Device clock stamps: Stamp(stream) captures the work enqueued on
+  // `stream` so far, as an event recorded there would, and the stamp says
+  // when that work completed, to whoever holds it, on any thread, for as
+  // long as it is held. Cheaper than an event where the backend keeps its
+  // clock itself (the simulator): traces stamp their spans this way where
+  // they can. The default: no stamps (UNIMPLEMENTED); traces use events.
+  virtual bool supports_stamps() const { return false; }
+  virtual absl::StatusOr<std::shared_ptr<const DeviceStamp>> Stamp(
+      StreamHandle stream) {
+    return absl::UnimplementedError("this backend has no stamps");
   }
 
   // Device graphs (device_graph.h): one device's share of a job enqueued as

@@ -129,7 +129,7 @@ class BufferCoherenceTest : public ::testing::Test {
   std::vector<std::string> SpanNames() {
     for (StreamHandle s : streams_) EXPECT_OK(backend_->SynchronizeStream(s));
     std::vector<std::string> names;
-    const std::optional<JobTrace> trace = tracer_->Build();
+    const std::optional<JobTrace> trace = tracer_->Take()->Build();
     for (const TraceSpan& span : trace->spans) {
       names.push_back(span.name);
     }
@@ -209,7 +209,7 @@ TEST_F(BufferCoherenceTest, UploadsTheDataWithAZeroTailAsOneUpload) {
   ASSERT_OK(buffers_->MakeCurrent(kData, 0, 0, streams_[0]));
   EXPECT_EQ(Read(kData, 0), "abcdefgh" + std::string(1000000 - 8, '\0'));
   for (StreamHandle s : streams_) ASSERT_OK(backend_->SynchronizeStream(s));
-  const std::optional<JobTrace> trace = tracer_->Build();
+  const std::optional<JobTrace> trace = tracer_->Take()->Build();
   ASSERT_EQ(trace->spans.size(), 1u);
   EXPECT_EQ(trace->spans[0].name, "data upload");
   EXPECT_EQ(trace->spans[0].end_us - trace->spans[0].start_us, 1000);

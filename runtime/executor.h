@@ -31,6 +31,7 @@
 #include "runtime/backend.h"
 #include "runtime/host_buffer.h"
 #include "runtime/memory_pool.h"
+#include "runtime/recorded_trace.h"
 #include "runtime/trace.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
@@ -59,10 +60,11 @@ struct JobCallbacks {
   std::function<void(absl::Status status, scheduler::NodeId failed_node,
                      HostBuffers outputs)>
       on_done;
-  // Optional. When set, the job records a trace (a few events per node; no
-  // cost when unset) and delivers it here once, just before on_done, for
-  // failed and cancelled jobs too.
-  std::function<void(JobTrace trace)> on_trace;
+  // Optional. When set, the job records a trace (two device stamps or
+  // marker events per span; no cost when unset) and delivers it here once,
+  // just before on_done, for failed and cancelled jobs too: as recorded,
+  // for the receiver to Build when it is wanted (recorded_trace.h).
+  std::function<void(std::shared_ptr<const RecordedTrace> trace)> on_trace;
   // Optional. Progress of control nodes, by node name (control nodes
   // nested in bodies included), from the scheduling thread.
   std::function<void(const std::string& node, ControlEventKind kind,

@@ -101,9 +101,9 @@ class ExecutorControlTest : public ::testing::Test {
       result.finished.push_back(graph->node(node).name);
     };
     if (traced) {
-      callbacks.on_trace = [&](JobTrace trace) {
+      callbacks.on_trace = [&](std::shared_ptr<const RecordedTrace> trace) {
         absl::MutexLock lock(&mu);
-        result.trace = std::move(trace);
+        result.trace = trace->Build();
       };
     }
     callbacks.on_done = [&](absl::Status status, scheduler::NodeId,

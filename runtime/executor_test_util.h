@@ -150,8 +150,8 @@ struct Outcome {
       absl::MutexLock lock(&mu);
       events.emplace_back(node, kind);
     };
-    callbacks.on_trace = [this](JobTrace t) {
-      trace = std::move(t);
+    callbacks.on_trace = [this](std::shared_ptr<const RecordedTrace> t) {
+      trace = t->Build();
       ++on_trace_calls;
     };
     callbacks.on_done = [this](absl::Status s, NodeId node, HostBuffers out) {

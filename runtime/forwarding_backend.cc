@@ -137,6 +137,15 @@ absl::StatusOr<double> ForwardingBackend::EventTimeUs(EventHandle event) {
   return backend_->EventTimeUs(event);
 }
 
+bool ForwardingBackend::supports_stamps() const {
+  return backend_->supports_stamps();
+}
+
+absl::StatusOr<std::shared_ptr<const DeviceStamp>> ForwardingBackend::Stamp(
+    StreamHandle stream) {
+  return backend_->Stamp(stream);
+}
+
 bool ForwardingBackend::supports_device_graphs() const {
   return backend_->supports_device_graphs();
 }

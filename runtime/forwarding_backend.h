@@ -12,6 +12,7 @@
 #define WEFT_RUNTIME_FORWARDING_BACKEND_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -65,6 +66,9 @@ class ForwardingBackend : public Backend {
   void EndBatch() override;
   bool has_device_clock() const override;
   absl::StatusOr<double> EventTimeUs(EventHandle event) override;
+  bool supports_stamps() const override;
+  absl::StatusOr<std::shared_ptr<const DeviceStamp>> Stamp(
+      StreamHandle stream) override;
   // Work inside a device graph reaches the wrapped backend through
   // LaunchDeviceGraph, not Launch or the copies: a decorator that counts or
   // intercepts those overrides LaunchDeviceGraph too.

@@ -55,6 +55,7 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_EQ(forwarding.device_info(1).uuid, sim->device_info(1).uuid);
   EXPECT_EQ(forwarding.supports_host_gates(), sim->supports_host_gates());
   EXPECT_EQ(forwarding.has_device_clock(), sim->has_device_clock());
+  EXPECT_TRUE(forwarding.supports_stamps());
   EXPECT_TRUE(forwarding.supports_host_gates());
   EXPECT_TRUE(forwarding.interrupts_aborted_work());
   EXPECT_EQ(forwarding.supports_device_graphs(), sim->supports_device_graphs());
@@ -70,6 +71,14 @@ TEST(ForwardingBackendTest, ForwardsQueriesAndCapabilities) {
   EXPECT_EQ(forwarding.memory_used_bytes(0), 4096u);
   ASSERT_TRUE(forwarding.Free(*ptr).ok());
   EXPECT_EQ(sim->memory_used_bytes(0), 0u);
+
+  StreamHandle stream = forwarding.CreateStream(0).value();
+  auto stamp = forwarding.Stamp(stream);
+  ASSERT_TRUE(stamp.ok()) << stamp.status();
+  ASSERT_TRUE(forwarding.SynchronizeStream(stream).ok());
+  EXPECT_TRUE((*stamp)->TimeUs().has_value());
+  EXPECT_FALSE(forwarding.Stamp(StreamHandle{999999}).ok());
+  ASSERT_TRUE(forwarding.DestroyStream(stream).ok());
 }
 
 // A Backend with the default padded upload: everything else is the

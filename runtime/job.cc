@@ -107,7 +107,7 @@ void Job::Cancel(absl::Status reason) {
   if (phase_ == Phase::kParked) {
     Dispose();
     status_ = reason.ok() ? absl::CancelledError("job cancelled") : reason;
-    Deliver(std::nullopt, {});
+    Deliver(nullptr, {});
     return;
   }
   if (phase_ == Phase::kDone || cancelled_) return;
@@ -508,7 +508,7 @@ void Job::Finish() {
   if (nested_.buffers != nullptr && nested_.fetch >= 0 && status_.ok() &&
       !reported_ && !streams_.unfenced()) {
     phase_ = Phase::kParked;
-    Deliver(std::nullopt, {});
+    Deliver(nullptr, {});
     return;
   }
   phase_ = Phase::kDone;
@@ -517,10 +517,10 @@ void Job::Finish() {
   // An abandoned job was reported already. Any other is reported once
   // everything is given back, its trace built before its events are.
   const bool report = !reported_;
-  std::optional<JobTrace> trace;
+  std::shared_ptr<const RecordedTrace> trace;
   HostBuffers outputs;
   if (report) {
-    trace = tracer_->Build();
+    trace = tracer_->Take();
     outputs = TakeOutputs();
   }
   if (own_buffers_ != nullptr) {
@@ -533,7 +533,7 @@ void Job::Finish() {
 
 void Job::Abandon() {
   streams_.FenceOff();
-  std::optional<JobTrace> trace = tracer_->Build();
+  std::shared_ptr<const RecordedTrace> trace = tracer_->Take();
   Deliver(std::move(trace), TakeOutputs());
 }
 
@@ -550,9 +550,10 @@ HostBuffers Job::TakeOutputs() {
   return outputs;
 }
 
-void Job::Deliver(std::optional<JobTrace> trace, HostBuffers outputs) {
+void Job::Deliver(std::shared_ptr<const RecordedTrace> trace,
+                  HostBuffers outputs) {
   reported_ = true;
-  if (trace.has_value()) callbacks_.on_trace(*std::move(trace));
+  if (trace != nullptr) callbacks_.on_trace(std::move(trace));
   callbacks_.on_done(status_, status_.ok() ? -1 : failed_node_,
                      std::move(outputs));
 }

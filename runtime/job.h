@@ -381,7 +381,7 @@ class Job {
   // The output buffers, when the job succeeded.
   HostBuffers TakeOutputs();
   // Delivers the trace (if any) and on_done; once.
-  void Deliver(std::optional<JobTrace> trace, HostBuffers outputs);
+  void Deliver(std::shared_ptr<const RecordedTrace> trace, HostBuffers outputs);
   // True when `status` is this job's own cancellation coming back from
   // work that was skipped because of it.
   bool IsOwnCancellation(const absl::Status& status) const;

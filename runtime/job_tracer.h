@@ -6,17 +6,20 @@
 // each node it issued (for the flows of its plan events) and, on the host
 // clock, when a node started and completed. It never asks whether a trace
 // is wanted: a job without one has a NullJobTracer, which records nothing
-// and returns no trace.
+// and hands over no trace.
 //
 // RecordingJobTracer keeps spans on tracks: one track per pooled stream,
 // one per copy engine of a device and one for the host. With a device clock
-// (Backend::has_device_clock) a span runs between two marker events
-// recorded on its stream, before and after its work; the end marker of a
-// span serves as the start marker of the next one on the same stream while
-// nothing that takes time went between them. Markers are held in the job's
-// JobEvents and must outlive Build. Without a device clock a span runs from
-// issue to completion as the host saw them, so only nodes have spans then.
-// Tracing is best effort: a marker that cannot be recorded drops its span.
+// (Backend::has_device_clock) a span runs between two points marked on its
+// stream, before and after its work: device stamps where the backend has
+// them (Backend::Stamp), else marker events held in the job's JobEvents,
+// whose times Take reads (so it must run before they are released). The
+// end of a span serves as the start of the next one on the same stream
+// while nothing that takes time went between them. Without a device clock
+// a span runs from issue to completion as the host saw them, so only nodes
+// have spans then. Tracing is best effort: a point that cannot be marked
+// drops its span. What it hands over (Take) is a RecordedTrace, built into
+// a JobTrace only when someone asks for it.
 //
 // Not thread-safe: used by one job on the executor's scheduling thread.
 #ifndef WEFT_RUNTIME_JOB_TRACER_H_
@@ -36,14 +39,11 @@
 #include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/job_events.h"
+#include "runtime/recorded_trace.h"
 #include "runtime/trace.h"
 #include "scheduler/graph.h"
 
 namespace weft::runtime {
-
-// Where a span goes: a pooled stream's track, or a copy engine's of its
-// device.
-enum class TraceTrackKind { kStream, kHostToDevice, kDeviceToHost, kPeer };
 
 // One piece of work about to be enqueued. The strings are copied by a
 // tracer that records.
@@ -93,9 +93,9 @@ class JobTracer {
   // (from NewMarker), both recorded on `stream` around the work.
   virtual void AddSpan(const TracedWork& work, StreamHandle stream,
                        EventHandle start, EventHandle end) = 0;
-  // The trace so far, or nullopt when nothing is recorded. REQUIRES: the
-  // job's events are still held.
-  virtual std::optional<JobTrace> Build() = 0;
+  // Hands over what was recorded (null when nothing is) and starts afresh.
+  // REQUIRES: the job's events are still held.
+  virtual std::shared_ptr<const RecordedTrace> Take() = 0;
 };
 
 // Records nothing.
@@ -114,7 +114,7 @@ class NullJobTracer final : public JobTracer {
   }
   void AddSpan(const TracedWork&, StreamHandle, EventHandle,
                EventHandle) override {}
-  std::optional<JobTrace> Build() override { return std::nullopt; }
+  std::shared_ptr<const RecordedTrace> Take() override { return nullptr; }
 };
 
 class RecordingJobTracer final : public JobTracer {
@@ -141,40 +141,43 @@ class RecordingJobTracer final : public JobTracer {
   void NodeCompleted(int index) override;
   void SpanCompleted(int span) override;
   void NodeEndsAfter(int index, StreamHandle stream, int device) override;
-  std::optional<JobTrace> Build() override;
+  std::shared_ptr<const RecordedTrace> Take() override;
 
  private:
-  struct TracedOp {
-    SpanKind kind = SpanKind::kKernel;
-    int track = 0;
-    std::string name;
-    std::string op;
-    scheduler::NodeId node = -1;
-    uint64_t bytes = 0;
-    // Device clock: markers recorded before and after the work.
-    EventHandle start;
-    EventHandle end;
-    // Host clock: issue and completion as the host saw them.
-    absl::Time host_start;
-    absl::Time host_end;
+  // A point marked on a stream: a stamp, or a marker event.
+  struct Marked {
+    std::shared_ptr<const DeviceStamp> stamp;
+    EventHandle event;
+  };
+  // A span's start or end timed by a marker event, read at Take.
+  struct EventPoint {
+    int span = 0;
+    bool end = false;
+    EventHandle event;
   };
 
   int TrackFor(TraceTrackKind kind, int device, StreamHandle stream);
-  absl::StatusOr<EventHandle> Marker(StreamHandle stream, int device);
+  int AddRecordedSpan(const TracedWork& work, int track);
+  // Marks the work enqueued on `stream` so far, or returns false.
+  bool Mark(StreamHandle stream, int device, Marked& marked);
+  // Times the start (or end) of span `span` by `marked`.
+  void SetPoint(int span, bool end, const Marked& marked);
+  double HostNowUs() const;
 
   // Constant after construction.
   const Options options_;
+  const bool stamps_;  // device clock with Backend::Stamp
+  const absl::Time host_origin_;
 
-  std::vector<TracedOp> ops_;
-  std::vector<std::pair<int, int>> flows_;  // op indices
-  std::vector<TraceTrack> tracks_;
+  RecordedTrace trace_;
+  std::vector<EventPoint> event_points_;
   // (device * 4 + kind of track, pooled stream) -> track index.
   absl::flat_hash_map<std::pair<int, uint64_t>, int> track_index_;
   std::vector<int> node_op_;          // by plan index, -1 if none
-  std::vector<int> event_signaller_;  // by plan event: op index, -1
-  // Pooled stream -> its last end marker, while nothing that takes time
-  // was enqueued after it (so it can serve as the next start marker).
-  absl::flat_hash_map<uint64_t, EventHandle> clean_end_;
+  std::vector<int> event_signaller_;  // by plan event: span index, -1
+  // Pooled stream -> the point that ended its last span, while nothing
+  // that takes time was enqueued after it (so it can start the next one).
+  absl::flat_hash_map<uint64_t, Marked> clean_end_;
 };
 
 }  // namespace weft::runtime

@@ -2,12 +2,14 @@
 
 #include <memory>
 #include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/event_pool.h"
+#include "runtime/forwarding_backend.h"
 #include "runtime/job_events.h"
 #include "runtime/sim/sim_backend.h"
 #include "runtime/trace.h"
@@ -34,16 +36,40 @@ TEST(NullJobTracerTest, RecordsNothing) {
             -1);
   tracer.End(-1, StreamHandle{1}, 0);
   tracer.NodeIssued(0, -1, {}, -1);
-  EXPECT_FALSE(tracer.Build().has_value());
+  EXPECT_EQ(tracer.Take(), nullptr);
 }
 
-class RecordingJobTracerTest : public ::testing::Test {
+// The simulator, with or without its stamps (without: as CUDA, whose
+// traces use marker events), counting the points marked.
+class MarkingBackend final : public ForwardingBackend {
+ public:
+  MarkingBackend(Backend* backend, bool stamps)
+      : ForwardingBackend(backend), stamps_(stamps) {}
+  bool supports_stamps() const override { return stamps_; }
+  absl::StatusOr<std::shared_ptr<const DeviceStamp>> Stamp(
+      StreamHandle stream) override {
+    ++marks;
+    return ForwardingBackend::Stamp(stream);
+  }
+  absl::Status RecordEvent(EventHandle event, StreamHandle stream) override {
+    ++marks;
+    return ForwardingBackend::RecordEvent(event, stream);
+  }
+  int marks = 0;
+
+ private:
+  const bool stamps_;
+};
+
+// Parameter: whether the backend stamps.
+class RecordingJobTracerTest : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     SimBackend::Options options;
     options.num_devices = 1;
     options.time_scale = 0;  // unpaced: exact virtual times
-    backend_ = SimBackend::Create(options).value();
+    sim_ = SimBackend::Create(options).value();
+    backend_ = std::make_unique<MarkingBackend>(sim_.get(), GetParam());
     pool_ = std::make_unique<EventPool>(backend_.get(), 0);
     pools_.push_back(pool_.get());
     events_ = std::make_unique<JobEvents>(pools_, 1);
@@ -62,14 +88,18 @@ class RecordingJobTracerTest : public ::testing::Test {
     return options;
   }
 
-  std::unique_ptr<SimBackend> backend_;
+  // Marker events the tracer holds: none where the backend stamps.
+  int HeldFor(int marks) const { return GetParam() ? 0 : marks; }
+
+  std::unique_ptr<SimBackend> sim_;
+  std::unique_ptr<MarkingBackend> backend_;
   std::unique_ptr<EventPool> pool_;
   std::vector<EventPool*> pools_;
   std::unique_ptr<JobEvents> events_;
   StreamHandle stream_;
 };
 
-TEST_F(RecordingJobTracerTest, DeviceClockSpansRunBetweenMarkers) {
+TEST_P(RecordingJobTracerTest, DeviceClockSpansRunBetweenMarkers) {
   RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
   // Node 0 signals event 0; node 1 waits on it.
   const int a = tracer.Begin(
@@ -85,12 +115,14 @@ TEST_F(RecordingJobTracerTest, DeviceClockSpansRunBetweenMarkers) {
   tracer.End(b, stream_, 0);
   const int32_t waits[] = {0};
   tracer.NodeIssued(1, b, waits, -1);
-  // Back to back: b's start marker is a's end marker.
-  EXPECT_EQ(events_->held(), 3);
+  // Back to back: b's start is a's end.
+  EXPECT_EQ(backend_->marks, 3);
+  EXPECT_EQ(events_->held(), HeldFor(3));
   ASSERT_OK(backend_->SynchronizeStream(stream_));
 
-  std::optional<JobTrace> trace = tracer.Build();
-  ASSERT_TRUE(trace.has_value());
+  std::shared_ptr<const RecordedTrace> recorded = tracer.Take();
+  ASSERT_NE(recorded, nullptr);
+  const std::optional<JobTrace> trace = recorded->Build();
   EXPECT_EQ(trace->name, "g");
   EXPECT_TRUE(trace->device_clock);
   ASSERT_EQ(trace->tracks.size(), 1u);
@@ -107,17 +139,20 @@ TEST_F(RecordingJobTracerTest, DeviceClockSpansRunBetweenMarkers) {
                                               Field(&TraceFlow::to_span, 1))));
 }
 
-TEST_F(RecordingJobTracerTest, DirtyStreamTakesAFreshStartMarker) {
+TEST_P(RecordingJobTracerTest, DirtyStreamTakesAFreshStartMarker) {
   RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
   const TracedWork work{SpanKind::kKernel, TraceTrackKind::kStream, 0, "a"};
   tracer.End(tracer.Begin(work, stream_, 0), stream_, 0);
-  EXPECT_EQ(events_->held(), 2);
+  EXPECT_EQ(backend_->marks, 2);
+  tracer.End(tracer.Begin(work, stream_, 0), stream_, 0);
+  EXPECT_EQ(backend_->marks, 3);  // started where the last one ended
   tracer.Dirty(stream_);
   tracer.End(tracer.Begin(work, stream_, 0), stream_, 0);
-  EXPECT_EQ(events_->held(), 4);
+  EXPECT_EQ(backend_->marks, 5);
+  EXPECT_EQ(events_->held(), HeldFor(5));
 }
 
-TEST_F(RecordingJobTracerTest, CopyEnginesAndTheHostHaveTracksOfTheirOwn) {
+TEST_P(RecordingJobTracerTest, CopyEnginesAndTheHostHaveTracksOfTheirOwn) {
   RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
   tracer.Begin(
       TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0, "x upload"},
@@ -133,8 +168,7 @@ TEST_F(RecordingJobTracerTest, CopyEnginesAndTheHostHaveTracksOfTheirOwn) {
   tracer.Begin(
       TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0, "y upload"},
       stream_, 0);
-  std::optional<JobTrace> trace = tracer.Build();
-  ASSERT_TRUE(trace.has_value());
+  const std::optional<JobTrace> trace = tracer.Take()->Build();
   EXPECT_THAT(trace->tracks,
               ElementsAre(Field(&TraceTrack::name, "H2D"),
                           Field(&TraceTrack::name, "D2H"),
@@ -144,7 +178,7 @@ TEST_F(RecordingJobTracerTest, CopyEnginesAndTheHostHaveTracksOfTheirOwn) {
   EXPECT_TRUE(trace->spans.empty());  // none was ended
 }
 
-TEST_F(RecordingJobTracerTest, HostClockSpansOnlyCompletedNodes) {
+TEST_P(RecordingJobTracerTest, HostClockSpansOnlyCompletedNodes) {
   RecordingJobTracer tracer(TracerOptions(/*device_clock=*/false));
   const int a = tracer.Begin(
       TracedWork{SpanKind::kHost, TraceTrackKind::kStream, -1, "a", "add", 0},
@@ -155,11 +189,10 @@ TEST_F(RecordingJobTracerTest, HostClockSpansOnlyCompletedNodes) {
       TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0, "x"},
       stream_, 0);
   EXPECT_GE(copy, 0);
-  EXPECT_EQ(events_->held(), 0);  // no markers on the host clock
+  EXPECT_EQ(backend_->marks, 0);  // nothing marked on the host clock
   tracer.NodeStarted(0);
   tracer.NodeCompleted(0);
-  std::optional<JobTrace> trace = tracer.Build();
-  ASSERT_TRUE(trace.has_value());
+  const std::optional<JobTrace> trace = tracer.Take()->Build();
   EXPECT_FALSE(trace->device_clock);
   ASSERT_EQ(trace->spans.size(), 1u);
   EXPECT_EQ(trace->spans[0].name, "a");
@@ -167,6 +200,41 @@ TEST_F(RecordingJobTracerTest, HostClockSpansOnlyCompletedNodes) {
   EXPECT_DOUBLE_EQ(trace->spans[0].start_us, 0);
   EXPECT_GE(trace->spans[0].end_us, 0);
 }
+
+TEST_P(RecordingJobTracerTest, TheTraceIsBuiltAfterTheJobLetsGoOfItsEvents) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
+  const int a = tracer.Begin(
+      TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0, "a", "spin", 0},
+      stream_, 0);
+  ASSERT_OK(backend_->Launch(Spin(7), stream_));
+  tracer.End(a, stream_, 0);
+  ASSERT_OK(backend_->SynchronizeStream(stream_));
+  std::shared_ptr<const RecordedTrace> recorded = tracer.Take();
+  events_->ReleaseAll();
+  ASSERT_OK(backend_->DestroyStream(stream_));
+  // Built later, on another thread, as GetJobTrace does.
+  std::optional<JobTrace> trace;
+  std::thread([&] { trace = recorded->Build(); }).join();
+  ASSERT_EQ(trace->spans.size(), 1u);
+  EXPECT_DOUBLE_EQ(trace->spans[0].end_us - trace->spans[0].start_us, 7);
+}
+
+TEST_P(RecordingJobTracerTest, TakeHandsOverOnceAndStartsAfresh) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
+  const TracedWork work{SpanKind::kKernel, TraceTrackKind::kStream, 0, "a"};
+  tracer.End(tracer.Begin(work, stream_, 0), stream_, 0);
+  ASSERT_OK(backend_->SynchronizeStream(stream_));
+  EXPECT_EQ(tracer.Take()->Build().spans.size(), 1u);
+  const std::shared_ptr<const RecordedTrace> again = tracer.Take();
+  EXPECT_TRUE(again->spans.empty());
+  EXPECT_TRUE(again->tracks.empty());
+  EXPECT_EQ(again->name, "g");
+}
+
+INSTANTIATE_TEST_SUITE_P(StampsAndEvents, RecordingJobTracerTest,
+                         ::testing::Bool(), [](const auto& info) {
+                           return info.param ? "Stamps" : "MarkerEvents";
+                         });
 
 }  // namespace
 }  // namespace weft::runtime

@@ -19,7 +19,9 @@ double RunTimedJob(Executor& executor,
   absl::Time ended;
   JobCallbacks callbacks;
   if (trace != nullptr) {
-    callbacks.on_trace = [trace](JobTrace t) { *trace = std::move(t); };
+    callbacks.on_trace = [trace](std::shared_ptr<const RecordedTrace> t) {
+      *trace = t->Build();
+    };
   }
   callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
     ended = absl::Now();

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/recorded_trace.h"
 #include "runtime/trace.h"
 #include "scheduler/memory/memory_plan.h"
 #include "scheduler/plan.h"
@@ -405,7 +406,7 @@ absl::StatusOr<std::string> JobManager::TraceJson(absl::string_view id) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job->id, " was not traced: ", job->untraced_reason));
   }
-  std::shared_ptr<const runtime::JobTrace> trace;
+  std::shared_ptr<const runtime::RecordedTrace> trace;
   {
     absl::MutexLock lock(&job->mu);
     if (!IsTerminal(job->state)) {
@@ -416,13 +417,13 @@ absl::StatusOr<std::string> JobManager::TraceJson(absl::string_view id) {
     }
     trace = job->trace;
   }
-  // Rendered outside the lock, on the caller's thread.
+  // Built and rendered outside the lock, on the caller's thread.
   if (trace == nullptr) {
     runtime::JobTrace empty;  // the job ran no work
     empty.name = job->graph_name;
     return runtime::ToTraceEventJson(empty);
   }
-  return runtime::ToTraceEventJson(*trace);
+  return runtime::ToTraceEventJson(trace->Build());
 }
 
 void JobManager::StopAccepting() {

@@ -22,7 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/executor.h"
-#include "runtime/trace.h"
+#include "runtime/recorded_trace.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
 #include "scheduler/planner.h"
@@ -77,9 +77,10 @@ struct JobRecord {
   // (empty while held or never produced).
   int64_t output_bytes ABSL_GUARDED_BY(mu) = 0;
   std::string outputs_released ABSL_GUARDED_BY(mu);
-  // Delivered by the executor just before the run ends; released with the
-  // job. Null for untraced jobs and jobs that never reached the devices.
-  std::shared_ptr<const runtime::JobTrace> trace ABSL_GUARDED_BY(mu);
+  // Delivered by the executor just before the run ends, as recorded (built
+  // when asked for); released with the job. Null for untraced jobs and jobs
+  // that never reached the devices.
+  std::shared_ptr<const runtime::RecordedTrace> trace ABSL_GUARDED_BY(mu);
 
   // The job as it is now.
   JobInfo Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -103,11 +103,11 @@ runtime::JobCallbacks MakeRunCallbacks(
     finish(std::move(status), std::move(failed), std::move(outputs));
   };
   if (job->untraced_reason.empty()) {
-    callbacks.on_trace = [job](runtime::JobTrace trace) {
-      auto kept = std::make_shared<const runtime::JobTrace>(std::move(trace));
-      absl::MutexLock lock(&job->mu);
-      job->trace = std::move(kept);
-    };
+    callbacks.on_trace =
+        [job](std::shared_ptr<const runtime::RecordedTrace> trace) {
+          absl::MutexLock lock(&job->mu);
+          job->trace = std::move(trace);
+        };
   }
   return callbacks;
 }

@@ -34,7 +34,8 @@
 // is when the host enqueued the work, and the host work behind a host gate
 // (Backend::EnqueueHostGate): the gate ends no earlier than the host opened
 // it (unpaced, it lasts the busy time OpenHostGate is given). Events report
-// the virtual time of their capture (EventTimeUs), which traces use.
+// the virtual time of their capture (EventTimeUs); stamps (Stamp), which
+// traces use, report it without an event.
 // Durations: a launch's cost_us that is negative or not a number occupies
 // nothing, and one beyond kMaxDurationUs (or infinite) counts as
 // kMaxDurationUs, so the virtual clock stays finite.
@@ -272,6 +273,9 @@ class SimBackend final : public Backend {
   bool has_device_clock() const override { return true; }
   absl::StatusOr<double> EventTimeUs(EventHandle event) override
       ABSL_LOCKS_EXCLUDED(mu_);
+  bool supports_stamps() const override { return true; }
+  absl::StatusOr<std::shared_ptr<const DeviceStamp>> Stamp(
+      StreamHandle stream) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every op with a CPU kernel may appear in a device graph.
   bool supports_device_graphs() const override { return true; }

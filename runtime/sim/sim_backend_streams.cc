@@ -153,6 +153,14 @@ absl::StatusOr<double> SimBackend::EventTimeUs(EventHandle event_handle) {
   return *time;
 }
 
+absl::StatusOr<std::shared_ptr<const DeviceStamp>> SimBackend::Stamp(
+    StreamHandle stream_handle) {
+  Stream storage;
+  WEFT_ASSIGN_OR_RETURN(const Stream* stream,
+                        FindStreamForCall(stream_handle, &storage));
+  return std::shared_ptr<const DeviceStamp>(stream->queue->Record());
+}
+
 absl::Status SimBackend::SynchronizeStream(StreamHandle stream_handle) {
   WEFT_ASSIGN_OR_RETURN(Stream stream, FindStream(stream_handle));
   if (stream.queue->OnWorkerThread()) {

@@ -278,6 +278,38 @@ TEST(SimBackendTest, QueryEvent) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST(SimBackendTest, StampsTellWhatAnEventRecordedThereWould) {
+  TestKernels kernels;
+  SimBackend::Options options = FastOptions();
+  options.kernels = &kernels.table;
+  options.time_scale = 0;  // unpaced: exact virtual times
+  auto backend = MakeBackend(options);
+  ASSERT_TRUE(backend->supports_stamps());
+  StreamHandle s = backend->CreateStream(0).value();
+  EventHandle e = backend->CreateEvent(0).value();
+  KernelLaunch block;
+  block.op = "block";
+  ASSERT_TRUE(backend->Launch(block, s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(10), s).ok());
+  std::shared_ptr<const DeviceStamp> after_ten = backend->Stamp(s).value();
+  ASSERT_TRUE(backend->RecordEvent(e, s).ok());
+  ASSERT_TRUE(backend->Launch(Spin(5), s).ok());
+  std::shared_ptr<const DeviceStamp> after_fifteen = backend->Stamp(s).value();
+  EXPECT_FALSE(after_ten->TimeUs().has_value());  // its work has not run
+  kernels.release.Notify();
+  ASSERT_TRUE(backend->SynchronizeStream(s).ok());
+  ASSERT_TRUE(after_ten->TimeUs().has_value());
+  EXPECT_DOUBLE_EQ(*after_ten->TimeUs(), backend->EventTimeUs(e).value());
+  ASSERT_TRUE(after_fifteen->TimeUs().has_value());
+  EXPECT_DOUBLE_EQ(*after_fifteen->TimeUs() - *after_ten->TimeUs(), 5);
+  // A stamp outlives its stream and event.
+  ASSERT_TRUE(backend->DestroyEvent(e).ok());
+  ASSERT_TRUE(backend->DestroyStream(s).ok());
+  EXPECT_TRUE(after_fifteen->TimeUs().has_value());
+  EXPECT_THAT(backend->Stamp(s).status(),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 TEST(SimBackendTest, RecordRejectsEventOfAnotherDevice) {
   auto backend = MakeBackend(FastOptions());
   StreamHandle s = backend->CreateStream(0).value();

@@ -198,7 +198,7 @@ std::shared_ptr<SimStream::Mark> SimStream::Record() {
   auto mark = std::make_shared<Mark>();
   // Held items count: they run, in order, before anything enqueued later.
   absl::MutexLock push_lock(&push_mu_);
-  mark->seq = enqueued_;
+  mark->seq_ = enqueued_;
   if (!held_.empty()) {
     // Not done before the held items run: it waits with them, without
     // taking the workers' lock.
@@ -207,8 +207,7 @@ std::shared_ptr<SimStream::Mark> SimStream::Record() {
   }
   absl::MutexLock lock(&mu_);
   if (completed_ >= enqueued_) {
-    mark->done = true;
-    mark->time_us = std::max(last_end_us_, clock_->NowUs());
+    mark->Complete(std::max(last_end_us_, clock_->NowUs()));
   } else {
     pending_marks_.push_back(mark);
   }
@@ -216,9 +215,7 @@ std::shared_ptr<SimStream::Mark> SimStream::Record() {
 }
 
 std::optional<double> SimStream::MarkTime(const Mark& mark) const {
-  absl::MutexLock lock(&mu_);
-  if (!mark.done) return std::nullopt;
-  return mark.time_us;
+  return mark.TimeUs();
 }
 
 uint64_t SimStream::enqueued() const {
@@ -374,9 +371,9 @@ void SimStream::CompleteLocked(Done done, WakeList& wake) {
   }
   last_end_us_ = std::max(last_end_us_, done.end_us);
   ++completed_;
-  while (!pending_marks_.empty() && pending_marks_.front()->seq <= completed_) {
-    pending_marks_.front()->done = true;
-    pending_marks_.front()->time_us = last_end_us_;
+  while (!pending_marks_.empty() &&
+         pending_marks_.front()->seq_ <= completed_) {
+    pending_marks_.front()->Complete(last_end_us_);
     pending_marks_.pop_front();
   }
   while (!waiters_.empty() && waiters_.begin()->first <= completed_) {
@@ -413,7 +410,7 @@ SimStream::Outcome SimStream::Run(Item& item, const absl::Status& scope_error,
   if (WaitFor* wait = std::get_if<WaitFor>(&item.what)) {
     if (wait->target.get() == this) return Outcome::kDone;
     bool completed = false;
-    if (wait->target->AwaitOrRegister(wait->mark->seq, waker_, completed) ==
+    if (wait->target->AwaitOrRegister(wait->mark->seq(), waker_, completed) ==
         Outcome::kParked) {
       return Outcome::kParked;
     }

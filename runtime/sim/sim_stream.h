@@ -186,12 +186,26 @@ class SimStream : public SimRunnable {
   // destroyed, run or dropped).
   using Work = absl::AnyInvocable<absl::Status(Timing& timing)>;
 
-  // A capture of the work enqueued on a stream up to `seq`. Its fields are
-  // guarded by the stream's lock; read them through the stream.
-  struct Mark {
-    uint64_t seq = 0;
-    bool done = false;
-    double time_us = 0;  // when the captured work completed, once done
+  // A capture of the work enqueued on a stream up to `seq`: the stream
+  // sets its time, under the stream's lock, once that work has completed.
+  // Read through the stream, or by any thread as a DeviceStamp.
+  class Mark final : public DeviceStamp {
+   public:
+    std::optional<double> TimeUs() const override {
+      if (!done_.load(std::memory_order_acquire)) return std::nullopt;
+      return time_us_;
+    }
+    uint64_t seq() const { return seq_; }
+
+   private:
+    friend class SimStream;
+    void Complete(double time_us) {
+      time_us_ = time_us;
+      done_.store(true, std::memory_order_release);
+    }
+    uint64_t seq_ = 0;
+    double time_us_ = 0;  // when the captured work completed, once done_
+    std::atomic<bool> done_{false};
   };
 
   // A host gate: opened once by the host. Guarded by the stream's lock.

@@ -309,7 +309,7 @@ TEST_F(SimStreamTest, MarkRecordedWhileHeldCompletesWithTheHeldItems) {
   ASSERT_TRUE(stream.Hold(5));
   stream.Enqueue(Lasting(3));
   std::shared_ptr<SimStream::Mark> mark = stream.Record();
-  EXPECT_EQ(mark->seq, 2u);
+  EXPECT_EQ(mark->seq(), 2u);
   const uint64_t after = stream.Enqueue(Lasting(4));
   EXPECT_FALSE(stream.MarkTime(*mark).has_value());
   EXPECT_FALSE(stream.IsComplete(2));

@@ -1,0 +1,72 @@
+// A job's trace as its tracer recorded it (job_tracer.h), before anyone
+// asks for it.
+//
+// Recording costs the issue loop as little as it can: a span keeps the
+// points that time it (device stamps, or times already read) and the
+// ids of its track, and nothing is rendered. Build makes the JobTrace
+// (trace.h) from it when someone asks: any thread may call it, any number
+// of times, once the job has ended. Most traces are never asked for.
+//
+// Immutable once the tracer hands it over; thread-safe from then on.
+#ifndef WEFT_RUNTIME_RECORDED_TRACE_H_
+#define WEFT_RUNTIME_RECORDED_TRACE_H_
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/trace.h"
+#include "scheduler/graph.h"
+
+namespace weft::runtime {
+
+// Where a span goes: a pooled stream's track, or a copy engine's of its
+// device.
+enum class TraceTrackKind { kStream, kHostToDevice, kDeviceToHost, kPeer };
+
+// A moment of a span: a device stamp read when the trace is built, or a
+// time already known (microseconds on the trace's clock; NaN: unknown).
+struct TracePoint {
+  std::shared_ptr<const DeviceStamp> stamp;
+  double us = std::numeric_limits<double>::quiet_NaN();
+
+  std::optional<double> TimeUs() const;
+};
+
+struct RecordedTrack {
+  TraceTrackKind kind = TraceTrackKind::kStream;
+  int device = -1;      // -1: the host track
+  uint64_t stream = 0;  // the pooled stream of a stream track
+};
+
+struct RecordedSpan {
+  SpanKind kind = SpanKind::kKernel;
+  int track = 0;
+  std::string name;
+  std::string op;
+  scheduler::NodeId node = -1;
+  uint64_t bytes = 0;
+  TracePoint start;
+  TracePoint end;
+};
+
+struct RecordedTrace {
+  std::string name;
+  bool device_clock = false;
+  std::vector<RecordedTrack> tracks;
+  std::vector<RecordedSpan> spans;
+  std::vector<std::pair<int, int>> flows;  // span indices
+
+  // The trace: spans whose start and end are both known, times from the
+  // earliest start, tracks named ("stream 7", "H2D", "host").
+  JobTrace Build() const;
+};
+
+}  // namespace weft::runtime
+
+#endif  // WEFT_RUNTIME_RECORDED_TRACE_H_
