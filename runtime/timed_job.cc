@@ -18,9 +18,11 @@ double RunTimedJob(Executor& executor,
   absl::Status status;
   absl::Time ended;
   JobCallbacks callbacks;
+  // Built once the job has ended, off the executor's scheduling thread.
+  std::shared_ptr<const RecordedTrace> recorded;
   if (trace != nullptr) {
-    callbacks.on_trace = [trace](std::shared_ptr<const RecordedTrace> t) {
-      *trace = t->Build();
+    callbacks.on_trace = [&recorded](std::shared_ptr<const RecordedTrace> t) {
+      recorded = std::move(t);
     };
   }
   callbacks.on_done = [&](absl::Status s, scheduler::NodeId, HostBuffers) {
@@ -36,6 +38,7 @@ double RunTimedJob(Executor& executor,
     return -1;
   }
   done.WaitForNotification();
+  if (recorded != nullptr) *trace = recorded->Build();
   if (!status.ok()) {
     std::fprintf(stderr, "job failed: %s\n", status.ToString().c_str());
     return -1;

@@ -271,11 +271,10 @@ absl::StatusOr<SimMemory::Resolved> SimMemory::ResolveLocked(DevicePtr ptr,
 
 absl::Status SimMemory::Materialize(int device, Allocation& allocation) const {
   if (allocation.data != nullptr) return absl::OkStatus();
-  // calloc: zeroed pages the OS hands out lazily, so even a large buffer
-  // costs no host time to zero here. A zero-byte allocation gets a byte,
-  // so that its address is never null.
-  const uint64_t bytes = std::max<uint64_t>(allocation.size, 1);
-  allocation.data.reset(static_cast<char*>(std::calloc(bytes, 1)));
+  // Zeroed pages the OS hands out lazily, so even a large buffer costs no
+  // host time to zero here. A zero-byte allocation gets a byte, so that
+  // its address is never null.
+  allocation.data = AllocateZeroed(allocation.size);
   if (allocation.data == nullptr) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "device ", device, ": host memory for the contents of a ",
@@ -289,7 +288,7 @@ absl::Status SimMemory::MakeContents(int device, Allocation& allocation,
   WEFT_RETURN_IF_ERROR(Materialize(device, allocation));
   if (begin >= end) return absl::OkStatus();
   // Bytes written once and cleared since are zeroed now; bytes never
-  // written are still calloc's zeros.
+  // written are still the zeros AllocateZeroed gave.
   char* const data = allocation.data.get();
   const SimRanges& written = allocation.written;
   allocation.valid.ForEachGap(begin, end, [&](uint64_t b, uint64_t e) {

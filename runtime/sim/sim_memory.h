@@ -14,7 +14,7 @@
 // allocation (an arena), so the ranges are byte ranges inside an
 // allocation rather than a mark per allocation. Host memory for the bytes
 // is one block per allocation, made on the first operation that needs
-// real bytes (zeroed pages from calloc, which the OS hands out lazily): an
+// real bytes (zeroed_memory.h: pages the OS zeroes on first touch): an
 // upload of one byte of data into a 1 GiB allocation touches one page.
 // Host bytes outside the data ranges may be stale (once written, since
 // cleared): whoever needs real contents of a range zeroes its stale parts
@@ -49,6 +49,7 @@
 #include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/host_buffer.h"
+#include "runtime/sim/zeroed_memory.h"
 
 namespace weft::runtime {
 
@@ -175,11 +176,6 @@ class SimMemory {
   uint64_t materialized_bytes(int device) const;
 
  private:
-  // Frees what std::calloc gave.
-  struct FreeDeleter {
-    void operator()(char* p) const { std::free(p); }
-  };
-
   // Fields other than `address` and `size` change under mu_ only.
   struct Allocation {
     ~Allocation();
@@ -188,11 +184,11 @@ class SimMemory {
     // The host bytes, zero-filled when first needed (Materialize); null
     // while the memory reads as zeros. Set once; the bytes themselves are
     // the work's.
-    std::unique_ptr<char, FreeDeleter> data;
+    ZeroedBytes data;
     // Offsets that hold data: everything else reads as zeros.
     SimRanges valid;
     // Offsets whose host bytes were ever written (a superset of `valid`):
-    // elsewhere they are still calloc's zeros.
+    // elsewhere they are still the zeros they were given.
     SimRanges written;
     // The device's count of materialised bytes (written.bytes()).
     std::atomic<uint64_t>* materialized = nullptr;

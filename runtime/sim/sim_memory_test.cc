@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/peak_resident.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -193,6 +194,8 @@ TEST(SimMemoryContentsTest, PaddedWriteKeepsOnlyTheDataAndReadsZerosAfter) {
 
 TEST(SimMemoryContentsTest, OneByteIntoAGibibyteMaterializesOneByte) {
   constexpr uint64_t kGiB = uint64_t{1} << 30;
+  ResetPeakResident();
+  const uint64_t peak_before = PeakResidentBytes();
   SimMemory memory = TwoDevices(/*capacity=*/2 * kGiB);
   const DevicePtr p = memory.Allocate(0, kGiB).value();
   ASSERT_OK(memory.Write(p, "x", 1, kGiB));
@@ -202,6 +205,10 @@ TEST(SimMemoryContentsTest, OneByteIntoAGibibyteMaterializesOneByte) {
   EXPECT_EQ(memory.materialized_bytes(1), 1u);
   EXPECT_EQ(ReadAll(memory, q, 4), std::string("x\0\0\0", 4));
   EXPECT_EQ(ReadAll(memory, At(q, kGiB - 4), 4), std::string(4, '\0'));
+  // Nor does the host hold the rest: no allocator cleared the two blocks.
+  if (peak_before > 0) {
+    EXPECT_LT(PeakResidentBytes(), peak_before + (uint64_t{64} << 20));
+  }
 }
 
 TEST(SimMemoryContentsTest, CopyMovesDataRangesAndClearsTheRest) {
