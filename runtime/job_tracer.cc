@@ -16,6 +16,8 @@ RecordingJobTracer::RecordingJobTracer(Options options)
       event_signaller_(options_.num_events, -1) {
   trace_.name = options_.name;
   trace_.device_clock = options_.device_clock;
+  // A span per node, and a few for the job's uploads and downloads.
+  trace_.spans.reserve(std::min(options_.num_nodes, 4096) + 4);
 }
 
 double RecordingJobTracer::HostNowUs() const {

@@ -46,6 +46,9 @@
 // run again on that machine (as a daemon's long-lived executor runs it,
 // its threads and pools warm).
 //
+// --trace_dir=DIR writes each schedule case's trace (its first run) to
+// DIR/<case>_<N>dev.json, for ui.perfetto.dev or chrome://tracing.
+//
 // Under any run whose measured makespan is not exactly the estimate, a
 // line names the first divergence: the node that ends earliest in the
 // estimate among those whose traced end differs from it.
@@ -58,7 +61,7 @@
 //   bazel run -c opt //runtime:makespan_bench
 //   bazel run -c opt //runtime:makespan_bench -- --schedule_cases
 //       [--cases=SUBSTRING] [--devices=1,2,4,8] [--max_staged_mib=N]
-//       [--paced]
+//       [--paced] [--trace_dir=DIR]
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -75,6 +78,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
@@ -227,7 +231,7 @@ std::string FirstDivergence(const scheduler::Graph& graph,
 Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
                  std::shared_ptr<const scheduler::Plan> plan,
                  const scheduler::Topology& topology, int kernel_slots,
-                 bool paced = false) {
+                 bool paced = false, const std::string& trace_path = "") {
   SimBackend::Options sim;
   sim.num_devices = topology.num_devices();
   sim.bandwidth_gbps = topology.Matrix();
@@ -274,6 +278,11 @@ Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
     }
   }
   measured.makespan_us = last;
+  if (!trace_path.empty()) {
+    std::ofstream out(trace_path);
+    out << ToTraceEventJson(trace);
+    if (!out) std::fprintf(stderr, "cannot write %s\n", trace_path.c_str());
+  }
   return measured;
 }
 
@@ -331,6 +340,9 @@ struct Flags {
   // skipped.
   uint64_t max_staged_bytes = uint64_t{8} << 30;
   bool paced = false;
+  // Where each schedule case's trace (its first run) is written, as
+  // Chrome/Perfetto JSON; empty: nowhere.
+  std::string trace_dir;
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -354,6 +366,9 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       if (flags.devices.empty()) return false;
     } else if (arg == "--paced") {
       flags.paced = true;
+    } else if (absl::ConsumePrefix(&arg, "--trace_dir=")) {
+      if (arg.empty()) return false;
+      flags.trace_dir = std::string(arg);
     } else if (absl::ConsumePrefix(&arg, "--max_staged_mib=")) {
       uint64_t mib = 0;
       if (!absl::SimpleAtoi(arg, &mib)) return false;
@@ -515,9 +530,15 @@ int RunScheduleCases(const Flags& flags) {
       auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
       ResetPeakResident();
       const absl::Time start = absl::Now();
+      std::string trace_path;
+      if (!flags.trace_dir.empty()) {
+        trace_path = absl::StrCat(flags.trace_dir, "/",
+                                  absl::StrReplaceAll(c.name, {{" ", "_"}}),
+                                  "_", devices, "dev.json");
+      }
       const Measured measured =
           Execute(graph, shared, *options.topology,
-                  options.max_concurrent_kernels, flags.paced);
+                  options.max_concurrent_kernels, flags.paced, trace_path);
       const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
       const uint64_t peak = PeakResidentBytes();
       max_peak = std::max(max_peak, peak);
@@ -526,6 +547,17 @@ int RunScheduleCases(const Flags& flags) {
       const double ratio = measured.makespan_us / shared->estimated_makespan_us;
       summary.Add(shared->estimated_makespan_us, measured.makespan_us,
                   absl::StrCat(c.name, " on ", devices, " devices"));
+      std::printf(
+          "%-16s %3d %5d %8.1f %6llu %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f "
+          "%8.3f %8.0f %7.2f\n",
+          c.name.c_str(), devices, graph->num_nodes(),
+          static_cast<double>(staged.initial) / kMiB,
+          static_cast<unsigned long long>(staged.data),
+          static_cast<double>(staged.outputs) / kMiB,
+          shared->estimated_makespan_us, measured.makespan_us, ratio,
+          measured.last_node_us, shared->lower_bound_us,
+          static_cast<double>(measured.host_bytes) / kMiB,
+          static_cast<double>(peak) / kMiB, wall_s);
       if (flags.paced) {
         wall.Add(shared->estimated_makespan_us, measured.wall_us,
                  absl::StrCat(c.name, " on ", devices, " devices"));
@@ -538,17 +570,6 @@ int RunScheduleCases(const Flags& flags) {
             measured.warm_wall_us,
             measured.warm_wall_us / shared->estimated_makespan_us);
       }
-      std::printf(
-          "%-16s %3d %5d %8.1f %6llu %8.1f %12.1f %12.1f %8.4f %12.1f %12.1f "
-          "%8.3f %8.0f %7.2f\n",
-          c.name.c_str(), devices, graph->num_nodes(),
-          static_cast<double>(staged.initial) / kMiB,
-          static_cast<unsigned long long>(staged.data),
-          static_cast<double>(staged.outputs) / kMiB,
-          shared->estimated_makespan_us, measured.makespan_us, ratio,
-          measured.last_node_us, shared->lower_bound_us,
-          static_cast<double>(measured.host_bytes) / kMiB,
-          static_cast<double>(peak) / kMiB, wall_s);
       if (measured.makespan_us != shared->estimated_makespan_us) {
         std::printf("  %s\n",
                     FirstDivergence(*graph, *shared, measured).c_str());
@@ -581,7 +602,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: makespan_bench [--schedule_cases | --all] "
                  "[--cases=SUBSTRING] [--devices=1,2,4,8] "
-                 "[--max_staged_mib=N] [--paced]\n");
+                 "[--max_staged_mib=N] [--paced] [--trace_dir=DIR]\n");
     return 2;
   }
   if (flags.random_shapes) {

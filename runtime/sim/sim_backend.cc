@@ -40,6 +40,7 @@ struct SimBackend::Batch {
   std::vector<std::shared_ptr<SimStream>> held;
   uint64_t destroyed_seen = 0;
   std::vector<std::pair<uint64_t, Stream>> streams;
+  size_t last_found = 0;  // in `streams`: calls come in runs on one stream
   // Launch records taken from the pool and not used yet.
   std::vector<SimLaunchRecord*> records;
 };
@@ -278,10 +279,18 @@ absl::StatusOr<const SimBackend::Stream*> SimBackend::FindStreamForCall(
     batch.streams.clear();
     batch.destroyed_seen = destroyed;
   }
-  for (const auto& [cached, stream] : batch.streams) {
-    if (cached == handle.value) return &stream;
+  if (batch.last_found < batch.streams.size() &&
+      batch.streams[batch.last_found].first == handle.value) {
+    return &batch.streams[batch.last_found].second;
+  }
+  for (size_t i = 0; i < batch.streams.size(); ++i) {
+    if (batch.streams[i].first == handle.value) {
+      batch.last_found = i;
+      return &batch.streams[i].second;
+    }
   }
   WEFT_ASSIGN_OR_RETURN(Stream found, FindStream(handle));
+  batch.last_found = batch.streams.size();
   batch.streams.emplace_back(handle.value, std::move(found));
   return &batch.streams.back().second;
 }
