@@ -13,6 +13,8 @@
 #ifndef WEFT_RUNTIME_SIM_SIM_TIMELINE_H_
 #define WEFT_RUNTIME_SIM_SIM_TIMELINE_H_
 
+#include <cstdint>
+
 #include "absl/time/time.h"
 
 namespace weft::runtime {
@@ -35,6 +37,7 @@ class SimClock {
  private:
   const double scale_;
   const absl::Time epoch_;
+  const int64_t epoch_ns_;  // epoch_ in nanoseconds since the Unix epoch
 };
 
 }  // namespace weft::runtime
