@@ -14,6 +14,11 @@ RecordingJobTracer::RecordingJobTracer(Options options)
       host_origin_(absl::Now()),
       node_op_(options_.num_nodes, -1),
       event_signaller_(options_.num_events, -1) {
+  StartTrace();
+}
+
+void RecordingJobTracer::StartTrace() {
+  trace_ = RecordedTrace{};
   trace_.name = options_.name;
   trace_.device_clock = options_.device_clock;
   // A span per node, and a few for the job's uploads and downloads.
@@ -178,9 +183,7 @@ std::shared_ptr<const RecordedTrace> RecordingJobTracer::Take() {
   }
   event_points_.clear();
   auto taken = std::make_shared<const RecordedTrace>(std::move(trace_));
-  trace_ = RecordedTrace{};
-  trace_.name = options_.name;
-  trace_.device_clock = options_.device_clock;
+  StartTrace();
   track_index_.clear();
   clean_end_.clear();
   std::fill(node_op_.begin(), node_op_.end(), -1);

@@ -163,6 +163,8 @@ class RecordingJobTracer final : public JobTracer {
   // Times the start (or end) of span `span` by `marked`.
   void SetPoint(int span, bool end, const Marked& marked);
   double HostNowUs() const;
+  // An empty trace_, named, with room for a span per node.
+  void StartTrace();
 
   // Constant after construction.
   const Options options_;

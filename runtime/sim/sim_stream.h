@@ -268,9 +268,9 @@ class SimStream : public SimRunnable {
 
   // A mark of everything enqueued so far.
   std::shared_ptr<Mark> Record() ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
-  // The mark's completion time, or nullopt while it has not completed.
-  std::optional<double> MarkTime(const Mark& mark) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // The mark's completion time, or nullopt while it has not completed
+  // (Mark::TimeUs; takes no lock).
+  std::optional<double> MarkTime(const Mark& mark) const;
 
   // Sequence number of the last item enqueued (0 when none).
   uint64_t enqueued() const ABSL_LOCKS_EXCLUDED(push_mu_, mu_);
