@@ -1,12 +1,14 @@
-// The executor: one scheduling thread driving every job (see job.h).
+// The executor: one turn at a time driving every job (see job.h).
 //
-// Start validates the plan on the caller's thread and hands the job to the
-// scheduling thread. Everything a job does afterwards runs as a task on that
-// thread: issuing, and the continuations that backend host callbacks post
-// when device work completes. No thread ever blocks on a device. Each turn
-// of the scheduling thread (a batch of tasks) is a Backend batch: the work
-// it enqueues starts when the turn ends, one wakeup per stream instead of
-// one per enqueue.
+// Start validates the plan on the caller's thread. Everything a job does
+// afterwards runs as a task in a turn: issuing, and the continuations that
+// backend host callbacks post when device work completes. The scheduling
+// thread runs turns; when no other job exists and no turn runs, Start's
+// caller takes the turn itself and begins its job at once, without waking
+// it (one thread hop less before a job's first work reaches the device). No
+// thread ever blocks on a device. Each turn (a batch of tasks) is a Backend
+// batch: the work it enqueues starts when the turn ends, one wakeup per stream
+// instead of one per enqueue.
 #include "runtime/executor.h"
 
 #include <pthread.h>
@@ -19,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "runtime/event_pool.h"
 #include "runtime/host_pool.h"
 #include "runtime/job.h"
@@ -31,6 +34,13 @@
 namespace weft::runtime {
 namespace {
 
+// How long the scheduling thread must have had nothing to do before Start
+// begins a job on its caller instead: a thread that has slept that long
+// wakes slowly (tens of microseconds on a virtual machine's idle core),
+// while under a stream of jobs the scheduling thread begins each in the
+// turn that handles the others' completions, one thread taking turns.
+constexpr int64_t kIdleNs = 200'000;
+
 class StreamExecutorImpl final : public Executor {
  public:
   explicit StreamExecutorImpl(Options options);
@@ -41,13 +51,12 @@ class StreamExecutorImpl final : public Executor {
   ~StreamExecutorImpl() override;
 
   using Executor::Start;
-  absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
-                                 std::shared_ptr<const scheduler::Plan> plan,
-                                 JobCallbacks callbacks,
+  absl::StatusOr<uint64_t> Start(CheckedPlan plan, JobCallbacks callbacks,
                                  const JobOptions& options) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+      ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
   void Cancel(uint64_t run) override ABSL_LOCKS_EXCLUDED(mu_);
   std::vector<DeviceLoad> Load() const override;
+  int device_count() const override { return options_.backend->device_count(); }
 
  private:
   // A unit of work for the scheduling thread: start `job`, report node
@@ -62,8 +71,9 @@ class StreamExecutorImpl final : public Executor {
   };
 
   void Post(Task task) ABSL_LOCKS_EXCLUDED(mu_);
-  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
-  void RunTask(Task& task) ABSL_LOCKS_EXCLUDED(mu_);
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
+  void RunTask(Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const Options options_;
@@ -77,26 +87,33 @@ class StreamExecutorImpl final : public Executor {
   std::unique_ptr<HostPool> host_pool_;
   JobEnv env_;
 
+  // Held by whichever thread runs a turn: the scheduling thread, or Start's
+  // caller (see above). Taken before mu_.
+  absl::Mutex turn_mu_;
   // Posting threads and the scheduling thread share these; they start a
-  // cache line of their own, apart from what only the scheduling thread
-  // touches.
-  alignas(64) mutable absl::Mutex mu_;
+  // cache line of their own, apart from what only the turn touches.
+  alignas(64) mutable absl::Mutex mu_ ABSL_ACQUIRED_AFTER(turn_mu_);
   std::vector<Task> tasks_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Jobs started that still exist: on_done has not returned yet, or an
   // abandoned job's device work has not finished.
   absl::flat_hash_set<uint64_t> live_ ABSL_GUARDED_BY(mu_);
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  // When the scheduling thread last finished a turn (absl's clock, ns; 0
+  // before its first).
+  int64_t last_turn_end_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool quit_ ABSL_GUARDED_BY(mu_) = false;
 
-  // Touched only by the scheduling thread.
-  alignas(64) absl::flat_hash_map<uint64_t, std::unique_ptr<Job>> jobs_;
+  // Touched only by the turn.
+  alignas(64) absl::flat_hash_map<uint64_t, std::unique_ptr<Job>> jobs_
+      ABSL_GUARDED_BY(turn_mu_);
+  // Handed to jobs (JobEnv), which run only in the turn.
   absl::flat_hash_map<uint64_t, uint64_t> stream_scopes_;
   uint64_t scope_switches_ = 0;
   // The job of the last task run, to skip the lookup for the next task of
   // the same job (the common case). Reset when a job ends.
-  uint64_t last_id_ = 0;
-  Job* last_job_ = nullptr;
+  uint64_t last_id_ ABSL_GUARDED_BY(turn_mu_) = 0;
+  Job* last_job_ ABSL_GUARDED_BY(turn_mu_) = nullptr;
 
   // Started last, joined in the destructor.
   std::thread thread_;
@@ -175,28 +192,30 @@ StreamExecutorImpl::~StreamExecutorImpl() {
   thread_.join();
 }
 
-absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
-    std::shared_ptr<const scheduler::Graph> graph,
-    std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks,
-    const JobOptions& options) {
-  if (graph == nullptr || plan == nullptr) {
-    return absl::InvalidArgumentError("graph and plan are required");
-  }
+absl::StatusOr<uint64_t> StreamExecutorImpl::Start(CheckedPlan plan,
+                                                   JobCallbacks callbacks,
+                                                   const JobOptions& options) {
   if (!callbacks.on_done) {
     return absl::InvalidArgumentError("callbacks.on_done is required");
   }
-  WEFT_RETURN_IF_ERROR(
-      ValidatePlan(*graph, *plan, options_.backend->device_count()));
+  if (plan.num_devices() != device_count()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the plan was checked for ", plan.num_devices(),
+                     " devices; the executor has ", device_count()));
+  }
   uint64_t id = 0;
+  bool alone = false;  // no other job exists and no task waits
   {
     absl::MutexLock lock(&mu_);
     if (closing_) {
       return absl::FailedPreconditionError("executor is shutting down");
     }
     id = next_id_++;
+    alone = live_.empty() && tasks_.empty() &&
+            absl::GetCurrentTimeNanos() - last_turn_end_ns_ >= kIdleNs;
     live_.insert(id);
   }
-  auto job = std::make_unique<Job>(id, &env_, std::move(graph), std::move(plan),
+  auto job = std::make_unique<Job>(id, &env_, plan.graph(), plan.plan(),
                                    std::move(callbacks));
   const LaunchMode mode = options.launch_mode == LaunchMode::kDefault
                               ? options_.launch_mode
@@ -207,7 +226,19 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(
       backend.supports_device_graphs() &&
       (mode == LaunchMode::kDeviceGraphs ||
        (mode == LaunchMode::kAuto && backend.prefers_device_graphs())));
-  Post(Task{id, std::move(job), nullptr, -1, absl::OkStatus()});
+  Task task{id, std::move(job), nullptr, -1, absl::OkStatus()};
+  // Alone, with no turn running (and this thread not inside one, as a job
+  // callback would be): begin the job here. Beside other jobs the
+  // scheduling thread begins it, in the turn that handles their
+  // completions, rather than two threads taking turns.
+  if (alone && turn_mu_.TryLock()) {
+    options_.backend->BeginBatch();
+    RunTask(task);
+    options_.backend->EndBatch();
+    turn_mu_.Unlock();
+    return id;
+  }
+  Post(std::move(task));
   return id;
 }
 
@@ -234,9 +265,10 @@ void StreamExecutorImpl::Post(Task task) {
 
 void StreamExecutorImpl::Loop() {
   std::vector<Task> batch;
-  while (true) {
+  for (bool turned = false;; turned = true) {
     {
       absl::MutexLock lock(&mu_);
+      if (turned) last_turn_end_ns_ = absl::GetCurrentTimeNanos();
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !tasks_.empty() || quit_;
       };
@@ -245,6 +277,7 @@ void StreamExecutorImpl::Loop() {
       batch.swap(tasks_);          // both keep their capacity
     }
     // One turn: the device work it enqueues starts when the turn ends.
+    absl::MutexLock turn(&turn_mu_);
     options_.backend->BeginBatch();
     for (Task& task : batch) RunTask(task);
     options_.backend->EndBatch();

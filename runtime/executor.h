@@ -31,6 +31,7 @@
 #include "runtime/backend.h"
 #include "runtime/host_buffer.h"
 #include "runtime/memory_pool.h"
+#include "runtime/plan_check.h"
 #include "runtime/recorded_trace.h"
 #include "runtime/trace.h"
 #include "scheduler/graph.h"
@@ -52,6 +53,9 @@ using HostBuffers = absl::flat_hash_map<std::string, HostBuffer>;
 
 struct JobCallbacks {
   // Per-node progress, called from executor threads, in order per node.
+  // The first nodes of a job may report kStarted on Start's caller, before
+  // Start returns (Start begins a job on its caller when no other job
+  // exists); on_done too, where the job fails before issuing anything.
   std::function<void(scheduler::NodeId node, NodeEventKind kind,
                      const absl::Status& status)>
       on_node;
@@ -66,7 +70,7 @@ struct JobCallbacks {
   // for the receiver to Build when it is wanted (recorded_trace.h).
   std::function<void(std::shared_ptr<const RecordedTrace> trace)> on_trace;
   // Optional. Progress of control nodes, by node name (control nodes
-  // nested in bodies included), from the scheduling thread.
+  // nested in bodies included), from the executor's turn.
   std::function<void(const std::string& node, ControlEventKind kind,
                      int64_t value, const std::string& message)>
       on_control;
@@ -151,12 +155,23 @@ class Executor {
   static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);
   virtual ~Executor() = default;
 
-  // Starts a job. The graph and plan stay alive until on_done returns.
+  // Starts a job whose plan was checked for this executor's devices
+  // (CheckPlan with device_count(); INVALID_ARGUMENT if checked for
+  // another count). The graph and plan stay alive until on_done returns.
   // Returns a handle for Cancel.
-  virtual absl::StatusOr<uint64_t> Start(
-      std::shared_ptr<const scheduler::Graph> graph,
-      std::shared_ptr<const scheduler::Plan> plan, JobCallbacks callbacks,
-      const JobOptions& options) = 0;
+  virtual absl::StatusOr<uint64_t> Start(CheckedPlan plan,
+                                         JobCallbacks callbacks,
+                                         const JobOptions& options) = 0;
+  // Checks the plan on the caller's thread, then starts it as above.
+  absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
+                                 std::shared_ptr<const scheduler::Plan> plan,
+                                 JobCallbacks callbacks,
+                                 const JobOptions& options) {
+    absl::StatusOr<CheckedPlan> checked =
+        CheckPlan(std::move(graph), std::move(plan), device_count());
+    if (!checked.ok()) return checked.status();
+    return Start(*std::move(checked), std::move(callbacks), options);
+  }
   // The same with the default JobOptions.
   absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
                                  std::shared_ptr<const scheduler::Plan> plan,
@@ -176,6 +191,8 @@ class Executor {
   virtual void Cancel(uint64_t run) = 0;
 
   virtual std::vector<DeviceLoad> Load() const = 0;
+  // The devices of the backend, which plans are checked for.
+  virtual int device_count() const = 0;
 };
 
 }  // namespace weft::runtime

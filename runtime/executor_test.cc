@@ -4,6 +4,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -315,6 +316,63 @@ TEST_F(ExecutorTest, ManyConcurrentJobsAllFinish) {
   }
 }
 
+// With no turn running, Start's caller issues the job's first nodes itself
+// (no hop to the scheduling thread before the first work reaches a
+// device); a job started from a job callback, inside a turn, is posted.
+TEST_F(ExecutorTest, StartBeginsTheJobOnTheCallerWhenIdle) {
+  const std::thread::id caller = std::this_thread::get_id();
+  absl::Mutex mu;
+  std::vector<std::thread::id> first_started;  // per job
+  std::vector<std::unique_ptr<Outcome>> outcomes;
+  auto callbacks = [&](Outcome& outcome, int job) {
+    JobCallbacks c = outcome.Callbacks();
+    auto inner = std::move(c.on_node);
+    c.on_node = [&, job, inner = std::move(inner)](
+                    NodeId node, NodeEventKind kind, const absl::Status& s) {
+      if (kind == NodeEventKind::kStarted) {
+        absl::MutexLock lock(&mu);
+        if (first_started[job] == std::thread::id()) {
+          first_started[job] = std::this_thread::get_id();
+        }
+      }
+      inner(node, kind, s);
+    };
+    return c;
+  };
+  for (int j = 0; j < 2; ++j) {
+    outcomes.push_back(std::make_unique<Outcome>());
+    first_started.emplace_back();
+  }
+  const TestJob first = VectorPipeline(1.0f);
+  const TestJob second = VectorPipeline(2.0f);
+  JobCallbacks c0 = callbacks(*outcomes[0], 0);
+  // The first job's end starts the second, from inside the turn.
+  auto done0 = std::move(c0.on_done);
+  absl::Notification second_started;
+  c0.on_done = [&, done0 = std::move(done0)](absl::Status s, NodeId node,
+                                             HostBuffers out) {
+    EXPECT_TRUE(
+        executor_
+            ->Start(second.graph(), second.plan(), callbacks(*outcomes[1], 1))
+            .ok());
+    second_started.Notify();
+    done0(std::move(s), node, std::move(out));
+  };
+  ASSERT_TRUE(
+      executor_->Start(first.graph(), first.plan(), std::move(c0)).ok());
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(first_started[0], caller);
+  }
+  ASSERT_TRUE(outcomes[0]->Wait());
+  ASSERT_TRUE(outcomes[1]->Wait());
+  ExpectPipelineResult(*outcomes[0], 1.0f);
+  ExpectPipelineResult(*outcomes[1], 2.0f);
+  absl::MutexLock lock(&mu);
+  EXPECT_NE(first_started[1], caller);
+  EXPECT_NE(first_started[1], std::thread::id());
+}
+
 TEST_F(ExecutorTest, LongChainBeyondTheWindow) {
   // More nodes than the in-flight window, alternating devices, each adding
   // one to a counter.
@@ -415,6 +473,30 @@ TEST_F(ExecutorTest, StartRejectsBadPlans) {
   JobCallbacks no_done;
   EXPECT_THAT(executor_->Start(job.graph(), job.plan(), no_done).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // Checked for a machine of another size.
+  absl::StatusOr<CheckedPlan> checked =
+      CheckPlan(job.graph(), job.plan(), executor_->device_count() + 1);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_THAT(
+      executor_->Start(*std::move(checked), outcome.Callbacks(), JobOptions{})
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("checked for 3 devices; the executor has 2")));
+}
+
+TEST_F(ExecutorTest, StartsAPlanCheckedBeforehand) {
+  const TestJob job = VectorPipeline(3.0f);
+  const auto plan = job.plan();
+  absl::StatusOr<CheckedPlan> checked =
+      CheckPlan(job.graph(), plan, executor_->device_count());
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(checked->plan(), plan);
+  Outcome outcome;
+  ASSERT_TRUE(
+      executor_->Start(*std::move(checked), outcome.Callbacks(), JobOptions{})
+          .ok());
+  ASSERT_TRUE(outcome.Wait());
+  ExpectPipelineResult(outcome, 3.0f);
 }
 
 TEST_F(ExecutorTest, DestroyingTheExecutorCancelsRunningJobs) {

@@ -76,7 +76,9 @@
 // streams into one fence. Nodes that depend on such a node, and the
 // output downloads, are issued once it has finished.
 //
-// Not thread-safe: every method runs on the executor's scheduling thread.
+// Not thread-safe: every method runs in the executor's turn (on its
+// scheduling thread, or on Start's caller while the executor was idle;
+// never two threads at once).
 // Work completes on backend and pool threads, which hand continuations back
 // through JobEnv::post.
 #ifndef WEFT_RUNTIME_JOB_H_
@@ -119,7 +121,7 @@ namespace weft::runtime {
 class Job;
 
 // What jobs share: the backend, the per-device pools, the host pool and a
-// way back onto the scheduling thread. Not owned by jobs; outlives them.
+// way back into the executor's turn. Not owned by jobs; outlives them.
 struct JobEnv {
   Backend* backend = nullptr;
   std::vector<StreamPool*> stream_pools;  // by device
@@ -135,19 +137,18 @@ struct JobEnv {
   bool host_gates = false;
   bool device_clock = false;
   bool interrupts_work = false;  // Backend::interrupts_aborted_work
-  // Runs `fn` on the scheduling thread with the job `id`, if that job still
-  // exists. Callable from any thread.
+  // Runs `fn` in a later turn with the job `id`, if that job still exists.
+  // Callable from any thread.
   std::function<void(uint64_t id, std::function<void(Job&)> fn)> post;
   // The same for the most frequent continuation, Job::NodeDone, without
   // allocating.
   std::function<void(uint64_t id, int index, absl::Status status)> node_done;
   // Pooled stream -> the error scope (job id) last set on it. Touched only
-  // on the scheduling thread.
+  // in the turn.
   absl::flat_hash_map<uint64_t, uint64_t>* stream_scopes = nullptr;
   // How many times a job switched a pooled stream's error scope so far.
   // While it does not move, a stream a job entered is still in its scope,
-  // so the job need not look it up again. Touched only on the scheduling
-  // thread.
+  // so the job need not look it up again. Touched only in the turn.
   uint64_t* scope_switches = nullptr;
   // Nested jobs (control nodes' bodies): an id for a job about to be
   // made, and a way to start it on the scheduling thread's next turn.

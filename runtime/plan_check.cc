@@ -150,4 +150,16 @@ absl::Status ValidatePlan(const scheduler::Graph& graph,
   return absl::OkStatus();
 }
 
+absl::StatusOr<CheckedPlan> CheckPlan(
+    std::shared_ptr<const scheduler::Graph> graph,
+    std::shared_ptr<const scheduler::Plan> plan, int num_devices) {
+  if (graph == nullptr || plan == nullptr) {
+    return absl::InvalidArgumentError("graph and plan are required");
+  }
+  if (absl::Status s = ValidatePlan(*graph, *plan, num_devices); !s.ok()) {
+    return s;
+  }
+  return CheckedPlan(std::move(graph), std::move(plan), num_devices);
+}
+
 }  // namespace weft::runtime

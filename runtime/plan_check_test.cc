@@ -1,5 +1,6 @@
 #include "runtime/plan_check.h"
 
+#include <memory>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -60,6 +61,27 @@ void ExpectInvalid(const Plan& plan, const char* message, int devices = 2) {
 
 TEST(ValidatePlanTest, AcceptsGoodPlan) {
   EXPECT_OK(ValidatePlan(TwoNodes(), GoodPlan(), 2));
+}
+
+TEST(CheckPlanTest, KeepsWhatItChecked) {
+  auto graph = std::make_shared<const Graph>(TwoNodes());
+  auto plan = std::make_shared<const Plan>(GoodPlan());
+  absl::StatusOr<CheckedPlan> checked = CheckPlan(graph, plan, 2);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ(checked->graph(), graph);
+  EXPECT_EQ(checked->plan(), plan);
+  EXPECT_EQ(checked->num_devices(), 2);
+}
+
+TEST(CheckPlanTest, RefusesWhatValidatePlanRefuses) {
+  auto graph = std::make_shared<const Graph>(TwoNodes());
+  EXPECT_THAT(
+      CheckPlan(graph, std::make_shared<const Plan>(GoodPlan()), 1).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("outside the machine")));
+  EXPECT_THAT(CheckPlan(graph, nullptr, 2).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("graph and plan are required")));
 }
 
 TEST(ValidatePlanTest, RejectsWrongNodeCount) {

@@ -30,9 +30,17 @@ double RunTimedJob(Executor& executor,
     status = std::move(s);
     done.Notify();
   };
+  // Checked before the clock starts, as weftd checks a job's plan when it
+  // admits the job.
+  absl::StatusOr<CheckedPlan> checked =
+      CheckPlan(std::move(graph), std::move(plan), executor.device_count());
+  if (!checked.ok()) {
+    std::fprintf(stderr, "bad plan: %s\n", checked.status().ToString().c_str());
+    return -1;
+  }
   const absl::Time started = absl::Now();
-  const absl::StatusOr<uint64_t> job = executor.Start(
-      std::move(graph), std::move(plan), std::move(callbacks), options);
+  const absl::StatusOr<uint64_t> job =
+      executor.Start(*std::move(checked), std::move(callbacks), options);
   if (!job.ok()) {
     std::fprintf(stderr, "start failed: %s\n", job.status().ToString().c_str());
     return -1;

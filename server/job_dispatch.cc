@@ -1,11 +1,13 @@
 // JobManager's run ends and dispatch (job_manager.h): finishing jobs,
 // and the dispatch thread that starts queued jobs as running ones end.
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/plan_check.h"
 #include "runtime/trace.h"
 #include "scheduler/memory/memory_plan.h"
 #include "scheduler/plan.h"
@@ -119,6 +121,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     job->end_time = now;
     job->graph.reset();
     job->plan.reset();
+    job->checked.reset();
     job->Changed();
     job->MaybeDropEvents();
   }
@@ -281,10 +284,12 @@ void JobManager::DispatchLoop() {
 void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
   std::shared_ptr<const scheduler::Graph> graph;
   std::shared_ptr<const scheduler::Plan> plan;
+  std::optional<runtime::CheckedPlan> checked;
   {
     absl::MutexLock lock(&job->mu);
     graph = job->graph;
     plan = job->plan;
+    checked = job->checked;
   }
   if (graph == nullptr || plan == nullptr) return;  // finished already
 
@@ -307,6 +312,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
         job->graph = graph;
       }
       plan = std::make_shared<const scheduler::Plan>(*std::move(replanned));
+      checked.reset();  // checked by Start
     }
   }
 
@@ -327,9 +333,11 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
     Finish(job, absl::CancelledError(*cancelled), "", {});
     return;
   }
-  absl::StatusOr<uint64_t> run = executor_->Start(
-      graph, plan, std::move(callbacks),
-      runtime::JobOptions{job->launch_mode, job->control_mode});
+  const runtime::JobOptions options{job->launch_mode, job->control_mode};
+  absl::StatusOr<uint64_t> run =
+      checked.has_value()
+          ? executor_->Start(*std::move(checked), std::move(callbacks), options)
+          : executor_->Start(graph, plan, std::move(callbacks), options);
   if (!run.ok()) {
     Finish(job, run.status(), "", {});
     return;

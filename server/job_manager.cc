@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/plan_check.h"
 #include "runtime/recorded_trace.h"
 #include "runtime/trace.h"
 #include "scheduler/memory/memory_plan.h"
@@ -226,10 +227,21 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
         "it has ", job->nodes_total,
         " nodes, more than --trace_max_nodes=", trace_max_nodes_, " allows");
   }
+  // Checked here, on the caller's thread, so that starting the job does
+  // not check it again (a job's duration starts when it starts).
+  absl::StatusOr<runtime::CheckedPlan> checked = runtime::CheckPlan(
+      spec.graph, std::make_shared<const scheduler::Plan>(*std::move(plan)),
+      executor_->device_count());
+  if (!checked.ok()) {
+    return absl::InternalError(
+        absl::StrCat("weftd made a plan its executor refuses: ",
+                     checked.status().message()));
+  }
   {
     absl::MutexLock job_lock(&job->mu);
     job->graph = std::move(spec.graph);
-    job->plan = std::make_shared<const scheduler::Plan>(*std::move(plan));
+    job->plan = checked->plan();
+    job->checked = *std::move(checked);
   }
 
   JobInfo snapshot;

@@ -284,21 +284,21 @@ class PlanRecordingExecutor final : public runtime::Executor {
  public:
   explicit PlanRecordingExecutor(runtime::Executor* inner) : inner_(inner) {}
 
-  absl::StatusOr<uint64_t> Start(std::shared_ptr<const scheduler::Graph> graph,
-                                 std::shared_ptr<const scheduler::Plan> plan,
+  using runtime::Executor::Start;
+  absl::StatusOr<uint64_t> Start(runtime::CheckedPlan plan,
                                  runtime::JobCallbacks callbacks,
                                  const runtime::JobOptions& options) override {
     {
       absl::MutexLock lock(&mu_);
-      last_plan_ = plan;
+      last_plan_ = plan.plan();
     }
-    return inner_->Start(std::move(graph), std::move(plan),
-                         std::move(callbacks), options);
+    return inner_->Start(std::move(plan), std::move(callbacks), options);
   }
   void Cancel(uint64_t run) override { inner_->Cancel(run); }
   std::vector<runtime::DeviceLoad> Load() const override {
     return inner_->Load();
   }
+  int device_count() const override { return inner_->device_count(); }
 
   std::shared_ptr<const scheduler::Plan> last_plan() const {
     absl::MutexLock lock(&mu_);

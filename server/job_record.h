@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "runtime/executor.h"
+#include "runtime/plan_check.h"
 #include "runtime/recorded_trace.h"
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
@@ -54,6 +55,9 @@ struct JobRecord {
   std::shared_ptr<const scheduler::Graph> graph ABSL_GUARDED_BY(mu);
   // Made at admission; released once the job is terminal.
   std::shared_ptr<const scheduler::Plan> plan ABSL_GUARDED_BY(mu);
+  // `graph` and `plan` as checked for the executor at admission; reset
+  // with them.
+  std::optional<runtime::CheckedPlan> checked ABSL_GUARDED_BY(mu);
   JobState state ABSL_GUARDED_BY(mu) = JobState::kQueued;
   absl::Status error ABSL_GUARDED_BY(mu);
   std::string failed_node ABSL_GUARDED_BY(mu);
