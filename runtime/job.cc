@@ -242,8 +242,9 @@ absl::Status Job::IssueNode(int index) {
   const bool on_host =
       !control && node.engine == scheduler::Engine::kHost && env_->host_gates;
   const int where = on_host ? buffers_->host() : device;
-  std::vector<BufferUse> uses;
-  if (!node.args.empty() && !control) uses = graph_->BufferUses(pn.node);
+  // In argument order, without a copy (Graph::Uses).
+  const absl::Span<const BufferUse> uses =
+      control ? absl::Span<const BufferUse>() : graph_->Uses(pn.node);
   if (move == scheduler::MemoryMove::kNone) {
     for (const BufferUse& use : uses) {
       WEFT_RETURN_IF_ERROR(

@@ -97,6 +97,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "runtime/backend.h"
 #include "runtime/buffer_coherence.h"
 #include "runtime/control_run.h"
@@ -367,7 +368,7 @@ class Job {
   // The host part of IssueNode, after the waits and transfers
   // (job_host_ops.cc).
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
-                             const std::vector<scheduler::BufferUse>& uses);
+                             absl::Span<const scheduler::BufferUse> uses);
   // Before the first node: uploads every buffer with initial data whose
   // first use in plan order is on a device, to that device, on one stream
   // per device, in that order. Its users wait for the copy's ready event,

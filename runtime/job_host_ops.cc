@@ -20,7 +20,7 @@ using scheduler::NodeId;
 using scheduler::PlannedNode;
 
 absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
-                                const std::vector<BufferUse>& uses) {
+                                absl::Span<const BufferUse> uses) {
   Backend* backend = env_->backend;
   const PlannedNode& pn = plan_->nodes[index];
   const scheduler::NodeSpec& node = graph_->node(pn.node);
