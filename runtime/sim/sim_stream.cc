@@ -48,7 +48,12 @@ SimStream::SimStream(std::string name, const SimClock* clock,
       health_(health),
       own_pool_(pool == nullptr ? std::make_unique<SimWorkerPool>(1) : nullptr),
       pool_(pool == nullptr ? own_pool_.get() : pool),
-      waker_(new Waker(this)) {}
+      waker_(new Waker(this)) {
+  // Room for a short issue batch from the start: the vectors swap their
+  // buffers as items move from held to queued, keeping both capacities.
+  held_.reserve(kInitialItems);
+  items_.reserve(kInitialItems);
+}
 
 SimStream::~SimStream() { Shutdown(); }
 

@@ -371,6 +371,8 @@ class SimStream : public SimRunnable {
 
   // Most items held back before the stream is made runnable anyway.
   static constexpr size_t kMaxHeld = 64;
+  // Items each of the two queues has room for from the start.
+  static constexpr size_t kInitialItems = 16;
   // Most items a worker runs before it lets the other streams go first.
   static constexpr int kSliceItems = 256;
 
