@@ -310,9 +310,11 @@ TEST(ArenaPlannerTest, WithoutAConflictGraphStreamsWaitForKnowledge) {
 // once the streams know they are free, and do not break the arena into
 // pieces: on random DAGs (1 to 3 inputs among the 32 latest buffers, one
 // device, 32 streams) the arena stays near that of the greedy by size
-// with the conflict graph.
+// with the conflict graph. At 16k nodes many copies find no known-free
+// block among the first few of their size; the tries the other copies
+// left them keep that arena within 3% (32 tries for each copy: 4.4% over).
 TEST(ArenaPlannerTest, WithoutAConflictGraphRandomDagsStayNearTheGreedy) {
-  for (const int nodes : {2000, 6000}) {
+  for (const int nodes : {2000, 6000, 16000}) {
     const Graph g = RandomDag(nodes, /*seed=*/nodes);
     ArenaOptions release;
     release.heuristics = {ArenaHeuristic::kReleaseOrder};
@@ -323,8 +325,9 @@ TEST(ArenaPlannerTest, WithoutAConflictGraphRandomDagsStayNearTheGreedy) {
     by_size.lower_top_work_per_copy = 0;
     by_size.max_conflicts = int64_t{1} << 40;
     const ArenaPlan greedy = PlanArenas(p.lifetimes, by_size);
+    const int64_t percent = nodes >= 16000 ? 103 : 105;
     EXPECT_LE(p.arenas.devices[0].arena_bytes,
-              greedy.devices[0].arena_bytes * 21 / 20)
+              greedy.devices[0].arena_bytes * percent / 100)
         << nodes << " nodes";
   }
 }

@@ -13,6 +13,8 @@
 //     sort (Kahn) of the graph's dependency edges (target: <= 3x extra),
 //     and the memory-aware order over the same sort; thread CPU time, best
 //     of three;
+//   - (with --seeds=N, the NAS-like and random graphs are built from N
+//     seeds each, a row per seed: "random", "random#2", ...)
 //   - spill: bytes spilled by next use (spill_planner.h) running the
 //     memory-aware order under three quarters of its peak, and that over
 //     the least any eviction choice spills for the order.
@@ -41,7 +43,7 @@
 //       [--max_conflicts=N] [--max_large_conflicts=N] [--place_large_graphs]
 //       [--improve_rounds=N]
 //       [--local_clique_candidates=N] [--neighborhood_clique_neighbors=N]
-//       [--spill]
+//       [--spill] [--seeds=N]
 //
 // The last three set ArenaOptions: the plan size up to which the lower
 // bound may use the antichain (it costs seconds at 100k), the conflict
@@ -58,6 +60,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/memory/arena_planner.h"
 #include "scheduler/memory/dnn_graphs.h"
@@ -139,6 +142,11 @@ Arena PlanAndMeasure(const Graph& graph, const Plan& plan) {
   if (!lt.ok()) std::exit(1);
   const ArenaPlan arenas = PlanArenas(*lt, Options());
   return {arenas.devices[0], lt->num_copies()};
+}
+
+// "random" for the first seed, "random#2" for the second, ...
+std::string SeedName(const std::string& name, int seed) {
+  return seed == 1 ? name : absl::StrCat(name, "#", seed);
 }
 
 void Row(const std::string& name, const Graph& graph) {
@@ -349,6 +357,7 @@ int main(int argc, char** argv) {
   std::vector<int> sizes;
   std::string graphs = "mobilenet,nas,transformer,unet,random";
   bool spill = false;
+  int seeds = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string kGraphs = "--graphs=";
@@ -358,10 +367,13 @@ int main(int argc, char** argv) {
     const std::string kImprove = "--improve_rounds=";
     const std::string kLocal = "--local_clique_candidates=";
     const std::string kNeighbors = "--neighborhood_clique_neighbors=";
+    const std::string kSeeds = "--seeds=";
     if (arg == "--spill") {
       spill = true;
     } else if (arg == "--place_large_graphs") {
       Options().place_large_graphs = true;
+    } else if (arg.rfind(kSeeds, 0) == 0) {
+      seeds = std::max(1, std::atoi(arg.substr(kSeeds.size()).c_str()));
     } else if (arg.rfind(kGraphs, 0) == 0) {
       graphs = "," + arg.substr(kGraphs.size()) + ",";
     } else if (arg.rfind(kAntichain, 0) == 0) {
@@ -415,10 +427,14 @@ int main(int argc, char** argv) {
   std::printf("%88s order: submitted/aware\n", "");
   for (const int n : sizes) {
     if (wanted("mobilenet")) Row("mobilenet", MobileNetLike(n));
-    if (wanted("nas")) Row("nas", NasLike(n));
+    for (int seed = 1; seed <= seeds; ++seed) {
+      if (wanted("nas")) Row(SeedName("nas", seed), NasLike(n, seed));
+    }
     if (wanted("transformer")) Row("transformer", TransformerStack(n));
     if (wanted("unet")) Row("unet", UNet(n));
-    if (wanted("random")) Row("random", RandomDag(n));
+    for (int seed = 1; seed <= seeds; ++seed) {
+      if (wanted("random")) Row(SeedName("random", seed), RandomDag(n, seed));
+    }
   }
   return 0;
 }

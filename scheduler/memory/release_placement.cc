@@ -111,12 +111,12 @@ class FreeBlocks {
 
   // The best-fitting block of at least `size` bytes known free for copy
   // `k` (among blocks of one size, the longest free first), trying at most
-  // `max_tries`; -1 when none.
-  int64_t BestFit(int64_t size, int32_t k, int max_tries) const {
+  // `*tries` blocks (less the blocks it tries); -1 when none.
+  int64_t BestFit(int64_t size, int32_t k, int64_t* tries) const {
     auto fit = by_size_.lower_bound({size, std::numeric_limits<int32_t>::min(),
                                      std::numeric_limits<int64_t>::min()});
-    for (int tries = 0; fit != by_size_.end() && tries < max_tries;
-         ++tries, ++fit) {
+    for (; fit != by_size_.end() && *tries > 0; ++fit) {
+      --*tries;
       if (KnownFree(blocks_.at(std::get<2>(*fit)), k)) return std::get<2>(*fit);
     }
     return -1;
@@ -257,10 +257,16 @@ int64_t PlaceByRelease(const Lifetimes& lifetimes,
   Frontier frontier(hb);
   const int32_t refresh = std::max(16, hb.num_streams());
   int32_t refreshed = std::numeric_limits<int32_t>::min();
-  // A copy that no single block fits looks for a run of blocks, visiting
-  // up to kRunWorkPerCopy blocks per copy placed so far, in all.
-  constexpr int kMaxTries = 32;
+  // Blocks tried for a single fit: up to kTryWorkPerCopy per copy placed
+  // so far, in all, and at most kMaxTries for one copy (the copies that
+  // find no known-free block among the first few may take the tries the
+  // others left). A copy that no single block fits looks for a run of
+  // blocks, visiting up to kRunWorkPerCopy blocks per copy placed so far,
+  // in all.
+  constexpr int64_t kTryWorkPerCopy = 64;
+  constexpr int64_t kMaxTries = 4096;
   constexpr int64_t kRunWorkPerCopy = 64;
+  int64_t try_work = 0;
   int64_t run_work = 0;
   int64_t top = 0;
   size_t next_free = 0;
@@ -280,9 +286,13 @@ int64_t PlaceByRelease(const Lifetimes& lifetimes,
       });
     }
     run_work += kRunWorkPerCopy;
+    try_work += kTryWorkPerCopy;
     const int64_t size = sizes[k];
     if (size == 0) continue;
-    int64_t offset = free.BestFit(size, k, kMaxTries);
+    int64_t tries = std::min(try_work, kMaxTries);
+    const int64_t allowed = tries;
+    int64_t offset = free.BestFit(size, k, &tries);
+    try_work -= allowed - tries;
     if (offset < 0) offset = free.BestRun(size, k, top, &run_work);
     free.Take(offset, size);
     (*offsets)[k] = offset;

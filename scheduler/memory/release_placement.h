@@ -2,7 +2,8 @@
 // devices whose graph would be too large (arena_planner.h): a heap
 // simulation in issue order whose free blocks remember the copy that last
 // held them. A copy takes the best-fitting block (the longest free first
-// among blocks of one size, at most 32 tried) whose last holder happens
+// among blocks of one size; tries shared out, 64 per copy) whose last
+// holder happens
 // before it (every earlier holder happens before that one), or grows the
 // free block at the top if that one is known free, or goes on top. Adjacent
 // free blocks merge when one holder happens before the other, and once
