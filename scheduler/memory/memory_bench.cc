@@ -427,13 +427,13 @@ int main(int argc, char** argv) {
   std::printf("%88s order: submitted/aware\n", "");
   for (const int n : sizes) {
     if (wanted("mobilenet")) Row("mobilenet", MobileNetLike(n));
-    for (int seed = 1; seed <= seeds; ++seed) {
-      if (wanted("nas")) Row(SeedName("nas", seed), NasLike(n, seed));
+    for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
+      Row(SeedName("nas", seed), NasLike(n, seed));
     }
     if (wanted("transformer")) Row("transformer", TransformerStack(n));
     if (wanted("unet")) Row("unet", UNet(n));
-    for (int seed = 1; seed <= seeds; ++seed) {
-      if (wanted("random")) Row(SeedName("random", seed), RandomDag(n, seed));
+    for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
+      Row(SeedName("random", seed), RandomDag(n, seed));
     }
   }
   return 0;

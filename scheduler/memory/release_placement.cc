@@ -290,9 +290,9 @@ int64_t PlaceByRelease(const Lifetimes& lifetimes,
     const int64_t size = sizes[k];
     if (size == 0) continue;
     int64_t tries = std::min(try_work, kMaxTries);
-    const int64_t allowed = tries;
+    try_work -= tries;
     int64_t offset = free.BestFit(size, k, &tries);
-    try_work -= allowed - tries;
+    try_work += tries;  // the tries it left
     if (offset < 0) offset = free.BestRun(size, k, top, &run_work);
     free.Take(offset, size);
     (*offsets)[k] = offset;
