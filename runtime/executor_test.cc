@@ -1,5 +1,6 @@
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "runtime/executor_test_util.h"
+#include "runtime/forwarding_backend.h"
 #include "runtime/ops/cpu_kernels.h"
 #include "runtime/sim/sim_backend.h"
 #include "testing/status_matchers.h"
@@ -572,6 +574,89 @@ TEST_F(ExecutorTest, StartRejectsAPeerStreamOnTheNodesDevice) {
   id = executor_->Start(job.graph(), plan, outcome.Callbacks());
   EXPECT_THAT(id.status(), StatusIs(absl::StatusCode::kInvalidArgument,
                                     HasSubstr("peer stream 5")));
+}
+
+// Records the order in which the executor issues launches and uploads.
+class IssueOrderBackend final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  absl::Status CopyHostToDevice(DevicePtr dst, const void* src, uint64_t bytes,
+                                StreamHandle stream) override {
+    Note("upload");
+    return wrapped()->CopyHostToDevice(dst, src, bytes, stream);
+  }
+  absl::Status CopyHostToDevicePadded(DevicePtr dst, const void* src,
+                                      uint64_t src_bytes, uint64_t bytes,
+                                      StreamHandle stream) override {
+    Note("upload");
+    return wrapped()->CopyHostToDevicePadded(dst, src, src_bytes, bytes,
+                                             stream);
+  }
+  absl::Status Launch(const KernelLaunch& launch,
+                      StreamHandle stream) override {
+    Note(launch.op);
+    return wrapped()->Launch(launch, stream);
+  }
+  std::vector<std::string> order() {
+    absl::MutexLock lock(&mu_);
+    return order_;
+  }
+
+ private:
+  void Note(std::string what) {
+    absl::MutexLock lock(&mu_);
+    order_.push_back(std::move(what));
+  }
+  absl::Mutex mu_;
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);
+};
+
+// Runs `spins` spin nodes and then a copy of a buffer with initial data;
+// the order in which the backend saw launches and uploads.
+std::vector<std::string> IssueOrderOf(int spins) {
+  SimBackend::Options options;
+  options.num_devices = 1;
+  std::unique_ptr<SimBackend> sim = SimBackend::Create(options).value();
+  IssueOrderBackend backend(sim.get());
+  Executor::Options exec_options;
+  exec_options.backend = &backend;
+  std::unique_ptr<Executor> executor = Executor::Create(exec_options).value();
+  TestJob job(1);
+  const int x =
+      job.Buffer("x", 4 * sizeof(float), DType::kFloat32,
+                 BufferSpec::Init::kData, 0, FloatBytes({1, 2, 3, 4}));
+  const int y = job.Buffer("y", 4 * sizeof(float), DType::kFloat32,
+                           BufferSpec::Init::kZero, 0, "", true);
+  for (int i = 0; i < spins; ++i) {
+    job.Node("spin" + std::to_string(i), "spin", {}, 0, {}, -1, 1);
+  }
+  job.Node("copy", "copy", {Use(x, Access::kRead), Use(y, Access::kWrite)}, 0);
+  Outcome outcome;
+  EXPECT_TRUE(
+      executor->Start(job.graph(), job.plan(), outcome.Callbacks()).ok());
+  EXPECT_TRUE(outcome.Wait());
+  EXPECT_TRUE(outcome.status.ok()) << outcome.status;
+  EXPECT_EQ(Floats(outcome.outputs.at("y")), std::vector<float>({1, 2, 3, 4}));
+  executor.reset();
+  // Without y's zero fill (a "fill" launch) before the copy.
+  std::vector<std::string> order = backend.order();
+  order.erase(std::remove(order.begin(), order.end(), "fill"), order.end());
+  return order;
+}
+
+TEST(ExecutorIssueOrderTest, NodesReadingNoInitialDataGoBeforeTheUploads) {
+  // The node that reads x goes first: its upload is issued before it.
+  EXPECT_THAT(IssueOrderOf(0), ::testing::ElementsAre("upload", "copy"));
+  // Nodes that read no initial data start without waiting for the host to
+  // issue the uploads; the upload goes just before its reader.
+  EXPECT_THAT(IssueOrderOf(3),
+              ::testing::ElementsAre("spin", "spin", "spin", "upload", "copy"));
+  // But no more than Job::kNodesBeforeUploads (16) of them go first.
+  std::vector<std::string> order = IssueOrderOf(20);
+  ASSERT_EQ(order.size(), 22u);
+  EXPECT_EQ(std::count(order.begin(), order.begin() + 16, "spin"), 16);
+  EXPECT_EQ(order[16], "upload");
+  EXPECT_EQ(order.back(), "copy");
 }
 
 }  // namespace

@@ -142,10 +142,6 @@ void Job::Pump() {
         Fail(std::move(s), -1);
       }
     }
-    if (next_ == 0 && !prefetched_ && status_.ok()) {
-      prefetched_ = true;
-      if (absl::Status s = PrefetchUploads(); !s.ok()) Fail(std::move(s), -1);
-    }
     if (status_.ok()) IssueSome();
     // Outputs are downloaded once the last control node has finished too
     // (its bodies write buffers until then).
@@ -209,6 +205,11 @@ absl::Status Job::IssueNode(int index) {
   const PlannedNode& pn = plan_->nodes[index];
   const scheduler::NodeSpec& node = graph_->node(pn.node);
   const int device = pn.device;
+  if (!prefetched_ &&
+      (index >= kNodesBeforeUploads || ReadsDataToUpload(index))) {
+    prefetched_ = true;
+    WEFT_RETURN_IF_ERROR(PrefetchUploads());
+  }
   if (!plan_->copies.empty()) WEFT_RETURN_IF_ERROR(IssueEagerCopies(index));
   WEFT_ASSIGN_OR_RETURN(StreamHandle stream, streams_.For(pn.stream));
   WEFT_RETURN_IF_ERROR(streams_.EnterLogical(pn.stream, stream));
@@ -386,6 +387,16 @@ void Job::OnFence(StreamHandle stream, absl::Status status) {
     Fail(std::move(status), -1);
   }
   Pump();
+}
+
+bool Job::ReadsDataToUpload(int index) const {
+  for (const BufferUse& use : graph_->Uses(plan_->nodes[index].node)) {
+    if (graph_->buffer(use.buffer).init == BufferSpec::Init::kData &&
+        !buffers_->has_version(use.buffer)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 absl::Status Job::PrefetchUploads() {

@@ -12,12 +12,15 @@
 //     job stops promptly. A node that depends on a control node still
 //     running waits; nodes after it that no waiting node orders (by a
 //     dependency, their stream or an event) are issued meanwhile
-//     (IssueAhead). Before the first node, buffers with initial data
-//     are uploaded to the device of their first use (on one stream per
-//     device). Issuing a device node means, on its pooled stream: wait for
-//     the plan's events, make its buffers current on its device, launch,
-//     add a host callback that reports it finished, and record its signal
-//     event (after the callback, so progress reports follow dependencies).
+//     (IssueAhead). Before the first node that reads initial data (or the
+//     kNodesBeforeUploads-th node, whichever comes first), buffers with
+//     initial data are uploaded to the device of their first use (on one
+//     stream per device): nodes that need none start without waiting for
+//     the host to issue those copies. Issuing a device node means, on its
+//     pooled stream: wait for the plan's events, make its buffers current
+//     on its device, launch, add a host callback that reports it finished,
+//     and record its signal event (after the callback, so progress reports
+//     follow dependencies).
 //     A node with a peer stream (a copy between devices) first makes its
 //     stream wait for an event recorded on the peer stream, and after it
 //     the peer stream waits for one recorded on its stream: both streams
@@ -330,6 +333,8 @@ class Job {
   // (the job has failed).
   bool IssueAhead(int& issued);
   static constexpr int kIssueAhead = 256;
+  // At most this many nodes are issued before the uploads.
+  static constexpr int kNodesBeforeUploads = 16;
   // A nested job: brings NestedJob::fetch into host memory.
   absl::Status FetchForEnclosing();
 
@@ -369,11 +374,14 @@ class Job {
   // (job_host_ops.cc).
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
                              absl::Span<const scheduler::BufferUse> uses);
-  // Before the first node: uploads every buffer with initial data whose
-  // first use in plan order is on a device, to that device, on one stream
-  // per device, in that order. Its users wait for the copy's ready event,
-  // so uploads run from the job's start and never hold a node's stream.
+  // Uploads every buffer with initial data whose first use in plan order is
+  // on a device, to that device, on one stream per device, in that order.
+  // Its users wait for the copy's ready event, so uploads run from the
+  // job's start and never hold a node's stream.
   absl::Status PrefetchUploads();
+  // Whether the node at issue position `index` uses a buffer whose
+  // initial data has not been brought anywhere yet.
+  bool ReadsDataToUpload(int index) const;
   absl::Status DownloadOutputs();
   void StartDraining();
   // Reports an abandoned job while its work drains, its streams fenced

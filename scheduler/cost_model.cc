@@ -203,9 +203,10 @@ class Simulation {
                          kNotPending);
   }
 
-  // Before the first node, as the executor does: every buffer with
-  // initial data whose first use in issue order is on a device goes up to
-  // that device, in that order, on the device's upload stream.
+  // From the job's start, as the executor issues them (the model has no
+  // host time): every buffer with initial data whose first use in issue
+  // order is on a device goes up to that device, in that order, on the
+  // device's upload stream.
   void PrefetchUploads() {
     std::vector<uint8_t> seen(graph_.num_buffers(), 0);
     double ignored = 0;

@@ -21,6 +21,7 @@ SimWorkerPool::SimWorkerPool(int threads, absl::Duration stall_timeout,
                              absl::Duration spin)
     : stall_timeout_(stall_timeout), spin_(spin) {
   absl::MutexLock lock(&mu_);
+  timer_lead_ = spin_ / 2;
   for (int i = 0; i < std::max(1, threads); ++i) StartWorkerLocked();
   monitor_ = std::thread([this] { MonitorLoop(); });
 }
@@ -48,6 +49,11 @@ int SimWorkerPool::threads() const {
 uint64_t SimWorkerPool::spins() const {
   absl::MutexLock lock(&mu_);
   return spins_;
+}
+
+absl::Duration SimWorkerPool::timer_lead() const {
+  absl::MutexLock lock(&mu_);
+  return timer_lead_;
 }
 
 SimWorkerPool* SimWorkerPool::Current() { return tls_pool; }
@@ -204,13 +210,33 @@ void SimWorkerPool::WorkerLoop(int index) {
       continue;
     }
     if (ready_.empty()) {
-      ++idle_;
       if (timers_.empty()) {
+        ++idle_;
         work_cv_.Wait(&mu_);
-      } else {
-        work_cv_.WaitWithDeadline(&mu_, timers_.begin()->first);
+        --idle_;
+        continue;
       }
+      const absl::Time due = timers_.begin()->first;
+      if (spinning_ == 0 && due - absl::Now() <= timer_lead_) {
+        // Closer to the deadline than a sleep would wake: poll until it.
+        ++spinning_;
+        const uint64_t seen = queued_.load(std::memory_order_acquire);
+        mu_.Unlock();
+        Spin(seen, due);
+        mu_.Lock();
+        --spinning_;
+        continue;
+      }
+      // Wake early by the lateness seen so far (one poller at a time).
+      const absl::Time wake = spinning_ == 0 ? due - timer_lead_ : due;
+      ++idle_;
+      const bool timed_out = work_cv_.WaitWithDeadline(&mu_, wake);
       --idle_;
+      if (timed_out && spin_ > absl::ZeroDuration()) {
+        const absl::Duration late =
+            std::clamp(absl::Now() - wake, absl::ZeroDuration(), spin_);
+        timer_lead_ += (late - timer_lead_) / 4;
+      }
       continue;
     }
     if (idle_since != absl::InfinitePast()) {

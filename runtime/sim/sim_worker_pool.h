@@ -57,6 +57,13 @@ class SimRunnable {
 // would only take a core from the threads that issue the work. The spin
 // ends early at a paced deadline.
 //
+// A sleep until a paced deadline wakes late by the host's timer latency
+// (tens of microseconds on some virtual machines, a few on bare metal),
+// and each such delay would end a simulated kernel late. So, with a spin
+// set, an idle worker sleeps until the deadline less the lateness its
+// timed sleeps have shown (a moving average, at most the spin), and polls
+// from there (one worker at a time).
+//
 // Thread-safe.
 class SimWorkerPool {
  public:
@@ -79,6 +86,10 @@ class SimWorkerPool {
   int threads() const ABSL_LOCKS_EXCLUDED(mu_);
   // Spins begun so far (all workers).
   uint64_t spins() const ABSL_LOCKS_EXCLUDED(mu_);
+  // How long before a paced deadline an idle worker wakes to poll for it:
+  // half the spin at first, then how late timed sleeps have woken (zero
+  // without a spin).
+  absl::Duration timer_lead() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The interface of the streams (which call these with their own lock
   // held: a stream's lock comes before the pool's).
@@ -134,6 +145,9 @@ class SimWorkerPool {
   uint64_t spins_ ABSL_GUARDED_BY(mu_) = 0;
   // Moving average of how long workers waited for work.
   absl::Duration recent_gap_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  // How late timed sleeps wake (a moving average, at most spin_): how long
+  // before a paced deadline an idle worker wakes to poll for it.
+  absl::Duration timer_lead_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool monitor_sleeping_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // Items completed by the pool's streams: the monitor's sign of progress.

@@ -55,6 +55,32 @@ TEST(SimWorkerPoolTest, ScheduleAtRunsNoEarlier) {
   EXPECT_GE(stream.last_run(), at);
 }
 
+TEST(SimWorkerPoolTest, WorkersWakeBeforeDeadlinesButRunNoEarlier) {
+  const absl::Duration spin = absl::Microseconds(50);
+  SimWorkerPool pool(2, SimWorkerPool::kDefaultStallTimeout, spin);
+  EXPECT_EQ(pool.timer_lead(), spin / 2);
+  for (int i = 0; i < 20; ++i) {
+    FakeStream stream;
+    const absl::Time at = absl::Now() + absl::Milliseconds(2);
+    pool.ScheduleAt(&stream, at);
+    stream.ran().WaitForNotification();
+    // Woken early, the worker polls until the deadline.
+    EXPECT_GE(stream.last_run(), at) << i;
+  }
+  // What the sleeps showed of the host's timer latency, at most the spin.
+  EXPECT_GE(pool.timer_lead(), absl::ZeroDuration());
+  EXPECT_LE(pool.timer_lead(), spin);
+
+  // Without a spin, workers sleep until the deadline itself.
+  SimWorkerPool still(1);
+  FakeStream stream;
+  const absl::Time at = absl::Now() + absl::Milliseconds(2);
+  still.ScheduleAt(&stream, at);
+  stream.ran().WaitForNotification();
+  EXPECT_GE(stream.last_run(), at);
+  EXPECT_EQ(still.timer_lead(), absl::ZeroDuration());
+}
+
 TEST(SimWorkerPoolTest, ScheduleNowAndUnscheduleMoveATimer) {
   SimWorkerPool pool(1);
   FakeStream soon;
