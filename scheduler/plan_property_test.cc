@@ -243,6 +243,21 @@ TEST(PlanPropertyTest, SmallRandomGraphs) {
   EXPECT_GT(plans_with_peers, 100);
 }
 
+// Plans as weftd makes them for jobs: no simulation (so no estimates to
+// check), memory planned. Everything else holds as for a full plan.
+TEST(PlanPropertyTest, JobPlansOfSmallRandomGraphs) {
+  std::mt19937 rng(7654321);
+  for (int trial = 0; trial < 500; ++trial) {
+    Case c = RandomCase(rng, 40);
+    c.options.simulate = false;
+    c.options.explain = false;
+    c.options.plan_memory = true;
+    c.options.plan_memory_over_budget = true;
+    CheckCase(c, trial);
+    if (HasFailure()) return;
+  }
+}
+
 // Long graphs, so that dependencies span more than the reachability
 // window (64 nodes) and recycling looks far back.
 TEST(PlanPropertyTest, LongRandomGraphs) {

@@ -11,10 +11,11 @@
 //   - every dependency is implied by the order of either stream of the
 //     node or an event wait (happens-before), and no wait is implied by
 //     the streams' history and the node's other waits;
-//   - estimated times honour every dependency and stream order; the
+//   - the critical path is the longest cost-weighted path;
+//   - where the plan was simulated (it has estimates; a job's plan has
+//     none), estimated times honour every dependency and stream order; the
 //     makespan is at least the last node's end (outputs then go to the
-//     host), the critical path is the longest cost-weighted path, and the
-//     lower bound is at least the critical path and the
+//     host), and the lower bound is at least the critical path and the
 //     occupancy-weighted kernel work over the devices, and at most the
 //     makespan.
 #ifndef WEFT_SCHEDULER_PLAN_VERIFIER_H_
