@@ -7,8 +7,11 @@
 // graph (RESOURCE_EXHAUSTED); a plan that fits one must pass VerifyPlan,
 // keep each device's arena within its budget and never place two buffer
 // copies that may be live together over each other. Build with
-//   bazel build --config=clang --copt=-fsanitize=fuzzer,address \
-//     --linkopt=-fsanitize=fuzzer,address //scheduler:graph_fuzzer
+//   bazel build -c opt --config=clang \
+//     --copt=-fsanitize=fuzzer,address,undefined \
+//     --linkopt=-fsanitize=fuzzer,address,undefined \
+//     --linkopt=-fsanitize-link-c++-runtime \
+//     --custom_malloc=@bazel_tools//tools/cpp:malloc //scheduler:graph_fuzzer
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

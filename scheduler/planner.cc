@@ -306,11 +306,14 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     }
   }
   profile.memory_s = clock.Now() - start;
-  // Control nodes' bodies: each planned once, with the same options.
-  if (graph.has_control()) {
-    plan.bodies.resize(graph.num_nodes());
+  // Control nodes' bodies: each planned once, with the same options, by
+  // the node ids of the graph planned. A plan spill fitting made has them
+  // already (it plans its graphs, Plan::graph, as any other).
+  if (graph.has_control() && plan.bodies.empty()) {
+    const Graph& planned = plan.graph != nullptr ? *plan.graph : graph;
+    plan.bodies.resize(planned.num_nodes());
     for (const PlannedNode& pn : plan.nodes) {
-      const NodeSpec& node = graph.node(pn.node);
+      const NodeSpec& node = planned.node(pn.node);
       if (node.control == nullptr) continue;
       for (const std::shared_ptr<const Graph>& body : node.control->bodies) {
         WEFT_ASSIGN_OR_RETURN(Plan body_plan,

@@ -11,11 +11,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/memory/dnn_graphs.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/memory/memory_plan.h"
 #include "scheduler/memory/test_plans.h"
+#include "scheduler/plan_proto.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/planner.h"
 #include "testing/status_matchers.h"
@@ -387,6 +390,97 @@ TEST(SpillFittingTest, AutoOrderTriesTheMemoryAwareOrderFirst) {
   ASSERT_EQ(free_plan->memory.size(), 1u);
   EXPECT_GE(free_plan->memory[0].arena_bytes,
             static_cast<int64_t>(kPairs * kBig));
+}
+
+// Spill fitting plans a graph of its own (Plan::graph) whose node ids are
+// not the submitted graph's; the bodies of control nodes must be planned
+// and listed by that graph's ids, as the executor and PlanToProto read
+// them.
+TEST(SpillFittingTest, ControlNodeBodiesFollowTheFittedGraph) {
+  weft::v1::Graph wire;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        name: "loop_and_spills"
+        buffers { name: "a" size_bytes: 4096 dtype: FLOAT32 fill: 1 }
+        buffers {
+          name: "b"
+          size_bytes: 4096
+          dtype: FLOAT32
+          fill: 2
+          output: true
+        }
+        buffers { name: "c" size_bytes: 4096 dtype: FLOAT32 fill: 3 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+        nodes {
+          name: "scale_c"
+          op: "scale"
+          args { f32: 2 }
+          args { buffer { name: "c" access: READ_WRITE } }
+        }
+        nodes {
+          name: "a_into_b"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "a" access: READ } }
+          args { buffer { name: "b" access: READ_WRITE } }
+        }
+        nodes {
+          name: "loop"
+          while_loop {
+            condition: "go"
+            max_iterations: 3
+            body {
+              name: "double_b"
+              op: "scale"
+              args { f32: 2 }
+              args { buffer { name: "b" access: READ_WRITE } }
+            }
+            body {
+              name: "test"
+              op: "greater"
+              args { buffer { name: "b" access: READ } }
+              args { f32: 100 }
+              args { buffer { name: "go" access: WRITE } }
+            }
+          }
+        }
+        nodes {
+          name: "c_into_b"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "c" access: READ } }
+          args { buffer { name: "b" access: READ_WRITE } }
+        }
+      )pb",
+      &wire));
+  absl::StatusOr<Graph> graph = BuildGraph(wire, GraphLimits());
+  ASSERT_OK(graph);
+  PlannerOptions options = Options(1, 10240);  // two buffers and a half
+  options.max_streams_per_device = 1;
+  options.memory_order = MemoryOrderKind::kSubmitted;
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan);
+  ASSERT_NE(plan->graph, nullptr);  // spilled: a graph of its own
+  const Graph& planned = *plan->graph;
+  ExpectSoundFit(*graph, *plan, 10240);
+  ASSERT_EQ(plan->bodies.size(), static_cast<size_t>(planned.num_nodes()));
+  int loops = 0;
+  for (const PlannedNode& pn : plan->nodes) {
+    const NodeSpec& node = planned.node(pn.node);
+    if (node.control == nullptr) {
+      EXPECT_TRUE(plan->bodies[pn.node].empty()) << node.name;
+      continue;
+    }
+    ++loops;
+    EXPECT_EQ(node.name, "loop");
+    ASSERT_EQ(plan->bodies[pn.node].size(), node.control->bodies.size());
+    EXPECT_EQ(plan->bodies[pn.node][0]->nodes.size(), 2u);
+  }
+  EXPECT_EQ(loops, 1);
+  const weft::v1::Plan proto = PlanToProto(*graph, *plan);
+  ASSERT_EQ(proto.bodies_size(), 1);
+  EXPECT_EQ(proto.bodies(0).node(), "loop");
+  EXPECT_EQ(proto.bodies(0).plan().nodes_size(), 2);
 }
 
 }  // namespace
