@@ -197,7 +197,10 @@ void ExpectPipelineResult(Outcome& outcome, float fill_value, int n = 1024);
 void ExpectNoMemoryHeld(const Backend& backend, const Executor& executor);
 
 // The graph run on the host, node by node in graph order (a topological
-// order): the outputs every correct execution produces.
+// order): the outputs every correct execution produces. The status of the
+// first op the host refuses (UNIMPLEMENTED for one it has no kernel for).
+absl::StatusOr<OutputBytes> RunOnHost(const scheduler::Graph& graph);
+// The same, failing the current test where the host refuses an op.
 OutputBytes CpuReference(const scheduler::Graph& graph);
 
 }  // namespace weft::runtime::executor_testing

@@ -16,18 +16,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
-#include <string>
-#include <variant>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "runtime/executor.h"
-#include "runtime/ops/cpu_kernels.h"
+#include "runtime/executor_test_util.h"
 #include "runtime/plan_check.h"
 #include "runtime/sim/sim_backend.h"
 #include "scheduler/graph_builder.h"
@@ -85,51 +81,6 @@ Machine& MachineFor(int devices) {
     m.executor = Executor::Create(options).value();
   }
   return m;
-}
-
-// Whether every node is a built-in op the host runs (no control node, no
-// user kernel, no spill or fill): then the host's run is the reference.
-bool HostRunnable(const scheduler::Graph& graph,
-                  const CpuKernelTable& kernels) {
-  for (const scheduler::NodeSpec& node : graph.nodes()) {
-    if (node.control != nullptr || !kernels.Contains(node.op)) return false;
-  }
-  return true;
-}
-
-// The graph run on the host, node by node in graph order.
-std::vector<std::string> HostRun(const scheduler::Graph& graph,
-                                 const CpuKernelTable& kernels) {
-  std::vector<std::string> memory;
-  for (const scheduler::BufferSpec& b : graph.buffers()) {
-    std::string bytes(b.size_bytes, '\0');
-    if (b.init == scheduler::BufferSpec::Init::kData) {
-      std::memcpy(bytes.data(), b.data.data(),
-                  std::min(bytes.size(), b.data.size()));
-    } else if (b.init == scheduler::BufferSpec::Init::kFill) {
-      const HostArg args[] = {HostBufferArg{bytes.data(), bytes.size(), b.dtype,
-                                            scheduler::Access::kWrite},
-                              b.fill};
-      Require(kernels.Run("fill", args).ok(), "host fill");
-    }
-    memory.push_back(std::move(bytes));
-  }
-  for (const scheduler::NodeSpec& node : graph.nodes()) {
-    std::vector<HostArg> args;
-    for (const scheduler::Arg& arg : node.args) {
-      if (const auto* use = std::get_if<scheduler::BufferUse>(&arg)) {
-        const scheduler::BufferSpec& b = graph.buffer(use->buffer);
-        args.push_back(HostBufferArg{memory[use->buffer].data(), b.size_bytes,
-                                     b.dtype, use->access});
-      } else if (const auto* f = std::get_if<float>(&arg)) {
-        args.push_back(*f);
-      } else if (const auto* d = std::get_if<double>(&arg)) {
-        args.push_back(*d);
-      }
-    }
-    if (!kernels.Run(node.op, args).ok()) return {};  // refused on the host
-  }
-  return memory;
 }
 
 void FuzzOne(const uint8_t* data, size_t size) {
@@ -219,18 +170,15 @@ void FuzzOne(const uint8_t* data, size_t size) {
       if (spec.output) Require(outputs.contains(spec.name), "every output");
     }
   }
-  const CpuKernelTable kernels = CpuKernelTable::WithBuiltins();
-  const std::vector<std::string> reference = HostRunnable(*graph, kernels)
-                                                 ? HostRun(*graph, kernels)
-                                                 : std::vector<std::string>();
-  if (reference.empty()) return;  // a node's own error may fail the job
+  // Control nodes and user kernels the host does not run: no reference.
+  if (graph->has_control()) return;
+  const absl::StatusOr<executor_testing::OutputBytes> reference =
+      executor_testing::RunOnHost(*graph);
+  if (!reference.ok()) return;  // a node's own error may fail the job
   Require(status.ok(), "a graph the host runs runs here too");
   ++counts.succeeded;
-  for (scheduler::BufferId id = 0; id < graph->num_buffers(); ++id) {
-    const scheduler::BufferSpec& spec = graph->buffer(id);
-    if (!spec.output) continue;
-    Require(outputs.at(spec.name).ToString() == reference[id],
-            "outputs equal the host's");
+  for (const auto& [name, bytes] : *reference) {
+    Require(outputs.at(name).ToString() == bytes, "outputs equal the host's");
   }
 }
 
