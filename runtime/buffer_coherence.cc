@@ -67,12 +67,12 @@ absl::Status BufferCoherence::Place(const scheduler::Plan& plan,
   const int num_buffers = graph_->num_buffers();
   // Buffers whose copies the plan's lifetimes do not describe.
   std::vector<uint8_t> unplaced(num_buffers, 0);
-  if (graph_->has_control() || !host_gates) {
+  if (!host_gates) {
     for (scheduler::NodeId v = 0; v < graph_->num_nodes(); ++v) {
-      const bool control = graph_->node(v).control != nullptr;
-      const bool host_on_device =
-          !host_gates && graph_->engine(v) == scheduler::Engine::kHost;
-      if (!control && !host_on_device) continue;
+      if (graph_->engine(v) != scheduler::Engine::kHost ||
+          graph_->node(v).control != nullptr) {
+        continue;
+      }
       for (const BufferUse& use : graph_->Uses(v)) unplaced[use.buffer] = 1;
     }
   }

@@ -87,10 +87,11 @@ class BufferCoherence {
 
   // Takes one arena per device of `plan`'s memory plan from the device's
   // pool and places there every copy that `plan` gives a place, except
-  // the copies the plan's lifetimes do not describe: those of buffers a
-  // control node uses (its bodies run as nested jobs with plans of their
-  // own) and, without `host_gates`, of buffers a host-engine node uses
-  // (it then runs on its device). Call before AllocateFor, which allocates
+  // the copies the plan's lifetimes do not describe: without
+  // `host_gates`, those of buffers a host-engine node uses (it then runs
+  // on its device). The copies a control node uses are placed; the plan
+  // keeps them apart to the end of the job, and nested jobs running its
+  // bodies use them there. Call before AllocateFor, which allocates
   // the rest. A device without placed copies takes no arena; a plan
   // without a memory plan places nothing. INVALID_ARGUMENT for a place
   // outside its arena; the pool's error naming the arena's largest buffer,
@@ -114,7 +115,8 @@ class BufferCoherence {
   // Allocates the copies every node of `plan` of `graph` (this job's graph,
   // or the body of one of its control nodes, over the same buffers) uses
   // on its device: all but host-engine nodes, which run on the host when
-  // `host_gates`, and control nodes, whose bodies allocate as they start.
+  // `host_gates`, and control nodes, whose bodies allocate what Place did
+  // not place as they start.
   // The error names the buffer, the first node using it and the device.
   absl::Status AllocateFor(const scheduler::Graph& graph,
                            const scheduler::Plan& plan, bool host_gates);

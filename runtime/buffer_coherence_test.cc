@@ -102,7 +102,9 @@ class BufferCoherenceTest : public ::testing::Test {
         graph_.get(),
         BufferCoherence::Options{backend_.get(), memory_pools_,
                                  job_events_.get(), tracer_.get()});
-    if (plan != nullptr) ASSERT_OK(buffers_->Place(*plan, true));
+    if (plan != nullptr) {
+      ASSERT_OK(buffers_->Place(*plan, true));
+    }
     for (int b = 0; b < 2; ++b) {
       for (int d = 0; d < 2; ++d) ASSERT_OK(buffers_->Allocate(b, d));
     }

@@ -138,12 +138,12 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     const PlannedNode& pn = plan.nodes[i];
     // A spill reads the latest version into host memory, as a host node
     // does; a fill starts a new copy (residency) on its device, made current
-    // as any use makes it.
+    // as any use makes it. A control node's bodies run on its device.
     const MemoryMove move = graph.memory_move(pn.node);
+    const bool host_node = graph.engine(pn.node) == Engine::kHost &&
+                           graph.node(pn.node).control == nullptr;
     const int where =
-        graph.engine(pn.node) == Engine::kHost || move == MemoryMove::kSpill
-            ? kHost
-            : pn.device;
+        host_node || move == MemoryMove::kSpill ? kHost : pn.device;
     const absl::Span<const BufferUse> uses = graph.Uses(pn.node);
     if (move == MemoryMove::kFill) {
       for (const BufferUse& u : uses) {
@@ -237,6 +237,22 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     if (c < 0) continue;
     lt.copies_[c].live_to_end = true;
     lt.copies_[c].last = n;
+  }
+  if (graph.has_control()) {
+    // A control node's bodies run once it has started, as nested jobs or
+    // device graphs over the copies it uses, on streams its successors in
+    // the plan need not wait for: every copy of such a buffer lives to the
+    // end of the job and shares addresses with nothing used after it.
+    std::vector<uint8_t> controlled(graph.num_buffers(), 0);
+    for (NodeId v = 0; v < graph.num_nodes(); ++v) {
+      if (graph.node(v).control == nullptr) continue;
+      for (const BufferUse& u : graph.Uses(v)) controlled[u.buffer] = 1;
+    }
+    for (BufferCopy& copy : lt.copies_) {
+      if (!controlled[copy.buffer]) continue;
+      copy.live_to_end = true;
+      copy.last = n;
+    }
   }
 
   WEFT_ASSIGN_OR_RETURN(lt.hb_,

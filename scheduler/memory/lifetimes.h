@@ -11,14 +11,17 @@
 // it is used by every node on that device that touches the buffer; the
 // copy an output's last version is on is downloaded after everything,
 // so it lives to the end of the job, unless host memory holds that version
-// (a spill after its last write), which then serves the download. Host
-// nodes use host memory and only read device copies (as sources). A spill
-// (kSpillOp) reads like a host node; a fill (kFillOp) starts a new copy of
-// its buffer on its device (a residency of its own, placed apart), made
-// current as any use makes it; host data whose first user is a fill is
-// not prefetched. Replaying the plan's issue order as the
-// executor does gives each copy its uses: points of the execution
-// (happens_before.h).
+// (a spill after its last write), which then serves the download. A
+// control node uses its copies on its device, where its bodies run, and
+// every copy of a buffer it uses lives to the end: the bodies run over it
+// once the node has started, unordered against what follows the node in
+// the plan. Host nodes use host memory and only read device copies (as
+// sources). A spill (kSpillOp) reads like a host node; a fill (kFillOp)
+// starts a new copy of its buffer on its device (a residency of its own,
+// placed apart), made current as any use makes it; host data whose first
+// user is a fill (or a control node) is not prefetched. Replaying the
+// plan's issue order as the executor does gives each copy its uses:
+// points of the execution (happens_before.h).
 //
 // Two copies on a device may share addresses only if every use of one
 // happens before every use of the other: the executor runs streams side by
@@ -54,8 +57,10 @@ struct BufferCopy {
   // that lives to the end.
   int32_t first = 0;
   int32_t last = 0;
-  bool uploaded = false;     // prefetched before the first node
-  bool live_to_end = false;  // an output, downloaded from here at the end
+  bool uploaded = false;  // prefetched before the first node
+  // An output downloaded from here at the end, or a copy of a buffer a
+  // control node uses.
+  bool live_to_end = false;
 };
 
 class Lifetimes {

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/memory/test_plans.h"
 #include "scheduler/planner.h"
 #include "scheduler/test_util.h"
@@ -148,6 +150,78 @@ TEST(LifetimesTest, AnEagerCopyIsUsedFromItsWriter) {
   EXPECT_THAT(lt.Uses(x0), ::testing::ElementsAre(0, 1));
   EXPECT_THAT(lt.Uses(x1), ::testing::ElementsAre(0, 1));
   EXPECT_EQ(lt.copy(x1).first, 0);
+}
+
+// A loop over `b` (and its condition `go`) between two device nodes: its
+// bodies run on its device, so the copies it uses are device copies, and
+// they live to the end (the bodies run unordered against what follows).
+TEST(LifetimesTest, AControlNodesCopiesAreOnItsDeviceToTheEnd) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "a" size_bytes: 64 dtype: FLOAT32 fill: 1 }
+        buffers { name: "b" size_bytes: 64 dtype: FLOAT32 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+        buffers { name: "c" size_bytes: 64 dtype: FLOAT32 output: true }
+        nodes {
+          name: "a_into_b"
+          op: "copy"
+          args { buffer { name: "a" access: READ } }
+          args { buffer { name: "b" access: WRITE } }
+        }
+        nodes {
+          name: "loop"
+          while_loop {
+            condition: "go"
+            max_iterations: 4
+            body {
+              name: "double_b"
+              op: "scale"
+              args { f32: 2 }
+              args { buffer { name: "b" access: READ_WRITE } }
+            }
+            body {
+              name: "test"
+              op: "less"
+              args { buffer { name: "b" access: READ } }
+              args { f32: 8 }
+              args { buffer { name: "go" access: WRITE } }
+            }
+          }
+        }
+        nodes {
+          name: "b_into_c"
+          op: "copy"
+          args { buffer { name: "b" access: READ } }
+          args { buffer { name: "c" access: WRITE } }
+        }
+      )pb",
+      &proto));
+  absl::StatusOr<Graph> built = BuildGraph(proto, GraphLimits{});
+  ASSERT_TRUE(built.ok()) << built.status();
+  const Graph& g = *built;
+  PlannerOptions options;
+  options.max_streams_per_device = 1;
+  const Plan plan = MustPlan(g, options);
+  const Lifetimes lt = MustCompute(g, plan);
+  const int n = static_cast<int>(plan.nodes.size());
+  const int b = lt.Find(g.FindBuffer("b"), 0);
+  const int go = lt.Find(g.FindBuffer("go"), 0);
+  const int a = lt.Find(g.FindBuffer("a"), 0);
+  ASSERT_GE(b, 0);
+  ASSERT_GE(go, 0) << "the condition has no device copy";
+  ASSERT_GE(a, 0);
+  EXPECT_TRUE(lt.copy(b).live_to_end);
+  EXPECT_EQ(lt.copy(b).last, n);
+  EXPECT_TRUE(lt.copy(go).live_to_end);
+  EXPECT_EQ(lt.copy(go).last, n);
+  // Nothing the loop uses may share addresses with a copy used after it
+  // starts, even on its one stream.
+  const int c = lt.Find(g.FindBuffer("c"), 0);
+  ASSERT_GE(c, 0);
+  EXPECT_TRUE(lt.MayBeLiveTogether(b, c));
+  EXPECT_TRUE(lt.MayBeLiveTogether(go, c));
+  EXPECT_FALSE(lt.copy(a).live_to_end);
 }
 
 TEST(LifetimesPropertyTest, BeforeIsExactWithoutUploads) {

@@ -10,6 +10,16 @@
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler::memory {
+namespace {
+
+// Whether node `v` uses device memory: every node but a HOST one; a
+// control node (HOST, as the graph has it) uses its buffers on its device,
+// where its bodies run.
+bool UsesDeviceMemory(const Graph& graph, NodeId v) {
+  return graph.engine(v) != Engine::kHost || graph.node(v).control != nullptr;
+}
+
+}  // namespace
 
 std::vector<DeviceBudget> DeviceBudgets(
     absl::Span<const int64_t> budget_bytes,
@@ -52,7 +62,7 @@ uint64_t NodeArgumentBytes(const Graph& graph, NodeId v, uint64_t alignment) {
 uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment) {
   uint64_t largest = 0;
   for (NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (graph.engine(v) == Engine::kHost) continue;
+    if (!UsesDeviceMemory(graph, v)) continue;
     largest = std::max(largest, NodeArgumentBytes(graph, v, alignment));
   }
   return largest;
@@ -73,7 +83,7 @@ std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
     bytes[device] += (size + alignment - 1) / alignment * alignment;
   };
   for (const PlannedNode& pn : plan.nodes) {
-    if (graph.engine(pn.node) == Engine::kHost) continue;
+    if (!UsesDeviceMemory(graph, pn.node)) continue;
     for (const BufferUse& use : graph.Uses(pn.node)) {
       count(use.buffer, pn.device);
     }
@@ -112,13 +122,15 @@ absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
       continue;
     }
     const int64_t budget = budgets[pn.device].bytes;
-    if (budget <= 0 || graph.engine(pn.node) == Engine::kHost) continue;
+    if (budget <= 0 || !UsesDeviceMemory(graph, pn.node)) continue;
     const uint64_t bytes = NodeArgumentBytes(graph, pn.node, alignment);
     if (bytes > static_cast<uint64_t>(budget)) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "node '", graph.node(pn.node).name, "': its arguments need ", bytes,
-          " bytes on device ", pn.device, ", above the memory budget of ",
-          budget, " bytes",
+          "node '", graph.node(pn.node).name, "': ",
+          graph.node(pn.node).control != nullptr ? "the buffers its bodies use"
+                                                 : "its arguments",
+          " need ", bytes, " bytes on device ", pn.device,
+          ", above the memory budget of ", budget, " bytes",
           budgets[pn.device].device_memory ? " (the device's memory)" : ""));
     }
   }

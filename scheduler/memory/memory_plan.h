@@ -45,7 +45,8 @@ std::vector<DeviceBudget> DeviceBudgets(
     absl::Span<const int64_t> device_memory_bytes, int num_devices);
 
 // Bytes node `v`'s own arguments take on a device: its distinct buffers,
-// each rounded up to `alignment`.
+// each rounded up to `alignment` (for a control node, every buffer its
+// bodies and condition use: all current on its device while it runs).
 uint64_t NodeArgumentBytes(const Graph& graph, NodeId v,
                            uint64_t alignment = 256);
 // The most NodeArgumentBytes of any node but HOST nodes: no budget below
@@ -54,7 +55,8 @@ uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment = 256);
 
 // Device memory the buffers of `plan` take when each is allocated by
 // itself for the whole job (no memory plan), by device: every distinct
-// buffer a device's nodes use (HOST nodes use host memory) or an eager copy
+// buffer a device's nodes use (HOST nodes use host memory; control nodes
+// their device's) or an eager copy
 // brings there, rounded up to `alignment`.
 std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
                                         int num_devices,
@@ -69,7 +71,7 @@ bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
 // own arguments, the distinct buffers it uses each rounded up to
 // `alignment`, exceed the budget of its device: no arena within the budget
 // can hold them while it runs. HOST nodes use host memory and are not
-// checked. OK when no device has a budget.
+// checked; control nodes are. OK when no device has a budget.
 absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
                               absl::Span<const DeviceBudget> budgets,
                               uint64_t alignment = 256);
