@@ -83,6 +83,30 @@ Machine& MachineFor(int devices) {
   return m;
 }
 
+// Blocks the machine's pools handed out other than arenas, so far.
+uint64_t AllocationsOutsideArenas(Machine& machine) {
+  uint64_t n = 0;
+  for (const DeviceLoad& load : machine.executor->Load()) {
+    n += load.memory.backend_allocations + load.memory.cache_hits -
+         load.memory.arena_allocations;
+  }
+  return n;
+}
+
+// Whether some body of a control node of `graph`, at any depth, pins a
+// node to a device.
+bool HasPinnedBodyNode(const scheduler::Graph& graph, bool in_body = false) {
+  for (scheduler::NodeId v = 0; v < graph.num_nodes(); ++v) {
+    if (in_body && graph.pin(v) >= 0) return true;
+    const scheduler::NodeSpec& node = graph.node(v);
+    if (node.control == nullptr) continue;
+    for (const auto& body : node.control->bodies) {
+      if (HasPinnedBodyNode(*body, true)) return true;
+    }
+  }
+  return false;
+}
+
 void FuzzOne(const uint8_t* data, size_t size) {
   weft::v1::Graph proto;
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return;
@@ -139,12 +163,18 @@ void FuzzOne(const uint8_t* data, size_t size) {
   if (plan->graph != nullptr) ++counts.spilled;
   std::shared_ptr<const scheduler::Graph> planned =
       plan->graph != nullptr ? plan->graph : graph;
+  // Every copy a memory-planned job uses lies in its arenas, unless a
+  // body's node is pinned off its control node's device (it then
+  // allocates a copy there by itself).
+  const bool all_placed = !plan->memory.empty() && !plan->buffers.empty() &&
+                          !HasPinnedBodyNode(*planned);
   absl::StatusOr<CheckedPlan> checked = CheckPlan(
       planned, std::make_shared<const scheduler::Plan>(*std::move(plan)),
       limits.num_devices);
   Require(checked.ok(), "the executor takes weftd's plan");
 
   Machine& machine = MachineFor(limits.num_devices);
+  const uint64_t allocations_before = AllocationsOutsideArenas(machine);
   absl::Notification done;
   absl::Status status;
   HostBuffers outputs;
@@ -168,6 +198,10 @@ void FuzzOne(const uint8_t* data, size_t size) {
   if (status.ok()) {
     for (const scheduler::BufferSpec& spec : graph->buffers()) {
       if (spec.output) Require(outputs.contains(spec.name), "every output");
+    }
+    if (all_placed) {
+      Require(AllocationsOutsideArenas(machine) == allocations_before,
+              "a memory-planned job allocates nothing outside its arenas");
     }
   }
   // Control nodes and user kernels the host does not run: no reference.
