@@ -9,7 +9,8 @@ buffers share addresses. `weftctl plan` shows spill:<buffer>:<k> and
 fill:<buffer>:<k> nodes, spilled bytes and an arena within the device; the
 job succeeds under weftd's default (--arena_placement) with sum equal to
 1 + 2 + ... + 2^11 = 4095 everywhere, and fails for lack of memory with
---arena_placement=false.
+--arena_placement=false. A loop whose buffers, with one spilled around
+it, fit the device runs there too, its buffers counted in the arena.
 """
 
 import json
@@ -152,6 +153,81 @@ class SpillTest(SpillTestBase):
         self.assertEqual(len(raw), TENSOR_BYTES)
         self.assertEqual(expected_sum(), 4095.0)
         self.assertEqual(set(struct.unpack("<%df" % ELEMS, raw)), {expected_sum()})
+
+
+LOOP_ELEMS = 1 << 19  # 2 MiB of float32
+LOOP_BYTES = LOOP_ELEMS * 4
+
+
+def loop_graph():
+    """a, b, c of 2 MiB (6 MiB in all) around a loop over b: the job fits the
+    device only with c spilled while a and b are live, and the loop's
+    buffers in the arena. b = 1 + 2, doubled while under 40 (48), plus
+    c = 3 * 2: 54 everywhere."""
+    def tensor(name, fill, output=False):
+        b = {"name": name, "sizeBytes": str(LOOP_BYTES), "dtype": "FLOAT32",
+             "fill": fill}
+        if output:
+            b["output"] = True
+        return b
+    return {
+        "name": "loop_under_the_device",
+        "buffers": [tensor("a", 1.0), tensor("b", 2.0, output=True), tensor("c", 3.0),
+                    {"name": "go", "sizeBytes": "4", "dtype": "INT32", "fill": 1.0}],
+        "nodes": [
+            {"name": "scale_c", "op": "scale",
+             "args": [{"f32": 2.0}, buffer_arg("c", "READ_WRITE")]},
+            {"name": "a_into_b", "op": "axpy",
+             "args": [{"f32": 1.0}, buffer_arg("a", "READ"), buffer_arg("b", "READ_WRITE")]},
+            {"name": "loop", "whileLoop": {
+                "condition": "go", "maxIterations": 8,
+                "body": [
+                    {"name": "double_b", "op": "scale",
+                     "args": [{"f32": 2.0}, buffer_arg("b", "READ_WRITE")]},
+                    {"name": "test", "op": "less",
+                     "args": [buffer_arg("b", "READ"), {"f32": 40.0},
+                              buffer_arg("go", "WRITE")]},
+                ]}},
+            {"name": "c_into_b", "op": "axpy",
+             "args": [{"f32": 1.0}, buffer_arg("c", "READ"), buffer_arg("b", "READ_WRITE")]},
+        ],
+    }
+
+
+class LoopSpillTest(harness.WeftdTestCase):
+    SIM_DEVICES = 1
+    EXTRA_FLAGS = ("--sim_memory_bytes=%d" % DEVICE_BYTES,)
+
+    def test_loop_buffers_count_in_the_budget(self):
+        path = self.write_file("loop.json", json.dumps(loop_graph()))
+        value = json.loads(self.weftctl_ok("plan", path, "--memory_order=submitted",
+                                           "--max_streams_per_device=1", "--json").stdout)
+        plan = value.get("plan", value)
+        names = [n.get("name", "") for n in plan.get("nodes", [])]
+        self.assertIn("spill:c:1", names)
+        # The loop's buffers lie in the arena, which stays within the device.
+        placed = {b["name"] for b in plan.get("buffers", [])}
+        self.assertTrue({"b", "go"} <= placed, placed)
+        self.assertLessEqual(int(plan["memory"][0]["arenaBytes"]), DEVICE_BYTES, plan["memory"])
+        for mode in ("host", "device"):
+            with self.subTest(mode=mode):
+                result = self.weftctl("submit", path, "--memory_order=submitted",
+                                      "--max_streams_per_device=1",
+                                      "--control_mode=" + mode, "--watch", timeout=120)
+                self.assertEqual(result.returncode, 0, describe(result))
+                jobs = json.loads(self.weftctl_ok("list", "--json").stdout)
+                if isinstance(jobs, dict):
+                    jobs = jobs.get("jobs", [])
+                job_id = jobs[-1]["id"]
+                got = json.loads(self.weftctl_ok("get", job_id, "--json").stdout)
+                got = got.get("job", got)
+                self.assertEqual(got.get("state"), "SUCCEEDED", got)
+                raw_path = os.path.join(self.workdir, "b_%s.bin" % mode)
+                self.weftctl_ok("read", job_id, "b", "--raw", "--out=" + raw_path)
+                with open(raw_path, "rb") as f:
+                    raw = f.read()
+                self.assertEqual(len(raw), LOOP_BYTES)
+                self.assertEqual(set(struct.unpack("<%df" % LOOP_ELEMS, raw)), {54.0})
 
 
 class SeparateTest(SpillTestBase):
