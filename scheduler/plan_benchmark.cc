@@ -252,17 +252,37 @@ int Profile(int n, int repeats, bool job) {
   options.explain = false;
   options.simulate = !job;
   double best = 1e30;
+  PlanProfile best_profile;
+  size_t streams = 0;
+  int events = 0;
   for (int rep = 0; rep < repeats; ++rep) {
     ReleaseFreeMemory();
+    PlanProfile profile;
     const double start = ThreadSeconds();
-    absl::StatusOr<Plan> plan = PlanGraph(graph, options);
-    best = std::min(best, ThreadSeconds() - start);
+    absl::StatusOr<Plan> plan = PlanGraph(graph, options, &profile);
+    const double seconds = ThreadSeconds() - start;
+    if (seconds < best) {
+      best = seconds;
+      best_profile = profile;
+    }
     if (!plan.ok()) {
       std::fprintf(stderr, "%s\n", plan.status().ToString().c_str());
       return 1;
     }
+    streams = plan->streams.size();
+    events = plan->num_events;
   }
-  std::printf("%d nodes planned %d times, best %.4f s\n", n, repeats, best);
+  std::printf("%d nodes planned %d times (%zu streams, %d events), best %.4f s\n",
+              n, repeats, streams, events, best);
+  const PlanProfile& p = best_profile;
+  std::printf(
+      "of which dependencies %.4f, devices %.4f, streams %.4f, simulate "
+      "%.4f, output %.4f, memory %.4f\n",
+      p.dependencies_s, p.devices_s, p.streams_s, p.simulation_s, p.explain_s,
+      p.memory_s);
+  for (const auto& [name, seconds] : p.passes_s) {
+    std::printf("  %-30s %.4f\n", name.c_str(), seconds);
+  }
   return 0;
 }
 
