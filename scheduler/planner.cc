@@ -339,7 +339,40 @@ absl::StatusOr<Plan> PlanBody(const Graph& body,
   if (!options.bodies_on_one_device || pinned || options.num_devices == 1) {
     return PlanGraph(body, options);
   }
-  // Planned as for a machine of one device, then moved onto `device`.
+  return PlanOnOneDevice(body, options, device);
+}
+
+namespace {
+
+// Puts every node, stream, arena and placed buffer of `plan` (a plan for
+// one device), and of its bodies' plans at any depth, on `device` of a
+// machine of `num_devices`.
+void MoveOntoDevice(Plan& plan, int device, int num_devices) {
+  plan.num_devices = num_devices;
+  for (PlannedNode& pn : plan.nodes) pn.device = device;
+  for (PlannedStream& ps : plan.streams) ps.device = device;
+  for (PlannedCopy& copy : plan.copies) copy.device = device;
+  for (DeviceMemory& m : plan.memory) m.device = device;
+  for (PlannedBuffer& b : plan.buffers) b.device = device;
+  for (std::vector<std::shared_ptr<const Plan>>& bodies : plan.bodies) {
+    for (std::shared_ptr<const Plan>& body : bodies) {
+      Plan moved = *body;
+      MoveOntoDevice(moved, device, num_devices);
+      body = std::make_shared<const Plan>(std::move(moved));
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanOnOneDevice(const Graph& graph,
+                                     const PlannerOptions& options,
+                                     int device) {
+  if (device < 0 || device >= std::max(options.num_devices, 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", device, " is not one of the ",
+                     options.num_devices, " devices planned for"));
+  }
   PlannerOptions one = options;
   one.num_devices = 1;
   one.topology.reset();
@@ -355,12 +388,8 @@ absl::StatusOr<Plan> PlanBody(const Graph& body,
   if (static_cast<size_t>(device) < options.device_memory_bytes.size()) {
     one.device_memory_bytes.push_back(options.device_memory_bytes[device]);
   }
-  WEFT_ASSIGN_OR_RETURN(Plan plan, PlanGraph(body, one));
-  plan.num_devices = options.num_devices;
-  for (PlannedNode& pn : plan.nodes) pn.device = device;
-  for (PlannedStream& ps : plan.streams) ps.device = device;
-  for (DeviceMemory& m : plan.memory) m.device = device;
-  for (PlannedBuffer& b : plan.buffers) b.device = device;
+  WEFT_ASSIGN_OR_RETURN(Plan plan, PlanGraph(graph, one));
+  MoveOntoDevice(plan, device, std::max(options.num_devices, 1));
   return plan;
 }
 

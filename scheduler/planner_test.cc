@@ -652,3 +652,104 @@ TEST(PlannerTest, CopyOnTheDeviceHoldingItsInputHasNoPeer) {
 
 }  // namespace
 }  // namespace weft::scheduler
+
+namespace weft::scheduler {
+namespace {
+
+// Every node and stream of the plans of `plan`'s bodies, at any depth,
+// is on `device`.
+void ExpectBodiesOn(const Plan& plan, int device, int depth = 0) {
+  for (const std::vector<std::shared_ptr<const Plan>>& bodies : plan.bodies) {
+    for (const std::shared_ptr<const Plan>& body : bodies) {
+      EXPECT_EQ(body->num_devices, plan.num_devices);
+      for (const PlannedNode& pn : body->nodes) {
+        EXPECT_EQ(pn.device, device) << "at depth " << depth + 1;
+      }
+      for (const PlannedStream& ps : body->streams) {
+        EXPECT_EQ(ps.device, device) << "at depth " << depth + 1;
+      }
+      ExpectBodiesOn(*body, device, depth + 1);
+    }
+  }
+}
+
+// A case_of holding a loop, after a node pinned to device 1 that writes
+// what it uses: its branches, and the loop's body inside one of them, all
+// run on the case_of's device.
+TEST(PlannerTest, NestedBodiesRunOnTheirControlNodesDevice) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 1048576 dtype: FLOAT32 fill: 1 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 }
+        buffers { name: "pick" size_bytes: 8 dtype: INT64 }
+        nodes {
+          name: "warm"
+          op: "scale"
+          device: 1
+          args { f32: 2 }
+          args { buffer { name: "x" access: READ_WRITE } }
+          cost { estimated_us: 100 }
+        }
+        nodes {
+          name: "C"
+          case_of {
+            selector: "pick"
+            branches {
+              nodes {
+                name: "a"
+                op: "scale"
+                args { f32: 2 }
+                args { buffer { name: "x" access: READ_WRITE } }
+              }
+            }
+            branches {
+              nodes {
+                name: "inner"
+                while_loop {
+                  condition: "go"
+                  max_iterations: 3
+                  body {
+                    name: "b"
+                    op: "scale"
+                    args { f32: 3 }
+                    args { buffer { name: "x" access: READ_WRITE } }
+                  }
+                  body {
+                    name: "stop"
+                    op: "fill"
+                    args { buffer { name: "go" access: WRITE } }
+                    args { i32: 0 }
+                  }
+                }
+              }
+            }
+          }
+        }
+      )pb",
+      &proto));
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  for (const DevicePolicyKind policy :
+       {DevicePolicyKind::kRoundRobin, DevicePolicyKind::kMinTransferSize,
+        DevicePolicyKind::kMinFinishTime}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    PlannerOptions options;
+    options.num_devices = 2;
+    options.device_policy = policy;
+    absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+    ASSERT_OK(plan.status());
+    ASSERT_EQ(plan->bodies.size(), 2u);
+    int device = -1;
+    for (const PlannedNode& pn : plan->nodes) {
+      if (pn.node == 1) device = pn.device;
+    }
+    ASSERT_GE(device, 0);
+    ExpectBodiesOn(*plan, device);
+  }
+}
+
+}  // namespace
+}  // namespace weft::scheduler
