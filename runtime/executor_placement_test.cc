@@ -23,6 +23,7 @@
 #include "scheduler/graph_builder.h"
 #include "scheduler/planner.h"
 #include "testing/status_matchers.h"
+#include "testing/wire_graphs.h"
 #include "weft/v1/weft.pb.h"
 
 namespace weft::runtime {
@@ -396,58 +397,8 @@ TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
 // Three 4 KiB tensors and a loop over one of them, on a device of 10 KiB:
 // the job fits only with `c` spilled around the loop, and the loop's
 // buffers inside the arena (counted by the budget, live to the end).
-constexpr char kLoopUnderABudget[] = R"pb(
-  name: "loop_under_a_budget"
-  buffers { name: "a" size_bytes: 4096 dtype: FLOAT32 fill: 1 }
-  buffers { name: "b" size_bytes: 4096 dtype: FLOAT32 fill: 2 output: true }
-  buffers { name: "c" size_bytes: 4096 dtype: FLOAT32 fill: 3 }
-  buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
-  nodes {
-    name: "scale_c"
-    op: "scale"
-    args { f32: 2 }
-    args { buffer { name: "c" access: READ_WRITE } }
-  }
-  nodes {
-    name: "a_into_b"
-    op: "axpy"
-    args { f32: 1 }
-    args { buffer { name: "a" access: READ } }
-    args { buffer { name: "b" access: READ_WRITE } }
-  }
-  nodes {
-    name: "loop"
-    while_loop {
-      condition: "go"
-      max_iterations: 8
-      body {
-        name: "double_b"
-        op: "scale"
-        args { f32: 2 }
-        args { buffer { name: "b" access: READ_WRITE } }
-      }
-      body {
-        name: "test"
-        op: "less"
-        args { buffer { name: "b" access: READ } }
-        args { f32: 40 }
-        args { buffer { name: "go" access: WRITE } }
-      }
-    }
-  }
-  nodes {
-    name: "c_into_b"
-    op: "axpy"
-    args { f32: 1 }
-    args { buffer { name: "c" access: READ } }
-    args { buffer { name: "b" access: READ_WRITE } }
-  }
-)pb";
-
 TEST(ExecutorPlacementTest, LoopBuffersCountInTheBudget) {
-  weft::v1::Graph proto;
-  ASSERT_TRUE(
-      google::protobuf::TextFormat::ParseFromString(kLoopUnderABudget, &proto));
+  const weft::v1::Graph proto = weft::testing::LoopBetweenTensors(4096);
   scheduler::GraphLimits limits;
   limits.num_devices = 1;
   absl::StatusOr<scheduler::Graph> built = scheduler::BuildGraph(proto, limits);

@@ -22,6 +22,7 @@
 #include "scheduler/plan_verifier.h"
 #include "scheduler/planner.h"
 #include "testing/status_matchers.h"
+#include "testing/wire_graphs.h"
 
 namespace weft::scheduler {
 namespace {
@@ -397,62 +398,7 @@ TEST(SpillFittingTest, AutoOrderTriesTheMemoryAwareOrderFirst) {
 // and listed by that graph's ids, as the executor and PlanToProto read
 // them.
 TEST(SpillFittingTest, ControlNodeBodiesFollowTheFittedGraph) {
-  weft::v1::Graph wire;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-        name: "loop_and_spills"
-        buffers { name: "a" size_bytes: 4096 dtype: FLOAT32 fill: 1 }
-        buffers {
-          name: "b"
-          size_bytes: 4096
-          dtype: FLOAT32
-          fill: 2
-          output: true
-        }
-        buffers { name: "c" size_bytes: 4096 dtype: FLOAT32 fill: 3 }
-        buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
-        nodes {
-          name: "scale_c"
-          op: "scale"
-          args { f32: 2 }
-          args { buffer { name: "c" access: READ_WRITE } }
-        }
-        nodes {
-          name: "a_into_b"
-          op: "axpy"
-          args { f32: 1 }
-          args { buffer { name: "a" access: READ } }
-          args { buffer { name: "b" access: READ_WRITE } }
-        }
-        nodes {
-          name: "loop"
-          while_loop {
-            condition: "go"
-            max_iterations: 3
-            body {
-              name: "double_b"
-              op: "scale"
-              args { f32: 2 }
-              args { buffer { name: "b" access: READ_WRITE } }
-            }
-            body {
-              name: "test"
-              op: "greater"
-              args { buffer { name: "b" access: READ } }
-              args { f32: 100 }
-              args { buffer { name: "go" access: WRITE } }
-            }
-          }
-        }
-        nodes {
-          name: "c_into_b"
-          op: "axpy"
-          args { f32: 1 }
-          args { buffer { name: "c" access: READ } }
-          args { buffer { name: "b" access: READ_WRITE } }
-        }
-      )pb",
-      &wire));
+  const weft::v1::Graph wire = weft::testing::LoopBetweenTensors(4096);
   absl::StatusOr<Graph> graph = BuildGraph(wire, GraphLimits());
   ASSERT_OK(graph);
   PlannerOptions options = Options(1, 10240);  // two buffers and a half

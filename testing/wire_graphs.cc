@@ -1,0 +1,70 @@
+#include "testing/wire_graphs.h"
+
+#include <string>
+
+namespace weft::testing {
+namespace {
+
+weft::v1::Arg BufferArg(const std::string& name, weft::v1::Access access) {
+  weft::v1::Arg arg;
+  arg.mutable_buffer()->set_name(name);
+  arg.mutable_buffer()->set_access(access);
+  return arg;
+}
+
+weft::v1::Arg F32(float value) {
+  weft::v1::Arg arg;
+  arg.set_f32(value);
+  return arg;
+}
+
+void AddBuffer(weft::v1::Graph& graph, const std::string& name,
+               int64_t size_bytes, weft::v1::DType dtype, float fill,
+               bool output = false) {
+  weft::v1::Buffer* b = graph.add_buffers();
+  b->set_name(name);
+  b->set_size_bytes(size_bytes);
+  b->set_dtype(dtype);
+  b->set_fill(fill);
+  b->set_output(output);
+}
+
+// `node` runs `op` over `args`.
+void SetOp(weft::v1::Node* node, const std::string& name, const std::string& op,
+           std::initializer_list<weft::v1::Arg> args) {
+  node->set_name(name);
+  node->set_op(op);
+  for (const weft::v1::Arg& arg : args) *node->add_args() = arg;
+}
+
+}  // namespace
+
+weft::v1::Graph LoopBetweenTensors(int64_t tensor_bytes) {
+  using weft::v1::READ;
+  using weft::v1::READ_WRITE;
+  using weft::v1::WRITE;
+  weft::v1::Graph g;
+  g.set_name("loop_between_tensors");
+  AddBuffer(g, "a", tensor_bytes, weft::v1::FLOAT32, 1);
+  AddBuffer(g, "b", tensor_bytes, weft::v1::FLOAT32, 2, /*output=*/true);
+  AddBuffer(g, "c", tensor_bytes, weft::v1::FLOAT32, 3);
+  AddBuffer(g, "go", 4, weft::v1::INT32, 1);
+  SetOp(g.add_nodes(), "scale_c", "scale",
+        {F32(2), BufferArg("c", READ_WRITE)});
+  SetOp(g.add_nodes(), "a_into_b", "axpy",
+        {F32(1), BufferArg("a", READ), BufferArg("b", READ_WRITE)});
+  weft::v1::Node* loop = g.add_nodes();
+  loop->set_name("loop");
+  weft::v1::WhileLoop* w = loop->mutable_while_loop();
+  w->set_condition("go");
+  w->set_max_iterations(8);
+  SetOp(w->add_body(), "double_b", "scale",
+        {F32(2), BufferArg("b", READ_WRITE)});
+  SetOp(w->add_body(), "test", "less",
+        {BufferArg("b", READ), F32(40), BufferArg("go", WRITE)});
+  SetOp(g.add_nodes(), "c_into_b", "axpy",
+        {F32(1), BufferArg("c", READ), BufferArg("b", READ_WRITE)});
+  return g;
+}
+
+}  // namespace weft::testing

@@ -1,0 +1,21 @@
+// Wire graphs (weft.v1.Graph) that tests across the layers share.
+#ifndef WEFT_TESTING_WIRE_GRAPHS_H_
+#define WEFT_TESTING_WIRE_GRAPHS_H_
+
+#include <cstdint>
+
+#include "weft/v1/weft.pb.h"
+
+namespace weft::testing {
+
+// Three FLOAT32 tensors of `tensor_bytes` each, a (filled with 1), b (2,
+// the output) and c (3), and an INT32 condition go (1), used in turn:
+// scale_c (c *= 2), a_into_b (b += a), loop (at most 8 times: double_b,
+// b *= 2; test, go = b < 40), c_into_b (b += c). Every element of b ends
+// at 54. Issued in that order on one stream, all three tensors are live
+// at a_into_b, and b and go through the loop.
+weft::v1::Graph LoopBetweenTensors(int64_t tensor_bytes);
+
+}  // namespace weft::testing
+
+#endif  // WEFT_TESTING_WIRE_GRAPHS_H_
