@@ -243,7 +243,10 @@ class Simulation {
     }
     const int32_t peer = sc.peer_stream.empty() ? -1 : sc.peer_stream[i];
     if (peer >= 0) t = std::max(t, stream_time_[peer]);
-    const UnitKind unit = UnitOf(graph_.engine(v));
+    // A control node's bodies run their kernels over its buffers on its
+    // device.
+    const UnitKind unit =
+        graph_.is_control(v) ? UnitKind::kKernel : UnitOf(graph_.engine(v));
     const int where = unit == UnitKind::kHost ? host_ : device;
     double transfer = 0;
     if (options_.model_transfers) {

@@ -168,8 +168,12 @@ class Graph {
   // Modules of user kernels (NodeSpec::kernel refers to them by index).
   const std::vector<ModuleSpec>& modules() const { return modules_; }
   const ModuleSpec& module(ModuleId id) const { return modules_[id]; }
-  // Whether any node is a control node.
+  // Whether any node is a control node, and whether node `id` is (read
+  // without touching its NodeSpec in graphs that have none).
   bool has_control() const { return has_control_; }
+  bool is_control(NodeId id) const {
+    return has_control_ && nodes_[id].control != nullptr;
+  }
   // Whether any node is a spill or fill (kSpillOp, kFillOp), and which
   // node `id` is.
   bool has_memory_moves() const { return !moves_.empty(); }

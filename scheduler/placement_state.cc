@@ -69,7 +69,8 @@ const OccupancyTimeline* PlacementState::UnitOf(NodeId v, int device) const {
     case Engine::kCopy:
       return &peer_copies_[device];
     case Engine::kHost:
-      return nullptr;
+      // A control node's bodies run their kernels on its device.
+      return graph_.is_control(v) ? &kernels_[device] : nullptr;
   }
   return nullptr;
 }
@@ -86,7 +87,11 @@ double PlacementState::Transfers(NodeId v, int device, double ready) const {
 
 double PlacementState::Transfers(NodeId v, int device, double ready,
                                  bool book) {
-  if (graph_.engine(v) == Engine::kHost) return ready;
+  // A host node uses host memory; a control node's bodies use its
+  // buffers on its device.
+  if (graph_.engine(v) == Engine::kHost && !graph_.is_control(v)) {
+    return ready;
+  }
   double t = ready;
   double eager_end = 0;
   const absl::Span<const BufferUse> uses = graph_.Uses(v);

@@ -753,3 +753,64 @@ TEST(PlannerTest, NestedBodiesRunOnTheirControlNodesDevice) {
 
 }  // namespace
 }  // namespace weft::scheduler
+
+namespace weft::scheduler {
+namespace {
+
+// A loop over 64 MiB that a node pinned to device 1 wrote: its bodies run
+// on its device, so it goes where the data is, and the plan's estimate
+// moves nothing.
+TEST(PlannerTest, ControlNodeGoesWhereItsDataIs) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 67108864 dtype: FLOAT32 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 }
+        nodes {
+          name: "make"
+          op: "fill"
+          device: 1
+          args { buffer { name: "x" access: WRITE } }
+          args { f32: 1 }
+          cost { estimated_us: 100 }
+        }
+        nodes {
+          name: "L"
+          while_loop {
+            condition: "go"
+            max_iterations: 4
+            body {
+              name: "step"
+              op: "scale"
+              args { f32: 2 }
+              args { buffer { name: "x" access: READ_WRITE } }
+              cost { estimated_us: 50 }
+            }
+            body {
+              name: "stop"
+              op: "fill"
+              args { buffer { name: "go" access: WRITE } }
+              args { i32: 0 }
+            }
+          }
+        }
+      )pb",
+      &proto));
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  PlannerOptions options;
+  options.num_devices = 2;
+  options.simulate = true;
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  ASSERT_EQ(plan->nodes.size(), 2u);
+  EXPECT_EQ(plan->nodes[1].node, 1);
+  EXPECT_EQ(plan->nodes[1].device, 1);
+  ASSERT_EQ(plan->estimates.size(), 2u);
+  EXPECT_EQ(plan->estimates[1].transfer_us, 0);
+}
+
+}  // namespace
+}  // namespace weft::scheduler
