@@ -232,7 +232,10 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
     // When v's inputs can be on each device: after its predecessors and
     // the copies, in use order, of what is not there yet.
     arrival.assign(devices, ready);
-    if (engine != Engine::kHost) {
+    // A control node's bodies run their kernels over its buffers on its
+    // device, as a compute node would.
+    const bool control = graph.is_control(v);
+    if (engine != Engine::kHost || control) {
       for (const BufferUse& use : uses) {
         const BufferId b = use.buffer;
         if (!written[b] && !graph.has_initial_data(b)) continue;
@@ -249,9 +252,9 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
       }
     }
     auto finish_on = [&](int d) {
-      const double busy = engine == Engine::kHost   ? 0
-                          : engine == Engine::kCopy ? copies[d]
-                                                    : kernels[d];
+      const double busy = engine == Engine::kCopy               ? copies[d]
+                          : engine == Engine::kHost && !control ? 0
+                                                                : kernels[d];
       return std::max(arrival[d], busy) + cost;
     };
     DeviceChoice choice;
@@ -287,7 +290,7 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
     finish[v] = end;
     if (engine == Engine::kCopy) {
       copies[device] = end;
-    } else if (engine != Engine::kHost) {
+    } else if (engine != Engine::kHost || control) {
       kernels[device] = std::max(kernels[device], end - cost) + share * cost;
     }
     for (const BufferUse& use : uses) {

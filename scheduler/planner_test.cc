@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "scheduler/device_policy.h"
 #include "scheduler/graph_builder.h"
 #include "scheduler/plan_proto.h"
 #include "scheduler/test_util.h"
@@ -800,16 +801,51 @@ TEST(PlannerTest, ControlNodeGoesWhereItsDataIs) {
   limits.num_devices = 2;
   absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
   ASSERT_OK(graph.status());
+  // Simulated, and as a job.
+  for (const bool simulate : {true, false}) {
+    SCOPED_TRACE(simulate);
+    PlannerOptions options;
+    options.num_devices = 2;
+    options.simulate = simulate;
+    absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+    ASSERT_OK(plan.status());
+    ASSERT_EQ(plan->nodes.size(), 2u);
+    EXPECT_EQ(plan->nodes[1].node, 1);
+    EXPECT_EQ(plan->nodes[1].device, 1);
+    if (!simulate) continue;
+    ASSERT_EQ(plan->estimates.size(), 2u);
+    EXPECT_EQ(plan->estimates[1].transfer_us, 0);
+  }
+  // Beside more nodes than placement models one by one (the device walk
+  // by load): small independent ones that keep both devices about as busy.
+  for (int i = 0; i < kMaxModelledPlacementNodes; ++i) {
+    weft::v1::Buffer* b = proto.add_buffers();
+    b->set_name(absl::StrCat("f", i));
+    b->set_size_bytes(64);
+    b->set_dtype(weft::v1::FLOAT32);
+    weft::v1::Node* n = proto.add_nodes();
+    n->set_name(absl::StrCat("fill", i));
+    n->set_op("fill");
+    weft::v1::Arg* out = n->add_args();
+    out->mutable_buffer()->set_name(b->name());
+    out->mutable_buffer()->set_access(weft::v1::WRITE);
+    n->add_args()->set_f32(1);
+    n->mutable_cost()->set_estimated_us(0.001);
+  }
+  limits.max_nodes = proto.nodes_size() + 2;  // and the body's
+  limits.max_buffers = proto.buffers_size();
+  absl::StatusOr<Graph> large = BuildGraph(proto, limits);
+  ASSERT_OK(large.status());
   PlannerOptions options;
   options.num_devices = 2;
-  options.simulate = true;
-  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  options.explain = false;
+  absl::StatusOr<Plan> plan = PlanGraph(*large, options);
   ASSERT_OK(plan.status());
-  ASSERT_EQ(plan->nodes.size(), 2u);
-  EXPECT_EQ(plan->nodes[1].node, 1);
-  EXPECT_EQ(plan->nodes[1].device, 1);
-  ASSERT_EQ(plan->estimates.size(), 2u);
-  EXPECT_EQ(plan->estimates[1].transfer_us, 0);
+  int device = -1;
+  for (const PlannedNode& pn : plan->nodes) {
+    if (pn.node == 1) device = pn.device;
+  }
+  EXPECT_EQ(device, 1);
 }
 
 }  // namespace
