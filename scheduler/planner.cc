@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "common/thread_time.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/data_location.h"
@@ -346,7 +347,7 @@ namespace {
 
 // Puts every node, stream, arena and placed buffer of `plan` (a plan for
 // one device), and of its bodies' plans at any depth, on `device` of a
-// machine of `num_devices`.
+// machine of `num_devices`, and says so in the reasons.
 void MoveOntoDevice(Plan& plan, int device, int num_devices) {
   plan.num_devices = num_devices;
   for (PlannedNode& pn : plan.nodes) pn.device = device;
@@ -354,6 +355,15 @@ void MoveOntoDevice(Plan& plan, int device, int num_devices) {
   for (PlannedCopy& copy : plan.copies) copy.device = device;
   for (DeviceMemory& m : plan.memory) m.device = device;
   for (PlannedBuffer& b : plan.buffers) b.device = device;
+  // "device 0 (why); stream reason on device 0" becomes "device D
+  // (planned as for one device); stream reason on device D".
+  const std::string on = absl::StrCat(" on device ", device);
+  for (std::string& reason : plan.reasons) {
+    const size_t end = reason.find("; ");
+    std::string rest = end == std::string::npos ? "" : reason.substr(end);
+    reason = absl::StrCat("device ", device, " (planned as for one device)",
+                          absl::StrReplaceAll(rest, {{" on device 0", on}}));
+  }
   for (std::vector<std::shared_ptr<const Plan>>& bodies : plan.bodies) {
     for (std::shared_ptr<const Plan>& body : bodies) {
       Plan moved = *body;

@@ -669,6 +669,12 @@ void ExpectBodiesOn(const Plan& plan, int device, int depth = 0) {
       for (const PlannedStream& ps : body->streams) {
         EXPECT_EQ(ps.device, device) << "at depth " << depth + 1;
       }
+      for (const std::string& reason : body->reasons) {
+        EXPECT_THAT(reason, ::testing::StartsWith(absl::StrCat(
+                                "device ", device, " (planned as for one")));
+        EXPECT_THAT(reason,
+                    Not(HasSubstr(absl::StrCat(" on device ", 1 - device))));
+      }
       ExpectBodiesOn(*body, device, depth + 1);
     }
   }
