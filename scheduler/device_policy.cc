@@ -219,6 +219,15 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
   DataLocations locations(graph.num_buffers());
   std::vector<uint8_t> written(graph.num_buffers(), 0);
   std::vector<double> arrival(devices);
+  // By target device: the last copy time worked out, for `bytes` held in
+  // `where`. Buffers of one size held in the same memories are common, and
+  // each takes a division per holder to work out.
+  struct Transfer {
+    uint64_t bytes = 0;
+    DataLocations::Mask where = 0;
+    double us = kInfinity;  // held nowhere: never there
+  };
+  std::vector<Transfer> last_transfer(devices);
   absl::flat_hash_map<absl::string_view, std::pair<int, NodeId>> labels;
   for (const NodeId v :
        context.walk_order != nullptr ? *context.walk_order : dag.order) {
@@ -243,11 +252,15 @@ DeviceAssignment AssignByLoad(const Graph& graph, const Dag& dag,
         const uint64_t bytes = graph.buffer_bytes(b);
         for (int d = 0; d < devices; ++d) {
           if ((where >> d) & 1) continue;
-          double us = kInfinity;
-          ForEachMemory(where, [&](int from) {
-            us = std::min(us, topology.TransferUs(bytes, from, d));
-          });
-          arrival[d] += us;
+          Transfer& transfer = last_transfer[d];
+          if (transfer.bytes != bytes || transfer.where != where) {
+            double us = kInfinity;
+            ForEachMemory(where, [&](int from) {
+              us = std::min(us, topology.TransferUs(bytes, from, d));
+            });
+            transfer = {bytes, where, us};
+          }
+          arrival[d] += transfer.us;
         }
       }
     }
