@@ -137,16 +137,23 @@ class Walk {
   void Touch(NodeId v, int32_t pv, int s) {
     Track& t = tracks_[s];
     Group& g = groups_[t.group];
-    if (g.last_pos[t.slot] < pv) {
-      t.last = v;
-      g.last_pos[t.slot] = pv;
-      g.last_hops[t.slot] = hops_[v];
-    }
+    const int slot = t.slot;
+    // The group's storage, looked up once: stores through one would make
+    // the others be looked up again.
+    int32_t* last_pos = g.last_pos.data();
+    int32_t* last_hops = g.last_hops.data();
+    uint64_t* ops = g.ops.data();
+    uint64_t* op_slots = g.op_slots.data();
     const uint64_t op = OpBit(v);
-    g.ops[t.slot] |= op;
+    if (last_pos[slot] < pv) {
+      t.last = v;
+      last_pos[slot] = pv;
+      last_hops[slot] = hops_[v];
+    }
+    ops[slot] |= op;
     if (op != 0) {
-      g.op_slots[(t.slot >> 6) * 64 + __builtin_ctzll(op)] |= uint64_t{1}
-                                                              << (t.slot & 63);
+      op_slots[(slot >> 6) * 64 + __builtin_ctzll(op)] |= uint64_t{1}
+                                                          << (slot & 63);
     }
   }
 
