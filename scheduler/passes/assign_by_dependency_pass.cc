@@ -313,13 +313,13 @@ class Walk {
   }
 
   // At the cap, v shares `chosen` after its node before v (-1 if none),
-  // which is returned; the ordering is recorded unless the DAG has it.
-  // The streams whose last node comes before v were all found not to be
-  // its ancestors.
+  // which is returned; with the choices, the ordering is recorded unless
+  // the DAG has it. The streams whose last node comes before v were all
+  // found not to be its ancestors.
   NodeId ShareAtCap(NodeId v, int32_t pv, int chosen) {
     const Track& t = tracks_[chosen];
     const NodeId before = t.current;
-    if (before < 0) return before;
+    if (before < 0 || !c_.options.record_choices) return before;
     const Group& group = groups_[t.group];
     const bool ordered = !(finish_cut_ && group.finish[t.slot] > top_[v]) &&
                          hops_[before] > hops_[v] &&

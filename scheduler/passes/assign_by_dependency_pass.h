@@ -11,11 +11,11 @@
 // it in issue order is expected to finish first on unlimited hardware
 // (ties: the node's op, then the lowest id). That sharing orders the node
 // after that node, and is recorded in added_orderings when the DAG does not
-// already order them. The stream then follows the node's highest-ranked
-// unassigned successor on the same device and engine, and so on down the
-// chain. Rank: the longest cost-weighted path to a sink, then the longest
-// path in edges; ties prefer a successor whose op already ran on the
-// stream, then the lower node id.
+// already order them (only if options.record_choices). The stream then follows
+// the node's highest-ranked unassigned successor on the same device and engine,
+// and so on down the chain. Rank: the longest cost-weighted path to a sink,
+// then the longest path in edges; ties prefer a successor whose op already ran
+// on the stream, then the lower node id.
 //
 // A copy between devices (StreamContext::peer_device) also gets a peer
 // stream when the walk reaches it: a COPY stream of its source device,

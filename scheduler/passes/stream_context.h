@@ -49,7 +49,8 @@ struct StreamOptions {
   // it is split in two; 0: no limit.
   int max_nodes_per_stream = 0;
   // Whether passes record why each node got its stream
-  // (StreamContext::choice); plans that nobody reads need not.
+  // (StreamContext::choice) and the orderings the soft cap added
+  // (StreamContext::added_orderings); plans that nobody reads need not.
   bool record_choices = true;
 };
 
@@ -294,7 +295,8 @@ struct StreamContext {
   }
   std::vector<LogicalStream> streams;
   // Orderings the soft cap added: (node before, node after) on one stream
-  // where the DAG does not order them.
+  // where the DAG does not order them. Empty unless
+  // options.record_choices.
   std::vector<std::pair<NodeId, NodeId>> added_orderings;
 
   // Events (once planned).
