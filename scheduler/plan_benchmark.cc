@@ -272,8 +272,9 @@ int Profile(int n, int repeats, bool job) {
     streams = plan->streams.size();
     events = plan->num_events;
   }
-  std::printf("%d nodes planned %d times (%zu streams, %d events), best %.4f s\n",
-              n, repeats, streams, events, best);
+  std::printf(
+      "%d nodes planned %d times (%zu streams, %d events), best %.4f s\n", n,
+      repeats, streams, events, best);
   const PlanProfile& p = best_profile;
   std::printf(
       "of which dependencies %.4f, devices %.4f, streams %.4f, simulate "
