@@ -327,22 +327,6 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   return plan;
 }
 
-absl::StatusOr<Plan> PlanBody(const Graph& body,
-                              const PlannerOptions& body_options, int device) {
-  // A body's buffers keep allocations of their own (the enclosing plan
-  // does not move them): nothing to fit.
-  PlannerOptions options = body_options;
-  options.fit_memory = false;
-  bool pinned = false;
-  for (NodeId v = 0; v < body.num_nodes() && !pinned; ++v) {
-    pinned = body.pin(v) >= 0;
-  }
-  if (!options.bodies_on_one_device || pinned || options.num_devices == 1) {
-    return PlanGraph(body, options);
-  }
-  return PlanOnOneDevice(body, options, device);
-}
-
 namespace {
 
 // Puts every node, stream, arena and placed buffer of `plan` (a plan for
@@ -373,8 +357,10 @@ void MoveOntoDevice(Plan& plan, int device, int num_devices) {
   }
 }
 
-}  // namespace
-
+// `graph` planned with `options` as for a machine of one device (that
+// device's busy streams, budget and memory), then moved onto `device`,
+// bodies' plans at any depth included. INVALID_ARGUMENT for a device out
+// of range.
 absl::StatusOr<Plan> PlanOnOneDevice(const Graph& graph,
                                      const PlannerOptions& options,
                                      int device) {
@@ -401,6 +387,24 @@ absl::StatusOr<Plan> PlanOnOneDevice(const Graph& graph,
   WEFT_ASSIGN_OR_RETURN(Plan plan, PlanGraph(graph, one));
   MoveOntoDevice(plan, device, std::max(options.num_devices, 1));
   return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<Plan> PlanBody(const Graph& body,
+                              const PlannerOptions& body_options, int device) {
+  // A body's buffers keep allocations of their own (the enclosing plan
+  // does not move them): nothing to fit.
+  PlannerOptions options = body_options;
+  options.fit_memory = false;
+  bool pinned = false;
+  for (NodeId v = 0; v < body.num_nodes() && !pinned; ++v) {
+    pinned = body.pin(v) >= 0;
+  }
+  if (!options.bodies_on_one_device || pinned || options.num_devices == 1) {
+    return PlanGraph(body, options);
+  }
+  return PlanOnOneDevice(body, options, device);
 }
 
 }  // namespace weft::scheduler

@@ -50,15 +50,6 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
 absl::StatusOr<Plan> PlanBody(const Graph& body, const PlannerOptions& options,
                               int device);
 
-// `graph` planned with `options` as for a machine of one device (that
-// device's busy streams, budget and memory), then moved onto `device`:
-// every node, stream, arena and placed buffer there, and so are the plans
-// of control nodes' bodies. A node pinned to another device is still
-// planned there: callers check pins. INVALID_ARGUMENT for a device out of
-// range.
-absl::StatusOr<Plan> PlanOnOneDevice(const Graph& graph,
-                                     const PlannerOptions& options, int device);
-
 // Seconds of the calling thread's CPU time spent in each stage of one
 // PlanGraph call.
 struct PlanProfile {

@@ -651,12 +651,6 @@ TEST(PlannerTest, CopyOnTheDeviceHoldingItsInputHasNoPeer) {
   for (const PlannedNode& pn : plan->nodes) EXPECT_EQ(pn.peer_stream, -1);
 }
 
-}  // namespace
-}  // namespace weft::scheduler
-
-namespace weft::scheduler {
-namespace {
-
 // Every node and stream of the plans of `plan`'s bodies, at any depth,
 // is on `device`.
 void ExpectBodiesOn(const Plan& plan, int device, int depth = 0) {
@@ -757,12 +751,6 @@ TEST(PlannerTest, NestedBodiesRunOnTheirControlNodesDevice) {
     ExpectBodiesOn(*plan, device);
   }
 }
-
-}  // namespace
-}  // namespace weft::scheduler
-
-namespace weft::scheduler {
-namespace {
 
 // A loop over 64 MiB that a node pinned to device 1 wrote: its bodies run
 // on its device, so it goes where the data is, and the plan's estimate
