@@ -5,7 +5,9 @@
 // budget, the plan's copies on that device are run through Belady's rule
 // in the order the device uses them: before each use the copies it needs
 // are resident; when they do not fit, the resident copy used again
-// furthest ahead is evicted. An evicted copy whose buffer was written is
+// furthest ahead is evicted, until they do (where the last copy evicted
+// frees more than was missing, those evicted before it that fit again
+// stay). An evicted copy whose buffer was written is
 // spilled (a kSpillOp node copies it to host memory after its last use
 // before the eviction); its next use is preceded by a fill (kFillOp) that
 // makes it current again, at a place of its own. Host data is then not

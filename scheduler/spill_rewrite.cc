@@ -99,6 +99,7 @@ void ChooseSpills(const Graph& graph, const Plan& plan, const Lifetimes& lt,
   };
   std::vector<Pending> pending;
   std::vector<std::vector<int32_t>> spills_at(steps.size());
+  std::vector<std::pair<int32_t, int32_t>> victims;  // (next use, copy)
   int64_t bytes = 0;
   size_t e = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -127,13 +128,26 @@ void ChooseSpills(const Graph& graph, const Plan& plan, const Lifetimes& lt,
       resident[c] = 1;
       bytes += Aligned(copy.size_bytes);
     }
+    victims.clear();
     while (bytes > target && !candidates.empty()) {
-      const auto victim = *candidates.rbegin();
+      victims.push_back(*candidates.rbegin());
       candidates.erase(std::prev(candidates.end()));
-      const int c = victim.second;
+      bytes -= Aligned(lt.copy(victims.back().second).size_bytes);
+    }
+    // The last victim may free more than was missing: those taken before
+    // it stay where they still fit, nearest next use first.
+    for (int j = static_cast<int>(victims.size()) - 2; j >= 0; --j) {
+      const int64_t size = Aligned(lt.copy(victims[j].second).size_bytes);
+      if (bytes + size <= target) {
+        bytes += size;
+        candidates.insert(victims[j]);
+        victims[j].second = -1;
+      }
+    }
+    for (const auto& [victim_next, c] : victims) {
+      if (c < 0) continue;
       const BufferCopy& copy = lt.copy(c);
       resident[c] = 0;
-      bytes -= Aligned(copy.size_bytes);
       evicted_at[c] = static_cast<int32_t>(k);
       const std::vector<int32_t>& w = writes[copy.buffer];
       const bool written = !w.empty() && w.front() < p;

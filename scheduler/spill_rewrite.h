@@ -67,7 +67,9 @@ std::vector<std::vector<int32_t>> WritePositions(const Graph& graph,
                                                  const Plan& plan);
 
 // Belady's rule over the uses of device `device`'s copies in `plan`'s
-// issue order (`lt`, its lifetimes), under `target` bytes: appends the
+// issue order (`lt`, its lifetimes), under `target` bytes (victims taken
+// before the last one that then fit again stay resident, nearest next use
+// first, as in memory/spill_planner.h): appends the
 // spills, fills and orderings to `rewrite`. Copies of `pinned_buffer`s
 // stay resident. `writes`: WritePositions.
 void ChooseSpills(const Graph& graph, const Plan& plan,

@@ -58,6 +58,59 @@ absl::StatusOr<SpillPlan> PlanSpills(const Graph& graph,
     return k >= offsets[b] ? steps[k] : -1;
   };
 
+  // The least bytes any eviction choice spills if a buffer could be
+  // evicted in part: each gap between two uses of a buffer may be evicted
+  // for any share of its bytes, each byte spilled costing one, and every
+  // step's excess must be evicted across it. Sweeping the steps in order
+  // and covering each step's shortfall from the gaps that reach furthest
+  // is optimal for that relaxation (a gap reaching further covers every
+  // later step a nearer one does, at the same cost per byte), so its cost
+  // bounds every whole-buffer choice from below.
+  auto FractionalSpills = [&](const std::vector<int64_t>& excess) {
+    int64_t spilled = 0;
+    int64_t covered = 0;  // evicted bytes of the gaps open at the step
+    std::vector<int32_t> gap_end(num_buffers, -1);  // -1: no open gap
+    std::vector<int64_t> room(num_buffers, 0);      // bytes left to evict
+    std::vector<int64_t> evicted(num_buffers, 0);   // bytes evicted
+    std::priority_queue<std::pair<int32_t, BufferId>> open;  // by end
+    std::vector<int32_t> used_from(num_buffers, 0);          // index into steps
+    for (int b = 0; b < num_buffers; ++b) used_from[b] = offsets[b];
+    for (int i = 0; i < n; ++i) {
+      const NodeId v = order[i];
+      for (const BufferUse& u : graph.Uses(v)) {
+        const BufferId b = u.buffer;
+        if (gap_end[b] != i) continue;
+        covered -= evicted[b];
+        gap_end[b] = -1;
+      }
+      while (covered < excess[i] && !open.empty()) {
+        const auto [end, b] = open.top();
+        if (gap_end[b] != end || room[b] == 0) {
+          open.pop();
+          continue;
+        }
+        const int64_t take = std::min(room[b], excess[i] - covered);
+        room[b] -= take;
+        evicted[b] += take;
+        covered += take;
+        spilled += take;
+      }
+      for (const BufferUse& u : graph.Uses(v)) {
+        const BufferId b = u.buffer;
+        int32_t& k = used_from[b];
+        if (k >= offsets[b + 1] || steps[k] != i) continue;  // seen
+        ++k;
+        if (k < offsets[b + 1] && steps[k] >= 0) {
+          gap_end[b] = steps[k];
+          room[b] = size(b);
+          evicted[b] = 0;
+          open.emplace(steps[k], b);
+        }
+      }
+    }
+    return spilled;
+  };
+
   // Live bytes by step (first use to last), for the peak and the bound.
   {
     std::vector<int64_t> delta(n + 1, 0);
@@ -85,12 +138,15 @@ absl::StatusOr<SpillPlan> PlanSpills(const Graph& graph,
       best[i] = std::max(best[i + 1], excess[i] + best[reach[i] + 1]);
     }
     plan.lower_bound_bytes = n > 0 ? best[0] : 0;
+    plan.lower_bound_bytes =
+        std::max(plan.lower_bound_bytes, FractionalSpills(excess));
   }
 
   // Resident buffers by next use, furthest first (stale entries skipped).
   std::vector<uint8_t> resident(num_buffers, 0);
   std::priority_queue<std::pair<int32_t, BufferId>> by_next;
   std::vector<BufferId> args;
+  std::vector<std::pair<int32_t, BufferId>> victims;
   int64_t used = 0;
   for (int i = 0; i < n; ++i) {
     const NodeId v = order[i];
@@ -110,12 +166,28 @@ absl::StatusOr<SpillPlan> PlanSpills(const Graph& graph,
           "node '", graph.node(v).name, "': its arguments need ", need,
           " bytes, above the budget of ", budget_bytes, " bytes"));
     }
+    victims.clear();
     while (used > budget_bytes) {
       const auto [step, b] = by_next.top();
       by_next.pop();
       if (resident[b] != 1 || next_step(b) != step) continue;  // stale
       resident[b] = 0;
       used -= size(b);
+      victims.push_back({step, b});
+    }
+    // The last victim may free more than was missing: those taken before
+    // it stay where they still fit, nearest next use first.
+    for (int k = static_cast<int>(victims.size()) - 2; k >= 0; --k) {
+      const BufferId b = victims[k].second;
+      if (used + size(b) <= budget_bytes) {
+        resident[b] = 1;
+        used += size(b);
+        by_next.emplace(victims[k].first, b);
+        victims[k].second = -1;
+      }
+    }
+    for (const auto& [step, b] : victims) {
+      if (b < 0) continue;
       plan.spilled_bytes += size(b);
       ++plan.spills;
     }

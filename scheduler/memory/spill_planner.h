@@ -6,7 +6,9 @@
 // memory from its first user to its last (then it is freed; an output is
 // downloaded); host data is uploaded at its first user. Each node needs
 // its own arguments resident; when they do not fit, resident buffers the
-// node does not use are evicted, furthest next use first. An evicted
+// node does not use are evicted, furthest next use first, and those taken
+// before the last that then fit again stay (the last may free more than
+// was missing), nearest next use first. An evicted
 // buffer that is used again is spilled (written out) and filled back
 // before that use.
 //
@@ -27,11 +29,15 @@ struct SpillPlan {
   int64_t peak_bytes = 0;     // live bytes of the order without a budget
   int64_t spilled_bytes = 0;  // written out (each filled back once)
   int32_t spills = 0;
-  // No eviction choice for this order spills less: at any step, all but
-  // `budget_bytes` of the live bytes belong to buffers live across it and
-  // not used by it, each spilled at least once; steps whose live buffers
-  // all die before the next one's count different buffers, so the bound is
-  // the heaviest chain of such steps.
+  // No eviction choice for this order spills less. The larger of two
+  // bounds: at any step, all but `budget_bytes` of the live bytes belong
+  // to buffers live across it and not used by it, each spilled at least
+  // once, and steps whose live buffers all die before the next one's count
+  // different buffers (the heaviest chain of such steps); and what
+  // evicting shares of buffers would spill at least, each gap between two
+  // uses of a buffer evictable for any share of its bytes (the sweep that
+  // covers each step's shortfall from the gaps reaching furthest, optimal
+  // for that relaxation).
   int64_t lower_bound_bytes = 0;
 };
 

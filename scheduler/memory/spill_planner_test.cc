@@ -68,6 +68,38 @@ TEST(SpillPlannerTest, BoundAddsUpSeparatePhases) {
   EXPECT_EQ(plan->spilled_bytes, 200);  // B, then E
 }
 
+// B covers the first shortfall and comes back before the second, which
+// then spills again, though every step shares C.
+TEST(SpillPlannerTest, BoundFollowsTheGapsBetweenUses) {
+  GraphMaker m;
+  for (const char* b : {"A", "B", "C", "D"}) m.Buffer(b, 100, DType::kBytes);
+  m.Node("makeA", "A:w").Node("makeB", "B:w").Node("makeC", "C:w");
+  m.Node("readA", "A:r").Node("makeD", "D:w").Node("readB", "B:r");
+  m.Node("readCD", "C:r D:r");
+  absl::StatusOr<SpillPlan> plan =
+      PlanSpills(m.Build(), {0, 1, 2, 3, 4, 5, 6}, 200);
+  ASSERT_OK(plan);
+  EXPECT_EQ(plan->peak_bytes, 300);
+  EXPECT_EQ(plan->spilled_bytes, 200);
+  EXPECT_EQ(plan->lower_bound_bytes, 200);
+}
+
+// Evicting S (furthest) leaves the budget short, so L goes too; then S
+// fits again and stays.
+TEST(SpillPlannerTest, KeepsVictimsThatFitAfterALargerOne) {
+  GraphMaker m;
+  m.Buffer("S", 10, DType::kBytes)
+      .Buffer("L", 100, DType::kBytes)
+      .Buffer("X", 100, DType::kBytes);
+  m.Node("makeS", "S:w").Node("makeL", "L:w").Node("makeX", "X:w");
+  m.Node("readL", "L:r").Node("readS", "S:r");
+  absl::StatusOr<SpillPlan> plan = PlanSpills(m.Build(), {0, 1, 2, 3, 4}, 160);
+  ASSERT_OK(plan);
+  EXPECT_EQ(plan->spilled_bytes, 100);
+  EXPECT_EQ(plan->spills, 1);
+  EXPECT_EQ(plan->lower_bound_bytes, 50);
+}
+
 TEST(SpillPlannerTest, RefusesANodeAboveTheBudget) {
   EXPECT_OK(PlanSpills(ThreeLive(), {0, 1, 2, 3, 4}, 250));
   EXPECT_THAT(PlanSpills(ThreeLive(), {0, 1, 2, 3, 4}, 205).status(),
