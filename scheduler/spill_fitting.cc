@@ -164,8 +164,20 @@ absl::StatusOr<Fitted> FitRounds(const Graph& graph, const Plan& plan,
     Rewrite rewrite;
     for (int d = 0; d < static_cast<int>(budgets.size()); ++d) {
       if (budgets[d] <= 0 || ArenaOn(current_plan, d) <= budgets[d]) continue;
-      ChooseSpills(g, current_plan, lt, d, targets[d], pinned, writes,
-                   &rewrite);
+      // Each rule on top of the devices so far; the least traffic wins.
+      Rewrite best;
+      int64_t best_bytes = -1;
+      for (const EvictionRule rule : kEvictionRules) {
+        Rewrite tried = rewrite;
+        ChooseSpills(g, current_plan, lt, d, targets[d], pinned, writes, rule,
+                     &tried);
+        const int64_t bytes = TrafficBytes(g, tried);
+        if (best_bytes < 0 || bytes < best_bytes) {
+          best = std::move(tried);
+          best_bytes = bytes;
+        }
+      }
+      rewrite = std::move(best);
     }
     RewrittenNodes built =
         BuildNodes(g, current, current_plan, rewrite, options);

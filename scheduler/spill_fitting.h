@@ -7,7 +7,9 @@
 // are resident; when they do not fit, the resident copy used again
 // furthest ahead is evicted, until they do (where the last copy evicted
 // frees more than was missing, those evicted before it that fit again
-// stay). An evicted copy whose buffer was written is
+// stay). A second rule takes the second furthest instead where it alone
+// frees what is missing with fewer bytes; per device, the rule whose
+// spills and fills move fewer bytes is kept (spill_rewrite.h). An evicted copy whose buffer was written is
 // spilled (a kSpillOp node copies it to host memory after its last use
 // before the eviction); its next use is preceded by a fill (kFillOp) that
 // makes it current again, at a place of its own. Host data is then not

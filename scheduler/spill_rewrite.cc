@@ -51,7 +51,7 @@ void ChooseSpills(const Graph& graph, const Plan& plan, const Lifetimes& lt,
                   int device, int64_t target,
                   const std::vector<uint8_t>& pinned_buffer,
                   const std::vector<std::vector<int32_t>>& writes,
-                  Rewrite* rewrite) {
+                  EvictionRule rule, Rewrite* rewrite) {
   // The device's steps: issue positions using one of its copies.
   std::vector<std::pair<int32_t, int32_t>> events;  // (position, copy)
   for (int c = 0; c < lt.num_copies(); ++c) {
@@ -130,8 +130,17 @@ void ChooseSpills(const Graph& graph, const Plan& plan, const Lifetimes& lt,
     }
     victims.clear();
     while (bytes > target && !candidates.empty()) {
-      victims.push_back(*candidates.rbegin());
-      candidates.erase(std::prev(candidates.end()));
+      auto victim = std::prev(candidates.end());
+      if (rule == EvictionRule::kTighter && victim != candidates.begin()) {
+        const auto second = std::prev(victim);
+        const int64_t size = Aligned(lt.copy(second->second).size_bytes);
+        if (size >= bytes - target &&
+            size < Aligned(lt.copy(victim->second).size_bytes)) {
+          victim = second;
+        }
+      }
+      victims.push_back(*victim);
+      candidates.erase(victim);
       bytes -= Aligned(lt.copy(victims.back().second).size_bytes);
     }
     // The last victim may free more than was missing: those taken before
@@ -191,6 +200,17 @@ void ChooseSpills(const Graph& graph, const Plan& plan, const Lifetimes& lt,
     fill.start = s > 0 ? steps[s - 1] : -1;
     fill.after_spills = spills_at[s];
   }
+}
+
+int64_t TrafficBytes(const Graph& graph, const Rewrite& rewrite) {
+  int64_t bytes = 0;
+  for (const Spill& spill : rewrite.spills) {
+    bytes += static_cast<int64_t>(graph.buffer_bytes(spill.buffer));
+  }
+  for (const Fill& fill : rewrite.fills) {
+    bytes += static_cast<int64_t>(graph.buffer_bytes(fill.buffer));
+  }
+  return bytes;
 }
 
 RewrittenNodes BuildNodes(const Graph& graph, const RewrittenNodes& current,

@@ -66,7 +66,18 @@ struct RewrittenNodes {
 std::vector<std::vector<int32_t>> WritePositions(const Graph& graph,
                                                  const Plan& plan);
 
-// Belady's rule over the uses of device `device`'s copies in `plan`'s
+// How ChooseSpills picks each victim among the resident copies the step
+// does not use.
+enum class EvictionRule {
+  kFurthest,  // the one used again furthest ahead (Belady's rule)
+  // The second furthest instead where it alone frees what is missing with
+  // fewer bytes than the furthest: less traffic where sizes differ.
+  kTighter,
+};
+inline constexpr EvictionRule kEvictionRules[] = {EvictionRule::kFurthest,
+                                                  EvictionRule::kTighter};
+
+// Victims by `rule` over the uses of device `device`'s copies in `plan`'s
 // issue order (`lt`, its lifetimes), under `target` bytes (victims taken
 // before the last one that then fit again stay resident, nearest next use
 // first, as in memory/spill_planner.h): appends the
@@ -76,7 +87,10 @@ void ChooseSpills(const Graph& graph, const Plan& plan,
                   const memory::Lifetimes& lt, int device, int64_t target,
                   const std::vector<uint8_t>& pinned_buffer,
                   const std::vector<std::vector<int32_t>>& writes,
-                  Rewrite* rewrite);
+                  EvictionRule rule, Rewrite* rewrite);
+
+// Bytes a rewrite moves: its spills' and fills' buffers.
+int64_t TrafficBytes(const Graph& graph, const Rewrite& rewrite);
 
 // The nodes of the graph that `rewrite` makes of `graph` (whose nodes
 // without memory orderings are `current`) and its plan `plan`.

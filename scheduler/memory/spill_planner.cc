@@ -142,66 +142,104 @@ absl::StatusOr<SpillPlan> PlanSpills(const Graph& graph,
         std::max(plan.lower_bound_bytes, FractionalSpills(excess));
   }
 
-  // Resident buffers by next use, furthest first (stale entries skipped).
-  std::vector<uint8_t> resident(num_buffers, 0);
-  std::priority_queue<std::pair<int32_t, BufferId>> by_next;
-  std::vector<BufferId> args;
-  std::vector<std::pair<int32_t, BufferId>> victims;
-  int64_t used = 0;
-  for (int i = 0; i < n; ++i) {
-    const NodeId v = order[i];
-    args.clear();
-    int64_t need = 0;
-    for (const BufferUse& u : graph.Uses(v)) {
-      if (std::find(args.begin(), args.end(), u.buffer) != args.end()) {
-        continue;
+  // Runs the order under the budget choosing victims by `rule`: adds to
+  // plan's spilled bytes and spills.
+  enum class Rule { kFurthest, kTighter };
+  auto evict = [&](Rule rule, SpillPlan& out) -> absl::Status {
+    for (int b = 0; b < num_buffers; ++b) next_use[b] = offsets[b];
+    // Resident buffers by next use, furthest first (stale entries
+    // skipped).
+    std::vector<uint8_t> resident(num_buffers, 0);
+    std::priority_queue<std::pair<int32_t, BufferId>> by_next;
+    auto pop_live = [&]() {
+      while (!by_next.empty()) {
+        const std::pair<int32_t, BufferId> top = by_next.top();
+        by_next.pop();
+        if (resident[top.second] == 1 && next_step(top.second) == top.first) {
+          return top;
+        }
       }
-      args.push_back(u.buffer);
-      need += size(u.buffer);
-      if (!resident[u.buffer]) used += size(u.buffer);
-      resident[u.buffer] = 2;  // pinned for this step
-    }
-    if (need > budget_bytes) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "node '", graph.node(v).name, "': its arguments need ", need,
-          " bytes, above the budget of ", budget_bytes, " bytes"));
-    }
-    victims.clear();
-    while (used > budget_bytes) {
-      const auto [step, b] = by_next.top();
-      by_next.pop();
-      if (resident[b] != 1 || next_step(b) != step) continue;  // stale
-      resident[b] = 0;
-      used -= size(b);
-      victims.push_back({step, b});
-    }
-    // The last victim may free more than was missing: those taken before
-    // it stay where they still fit, nearest next use first.
-    for (int k = static_cast<int>(victims.size()) - 2; k >= 0; --k) {
-      const BufferId b = victims[k].second;
-      if (used + size(b) <= budget_bytes) {
-        resident[b] = 1;
-        used += size(b);
-        by_next.emplace(victims[k].first, b);
-        victims[k].second = -1;
+      return std::pair<int32_t, BufferId>(-1, -1);
+    };
+    std::vector<BufferId> args;
+    std::vector<std::pair<int32_t, BufferId>> victims;
+    int64_t used = 0;
+    for (int i = 0; i < n; ++i) {
+      const NodeId v = order[i];
+      args.clear();
+      int64_t need = 0;
+      for (const BufferUse& u : graph.Uses(v)) {
+        if (std::find(args.begin(), args.end(), u.buffer) != args.end()) {
+          continue;
+        }
+        args.push_back(u.buffer);
+        need += size(u.buffer);
+        if (!resident[u.buffer]) used += size(u.buffer);
+        resident[u.buffer] = 2;  // pinned for this step
+      }
+      if (need > budget_bytes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "node '", graph.node(v).name, "': its arguments need ", need,
+            " bytes, above the budget of ", budget_bytes, " bytes"));
+      }
+      victims.clear();
+      while (used > budget_bytes) {
+        std::pair<int32_t, BufferId> victim = pop_live();
+        if (rule == Rule::kTighter) {
+          // The second furthest instead, where it alone frees what is
+          // missing with fewer bytes.
+          std::pair<int32_t, BufferId> second = pop_live();
+          if (second.second >= 0) {
+            const int64_t missing = used - budget_bytes;
+            if (size(second.second) >= missing &&
+                size(second.second) < size(victim.second)) {
+              std::swap(victim, second);
+            }
+            by_next.push(second);
+          }
+        }
+        resident[victim.second] = 0;
+        used -= size(victim.second);
+        victims.push_back(victim);
+      }
+      // The last victim may free more than was missing: those taken
+      // before it stay where they still fit, nearest next use first.
+      for (int k = static_cast<int>(victims.size()) - 2; k >= 0; --k) {
+        const BufferId b = victims[k].second;
+        if (used + size(b) <= budget_bytes) {
+          resident[b] = 1;
+          used += size(b);
+          by_next.emplace(victims[k].first, b);
+          victims[k].second = -1;
+        }
+      }
+      for (const auto& [step, b] : victims) {
+        if (b < 0) continue;
+        out.spilled_bytes += size(b);
+        ++out.spills;
+      }
+      for (const BufferId b : args) {
+        ++next_use[b];
+        const int32_t next = next_step(b);
+        if (next < 0) {
+          resident[b] = 0;  // freed (an output: downloaded)
+          used -= size(b);
+        } else {
+          resident[b] = 1;
+          by_next.emplace(next, b);
+        }
       }
     }
-    for (const auto& [step, b] : victims) {
-      if (b < 0) continue;
-      plan.spilled_bytes += size(b);
-      ++plan.spills;
-    }
-    for (const BufferId b : args) {
-      ++next_use[b];
-      const int32_t next = next_step(b);
-      if (next < 0) {
-        resident[b] = 0;  // freed (an output: downloaded)
-        used -= size(b);
-      } else {
-        resident[b] = 1;
-        by_next.emplace(next, b);
-      }
-    }
+    return absl::OkStatus();
+  };
+  const absl::Status furthest = evict(Rule::kFurthest, plan);
+  if (!furthest.ok()) return furthest;
+  SpillPlan tighter;
+  if (plan.spilled_bytes > plan.lower_bound_bytes &&
+      evict(Rule::kTighter, tighter).ok() &&
+      tighter.spilled_bytes < plan.spilled_bytes) {
+    plan.spilled_bytes = tighter.spilled_bytes;
+    plan.spills = tighter.spills;
   }
   return plan;
 }

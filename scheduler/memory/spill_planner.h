@@ -8,7 +8,9 @@
 // its own arguments resident; when they do not fit, resident buffers the
 // node does not use are evicted, furthest next use first, and those taken
 // before the last that then fit again stay (the last may free more than
-// was missing), nearest next use first. An evicted
+// was missing), nearest next use first; the run is repeated taking the
+// second furthest instead where it alone frees what is missing with fewer
+// bytes, and the run that spills less is reported. An evicted
 // buffer that is used again is spilled (written out) and filled back
 // before that use.
 //

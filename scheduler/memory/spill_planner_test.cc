@@ -100,6 +100,22 @@ TEST(SpillPlannerTest, KeepsVictimsThatFitAfterALargerOne) {
   EXPECT_EQ(plan->lower_bound_bytes, 50);
 }
 
+// L is used again last, S before it, and S alone frees what is missing:
+// evicting S spills less than Belady's L.
+TEST(SpillPlannerTest, ReportsTheTighterChoiceWhereItSpillsLess) {
+  GraphMaker m;
+  m.Buffer("L", 768, DType::kBytes)
+      .Buffer("S", 256, DType::kBytes)
+      .Buffer("X", 256, DType::kBytes);
+  m.Node("makeL", "L:w").Node("makeS", "S:w").Node("makeX", "X:w");
+  m.Node("readS", "S:r").Node("readL", "L:r");
+  absl::StatusOr<SpillPlan> plan = PlanSpills(m.Build(), {0, 1, 2, 3, 4}, 1100);
+  ASSERT_OK(plan);
+  EXPECT_EQ(plan->spilled_bytes, 256);
+  EXPECT_EQ(plan->spills, 1);
+  EXPECT_EQ(plan->lower_bound_bytes, 180);
+}
+
 TEST(SpillPlannerTest, RefusesANodeAboveTheBudget) {
   EXPECT_OK(PlanSpills(ThreeLive(), {0, 1, 2, 3, 4}, 250));
   EXPECT_THAT(PlanSpills(ThreeLive(), {0, 1, 2, 3, 4}, 205).status(),
