@@ -44,6 +44,7 @@ struct RunResult {
   std::optional<JobTrace> trace;        // when asked for
   std::vector<std::string> finished;    // nodes, in the order they finished
   std::vector<std::string> plan_order;  // nodes, in issue order
+  int eager_copies = 0;                 // the plan's (Plan::copies)
 };
 
 class ExecutorControlTest : public ::testing::Test {
@@ -83,6 +84,7 @@ class ExecutorControlTest : public ::testing::Test {
         std::make_shared<const scheduler::Plan>(*std::move(plan));
 
     RunResult result;
+    result.eager_copies = static_cast<int>(shared_plan->copies.size());
     for (const scheduler::PlannedNode& pn : shared_plan->nodes) {
       result.plan_order.push_back(graph->node(pn.node).name);
     }
@@ -348,6 +350,95 @@ TEST_P(ExecutorModeTest, BodyOnAnotherDeviceKeepsBuffersCoherent) {
   ASSERT_OK(r.status);
   EXPECT_EQ(Floats(r.outputs["i"])[0], 5.0f);
   for (float v : Floats(r.outputs["x"])) EXPECT_EQ(v, 48.0f);
+}
+
+TEST_P(ExecutorModeTest, EagerCopiesCarryALoopsBuffersBetweenDevices) {
+  // k and k2 write z and big on device 1, so the loop goes there; x
+  // crosses to it from device 0 by an eager copy, and s, which the loop
+  // writes, crosses back to r by another.
+  const std::string text = R"pb(
+    name: "eager"
+    buffers { name: "x" size_bytes: 64 dtype: FLOAT32 fill: 1 }
+    buffers { name: "z" size_bytes: 64 dtype: FLOAT32 output: true }
+    buffers { name: "big" size_bytes: 65536 dtype: FLOAT32 fill: 1 }
+    buffers { name: "i" size_bytes: 4 dtype: FLOAT32 }
+    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+    buffers { name: "s" size_bytes: 4 dtype: FLOAT32 }
+    buffers { name: "out" size_bytes: 4 dtype: FLOAT32 output: true }
+    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+    nodes {
+      name: "w"
+      op: "scale"
+      args { f32: 3 }
+      args { buffer { name: "x" access: READ_WRITE } }
+      device: 0
+      cost { estimated_us: 100 }
+    }
+    nodes {
+      name: "k"
+      op: "fill"
+      args { buffer { name: "z" access: WRITE } }
+      args { f32: 1 }
+      device: 1
+      cost { estimated_us: 2000 }
+    }
+    nodes {
+      name: "k2"
+      op: "scale"
+      args { f32: 1 }
+      args { buffer { name: "big" access: READ_WRITE } }
+      device: 1
+      cost { estimated_us: 100 }
+    }
+    nodes {
+      name: "loop"
+      while_loop {
+        condition: "go"
+        max_iterations: 10
+        body {
+          name: "step"
+          op: "axpy"
+          args { f32: 2 }
+          args { buffer { name: "x" access: READ } }
+          args { buffer { name: "z" access: READ_WRITE } }
+        }
+        body {
+          name: "sum"
+          op: "dot"
+          args { buffer { name: "big" access: READ } }
+          args { buffer { name: "big" access: READ } }
+          args { buffer { name: "s" access: WRITE } }
+        }
+        body {
+          name: "inc"
+          op: "axpy"
+          args { f32: 1 }
+          args { buffer { name: "one" access: READ } }
+          args { buffer { name: "i" access: READ_WRITE } }
+        }
+        body {
+          name: "test"
+          op: "less"
+          args { buffer { name: "i" access: READ } }
+          args { f32: 3 }
+          args { buffer { name: "go" access: WRITE } }
+        }
+      }
+    }
+    nodes {
+      name: "r"
+      op: "copy"
+      args { buffer { name: "s" access: READ } }
+      args { buffer { name: "out" access: WRITE } }
+      device: 0
+    }
+  )pb";
+  RunResult r = Run(text);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(r.eager_copies, 2);
+  for (float v : Floats(r.outputs["z"])) EXPECT_EQ(v, 19.0f);
+  EXPECT_EQ(Floats(r.outputs["out"])[0], 16384.0f);
+  EXPECT_EQ(Iterations(r, "loop"), 3);
 }
 
 TEST_P(ExecutorModeTest, LoopBeyondItsBoundFailsNamingIt) {

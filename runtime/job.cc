@@ -332,6 +332,9 @@ absl::Status Job::IssueEagerCopies(int index) {
       WEFT_RETURN_IF_ERROR(env_->backend->StreamWaitEvent(stream, event));
       tracer_->Dirty(stream);
     }
+    // A control node's reader allocates nothing before its bodies run:
+    // the copy takes the memory (placed already where memory is planned).
+    WEFT_RETURN_IF_ERROR(buffers_->Allocate(copy.buffer, copy.device));
     WEFT_RETURN_IF_ERROR(
         buffers_->MakeCurrent(copy.buffer, copy.device, copy.device, stream));
   }

@@ -145,6 +145,9 @@ struct DeviceContext {
   // (PlannerOptions::eager_copies): such copies start when their writer
   // ends rather than when the reader is ready.
   bool eager_copies = false;
+  // Control nodes' bodies run on the control node's device, unless they
+  // pin nodes (PlannerOptions::bodies_on_one_device, BodiesRunOnItsDevice).
+  bool bodies_on_one_device = true;
   // Fill DeviceAssignment::choice (for explanations).
   bool record_choices = true;
   // The order the walk places nodes in; not owned; null: dag.order.
@@ -239,6 +242,10 @@ class PlacementState {
  private:
   // The timeline of the unit `v` runs on, on `device`; null for HOST
   // nodes.
+  // Whether v reads and writes its buffers on its device for eager
+  // copies: any node but a control node whose bodies run elsewhere
+  // (BodiesRunOnItsDevice).
+  bool EagerCopiesReach(NodeId v) const;
   OccupancyTimeline* UnitOf(NodeId v, int device);
   const OccupancyTimeline* UnitOf(NodeId v, int device) const;
   // Where node v's inputs come from and when they are on `device`, from

@@ -16,16 +16,11 @@ constexpr size_t kMaxCopyStreams = 32;
 
 uint64_t Bit(int memory) { return uint64_t{1} << memory; }
 
-// Whether v is a control node; reads the node's spec only in graphs that
-// have control nodes.
-bool IsControl(const Graph& graph, NodeId v) {
-  return graph.has_control() && graph.node(v).control != nullptr;
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
-    const Graph& graph, const Dag& dag, StreamContext& streams) {
+    const Graph& graph, const Dag& dag, StreamContext& streams,
+    bool bodies_on_one_device) {
   std::vector<PlannedCopy> copies;
   const int n = dag.num_nodes();
   int num_devices = 0;
@@ -39,7 +34,7 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
   // By buffer, in one record so that a use touches one cache line: the
   // memories holding its latest version up to date (none: not created
   // anywhere yet) and the issue position of the device node that wrote
-  // that version (-1: never written, or by a host or control node).
+  // that version (-1: never written, or by a host node).
   struct BufferState {
     uint64_t where = 0;
     int32_t writer = -1;
@@ -50,8 +45,12 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
   ReserveHuge(copies, static_cast<size_t>(n));
   for (int32_t i = 0; i < n; ++i) {
     const NodeId v = dag.order[i];
-    const bool on_host = graph.engine(v) == Engine::kHost;
-    const bool device_node = !on_host && !IsControl(graph, v);
+    // A control node whose bodies run on its device reads and writes its
+    // buffers there, as a kernel does.
+    const bool on_host =
+        graph.engine(v) == Engine::kHost &&
+        !(bodies_on_one_device && BodiesRunOnItsDevice(graph, v));
+    const bool device_node = !on_host;
     // COPY nodes move their input themselves (from their peer stream).
     const bool reader = device_node && graph.engine(v) != Engine::kCopy;
     const int here = on_host ? host : streams.device[v];

@@ -15,9 +15,11 @@
 // (cost_model.h: where each buffer's latest version lives, which memories
 // hold it up to date, whether any node wrote it) and gives every copy of a
 // written version from one device to another, for a reader that runs on a
-// device (a COMPUTE or COLLECTIVE node, not a control node; COPY nodes move
-// their input themselves) and whose writer is a device node, to an eager
-// copy from that writer to that reader. A destination device gets a COPY
+// device (a COMPUTE or COLLECTIVE node, or a control node whose bodies run
+// on its device, BodiesRunOnItsDevice; COPY nodes move their input
+// themselves) and whose writer is a device node (such control nodes
+// included), to an eager copy from that writer to that reader. Other
+// control nodes count as host nodes. A destination device gets a COPY
 // stream (appended to the streams, label "eager copies") per stream its
 // copies' writers run on, up to 32, then reuses the one whose last copy is
 // oldest: copies of one writer stream start in the order their writers
@@ -50,10 +52,12 @@
 namespace weft::scheduler {
 
 // The eager copies of `streams`' plan in issue order (dag.order), sorted
-// by `before`; adds their streams and events to `streams`. REQUIRES: the
-// stream pipeline has run (streams and events are planned).
+// by `before`; adds their streams and events to `streams`.
+// `bodies_on_one_device`: PlannerOptions::bodies_on_one_device. REQUIRES:
+// the stream pipeline has run (streams and events are planned).
 absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
-    const Graph& graph, const Dag& dag, StreamContext& streams);
+    const Graph& graph, const Dag& dag, StreamContext& streams,
+    bool bodies_on_one_device = true);
 
 }  // namespace weft::scheduler
 

@@ -5,12 +5,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "scheduler/cost_model.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/plan_verifier.h"
 #include "scheduler/planner.h"
 #include "scheduler/test_util.h"
 #include "testing/status_matchers.h"
+#include "weft/v1/weft.pb.h"
 
 namespace weft::scheduler {
 namespace {
@@ -73,6 +76,103 @@ TEST(EagerCopiesTest, CopiesWhileTheReaderWaitsForItsOtherInputs) {
   ASSERT_TRUE(lazy.ok()) << lazy.status();
   EXPECT_TRUE(lazy->copies.empty());
   EXPECT_NEAR(lazy->estimated_makespan_us, 3100, 1e-6);
+}
+
+// w writes x on device 0; k writes z (larger) on device 1; a loop over x
+// and z goes to device 1, where most of its data is, and writes s; r reads
+// s on device 0 after it. x crosses to the loop while k runs, and s to r
+// as the loop ends.
+TEST(EagerCopiesTest, ControlNodesReadAndWriteOnTheirDevice) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 300000000 dtype: FLOAT32 }
+        buffers { name: "z" size_bytes: 600000000 dtype: FLOAT32 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 }
+        buffers { name: "s" size_bytes: 4 dtype: FLOAT32 }
+        buffers { name: "out" size_bytes: 4 dtype: FLOAT32 }
+        nodes {
+          name: "w"
+          op: "fill"
+          device: 0
+          args { buffer { name: "x" access: WRITE } }
+          args { f32: 1 }
+          cost { estimated_us: 100 }
+        }
+        nodes {
+          name: "k"
+          op: "fill"
+          device: 1
+          args { buffer { name: "z" access: WRITE } }
+          args { f32: 1 }
+          cost { estimated_us: 2000 }
+        }
+        nodes {
+          name: "L"
+          while_loop {
+            condition: "go"
+            max_iterations: 4
+            body {
+              name: "step"
+              op: "axpy"
+              args { f32: 2 }
+              args { buffer { name: "x" access: READ } }
+              args { buffer { name: "z" access: READ_WRITE } }
+              cost { estimated_us: 50 }
+            }
+            body {
+              name: "sum"
+              op: "dot"
+              args { buffer { name: "z" access: READ } }
+              args { buffer { name: "z" access: READ } }
+              args { buffer { name: "s" access: WRITE } }
+              cost { estimated_us: 50 }
+            }
+            body {
+              name: "stop"
+              op: "fill"
+              args { buffer { name: "go" access: WRITE } }
+              args { i32: 0 }
+            }
+          }
+        }
+        nodes {
+          name: "r"
+          op: "copy"
+          device: 0
+          args { buffer { name: "s" access: READ } }
+          args { buffer { name: "out" access: WRITE } }
+          cost { estimated_us: 10 }
+        }
+      )pb",
+      &proto));
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  absl::StatusOr<Plan> eager = PlanGraph(*graph, TwoDevices(true));
+  ASSERT_OK(eager.status());
+  ASSERT_OK(VerifyPlan(*graph, *eager));
+  const int loop = PositionOf(*graph, *eager, "L");
+  ASSERT_EQ(eager->nodes[loop].device, 1);
+  ASSERT_EQ(eager->copies.size(), 2u);
+  const PlannedCopy& in = eager->copies[0];
+  EXPECT_EQ(in.after, PositionOf(*graph, *eager, "w"));
+  EXPECT_EQ(in.before, loop);
+  EXPECT_EQ(graph->buffer(in.buffer).name, "x");
+  EXPECT_EQ(in.device, 1);
+  const PlannedCopy& out = eager->copies[1];
+  EXPECT_EQ(out.after, loop);
+  EXPECT_EQ(out.before, PositionOf(*graph, *eager, "r"));
+  EXPECT_EQ(graph->buffer(out.buffer).name, "s");
+  EXPECT_EQ(out.device, 0);
+  EXPECT_EQ(eager->nodes[loop].signal_event, out.event);
+  // x's 1,000 us copy is hidden behind k.
+  absl::StatusOr<Plan> lazy = PlanGraph(*graph, TwoDevices(false));
+  ASSERT_OK(lazy.status());
+  EXPECT_TRUE(lazy->copies.empty());
+  EXPECT_LT(eager->estimated_makespan_us + 900, lazy->estimated_makespan_us)
+      << eager->estimated_makespan_us << " vs " << lazy->estimated_makespan_us;
 }
 
 TEST(EagerCopiesTest, SimulatePlanFollowsThePlansCopies) {

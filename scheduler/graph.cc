@@ -138,4 +138,15 @@ std::vector<BufferUse> Graph::BufferUses(NodeId id) const {
   return std::vector<BufferUse>(uses.begin(), uses.end());
 }
 
+bool BodiesRunOnItsDevice(const Graph& graph, NodeId v) {
+  if (!graph.is_control(v)) return false;
+  for (const std::shared_ptr<const Graph>& body :
+       graph.node(v).control->bodies) {
+    for (NodeId u = 0; u < body->num_nodes(); ++u) {
+      if (body->pin(u) >= 0) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace weft::scheduler

@@ -248,6 +248,13 @@ class Graph {
   std::vector<uint8_t> initial_data_;
 };
 
+// Whether control node `v` of `graph` runs its bodies on its own device
+// when the planner plans bodies on one device (PlannerOptions::
+// bodies_on_one_device): unless one of its bodies pins a node of its own
+// to a device, and then those bodies are planned over every device. False
+// for a node that is not a control node.
+bool BodiesRunOnItsDevice(const Graph& graph, NodeId v);
+
 }  // namespace weft::scheduler
 
 #endif  // WEFT_SCHEDULER_GRAPH_H_

@@ -75,6 +75,11 @@ const OccupancyTimeline* PlacementState::UnitOf(NodeId v, int device) const {
   return nullptr;
 }
 
+bool PlacementState::EagerCopiesReach(NodeId v) const {
+  return !graph_.is_control(v) ||
+         (context_.bodies_on_one_device && BodiesRunOnItsDevice(graph_, v));
+}
+
 OccupancyTimeline* PlacementState::UnitOf(NodeId v, int device) {
   return const_cast<OccupancyTimeline*>(
       static_cast<const PlacementState*>(this)->UnitOf(v, device));
@@ -129,9 +134,9 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     const bool prefetched =
         from_host && !used_[b] && graph_.has_initial_data(b);
     // An eager copy from another device leaves once its writer ends.
-    const bool eager =
-        !from_host && context_.eager_copies && written_at_[b] >= 0 &&
-        graph_.engine(v) != Engine::kCopy && graph_.node(v).control == nullptr;
+    const bool eager = !from_host && context_.eager_copies &&
+                       written_at_[b] >= 0 &&
+                       graph_.engine(v) != Engine::kCopy && EagerCopiesReach(v);
     // The node's eager copies share the device's copy engine: each after
     // the one before (an estimate books none of them).
     double eager_from = std::max(written_at_[b], eager_end);
@@ -220,7 +225,7 @@ void PlacementState::Place(NodeId v, int device) {
     finish_[v] = start + cost;
     start_[v] = start;
     const bool device_node =
-        UnitOf(v, device) != nullptr && graph_.node(v).control == nullptr;
+        UnitOf(v, device) != nullptr && EagerCopiesReach(v);
     for (const BufferUse& use : graph_.Uses(v)) {
       if (Writes(use.access)) {
         written_[use.buffer] = 1;

@@ -208,7 +208,9 @@ absl::Status IssuePlan::Make(
   streams->clocks = ClockArena();
   streams->clock_of = std::vector<int32_t>();
   if (context.eager_copies) {
-    WEFT_ASSIGN_OR_RETURN(copies, PlanEagerCopies(graph, *dag, *streams));
+    WEFT_ASSIGN_OR_RETURN(
+        copies,
+        PlanEagerCopies(graph, *dag, *streams, context.bodies_on_one_device));
   }
   profile.streams_s += clock.Now() - start;
   if (!simulate) return absl::OkStatus();

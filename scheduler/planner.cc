@@ -158,6 +158,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
   const bool eager_copies =
       options.eager_copies && options.stream_mode != StreamMode::kSingle;
   context.eager_copies = eager_copies;
+  context.bodies_on_one_device = options.bodies_on_one_device;
   context.record_choices = options.explain;
   profile.devices_s = profile.streams_s = profile.simulation_s = 0;
   profile.bound_s = 0;
