@@ -329,7 +329,9 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     if (uses_host_data[v]) upload_tail = std::min(upload_tail, cost + tail[v]);
     if (!(cost > 0)) continue;
     const Engine engine = graph.engine(v);
-    if (IsKernel(engine)) {
+    // A control node's bodies take its device as a kernel does (the cost
+    // model books it so).
+    if (IsKernel(engine) || graph.is_control(v)) {
       const int32_t units = graph.occupancy_units(v);
       weighted_work += OccupancyOf(units) * cost;
       kernel_time += cost;

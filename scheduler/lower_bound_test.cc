@@ -8,8 +8,10 @@
 #include "gtest/gtest.h"
 #include "scheduler/cost_model.h"
 #include "scheduler/dependency_inference.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/planner.h"
 #include "scheduler/test_util.h"
+#include "weft/v1/weft.pb.h"
 
 namespace weft::scheduler {
 namespace {
@@ -60,6 +62,55 @@ TEST(LowerBoundTest, LongKernelsCannotShareADevice) {
   EXPECT_EQ(BoundOf(g, 4).bound_us, 15);
   EXPECT_EQ(BoundOf(g, 5).bound_us, 10);
   EXPECT_EQ(BoundOf(g, 10).bound_us, 5);
+}
+
+// Two independent loops: each takes its device for an iteration's cost,
+// as the cost model books it, so one device runs both in turn.
+TEST(LowerBoundTest, ControlNodesTakeTheirDevice) {
+  weft::v1::Graph proto;
+  for (const char* name : {"a", "b"}) {
+    weft::v1::Buffer* data = proto.add_buffers();
+    data->set_name(name);
+    data->set_size_bytes(64);
+    data->set_dtype(weft::v1::FLOAT32);
+    weft::v1::Buffer* go = proto.add_buffers();
+    go->set_name(absl::StrCat("go_", name));
+    go->set_size_bytes(4);
+    go->set_dtype(weft::v1::INT32);
+    weft::v1::Node* loop = proto.add_nodes();
+    loop->set_name(absl::StrCat("loop_", name));
+    weft::v1::WhileLoop* w = loop->mutable_while_loop();
+    w->set_condition(go->name());
+    w->set_max_iterations(4);
+    weft::v1::Node* step = w->add_body();
+    step->set_name(absl::StrCat("step_", name));
+    step->set_op("scale");
+    step->add_args()->set_f32(2);
+    weft::v1::BufferArg* arg = step->add_args()->mutable_buffer();
+    arg->set_name(name);
+    arg->set_access(weft::v1::READ_WRITE);
+    step->mutable_cost()->set_estimated_us(100);
+    weft::v1::Node* stop = w->add_body();
+    stop->set_name(absl::StrCat("stop_", name));
+    stop->set_op("fill");
+    weft::v1::BufferArg* cond = stop->add_args()->mutable_buffer();
+    cond->set_name(go->name());
+    cond->set_access(weft::v1::WRITE);
+    stop->add_args()->set_i32(0);
+    stop->mutable_cost()->set_estimated_us(10);
+  }
+  absl::StatusOr<Graph> g = BuildGraph(proto, GraphLimits());
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_EQ(g->cost_us(0), 110);
+  EXPECT_EQ(BoundOf(*g, 1).critical_path_us, 110);
+  EXPECT_EQ(BoundOf(*g, 1).kernel_work_us, 220);
+  EXPECT_EQ(BoundOf(*g, 1).bound_us, 220);
+  EXPECT_EQ(BoundOf(*g, 2).bound_us, 110);
+  PlannerOptions options;
+  absl::StatusOr<Plan> plan = PlanGraph(*g, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us);
+  EXPECT_EQ(plan->lower_bound_us, 220);
 }
 
 TEST(LowerBoundTest, WorkAfterAGate) {
