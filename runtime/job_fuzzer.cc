@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -93,20 +94,6 @@ uint64_t AllocationsOutsideArenas(Machine& machine) {
   return n;
 }
 
-// Whether some body of a control node of `graph`, at any depth, pins a
-// node to a device.
-bool HasPinnedBodyNode(const scheduler::Graph& graph, bool in_body = false) {
-  for (scheduler::NodeId v = 0; v < graph.num_nodes(); ++v) {
-    if (in_body && graph.pin(v) >= 0) return true;
-    const scheduler::NodeSpec& node = graph.node(v);
-    if (node.control == nullptr) continue;
-    for (const auto& body : node.control->bodies) {
-      if (HasPinnedBodyNode(*body, true)) return true;
-    }
-  }
-  return false;
-}
-
 void FuzzOne(const uint8_t* data, size_t size) {
   weft::v1::Graph proto;
   if (!proto.ParseFromArray(data, static_cast<int>(size))) return;
@@ -164,10 +151,15 @@ void FuzzOne(const uint8_t* data, size_t size) {
   std::shared_ptr<const scheduler::Graph> planned =
       plan->graph != nullptr ? plan->graph : graph;
   // Every copy a memory-planned job uses lies in its arenas, unless a
-  // body's node is pinned off its control node's device (it then
-  // allocates a copy there by itself).
-  const bool all_placed = !plan->memory.empty() && !plan->buffers.empty() &&
-                          !HasPinnedBodyNode(*planned);
+  // body runs a node off its control node's device where the job holds
+  // none of its buffers (it then allocates a copy there by itself, as the
+  // job's reservation counts: BodyBytesBeyondPlan).
+  const std::vector<uint64_t> beyond = scheduler::memory::BodyBytesBeyondPlan(
+      *planned, *plan, limits.num_devices);
+  const bool all_placed =
+      !plan->memory.empty() && !plan->buffers.empty() &&
+      std::all_of(beyond.begin(), beyond.end(),
+                  [](uint64_t bytes) { return bytes == 0; });
   absl::StatusOr<CheckedPlan> checked = CheckPlan(
       planned, std::make_shared<const scheduler::Plan>(*std::move(plan)),
       limits.num_devices);

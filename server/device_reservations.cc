@@ -16,14 +16,21 @@ std::vector<int64_t> JobDeviceBytes(const scheduler::Graph& graph,
         bytes[m.device] += m.arena_bytes;
       }
     }
-    return bytes;
+  } else {
+    // No memory plan: every buffer a device's nodes use lives there for
+    // the whole run, allocated by itself.
+    const std::vector<uint64_t> separate =
+        scheduler::memory::BytesWithoutReuse(graph, plan, num_devices);
+    for (size_t d = 0; d < bytes.size() && d < separate.size(); ++d) {
+      bytes[d] = static_cast<int64_t>(separate[d]);
+    }
   }
-  // No memory plan: every buffer a device's nodes use lives there for the
-  // whole run, allocated by itself.
-  const std::vector<uint64_t> separate =
-      scheduler::memory::BytesWithoutReuse(graph, plan, num_devices);
-  for (size_t d = 0; d < bytes.size() && d < separate.size(); ++d) {
-    bytes[d] = static_cast<int64_t>(separate[d]);
+  // Bodies planned over other devices than their control node's allocate
+  // there too.
+  const std::vector<uint64_t> bodies =
+      scheduler::memory::BodyBytesBeyondPlan(graph, plan, num_devices);
+  for (size_t d = 0; d < bytes.size() && d < bodies.size(); ++d) {
+    bytes[d] += static_cast<int64_t>(bodies[d]);
   }
   return bytes;
 }

@@ -4,7 +4,9 @@
 // A job's need (JobDeviceBytes) is, per device, its plan's arena where the
 // plan has a memory plan (Plan::memory), and otherwise the buffers its
 // device nodes and copies use there, each allocated by itself
-// (memory::BytesWithoutReuse). A job fits when, on every device, what the
+// (memory::BytesWithoutReuse); plus, either way, what control nodes'
+// bodies planned over other devices allocate there by themselves
+// (memory::BodyBytesBeyondPlan). A job fits when, on every device, what the
 // running jobs reserved plus its need is at most the device's memory. The
 // manager starts a job that does not fit only when no job runs (it then has
 // every device to itself), and otherwise leaves it at the head of the

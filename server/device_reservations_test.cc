@@ -3,9 +3,13 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "scheduler/graph.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/plan.h"
+#include "scheduler/planner.h"
+#include "weft/v1/weft.pb.h"
 
 namespace weft::server {
 namespace {
@@ -71,6 +75,62 @@ TEST(JobDeviceBytesTest, AMemoryPlanGivesItsArenas) {
   plan.memory.push_back(Arena(1, 512));
   plan.memory.push_back(Arena(0, 1024));
   EXPECT_THAT(JobDeviceBytes(graph, plan, 2), ElementsAre(1024, 512));
+}
+
+TEST(JobDeviceBytesTest, BodiesOnAnotherDeviceAddWhatTheyAllocateThere) {
+  // The loop goes where x is (device 0); its body's node is pinned to
+  // device 1, which then holds x and y by themselves.
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 1000000 dtype: FLOAT32 }
+        buffers { name: "y" size_bytes: 1000 dtype: FLOAT32 output: true }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 }
+        nodes {
+          name: "make"
+          op: "fill"
+          device: 0
+          args { buffer { name: "x" access: WRITE } }
+          args { f32: 1 }
+        }
+        nodes {
+          name: "loop"
+          while_loop {
+            condition: "go"
+            max_iterations: 2
+            body {
+              name: "step"
+              op: "axpy"
+              device: 1
+              args { f32: 1 }
+              args { buffer { name: "x" access: READ } }
+              args { buffer { name: "y" access: READ_WRITE } }
+            }
+            body {
+              name: "stop"
+              op: "fill"
+              device: 0
+              args { buffer { name: "go" access: WRITE } }
+              args { i32: 0 }
+            }
+          }
+        }
+      )pb",
+      &proto));
+  scheduler::GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<scheduler::Graph> graph = scheduler::BuildGraph(proto, limits);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  scheduler::PlannerOptions options;
+  options.num_devices = 2;
+  options.simulate = false;
+  absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->nodes[1].device, 0);
+  // Device 0: x, y and go by themselves (the loop's buffers); device 1:
+  // what the body's node uses there.
+  EXPECT_THAT(JobDeviceBytes(*graph, *plan, 2),
+              ElementsAre(1000192 + 1024 + 256, 1000192 + 1024));
 }
 
 TEST(DeviceReservationsTest, VersionMovesWithReserveAndRelease) {

@@ -1,6 +1,7 @@
 #include "scheduler/memory/memory_plan.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -89,6 +90,86 @@ std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
     }
   }
   for (const PlannedCopy& copy : plan.copies) count(copy.buffer, copy.device);
+  return bytes;
+}
+
+namespace {
+
+void AddBodyBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
+                  std::vector<uint8_t>& held, std::vector<uint64_t>& bytes);
+
+// AddBodyBytes for the bodies of every control node of `plan`.
+void AddBodiesBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
+                    std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
+  for (const PlannedNode& pn : plan.nodes) {
+    if (!graph.is_control(pn.node) ||
+        static_cast<size_t>(pn.node) >= plan.bodies.size()) {
+      continue;
+    }
+    const ControlSpec& control = *graph.node(pn.node).control;
+    const std::vector<std::shared_ptr<const Plan>>& bodies =
+        plan.bodies[pn.node];
+    for (size_t k = 0; k < bodies.size() && k < control.bodies.size(); ++k) {
+      if (bodies[k] != nullptr) {
+        AddBodyBytes(*control.bodies[k], *bodies[k], alignment, held, bytes);
+      }
+    }
+  }
+}
+
+// Adds to `bytes` the buffers the nodes of `plan` (a body's plan of
+// `graph`, a body graph over the job's buffers) use on devices where
+// `held` (by buffer, then device) has none of them, and marks them held;
+// then the same for its own bodies.
+void AddBodyBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
+                  std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
+  const size_t devices = bytes.size();
+  for (const PlannedNode& pn : plan.nodes) {
+    if (!UsesDeviceMemory(graph, pn.node) || pn.device < 0 ||
+        static_cast<size_t>(pn.device) >= devices) {
+      continue;
+    }
+    for (const BufferUse& use : graph.Uses(pn.node)) {
+      uint8_t& mark =
+          held[static_cast<size_t>(use.buffer) * devices + pn.device];
+      if (mark) continue;
+      mark = 1;
+      const uint64_t size = graph.buffer_bytes(use.buffer);
+      bytes[pn.device] += (size + alignment - 1) / alignment * alignment;
+    }
+  }
+  AddBodiesBytes(graph, plan, alignment, held, bytes);
+}
+
+}  // namespace
+
+std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,
+                                          int num_devices, uint64_t alignment) {
+  alignment = std::max<uint64_t>(alignment, 1);
+  std::vector<uint64_t> bytes(std::max(num_devices, 0), 0);
+  if (!graph.has_control() || plan.bodies.empty() || bytes.empty()) {
+    return bytes;
+  }
+  const size_t devices = bytes.size();
+  std::vector<uint8_t> held(static_cast<size_t>(graph.num_buffers()) * devices,
+                            0);
+  auto hold = [&](BufferId b, int device) {
+    if (device >= 0 && static_cast<size_t>(device) < devices) {
+      held[static_cast<size_t>(b) * devices + device] = 1;
+    }
+  };
+  if (!plan.memory.empty()) {
+    for (const PlannedBuffer& pb : plan.buffers) hold(pb.buffer, pb.device);
+  } else {
+    for (const PlannedNode& pn : plan.nodes) {
+      if (!UsesDeviceMemory(graph, pn.node)) continue;
+      for (const BufferUse& use : graph.Uses(pn.node)) {
+        hold(use.buffer, pn.device);
+      }
+    }
+    for (const PlannedCopy& copy : plan.copies) hold(copy.buffer, copy.device);
+  }
+  AddBodiesBytes(graph, plan, alignment, held, bytes);
   return bytes;
 }
 

@@ -61,6 +61,18 @@ uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment = 256);
 std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
                                         int num_devices,
                                         uint64_t alignment = 256);
+// Device memory control nodes' bodies take beyond what `plan` holds, by
+// device: where a body's plan (Plan::bodies, at any depth) runs a node on a
+// device on which the job holds none of that node's buffer (not placed
+// there by the memory plan, or, without one, not among BytesWithoutReuse's
+// buffers of that device), the buffer is allocated there by itself for
+// the rest of the job. Bodies planned over several devices do that
+// (CONTROL_HOST, or a body that pins a node); bodies on their control
+// node's device take nothing more. Each distinct buffer rounded up to
+// `alignment`.
+std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,
+                                          int num_devices,
+                                          uint64_t alignment = 256);
 // Whether those bytes exceed some device's budget: the plan needs a memory
 // plan (and maybe spills) to run.
 bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
+#include "scheduler/graph_builder.h"
 #include "scheduler/memory/memory_order.h"
 #include "scheduler/memory/test_plans.h"
 #include "scheduler/plan_proto.h"
@@ -95,6 +97,77 @@ TEST(MemoryPlanTest, BytesWithoutReuseCountEveryBufferADeviceUses) {
   const std::vector<DeviceBudget> tight = {{2 * 1024 + 3 * 256 - 1}};
   EXPECT_TRUE(ExceedsBudgetsWithoutReuse(TwoReductions(), *plan, tight));
   EXPECT_FALSE(ExceedsBudgetsWithoutReuse(TwoReductions(), *plan, {{0}}));
+}
+
+// A loop on device 0 (where x is) whose body pins its node to device 1:
+// x and y are allocated there by themselves, outside what the plan holds.
+TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 1000000 dtype: FLOAT32 }
+        buffers { name: "y" size_bytes: 1000 dtype: FLOAT32 output: true }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 }
+        nodes {
+          name: "make"
+          op: "fill"
+          device: 0
+          args { buffer { name: "x" access: WRITE } }
+          args { f32: 1 }
+        }
+        nodes {
+          name: "loop"
+          while_loop {
+            condition: "go"
+            max_iterations: 2
+            body {
+              name: "step"
+              op: "axpy"
+              device: 1
+              args { f32: 1 }
+              args { buffer { name: "x" access: READ } }
+              args { buffer { name: "y" access: READ_WRITE } }
+            }
+            body {
+              name: "stop"
+              op: "fill"
+              device: 0
+              args { buffer { name: "go" access: WRITE } }
+              args { i32: 0 }
+            }
+          }
+        }
+      )pb",
+      &proto));
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  // With a memory plan (simulated plans have one) and without (a job's).
+  for (const bool simulate : {true, false}) {
+    SCOPED_TRACE(simulate);
+    PlannerOptions options;
+    options.num_devices = 2;
+    options.simulate = simulate;
+    absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+    ASSERT_OK(plan.status());
+    EXPECT_EQ(plan->memory.empty(), !simulate);
+    ASSERT_EQ(plan->nodes[1].node, 1);
+    ASSERT_EQ(plan->nodes[1].device, 0);
+    EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+                ::testing::ElementsAre(0, 1000192 + 1024));
+  }
+  // Nothing more where the body runs on its control node's device.
+  proto.mutable_nodes(1)->mutable_while_loop()->mutable_body(0)->clear_device();
+  proto.mutable_nodes(1)->mutable_while_loop()->mutable_body(1)->clear_device();
+  graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  PlannerOptions options;
+  options.num_devices = 2;
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, 0));
 }
 
 // Job plans (not simulated) get a memory plan only where their buffers,
