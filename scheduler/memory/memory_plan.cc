@@ -98,7 +98,24 @@ namespace {
 void AddBodyBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
                   std::vector<uint8_t>& held, std::vector<uint64_t>& bytes);
 
-// AddBodyBytes for the bodies of every control node of `plan`.
+// Adds `v`'s buffers on `device` where `held` has none of them.
+void AddNodeBytes(const Graph& graph, NodeId v, int device, uint64_t alignment,
+                  std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
+  const size_t devices = bytes.size();
+  if (device < 0 || static_cast<size_t>(device) >= devices) return;
+  for (const BufferUse& use : graph.Uses(v)) {
+    uint8_t& mark = held[static_cast<size_t>(use.buffer) * devices + device];
+    if (mark) continue;
+    mark = 1;
+    const uint64_t size = graph.buffer_bytes(use.buffer);
+    bytes[device] += (size + alignment - 1) / alignment * alignment;
+  }
+}
+
+// AddBodyBytes for the bodies of every control node of `plan`. Where all
+// of a control node's bodies run on one device, the device may decide it
+// (job_device_control.cc): every buffer the node uses, its condition or
+// selector included, is made current there first.
 void AddBodiesBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
                     std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
   for (const PlannedNode& pn : plan.nodes) {
@@ -109,6 +126,18 @@ void AddBodiesBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
     const ControlSpec& control = *graph.node(pn.node).control;
     const std::vector<std::shared_ptr<const Plan>>& bodies =
         plan.bodies[pn.node];
+    int one_device = -1;
+    bool spread = false;
+    for (const std::shared_ptr<const Plan>& body : bodies) {
+      if (body == nullptr) continue;
+      for (const PlannedNode& bn : body->nodes) {
+        spread = spread || (one_device >= 0 && bn.device != one_device);
+        one_device = bn.device;
+      }
+    }
+    if (!spread && one_device >= 0) {
+      AddNodeBytes(graph, pn.node, one_device, alignment, held, bytes);
+    }
     for (size_t k = 0; k < bodies.size() && k < control.bodies.size(); ++k) {
       if (bodies[k] != nullptr) {
         AddBodyBytes(*control.bodies[k], *bodies[k], alignment, held, bytes);
@@ -123,19 +152,9 @@ void AddBodiesBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
 // then the same for its own bodies.
 void AddBodyBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
                   std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
-  const size_t devices = bytes.size();
   for (const PlannedNode& pn : plan.nodes) {
-    if (!UsesDeviceMemory(graph, pn.node) || pn.device < 0 ||
-        static_cast<size_t>(pn.device) >= devices) {
-      continue;
-    }
-    for (const BufferUse& use : graph.Uses(pn.node)) {
-      uint8_t& mark =
-          held[static_cast<size_t>(use.buffer) * devices + pn.device];
-      if (mark) continue;
-      mark = 1;
-      const uint64_t size = graph.buffer_bytes(use.buffer);
-      bytes[pn.device] += (size + alignment - 1) / alignment * alignment;
+    if (UsesDeviceMemory(graph, pn.node)) {
+      AddNodeBytes(graph, pn.node, pn.device, alignment, held, bytes);
     }
   }
   AddBodiesBytes(graph, plan, alignment, held, bytes);

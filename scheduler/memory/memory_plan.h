@@ -66,10 +66,12 @@ std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
 // device on which the job holds none of that node's buffer (not placed
 // there by the memory plan, or, without one, not among BytesWithoutReuse's
 // buffers of that device), the buffer is allocated there by itself for
-// the rest of the job. Bodies planned over several devices do that
-// (CONTROL_HOST, or a body that pins a node); bodies on their control
-// node's device take nothing more. Each distinct buffer rounded up to
-// `alignment`.
+// the rest of the job; and where all of a control node's bodies run on
+// one device, every buffer the node uses (its condition or selector
+// included) is made current there, as the device does before deciding it.
+// Bodies planned over several devices do that (CONTROL_HOST, or a body
+// that pins a node); bodies on their control node's device take nothing
+// more. Each distinct buffer rounded up to `alignment`.
 std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,
                                           int num_devices,
                                           uint64_t alignment = 256);

@@ -170,6 +170,60 @@ TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
               ::testing::ElementsAre(0, 0));
 }
 
+// Both branches pinned to device 1, the case..of on device 0 (where x
+// is): the device may decide it, so its selector goes to device 1 too.
+TEST(MemoryPlanTest, BodiesOnOneOtherDeviceTakeTheirControlNodesBuffers) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 1000000 dtype: FLOAT32 }
+        buffers { name: "pick" size_bytes: 4 dtype: INT32 fill: 1 }
+        nodes {
+          name: "before"
+          op: "fill"
+          device: 0
+          args { buffer { name: "x" access: WRITE } }
+          args { f32: 1 }
+        }
+        nodes {
+          name: "case"
+          case_of {
+            selector: "pick"
+            branches {
+              nodes {
+                name: "by2"
+                op: "scale"
+                device: 1
+                args { f32: 2 }
+                args { buffer { name: "x" access: READ_WRITE } }
+              }
+            }
+            branches {
+              nodes {
+                name: "by3"
+                op: "scale"
+                device: 1
+                args { f32: 3 }
+                args { buffer { name: "x" access: READ_WRITE } }
+              }
+            }
+          }
+        }
+      )pb",
+      &proto));
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  PlannerOptions options;
+  options.num_devices = 2;
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  ASSERT_EQ(plan->nodes[1].device, 0);
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, 1000192 + 256));
+}
+
 // Job plans (not simulated) get a memory plan only where their buffers,
 // each by itself, would not fit; then it fits them.
 TEST(MemoryPlanTest, JobPlansOverTheBudgetArePlanned) {
