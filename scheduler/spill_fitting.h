@@ -9,12 +9,12 @@
 // frees more than was missing, those evicted before it that fit again
 // stay). A second rule takes the second furthest instead where it alone
 // frees what is missing with fewer bytes; per device, the rule whose
-// spills and fills move fewer bytes is kept (spill_rewrite.h). An evicted copy whose buffer was written is
-// spilled (a kSpillOp node copies it to host memory after its last use
-// before the eviction); its next use is preceded by a fill (kFillOp) that
-// makes it current again, at a place of its own. Host data is then not
-// uploaded before the first node but filled before its first use. Fills
-// start as early as the memory they need is free (up to kFillLead uses
+// spills and fills move fewer bytes is kept (spill_rewrite.h). An evicted copy
+// whose buffer was written is spilled (a kSpillOp node copies it to host memory
+// after its last use before the eviction); its next use is preceded by a fill
+// (kFillOp) that makes it current again, at a place of its own. Host data is
+// then not uploaded before the first node but filled before its first use.
+// Fills start as early as the memory they need is free (up to kFillLead uses
 // ahead), on a COPY stream, so the compute streams do not wait for them.
 //
 // The spills and fills are nodes of a new graph: the submitted nodes in
