@@ -99,6 +99,10 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
   }
   double t = ready;
   double eager_end = 0;
+  // Whether v's inputs from other devices may come by eager copies.
+  const bool eager_reader = context_.eager_copies &&
+                            graph_.engine(v) != Engine::kCopy &&
+                            EagerCopiesReach(v);
   const absl::Span<const BufferUse> uses = graph_.Uses(v);
   for (size_t i = 0; i < uses.size(); ++i) {
     const BufferId b = uses[i].buffer;
@@ -134,9 +138,7 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     const bool prefetched =
         from_host && !used_[b] && graph_.has_initial_data(b);
     // An eager copy from another device leaves once its writer ends.
-    const bool eager = !from_host && context_.eager_copies &&
-                       written_at_[b] >= 0 &&
-                       graph_.engine(v) != Engine::kCopy && EagerCopiesReach(v);
+    const bool eager = !from_host && eager_reader && written_at_[b] >= 0;
     // The node's eager copies share the device's copy engine: each after
     // the one before (an estimate books none of them).
     double eager_from = std::max(written_at_[b], eager_end);

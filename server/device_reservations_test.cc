@@ -3,12 +3,12 @@
 #include <vector>
 
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "scheduler/graph.h"
 #include "scheduler/graph_builder.h"
 #include "scheduler/plan.h"
 #include "scheduler/planner.h"
+#include "testing/wire_graphs.h"
 #include "weft/v1/weft.pb.h"
 
 namespace weft::server {
@@ -78,45 +78,9 @@ TEST(JobDeviceBytesTest, AMemoryPlanGivesItsArenas) {
 }
 
 TEST(JobDeviceBytesTest, BodiesOnAnotherDeviceAddWhatTheyAllocateThere) {
-  // The loop goes where x is (device 0); its body's node is pinned to
+  // The loop goes where x is (device 0); its body's `step` runs on
   // device 1, which then holds x and y by themselves.
-  weft::v1::Graph proto;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-        buffers { name: "x" size_bytes: 1000000 dtype: FLOAT32 }
-        buffers { name: "y" size_bytes: 1000 dtype: FLOAT32 output: true }
-        buffers { name: "go" size_bytes: 4 dtype: INT32 }
-        nodes {
-          name: "make"
-          op: "fill"
-          device: 0
-          args { buffer { name: "x" access: WRITE } }
-          args { f32: 1 }
-        }
-        nodes {
-          name: "loop"
-          while_loop {
-            condition: "go"
-            max_iterations: 2
-            body {
-              name: "step"
-              op: "axpy"
-              device: 1
-              args { f32: 1 }
-              args { buffer { name: "x" access: READ } }
-              args { buffer { name: "y" access: READ_WRITE } }
-            }
-            body {
-              name: "stop"
-              op: "fill"
-              device: 0
-              args { buffer { name: "go" access: WRITE } }
-              args { i32: 0 }
-            }
-          }
-        }
-      )pb",
-      &proto));
+  const weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
   scheduler::GraphLimits limits;
   limits.num_devices = 2;
   absl::StatusOr<scheduler::Graph> graph = scheduler::BuildGraph(proto, limits);

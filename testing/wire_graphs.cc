@@ -67,4 +67,33 @@ weft::v1::Graph LoopBetweenTensors(int64_t tensor_bytes) {
   return g;
 }
 
+weft::v1::Graph LoopWithABodyNodeElsewhere() {
+  using weft::v1::READ;
+  using weft::v1::READ_WRITE;
+  using weft::v1::WRITE;
+  weft::v1::Graph g;
+  g.set_name("loop_with_a_body_node_elsewhere");
+  AddBuffer(g, "x", 1000000, weft::v1::FLOAT32, 0);
+  AddBuffer(g, "y", 1000, weft::v1::FLOAT32, 0, /*output=*/true);
+  AddBuffer(g, "go", 4, weft::v1::INT32, 0);
+  weft::v1::Node* make = g.add_nodes();
+  SetOp(make, "make", "fill", {BufferArg("x", WRITE), F32(1)});
+  make->set_device(0);
+  weft::v1::Node* loop = g.add_nodes();
+  loop->set_name("loop");
+  weft::v1::WhileLoop* w = loop->mutable_while_loop();
+  w->set_condition("go");
+  w->set_max_iterations(2);
+  weft::v1::Node* step = w->add_body();
+  SetOp(step, "step", "axpy",
+        {F32(1), BufferArg("x", READ), BufferArg("y", READ_WRITE)});
+  step->set_device(1);
+  weft::v1::Node* stop = w->add_body();
+  weft::v1::Arg zero;
+  zero.set_i32(0);
+  SetOp(stop, "stop", "fill", {BufferArg("go", WRITE), zero});
+  stop->set_device(0);
+  return g;
+}
+
 }  // namespace weft::testing

@@ -16,6 +16,13 @@ namespace weft::testing {
 // at a_into_b, and b and go through the loop.
 weft::v1::Graph LoopBetweenTensors(int64_t tensor_bytes);
 
+// x (1,000,000 bytes, FLOAT32), written by `make` pinned to device 0; a
+// loop (at most twice, condition go, INT32) whose body's `step` (y += x,
+// y 1,000 bytes, an output) is pinned to device 1 and `stop` (go = 0) to
+// device 0. The loop goes where x is, device 0, and its body runs `step`
+// on the other device.
+weft::v1::Graph LoopWithABodyNodeElsewhere();
+
 }  // namespace weft::testing
 
 #endif  // WEFT_TESTING_WIRE_GRAPHS_H_

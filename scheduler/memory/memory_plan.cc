@@ -69,55 +69,66 @@ uint64_t LargestNodeArgumentBytes(const Graph& graph, uint64_t alignment) {
   return largest;
 }
 
-std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
-                                        int num_devices, uint64_t alignment) {
-  alignment = std::max<uint64_t>(alignment, 1);
-  std::vector<uint64_t> bytes(std::max(num_devices, 0), 0);
-  const size_t buffers = static_cast<size_t>(graph.num_buffers());
-  std::vector<uint8_t> seen(buffers * bytes.size(), 0);
-  auto count = [&](BufferId b, int device) {
-    if (device < 0 || device >= num_devices) return;
-    uint8_t& mark = seen[static_cast<size_t>(b) * bytes.size() + device];
+namespace {
+
+// Byte counts by device of distinct buffers: `held` marks each (buffer,
+// device) counted, by buffer then device; sizes are rounded up to
+// `alignment`.
+struct DeviceBytes {
+  DeviceBytes(const Graph& graph, int num_devices, uint64_t alignment)
+      : graph(graph),
+        alignment(std::max<uint64_t>(alignment, 1)),
+        bytes(std::max(num_devices, 0), 0),
+        held(static_cast<size_t>(graph.num_buffers()) * bytes.size(), 0) {}
+
+  // Counts buffer `b` on `device` unless it is held there already.
+  void Add(BufferId b, int device) {
+    if (device < 0 || static_cast<size_t>(device) >= bytes.size()) return;
+    uint8_t& mark = held[static_cast<size_t>(b) * bytes.size() + device];
     if (mark) return;
     mark = 1;
     const uint64_t size = graph.buffer_bytes(b);
     bytes[device] += (size + alignment - 1) / alignment * alignment;
-  };
-  for (const PlannedNode& pn : plan.nodes) {
-    if (!UsesDeviceMemory(graph, pn.node)) continue;
-    for (const BufferUse& use : graph.Uses(pn.node)) {
-      count(use.buffer, pn.device);
-    }
   }
-  for (const PlannedCopy& copy : plan.copies) count(copy.buffer, copy.device);
-  return bytes;
+  // Add for every buffer node `v` of `g` (a graph over the same buffers)
+  // uses.
+  void AddNode(const Graph& g, NodeId v, int device) {
+    for (const BufferUse& use : g.Uses(v)) Add(use.buffer, device);
+  }
+  // What BytesWithoutReuse counts: every buffer a device node of `plan`
+  // uses on its device, and every eager copy's destination.
+  void AddPlan(const Plan& plan) {
+    for (const PlannedNode& pn : plan.nodes) {
+      if (UsesDeviceMemory(graph, pn.node)) AddNode(graph, pn.node, pn.device);
+    }
+    for (const PlannedCopy& copy : plan.copies) Add(copy.buffer, copy.device);
+  }
+
+  const Graph& graph;
+  const uint64_t alignment;
+  std::vector<uint64_t> bytes;
+  std::vector<uint8_t> held;
+};
+
+}  // namespace
+
+std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
+                                        int num_devices, uint64_t alignment) {
+  DeviceBytes counted(graph, num_devices, alignment);
+  counted.AddPlan(plan);
+  return std::move(counted.bytes);
 }
 
 namespace {
 
-void AddBodyBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
-                  std::vector<uint8_t>& held, std::vector<uint64_t>& bytes);
-
-// Adds `v`'s buffers on `device` where `held` has none of them.
-void AddNodeBytes(const Graph& graph, NodeId v, int device, uint64_t alignment,
-                  std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
-  const size_t devices = bytes.size();
-  if (device < 0 || static_cast<size_t>(device) >= devices) return;
-  for (const BufferUse& use : graph.Uses(v)) {
-    uint8_t& mark = held[static_cast<size_t>(use.buffer) * devices + device];
-    if (mark) continue;
-    mark = 1;
-    const uint64_t size = graph.buffer_bytes(use.buffer);
-    bytes[device] += (size + alignment - 1) / alignment * alignment;
-  }
-}
+void AddBodyBytes(const Graph& graph, const Plan& plan, DeviceBytes& counted);
 
 // AddBodyBytes for the bodies of every control node of `plan`. Where all
 // of a control node's bodies run on one device, the device may decide it
 // (job_device_control.cc): every buffer the node uses, its condition or
 // selector included, is made current there first.
-void AddBodiesBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
-                    std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
+void AddBodiesBytes(const Graph& graph, const Plan& plan,
+                    DeviceBytes& counted) {
   for (const PlannedNode& pn : plan.nodes) {
     if (!graph.is_control(pn.node) ||
         static_cast<size_t>(pn.node) >= plan.bodies.size()) {
@@ -136,60 +147,45 @@ void AddBodiesBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
       }
     }
     if (!spread && one_device >= 0) {
-      AddNodeBytes(graph, pn.node, one_device, alignment, held, bytes);
+      counted.AddNode(graph, pn.node, one_device);
     }
     for (size_t k = 0; k < bodies.size() && k < control.bodies.size(); ++k) {
       if (bodies[k] != nullptr) {
-        AddBodyBytes(*control.bodies[k], *bodies[k], alignment, held, bytes);
+        AddBodyBytes(*control.bodies[k], *bodies[k], counted);
       }
     }
   }
 }
 
-// Adds to `bytes` the buffers the nodes of `plan` (a body's plan of
-// `graph`, a body graph over the job's buffers) use on devices where
-// `held` (by buffer, then device) has none of them, and marks them held;
-// then the same for its own bodies.
-void AddBodyBytes(const Graph& graph, const Plan& plan, uint64_t alignment,
-                  std::vector<uint8_t>& held, std::vector<uint64_t>& bytes) {
+// Counts the buffers the nodes of `plan` (a body's plan of `graph`, a body
+// graph over the job's buffers) use on their devices, where not held
+// there yet; then the same for its own bodies.
+void AddBodyBytes(const Graph& graph, const Plan& plan, DeviceBytes& counted) {
   for (const PlannedNode& pn : plan.nodes) {
     if (UsesDeviceMemory(graph, pn.node)) {
-      AddNodeBytes(graph, pn.node, pn.device, alignment, held, bytes);
+      counted.AddNode(graph, pn.node, pn.device);
     }
   }
-  AddBodiesBytes(graph, plan, alignment, held, bytes);
+  AddBodiesBytes(graph, plan, counted);
 }
 
 }  // namespace
 
 std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,
                                           int num_devices, uint64_t alignment) {
-  alignment = std::max<uint64_t>(alignment, 1);
-  std::vector<uint64_t> bytes(std::max(num_devices, 0), 0);
-  if (!graph.has_control() || plan.bodies.empty() || bytes.empty()) {
-    return bytes;
-  }
-  const size_t devices = bytes.size();
-  std::vector<uint8_t> held(static_cast<size_t>(graph.num_buffers()) * devices,
-                            0);
-  auto hold = [&](BufferId b, int device) {
-    if (device >= 0 && static_cast<size_t>(device) < devices) {
-      held[static_cast<size_t>(b) * devices + device] = 1;
-    }
-  };
+  DeviceBytes counted(graph, num_devices, alignment);
+  if (!graph.has_control() || plan.bodies.empty()) return counted.bytes;
+  // What the plan holds already: its placed copies, or without a memory
+  // plan what BytesWithoutReuse counts.
   if (!plan.memory.empty()) {
-    for (const PlannedBuffer& pb : plan.buffers) hold(pb.buffer, pb.device);
+    for (const PlannedBuffer& pb : plan.buffers)
+      counted.Add(pb.buffer, pb.device);
   } else {
-    for (const PlannedNode& pn : plan.nodes) {
-      if (!UsesDeviceMemory(graph, pn.node)) continue;
-      for (const BufferUse& use : graph.Uses(pn.node)) {
-        hold(use.buffer, pn.device);
-      }
-    }
-    for (const PlannedCopy& copy : plan.copies) hold(copy.buffer, copy.device);
+    counted.AddPlan(plan);
   }
-  AddBodiesBytes(graph, plan, alignment, held, bytes);
-  return bytes;
+  std::fill(counted.bytes.begin(), counted.bytes.end(), 0);
+  AddBodiesBytes(graph, plan, counted);
+  return std::move(counted.bytes);
 }
 
 bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,

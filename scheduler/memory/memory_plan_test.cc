@@ -13,6 +13,7 @@
 #include "scheduler/planner.h"
 #include "scheduler/test_util.h"
 #include "testing/status_matchers.h"
+#include "testing/wire_graphs.h"
 
 namespace weft::scheduler::memory {
 namespace {
@@ -99,46 +100,10 @@ TEST(MemoryPlanTest, BytesWithoutReuseCountEveryBufferADeviceUses) {
   EXPECT_FALSE(ExceedsBudgetsWithoutReuse(TwoReductions(), *plan, {{0}}));
 }
 
-// A loop on device 0 (where x is) whose body pins its node to device 1:
-// x and y are allocated there by themselves, outside what the plan holds.
+// A loop on device 0 (where x is) whose body pins `step` to device 1: x
+// and y are allocated there by themselves, outside what the plan holds.
 TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
-  weft::v1::Graph proto;
-  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
-      R"pb(
-        buffers { name: "x" size_bytes: 1000000 dtype: FLOAT32 }
-        buffers { name: "y" size_bytes: 1000 dtype: FLOAT32 output: true }
-        buffers { name: "go" size_bytes: 4 dtype: INT32 }
-        nodes {
-          name: "make"
-          op: "fill"
-          device: 0
-          args { buffer { name: "x" access: WRITE } }
-          args { f32: 1 }
-        }
-        nodes {
-          name: "loop"
-          while_loop {
-            condition: "go"
-            max_iterations: 2
-            body {
-              name: "step"
-              op: "axpy"
-              device: 1
-              args { f32: 1 }
-              args { buffer { name: "x" access: READ } }
-              args { buffer { name: "y" access: READ_WRITE } }
-            }
-            body {
-              name: "stop"
-              op: "fill"
-              device: 0
-              args { buffer { name: "go" access: WRITE } }
-              args { i32: 0 }
-            }
-          }
-        }
-      )pb",
-      &proto));
+  weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
   GraphLimits limits;
   limits.num_devices = 2;
   absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
