@@ -1,8 +1,10 @@
 #include "scheduler/test_util.h"
 
 #include <cstdlib>
+#include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_split.h"
 
 namespace weft::scheduler::testing {
@@ -25,17 +27,24 @@ GraphMaker& GraphMaker::Node(std::string name, absl::string_view uses,
 
 Graph GraphMaker::Build() const {
   std::vector<BufferSpec> buffers = buffers_;
+  // By name (the first of a name, as a search from the front finds it).
+  absl::flat_hash_map<std::string, BufferId> buffer_ids;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    buffer_ids.emplace(buffers[i].name, static_cast<BufferId>(i));
+  }
+  absl::flat_hash_map<std::string, NodeId> node_ids;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    node_ids.emplace(nodes_[i].name, static_cast<NodeId>(i));
+  }
   auto buffer_id = [&](absl::string_view name) {
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      if (buffers[i].name == name) return static_cast<BufferId>(i);
-    }
-    std::abort();  // a typo in a test
+    auto it = buffer_ids.find(name);
+    if (it == buffer_ids.end()) std::abort();  // a typo in a test
+    return it->second;
   };
   auto node_id = [&](absl::string_view name) {
-    for (size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_[i].name == name) return static_cast<NodeId>(i);
-    }
-    std::abort();
+    auto it = node_ids.find(name);
+    if (it == node_ids.end()) std::abort();
+    return it->second;
   };
   std::vector<NodeSpec> nodes;
   for (const PendingNode& p : nodes_) {

@@ -202,6 +202,7 @@ class DenseClocks {
   }
   void Collect(NodeId) {}
   void Commit(int s, const std::vector<NodeId>& chosen) {
+    KeepCurrent();
     // The first wait's clock is combined as the row is written.
     T* row = arena_.template MaxRowAs<T>(current_[s], clock_of_[chosen[0]]);
     for (size_t k = 0; k < chosen.size(); ++k) {
@@ -217,12 +218,14 @@ class DenseClocks {
     current_[s] = arena_.num_versions() - 1;
   }
   void Join(int s, int t, int32_t seq) {
+    KeepCurrent();
     T* row = arena_.template CopyRowAs<T>(current_[s]);
     arena_.MaxInto(row, Row(current_[t]));
     Raise(row[t], seq);
     current_[s] = arena_.num_versions() - 1;
   }
   void Share(int s, int t, int32_t s_seq, int32_t t_seq) {
+    KeepCurrent();
     T* row = arena_.template CopyRowAs<T>(current_[s]);
     Raise(row[s], s_seq);
     Raise(row[t], t_seq);
@@ -233,6 +236,20 @@ class DenseClocks {
   const T* Row(int32_t version) const {
     return arena_.template RowAs<T>(version);
   }
+  // Windowed arena: every eighth of the window, streams whose current
+  // clock has grown stale get a fresh copy of it, so that no current
+  // clock leaves the ring (an eighth of the window and a copy per stream
+  // stay below the quarter that Stale leaves).
+  void KeepCurrent() {
+    if (arena_.window() == 0 || arena_.num_versions() < next_check_) return;
+    for (int32_t& version : current_) {
+      if (arena_.Stale(version)) {
+        arena_.template CopyRowAs<T>(version);
+        version = arena_.num_versions() - 1;
+      }
+    }
+    next_check_ = arena_.num_versions() + arena_.window() / 8;
+  }
   // counter = max(counter, seq); seq fits T (the arena is narrow only if
   // every sequence number does).
   static void Raise(T& counter, int32_t seq) {
@@ -241,6 +258,7 @@ class DenseClocks {
 
   ClockArena& arena_;
   std::vector<int32_t> current_;  // version per stream
+  int32_t next_check_ = 0;        // KeepCurrent's next look
   const int32_t* stream_of_;
   const int32_t* peer_stream_;
   const int32_t* seq_;
@@ -342,7 +360,7 @@ absl::Status InsertEventsPass::Run(StreamContext& c) const {
   c.clocks = ClockArena(num_streams, max_seq);
   // Upper bounds (a snapshot per node with a wait, two per peer; a wait per
   // edge): reserved address space that is only touched as it fills.
-  c.clocks.Reserve(n + 2 * num_peers);
+  c.clocks.Reserve(n + 2 * num_peers, max_clock_bytes_);
   c.waits = Csr();
   ReserveHuge(c.waits.offsets, n + 1);
   ReserveHuge(c.waits.items, c.dag.preds.items.size());

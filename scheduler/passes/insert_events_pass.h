@@ -26,8 +26,20 @@
 // clock is its latest snapshot (no per-stream copies). Dense snapshots
 // hold 16-bit counters when no stream has more than
 // ClockArena::kNarrowMax nodes (half the memory to fill), else 32-bit.
+//
+// Snapshots take at most max_clock_bytes (dense clocks): past that, the
+// arena keeps a window of the latest snapshots (ClockArena), so a huge
+// plan fills a few megabytes that stay in cache instead of hundreds that
+// the kernel must first zero. A wait on a node whose snapshot has left the
+// window knows only that node's own position: at worst an event more is
+// planned, never one fewer than needed. Dependencies reach back that far
+// (tens of thousands of nodes in issue order) only in rare graphs; plans
+// whose snapshots fit are unchanged. Later passes then read such a
+// node's clock as empty (split_streams_pass.h: a link more).
 #ifndef WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
 #define WEFT_SCHEDULER_PASSES_INSERT_EVENTS_PASS_H_
+
+#include <cstddef>
 
 #include "scheduler/passes/stream_pass.h"
 
@@ -35,10 +47,18 @@ namespace weft::scheduler {
 
 class InsertEventsPass final : public StreamPass {
  public:
+  static constexpr size_t kDefaultMaxClockBytes = size_t{16} << 20;
+
+  explicit InsertEventsPass(size_t max_clock_bytes = kDefaultMaxClockBytes)
+      : max_clock_bytes_(max_clock_bytes) {}
+
   absl::string_view name() const override { return "insert_events"; }
   // REQUIRES: every node has a stream below streams.size(). INTERNAL
   // otherwise.
   absl::Status Run(StreamContext& context) const override;
+
+ private:
+  size_t max_clock_bytes_;
 };
 
 }  // namespace weft::scheduler

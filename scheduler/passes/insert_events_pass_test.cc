@@ -1,6 +1,10 @@
 #include "scheduler/passes/insert_events_pass.h"
 
+#include <algorithm>
+#include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -207,6 +211,163 @@ TEST(InsertEventsPassTest, CopyBetweenDevicesWithSparseClocks) {
   EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("cp")], peer), 1);
   EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("b")], 1), 1);
   EXPECT_EQ(c.clocks.Known(c.clock_of[f.id("b")], peer), 2);
+}
+
+// Event waits of every node, by name.
+std::vector<std::vector<int>> AllWaits(const PassFixture& f) {
+  std::vector<std::vector<int>> waits;
+  for (NodeId v = 0; v < f.graph().num_nodes(); ++v) {
+    waits.push_back(f.waits(f.graph().node(v).name));
+  }
+  return waits;
+}
+
+// Replays the planned waits with full vector clocks (no window) and
+// returns the dependencies p -> v between streams that nothing orders.
+std::vector<std::pair<NodeId, NodeId>> Unordered(PassFixture& f) {
+  const StreamContext& c = f.context();
+  const int n = c.num_nodes();
+  const int streams = static_cast<int>(c.streams.size());
+  std::vector<NodeId> signaller(c.num_events, -1);
+  for (NodeId u = 0; u < n; ++u) {
+    if (c.signal[u] >= 0) signaller[c.signal[u]] = u;
+  }
+  std::vector<std::vector<int32_t>> stream_clock(
+      streams, std::vector<int32_t>(streams, 0));
+  std::vector<std::vector<int32_t>> after(n);  // what each node knew
+  std::vector<std::pair<NodeId, NodeId>> unordered;
+  for (int i = 0; i < n; ++i) {
+    const NodeId v = c.dag.order[i];
+    const int s = c.stream_of[v];
+    std::vector<int32_t>& clock = stream_clock[s];
+    for (int32_t e : c.waits.Row(i)) {
+      const NodeId u = signaller[e];
+      for (int t = 0; t < streams; ++t) {
+        clock[t] = std::max(clock[t], after[u][t]);
+      }
+    }
+    for (NodeId p : c.dag.Preds(v)) {
+      if (c.stream_of[p] != s && clock[c.stream_of[p]] < c.seq[p]) {
+        unordered.emplace_back(p, v);
+      }
+    }
+    clock[s] = c.seq[v];
+    after[v] = clock;
+  }
+  return unordered;
+}
+
+TEST(InsertEventsPassTest, WindowedClocksKeepAnIdleStreamsClock) {
+  // X on s2 waits for W on s1; a chain of thousands of links alternating
+  // between s0 and s1 fills the window many times over; then Y on s2
+  // reads W's output: s2's clock still knows W, so Y waits for nothing.
+  GraphMaker m;
+  m.Buffer("w").Buffer("x").Buffer("y").Buffer("c");
+  m.Node("W", "w:w").Node("X", "w:r x:w");
+  const int kLinks = 3 * ClockArena::kMinWindow;
+  for (int i = 0; i < kLinks; ++i) {
+    m.Node("c" + std::to_string(i), i == 0 ? "c:w" : "c:rw");
+  }
+  m.Node("Y", "w:r y:w");
+  std::vector<std::pair<std::string, int>> streams = {
+      {"W", 1}, {"X", 2}, {"Y", 2}};
+  for (int i = 0; i < kLinks; ++i) {
+    streams.emplace_back("c" + std::to_string(i), i % 2);
+  }
+  PassFixture windowed(m.Build());
+  windowed.SetStreams(streams);
+  ASSERT_TRUE(windowed.Run(InsertEventsPass(/*max_clock_bytes=*/1)).ok());
+  EXPECT_EQ(windowed.context().clocks.window(), ClockArena::kMinWindow);
+  EXPECT_GT(windowed.context().clocks.num_versions(), kLinks);
+  EXPECT_THAT(windowed.waits("Y"), IsEmpty());
+  PassFixture whole(m.Build());
+  whole.SetStreams(streams);
+  ASSERT_TRUE(whole.Run(InsertEventsPass()).ok());
+  EXPECT_EQ(whole.context().clocks.window(), 0);
+  EXPECT_EQ(AllWaits(windowed), AllWaits(whole));
+  EXPECT_THAT(Unordered(windowed), IsEmpty());
+}
+
+TEST(InsertEventsPassTest, WindowedClocksForgetOldSnapshotsSafely) {
+  // X on s2 waits for W on s1, then a chain on s0 and s3 fills the window
+  // many times over. Y on s4 waits for X: X's snapshot (which knew W) has
+  // left the window, so s4 learns only X's own position, and Z, after Y
+  // on s4, waits for W as well. Without a window s4 knows W through X.
+  GraphMaker m;
+  m.Buffer("w").Buffer("x").Buffer("y").Buffer("z").Buffer("c");
+  m.Node("W", "w:w").Node("X", "w:r x:w");
+  const int kLinks = 3 * ClockArena::kMinWindow;
+  for (int i = 0; i < kLinks; ++i) {
+    m.Node("c" + std::to_string(i), i == 0 ? "c:w" : "c:rw");
+  }
+  m.Node("Y", "x:r y:w").Node("Z", "w:r z:w");
+  std::vector<std::pair<std::string, int>> streams = {
+      {"W", 1}, {"X", 2}, {"Y", 4}, {"Z", 4}};
+  for (int i = 0; i < kLinks; ++i) {
+    streams.emplace_back("c" + std::to_string(i), i % 2 == 0 ? 0 : 3);
+  }
+  PassFixture windowed(m.Build());
+  windowed.SetStreams(streams);
+  ASSERT_TRUE(windowed.Run(InsertEventsPass(/*max_clock_bytes=*/1)).ok());
+  PassFixture whole(m.Build());
+  whole.SetStreams(streams);
+  ASSERT_TRUE(whole.Run(InsertEventsPass()).ok());
+  EXPECT_THAT(whole.waits("Y"), ElementsAre(whole.signal("X")));
+  EXPECT_THAT(whole.waits("Z"), IsEmpty());
+  EXPECT_THAT(windowed.waits("Y"), ElementsAre(windowed.signal("X")));
+  EXPECT_THAT(windowed.waits("Z"), ElementsAre(windowed.signal("W")));
+  EXPECT_THAT(Unordered(windowed), IsEmpty());
+  // What later passes read of X's clock: nothing, windowed.
+  EXPECT_EQ(
+      whole.context().clocks.Known(whole.context().clock_of[whole.id("X")], 1),
+      1);
+  EXPECT_EQ(windowed.context().clocks.Known(
+                windowed.context().clock_of[windowed.id("X")], 1),
+            0);
+}
+
+TEST(InsertEventsPassTest, WindowedClocksOrderEveryDependency) {
+  // Random DAGs whose nodes read recent outputs and, now and then, one
+  // from far back in issue order (past the window). Every dependency
+  // between streams stays ordered; forgotten snapshots cost waits, never
+  // save them.
+  for (int seed = 0; seed < 3; ++seed) {
+    std::mt19937 rng(seed);
+    GraphMaker m;
+    const int kNodes = 3 * ClockArena::kMinWindow;
+    const int kStreams = 6;
+    std::vector<std::pair<std::string, int>> streams;
+    for (int i = 0; i < kNodes; ++i) {
+      const std::string name = "n" + std::to_string(i);
+      m.Buffer("b" + std::to_string(i));
+      std::string uses = "b" + std::to_string(i) + ":w";
+      std::vector<int> read;
+      for (int k = 0; i > 0 && k < 2; ++k) {
+        const int back = std::uniform_int_distribution<int>(1, 40)(rng);
+        read.push_back(std::max(0, i - back));
+      }
+      if (i > 0 && rng() % 16 == 0) {
+        read.push_back(std::uniform_int_distribution<int>(0, i - 1)(rng));
+      }
+      std::sort(read.begin(), read.end());
+      read.erase(std::unique(read.begin(), read.end()), read.end());
+      for (int r : read) uses += " b" + std::to_string(r) + ":r";
+      m.Node(name, uses);
+      streams.emplace_back(name, static_cast<int>(rng() % kStreams));
+    }
+    PassFixture windowed(m.Build());
+    windowed.SetStreams(streams);
+    ASSERT_TRUE(windowed.Run(InsertEventsPass(/*max_clock_bytes=*/1)).ok());
+    ASSERT_EQ(windowed.context().clocks.window(), ClockArena::kMinWindow);
+    PassFixture whole(m.Build());
+    whole.SetStreams(streams);
+    ASSERT_TRUE(whole.Run(InsertEventsPass()).ok());
+    EXPECT_THAT(Unordered(windowed), IsEmpty()) << "seed " << seed;
+    EXPECT_THAT(Unordered(whole), IsEmpty()) << "seed " << seed;
+    EXPECT_GE(windowed.context().waits.items.size(),
+              whole.context().waits.items.size())
+        << "seed " << seed;
+  }
 }
 
 }  // namespace

@@ -75,12 +75,38 @@ int32_t ClockArena::Known(absl::Span<const Entry> clock, int32_t stream) {
   return 0;
 }
 
-void ClockArena::Reserve(int64_t versions) {
-  if (dense_) {
-    Grow(static_cast<size_t>(num_versions_ + versions) * stride_);
-  } else {
+void ClockArena::Reserve(int64_t versions, size_t max_bytes) {
+  if (!dense_) {
     offsets_.reserve(offsets_.size() + versions);
+    return;
   }
+  const size_t row_bytes =
+      static_cast<size_t>(stride_) * (narrow_ ? sizeof(uint16_t) : 4);
+  const int64_t rows = num_versions_ + versions;
+  if (num_versions_ != 1 || window_ != 0 ||
+      static_cast<double>(rows) * row_bytes <= max_bytes) {
+    if (window_ == 0) Grow(static_cast<size_t>(rows) * stride_);
+    return;
+  }
+  int32_t window = kMinWindow;
+  while (static_cast<size_t>(window) * 2 * row_bytes <= max_bytes &&
+         window < (int32_t{1} << 29)) {
+    window *= 2;
+  }
+  // The empty clock stays in slot 0; the zero row follows the ring.
+  window_ = 0;
+  Grow(static_cast<size_t>(window + 1) * stride_);
+  if (narrow_) {
+    std::fill(narrow_rows_.get() + static_cast<size_t>(window) * stride_,
+              narrow_rows_.get() + static_cast<size_t>(window + 1) * stride_,
+              0);
+  } else {
+    std::fill(wide_rows_.get() + static_cast<size_t>(window) * stride_,
+              wide_rows_.get() + static_cast<size_t>(window + 1) * stride_, 0);
+  }
+  held_.assign(window, -1);
+  held_[0] = 0;
+  window_ = window;
 }
 
 StreamContext::StreamContext(const Graph& graph, const Dag& dag,

@@ -100,6 +100,13 @@ struct LogicalStream {
 // which halves the memory that snapshots fill (narrow()). The int32_t
 // row functions below are for wide rows; the ...As<T> forms take the
 // counter type, which must match narrow().
+//
+// Windowed (dense only, Reserve with a byte budget that the snapshots
+// would exceed): only the latest window() versions keep their rows, in a
+// ring; an older version reads as the empty clock. Knowing less is always
+// safe for its readers (they order more, never less); a caller that needs
+// a version to last (a stream's current clock) copies it forward before
+// the ring reaches it (Stale tells when).
 class ClockArena {
  public:
   using Entry = std::pair<int32_t, int32_t>;
@@ -130,7 +137,12 @@ class ClockArena {
   // if narrow(), else int32_t.
   template <typename T>
   const T* RowAs(int32_t version) const {
-    return Rows<T>() + static_cast<size_t>(version) * stride_;
+    if (window_ == 0) return Rows<T>() + static_cast<size_t>(version) * stride_;
+    const int32_t slot = version & (window_ - 1);
+    // An evicted version reads the zero row after the ring.
+    return Rows<T>() +
+           static_cast<size_t>(held_[slot] == version ? slot : window_) *
+               stride_;
   }
   const int32_t* Row(int32_t version) const { return RowAs<int32_t>(version); }
   int32_t AddRow(const int32_t* row);
@@ -139,6 +151,8 @@ class ClockArena {
   // num_versions() - 1.
   template <typename T>
   T* CopyRowAs(int32_t version) {
+    // (After the append, which may move the rows. Windowed, a version the
+    // append evicts copies as the empty clock.)
     T* row = AppendRow<T>();
     const T* from = RowAs<T>(version);
     // A few vectors of counters: cheaper than a call to copy bytes.
@@ -173,8 +187,20 @@ class ClockArena {
   // The sequence number a sparse `clock` knows for `stream`.
   static int32_t Known(absl::Span<const Entry> clock, int32_t stream);
 
-  // Room for `versions` more snapshots.
-  void Reserve(int64_t versions);
+  // Room for `versions` more snapshots. Dense, with no snapshot taken yet
+  // but the empty clock: if their rows would take more than `max_bytes`,
+  // the arena is windowed instead, keeping the latest versions that fit
+  // (a power of two, at least kMinWindow).
+  void Reserve(int64_t versions,
+               size_t max_bytes = std::numeric_limits<size_t>::max());
+  static constexpr int32_t kMinWindow = 4096;
+  // Versions whose rows are kept: 0 if every one is.
+  int32_t window() const { return window_; }
+  // Whether `version` is among the oldest quarter of the window, due for
+  // a copy forward if it must last (never, unwindowed).
+  bool Stale(int32_t version) const {
+    return window_ != 0 && version < num_versions_ - window_ * 3 / 4;
+  }
 
  private:
   // Bytes of counters combined at a time.
@@ -225,6 +251,11 @@ class ClockArena {
   // Appends a row, its contents undefined, and returns it.
   template <typename T>
   T* AppendRow() {
+    if (window_ != 0) {
+      const int32_t slot = num_versions_ & (window_ - 1);
+      held_[slot] = num_versions_++;
+      return Rows<T>() + static_cast<size_t>(slot) * stride_;
+    }
     const size_t at = static_cast<size_t>(num_versions_) * stride_;
     if (at + stride_ > capacity_) Grow(std::max(2 * capacity_, at + stride_));
     ++num_versions_;
@@ -239,6 +270,11 @@ class ClockArena {
   int stride_;  // dense: counters per row, num_streams rounded up to a
                 // whole vector
   int32_t num_versions_ = 1;
+  // Windowed: the ring's size (a power of two; then window_ rows and a
+  // zero row after them) and the version each slot holds; 0 and empty
+  // otherwise.
+  int32_t window_ = 0;
+  std::vector<int32_t> held_;
   // Dense: num_versions rows, then room for capacity_ counters in all, in
   // the one of the two that matches narrow_; rows are written whole before
   // they are read, so the room is left uninitialized.

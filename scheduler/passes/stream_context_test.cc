@@ -98,6 +98,40 @@ TEST(ClockArenaTest, NarrowRowsWhileSequenceNumbersFitSixteenBits) {
   EXPECT_EQ(arena.Known(vc + 1, 1), 1);
 }
 
+TEST(ClockArenaTest, AWindowKeepsTheLatestRowsAndForgetsTheRest) {
+  ClockArena arena(3);
+  // Rows that fit the budget: every one is kept.
+  arena.Reserve(10, /*max_bytes=*/1 << 20);
+  EXPECT_EQ(arena.window(), 0);
+  ClockArena windowed(3);
+  windowed.Reserve(3 * ClockArena::kMinWindow, /*max_bytes=*/1);
+  const int32_t window = windowed.window();
+  ASSERT_EQ(window, ClockArena::kMinWindow);
+  // Each row: stream 0 counts its version, stream 1 stays 7.
+  for (int32_t v = 1; v <= 2 * window + 5; ++v) {
+    int32_t* row = windowed.CopyRow(0);
+    row[0] = v;
+    row[1] = 7;
+    ASSERT_EQ(windowed.num_versions() - 1, v);
+  }
+  const int32_t last = windowed.num_versions() - 1;
+  for (int32_t v = last - window + 1; v <= last; ++v) {
+    ASSERT_EQ(windowed.Known(v, 0), v);
+    ASSERT_EQ(windowed.Known(v, 1), 7);
+  }
+  for (int32_t v = 0; v <= last - window; ++v) {
+    ASSERT_EQ(windowed.Known(v, 0), 0) << v;
+    ASSERT_EQ(windowed.Known(v, 1), 0) << v;
+  }
+  EXPECT_TRUE(windowed.Stale(last - window + 1));
+  EXPECT_TRUE(windowed.Stale(last - window * 3 / 4));
+  EXPECT_FALSE(windowed.Stale(last - window * 3 / 4 + 1));
+  EXPECT_FALSE(arena.Stale(0));
+  // A copy of the oldest kept row carries it forward.
+  int32_t* row = windowed.CopyRow(last - window + 2);
+  EXPECT_EQ(row[0], last - window + 2);
+}
+
 TEST(ClockArenaTest, SparseBeyondTheDenseLimit) {
   ClockArena arena(ClockArena::kDenseStreams + 1);
   ASSERT_FALSE(arena.dense());
