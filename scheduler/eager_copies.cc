@@ -31,57 +31,14 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
   }
   if (num_devices < 2) return copies;
   const int host = num_devices;
-  // By buffer, in one record so that a use touches one cache line: the
-  // memories holding its latest version up to date (none: not created
-  // anywhere yet) and the issue position of the device node that wrote
-  // that version (-1: never written, or by a host node).
-  struct BufferState {
-    uint64_t where = 0;
-    int32_t writer = -1;
-  };
-  std::vector<BufferState> state;
-  AssignHuge(state, graph.num_buffers(), BufferState());
-  // Room for a copy per node, more than most plans make.
-  ReserveHuge(copies, static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) {
-    const NodeId v = dag.order[i];
-    // A control node whose bodies run on its device reads and writes its
-    // buffers there, as a kernel does.
-    const bool on_host =
-        graph.engine(v) == Engine::kHost &&
-        !(bodies_on_one_device && BodiesRunOnItsDevice(graph, v));
-    const bool device_node = !on_host;
-    // COPY nodes move their input themselves (from their peer stream).
-    const bool reader = device_node && graph.engine(v) != Engine::kCopy;
-    const int here = on_host ? host : streams.device[v];
-    const absl::Span<const BufferUse> uses = graph.Uses(v);
-    for (const BufferUse& use : uses) {
-      BufferState& b = state[use.buffer];
-      if (b.where == 0) {
-        b.where = Bit(here);
-        continue;
-      }
-      if ((b.where & Bit(here)) != 0) continue;
-      if (reader && b.writer >= 0) {
-        copies.push_back(PlannedCopy{b.writer, i, use.buffer, here, -1, -1});
-      }
-      b.where |= Bit(here);
-    }
-    for (const BufferUse& use : uses) {
-      if (!Writes(use.access)) continue;
-      BufferState& b = state[use.buffer];
-      b.where = Bit(here);
-      b.writer = device_node ? i : -1;
-    }
-  }
-  if (copies.empty()) return copies;
   // Tasks per stream, as SplitStreamsPass counts them (a node, its waits,
   // its record, a peer join's two on each stream), where streams have a
   // budget: a writer at its stream's budget gets no new record, and its
   // copies stay on their readers' streams.
+  // Counted at the first copy.
   const int budget = streams.options.max_nodes_per_stream;
   std::vector<int32_t> tasks;
-  if (budget > 0) {
+  const auto count_tasks = [&] {
     tasks.assign(streams.streams.size(), 0);
     for (int32_t i = 0; i < n; ++i) {
       const NodeId v = dag.order[i];
@@ -90,7 +47,7 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
                                      (streams.signal[v] >= 0 ? 1 : 0) + join;
       if (join != 0) tasks[streams.peer_of(v)] += 1 + join;
     }
-  }
+  };
   // Copy streams by destination device: one per stream of the writers
   // (whose copies then start in the order their writers end), up to
   // kMaxCopyStreams; past that, the one whose last copy is oldest. Under a
@@ -117,24 +74,27 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     cs.writer_stream = writer_stream;
     taking[device * writer_streams + writer_stream] |= 1u << index;
   };
-  size_t kept = 0;
-  for (PlannedCopy& copy : copies) {
-    const NodeId writer = dag.order[copy.after];
+  const auto fits = [budget](const CopyStream& cs) {
+    return budget <= 0 || cs.tasks + kCopyTasks <= budget;
+  };
+  // The copy of `buffer` from `writer` (a node, at issue position
+  // writer_pos) to `device` for the reader at issue position `reader_pos`,
+  // given its event and stream, unless the writer's stream has no room
+  // for a new record.
+  const auto add_copy = [&](NodeId writer, int32_t writer_pos,
+                            int32_t reader_pos, BufferId buffer, int device) {
     const int32_t writer_stream = streams.stream_of[writer];
     int32_t& signal = streams.signal[writer];
     if (signal < 0 && budget > 0) {
-      if (tasks[writer_stream] + 1 > budget) continue;
+      if (tasks.empty()) count_tasks();
+      if (tasks[writer_stream] + 1 > budget) return;
       ++tasks[writer_stream];
     }
     if (signal < 0) signal = streams.num_events++;
-    copy.event = signal;
-    std::vector<CopyStream>& pool = by_device[copy.device];
-    const auto fits = [budget](const CopyStream& cs) {
-      return budget <= 0 || cs.tasks + kCopyTasks <= budget;
-    };
+    std::vector<CopyStream>& pool = by_device[device];
     // The last copy stream taking the writer stream's copies that has room.
     int32_t chosen = -1;
-    for (uint32_t bits = taking[copy.device * writer_streams + writer_stream];
+    for (uint32_t bits = taking[device * writer_streams + writer_stream];
          bits != 0;) {
       const int32_t index = 31 - __builtin_clz(bits);
       if (fits(pool[index])) {
@@ -146,11 +106,11 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
     if (chosen < 0 && pool.size() < kMaxCopyStreams) {
       pool.push_back(
           {-1,
-           streams.NewStream(copy.device, Engine::kCopy,
+           streams.NewStream(device, Engine::kCopy,
                              LogicalStream::Kind::kIndependent, "eager copies"),
            -1, 0});
       chosen = static_cast<int32_t>(pool.size()) - 1;
-      assign(copy.device, chosen, writer_stream);
+      assign(device, chosen, writer_stream);
     }
     if (chosen < 0) {
       for (int32_t i = 0; i < static_cast<int32_t>(pool.size()); ++i) {
@@ -166,20 +126,65 @@ absl::StatusOr<std::vector<PlannedCopy>> PlanEagerCopies(
         for (int32_t i = 0; i < static_cast<int32_t>(pool.size()); ++i) {
           if (pool[i].last_used < pool[chosen].last_used) chosen = i;
         }
-        pool[chosen].id = streams.NewStream(copy.device, Engine::kCopy,
+        pool[chosen].id = streams.NewStream(device, Engine::kCopy,
                                             LogicalStream::Kind::kIndependent,
                                             "eager copies");
         pool[chosen].tasks = 0;
       }
-      assign(copy.device, chosen, writer_stream);
+      assign(device, chosen, writer_stream);
     }
     CopyStream& cs = pool[chosen];
-    cs.last_used = static_cast<int32_t>(kept);
+    cs.last_used = static_cast<int32_t>(copies.size());
     cs.tasks += kCopyTasks;
-    copy.stream = cs.id;
-    copies[kept++] = copy;
+    copies.push_back(
+        PlannedCopy{writer_pos, reader_pos, buffer, device, cs.id, signal});
+  };
+  // By buffer, in one record so that a use touches one cache line: the
+  // memories holding its latest version up to date (none: not created
+  // anywhere yet) and the device node that wrote that version, with its
+  // issue position (-1: never written, or by a host node).
+  struct BufferState {
+    uint64_t where = 0;
+    int32_t writer_pos = -1;
+    NodeId writer = -1;
+  };
+  static_assert(sizeof(BufferState) == 16);
+  std::vector<BufferState> state;
+  AssignHuge(state, graph.num_buffers(), BufferState());
+  // Room for a copy per node, more than most plans make.
+  ReserveHuge(copies, static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) {
+    const NodeId v = dag.order[i];
+    // A control node whose bodies run on its device reads and writes its
+    // buffers there, as a kernel does.
+    const bool on_host =
+        graph.engine(v) == Engine::kHost &&
+        !(bodies_on_one_device && BodiesRunOnItsDevice(graph, v));
+    const bool device_node = !on_host;
+    // COPY nodes move their input themselves (from their peer stream).
+    const bool reader = device_node && graph.engine(v) != Engine::kCopy;
+    const int here = on_host ? host : streams.device[v];
+    const absl::Span<const BufferUse> uses = graph.Uses(v);
+    for (const BufferUse& use : uses) {
+      BufferState& b = state[use.buffer];
+      if (b.where == 0) {
+        b.where = Bit(here);
+        continue;
+      }
+      if ((b.where & Bit(here)) != 0) continue;
+      if (reader && b.writer_pos >= 0) {
+        add_copy(b.writer, b.writer_pos, i, use.buffer, here);
+      }
+      b.where |= Bit(here);
+    }
+    for (const BufferUse& use : uses) {
+      if (!Writes(use.access)) continue;
+      BufferState& b = state[use.buffer];
+      b.where = Bit(here);
+      b.writer_pos = device_node ? i : -1;
+      b.writer = v;
+    }
   }
-  copies.resize(kept);
   return copies;
 }
 
