@@ -394,6 +394,56 @@ TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
   ExpectNoMemoryHeld(*separate.sim, *separate.executor);
 }
 
+// A loop on device 0 whose body runs `step` (y += x) on device 1: the
+// memory plan places x and y on device 1 too, and the body's nested job
+// uses those copies, allocating nothing else there.
+TEST(ExecutorPlacementTest, BodiesOnAnotherDeviceRunInItsArena) {
+  weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
+  ASSERT_EQ(proto.buffers(2).name(), "go");
+  proto.mutable_buffers(2)->set_fill(1);  // the loop runs once
+  scheduler::GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<scheduler::Graph> built = scheduler::BuildGraph(proto, limits);
+  ASSERT_TRUE(built.ok()) << built.status();
+  auto graph = std::make_shared<const scheduler::Graph>(*std::move(built));
+  auto plan =
+      PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  ASSERT_FALSE(plan->memory.empty());
+  ASSERT_EQ(plan->nodes[1].device, 0);
+  EXPECT_EQ(PlacedBytes(*plan, 1), 1000000 + 1000);
+  Machine placed(/*place=*/true);
+  Machine separate(/*place=*/false);
+  // (Not kDevice: a body over two devices runs from the host.)
+  for (const ControlMode mode : {ControlMode::kHost, ControlMode::kAuto}) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    JobOptions options;
+    options.control_mode = mode;
+    Outcome with, without;
+    ASSERT_TRUE(
+        placed.executor->Start(graph, plan, with.Callbacks(), options).ok());
+    ASSERT_TRUE(
+        separate.executor->Start(graph, plan, without.Callbacks(), options)
+            .ok());
+    ASSERT_TRUE(with.Wait());
+    ASSERT_TRUE(without.Wait());
+    ASSERT_TRUE(with.status.ok()) << with.status;
+    ASSERT_TRUE(without.status.ok()) << without.status;
+    EXPECT_EQ(with.outputs, without.outputs);
+    for (float v : Floats(with.outputs.at("y"))) EXPECT_EQ(v, 1.0f);
+  }
+  // One arena per job on each device, and no block besides.
+  for (int d = 0; d < 2; ++d) {
+    const MemoryPoolStats stats = placed.Stats(d);
+    EXPECT_EQ(stats.arena_allocations, 2u) << "device " << d;
+    EXPECT_EQ(stats.backend_allocations + stats.cache_hits,
+              stats.arena_allocations)
+        << "device " << d;
+  }
+  EXPECT_GT(separate.Stats(1).backend_allocations, 0u);
+  ExpectNoMemoryHeld(*placed.sim, *placed.executor);
+  ExpectNoMemoryHeld(*separate.sim, *separate.executor);
+}
+
 // Three 4 KiB tensors and a loop over one of them, on a device of 10 KiB:
 // the job fits only with `c` spilled around the loop, and the loop's
 // buffers inside the arena (counted by the budget, live to the end).

@@ -150,10 +150,10 @@ void FuzzOne(const uint8_t* data, size_t size) {
   if (plan->graph != nullptr) ++counts.spilled;
   std::shared_ptr<const scheduler::Graph> planned =
       plan->graph != nullptr ? plan->graph : graph;
-  // Every copy a memory-planned job uses lies in its arenas, unless a
-  // body runs a node off its control node's device where the job holds
-  // none of its buffers (it then allocates a copy there by itself, as the
-  // job's reservation counts: BodyBytesBeyondPlan).
+  // Every copy a memory-planned job uses lies in its arenas, bodies' copies
+  // on other devices included, unless the job's reservation counts copies
+  // allocated by themselves (BodyBytesBeyondPlan: bodies on other devices
+  // in a plan spill fitting rewrote).
   const std::vector<uint64_t> beyond = scheduler::memory::BodyBytesBeyondPlan(
       *planned, *plan, limits.num_devices);
   const bool all_placed =

@@ -324,6 +324,24 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
             std::make_shared<const Plan>(std::move(body_plan)));
       }
     }
+    // Bodies that run on other devices use the job's buffers there: with
+    // the bodies' plans known, the arenas take those copies too (memory
+    // planned again; not for a plan spill fitting made, whose copies stay
+    // allocated by themselves, as BodyBytesBeyondPlan counts them).
+    if (!plan.memory.empty() && plan.graph == nullptr) {
+      const std::vector<uint64_t> beyond = memory::BodyBytesBeyondPlan(
+          graph, plan, std::max(options.num_devices, 1));
+      if (std::any_of(beyond.begin(), beyond.end(),
+                      [](uint64_t bytes) { return bytes > 0; })) {
+        start = clock.Now();
+        memory::MemoryPlanOptions memory_options;
+        memory_options.budget_bytes = options.memory_budget_bytes;
+        memory_options.device_memory_bytes = options.device_memory_bytes;
+        memory_options.improve_rounds = options.arena_improve_rounds;
+        WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
+        profile.memory_s += clock.Now() - start;
+      }
+    }
   }
   return plan;
 }

@@ -15,13 +15,17 @@
 // control node uses its copies on its device, where its bodies run, and
 // every copy of a buffer it uses lives to the end: the bodies run over it
 // once the node has started, unordered against what follows the node in
-// the plan. Host nodes use host memory and only read device copies (as
-// sources). A spill (kSpillOp) reads like a host node; a fill (kFillOp)
-// starts a new copy of its buffer on its device (a residency of its own,
-// placed apart), made current as any use makes it; host data whose first
-// user is a fill (or a control node) is not prefetched. Replaying the
-// plan's issue order as the executor does gives each copy its uses:
-// points of the execution (happens_before.h).
+// the plan. Where the plan holds its bodies' plans (Plan::bodies) and they
+// run nodes on other devices (a body that pins a node, CONTROL_HOST), the
+// buffers those nodes use are used there too, from the control node on
+// (and where all the bodies run on one other device, every buffer the
+// control node uses, as the device decides it there). Host nodes use host
+// memory and only read device copies (as sources). A spill (kSpillOp) reads
+// like a host node; a fill (kFillOp) starts a new copy of its buffer on its
+// device (a residency of its own, placed apart), made current as any use makes
+// it; host data whose first user is a fill (or a control node) is not
+// prefetched. Replaying the plan's issue order as the executor does gives each
+// copy its uses: points of the execution (happens_before.h).
 //
 // Two copies on a device may share addresses only if every use of one
 // happens before every use of the other: the executor runs streams side by

@@ -102,6 +102,23 @@ TEST(MemoryPlanTest, BytesWithoutReuseCountEveryBufferADeviceUses) {
 
 // A loop on device 0 (where x is) whose body pins `step` to device 1: x
 // and y are allocated there by themselves, outside what the plan holds.
+// Names of the buffers `plan` places on `device`, checked to lie in that
+// device's arena.
+std::vector<std::string> PlacedOn(const Graph& graph, const Plan& plan,
+                                  int device) {
+  int64_t arena = -1;
+  for (const DeviceMemory& m : plan.memory) {
+    if (m.device == device) arena = m.arena_bytes;
+  }
+  std::vector<std::string> names;
+  for (const PlannedBuffer& pb : plan.buffers) {
+    if (pb.device != device) continue;
+    EXPECT_LE(pb.offset + pb.size_bytes, arena) << pb.buffer;
+    names.push_back(graph.buffer(pb.buffer).name);
+  }
+  return names;
+}
+
 TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
   weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
   GraphLimits limits;
@@ -119,8 +136,17 @@ TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
     EXPECT_EQ(plan->memory.empty(), !simulate);
     ASSERT_EQ(plan->nodes[1].node, 1);
     ASSERT_EQ(plan->nodes[1].device, 0);
-    EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
-                ::testing::ElementsAre(0, 1000192 + 1024));
+    if (simulate) {
+      // The memory plan places what the body's node on device 1 uses in
+      // that device's arena: nothing is allocated beyond it.
+      EXPECT_THAT(PlacedOn(*graph, *plan, 1),
+                  ::testing::UnorderedElementsAre("x", "y"));
+      EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+                  ::testing::ElementsAre(0, 0));
+    } else {
+      EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+                  ::testing::ElementsAre(0, 1000192 + 1024));
+    }
   }
   // Nothing more where the body runs on its control node's device.
   proto.mutable_nodes(1)->mutable_while_loop()->mutable_body(0)->clear_device();
@@ -182,11 +208,20 @@ TEST(MemoryPlanTest, BodiesOnOneOtherDeviceTakeTheirControlNodesBuffers) {
   ASSERT_OK(graph.status());
   PlannerOptions options;
   options.num_devices = 2;
+  options.simulate = false;
   absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
   ASSERT_OK(plan.status());
   ASSERT_EQ(plan->nodes[1].device, 0);
   EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
               ::testing::ElementsAre(0, 1000192 + 256));
+  // With a memory plan, device 1's arena holds both.
+  options.plan_memory = true;
+  plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  EXPECT_THAT(PlacedOn(*graph, *plan, 1),
+              ::testing::UnorderedElementsAre("x", "pick"));
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, 0));
 }
 
 // Job plans (not simulated) get a memory plan only where their buffers,
