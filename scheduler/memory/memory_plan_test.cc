@@ -224,6 +224,78 @@ TEST(MemoryPlanTest, BodiesOnOneOtherDeviceTakeTheirControlNodesBuffers) {
               ::testing::ElementsAre(0, 0));
 }
 
+// A loop on device 0 whose body holds a loop whose body pins `step` to
+// device 1: the buffers `step` uses are placed on device 1, at depth two,
+// and so is the inner loop's condition (its body runs on device 1 alone,
+// which may decide it).
+TEST(MemoryPlanTest, NestedBodiesOnAnotherDeviceArePlaced) {
+  weft::v1::Graph proto;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"pb(
+        buffers { name: "x" size_bytes: 4096 dtype: FLOAT32 }
+        buffers { name: "y" size_bytes: 2048 dtype: FLOAT32 output: true }
+        buffers { name: "z" size_bytes: 1024 dtype: FLOAT32 output: true }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 }
+        buffers { name: "again" size_bytes: 4 dtype: INT32 }
+        nodes {
+          name: "make"
+          op: "fill"
+          device: 0
+          args { buffer { name: "x" access: WRITE } }
+          args { f32: 1 }
+        }
+        nodes {
+          name: "outer"
+          while_loop {
+            condition: "go"
+            max_iterations: 2
+            body {
+              name: "touch_z"
+              op: "scale"
+              device: 0
+              args { f32: 2 }
+              args { buffer { name: "z" access: READ_WRITE } }
+            }
+            body {
+              name: "inner"
+              while_loop {
+                condition: "again"
+                max_iterations: 2
+                body {
+                  name: "step"
+                  op: "axpy"
+                  device: 1
+                  args { f32: 1 }
+                  args { buffer { name: "x" access: READ } }
+                  args { buffer { name: "y" access: READ_WRITE } }
+                }
+              }
+            }
+          }
+        }
+      )pb",
+      &proto));
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  PlannerOptions options;
+  options.num_devices = 2;
+  options.simulate = false;
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  ASSERT_EQ(plan->nodes[1].device, 0);
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, 4096 + 2048 + 256));
+  options.plan_memory = true;
+  plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  EXPECT_THAT(PlacedOn(*graph, *plan, 1),
+              ::testing::UnorderedElementsAre("x", "y", "again"));
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, 0));
+}
+
 // Job plans (not simulated) get a memory plan only where their buffers,
 // each by itself, would not fit; then it fits them.
 TEST(MemoryPlanTest, JobPlansOverTheBudgetArePlanned) {
