@@ -152,8 +152,7 @@ void FuzzOne(const uint8_t* data, size_t size) {
       plan->graph != nullptr ? plan->graph : graph;
   // Every copy a memory-planned job uses lies in its arenas, bodies' copies
   // on other devices included, unless the job's reservation counts copies
-  // allocated by themselves (BodyBytesBeyondPlan: bodies on other devices
-  // in a plan spill fitting rewrote).
+  // allocated by themselves (BodyBytesBeyondPlan).
   const std::vector<uint64_t> beyond = scheduler::memory::BodyBytesBeyondPlan(
       *planned, *plan, limits.num_devices);
   const bool all_placed =

@@ -326,8 +326,9 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
     }
     // Bodies that run on other devices use the job's buffers there: with
     // the bodies' plans known, the arenas take those copies too (memory
-    // planned again; not for a plan spill fitting made, whose copies stay
-    // allocated by themselves, as BodyBytesBeyondPlan counts them).
+    // planned again). A plan spill fitting made has its bodies already, and
+    // its arenas hold those copies (its graphs are planned by this
+    // function).
     if (!plan.memory.empty() && plan.graph == nullptr) {
       const std::vector<uint64_t> beyond = memory::BodyBytesBeyondPlan(
           graph, plan, std::max(options.num_devices, 1));

@@ -72,7 +72,7 @@ std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
 // Bodies planned over several devices do that (CONTROL_HOST, or a body
 // that pins a node) unless the memory plan knew their plans (Lifetimes
 // reads Plan::bodies: PlanGraph plans memory again once the bodies show
-// it, except for a plan spill fitting rewrote), which places those copies;
+// it), which places those copies;
 // bodies on their control node's device take nothing more. Each distinct
 // buffer rounded up to `alignment`.
 std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,

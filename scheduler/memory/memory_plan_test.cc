@@ -296,6 +296,32 @@ TEST(MemoryPlanTest, NestedBodiesOnAnotherDeviceArePlaced) {
               ::testing::ElementsAre(0, 0));
 }
 
+// LoopBetweenTensors with its body's `double_b` pinned to device 1, on a
+// device 0 of 10 KiB: spill fitting rewrites the graph, and the rewritten
+// plan's arenas hold the body's copies on device 1 too.
+TEST(MemoryPlanTest, SpillFittedPlansPlaceBodiesOnOtherDevices) {
+  weft::v1::Graph proto = ::weft::testing::LoopBetweenTensors(4096);
+  ASSERT_EQ(proto.nodes(2).name(), "loop");
+  ASSERT_EQ(proto.nodes(2).while_loop().body(0).name(), "double_b");
+  proto.mutable_nodes(2)->mutable_while_loop()->mutable_body(0)->set_device(1);
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  PlannerOptions options;
+  options.num_devices = 2;
+  options.simulate = false;
+  options.plan_memory = true;
+  options.memory_order = MemoryOrderKind::kSubmitted;
+  options.device_memory_bytes = {10240, 1 << 20};
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  ASSERT_NE(plan->graph, nullptr);
+  EXPECT_THAT(PlacedOn(*plan->graph, *plan, 1), ::testing::Contains("b"));
+  EXPECT_THAT(BodyBytesBeyondPlan(*plan->graph, *plan, 2),
+              ::testing::ElementsAre(0, 0));
+}
+
 // Job plans (not simulated) get a memory plan only where their buffers,
 // each by itself, would not fit; then it fits them.
 TEST(MemoryPlanTest, JobPlansOverTheBudgetArePlanned) {
