@@ -1,12 +1,12 @@
 #include "scheduler/memory/lifetimes.h"
 
 #include <algorithm>
-#include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "scheduler/memory/body_uses.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler::memory {
@@ -32,53 +32,6 @@ struct UseRecord {
 
 uint64_t Bit(int where) {
   return where == kHost ? kHostBit : uint64_t{1} << where;
-}
-
-// Appends the (buffer, device) pairs that the bodies of control node `v`
-// of `graph`, planned on `device`, use on other devices (`bodies`: its
-// bodies' plans, Plan::bodies), at any depth, as the executor makes them
-// current there: a body node that uses device memory, on its device; and
-// where every node of the bodies runs on one device, every buffer `v`
-// uses, there (the device decides the node). Pairs on `device` itself may
-// appear too (from nested bodies).
-void AddBodyDeviceUses(const Graph& graph, NodeId v, int device,
-                       const std::vector<std::shared_ptr<const Plan>>& bodies,
-                       std::vector<std::pair<BufferId, int>>& out) {
-  const ControlSpec* control = graph.node(v).control.get();
-  if (control == nullptr) return;
-  int one_device = -1;
-  bool spread = false;
-  for (const std::shared_ptr<const Plan>& body : bodies) {
-    if (body == nullptr) continue;
-    for (const PlannedNode& bn : body->nodes) {
-      spread = spread || (one_device >= 0 && bn.device != one_device);
-      one_device = bn.device;
-    }
-  }
-  if (!spread && one_device >= 0 && one_device != device) {
-    for (const BufferUse& u : graph.Uses(v)) {
-      out.emplace_back(u.buffer, one_device);
-    }
-  }
-  for (size_t k = 0; k < bodies.size() && k < control->bodies.size(); ++k) {
-    if (bodies[k] == nullptr || control->bodies[k] == nullptr) continue;
-    const Graph& body = *control->bodies[k];
-    const Plan& body_plan = *bodies[k];
-    for (const PlannedNode& bn : body_plan.nodes) {
-      if (bn.node < 0 || bn.node >= body.num_nodes()) continue;
-      const bool nested = body.node(bn.node).control != nullptr;
-      if ((body.engine(bn.node) != Engine::kHost || nested) &&
-          bn.device != device) {
-        for (const BufferUse& u : body.Uses(bn.node)) {
-          out.emplace_back(u.buffer, bn.device);
-        }
-      }
-      if (nested && static_cast<size_t>(bn.node) < body_plan.bodies.size()) {
-        AddBodyDeviceUses(body, bn.node, bn.device, body_plan.bodies[bn.node],
-                          out);
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -183,7 +136,6 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
 
   // The executor's replay (Job::MakeCurrent, Job::MarkWritten).
   std::vector<UploadWait> upload_waits;
-  std::vector<std::pair<BufferId, int>> body_uses;
   for (int i = 0; i < n; ++i) {
     const PlannedNode& pn = plan.nodes[i];
     // A spill reads the latest version into host memory, as a host node
@@ -250,18 +202,14 @@ absl::StatusOr<Lifetimes> Lifetimes::Compute(const Graph& graph,
     // A control node's bodies that run on other devices use their buffers
     // there from the node's start (placed copies, living to the end as
     // every copy of a buffer a control node uses does, below).
-    if (graph.node(pn.node).control != nullptr &&
-        static_cast<size_t>(pn.node) < plan.bodies.size()) {
-      body_uses.clear();
-      AddBodyDeviceUses(graph, pn.node, pn.device, plan.bodies[pn.node],
-                        body_uses);
-      for (const auto& [b, device] : body_uses) {
-        if (b < 0 || b >= graph.num_buffers() || device < 0 ||
-            device >= num_devices || device == pn.device) {
-          continue;
-        }
-        use(b, device, i);
-      }
+    if (static_cast<size_t>(pn.node) < plan.bodies.size()) {
+      ForEachBodyUse(graph, pn.node, plan.bodies[pn.node],
+                     [&](BufferId b, int device) {
+                       if (b >= 0 && b < graph.num_buffers() && device >= 0 &&
+                           device < num_devices && device != pn.device) {
+                         use(b, device, i);
+                       }
+                     });
     }
     for (const BufferUse& u : uses) {
       if (!Writes(u.access) || move != MemoryMove::kNone) continue;

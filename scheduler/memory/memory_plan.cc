@@ -7,20 +7,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/memory/arena_planner.h"
+#include "scheduler/memory/body_uses.h"
 #include "scheduler/memory/lifetimes.h"
 #include "scheduler/status_macros.h"
 
 namespace weft::scheduler::memory {
-namespace {
-
-// Whether node `v` uses device memory: every node but a HOST one; a
-// control node (HOST, as the graph has it) uses its buffers on its device,
-// where its bodies run.
-bool UsesDeviceMemory(const Graph& graph, NodeId v) {
-  return graph.engine(v) != Engine::kHost || graph.node(v).control != nullptr;
-}
-
-}  // namespace
 
 std::vector<DeviceBudget> DeviceBudgets(
     absl::Span<const int64_t> budget_bytes,
@@ -121,52 +112,14 @@ std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
 
 namespace {
 
-void AddBodyBytes(const Graph& graph, const Plan& plan, DeviceBytes& counted);
-
-// AddBodyBytes for the bodies of every control node of `plan`. Where all
-// of a control node's bodies run on one device, the device may decide it
-// (job_device_control.cc): every buffer the node uses, its condition or
-// selector included, is made current there first.
+// What BodyBytesBeyondPlan counts of `plan`'s control nodes (body_uses.h).
 void AddBodiesBytes(const Graph& graph, const Plan& plan,
                     DeviceBytes& counted) {
   for (const PlannedNode& pn : plan.nodes) {
-    if (!graph.is_control(pn.node) ||
-        static_cast<size_t>(pn.node) >= plan.bodies.size()) {
-      continue;
-    }
-    const ControlSpec& control = *graph.node(pn.node).control;
-    const std::vector<std::shared_ptr<const Plan>>& bodies =
-        plan.bodies[pn.node];
-    int one_device = -1;
-    bool spread = false;
-    for (const std::shared_ptr<const Plan>& body : bodies) {
-      if (body == nullptr) continue;
-      for (const PlannedNode& bn : body->nodes) {
-        spread = spread || (one_device >= 0 && bn.device != one_device);
-        one_device = bn.device;
-      }
-    }
-    if (!spread && one_device >= 0) {
-      counted.AddNode(graph, pn.node, one_device);
-    }
-    for (size_t k = 0; k < bodies.size() && k < control.bodies.size(); ++k) {
-      if (bodies[k] != nullptr) {
-        AddBodyBytes(*control.bodies[k], *bodies[k], counted);
-      }
-    }
+    if (static_cast<size_t>(pn.node) >= plan.bodies.size()) continue;
+    ForEachBodyUse(graph, pn.node, plan.bodies[pn.node],
+                   [&](BufferId b, int device) { counted.Add(b, device); });
   }
-}
-
-// Counts the buffers the nodes of `plan` (a body's plan of `graph`, a body
-// graph over the job's buffers) use on their devices, where not held
-// there yet; then the same for its own bodies.
-void AddBodyBytes(const Graph& graph, const Plan& plan, DeviceBytes& counted) {
-  for (const PlannedNode& pn : plan.nodes) {
-    if (UsesDeviceMemory(graph, pn.node)) {
-      counted.AddNode(graph, pn.node, pn.device);
-    }
-  }
-  AddBodiesBytes(graph, plan, counted);
 }
 
 }  // namespace
