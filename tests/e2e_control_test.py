@@ -294,6 +294,16 @@ class ControlTest(harness.WeftdTestCase):
         self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
         self.assertEqual(self.client.read_floats(job.id, "a"), [2.0])
         self.assertEqual(self.client.read_floats(job.id, "b"), [3.0])
+        # The memory plan places what each pinned body node uses on its
+        # device, whichever device the loop itself is on, and the job's
+        # memory need counts both devices' arenas.
+        plan = self.client.plan(graph)
+        placed = {(b.name, b.device) for b in plan.buffers}
+        self.assertLessEqual({("a", 0), ("b", 1), ("go", 1)}, placed)
+        arenas = {m.device: m.arena_bytes for m in plan.memory}
+        self.assertGreaterEqual(arenas.get(1, 0), 2 * 4)
+        self.assertEqual(len(job.device_memory_bytes), 2, job)
+        self.assertGreater(job.device_memory_bytes[1], 0, job)
 
 
 if __name__ == "__main__":
