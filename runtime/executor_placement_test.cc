@@ -355,15 +355,44 @@ constexpr char kLoopBetweenTemporaries[] = R"pb(
   }
 )pb";
 
+// `proto` built for two devices (null if it does not build).
+std::shared_ptr<const scheduler::Graph> BuildForTwo(
+    const weft::v1::Graph& proto) {
+  scheduler::GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<scheduler::Graph> built = scheduler::BuildGraph(proto, limits);
+  EXPECT_TRUE(built.ok()) << built.status();
+  if (!built.ok()) return nullptr;
+  return std::make_shared<const scheduler::Graph>(*std::move(built));
+}
+
+// Runs `graph` under `plan` on both machines with control mode `mode`;
+// both must succeed with the same outputs, which are returned.
+decltype(Outcome::outputs) RunOnBoth(
+    Machine& placed, Machine& separate,
+    std::shared_ptr<const scheduler::Graph> graph,
+    std::shared_ptr<const scheduler::Plan> plan, ControlMode mode) {
+  JobOptions options;
+  options.control_mode = mode;
+  Outcome with, without;
+  EXPECT_TRUE(
+      placed.executor->Start(graph, plan, with.Callbacks(), options).ok());
+  EXPECT_TRUE(
+      separate.executor->Start(graph, plan, without.Callbacks(), options).ok());
+  EXPECT_TRUE(with.Wait());
+  EXPECT_TRUE(without.Wait());
+  EXPECT_TRUE(with.status.ok()) << with.status;
+  EXPECT_TRUE(without.status.ok()) << without.status;
+  EXPECT_EQ(with.outputs, without.outputs);
+  return std::move(with.outputs);
+}
+
 TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
   weft::v1::Graph proto;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
       kLoopBetweenTemporaries, &proto));
-  scheduler::GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<scheduler::Graph> built = scheduler::BuildGraph(proto, limits);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto graph = std::make_shared<const scheduler::Graph>(*std::move(built));
+  auto graph = BuildForTwo(proto);
+  ASSERT_NE(graph, nullptr);
   auto plan =
       PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
   ASSERT_FALSE(plan->memory.empty());
@@ -373,21 +402,10 @@ TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
   for (const ControlMode mode :
        {ControlMode::kHost, ControlMode::kDevice, ControlMode::kAuto}) {
     SCOPED_TRACE(static_cast<int>(mode));
-    JobOptions options;
-    options.control_mode = mode;
-    Outcome with, without;
-    ASSERT_TRUE(
-        placed.executor->Start(graph, plan, with.Callbacks(), options).ok());
-    ASSERT_TRUE(
-        separate.executor->Start(graph, plan, without.Callbacks(), options)
-            .ok());
-    ASSERT_TRUE(with.Wait());
-    ASSERT_TRUE(without.Wait());
-    ASSERT_TRUE(with.status.ok()) << with.status;
-    ASSERT_TRUE(without.status.ok()) << without.status;
-    EXPECT_EQ(with.outputs, without.outputs);
-    EXPECT_EQ(Floats(with.outputs.at("i"))[0], 5.0f);
-    for (float v : Floats(with.outputs.at("t5"))) EXPECT_EQ(v, 385.0f);
+    const auto outputs = RunOnBoth(placed, separate, graph, plan, mode);
+    ASSERT_TRUE(outputs.contains("i") && outputs.contains("t5"));
+    EXPECT_EQ(Floats(outputs.at("i"))[0], 5.0f);
+    for (float v : Floats(outputs.at("t5"))) EXPECT_EQ(v, 385.0f);
   }
   EXPECT_EQ(placed.Stats(0).arena_allocations, 3u);
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
@@ -401,11 +419,8 @@ TEST(ExecutorPlacementTest, BodiesOnAnotherDeviceRunInItsArena) {
   weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
   ASSERT_EQ(proto.buffers(2).name(), "go");
   proto.mutable_buffers(2)->set_fill(1);  // the loop runs once
-  scheduler::GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<scheduler::Graph> built = scheduler::BuildGraph(proto, limits);
-  ASSERT_TRUE(built.ok()) << built.status();
-  auto graph = std::make_shared<const scheduler::Graph>(*std::move(built));
+  auto graph = BuildForTwo(proto);
+  ASSERT_NE(graph, nullptr);
   auto plan =
       PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
   ASSERT_FALSE(plan->memory.empty());
@@ -416,20 +431,9 @@ TEST(ExecutorPlacementTest, BodiesOnAnotherDeviceRunInItsArena) {
   // (Not kDevice: a body over two devices runs from the host.)
   for (const ControlMode mode : {ControlMode::kHost, ControlMode::kAuto}) {
     SCOPED_TRACE(static_cast<int>(mode));
-    JobOptions options;
-    options.control_mode = mode;
-    Outcome with, without;
-    ASSERT_TRUE(
-        placed.executor->Start(graph, plan, with.Callbacks(), options).ok());
-    ASSERT_TRUE(
-        separate.executor->Start(graph, plan, without.Callbacks(), options)
-            .ok());
-    ASSERT_TRUE(with.Wait());
-    ASSERT_TRUE(without.Wait());
-    ASSERT_TRUE(with.status.ok()) << with.status;
-    ASSERT_TRUE(without.status.ok()) << without.status;
-    EXPECT_EQ(with.outputs, without.outputs);
-    for (float v : Floats(with.outputs.at("y"))) EXPECT_EQ(v, 1.0f);
+    const auto outputs = RunOnBoth(placed, separate, graph, plan, mode);
+    ASSERT_TRUE(outputs.contains("y"));
+    for (float v : Floats(outputs.at("y"))) EXPECT_EQ(v, 1.0f);
   }
   // One arena per job on each device, and no block besides.
   for (int d = 0; d < 2; ++d) {
