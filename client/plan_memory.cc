@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -65,6 +67,81 @@ std::vector<Use> Merge(std::vector<Use> uses) {
 
 double Time(double us) { return std::isfinite(us) && us > 0 ? us : 0; }
 
+bool IsControl(const weft::v1::Node& node) {
+  return node.has_while_loop() || node.has_case_of();
+}
+
+// Where a planned node of `plan` runs: its stream's device, kHost for a
+// HOST stream or a HOST node (`spec`, if known).
+int WhereOf(const weft::v1::Plan& plan, const weft::v1::PlannedNode& pn,
+            const weft::v1::Node* spec) {
+  int where = pn.device();
+  bool host = false;
+  if (pn.stream() >= 0 && pn.stream() < plan.streams_size()) {
+    where = plan.streams(pn.stream()).device();
+    host = plan.streams(pn.stream()).engine() == weft::v1::HOST;
+  }
+  if (spec != nullptr && spec->engine() == weft::v1::HOST) host = true;
+  return host ? kHost : where;
+}
+
+// Calls use(buffer, device) for what the bodies of control node `control`
+// (named `name` in `plan`, whose Plan.bodies hold its bodies' plans) make
+// current on devices, at any depth, as the planner counts them
+// (scheduler/memory/body_uses.h): each body node on a device uses its
+// buffers there, and where every body node runs on one device, so do the
+// control node's own buffers.
+void ForEachBodyUse(const weft::v1::Node& control, const std::string& name,
+                    const weft::v1::Plan& plan, const BufferIds& ids,
+                    const std::function<void(int, int)>& use) {
+  struct Body {
+    const google::protobuf::RepeatedPtrField<weft::v1::Node>* nodes;
+    const weft::v1::Plan* plan;
+  };
+  std::vector<Body> bodies;
+  int one_device = kNowhere;
+  bool spread = false;
+  for (const weft::v1::BodyPlan& body : plan.bodies()) {
+    if (body.node() != name) continue;
+    const google::protobuf::RepeatedPtrField<weft::v1::Node>* nodes = nullptr;
+    if (control.has_while_loop()) {
+      nodes = &control.while_loop().body();
+    } else if (body.branch() >= 0 &&
+               body.branch() < control.case_of().branches_size()) {
+      nodes = &control.case_of().branches(body.branch()).nodes();
+    }
+    if (nodes == nullptr) continue;
+    bodies.push_back({nodes, &body.plan()});
+    for (const weft::v1::PlannedNode& pn : body.plan().nodes()) {
+      spread = spread || (one_device != kNowhere && pn.device() != one_device);
+      one_device = pn.device();
+    }
+  }
+  if (!spread && one_device >= 0) {
+    std::vector<Use> own;
+    CollectUses(control, ids, &own);
+    for (const Use& u : own) use(u.buffer, one_device);
+  }
+  for (const Body& body : bodies) {
+    for (const weft::v1::PlannedNode& pn : body.plan->nodes()) {
+      const weft::v1::Node* spec = nullptr;
+      for (const weft::v1::Node& n : *body.nodes) {
+        if (n.name() == pn.name()) spec = &n;
+      }
+      if (spec == nullptr) continue;
+      const int where = WhereOf(*body.plan, pn, spec);
+      if (where != kHost) {
+        std::vector<Use> uses;
+        CollectUses(*spec, ids, &uses);
+        for (const Use& u : uses) use(u.buffer, where);
+      }
+      if (IsControl(*spec)) {
+        ForEachBodyUse(*spec, pn.name(), *body.plan, ids, use);
+      }
+    }
+  }
+}
+
 struct BufferState {
   int latest = kNowhere;
   std::vector<int> current;  // locations holding the latest version
@@ -109,6 +186,8 @@ std::vector<DeviceLiveBytes> LiveBytesByDevice(const weft::v1::Plan& plan,
     int where = kHost;
     Interval time;
     std::vector<Use> uses;
+    // A control node's: (buffer, device) its bodies use on other devices.
+    std::vector<std::pair<int, int>> elsewhere;
   };
   std::vector<Step> steps;
   steps.reserve(plan.nodes_size());
@@ -118,20 +197,22 @@ std::vector<DeviceLiveBytes> LiveBytesByDevice(const weft::v1::Plan& plan,
     step.time.start = Time(pn.estimated_start_us());
     step.time.end = std::max(step.time.start, Time(pn.estimated_end_us()));
     makespan = std::max(makespan, step.time.end);
-    bool host = false;
-    step.where = pn.device();
-    if (pn.stream() >= 0 && pn.stream() < plan.streams_size()) {
-      step.where = plan.streams(pn.stream()).device();
-      host = plan.streams(pn.stream()).engine() == weft::v1::HOST;
-    }
     auto it = graph_nodes.find(pn.name());
-    if (it != graph_nodes.end()) {
-      host = host || it->second->engine() == weft::v1::HOST;
+    const weft::v1::Node* spec = it != graph_nodes.end() ? it->second : nullptr;
+    step.where = WhereOf(plan, pn, spec);
+    if (spec != nullptr) {
       std::vector<Use> uses;
-      CollectUses(*it->second, buffer_ids, &uses);
+      CollectUses(*spec, buffer_ids, &uses);
       step.uses = Merge(std::move(uses));
+      if (IsControl(*spec) && step.where != kHost) {
+        ForEachBodyUse(*spec, pn.name(), plan, buffer_ids,
+                       [&](int buffer, int device) {
+                         if (device != step.where) {
+                           step.elsewhere.emplace_back(buffer, device);
+                         }
+                       });
+      }
     }
-    if (host) step.where = kHost;
     steps.push_back(std::move(step));
   }
 
@@ -165,6 +246,9 @@ std::vector<DeviceLiveBytes> LiveBytesByDevice(const weft::v1::Plan& plan,
     }
   }
   for (const Step& step : steps) {
+    for (const auto& [buffer, device] : step.elsewhere) {
+      use(buffer, device, step.time);
+    }
     for (const Use& u : step.uses) {
       BufferState& s = state[u.buffer];
       if (step.where != kHost) use(u.buffer, step.where, step.time);

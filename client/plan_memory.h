@@ -5,7 +5,9 @@
 // which nodes use it, so the uses come from the submitted graph: the plan's
 // issue order is replayed as the executor keeps copies (docs/memory.md).
 // A device node uses the copies on its device of the buffers it names (a
-// control node: those of its bodies and its condition or selector); a
+// control node: those of its bodies and its condition or selector, and,
+// where its bodies' plans (Plan.bodies) put body nodes on other devices,
+// the copies there of what those nodes use, while it runs); a
 // node that needs a buffer whose latest version is on another device also
 // uses that copy, as the source of the transfer; host data first used by a
 // device node is uploaded there before anything runs; and the copy holding

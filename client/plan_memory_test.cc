@@ -171,6 +171,62 @@ TEST(LiveBytesByDeviceTest, ControlNodesUseTheirBodiesAndHostNodesNoDevice) {
                           LiveSample{40, 512}, LiveSample{60, 0}));
 }
 
+TEST(LiveBytesByDeviceTest, BodiesUseTheirBuffersOnTheirOwnDevices) {
+  // The loop runs on device 0; its body's `step` is planned on device 1,
+  // where the plan places acc: live there while the loop runs.
+  const auto graph = Parse<weft::v1::Graph>(R"pb(
+    buffers { name: "cond" size_bytes: 256 dtype: INT32 }
+    buffers { name: "acc" size_bytes: 512 }
+    nodes {
+      name: "loop"
+      while_loop {
+        condition: "cond"
+        max_iterations: 4
+        body {
+          name: "step"
+          op: "scale"
+          device: 1
+          args { buffer { name: "acc" access: READ_WRITE } }
+        }
+        body {
+          name: "stop"
+          op: "fill"
+          device: 0
+          args { buffer { name: "cond" access: WRITE } }
+        }
+      }
+    }
+  )pb");
+  const auto plan = Parse<weft::v1::Plan>(R"pb(
+    nodes { name: "loop" stream: 0 estimated_start_us: 5 estimated_end_us: 40 }
+    streams { id: 0 device: 0 }
+    streams { id: 1 device: 1 }
+    estimated_makespan_us: 40
+    num_devices: 2
+    memory { device: 0 }
+    memory { device: 1 }
+    buffers { name: "cond" device: 0 size_bytes: 256 }
+    buffers { name: "acc" device: 0 size_bytes: 512 }
+    buffers { name: "acc" device: 1 size_bytes: 512 }
+    bodies {
+      node: "loop"
+      plan {
+        nodes { name: "step" device: 1 stream: 1 }
+        nodes { name: "stop" device: 0 stream: 0 }
+        streams { id: 0 device: 0 }
+        streams { id: 1 device: 1 }
+      }
+    }
+  )pb");
+  const std::vector<DeviceLiveBytes> live = LiveBytesByDevice(plan, graph);
+  ASSERT_THAT(live, SizeIs(2));
+  EXPECT_THAT(live[0].samples, ElementsAre(LiveSample{0, 0}, LiveSample{5, 768},
+                                           LiveSample{40, 0}));
+  EXPECT_EQ(live[1].device, 1);
+  EXPECT_THAT(live[1].samples, ElementsAre(LiveSample{0, 0}, LiveSample{5, 512},
+                                           LiveSample{40, 0}));
+}
+
 TEST(LiveBytesByDeviceTest, NoBuffersNoSamples) {
   const auto graph = Parse<weft::v1::Graph>(kChainGraph);
   auto plan = Parse<weft::v1::Plan>(kChainPlan);
