@@ -123,12 +123,12 @@ void ForEachBodyUse(const weft::v1::Node& control, const std::string& name,
     for (const Use& u : own) use(u.buffer, one_device);
   }
   for (const Body& body : bodies) {
+    absl::flat_hash_map<std::string, const weft::v1::Node*> specs;
+    for (const weft::v1::Node& n : *body.nodes) specs[n.name()] = &n;
     for (const weft::v1::PlannedNode& pn : body.plan->nodes()) {
-      const weft::v1::Node* spec = nullptr;
-      for (const weft::v1::Node& n : *body.nodes) {
-        if (n.name() == pn.name()) spec = &n;
-      }
-      if (spec == nullptr) continue;
+      auto found = specs.find(pn.name());
+      if (found == specs.end()) continue;
+      const weft::v1::Node* spec = found->second;
       const int where = WhereOf(*body.plan, pn, spec);
       if (where != kHost) {
         std::vector<Use> uses;

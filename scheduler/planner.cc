@@ -113,6 +113,15 @@ absl::Status ImproveArenas(const Graph& graph,
   return absl::OkStatus();
 }
 
+// The memory planner's options for a plan made with `options`.
+memory::MemoryPlanOptions MemoryOptionsOf(const PlannerOptions& options) {
+  memory::MemoryPlanOptions memory_options;
+  memory_options.budget_bytes = options.memory_budget_bytes;
+  memory_options.device_memory_bytes = options.device_memory_bytes;
+  memory_options.improve_rounds = options.arena_improve_rounds;
+  return memory_options;
+}
+
 }  // namespace
 
 // Simulated plans of graphs up to this many nodes get memory planning by
@@ -283,10 +292,7 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
         !options.memory_budget_bytes.empty())) ||
       (options.plan_memory_over_budget &&
        memory::ExceedsBudgetsWithoutReuse(graph, plan, budgets))) {
-    memory::MemoryPlanOptions memory_options;
-    memory_options.budget_bytes = options.memory_budget_bytes;
-    memory_options.device_memory_bytes = options.device_memory_bytes;
-    memory_options.improve_rounds = options.arena_improve_rounds;
+    memory::MemoryPlanOptions memory_options = MemoryOptionsOf(options);
     WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
     const bool over_budget = std::any_of(
         plan.memory.begin(), plan.memory.end(), [](const DeviceMemory& m) {
@@ -335,11 +341,8 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       if (std::any_of(beyond.begin(), beyond.end(),
                       [](uint64_t bytes) { return bytes > 0; })) {
         start = clock.Now();
-        memory::MemoryPlanOptions memory_options;
-        memory_options.budget_bytes = options.memory_budget_bytes;
-        memory_options.device_memory_bytes = options.device_memory_bytes;
-        memory_options.improve_rounds = options.arena_improve_rounds;
-        WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
+        WEFT_RETURN_IF_ERROR(
+            memory::PlanMemory(graph, MemoryOptionsOf(options), &plan));
         profile.memory_s += clock.Now() - start;
       }
     }

@@ -119,6 +119,33 @@ std::vector<std::string> PlacedOn(const Graph& graph, const Plan& plan,
   return names;
 }
 
+// `proto` (its second node a control node on device 0, the first pinned
+// there) planned for two devices as a job: without a memory plan its
+// bodies take `beyond` bytes on device 1 by themselves; with one, device
+// 1's arena holds exactly the buffers `placed` and nothing is left beyond.
+void ExpectBodiesPlacedOnDevice1(const weft::v1::Graph& proto, uint64_t beyond,
+                                 const std::vector<std::string>& placed) {
+  GraphLimits limits;
+  limits.num_devices = 2;
+  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  ASSERT_OK(graph.status());
+  PlannerOptions options;
+  options.num_devices = 2;
+  options.simulate = false;
+  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  ASSERT_EQ(plan->nodes[1].device, 0);
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, beyond));
+  options.plan_memory = true;
+  plan = PlanGraph(*graph, options);
+  ASSERT_OK(plan.status());
+  EXPECT_THAT(PlacedOn(*graph, *plan, 1),
+              ::testing::UnorderedElementsAreArray(placed));
+  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
+              ::testing::ElementsAre(0, 0));
+}
+
 TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
   weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
   GraphLimits limits;
@@ -202,26 +229,8 @@ TEST(MemoryPlanTest, BodiesOnOneOtherDeviceTakeTheirControlNodesBuffers) {
         }
       )pb",
       &proto));
-  GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
-  ASSERT_OK(graph.status());
-  PlannerOptions options;
-  options.num_devices = 2;
-  options.simulate = false;
-  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
-  ASSERT_OK(plan.status());
-  ASSERT_EQ(plan->nodes[1].device, 0);
-  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
-              ::testing::ElementsAre(0, 1000192 + 256));
   // With a memory plan, device 1's arena holds both.
-  options.plan_memory = true;
-  plan = PlanGraph(*graph, options);
-  ASSERT_OK(plan.status());
-  EXPECT_THAT(PlacedOn(*graph, *plan, 1),
-              ::testing::UnorderedElementsAre("x", "pick"));
-  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
-              ::testing::ElementsAre(0, 0));
+  ExpectBodiesPlacedOnDevice1(proto, 1000192 + 256, {"x", "pick"});
 }
 
 // A loop on device 0 whose body holds a loop whose body pins `step` to
@@ -275,25 +284,7 @@ TEST(MemoryPlanTest, NestedBodiesOnAnotherDeviceArePlaced) {
         }
       )pb",
       &proto));
-  GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
-  ASSERT_OK(graph.status());
-  PlannerOptions options;
-  options.num_devices = 2;
-  options.simulate = false;
-  absl::StatusOr<Plan> plan = PlanGraph(*graph, options);
-  ASSERT_OK(plan.status());
-  ASSERT_EQ(plan->nodes[1].device, 0);
-  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
-              ::testing::ElementsAre(0, 4096 + 2048 + 256));
-  options.plan_memory = true;
-  plan = PlanGraph(*graph, options);
-  ASSERT_OK(plan.status());
-  EXPECT_THAT(PlacedOn(*graph, *plan, 1),
-              ::testing::UnorderedElementsAre("x", "y", "again"));
-  EXPECT_THAT(BodyBytesBeyondPlan(*graph, *plan, 2),
-              ::testing::ElementsAre(0, 0));
+  ExpectBodiesPlacedOnDevice1(proto, 4096 + 2048 + 256, {"x", "y", "again"});
 }
 
 // LoopBetweenTensors with its body's `double_b` pinned to device 1, on a
