@@ -172,7 +172,29 @@ absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
       plan_memory_ && graph.num_nodes() <= kMaxMemoryPlanNodes;
   job_options.plan_memory_over_budget =
       plan_memory_ && graph.num_nodes() <= kMaxOverBudgetMemoryPlanNodes;
-  return scheduler::PlanGraph(graph, job_options);
+  WEFT_ASSIGN_OR_RETURN(scheduler::Plan plan,
+                        scheduler::PlanGraph(graph, job_options));
+  if (plan.memory.empty()) {
+    // Without a memory plan every buffer is allocated by itself for the
+    // whole job: refuse now a job that could not run so, rather than let
+    // it fail at its first allocation past the device's memory.
+    const absl::Status fits = scheduler::memory::CheckBudgetsWithoutReuse(
+        graph, plan,
+        scheduler::memory::DeviceBudgets({}, options.device_memory_bytes,
+                                         options.num_devices));
+    if (!fits.ok()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          fits.message(), "; weftd ",
+          plan_memory_
+              ? absl::StrCat("plans memory reuse and spills for graphs of up "
+                             "to ",
+                             kMaxOverBudgetMemoryPlanNodes,
+                             " nodes, and this one has ", graph.num_nodes())
+              : "runs with --arena_placement=false, which plans no memory "
+                "reuse"));
+    }
+  }
+  return plan;
 }
 
 absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {

@@ -421,10 +421,11 @@ weft::v1::Graph AddChain(int n) {
 
 // Past kMaxMemoryPlanNodes a job still gets a memory plan where its
 // buffers, each by itself, would not fit the devices (1 MiB each here):
-// 5000 nodes over 20 MiB of buffers run in a few KiB.
+// 20,000 nodes over 80 MiB of buffers run in a few KiB.
 TEST_F(JobManagerTest, LargeJobsOverTheDevicesMemoryArePlanned) {
-  constexpr int kNodes = 5000;
+  constexpr int kNodes = 20000;
   static_assert(kNodes > JobManager::kMaxMemoryPlanNodes);
+  static_assert(kNodes <= JobManager::kMaxOverBudgetMemoryPlanNodes);
   JobSpec spec = Spec(AddChain(kNodes));
   spec.planner_options.device_memory_bytes = {1 << 20, 1 << 20};
   absl::StatusOr<JobInfo> submitted = jobs_->Submit(std::move(spec));
@@ -438,6 +439,44 @@ TEST_F(JobManagerTest, LargeJobsOverTheDevicesMemoryArePlanned) {
   std::vector<float> values(1024);
   std::memcpy(values.data(), last->data->ToString().data(), 4096);
   EXPECT_THAT(values, ::testing::Each(static_cast<float>(kNodes + 1)));
+}
+
+// A job that could only run with memory reuse, where weftd plans none, is
+// refused at Submit, naming the device and the bytes, rather than failing
+// at its first allocation past the device's memory; it leaves no job.
+TEST_F(JobManagerTest, JobsOverTheDevicesMemoryWithoutAMemoryPlanAreRefused) {
+  struct Case {
+    int nodes;
+    bool plan_memory;
+    const char* why;
+  };
+  for (const Case& c :
+       {Case{JobManager::kMaxOverBudgetMemoryPlanNodes + 1, true,
+             "for graphs of up to 32768 nodes, and this one has 32769"},
+        Case{300, false, "--arena_placement=false"}}) {
+    SCOPED_TRACE(c.nodes);
+    JobManager::Options options;
+    options.plan_memory = c.plan_memory;
+    Start(std::move(options));
+    JobSpec spec = Spec(AddChain(c.nodes));
+    spec.planner_options.device_memory_bytes = {1 << 20, 1 << 20};
+    absl::StatusOr<JobInfo> submitted = jobs_->Submit(std::move(spec));
+    EXPECT_THAT(submitted.status(),
+                StatusIs(absl::StatusCode::kResourceExhausted,
+                         AllOf(HasSubstr("bytes on device 0, above the "
+                                         "memory budget of 1048576 bytes"),
+                               HasSubstr(c.why))));
+    EXPECT_THAT(jobs_->List(std::nullopt, 10), ::testing::IsEmpty());
+  }
+  // The same small graph within the devices' memory runs without a plan.
+  JobManager::Options options;
+  options.plan_memory = false;
+  Start(std::move(options));
+  JobSpec spec = Spec(AddChain(100));
+  spec.planner_options.device_memory_bytes = {1 << 20, 1 << 20};
+  absl::StatusOr<JobInfo> submitted = jobs_->Submit(std::move(spec));
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(WaitTerminal(submitted->id).state, JobState::kSucceeded);
 }
 
 TEST_F(JobManagerTest, ReadOutputErrors) {

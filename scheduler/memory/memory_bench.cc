@@ -40,12 +40,21 @@
 //   - fit/pl: FitMemoryBudgets over the unbudgeted PlanGraph call (thread
 //     CPU time, best of up to three), and pl_ms the latter.
 //
+// With --jobs, instead: each graph's job plan as weftd makes it for a job
+// whose buffers, each by itself, exceed its devices' memory (no
+// simulation; memory planned and fitted), on 1 and 2 devices whose memory
+// is the job plan's largest arena (100%: reuse alone fits) and half of it
+// (50%: spills, or the memory-aware order): planned (yes, or why not),
+// the buffers' bytes over the device's memory (nr/mem), the largest arena
+// over it (ar/mem), MiB spilled, and thread CPU time against the job plan
+// without memory (job/bar) and per node.
+//
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
 //       [--max_conflicts=N] [--max_large_conflicts=N] [--place_large_graphs]
 //       [--improve_rounds=N]
 //       [--local_clique_candidates=N] [--neighborhood_clique_neighbors=N]
-//       [--spill] [--seeds=N]
+//       [--spill | --jobs] [--seeds=N]
 //
 // The last three set ArenaOptions: the plan size up to which the lower
 // bound may use the antichain (it costs seconds at 100k), the conflict
@@ -354,6 +363,83 @@ void SpillRows(const std::string& name, const Graph& graph) {
   }
 }
 
+// A job's plan as weftd makes it for a job whose buffers, each by itself,
+// would not fit its devices: no simulation, memory planned and fitted to
+// device_memory_bytes (server/job_manager.cc).
+PlannerOptions JobOptions(int devices, int64_t device_bytes) {
+  PlannerOptions options;
+  options.num_devices = devices;
+  options.explain = false;
+  options.simulate = false;
+  options.plan_memory_over_budget = device_bytes > 0;
+  if (device_bytes > 0)
+    options.device_memory_bytes.assign(devices, device_bytes);
+  return options;
+}
+
+// --jobs: for each graph on 1 and 2 devices whose memory is the job plan's
+// largest arena (fits with reuse alone) and half of it (spills, or another
+// order), the job plan weftd makes, timed (thread CPU, best of up to
+// three while under a few seconds) against the job plan without memory
+// that weftd made before memory planning reached such graphs.
+void JobRows(const std::string& name, const Graph& graph) {
+  const int n = graph.num_nodes();
+  const int64_t largest_node =
+      static_cast<int64_t>(LargestNodeArgumentBytes(graph));
+  for (const int devices : {1, 2}) {
+    const PlannerOptions bare = JobOptions(devices, 0);
+    absl::StatusOr<Plan> bare_plan;
+    const double bare_s = Best(3, [&] { bare_plan = PlanGraph(graph, bare); });
+    PlannerOptions measure = bare;
+    measure.plan_memory = true;
+    absl::StatusOr<Plan> free_plan = PlanGraph(graph, measure);
+    if (!bare_plan.ok() || !free_plan.ok()) {
+      std::fprintf(
+          stderr, "%s: %s\n", graph.name().c_str(),
+          std::string(
+              (bare_plan.ok() ? free_plan : bare_plan).status().message())
+              .c_str());
+      std::exit(1);
+    }
+    int64_t no_reuse = 0;  // every buffer, each by itself
+    for (const BufferSpec& b : graph.buffers()) no_reuse += b.size_bytes;
+    const int64_t arena = free_plan->LargestArenaBytes();
+    for (const int percent : {100, 50}) {
+      const int64_t budget =
+          std::max(arena * percent / 100, largest_node * 11 / 10);
+      if (percent < 100 && budget >= arena) continue;
+      const PlannerOptions options = JobOptions(devices, budget);
+      absl::StatusOr<Plan> plan;
+      double spent = 0, best = 1e30;
+      for (int r = 0; r < 3 && spent < 3.0; ++r) {
+        const double start = ThreadSeconds();
+        plan = PlanGraph(graph, options);
+        const double s = ThreadSeconds() - start;
+        best = std::min(best, s);
+        spent += s;
+      }
+      int64_t spilled = 0;
+      int64_t largest = 0;
+      if (plan.ok()) {
+        for (const DeviceMemory& m : plan->memory) {
+          spilled += m.spilled_bytes;
+          largest = std::max(largest, m.arena_bytes);
+        }
+      }
+      std::printf(
+          "%-12s %7d %3d %4d%% %-9s %9.2f %7.3f %9.2f %8.2f %8.2f "
+          "%7.1f %7.2f\n",
+          name.c_str(), n, devices, percent,
+          plan.ok() ? "yes" : Shorten(plan.status()).c_str(),
+          static_cast<double>(no_reuse) / budget,
+          plan.ok() ? static_cast<double>(largest) / budget : 0.0,
+          spilled / 1048576.0, bare_s * 1e3, best * 1e3, best / bare_s,
+          best * 1e6 / n);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace weft::scheduler::memory
 
@@ -362,6 +448,7 @@ int main(int argc, char** argv) {
   std::vector<int> sizes;
   std::string graphs = "mobilenet,nas,transformer,unet,random";
   bool spill = false;
+  bool jobs = false;
   int seeds = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -375,6 +462,8 @@ int main(int argc, char** argv) {
     const std::string kSeeds = "--seeds=";
     if (arg == "--spill") {
       spill = true;
+    } else if (arg == "--jobs") {
+      jobs = true;
     } else if (arg == "--place_large_graphs") {
       Options().place_large_graphs = true;
     } else if (arg.rfind(kSeeds, 0) == 0) {
@@ -420,6 +509,19 @@ int main(int argc, char** argv) {
       if (wanted("transformer")) SpillRows("transformer", TransformerStack(n));
       if (wanted("unet")) SpillRows("unet", UNet(n));
       if (wanted("random")) SpillRows("random", RandomDag(n));
+    }
+    return 0;
+  }
+  if (jobs) {
+    std::printf("%-12s %7s %3s %5s %-9s %9s %7s %9s %8s %8s %7s %7s\n", "graph",
+                "nodes", "dev", "mem", "planned", "nr/mem", "ar/mem",
+                "spill_MiB", "bare_ms", "job_ms", "job/bar", "us/node");
+    for (const int n : sizes) {
+      if (wanted("mobilenet")) JobRows("mobilenet", MobileNetLike(n));
+      if (wanted("nas")) JobRows("nas", NasLike(n));
+      if (wanted("transformer")) JobRows("transformer", TransformerStack(n));
+      if (wanted("unet")) JobRows("unet", UNet(n));
+      if (wanted("random")) JobRows("random", RandomDag(n));
     }
     return 0;
   }

@@ -141,21 +141,32 @@ std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,
   return std::move(counted.bytes);
 }
 
-bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
-                                absl::Span<const DeviceBudget> budgets,
-                                uint64_t alignment) {
+absl::Status CheckBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
+                                      absl::Span<const DeviceBudget> budgets,
+                                      uint64_t alignment) {
   bool any = false;
   for (const DeviceBudget& budget : budgets) any = any || budget.bytes > 0;
-  if (!any) return false;
+  if (!any) return absl::OkStatus();
   const std::vector<uint64_t> bytes = BytesWithoutReuse(
       graph, plan, static_cast<int>(budgets.size()), alignment);
   for (size_t d = 0; d < budgets.size(); ++d) {
     if (budgets[d].bytes > 0 &&
         bytes[d] > static_cast<uint64_t>(budgets[d].bytes)) {
-      return true;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the job's buffers, each allocated by itself for the whole job, "
+          "need ",
+          bytes[d], " bytes on device ", d, ", above the memory budget of ",
+          budgets[d].bytes, " bytes",
+          budgets[d].device_memory ? " (the device's memory)" : ""));
     }
   }
-  return false;
+  return absl::OkStatus();
+}
+
+bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
+                                absl::Span<const DeviceBudget> budgets,
+                                uint64_t alignment) {
+  return !CheckBudgetsWithoutReuse(graph, plan, budgets, alignment).ok();
 }
 
 absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,

@@ -78,8 +78,13 @@ std::vector<uint64_t> BytesWithoutReuse(const Graph& graph, const Plan& plan,
 std::vector<uint64_t> BodyBytesBeyondPlan(const Graph& graph, const Plan& plan,
                                           int num_devices,
                                           uint64_t alignment = 256);
-// Whether those bytes exceed some device's budget: the plan needs a memory
-// plan (and maybe spills) to run.
+// RESOURCE_EXHAUSTED naming the first device where those bytes exceed its
+// budget: the plan needs a memory plan (and maybe spills) to run. OK when
+// no device has a budget.
+absl::Status CheckBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
+                                      absl::Span<const DeviceBudget> budgets,
+                                      uint64_t alignment = 256);
+// Whether CheckBudgetsWithoutReuse refuses.
 bool ExceedsBudgetsWithoutReuse(const Graph& graph, const Plan& plan,
                                 absl::Span<const DeviceBudget> budgets,
                                 uint64_t alignment = 256);
