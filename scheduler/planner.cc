@@ -293,7 +293,9 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       (options.plan_memory_over_budget &&
        memory::ExceedsBudgetsWithoutReuse(graph, plan, budgets))) {
     memory::MemoryPlanOptions memory_options = MemoryOptionsOf(options);
-    WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
+    std::vector<int64_t> unimproved;
+    WEFT_RETURN_IF_ERROR(
+        memory::PlanMemory(graph, memory_options, &plan, &unimproved));
     const bool over_budget = std::any_of(
         plan.memory.begin(), plan.memory.end(), [](const DeviceMemory& m) {
           return m.budget_bytes > 0 && m.arena_bytes > m.budget_bytes;
@@ -302,8 +304,10 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       // Spill fitting decides on arenas placed without re-placement
       // rounds, as its candidates are (rounds only shrink an arena, so
       // this one is over budget too); the plan it keeps gets them after.
-      memory_options.improve_rounds = 0;
-      WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, memory_options, &plan));
+      // It reads no more of this plan's memory than the arenas' sizes.
+      for (size_t d = 0; d < plan.memory.size(); ++d) {
+        plan.memory[d].arena_bytes = unimproved[d];
+      }
       WEFT_RETURN_IF_ERROR(FitMemoryBudgets(graph, options, &plan));
       if (options.arena_improve_rounds > 0) {
         memory_options.improve_rounds = options.arena_improve_rounds;

@@ -151,6 +151,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
       arena.conflicts = int64_t{n} * (n - 1) / 2;
       arena.heuristic = heuristics[0];
       arena.arena_bytes = top;
+      arena.unimproved_arena_bytes = top;
       plan.devices.push_back(arena);
       continue;
     }
@@ -395,6 +396,9 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
         raise_by_top_cliques();
       }
     }
+    // Holes may cost more than reuse saves (below).
+    arena.unimproved_arena_bytes =
+        std::max<int64_t>(std::min(best, arena.no_reuse_bytes), 0);
     if (graph.complete && !large && best > arena.lower_bound_bytes) {
       best = Improve(graph.conflicts, sizes, arena.lower_bound_bytes,
                      options.improve_rounds, best, &best_offsets);

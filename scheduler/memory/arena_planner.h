@@ -126,6 +126,9 @@ struct DeviceArena {
   int64_t spilled_bytes = 0;    // what spilling moved out to fit the budget
   int32_t orderings_added = 0;  // edges added to make reuse safe
   int64_t conflicts = 0;        // pairs of copies that may be live together
+  // The arena before the re-placement rounds (ArenaOptions::improve_rounds;
+  // arena_bytes without them): what the same call with no rounds returns.
+  int64_t unimproved_arena_bytes = 0;
   // The winner: the order whose placement LowerTop started from.
   ArenaHeuristic heuristic = ArenaHeuristic::kBySize;
 };

@@ -198,7 +198,8 @@ absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
 }
 
 absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
-                        Plan* plan) {
+                        Plan* plan,
+                        std::vector<int64_t>* unimproved_arena_bytes) {
   WEFT_ASSIGN_OR_RETURN(const Lifetimes lifetimes,
                         Lifetimes::Compute(graph, *plan));
   const std::vector<DeviceBudget> budgets =
@@ -213,6 +214,7 @@ absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
   const ArenaPlan arenas = PlanArenas(lifetimes, arena_options);
   plan->memory.clear();
   plan->memory.reserve(arenas.devices.size());
+  if (unimproved_arena_bytes != nullptr) unimproved_arena_bytes->clear();
   for (const DeviceArena& arena : arenas.devices) {
     DeviceMemory memory;
     memory.device = arena.device;
@@ -225,6 +227,9 @@ absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
     memory.budget_clamped = arena.device < static_cast<int>(budgets.size()) &&
                             budgets[arena.device].clamped;
     plan->memory.push_back(memory);
+    if (unimproved_arena_bytes != nullptr) {
+      unimproved_arena_bytes->push_back(arena.unimproved_arena_bytes);
+    }
   }
   plan->buffers.clear();
   plan->buffers.reserve(lifetimes.num_copies());

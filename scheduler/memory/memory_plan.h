@@ -99,10 +99,13 @@ absl::Status CheckNodeBudgets(const Graph& graph, const Plan& plan,
                               uint64_t alignment = 256);
 
 // Fills plan->memory (one per device) and plan->buffers (one per buffer
-// copy: uploads first, then by first use). REQUIRES: `plan` is a plan of
-// `graph`. Errors as Lifetimes::Compute.
+// copy: uploads first, then by first use), and, where asked, by entry of
+// plan->memory, the arena the same call with no improve_rounds would give
+// (rounds only shrink an arena). REQUIRES: `plan` is a plan of `graph`.
+// Errors as Lifetimes::Compute.
 absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
-                        Plan* plan);
+                        Plan* plan,
+                        std::vector<int64_t>* unimproved_arena_bytes = nullptr);
 
 }  // namespace weft::scheduler::memory
 
