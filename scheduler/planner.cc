@@ -88,31 +88,6 @@ absl::Status ValidateOptions(const Graph& graph,
   return absl::OkStatus();
 }
 
-// Plans `plan`'s memory again with `options` (more re-placement rounds
-// than the plan's arenas had) and keeps the new offsets where no device's
-// arena grows: a fitted plan's arenas may hold offsets that fit its
-// budgets where a fresh placement would not.
-absl::Status ImproveArenas(const Graph& graph,
-                           const memory::MemoryPlanOptions& options,
-                           Plan* plan) {
-  Plan improved = *plan;
-  WEFT_RETURN_IF_ERROR(memory::PlanMemory(graph, options, &improved));
-  if (improved.memory.size() != plan->memory.size()) return absl::OkStatus();
-  for (size_t d = 0; d < plan->memory.size(); ++d) {
-    if (improved.memory[d].arena_bytes > plan->memory[d].arena_bytes) {
-      return absl::OkStatus();
-    }
-  }
-  // The fitted plan's own counts stay: re-placing spills nothing.
-  for (size_t d = 0; d < plan->memory.size(); ++d) {
-    improved.memory[d].spilled_bytes = plan->memory[d].spilled_bytes;
-    improved.memory[d].orderings_added = plan->memory[d].orderings_added;
-  }
-  plan->memory = std::move(improved.memory);
-  plan->buffers = std::move(improved.buffers);
-  return absl::OkStatus();
-}
-
 // The memory planner's options for a plan made with `options`.
 memory::MemoryPlanOptions MemoryOptionsOf(const PlannerOptions& options) {
   memory::MemoryPlanOptions memory_options;
@@ -311,9 +286,9 @@ absl::StatusOr<Plan> PlanGraph(const Graph& graph,
       WEFT_RETURN_IF_ERROR(FitMemoryBudgets(graph, options, &plan));
       if (options.arena_improve_rounds > 0) {
         memory_options.improve_rounds = options.arena_improve_rounds;
-        WEFT_RETURN_IF_ERROR(
-            ImproveArenas(plan.graph != nullptr ? *plan.graph : graph,
-                          memory_options, &plan));
+        WEFT_RETURN_IF_ERROR(memory::ImproveMemoryPlan(
+            plan.graph != nullptr ? *plan.graph : graph, memory_options,
+            &plan));
       }
     }
   }

@@ -22,6 +22,12 @@ int64_t AlignUp(uint64_t size, uint64_t alignment) {
   return static_cast<int64_t>((size + alignment - 1) / alignment * alignment);
 }
 
+// ArenaOptions::max_conflicts, its default filled in.
+int64_t MaxConflicts(const Lifetimes& lifetimes, const ArenaOptions& options) {
+  if (options.max_conflicts > 0) return options.max_conflicts;
+  return 64 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 20);
+}
+
 }  // namespace
 
 const char* ArenaHeuristicName(ArenaHeuristic heuristic) {
@@ -72,10 +78,7 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     if (d < static_cast<int>(options.budget_bytes.size())) {
       arena.budget_bytes = options.budget_bytes[d];
     }
-    int64_t max_conflicts = options.max_conflicts;
-    if (max_conflicts <= 0) {
-      max_conflicts = 64 * int64_t{lifetimes.num_copies()} + (int64_t{1} << 20);
-    }
+    const int64_t max_conflicts = MaxConflicts(lifetimes, options);
     int64_t max_large_conflicts = options.max_large_conflicts;
     if (max_large_conflicts == 0) {
       max_large_conflicts =
@@ -418,6 +421,30 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
     plan.devices.push_back(arena);
   }
   return plan;
+}
+
+void ImproveArenaPlan(const Lifetimes& lifetimes, const ArenaOptions& options,
+                      ArenaPlan* plan) {
+  if (options.improve_rounds <= 0) return;
+  const int64_t max_conflicts = MaxConflicts(lifetimes, options);
+  for (DeviceArena& arena : plan->devices) {
+    if (arena.arena_bytes <= arena.lower_bound_bytes) continue;
+    ConflictGraph graph =
+        BuildConflictGraph(lifetimes, arena.device, max_conflicts);
+    if (!graph.complete) continue;  // placed without one: no rounds
+    const int n = static_cast<int>(graph.copies.size());
+    std::vector<int64_t> sizes(n), offsets(n);
+    for (int k = 0; k < n; ++k) {
+      sizes[k] = plan->sizes[graph.copies[k]];
+      offsets[k] = plan->offsets[graph.copies[k]];
+    }
+    const int64_t improved =
+        Improve(graph.conflicts, sizes, arena.lower_bound_bytes,
+                options.improve_rounds, arena.arena_bytes, &offsets);
+    if (improved >= arena.arena_bytes) continue;
+    arena.arena_bytes = improved;
+    for (int k = 0; k < n; ++k) plan->offsets[graph.copies[k]] = offsets[k];
+  }
 }
 
 }  // namespace weft::scheduler::memory

@@ -144,6 +144,16 @@ struct ArenaPlan {
 ArenaPlan PlanArenas(const Lifetimes& lifetimes,
                      const ArenaOptions& options = {});
 
+// The re-placement rounds (options.improve_rounds) applied to `plan`, an
+// ArenaPlan of `lifetimes` (devices with their arena_bytes and
+// lower_bound_bytes, offsets and aligned sizes by copy): what PlanArenas
+// with those rounds gives where `plan` is PlanArenas' own without them,
+// at the cost of the conflict graphs and the rounds alone. Devices placed
+// without a conflict graph are left as they are, as PlanArenas leaves them.
+// REQUIRES: plan->devices by device, offsets and sizes by copy.
+void ImproveArenaPlan(const Lifetimes& lifetimes, const ArenaOptions& options,
+                      ArenaPlan* plan);
+
 }  // namespace weft::scheduler::memory
 
 #endif  // WEFT_SCHEDULER_MEMORY_ARENA_PLANNER_H_

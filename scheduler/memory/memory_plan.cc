@@ -241,4 +241,67 @@ absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
   return absl::OkStatus();
 }
 
+absl::Status ImproveMemoryPlan(const Graph& graph,
+                               const MemoryPlanOptions& options, Plan* plan) {
+  if (options.improve_rounds <= 0 || plan->memory.empty()) {
+    return absl::OkStatus();
+  }
+  WEFT_ASSIGN_OR_RETURN(const Lifetimes lifetimes,
+                        Lifetimes::Compute(graph, *plan));
+  const int n = lifetimes.num_copies();
+  bool placed_here =
+      static_cast<int>(plan->buffers.size()) == n &&
+      static_cast<int>(plan->memory.size()) == lifetimes.num_devices();
+  for (int c = 0; placed_here && c < n; ++c) {
+    placed_here = plan->buffers[c].buffer == lifetimes.copy(c).buffer &&
+                  plan->buffers[c].device == lifetimes.copy(c).device;
+  }
+  for (int d = 0; placed_here && d < lifetimes.num_devices(); ++d) {
+    placed_here = plan->memory[d].device == d;
+  }
+  if (!placed_here) {
+    // Not this plan's own placement (e.g. a relaxed plan that took the
+    // places its orderings came from): placed anew with the rounds, kept
+    // where no arena grows.
+    Plan improved = *plan;
+    WEFT_RETURN_IF_ERROR(PlanMemory(graph, options, &improved));
+    for (size_t d = 0; d < plan->memory.size(); ++d) {
+      if (improved.memory.size() != plan->memory.size() ||
+          improved.memory[d].arena_bytes > plan->memory[d].arena_bytes) {
+        return absl::OkStatus();
+      }
+    }
+    for (size_t d = 0; d < plan->memory.size(); ++d) {
+      plan->memory[d].arena_bytes = improved.memory[d].arena_bytes;
+    }
+    plan->buffers = std::move(improved.buffers);
+    return absl::OkStatus();
+  }
+  const uint64_t alignment = std::max<uint64_t>(options.alignment, 1);
+  ArenaPlan arenas;
+  for (const DeviceMemory& m : plan->memory) {
+    DeviceArena arena;
+    arena.device = m.device;
+    arena.arena_bytes = m.arena_bytes;
+    arena.lower_bound_bytes = m.lower_bound_bytes;
+    arenas.devices.push_back(arena);
+  }
+  arenas.offsets.resize(n);
+  arenas.sizes.resize(n);
+  for (int c = 0; c < n; ++c) {
+    arenas.offsets[c] = plan->buffers[c].offset;
+    arenas.sizes[c] = static_cast<int64_t>(
+        (lifetimes.copy(c).size_bytes + alignment - 1) / alignment * alignment);
+  }
+  ArenaOptions arena_options;
+  arena_options.alignment = alignment;
+  arena_options.improve_rounds = options.improve_rounds;
+  ImproveArenaPlan(lifetimes, arena_options, &arenas);
+  for (size_t d = 0; d < plan->memory.size(); ++d) {
+    plan->memory[d].arena_bytes = arenas.devices[d].arena_bytes;
+  }
+  for (int c = 0; c < n; ++c) plan->buffers[c].offset = arenas.offsets[c];
+  return absl::OkStatus();
+}
+
 }  // namespace weft::scheduler::memory

@@ -107,6 +107,15 @@ absl::Status PlanMemory(const Graph& graph, const MemoryPlanOptions& options,
                         Plan* plan,
                         std::vector<int64_t>* unimproved_arena_bytes = nullptr);
 
+// options.improve_rounds of re-placement applied to `plan`'s memory plan,
+// made by PlanMemory without them: the arenas and offsets PlanMemory with
+// them would give, without placing anew (only the conflict graphs and the
+// rounds). Where plan->buffers are not PlanMemory's own for this plan,
+// the memory is planned anew with the rounds and kept where no arena
+// grows. Spills, orderings and bounds stay as they are.
+absl::Status ImproveMemoryPlan(const Graph& graph,
+                               const MemoryPlanOptions& options, Plan* plan);
+
 }  // namespace weft::scheduler::memory
 
 #endif  // WEFT_SCHEDULER_MEMORY_MEMORY_PLAN_H_
