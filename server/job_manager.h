@@ -171,15 +171,15 @@ class JobManager {
     // for a random DAG of 2,000 nodes), their buffers allocated one by one,
     // unless those would exceed a device's memory: then graphs of up to
     // kMaxOverBudgetMemoryPlanNodes nodes are planned (and fitted with
-    // spills) too, since they could not run otherwise (at 32,768 nodes
-    // that takes up to about 4 s: memory_bench --jobs). A larger graph
+    // spills) too, since they could not run otherwise (at 65,536 nodes
+    // that takes up to about 5 s: memory_bench --jobs). A larger graph
     // over a device's memory without reuse, or any such graph without
     // plan_memory, is refused at Submit (RESOURCE_EXHAUSTED naming the
     // device and the bytes) instead of failing at run time.
     bool plan_memory = true;
   };
   static constexpr int kMaxMemoryPlanNodes = 4096;
-  static constexpr int kMaxOverBudgetMemoryPlanNodes = 32768;
+  static constexpr int kMaxOverBudgetMemoryPlanNodes = 65536;
 
   // INVALID_ARGUMENT for missing executor or non-positive bounds. Starts the
   // dispatcher thread.

@@ -421,9 +421,9 @@ weft::v1::Graph AddChain(int n) {
 
 // Past kMaxMemoryPlanNodes a job still gets a memory plan where its
 // buffers, each by itself, would not fit the devices (1 MiB each here):
-// 20,000 nodes over 80 MiB of buffers run in a few KiB.
+// 40,000 nodes over 160 MiB of buffers run in a few KiB.
 TEST_F(JobManagerTest, LargeJobsOverTheDevicesMemoryArePlanned) {
-  constexpr int kNodes = 20000;
+  constexpr int kNodes = 40000;
   static_assert(kNodes > JobManager::kMaxMemoryPlanNodes);
   static_assert(kNodes <= JobManager::kMaxOverBudgetMemoryPlanNodes);
   JobSpec spec = Spec(AddChain(kNodes));
@@ -452,7 +452,7 @@ TEST_F(JobManagerTest, JobsOverTheDevicesMemoryWithoutAMemoryPlanAreRefused) {
   };
   for (const Case& c :
        {Case{JobManager::kMaxOverBudgetMemoryPlanNodes + 1, true,
-             "for graphs of up to 32768 nodes, and this one has 32769"},
+             "for graphs of up to 65536 nodes, and this one has 65537"},
         Case{300, false, "--arena_placement=false"}}) {
     SCOPED_TRACE(c.nodes);
     JobManager::Options options;
