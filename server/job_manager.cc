@@ -180,7 +180,8 @@ absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
     // it fail at its first allocation past the device's memory.
     const absl::Status fits = scheduler::memory::CheckBudgetsWithoutReuse(
         graph, plan,
-        scheduler::memory::DeviceBudgets({}, options.device_memory_bytes,
+        scheduler::memory::DeviceBudgets(options.memory_budget_bytes,
+                                         options.device_memory_bytes,
                                          options.num_devices));
     if (!fits.ok()) {
       return absl::ResourceExhaustedError(absl::StrCat(

@@ -28,6 +28,7 @@
 #include "server/job_proto.h"
 #include "server/metrics.h"
 #include "testing/status_matchers.h"
+#include "testing/wire_graphs.h"
 
 namespace weft::server {
 namespace {
@@ -35,6 +36,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::weft::testing::AddChain;
 using ::weft::testing::StatusIs;
 
 // Launches of `spin` with this cost block until the fixture opens the gate;
@@ -383,40 +385,6 @@ TEST_F(JobManagerTest, JobPlansHaveAMemoryPlanTheExecutorPlacesBy) {
       EXPECT_EQ(arenas, arenas_before);
     }
   }
-}
-
-// A chain of `n` adds over 4 KiB buffers, each writing a buffer of its
-// own: b<i> = b<i-1> + one, so the last holds n + 1 everywhere. Each
-// buffer by itself, the chain needs n * 4 KiB of device memory; no more
-// than three are ever live.
-weft::v1::Graph AddChain(int n) {
-  weft::v1::Graph g;
-  g.set_name("add_chain");
-  auto buffer = [&](const std::string& name, bool output) {
-    weft::v1::Buffer* b = g.add_buffers();
-    b->set_name(name);
-    b->set_size_bytes(4096);
-    b->set_dtype(weft::v1::FLOAT32);
-    b->set_output(output);
-    return b;
-  };
-  buffer("one", false)->set_fill(1.0);
-  buffer("b0", false)->set_fill(1.0);
-  for (int i = 1; i <= n; ++i) {
-    buffer(absl::StrCat("b", i), i == n);
-    weft::v1::Node* node = g.add_nodes();
-    node->set_name(absl::StrCat("add", i));
-    node->set_op("add");
-    for (const auto& [name, access] :
-         {std::pair{absl::StrCat("b", i - 1), weft::v1::READ},
-          std::pair{std::string("one"), weft::v1::READ},
-          std::pair{absl::StrCat("b", i), weft::v1::WRITE}}) {
-      weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
-      arg->set_name(name);
-      arg->set_access(access);
-    }
-  }
-  return g;
 }
 
 // Past kMaxMemoryPlanNodes a job still gets a memory plan where its

@@ -410,10 +410,27 @@ grpc::Status SchedulerService::Plan(grpc::CallbackServerContext* context,
   if (!graph.ok()) return ToGrpcStatus(graph.status());
   planner->busy_streams = BusyStreams(*options_.executor, num_devices());
   planner->fit_memory = options_.fit_memory;
+  // Fitting a plan to its budgets plans it again several times over; past
+  // the jobs' limit the plan reports its arenas, and one over its budget
+  // is refused.
+  const bool fitted = nodes <= JobManager::kMaxOverBudgetMemoryPlanNodes;
+  if (!fitted) planner->fit_memory = false;
   absl::StatusOr<PlanningLimiter::Lease> lease = planning_.TryAcquire(nodes);
   if (!lease.ok()) return Rejected(context, lease.status());
   absl::StatusOr<scheduler::Plan> plan = scheduler::PlanGraph(*graph, *planner);
   if (!plan.ok()) return ToGrpcStatus(plan.status());
+  for (const scheduler::DeviceMemory& m : plan->memory) {
+    if (options_.fit_memory && !fitted && m.budget_bytes > 0 &&
+        m.arena_bytes > m.budget_bytes) {
+      return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+          "device ", m.device, ": the memory plan needs an arena of ",
+          m.arena_bytes, " bytes, above the memory budget of ", m.budget_bytes,
+          " bytes; weftd fits plans to their budgets with spills for graphs "
+          "of up to ",
+          JobManager::kMaxOverBudgetMemoryPlanNodes,
+          " nodes, and this one has ", nodes)));
+    }
+  }
   *response->mutable_plan() = scheduler::PlanToProto(*graph, *plan);
   const int64_t bytes = static_cast<int64_t>(response->ByteSizeLong());
   if (bytes > options_.max_response_bytes) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
@@ -27,6 +28,7 @@
 #include "runtime/sim/sim_backend.h"
 #include "server/job_manager.h"
 #include "testing/status_matchers.h"
+#include "testing/wire_graphs.h"
 #include "weft/v1/weft.grpc.pb.h"
 
 namespace weft::server {
@@ -140,6 +142,7 @@ class SchedulerServiceTest : public ::testing::Test {
       builder.SetResourceQuota(quota);
     }
     builder.RegisterService(service_.get());
+    builder.SetMaxReceiveMessageSize(64 << 20);  // as weftd's default
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     stub_ = weft::v1::Scheduler::NewStub(
@@ -1007,6 +1010,50 @@ TEST_F(SchedulerServiceTest, MemoryBudget) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(s.error_message(), HasSubstr("node 'axpy'"));
   EXPECT_TRUE(jobs_->List(std::nullopt, 0).empty());
+}
+
+// PlanGraph fits plans to their budgets (spills and fills) for graphs of
+// up to JobManager::kMaxOverBudgetMemoryPlanNodes nodes; a larger plan
+// over its budget is refused, naming the device, the bytes and the limit,
+// instead of being fitted at a cost that grows with every round.
+TEST_F(SchedulerServiceTest, PlansAreFittedToTheirBudgetsUpToALimit) {
+  // A chain whose every 64th buffer is an output, live to the end: 4 KiB
+  // each, above a budget of 64 KiB once there are more than 16.
+  auto chain = [](int n) {
+    weft::v1::Graph g = weft::testing::AddChain(n);
+    for (int i = 64; i < n; i += 64) {
+      g.mutable_buffers(i + 1)->set_output(true);  // b<i>
+    }
+    return g;
+  };
+  weft::v1::PlanGraphRequest small;
+  *small.mutable_graph() = chain(2000);
+  small.mutable_options()->set_memory_budget_bytes(64 << 10);
+  weft::v1::PlanGraphResponse plan;
+  grpc::ClientContext c1;
+  grpc::Status s = stub_->PlanGraph(&c1, small, &plan);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  int spills = 0;
+  for (const weft::v1::PlannedNode& node : plan.plan().nodes()) {
+    spills += absl::StartsWith(node.name(), "spill:");
+  }
+  EXPECT_GT(spills, 0);
+  for (const weft::v1::DeviceMemory& m : plan.plan().memory()) {
+    EXPECT_LE(m.arena_bytes(), 64 << 10);
+  }
+
+  constexpr int kNodes = JobManager::kMaxOverBudgetMemoryPlanNodes + 1;
+  weft::v1::PlanGraphRequest large = small;
+  *large.mutable_graph() = chain(kNodes);
+  grpc::ClientContext c2;
+  s = stub_->PlanGraph(&c2, large, &plan);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << s.error_message();
+  EXPECT_THAT(
+      s.error_message(),
+      AllOf(HasSubstr("above the memory budget of 65536 bytes"),
+            HasSubstr(absl::StrCat("graphs of up to ", kNodes - 1,
+                                   " nodes, and this one has ", kNodes))));
 }
 
 TEST_F(SchedulerServiceTest, PlanDevicesAndList) {

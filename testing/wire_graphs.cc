@@ -1,6 +1,9 @@
 #include "testing/wire_graphs.h"
 
 #include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace weft::testing {
 namespace {
@@ -93,6 +96,36 @@ weft::v1::Graph LoopWithABodyNodeElsewhere() {
   zero.set_i32(0);
   SetOp(stop, "stop", "fill", {BufferArg("go", WRITE), zero});
   stop->set_device(0);
+  return g;
+}
+
+weft::v1::Graph AddChain(int n) {
+  weft::v1::Graph g;
+  g.set_name("add_chain");
+  auto buffer = [&](const std::string& name, bool output) {
+    weft::v1::Buffer* b = g.add_buffers();
+    b->set_name(name);
+    b->set_size_bytes(4096);
+    b->set_dtype(weft::v1::FLOAT32);
+    b->set_output(output);
+    return b;
+  };
+  buffer("one", false)->set_fill(1.0);
+  buffer("b0", false)->set_fill(1.0);
+  for (int i = 1; i <= n; ++i) {
+    buffer(absl::StrCat("b", i), i == n);
+    weft::v1::Node* node = g.add_nodes();
+    node->set_name(absl::StrCat("add", i));
+    node->set_op("add");
+    for (const auto& [name, access] :
+         {std::pair{absl::StrCat("b", i - 1), weft::v1::READ},
+          std::pair{std::string("one"), weft::v1::READ},
+          std::pair{absl::StrCat("b", i), weft::v1::WRITE}}) {
+      weft::v1::BufferArg* arg = node->add_args()->mutable_buffer();
+      arg->set_name(name);
+      arg->set_access(access);
+    }
+  }
   return g;
 }
 

@@ -23,6 +23,13 @@ weft::v1::Graph LoopBetweenTensors(int64_t tensor_bytes);
 // on the other device.
 weft::v1::Graph LoopWithABodyNodeElsewhere();
 
+// A chain of `n` adds over 4 KiB FLOAT32 buffers, each writing a buffer of
+// its own: b<i> = b<i-1> + one (add<i>, for i from 1 to n; one and b0 are
+// filled with 1), so b<n>, the output, holds n + 1 everywhere. Each buffer
+// by itself, the chain needs (n + 2) * 4 KiB of device memory; no more
+// than three are ever live.
+weft::v1::Graph AddChain(int n);
+
 }  // namespace weft::testing
 
 #endif  // WEFT_TESTING_WIRE_GRAPHS_H_
