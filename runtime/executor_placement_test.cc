@@ -54,12 +54,13 @@ class FailingLaunchBackend final : public ForwardingBackend {
 // A simulated machine and an executor with or without placement.
 struct Machine {
   Machine(bool place, int num_devices = 2,
-          uint64_t memory_bytes = uint64_t{64} << 20, double time_scale = 0) {
+          uint64_t memory_bytes = uint64_t{64} << 20, double time_scale = 0,
+          double device_to_host_gbps = kInfinite) {
     SimBackend::Options options;
     options.num_devices = num_devices;
     options.memory_bytes = memory_bytes;
     options.host_to_device_gbps = kInfinite;
-    options.device_to_host_gbps = kInfinite;
+    options.device_to_host_gbps = device_to_host_gbps;
     options.device_to_device_gbps = kInfinite;
     options.time_scale = time_scale;
     sim = SimBackend::Create(options).value();
@@ -410,6 +411,41 @@ TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
   EXPECT_EQ(placed.Stats(0).arena_allocations, 3u);
   ExpectNoMemoryHeld(*placed.sim, *placed.executor);
   ExpectNoMemoryHeld(*separate.sim, *separate.executor);
+}
+
+// An output a loop's body wrote last, on a stream of the body's own, is
+// downloaded on a stream the job drains: the job ends after the download
+// however long it takes (a paced device whose link to the host moves the
+// 1,000 bytes of y in 100 ms), with or without placement.
+TEST(ExecutorPlacementTest, OutputsBodiesWroteAreDownloadedBeforeTheJobEnds) {
+  weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
+  ASSERT_EQ(proto.buffers(2).name(), "go");
+  proto.mutable_buffers(2)->set_fill(1);  // the loop runs once
+  auto graph = BuildForTwo(proto);
+  ASSERT_NE(graph, nullptr);
+  auto plan =
+      PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  for (const bool place : {true, false}) {
+    SCOPED_TRACE(place);
+    Machine machine(place, 2, uint64_t{64} << 20, /*time_scale=*/1,
+                    /*device_to_host_gbps=*/1e-5);
+    Outcome outcome;
+    JobOptions options;
+    options.control_mode = ControlMode::kHost;  // the body as a nested job
+    const absl::Time start = absl::Now();
+    ASSERT_TRUE(
+        machine.executor->Start(graph, plan, outcome.Callbacks(), options)
+            .ok());
+    ASSERT_TRUE(outcome.Wait());
+    // The download alone lasts 100 ms; a job that did not wait for it ends
+    // while it runs.
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(100));
+    ASSERT_TRUE(outcome.status.ok()) << outcome.status;
+    ASSERT_TRUE(outcome.outputs.contains("y"));
+    const std::vector<float> y = Floats(outcome.outputs.at("y"));
+    EXPECT_EQ(y.size(), 250u);
+    for (float v : y) EXPECT_EQ(v, 1.0f);
+  }
 }
 
 // A loop on device 0 whose body runs `step` (y += x) on device 1: the

@@ -459,14 +459,15 @@ absl::Status Job::DownloadOutputs() {
       continue;
     }
     auto host = std::make_unique<HostBuffer>();
-    const StreamHandle stream = latest.writer;
-    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+    // FIFO after the last write of the latest version, on a stream this
+    // job drains before it ends.
+    WEFT_ASSIGN_OR_RETURN(const StreamHandle stream,
+                          OwnStreamAfter(latest.writer, latest.where));
     const std::string name = absl::StrCat(spec.name, " download");
     TracedWork download{SpanKind::kCopy, TraceTrackKind::kDeviceToHost,
                         latest.where, name};
     download.bytes = spec.size_bytes;
     const int span = tracer_->Begin(download, stream, latest.where);
-    // FIFO after the last write of the latest version.
     WEFT_RETURN_IF_ERROR(env_->backend->CopyDeviceToHostBuffer(
         host.get(), latest.ptr, spec.size_bytes, stream));
     tracer_->End(span, stream, latest.where);

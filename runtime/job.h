@@ -337,6 +337,12 @@ class Job {
   static constexpr int kNodesBeforeUploads = 16;
   // A nested job: brings NestedJob::fetch into host memory.
   absl::Status FetchForEnclosing();
+  // A stream of this job on `device` for work that must follow what
+  // `writer` (a stream of `device`) holds so far, its error scope entered:
+  // `writer` itself where this job holds it, else one this job acquires
+  // and orders after it (a job nested in this one wrote there), so that
+  // the job drains it before it ends.
+  absl::StatusOr<StreamHandle> OwnStreamAfter(StreamHandle writer, int device);
 
   void IssueSome();
   // Issues the whole job as device graphs, or nothing when it does not fit.

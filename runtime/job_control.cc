@@ -278,19 +278,26 @@ absl::Status Job::FetchForEnclosing() {
   if (latest.where < 0 || latest.where == buffers_->host()) {
     return absl::OkStatus();
   }
-  // After the body's last write of it: on the stream that wrote it, or
-  // (written by a job nested in this one) on one of this job's streams of
-  // that device, after it.
-  StreamHandle stream = latest.writer;
-  if (streams_.DeviceOf(stream) < 0) {
-    WEFT_ASSIGN_OR_RETURN(stream, streams_.Acquire(latest.where));
-    WEFT_RETURN_IF_ERROR(streams_.Enter(latest.writer));
-    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
-    WEFT_RETURN_IF_ERROR(OrderAfter(latest.writer, latest.where, stream));
-  } else {
-    WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
-  }
+  // After the body's last write of it.
+  WEFT_ASSIGN_OR_RETURN(const StreamHandle stream,
+                        OwnStreamAfter(latest.writer, latest.where));
   return buffers_->MakeCurrent(b, buffers_->host(), latest.where, stream);
+}
+
+absl::StatusOr<StreamHandle> Job::OwnStreamAfter(StreamHandle writer,
+                                                 int device) {
+  if (streams_.DeviceOf(writer) >= 0) {
+    WEFT_RETURN_IF_ERROR(streams_.Enter(writer));
+    return writer;
+  }
+  // Written by a job nested in this one, on a stream this job does not
+  // hold and so would not drain: one of this job's streams of that
+  // device, after it.
+  WEFT_ASSIGN_OR_RETURN(const StreamHandle stream, streams_.Acquire(device));
+  WEFT_RETURN_IF_ERROR(streams_.Enter(writer));
+  WEFT_RETURN_IF_ERROR(streams_.Enter(stream));
+  WEFT_RETURN_IF_ERROR(OrderAfter(writer, device, stream));
+  return stream;
 }
 
 }  // namespace weft::runtime

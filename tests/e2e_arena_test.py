@@ -5,8 +5,9 @@ device memory.
 One simulated device of 8 MiB runs a chain of sixteen 1 MiB tensors (16 MiB
 in all, two live at once), each the sum of the one before with itself: it
 succeeds with the right output under weftd's default (--arena_placement)
-and fails for lack of memory with --arena_placement=false. `weftctl
-devices` and /metrics show the planned arenas.
+and is refused at submission for lack of memory with
+--arena_placement=false. `weftctl devices` and /metrics show the planned
+arenas.
 """
 
 import json
@@ -88,10 +89,21 @@ class PlacedTest(ArenaTestBase):
 class SeparateTest(ArenaTestBase):
     EXTRA_FLAGS = ("--sim_memory_bytes=%d" % DEVICE_BYTES, "--arena_placement=false")
 
-    def test_chain_larger_than_the_device_fails_without_placement(self):
-        job = self.run_chain()
-        self.assertEqual(job.get("state"), "FAILED", job)
-        self.assertIn("out of memory", json.dumps(job), job)
+    def test_chain_larger_than_the_device_is_refused_without_placement(self):
+        path = self.write_file("chain.json", json.dumps(chain_graph()))
+        result = self.weftctl("submit", path, "--json")
+        self.assertNotEqual(result.returncode, 0, describe(result))
+        # Sixteen 1 MiB tensors, each allocated by itself, on a device of 8.
+        self.assertRegex(result.stderr,
+                         r"^weftctl: RESOURCE_EXHAUSTED: the job's buffers, each allocated "
+                         r"by itself for the whole job, need %d bytes on device 0, above the "
+                         r"memory budget of %d bytes \(the device's memory\); weftd runs with "
+                         r"--arena_placement=false" % (TENSORS * ELEMS * 4, DEVICE_BYTES),
+                         describe(result))
+        jobs = json.loads(self.weftctl_ok("list", "--json").stdout)
+        if isinstance(jobs, dict):
+            jobs = jobs.get("jobs", [])
+        self.assertEqual(jobs, [], describe(result))
 
 
 if __name__ == "__main__":

@@ -233,16 +233,22 @@ class LoopSpillTest(harness.WeftdTestCase):
 class SeparateTest(SpillTestBase):
     EXTRA_FLAGS = ("--sim_memory_bytes=%d" % DEVICE_BYTES, "--arena_placement=false")
 
-    def test_job_larger_than_the_device_fails_without_placement(self):
-        job, result = self.run_pyramid()
-        self.assertEqual(job.get("state"), "FAILED", "%r\n%s" % (job, describe(result)))
+    def test_job_larger_than_the_device_is_refused_without_placement(self):
+        # Without placement every buffer is allocated by itself for the whole
+        # job: one that could not run so is refused at submission, naming
+        # the device, the bytes and why, and leaves no job behind.
+        result = self.weftctl("submit", self.graph_path(), "--memory_order=submitted",
+                              "--watch", timeout=120)
         self.assertNotEqual(result.returncode, 0, describe(result))
-        self.assertEqual(job["error"]["code"], 8, job)  # RESOURCE_EXHAUSTED
-        self.assertIn("out of memory", json.dumps(job), job)
-        # Without placement the job runs the submitted graph: no memory plan,
-        # so nothing is fitted to the device and nothing spills.
-        self.assertEqual(int(job.get("nodesTotal", 0)), len(pyramid_graph()["nodes"]), job)
-        self.assertRegex(result.stderr, r"^weftctl: RESOURCE_EXHAUSTED: ", describe(result))
+        self.assertRegex(result.stderr,
+                         r"^weftctl: RESOURCE_EXHAUSTED: the job's buffers, each allocated "
+                         r"by itself for the whole job, need \d+ bytes on device \d, above "
+                         r"the memory budget of %d bytes" % DEVICE_BYTES, describe(result))
+        self.assertIn("--arena_placement=false", result.stderr, describe(result))
+        jobs = json.loads(self.weftctl_ok("list", "--json").stdout)
+        if isinstance(jobs, dict):
+            jobs = jobs.get("jobs", [])
+        self.assertEqual(jobs, [], describe(result))
 
 
 if __name__ == "__main__":
