@@ -413,18 +413,31 @@ TEST(ExecutorPlacementTest, ControlNodesRunWithPlacedBuffersAroundThem) {
   ExpectNoMemoryHeld(*separate.sim, *separate.executor);
 }
 
+// LoopWithABodyNodeElsewhere, its loop run once, built and planned for two
+// devices.
+struct PlannedLoop {
+  std::shared_ptr<const scheduler::Graph> graph;
+  std::shared_ptr<const scheduler::Plan> plan;
+};
+PlannedLoop LoopOnceWithABodyNodeElsewhere() {
+  weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
+  EXPECT_EQ(proto.buffers(2).name(), "go");
+  proto.mutable_buffers(2)->set_fill(1);
+  PlannedLoop planned;
+  planned.graph = BuildForTwo(proto);
+  if (planned.graph == nullptr) return planned;
+  planned.plan = PlanFor(*planned.graph, 2,
+                         scheduler::DevicePolicyKind::kLookaheadFinishTime);
+  return planned;
+}
+
 // An output a loop's body wrote last, on a stream of the body's own, is
 // downloaded on a stream the job drains: the job ends after the download
 // however long it takes (a paced device whose link to the host moves the
 // 1,000 bytes of y in 100 ms), with or without placement.
 TEST(ExecutorPlacementTest, OutputsBodiesWroteAreDownloadedBeforeTheJobEnds) {
-  weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
-  ASSERT_EQ(proto.buffers(2).name(), "go");
-  proto.mutable_buffers(2)->set_fill(1);  // the loop runs once
-  auto graph = BuildForTwo(proto);
+  const auto [graph, plan] = LoopOnceWithABodyNodeElsewhere();
   ASSERT_NE(graph, nullptr);
-  auto plan =
-      PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
   for (const bool place : {true, false}) {
     SCOPED_TRACE(place);
     Machine machine(place, 2, uint64_t{64} << 20, /*time_scale=*/1,
@@ -452,13 +465,8 @@ TEST(ExecutorPlacementTest, OutputsBodiesWroteAreDownloadedBeforeTheJobEnds) {
 // memory plan places x and y on device 1 too, and the body's nested job
 // uses those copies, allocating nothing else there.
 TEST(ExecutorPlacementTest, BodiesOnAnotherDeviceRunInItsArena) {
-  weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
-  ASSERT_EQ(proto.buffers(2).name(), "go");
-  proto.mutable_buffers(2)->set_fill(1);  // the loop runs once
-  auto graph = BuildForTwo(proto);
+  const auto [graph, plan] = LoopOnceWithABodyNodeElsewhere();
   ASSERT_NE(graph, nullptr);
-  auto plan =
-      PlanFor(*graph, 2, scheduler::DevicePolicyKind::kLookaheadFinishTime);
   ASSERT_FALSE(plan->memory.empty());
   ASSERT_EQ(plan->nodes[1].device, 0);
   EXPECT_EQ(PlacedBytes(*plan, 1), 1000000 + 1000);
