@@ -518,10 +518,14 @@ int main(int argc, char** argv) {
                 "spill_MiB", "bare_ms", "job_ms", "job/bar", "us/node");
     for (const int n : sizes) {
       if (wanted("mobilenet")) JobRows("mobilenet", MobileNetLike(n));
-      if (wanted("nas")) JobRows("nas", NasLike(n));
+      for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
+        JobRows(SeedName("nas", seed), NasLike(n, seed));
+      }
       if (wanted("transformer")) JobRows("transformer", TransformerStack(n));
       if (wanted("unet")) JobRows("unet", UNet(n));
-      if (wanted("random")) JobRows("random", RandomDag(n));
+      for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
+        JobRows(SeedName("random", seed), RandomDag(n, seed));
+      }
     }
     return 0;
   }
