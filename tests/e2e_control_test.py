@@ -155,7 +155,16 @@ class ControlTest(harness.WeftdTestCase):
                               if e.kind == weft_pb2.NODE_BRANCH], [branches[-1]])
 
     def test_weftctl_watch_shows_iterations(self):
-        out = self.weftctl_ok("submit", example("halve_or_step.json"), "--watch",
+        # A spin the loop waits for (it holds x) keeps the loop from running
+        # before the watch has begun (a watch shows what happens from then on).
+        with open(example("halve_or_step.json")) as f:
+            graph = json.load(f)
+        graph["nodes"].insert(0, {
+            "name": "first", "op": "spin",
+            "args": [{"buffer": {"name": "x", "access": "READ_WRITE"}}],
+            "cost": {"estimatedUs": 300000}})
+        path = self.write_file("halve_or_step_after_a_spin.json", json.dumps(graph))
+        out = self.weftctl_ok("submit", path, "--watch",
                               "--progress=lines", "--control_mode=host").stdout
         self.assertIn("walk: iteration 20", out)
         self.assertIn("move: branch 1", out)
