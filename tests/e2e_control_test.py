@@ -61,6 +61,17 @@ def _events(client, job_id):
     return events
 
 
+def _halve_or_step_with_a_spin(name, buffer, access):
+    """examples/halve_or_step.json with a 300 ms spin first that uses `buffer`."""
+    with open(example("halve_or_step.json")) as f:
+        graph = json.load(f)
+    graph["nodes"].insert(0, {
+        "name": name, "op": "spin",
+        "args": [{"buffer": {"name": buffer, "access": access}}],
+        "cost": {"estimatedUs": 300000}})
+    return graph
+
+
 class ControlTest(harness.WeftdTestCase):
 
     def setUp(self):
@@ -137,12 +148,7 @@ class ControlTest(harness.WeftdTestCase):
         # same result, the loop's count and the branch taken last. A spin
         # beside the loop keeps the job running until the watch has begun
         # (a watch shows what happens from then on).
-        with open(example("halve_or_step.json")) as f:
-            graph = json.load(f)
-        graph["nodes"].insert(0, {
-            "name": "meanwhile", "op": "spin",
-            "args": [{"buffer": {"name": "one", "access": "READ"}}],
-            "cost": {"estimatedUs": 300000}})
+        graph = _halve_or_step_with_a_spin("meanwhile", "one", "READ")
         for mode in ("auto", "device"):
             job = self.client.submit(graph, control_mode=mode)
             events = _events(self.client, job.id)
@@ -157,12 +163,7 @@ class ControlTest(harness.WeftdTestCase):
     def test_weftctl_watch_shows_iterations(self):
         # A spin the loop waits for (it holds x) keeps the loop from running
         # before the watch has begun (a watch shows what happens from then on).
-        with open(example("halve_or_step.json")) as f:
-            graph = json.load(f)
-        graph["nodes"].insert(0, {
-            "name": "first", "op": "spin",
-            "args": [{"buffer": {"name": "x", "access": "READ_WRITE"}}],
-            "cost": {"estimatedUs": 300000}})
+        graph = _halve_or_step_with_a_spin("first", "x", "READ_WRITE")
         path = self.write_file("halve_or_step_after_a_spin.json", json.dumps(graph))
         out = self.weftctl_ok("submit", path, "--watch",
                               "--progress=lines", "--control_mode=host").stdout

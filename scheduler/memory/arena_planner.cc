@@ -425,6 +425,11 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes, const ArenaOptions& options) {
 
 void ImproveArenaPlan(const Lifetimes& lifetimes, const ArenaOptions& options,
                       ArenaPlan* plan) {
+  const uint64_t alignment = std::max<uint64_t>(options.alignment, 1);
+  plan->sizes.resize(lifetimes.num_copies());
+  for (int c = 0; c < lifetimes.num_copies(); ++c) {
+    plan->sizes[c] = AlignUp(lifetimes.copy(c).size_bytes, alignment);
+  }
   if (options.improve_rounds <= 0) return;
   const int64_t max_conflicts = MaxConflicts(lifetimes, options);
   for (DeviceArena& arena : plan->devices) {

@@ -146,11 +146,12 @@ ArenaPlan PlanArenas(const Lifetimes& lifetimes,
 
 // The re-placement rounds (options.improve_rounds) applied to `plan`, an
 // ArenaPlan of `lifetimes` (devices with their arena_bytes and
-// lower_bound_bytes, offsets and aligned sizes by copy): what PlanArenas
-// with those rounds gives where `plan` is PlanArenas' own without them,
-// at the cost of the conflict graphs and the rounds alone. Devices placed
-// without a conflict graph are left as they are, as PlanArenas leaves them.
-// REQUIRES: plan->devices by device, offsets and sizes by copy.
+// lower_bound_bytes, offsets by copy; the aligned sizes are filled here):
+// what PlanArenas with those rounds gives where `plan` is PlanArenas' own
+// without them, at the cost of the conflict graphs and the rounds alone.
+// Devices placed without a conflict graph are left as they are, as
+// PlanArenas leaves them. REQUIRES: plan->devices by device, offsets by
+// copy.
 void ImproveArenaPlan(const Lifetimes& lifetimes, const ArenaOptions& options,
                       ArenaPlan* plan);
 

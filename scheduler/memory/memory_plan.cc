@@ -277,7 +277,6 @@ absl::Status ImproveMemoryPlan(const Graph& graph,
     plan->buffers = std::move(improved.buffers);
     return absl::OkStatus();
   }
-  const uint64_t alignment = std::max<uint64_t>(options.alignment, 1);
   ArenaPlan arenas;
   for (const DeviceMemory& m : plan->memory) {
     DeviceArena arena;
@@ -287,14 +286,9 @@ absl::Status ImproveMemoryPlan(const Graph& graph,
     arenas.devices.push_back(arena);
   }
   arenas.offsets.resize(n);
-  arenas.sizes.resize(n);
-  for (int c = 0; c < n; ++c) {
-    arenas.offsets[c] = plan->buffers[c].offset;
-    arenas.sizes[c] = static_cast<int64_t>(
-        (lifetimes.copy(c).size_bytes + alignment - 1) / alignment * alignment);
-  }
+  for (int c = 0; c < n; ++c) arenas.offsets[c] = plan->buffers[c].offset;
   ArenaOptions arena_options;
-  arena_options.alignment = alignment;
+  arena_options.alignment = options.alignment;
   arena_options.improve_rounds = options.improve_rounds;
   ImproveArenaPlan(lifetimes, arena_options, &arenas);
   for (size_t d = 0; d < plan->memory.size(); ++d) {

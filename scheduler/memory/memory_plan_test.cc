@@ -160,15 +160,20 @@ std::vector<std::string> PlacedOn(const Graph& graph, const Plan& plan,
   return names;
 }
 
+// `proto` built for a machine of two devices.
+absl::StatusOr<Graph> BuildForTwoDevices(const weft::v1::Graph& proto) {
+  GraphLimits limits;
+  limits.num_devices = 2;
+  return BuildGraph(proto, limits);
+}
+
 // `proto` (its second node a control node on device 0, the first pinned
 // there) planned for two devices as a job: without a memory plan its
 // bodies take `beyond` bytes on device 1 by themselves; with one, device
 // 1's arena holds exactly the buffers `placed` and nothing is left beyond.
 void ExpectBodiesPlacedOnDevice1(const weft::v1::Graph& proto, uint64_t beyond,
                                  const std::vector<std::string>& placed) {
-  GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  absl::StatusOr<Graph> graph = BuildForTwoDevices(proto);
   ASSERT_OK(graph.status());
   PlannerOptions options;
   options.num_devices = 2;
@@ -189,9 +194,7 @@ void ExpectBodiesPlacedOnDevice1(const weft::v1::Graph& proto, uint64_t beyond,
 
 TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
   weft::v1::Graph proto = ::weft::testing::LoopWithABodyNodeElsewhere();
-  GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  absl::StatusOr<Graph> graph = BuildForTwoDevices(proto);
   ASSERT_OK(graph.status());
   // With a memory plan (simulated plans have one) and without (a job's).
   for (const bool simulate : {true, false}) {
@@ -219,7 +222,7 @@ TEST(MemoryPlanTest, BodiesOnAnotherDeviceAllocateThere) {
   // Nothing more where the body runs on its control node's device.
   proto.mutable_nodes(1)->mutable_while_loop()->mutable_body(0)->clear_device();
   proto.mutable_nodes(1)->mutable_while_loop()->mutable_body(1)->clear_device();
-  graph = BuildGraph(proto, limits);
+  graph = BuildForTwoDevices(proto);
   ASSERT_OK(graph.status());
   PlannerOptions options;
   options.num_devices = 2;
@@ -336,9 +339,7 @@ TEST(MemoryPlanTest, SpillFittedPlansPlaceBodiesOnOtherDevices) {
   ASSERT_EQ(proto.nodes(2).name(), "loop");
   ASSERT_EQ(proto.nodes(2).while_loop().body(0).name(), "double_b");
   proto.mutable_nodes(2)->mutable_while_loop()->mutable_body(0)->set_device(1);
-  GraphLimits limits;
-  limits.num_devices = 2;
-  absl::StatusOr<Graph> graph = BuildGraph(proto, limits);
+  absl::StatusOr<Graph> graph = BuildForTwoDevices(proto);
   ASSERT_OK(graph.status());
   PlannerOptions options;
   options.num_devices = 2;
