@@ -2,13 +2,23 @@
 //
 // Start validates the plan on the caller's thread. Everything a job does
 // afterwards runs as a task in a turn: issuing, and the continuations that
-// backend host callbacks post when device work completes. The scheduling
-// thread runs turns; when no other job exists and no turn runs, Start's
-// caller takes the turn itself and begins its job at once, without waking
-// it (one thread hop less before a job's first work reaches the device). No
-// thread ever blocks on a device. Each turn (a batch of tasks) is a Backend
-// batch: the work it enqueues starts when the turn ends, one wakeup per stream
-// instead of one per enqueue.
+// backend host callbacks post when device work completes. Whichever thread
+// takes the turn runs the tasks in the order they were posted:
+//   - A completion (a node done, a fence, a host op's end) is handled on the
+//     thread that reports it (a simulator worker, the CUDA callback thread,
+//     a host worker) when no turn runs: that thread takes the turn at once,
+//     with the tasks posted before it, instead of waking the scheduling
+//     thread and waiting for it to get a core.
+//   - Otherwise the task waits for the scheduling thread, which runs turns
+//     of whatever was posted (a completion that found a turn running, a
+//     job started beside others, a cancel).
+//   - When no other job exists, no turn runs and the scheduling thread has
+//     slept a while (kIdleNs), Start's caller takes the turn itself and begins
+//     its job at once, without waking the scheduling thread (one thread hop
+//     less before a job's first work reaches the device).
+// No thread ever blocks on a device. Each turn (a batch of tasks) is a
+// Backend batch: the work it enqueues starts when the turn ends, one wakeup
+// per stream instead of one per enqueue.
 #include "runtime/executor.h"
 
 #include <pthread.h>
@@ -71,6 +81,10 @@ class StreamExecutorImpl final : public Executor {
   };
 
   void Post(Task task) ABSL_LOCKS_EXCLUDED(mu_);
+  // A completion from a backend host callback: where no turn runs, the
+  // calling thread takes the turn and runs it at once, after the tasks
+  // posted before it; otherwise Post.
+  void PostCompletion(Task task) ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
   void Loop() ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
   void RunTask(Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -113,6 +127,8 @@ class StreamExecutorImpl final : public Executor {
   // The job of the last task run, to skip the lookup for the next task of
   // the same job (the common case). Reset when a job ends.
   uint64_t last_id_ ABSL_GUARDED_BY(turn_mu_) = 0;
+  // The tasks a turn taken by a completion runs (capacity kept).
+  std::vector<Task> here_ ABSL_GUARDED_BY(turn_mu_);
   Job* last_job_ ABSL_GUARDED_BY(turn_mu_) = nullptr;
 
   // Started last, joined in the destructor.
@@ -155,7 +171,10 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
     Post(Task{id, nullptr, std::move(fn), -1, absl::OkStatus()});
   };
   env_.node_done = [this](uint64_t id, int index, absl::Status status) {
-    Post(Task{id, nullptr, nullptr, index, std::move(status)});
+    PostCompletion(Task{id, nullptr, nullptr, index, std::move(status)});
+  };
+  env_.post_completion = [this](uint64_t id, std::function<void(Job&)> fn) {
+    PostCompletion(Task{id, nullptr, std::move(fn), -1, absl::OkStatus()});
   };
   // Nested jobs (control nodes' bodies) live as jobs of their own: the
   // destructor waits for them like for any other.
@@ -190,6 +209,8 @@ StreamExecutorImpl::~StreamExecutorImpl() {
     quit_ = true;
   }
   thread_.join();
+  // A turn a completion took may still be ending on its thread.
+  absl::MutexLock turn(&turn_mu_);
 }
 
 absl::StatusOr<uint64_t> StreamExecutorImpl::Start(CheckedPlan plan,
@@ -263,6 +284,23 @@ void StreamExecutorImpl::Post(Task task) {
   tasks_.push_back(std::move(task));
 }
 
+void StreamExecutorImpl::PostCompletion(Task task) {
+  if (!turn_mu_.TryLock()) {
+    Post(std::move(task));
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    here_.swap(tasks_);
+  }
+  options_.backend->BeginBatch();
+  for (Task& earlier : here_) RunTask(earlier);
+  RunTask(task);
+  options_.backend->EndBatch();
+  here_.clear();
+  turn_mu_.Unlock();
+}
+
 void StreamExecutorImpl::Loop() {
   std::vector<Task> batch;
   for (bool turned = false;; turned = true) {
@@ -274,10 +312,16 @@ void StreamExecutorImpl::Loop() {
       };
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;  // quit_ and nothing left
-      batch.swap(tasks_);          // both keep their capacity
     }
-    // One turn: the device work it enqueues starts when the turn ends.
+    // One turn: the device work it enqueues starts when the turn ends. The
+    // tasks are taken in the turn, so that they run in the order posted
+    // whichever thread takes the next turn.
     absl::MutexLock turn(&turn_mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      batch.swap(tasks_);  // both keep their capacity
+    }
+    if (batch.empty()) continue;
     options_.backend->BeginBatch();
     for (Task& task : batch) RunTask(task);
     options_.backend->EndBatch();

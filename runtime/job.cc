@@ -479,7 +479,7 @@ absl::Status Job::DownloadOutputs() {
 void Job::StartDraining() {
   phase_ = Phase::kDraining;
   const uint64_t id = id_;
-  const auto* post = &env_->post;
+  const auto* post = &env_->post_completion;
   auto fence = [post, id](StreamHandle stream) -> HostCallback {
     return [post, id, stream](absl::Status status) {
       (*post)(id, [stream, status = std::move(status)](Job& job) {

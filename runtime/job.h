@@ -147,6 +147,11 @@ struct JobEnv {
   // The same for the most frequent continuation, Job::NodeDone, without
   // allocating.
   std::function<void(uint64_t id, int index, absl::Status status)> node_done;
+  // Like post, for backend host callbacks reporting completed work: where
+  // no turn runs, the calling thread runs the turn at once (node_done does
+  // the same).
+  std::function<void(uint64_t id, std::function<void(Job&)> fn)>
+      post_completion;
   // Pooled stream -> the error scope (job id) last set on it. Touched only
   // in the turn.
   absl::flat_hash_map<uint64_t, uint64_t>* stream_scopes = nullptr;

@@ -67,7 +67,7 @@ absl::Status Job::EnqueueControl(int index, int device, StreamHandle stream) {
   WEFT_RETURN_IF_ERROR(buffers_->MakeCurrent(node.control->condition,
                                              buffers_->host(), device, stream));
   const uint64_t id = id_;
-  const auto* post = &env_->post;
+  const auto* post = &env_->post_completion;
   WEFT_RETURN_IF_ERROR(env_->backend->AddHostCallback(
       stream, [post, id, index](absl::Status status) {
         (*post)(id, [index, status = std::move(status)](Job& job) {

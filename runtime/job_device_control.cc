@@ -220,7 +220,7 @@ absl::Status Job::LaunchDeviceControl(int index, int device,
     WEFT_RETURN_IF_ERROR(OrderAfter(bodies.stream, d, stream));
   }
   const uint64_t id = id_;
-  const auto* post = &env_->post;
+  const auto* post = &env_->post_completion;
   WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
       stream,
       [post, id, index, result, nested = bodies.nested](absl::Status status) {
@@ -295,7 +295,7 @@ absl::Status Job::StartGraphControl(int index, GraphControl& control) {
       control.condition_value.get(), control.condition, control.condition_bytes,
       body_stream));
   const uint64_t id = id_;
-  const auto* post = &env_->post;
+  const auto* post = &env_->post_completion;
   WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
       body_stream, [post, id, index](absl::Status status) {
         (*post)(id, [index, status = std::move(status)](Job& job) {
@@ -358,7 +358,7 @@ absl::StatusOr<uint64_t> Job::StartGraphBody(int index, int body) {
   // The next iteration starts when it is launched, not when this one ends.
   tracer_->Dirty(body_stream);
   const uint64_t id = id_;
-  const auto* post = &env_->post;
+  const auto* post = &env_->post_completion;
   WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
       body_stream, [post, id, index](absl::Status status) {
         (*post)(id, [index, status = std::move(status)](Job& job) {

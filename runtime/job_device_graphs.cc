@@ -125,7 +125,7 @@ absl::Status Job::LaunchJobGraphs(std::vector<StreamHandle>& last_stream) {
     WEFT_RETURN_IF_ERROR(backend->LaunchDeviceGraph(job_graph.graph, stream));
     tracer_->End(span, stream, device);
     const uint64_t id = id_;
-    const auto* post = &env_->post;
+    const auto* post = &env_->post_completion;
     WEFT_RETURN_IF_ERROR(backend->AddHostCallback(
         stream, [post, id, g, stream](absl::Status status) {
           (*post)(id, [g, stream, status = std::move(status)](Job& job) {

@@ -44,7 +44,7 @@ absl::Status Job::EnqueueHostOp(int index, StreamHandle stream,
   // The callback fires once the inputs are in host memory; the gate holds
   // the stream (and the signal event after it) until the op has run.
   const uint64_t id = id_;
-  const auto* post = &env_->post;
+  const auto* post = &env_->post_completion;
   WEFT_RETURN_IF_ERROR(
       backend->AddHostCallback(stream, [post, id, index](absl::Status status) {
         (*post)(id, [index, status = std::move(status)](Job& job) {
@@ -85,7 +85,7 @@ void Job::OnHostInputsReady(int index, absl::Status status) {
   const NodeId node = plan_->nodes[index].node;
   tracer_->NodeStarted(index);
   const uint64_t id = id_;
-  auto post = env_->post;
+  auto post = env_->post_completion;
   env_->host_pool->Submit([post = std::move(post), id, index,
                            kernel = host_op.kernel, args = host_op.args,
                            op = graph_->node(node).op]() {

@@ -186,9 +186,11 @@ SimBackend::~SimBackend() {
   absl::flat_hash_map<uint64_t, Stream> streams;
   absl::flat_hash_map<uint64_t, Event> events;
   absl::flat_hash_map<uint64_t, PendingGate> gates;
+  std::vector<std::shared_ptr<SimStream>> retired;
   {
     absl::MutexLock lock(&mu_);
     streams.swap(streams_);
+    retired.swap(retired_);
     events.swap(events_);
     gates.swap(gates_);
   }
@@ -196,8 +198,10 @@ SimBackend::~SimBackend() {
   // without running (callbacks included), so waking the work that waits
   // for its turn below runs nothing more.
   for (auto& [handle, stream] : streams) stream.queue->Stop();
+  for (const std::shared_ptr<SimStream>& stream : retired) stream->Stop();
   for (const auto& model : models_) model->Close();
   for (auto& [handle, stream] : streams) stream.queue->Shutdown();
+  for (const std::shared_ptr<SimStream>& stream : retired) stream->Shutdown();
 }
 
 int SimBackend::device_count() const { return num_devices_; }

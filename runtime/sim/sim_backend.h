@@ -198,8 +198,10 @@ class SimBackend final : public Backend {
 
   absl::StatusOr<StreamHandle> CreateStream(int device) override
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits for the stream's pending work, then stops it. FAILED_PRECONDITION
-  // when called from the stream's own host callback (or work).
+  // Waits for the stream's pending work, then stops it. Called from the
+  // stream's own host callback (or work), as CUDA allows, it returns at once:
+  // the stream runs the rest of its work and is shut down by a later
+  // DestroyStream or by the backend's destructor.
   absl::Status DestroyStream(StreamHandle stream) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -413,6 +415,8 @@ class SimBackend final : public Backend {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
+  // Destroyed from their own threads, not shut down yet.
+  std::vector<std::shared_ptr<SimStream>> retired_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Event> events_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, PendingGate> gates_ ABSL_GUARDED_BY(mu_);
   uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;

@@ -1,6 +1,7 @@
 // SimBackend's streams and events: creating and destroying them, event
 // records and waits, and stream synchronization (sim_backend.h).
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/sim/sim_backend.h"
@@ -23,22 +24,39 @@ absl::StatusOr<StreamHandle> SimBackend::CreateStream(int device) {
 
 absl::Status SimBackend::DestroyStream(StreamHandle handle) {
   std::shared_ptr<SimStream> queue;
+  std::vector<std::shared_ptr<SimStream>> reap;
+  bool own_thread = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = streams_.find(handle.value);
     if (it == streams_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown stream ", handle.value));
     }
-    if (it->second.queue->OnWorkerThread()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "stream ", handle.value, " cannot be destroyed from its own thread"));
-    }
     queue = std::move(it->second.queue);
     streams_.erase(it);
     streams_destroyed_.fetch_add(1, std::memory_order_release);
+    // Streams destroyed from their own threads before: shut down here,
+    // except one this thread runs now.
+    for (auto r = retired_.begin(); r != retired_.end();) {
+      if ((*r)->OnWorkerThread()) {
+        ++r;
+      } else {
+        reap.push_back(std::move(*r));
+        r = retired_.erase(r);
+      }
+    }
+    // From its own host callback: waiting for its work would wait for this
+    // very call.
+    own_thread = queue->OnWorkerThread();
+    if (own_thread) retired_.push_back(queue);
   }
   // Its errors were reported to its callbacks already.
   queue->Release();
+  for (const std::shared_ptr<SimStream>& retired : reap) {
+    retired->Synchronize().IgnoreError();
+    retired->Shutdown();
+  }
+  if (own_thread) return absl::OkStatus();
   queue->Synchronize().IgnoreError();
   queue->Shutdown();
   return absl::OkStatus();
