@@ -127,9 +127,9 @@ class StreamExecutorImpl final : public Executor {
   // The job of the last task run, to skip the lookup for the next task of
   // the same job (the common case). Reset when a job ends.
   uint64_t last_id_ ABSL_GUARDED_BY(turn_mu_) = 0;
+  Job* last_job_ ABSL_GUARDED_BY(turn_mu_) = nullptr;
   // The tasks a turn taken by a completion runs (capacity kept).
   std::vector<Task> here_ ABSL_GUARDED_BY(turn_mu_);
-  Job* last_job_ ABSL_GUARDED_BY(turn_mu_) = nullptr;
 
   // Started last, joined in the destructor.
   std::thread thread_;

@@ -52,10 +52,14 @@ enum class ControlEventKind { kIteration, kBranch };
 using HostBuffers = absl::flat_hash_map<std::string, HostBuffer>;
 
 struct JobCallbacks {
-  // Per-node progress, called from executor threads, in order per node.
-  // The first nodes of a job may report kStarted on Start's caller, before
-  // Start returns (Start begins a job on its caller when no other job
-  // exists); on_done too, where the job fails before issuing anything.
+  // Per-node progress, called in order per node from the thread running
+  // the executor's turn: its scheduling thread, or the thread that reported
+  // a completion (a backend's callback thread, a host worker), which runs
+  // the turn itself when no other does; on_done likewise. So a callback
+  // must not wait for the backend's work to complete. The first nodes of a
+  // job may report kStarted on Start's caller, before Start returns (Start
+  // begins a job on its caller when no other job exists); on_done too,
+  // where the job fails before issuing anything.
   std::function<void(scheduler::NodeId node, NodeEventKind kind,
                      const absl::Status& status)>
       on_node;
