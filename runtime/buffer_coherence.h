@@ -35,7 +35,7 @@
 // Release: only their data, which the upload follows with zeros up to the
 // buffer's size (Backend::CopyHostToDevicePadded).
 //
-// Not thread-safe: used by one job on the executor's scheduling thread.
+// Not thread-safe: used by one job in the executor's turn (executor.cc).
 #ifndef WEFT_RUNTIME_BUFFER_COHERENCE_H_
 #define WEFT_RUNTIME_BUFFER_COHERENCE_H_
 

@@ -7,9 +7,10 @@
 // counter increment, body - 2 scalings and a comparison that writes the
 // condition, on two simulated devices with an unpaced clock, so the time
 // measured is the host's. Printed per iteration, for several body sizes:
-// wall time, CPU time of all threads, and CPU time of the busiest thread
-// (the executor's scheduling thread: what the loop costs the scheduler).
-// Ratios are against one job per iteration in the same run. The nested
+// wall time, CPU time of all threads, and CPU time of the executor's
+// scheduling thread (the turns nobody else took: executor.cc). Ratios are
+// the CPU time of all threads against one job per iteration in the same
+// run. The nested
 // rows run the body as an inner loop of 10 iterations inside an outer
 // loop (iterations / 10 of them) and count per inner iteration.
 //
@@ -343,7 +344,7 @@ int Main(int argc, char** argv) {
   std::printf(
       "%d iterations, 2 simulated devices, unpaced; microseconds per "
       "iteration (scheduler: the executor's scheduling thread's CPU time; "
-      "ratio: scheduler time against one job per iteration)\n",
+      "ratio: CPU time of all threads against one job per iteration)\n",
       iterations);
   std::printf("%-5s %-20s %10s %10s %10s %8s\n", "body", "mode", "wall",
               "cpu_all", "scheduler", "ratio");
@@ -366,8 +367,7 @@ int Main(int argc, char** argv) {
     auto row = [&](const char* mode, const Cost& c) {
       std::printf("%-5d %-20s %10.2f %10.2f %10.3f %8.4f\n", body, mode,
                   c.wall_us / iterations, c.cpu_us / iterations,
-                  c.scheduler_us / iterations,
-                  c.scheduler_us / per_job.scheduler_us);
+                  c.scheduler_us / iterations, c.cpu_us / per_job.cpu_us);
     };
     row("job_per_iteration", per_job);
     row("while_loop_host", host);

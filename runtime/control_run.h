@@ -7,7 +7,7 @@
 // plan as a nested job over the job's buffers (Hooks::start_body) while the
 // value is nonzero; each nested job brings the condition back to host
 // memory before it ends, and the run continues in the completion
-// (OnBodyDone): the scheduling thread never waits for a condition. A
+// (OnBodyDone): the executor's turn never waits for a condition. A
 // case..of runs the chosen branch once, or nothing when the selector picks
 // none. A loop that would begin iteration max_iterations + 1 fails with an
 // error naming the loop; a stop request (cancellation, a deadline, another
@@ -15,7 +15,7 @@
 // body job in flight. Iterations a LoopRelay begins in the completion
 // callbacks count as the run's own (OnBodyDone's `relayed`).
 //
-// Not thread-safe: every call runs on the executor's scheduling thread.
+// Not thread-safe: every call runs in the executor's turn (executor.cc).
 #ifndef WEFT_RUNTIME_CONTROL_RUN_H_
 #define WEFT_RUNTIME_CONTROL_RUN_H_
 

@@ -80,10 +80,11 @@
 // output downloads, are issued once it has finished.
 //
 // Not thread-safe: every method runs in the executor's turn (on its
-// scheduling thread, or on Start's caller while the executor was idle;
-// never two threads at once).
-// Work completes on backend and pool threads, which hand continuations back
-// through JobEnv::post.
+// scheduling thread, on Start's caller while the executor was idle, or on
+// the backend or pool thread reporting a completion while no turn ran;
+// never two threads at once). Work completes on backend and pool threads,
+// which hand continuations back through JobEnv::post_completion and
+// node_done.
 #ifndef WEFT_RUNTIME_JOB_H_
 #define WEFT_RUNTIME_JOB_H_
 

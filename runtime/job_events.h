@@ -11,7 +11,7 @@
 // job replaced (a plan event re-signalled from another device) stay held
 // too, for the same reason.
 //
-// Not thread-safe: used by one job on the executor's scheduling thread.
+// Not thread-safe: used by one job in the executor's turn (executor.cc).
 #ifndef WEFT_RUNTIME_JOB_EVENTS_H_
 #define WEFT_RUNTIME_JOB_EVENTS_H_
 

@@ -24,7 +24,7 @@
 // left (LeaveScopes) -> streams released (Release), healthy unless work on
 // them failed (MarkFailed).
 //
-// Not thread-safe: used by one job on the executor's scheduling thread.
+// Not thread-safe: used by one job in the executor's turn (executor.cc).
 #ifndef WEFT_RUNTIME_JOB_STREAMS_H_
 #define WEFT_RUNTIME_JOB_STREAMS_H_
 

@@ -21,7 +21,7 @@
 // drops its span. What it hands over (Take) is a RecordedTrace, built into
 // a JobTrace only when someone asks for it.
 //
-// Not thread-safe: used by one job on the executor's scheduling thread.
+// Not thread-safe: used by one job in the executor's turn (executor.cc).
 #ifndef WEFT_RUNTIME_JOB_TRACER_H_
 #define WEFT_RUNTIME_JOB_TRACER_H_
 

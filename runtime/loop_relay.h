@@ -2,17 +2,17 @@
 // device graph, continued where the condition arrives.
 //
 // A loop the host drives brings its condition back to host memory after
-// every iteration (control_run.h). Deciding on the next iteration on the
-// executor's scheduling thread costs two thread handoffs per iteration:
-// the backend's callback thread posts the condition's arrival to the
-// scheduling thread, which wakes up and launches the next body. The relay
-// decides in the completion callback itself, on the backend's callback
-// thread (a Backend callback may enqueue work; backend.h): while the
-// condition holds, the loop is below its bound and no one has stopped it,
-// it launches the body's graph again with the condition's copy and itself
+// every iteration (control_run.h). Deciding on the next iteration in the
+// executor's turn costs a turn per iteration, and a thread handoff where
+// another thread holds the turn: the backend's callback thread posts the
+// condition's arrival, and whoever runs the turn launches the next body.
+// The relay decides in the completion callback itself, without the turn, on the
+// backend's callback thread (a Backend callback may enqueue work; backend.h):
+// while the condition holds, the loop is below its bound and no one has stopped
+// it, it launches the body's graph again with the condition's copy and itself
 // behind it. Anything else (the condition false, the bound reached, a
 // failed body, a stop, iterations that are traced one by one) hands the
-// loop back to the scheduling thread, which decides as it always does
+// loop back to the executor's turn, which decides as it always does
 // (ControlRun), counting the iterations the relay began. While the relay
 // runs it reports the latest iteration at most every kProgressEvery, so
 // that progress and metrics keep up with a long loop. For a traced job the
@@ -20,7 +20,7 @@
 // records them around each iteration (the trace spans them afterwards,
 // RecordedMarkers) and hands back when they run out.
 //
-// Thread-safe: the scheduling thread starts a run of iterations (Launch)
+// Thread-safe: the executor's turn starts a run of iterations (Launch)
 // and may Stop the relay at any time; from Launch to the hand-back only
 // the backend's callbacks touch the rest.
 #ifndef WEFT_RUNTIME_LOOP_RELAY_H_
@@ -55,7 +55,7 @@ class LoopRelay : public std::enable_shared_from_this<LoopRelay> {
     scheduler::DType dtype = scheduler::DType::kInt32;
     int64_t max_iterations = 0;
     // Called on the backend's callback thread. `hand_back`: the loop is the
-    // scheduling thread's again; `ran` iterations were begun by the relay
+    // executor's turn's again; `ran` iterations were begun by the relay
     // since Launch, and `status` is the last body's (or the error that
     // kept the relay from launching the next). `progress`: iteration
     // `iteration` has begun.

@@ -38,7 +38,7 @@
 // the job used has drained its work (job.h); a block that cannot be proven
 // idle goes back with FreeUncached instead.
 //
-// Thread-safe. Jobs allocate on the executor's scheduling thread; stats are
+// Thread-safe. Jobs allocate in the executor's turn; stats are
 // read from metrics and ListDevices threads. Backend calls are made without
 // holding the lock.
 #ifndef WEFT_RUNTIME_MEMORY_POOL_H_
