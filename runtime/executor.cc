@@ -32,6 +32,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "absl/types/span.h"
 #include "runtime/event_pool.h"
 #include "runtime/host_pool.h"
 #include "runtime/job.h"
@@ -88,6 +89,10 @@ class StreamExecutorImpl final : public Executor {
   void Loop() ABSL_LOCKS_EXCLUDED(mu_, turn_mu_);
   void RunTask(Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // One turn: `tasks`, then `last` (if any), as one Backend batch (the
+  // device work they enqueue starts when the turn ends).
+  void RunTurn(absl::Span<Task> tasks, Task* last)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(turn_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Constant after construction.
   const Options options_;
@@ -253,9 +258,7 @@ absl::StatusOr<uint64_t> StreamExecutorImpl::Start(CheckedPlan plan,
   // scheduling thread begins it, in the turn that handles their
   // completions, rather than two threads taking turns.
   if (alone && turn_mu_.TryLock()) {
-    options_.backend->BeginBatch();
-    RunTask(task);
-    options_.backend->EndBatch();
+    RunTurn({}, &task);
     turn_mu_.Unlock();
     return id;
   }
@@ -293,10 +296,7 @@ void StreamExecutorImpl::PostCompletion(Task task) {
     absl::MutexLock lock(&mu_);
     here_.swap(tasks_);
   }
-  options_.backend->BeginBatch();
-  for (Task& earlier : here_) RunTask(earlier);
-  RunTask(task);
-  options_.backend->EndBatch();
+  RunTurn(absl::MakeSpan(here_), &task);
   here_.clear();
   turn_mu_.Unlock();
 }
@@ -313,20 +313,24 @@ void StreamExecutorImpl::Loop() {
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;  // quit_ and nothing left
     }
-    // One turn: the device work it enqueues starts when the turn ends. The
-    // tasks are taken in the turn, so that they run in the order posted
-    // whichever thread takes the next turn.
+    // The tasks are taken in the turn, so that they run in the order
+    // posted whichever thread takes the next turn.
     absl::MutexLock turn(&turn_mu_);
     {
       absl::MutexLock lock(&mu_);
       batch.swap(tasks_);  // both keep their capacity
     }
     if (batch.empty()) continue;
-    options_.backend->BeginBatch();
-    for (Task& task : batch) RunTask(task);
-    options_.backend->EndBatch();
+    RunTurn(absl::MakeSpan(batch), nullptr);
     batch.clear();
   }
+}
+
+void StreamExecutorImpl::RunTurn(absl::Span<Task> tasks, Task* last) {
+  options_.backend->BeginBatch();
+  for (Task& task : tasks) RunTask(task);
+  if (last != nullptr) RunTask(*last);
+  options_.backend->EndBatch();
 }
 
 void StreamExecutorImpl::RunTask(Task& task) {

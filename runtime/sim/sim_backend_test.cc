@@ -41,6 +41,14 @@ SimBackend::Options FastOptions() {
   return options;
 }
 
+// `options` on one worker that the pool does not add to for a stall, so
+// that what a callback waits for shows.
+SimBackend::Options OnOneWorker(SimBackend::Options options) {
+  options.worker_threads = 1;
+  options.worker_stall_timeout = absl::InfiniteDuration();
+  return options;
+}
+
 std::unique_ptr<SimBackend> MakeBackend(SimBackend::Options options) {
   auto backend = SimBackend::Create(std::move(options));
   EXPECT_TRUE(backend.ok()) << backend.status();
@@ -114,10 +122,7 @@ TEST(SimBackendTest, StreamsShareAPoolOfOneWorkerPerDevice) {
 // A host callback may synchronize and destroy another stream, even on a
 // single worker: the pool adds one while the callback waits.
 TEST(SimBackendTest, CallbackMaySynchronizeAndDestroyAnotherStream) {
-  SimBackend::Options options = FastOptions();
-  options.worker_threads = 1;
-  options.worker_stall_timeout = absl::InfiniteDuration();
-  auto backend = MakeBackend(options);
+  auto backend = MakeBackend(OnOneWorker(FastOptions()));
   StreamHandle a = backend->CreateStream(0).value();
   StreamHandle b = backend->CreateStream(0).value();
   absl::Status synced = absl::UnknownError("not called");
@@ -146,10 +151,7 @@ TEST(SimBackendTest, CallbackMaySynchronizeAndDestroyAnotherStream) {
 // at once, the stream runs the rest of its work, and a later DestroyStream
 // shuts it down.
 TEST(SimBackendTest, CallbackMayDestroyItsOwnStream) {
-  SimBackend::Options options = FastOptions();
-  options.worker_threads = 1;
-  options.worker_stall_timeout = absl::InfiniteDuration();
-  auto backend = MakeBackend(options);
+  auto backend = MakeBackend(OnOneWorker(FastOptions()));
   StreamHandle a = backend->CreateStream(0).value();
   absl::Status destroyed = absl::UnknownError("not called");
   absl::Notification rest_ran;
@@ -176,10 +178,7 @@ TEST(SimBackendTest, CallbackMayDestroyItsOwnStream) {
 }
 
 TEST(SimBackendTest, StreamCannotSynchronizeItself) {
-  SimBackend::Options options = FastOptions();
-  options.worker_threads = 1;
-  options.worker_stall_timeout = absl::InfiniteDuration();
-  auto backend = MakeBackend(options);
+  auto backend = MakeBackend(OnOneWorker(FastOptions()));
   StreamHandle s = backend->CreateStream(0).value();
   absl::Status from_callback;
   ASSERT_TRUE(backend
@@ -1134,10 +1133,8 @@ TEST(SimBackendScopeTest, FailureStaysInItsScope) {
 // parks its stream until that launch has booked: the worker runs the
 // earlier launch's stream meanwhile.
 TEST(SimBackendTimingTest, LaunchOrderHoldsOnASingleWorker) {
-  SimBackend::Options options = Unpaced();
+  SimBackend::Options options = OnOneWorker(Unpaced());
   options.max_concurrent_kernels = 1;
-  options.worker_threads = 1;
-  options.worker_stall_timeout = absl::InfiniteDuration();
   auto backend = MakeBackend(options);
   StreamHandle a = backend->CreateStream(0).value();
   StreamHandle b = backend->CreateStream(0).value();
@@ -1156,10 +1153,7 @@ TEST(SimBackendTimingTest, LaunchOrderHoldsOnASingleWorker) {
 // Many streams chained by events on one worker: every wait parks, none
 // holds the thread, and the chain's time adds up.
 TEST(SimBackendTimingTest, ManyStreamsOnOneWorker) {
-  SimBackend::Options options = Unpaced();
-  options.worker_threads = 1;
-  options.worker_stall_timeout = absl::InfiniteDuration();
-  auto backend = MakeBackend(options);
+  auto backend = MakeBackend(OnOneWorker(Unpaced()));
   constexpr int kStreams = 24;
   std::vector<StreamHandle> streams;
   for (int i = 0; i < kStreams; ++i) {
