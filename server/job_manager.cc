@@ -170,8 +170,6 @@ absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
   scheduler::PlannerOptions job_options = options;
   job_options.plan_memory =
       plan_memory_ && graph.num_nodes() <= kMaxMemoryPlanNodes;
-  job_options.plan_memory_over_budget =
-      plan_memory_ && graph.num_nodes() <= kMaxOverBudgetMemoryPlanNodes;
   WEFT_ASSIGN_OR_RETURN(scheduler::Plan plan,
                         scheduler::PlanGraph(graph, job_options));
   if (plan.memory.empty()) {
@@ -189,8 +187,8 @@ absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
           plan_memory_
               ? absl::StrCat("plans memory reuse and spills for graphs of up "
                              "to ",
-                             kMaxOverBudgetMemoryPlanNodes,
-                             " nodes, and this one has ", graph.num_nodes())
+                             kMaxMemoryPlanNodes, " nodes, and this one has ",
+                             graph.num_nodes())
               : "runs with --arena_placement=false, which plans no memory "
                 "reuse"));
     }

@@ -164,22 +164,20 @@ class JobManager {
     int64_t trace_max_nodes = 200000;
     // Give job plans a memory plan (scheduler/memory/memory_plan.h), by
     // which the executor places each job's buffers in one arena per device
-    // (runtime::Executor::Options::place_buffers). The planner plans the
-    // memory of simulated plans only, and job plans are not simulated.
-    // Graphs of more than kMaxMemoryPlanNodes nodes go without (memory
-    // planning grows faster than the rest of the plan: about half a second
-    // for a random DAG of 2,000 nodes), their buffers allocated one by one,
-    // unless those would exceed a device's memory: then graphs of up to
-    // kMaxOverBudgetMemoryPlanNodes nodes are planned (and fitted with
-    // spills) too, since they could not run otherwise (at 65,536 nodes
-    // that takes up to about 5 s: memory_bench --jobs). A larger graph
-    // over a device's memory without reuse, or any such graph without
-    // plan_memory, is refused at Submit (RESOURCE_EXHAUSTED naming the
-    // device and the bytes) instead of failing at run time.
+    // (runtime::Executor::Options::place_buffers) and admission reserves
+    // the arenas, not every buffer's bytes. The planner plans the memory
+    // of simulated plans only, and job plans are not simulated. Graphs of
+    // up to kMaxMemoryPlanNodes nodes get one, fitted with spills where a
+    // device's arena exceeds its memory (at 65,536 nodes that takes 1-30x
+    // the plan without memory where reuse fits, up to about 5 s where it
+    // must spill: memory_bench --jobs); larger ones go without, their
+    // buffers allocated one by one. A larger graph over a device's memory
+    // without reuse, or any such graph without plan_memory, is refused at
+    // Submit (RESOURCE_EXHAUSTED naming the device and the bytes) instead
+    // of failing at run time.
     bool plan_memory = true;
   };
-  static constexpr int kMaxMemoryPlanNodes = 4096;
-  static constexpr int kMaxOverBudgetMemoryPlanNodes = 65536;
+  static constexpr int kMaxMemoryPlanNodes = 65536;
 
   // INVALID_ARGUMENT for missing executor or non-positive bounds. Starts the
   // dispatcher thread.

@@ -387,26 +387,33 @@ TEST_F(JobManagerTest, JobPlansHaveAMemoryPlanTheExecutorPlacesBy) {
   }
 }
 
-// Past kMaxMemoryPlanNodes a job still gets a memory plan where its
-// buffers, each by itself, would not fit the devices (1 MiB each here):
-// 40,000 nodes over 160 MiB of buffers run in a few KiB.
-TEST_F(JobManagerTest, LargeJobsOverTheDevicesMemoryArePlanned) {
+// Jobs of up to kMaxMemoryPlanNodes nodes get a memory plan, whether or
+// not their buffers fit the devices one by one. A 40,000-node chain of
+// 4 KiB buffers (160 MiB in all) runs on devices of 1 MiB; on devices of
+// 1 GiB it runs too and holds its arenas, a few KiB, not 160 MiB.
+TEST_F(JobManagerTest, LargeJobsArePlannedAndHoldTheirArenas) {
   constexpr int kNodes = 40000;
-  static_assert(kNodes > JobManager::kMaxMemoryPlanNodes);
-  static_assert(kNodes <= JobManager::kMaxOverBudgetMemoryPlanNodes);
-  JobSpec spec = Spec(AddChain(kNodes));
-  spec.planner_options.device_memory_bytes = {1 << 20, 1 << 20};
-  absl::StatusOr<JobInfo> submitted = jobs_->Submit(std::move(spec));
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  const JobInfo done = WaitTerminal(submitted->id);
-  ASSERT_EQ(done.state, JobState::kSucceeded)
-      << JobToProto(done).ShortDebugString();
-  absl::StatusOr<OutputBuffer> last =
-      jobs_->ReadOutput(done.id, absl::StrCat("b", kNodes));
-  ASSERT_TRUE(last.ok()) << last.status();
-  std::vector<float> values(1024);
-  std::memcpy(values.data(), last->data->ToString().data(), 4096);
-  EXPECT_THAT(values, ::testing::Each(static_cast<float>(kNodes + 1)));
+  static_assert(kNodes <= JobManager::kMaxMemoryPlanNodes);
+  for (const int64_t device_memory : {int64_t{1} << 20, int64_t{1} << 30}) {
+    SCOPED_TRACE(device_memory);
+    JobSpec spec = Spec(AddChain(kNodes));
+    spec.planner_options.device_memory_bytes = {device_memory, device_memory};
+    absl::StatusOr<JobInfo> submitted = jobs_->Submit(std::move(spec));
+    ASSERT_TRUE(submitted.ok()) << submitted.status();
+    int64_t held = 0;
+    for (const int64_t bytes : submitted->device_memory_bytes) held += bytes;
+    EXPECT_GT(held, 0);
+    EXPECT_LE(held, 64 << 10);
+    const JobInfo done = WaitTerminal(submitted->id);
+    ASSERT_EQ(done.state, JobState::kSucceeded)
+        << JobToProto(done).ShortDebugString();
+    absl::StatusOr<OutputBuffer> last =
+        jobs_->ReadOutput(done.id, absl::StrCat("b", kNodes));
+    ASSERT_TRUE(last.ok()) << last.status();
+    std::vector<float> values(1024);
+    std::memcpy(values.data(), last->data->ToString().data(), 4096);
+    EXPECT_THAT(values, ::testing::Each(static_cast<float>(kNodes + 1)));
+  }
 }
 
 // A job that could only run with memory reuse, where weftd plans none, is
@@ -419,7 +426,7 @@ TEST_F(JobManagerTest, JobsOverTheDevicesMemoryWithoutAMemoryPlanAreRefused) {
     const char* why;
   };
   for (const Case& c :
-       {Case{JobManager::kMaxOverBudgetMemoryPlanNodes + 1, true,
+       {Case{JobManager::kMaxMemoryPlanNodes + 1, true,
              "for graphs of up to 65536 nodes, and this one has 65537"},
         Case{300, false, "--arena_placement=false"}}) {
     SCOPED_TRACE(c.nodes);

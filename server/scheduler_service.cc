@@ -413,7 +413,7 @@ grpc::Status SchedulerService::Plan(grpc::CallbackServerContext* context,
   // Fitting a plan to its budgets plans it again several times over; past
   // the jobs' limit the plan reports its arenas, and one over its budget
   // is refused.
-  const bool fitted = nodes <= JobManager::kMaxOverBudgetMemoryPlanNodes;
+  const bool fitted = nodes <= JobManager::kMaxMemoryPlanNodes;
   if (!fitted) planner->fit_memory = false;
   absl::StatusOr<PlanningLimiter::Lease> lease = planning_.TryAcquire(nodes);
   if (!lease.ok()) return Rejected(context, lease.status());
@@ -427,8 +427,8 @@ grpc::Status SchedulerService::Plan(grpc::CallbackServerContext* context,
           m.arena_bytes, " bytes, above the memory budget of ", m.budget_bytes,
           " bytes; weftd fits plans to their budgets with spills for graphs "
           "of up to ",
-          JobManager::kMaxOverBudgetMemoryPlanNodes,
-          " nodes, and this one has ", nodes)));
+          JobManager::kMaxMemoryPlanNodes, " nodes, and this one has ",
+          nodes)));
     }
   }
   *response->mutable_plan() = scheduler::PlanToProto(*graph, *plan);

@@ -1013,7 +1013,7 @@ TEST_F(SchedulerServiceTest, MemoryBudget) {
 }
 
 // PlanGraph fits plans to their budgets (spills and fills) for graphs of
-// up to JobManager::kMaxOverBudgetMemoryPlanNodes nodes; a larger plan
+// up to JobManager::kMaxMemoryPlanNodes nodes; a larger plan
 // over its budget is refused, naming the device, the bytes and the limit,
 // instead of being fitted at a cost that grows with every round.
 TEST_F(SchedulerServiceTest, PlansAreFittedToTheirBudgetsUpToALimit) {
@@ -1042,7 +1042,7 @@ TEST_F(SchedulerServiceTest, PlansAreFittedToTheirBudgetsUpToALimit) {
     EXPECT_LE(m.arena_bytes(), 64 << 10);
   }
 
-  constexpr int kNodes = JobManager::kMaxOverBudgetMemoryPlanNodes + 1;
+  constexpr int kNodes = JobManager::kMaxMemoryPlanNodes + 1;
   weft::v1::PlanGraphRequest large = small;
   *large.mutable_graph() = chain(kNodes);
   grpc::ClientContext c2;
