@@ -54,7 +54,12 @@
 //       [--max_conflicts=N] [--max_large_conflicts=N] [--place_large_graphs]
 //       [--improve_rounds=N]
 //       [--local_clique_candidates=N] [--neighborhood_clique_neighbors=N]
-//       [--spill | --jobs] [--seeds=N]
+//       [--spill | --jobs | --digest] [--seeds=N]
+//
+// With --digest, instead: a line per graph with a hash of its arena plans
+// (offsets, arenas, bounds and winners, in the submitted and the
+// memory-aware order): a change to memory planning that should not change
+// its answers must leave these lines the same.
 //
 // The last three set ArenaOptions: the plan size up to which the lower
 // bound may use the antichain (it costs seconds at 100k), the conflict
@@ -440,6 +445,37 @@ void JobRows(const std::string& name, const Graph& graph) {
   }
 }
 
+// One line per graph: a hash of its arena plans (offsets, arenas, bounds,
+// winners) in the submitted and the memory-aware order, with the default
+// options, for telling whether a change to the planner changed its answers.
+void DigestRow(const std::string& name, const Graph& graph) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over 64-bit words
+  auto add = [&hash](uint64_t word) {
+    for (int i = 0; i < 8; ++i) {
+      hash ^= (word >> (8 * i)) & 0xff;
+      hash *= 1099511628211ull;
+    }
+  };
+  for (const MemoryOrderKind order :
+       {MemoryOrderKind::kSubmitted, MemoryOrderKind::kMemoryAware}) {
+    const Plan plan = MustPlan(graph, order);
+    absl::StatusOr<Lifetimes> lt = Lifetimes::Compute(graph, plan);
+    if (!lt.ok()) std::exit(1);
+    const ArenaPlan arenas = PlanArenas(*lt, Options());
+    for (const DeviceArena& d : arenas.devices) {
+      add(d.arena_bytes);
+      add(d.lower_bound_bytes);
+      add(d.peak_live_bytes);
+      add(d.unimproved_arena_bytes);
+      add(d.conflicts);
+      add(static_cast<uint64_t>(d.heuristic));
+    }
+    for (const int64_t offset : arenas.offsets) add(offset);
+  }
+  std::printf("%-12s %7d %016llx\n", name.c_str(), graph.num_nodes(),
+              static_cast<unsigned long long>(hash));
+}
+
 }  // namespace
 }  // namespace weft::scheduler::memory
 
@@ -449,6 +485,7 @@ int main(int argc, char** argv) {
   std::string graphs = "mobilenet,nas,transformer,unet,random";
   bool spill = false;
   bool jobs = false;
+  bool digest = false;
   int seeds = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -464,6 +501,8 @@ int main(int argc, char** argv) {
       spill = true;
     } else if (arg == "--jobs") {
       jobs = true;
+    } else if (arg == "--digest") {
+      digest = true;
     } else if (arg == "--place_large_graphs") {
       Options().place_large_graphs = true;
     } else if (arg.rfind(kSeeds, 0) == 0) {
@@ -509,6 +548,20 @@ int main(int argc, char** argv) {
       if (wanted("transformer")) SpillRows("transformer", TransformerStack(n));
       if (wanted("unet")) SpillRows("unet", UNet(n));
       if (wanted("random")) SpillRows("random", RandomDag(n));
+    }
+    return 0;
+  }
+  if (digest) {
+    for (const int n : sizes) {
+      if (wanted("mobilenet")) DigestRow("mobilenet", MobileNetLike(n));
+      for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
+        DigestRow(SeedName("nas", seed), NasLike(n, seed));
+      }
+      if (wanted("transformer")) DigestRow("transformer", TransformerStack(n));
+      if (wanted("unet")) DigestRow("unet", UNet(n));
+      for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
+        DigestRow(SeedName("random", seed), RandomDag(n, seed));
+      }
     }
     return 0;
   }
