@@ -11,14 +11,40 @@
 
 namespace weft::scheduler::memory {
 
+namespace {
+
+// Sorts `v` ascending: by insertion while that moves few items (the
+// instants of an execution come nearly in order of first use), else by
+// std::sort.
+void SortMostlySorted(std::vector<std::pair<double, int64_t>>& v) {
+  int64_t budget = 4 * static_cast<int64_t>(v.size()) + 64;
+  for (size_t i = 1; i < v.size(); ++i) {
+    if (!(v[i] < v[i - 1])) continue;
+    const std::pair<double, int64_t> item = v[i];
+    size_t j = i;
+    for (; j > 0 && item < v[j - 1] && budget > 0; --j, --budget) {
+      v[j] = v[j - 1];
+    }
+    v[j] = item;
+    if (budget == 0) {
+      std::sort(v.begin(), v.end());
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 int64_t ExecutionPeak(const Lifetimes& lifetimes,
                       absl::Span<const int32_t> copies,
                       absl::Span<const int64_t> sizes, int e,
                       std::vector<int32_t>* live_at_peak) {
   constexpr double kForever = std::numeric_limits<double>::infinity();
   std::vector<std::pair<double, double>> spans(copies.size());
-  std::vector<std::pair<double, int64_t>> events;  // (time, +/- size)
-  events.reserve(2 * copies.size());
+  // (time, size) of the copies' starts and of their ends.
+  std::vector<std::pair<double, int64_t>> starts, ends;
+  starts.reserve(copies.size());
+  ends.reserve(copies.size());
   for (size_t k = 0; k < copies.size(); ++k) {
     const int32_t c = copies[k];
     double start = kForever;
@@ -31,16 +57,21 @@ int64_t ExecutionPeak(const Lifetimes& lifetimes,
     if (lifetimes.copy(c).live_to_end) end = kForever;
     spans[k] = {start, end};
     if (start == kForever) continue;
-    events.emplace_back(start, sizes[k]);
-    if (end != kForever) events.emplace_back(end, -sizes[k]);
+    starts.emplace_back(start, sizes[k]);
+    if (end != kForever) ends.emplace_back(end, sizes[k]);
   }
+  SortMostlySorted(starts);
+  SortMostlySorted(ends);
   // Ends before starts at one instant: a copy that ends as another starts
-  // does not overlap it.
-  std::sort(events.begin(), events.end());
+  // does not overlap it. Only starts raise the peak.
   int64_t live = 0, peak = 0;
   double at = 0;
-  for (const auto& [time, delta] : events) {
-    live += delta;
+  size_t next_end = 0;
+  for (const auto& [time, size] : starts) {
+    while (next_end < ends.size() && ends[next_end].first <= time) {
+      live -= ends[next_end++].second;
+    }
+    live += size;
     if (live > peak) {
       peak = live;
       at = time;

@@ -30,7 +30,9 @@ namespace weft::scheduler::memory {
 // start of its first use (not counting an upload, which starts no later)
 // to the end of its last, an output forever. Copies live at one instant
 // conflict pairwise, so no arena is smaller. Fills `live_at_peak` with those
-// live at the peak (local indices). O(copies log copies + uses).
+// live at the peak (local indices). O(copies log copies + uses), and
+// O(copies + uses) where the execution starts and ends copies nearly in
+// order of first use.
 int64_t ExecutionPeak(const Lifetimes& lifetimes,
                       absl::Span<const int32_t> copies,
                       absl::Span<const int64_t> sizes, int e,

@@ -3,8 +3,6 @@
 #include "scheduler/memory/conflict_graph.h"
 
 #include <algorithm>
-#include <functional>
-#include <queue>
 #include <utility>
 #include <vector>
 
@@ -49,20 +47,38 @@ Csr Symmetric(const Csr& earlier) {
   return csr;
 }
 
+// `copies` (local indices) ordered by last use, then by index: a counting
+// sort of the last uses, positions from -1 (an upload) on.
+std::vector<int32_t> ByLastUse(const Lifetimes& lifetimes,
+                               const std::vector<int32_t>& copies) {
+  int32_t most = -1;
+  for (const int32_t c : copies) most = std::max(most, lifetimes.copy(c).last);
+  std::vector<int32_t> start(static_cast<size_t>(most) + 3, 0);
+  for (const int32_t c : copies) ++start[lifetimes.copy(c).last + 2];
+  for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+  std::vector<int32_t> order(copies.size());
+  for (size_t k = 0; k < copies.size(); ++k) {
+    order[start[lifetimes.copy(copies[k]).last + 1]++] =
+        static_cast<int32_t>(k);
+  }
+  return order;
+}
+
 // For each of `copies` (by first use), how many pairs of it and later
 // ones have overlapping issue intervals, summed from it to the last: pairs
-// the conflict graph holds whatever the streams know. O(n log n).
+// the conflict graph holds whatever the streams know. `by_last`: the
+// copies by last use (ByLastUse). O(n).
 std::vector<int64_t> IssueOverlapsFrom(const Lifetimes& lifetimes,
-                                       const std::vector<int32_t>& copies) {
-  std::vector<int32_t> lasts;
-  lasts.reserve(copies.size());
-  for (const int32_t c : copies) lasts.push_back(lifetimes.copy(c).last);
-  std::sort(lasts.begin(), lasts.end());
+                                       const std::vector<int32_t>& copies,
+                                       const std::vector<int32_t>& by_last) {
   std::vector<int64_t> from(copies.size() + 1, 0);
   size_t closed = 0;  // copies before k closed before its first use
   for (size_t k = 0; k < copies.size(); ++k) {
     const int32_t first = lifetimes.copy(copies[k]).first;
-    while (closed < lasts.size() && lasts[closed] < first) ++closed;
+    while (closed < by_last.size() &&
+           lifetimes.copy(copies[by_last[closed]]).last < first) {
+      ++closed;
+    }
     from[k] = static_cast<int64_t>(k) - static_cast<int64_t>(closed);
   }
   for (size_t k = copies.size(); k-- > 0;) from[k] += from[k + 1];
@@ -80,8 +96,12 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
   const int n = static_cast<int>(graph.copies.size());
   // Pairs of copies from k on that overlap in issue order: with the pairs
   // found before k, a count the graph cannot stay under.
+  // Copies retire (their issue interval closes) in this order, before the
+  // first copy first used after their last use: all of those come after
+  // them by first use.
+  const std::vector<int32_t> by_last = ByLastUse(lifetimes, graph.copies);
   const std::vector<int64_t> overlaps_from =
-      IssueOverlapsFrom(lifetimes, graph.copies);
+      IssueOverlapsFrom(lifetimes, graph.copies, by_last);
   const HappensBefore& hb = lifetimes.happens_before();
 
   // Retired copies (issue interval closed) by the stream of each of their
@@ -95,8 +115,7 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
   // Active copies (issue interval still open), retired by last use.
   std::vector<int32_t> active;
   std::vector<int32_t> active_at(n, -1);
-  using Entry = std::pair<int32_t, int32_t>;  // (last, local)
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> by_last;
+  size_t retired_count = 0;  // by_last's first ones retired
   std::vector<uint32_t> stamp(n, 0);
   uint32_t now = 0;
   // Row k: the earlier copies that conflict with copy k. The pairs that
@@ -110,9 +129,9 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
     const int32_t c = graph.copies[k];
     const BufferCopy& copy = lifetimes.copy(c);
     const int32_t p = copy.first;
-    while (!by_last.empty() && by_last.top().first < p) {
-      const int32_t a = by_last.top().second;
-      by_last.pop();
+    while (retired_count < by_last.size() &&
+           lifetimes.copy(graph.copies[by_last[retired_count]]).last < p) {
+      const int32_t a = by_last[retired_count++];
       const int32_t at = active_at[a];
       active[at] = active.back();
       active_at[active[at]] = at;
@@ -157,7 +176,6 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
     }
     active_at[k] = static_cast<int32_t>(active.size());
     active.push_back(k);
-    by_last.emplace(copy.last, k);
   }
   graph.conflicts = Symmetric(earlier);
   return graph;
