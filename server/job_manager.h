@@ -168,7 +168,7 @@ class JobManager {
     // the arenas, not every buffer's bytes. The planner plans the memory
     // of simulated plans only, and job plans are not simulated. Graphs of
     // up to kMaxMemoryPlanNodes nodes get one, fitted with spills where a
-    // device's arena exceeds its memory (at 65,536 nodes that takes 1-30x
+    // device's arena exceeds its memory (at 65,536 nodes that takes 1-34x
     // the plan without memory where reuse fits, up to about 5 s where it
     // must spill: memory_bench --jobs); larger ones go without, their
     // buffers allocated one by one. A larger graph over a device's memory
