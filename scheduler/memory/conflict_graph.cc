@@ -3,6 +3,7 @@
 #include "scheduler/memory/conflict_graph.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -153,18 +154,20 @@ ConflictGraph BuildConflictGraph(const Lifetimes& lifetimes, int device,
       stamp[a] = now;
       earlier.items.push_back(a);
     }
-    for (const int32_t g : lifetimes.Starts(c)) {
-      for (const int32_t u : retired_streams) {
-        const std::vector<std::pair<int32_t, int32_t>>& list = retired[u];
-        const int32_t known = hb.Known(g, u);
-        // The suffix past what g knows, from the back: no search.
-        for (auto it = list.rbegin(); it != list.rend() && it->first > known;
-             ++it) {
-          const int32_t a = it->second;
-          if (stamp[a] == now) continue;
-          stamp[a] = now;
-          earlier.items.push_back(a);
-        }
+    const absl::Span<const int32_t> starts = lifetimes.Starts(c);
+    for (const int32_t u : retired_streams) {
+      // What the start that knows least of u knows: the suffixes past what
+      // each start knows are the suffix past that.
+      int32_t known = std::numeric_limits<int32_t>::max();
+      for (const int32_t g : starts) known = std::min(known, hb.Known(g, u));
+      const std::vector<std::pair<int32_t, int32_t>>& list = retired[u];
+      // The suffix, from the back: no search.
+      for (auto it = list.rbegin(); it != list.rend() && it->first > known;
+           ++it) {
+        const int32_t a = it->second;
+        if (stamp[a] == now) continue;
+        stamp[a] = now;
+        earlier.items.push_back(a);
       }
     }
     earlier.offsets.push_back(static_cast<int32_t>(earlier.items.size()));
