@@ -64,13 +64,13 @@ int64_t BruteForcePeak(const Lifetimes& lt, int device, int e,
 }
 
 // ExecutionPeak against the brute force, on random plans of 10 to 49 nodes
-// and on plans of 3,000 (whose starts and ends come far enough out of
+// and on three of 3,000 nodes (whose starts and ends come far enough out of
 // order to be sorted by std::sort rather than by insertion).
 TEST(ArenaBoundsPropertyTest, ExecutionPeakIsTheBruteForcePeak) {
   int checked = 0;
   for (uint32_t seed = 0; seed < 600; ++seed) {
     testing::RandomPlanCase c = testing::RandomCase(seed);
-    if (seed % 100 == 0) {
+    if (seed % 200 == 0) {
       c.graph.num_nodes = 3000;
       c.graph.num_buffers = 2000;
     }
