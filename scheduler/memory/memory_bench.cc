@@ -535,6 +535,23 @@ int main(int argc, char** argv) {
     return graphs.find("," + std::string(name) + ",") != std::string::npos;
   };
   if (sizes.empty()) sizes = {1000, 10000, 100000};
+  // Each wanted graph at each size, NAS-like and random ones from `seeds`
+  // seeds each, to `row`.
+  auto for_each_graph =
+      [&](int seeds,
+          void (*row)(const std::string&, const weft::scheduler::Graph&)) {
+        for (const int n : sizes) {
+          if (wanted("mobilenet")) row("mobilenet", MobileNetLike(n));
+          for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
+            row(SeedName("nas", seed), NasLike(n, seed));
+          }
+          if (wanted("transformer")) row("transformer", TransformerStack(n));
+          if (wanted("unet")) row("unet", UNet(n));
+          for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
+            row(SeedName("random", seed), RandomDag(n, seed));
+          }
+        }
+      };
   if (spill) {
     std::printf(
         "%-12s %6s %3s %5s %-9s %6s %9s %6s %6s %4s %6s %6s %6s %9s %6s %6s "
@@ -542,44 +559,18 @@ int main(int argc, char** argv) {
         "graph", "nodes", "dev", "bud", "fitted", "ar/bud", "spill_MiB",
         "spills", "fills", "rnds", "pk/bud", "lb:sub", "lb:mem", "free_us",
         "ord/fr", "fin/fr", "rlx", "pl_ms", "fit/pl");
-    for (const int n : sizes) {
-      if (wanted("mobilenet")) SpillRows("mobilenet", MobileNetLike(n));
-      if (wanted("nas")) SpillRows("nas", NasLike(n));
-      if (wanted("transformer")) SpillRows("transformer", TransformerStack(n));
-      if (wanted("unet")) SpillRows("unet", UNet(n));
-      if (wanted("random")) SpillRows("random", RandomDag(n));
-    }
+    for_each_graph(1, SpillRows);
     return 0;
   }
   if (digest) {
-    for (const int n : sizes) {
-      if (wanted("mobilenet")) DigestRow("mobilenet", MobileNetLike(n));
-      for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
-        DigestRow(SeedName("nas", seed), NasLike(n, seed));
-      }
-      if (wanted("transformer")) DigestRow("transformer", TransformerStack(n));
-      if (wanted("unet")) DigestRow("unet", UNet(n));
-      for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
-        DigestRow(SeedName("random", seed), RandomDag(n, seed));
-      }
-    }
+    for_each_graph(seeds, DigestRow);
     return 0;
   }
   if (jobs) {
     std::printf("%-12s %7s %3s %5s %-9s %9s %7s %9s %8s %8s %7s %7s\n", "graph",
                 "nodes", "dev", "mem", "planned", "nr/mem", "ar/mem",
                 "spill_MiB", "bare_ms", "job_ms", "job/bar", "us/node");
-    for (const int n : sizes) {
-      if (wanted("mobilenet")) JobRows("mobilenet", MobileNetLike(n));
-      for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
-        JobRows(SeedName("nas", seed), NasLike(n, seed));
-      }
-      if (wanted("transformer")) JobRows("transformer", TransformerStack(n));
-      if (wanted("unet")) JobRows("unet", UNet(n));
-      for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
-        JobRows(SeedName("random", seed), RandomDag(n, seed));
-      }
-    }
+    for_each_graph(seeds, JobRows);
     return 0;
   }
   std::printf(
@@ -589,16 +580,6 @@ int main(int argc, char** argv) {
       "nr/ar", "peak", "bfs", "arena", "topo_ms", "mem_ms", "mem/tp", "life_ms",
       "ord/tp", "spill_MB", "sp/lb");
   std::printf("%88s order: submitted, breadth-first / aware\n", "");
-  for (const int n : sizes) {
-    if (wanted("mobilenet")) Row("mobilenet", MobileNetLike(n));
-    for (int seed = 1; wanted("nas") && seed <= seeds; ++seed) {
-      Row(SeedName("nas", seed), NasLike(n, seed));
-    }
-    if (wanted("transformer")) Row("transformer", TransformerStack(n));
-    if (wanted("unet")) Row("unet", UNet(n));
-    for (int seed = 1; wanted("random") && seed <= seeds; ++seed) {
-      Row(SeedName("random", seed), RandomDag(n, seed));
-    }
-  }
+  for_each_graph(seeds, Row);
   return 0;
 }
