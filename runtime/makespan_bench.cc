@@ -42,9 +42,10 @@
 // schedule cases on a paced clock (time_scale 1, as weftd's simulated
 // devices run) and also prints each job's wall time, from starting it to
 // its end being reported (the duration a daemon reports for the job),
-// against the estimate: on a fresh simulated machine, and for the same job
-// run again on that machine (as a daemon's long-lived executor runs it,
-// its threads and pools warm).
+// against the estimate: as the first job of a fresh simulated machine
+// warmed up as weftd warms its executor at start (warm_up.h), for the same
+// job run again on that machine (as a daemon's long-lived executor runs
+// it), and as the first job of a fresh machine not warmed up.
 //
 // --trace_dir=DIR writes each schedule case's trace (its first run) to
 // DIR/<case>_<N>dev.json, for ui.perfetto.dev or chrome://tracing.
@@ -91,6 +92,7 @@
 #include "runtime/sim/sim_backend.h"
 #include "runtime/timed_job.h"
 #include "runtime/trace.h"
+#include "runtime/warm_up.h"
 #include "scheduler/benchmark_graphs.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
@@ -173,11 +175,14 @@ struct Measured {
   double makespan_us = -1;
   double last_node_us = 0;  // the end of the last graph node (or graph)
   // Wall time from starting the job to its end being reported, as a
-  // daemon times a job (what `weftctl get` shows): on a fresh simulated
-  // machine, and (paced) for the same job run again on that machine once
-  // the first has ended, as a daemon's long-lived executor runs it.
+  // daemon times a job (what `weftctl get` shows): as the first job of a
+  // fresh simulated machine warmed up as weftd's is, (paced) for the same
+  // job run again on that machine once the first has ended, as a daemon's
+  // long-lived executor runs it, and (paced) as the first job of a fresh
+  // machine not warmed up (weftd --warm_up=false).
   double wall_us = 0;
   double warm_wall_us = 0;
+  double cold_wall_us = 0;
   uint64_t host_bytes = 0;  // materialised simulated memory at the end
   // Each node's end in the trace, by NodeId (-1: no span of its own).
   std::vector<double> node_end_us;
@@ -225,43 +230,75 @@ std::string FirstDivergence(const scheduler::Graph& graph,
       " us), traced end ", measured.node_end_us[pn.node], " us");
 }
 
-// Runs `plan` on a fresh simulated machine.
-// Paced (time_scale 1): simulated work takes its time in real time, as in
-// weftd; else as fast as the host can.
-Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
-                 std::shared_ptr<const scheduler::Plan> plan,
-                 const scheduler::Topology& topology, int kernel_slots,
-                 bool paced = false, const std::string& trace_path = "") {
+// A simulated machine matching the planner's model: the backend and an
+// executor over it.
+struct Machine {
+  std::unique_ptr<SimBackend> backend;
+  std::unique_ptr<Executor> executor;
+};
+
+// A fresh machine; `warm_up`: warmed up as weftd warms its executor at
+// start (warm_up.h), false: untouched.
+Machine MakeMachine(const scheduler::Topology& topology, int kernel_slots,
+                    bool paced, bool warm_up) {
   SimBackend::Options sim;
   sim.num_devices = topology.num_devices();
   sim.bandwidth_gbps = topology.Matrix();
   sim.max_concurrent_kernels = kernel_slots;
   sim.time_scale = paced ? 1.0 : 0;
   sim.memory_bytes = uint64_t{64} << 30;  // accounted only; see host_bytes
-  auto backend = SimBackend::Create(sim).value();
+  Machine machine;
+  machine.backend = SimBackend::Create(sim).value();
   Executor::Options options;
-  options.backend = backend.get();
-  auto executor = Executor::Create(options).value();
+  options.backend = machine.backend.get();
+  machine.executor = Executor::Create(options).value();
+  if (warm_up) {
+    WarmUpOptions warm;
+    warm.planner.topology = topology;
+    warm.planner.max_concurrent_kernels = kernel_slots;
+    warm.planner.plan_memory = true;
+    const absl::Status status = WarmUp(*machine.executor, warm);
+    if (!status.ok()) {
+      std::fprintf(stderr, "warm-up failed: %s\n", status.ToString().c_str());
+    }
+  }
+  return machine;
+}
+
+// Runs `plan` on a fresh simulated machine, warmed up as weftd's is.
+// Paced (time_scale 1): simulated work takes its time in real time, as in
+// weftd; else as fast as the host can.
+Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
+                 std::shared_ptr<const scheduler::Plan> plan,
+                 const scheduler::Topology& topology, int kernel_slots,
+                 bool paced = false, const std::string& trace_path = "") {
+  const Machine machine =
+      MakeMachine(topology, kernel_slots, paced, /*warm_up=*/true);
   const char* mode = std::getenv("WEFT_BENCH_LAUNCH_MODE");
   const bool graphs = mode != nullptr && std::string(mode) == "graphs";
   JobOptions job_options;
   job_options.launch_mode =
       graphs ? LaunchMode::kDeviceGraphs : LaunchMode::kStreams;
-  // Runs the job once: its wall time in us, -1 if it failed.
-  auto run = [&](JobTrace* trace) {
-    return RunTimedJob(*executor, graph, plan, job_options, trace);
+  // Runs the job once on `executor`: its wall time in us, -1 if it failed.
+  auto run = [&](Executor& executor, JobTrace* trace) {
+    return RunTimedJob(executor, graph, plan, job_options, trace);
   };
   JobTrace trace;
   Measured measured;
-  measured.wall_us = run(&trace);
+  measured.wall_us = run(*machine.executor, &trace);
   if (measured.wall_us < 0) return Measured();
-  for (int d = 0; d < sim.num_devices; ++d) {
-    measured.host_bytes += backend->materialized_bytes(d);
+  for (int d = 0; d < topology.num_devices(); ++d) {
+    measured.host_bytes += machine.backend->materialized_bytes(d);
   }
   if (paced) {
     JobTrace again;
-    measured.warm_wall_us = run(&again);
+    measured.warm_wall_us = run(*machine.executor, &again);
     if (measured.warm_wall_us < 0) return Measured();
+    const Machine cold =
+        MakeMachine(topology, kernel_slots, paced, /*warm_up=*/false);
+    JobTrace first;
+    measured.cold_wall_us = run(*cold.executor, &first);
+    if (measured.cold_wall_us < 0) return Measured();
   }
   // The trace starts (0) at the job's first work, uploads included, and
   // has a span for every piece of device work: nodes, uploads, copies
@@ -498,6 +535,7 @@ int RunScheduleCases(const Flags& flags) {
   Summary summary;
   Summary wall;       // paced: the job's wall time against the estimate
   Summary warm_wall;  // paced: the same job's run again
+  Summary cold_wall;  // paced: the job's wall time, no warm-up
   std::vector<std::string> skipped;
   uint64_t max_host = 0;
   uint64_t max_peak = 0;
@@ -563,12 +601,16 @@ int RunScheduleCases(const Flags& flags) {
                  absl::StrCat(c.name, " on ", devices, " devices"));
         warm_wall.Add(shared->estimated_makespan_us, measured.warm_wall_us,
                       absl::StrCat(c.name, " on ", devices, " devices"));
+        cold_wall.Add(shared->estimated_makespan_us, measured.cold_wall_us,
+                      absl::StrCat(c.name, " on ", devices, " devices"));
         std::printf(
             "  paced: job wall time %.1f us (%.4f of the estimate); run "
-            "again %.1f us (%.4f)\n",
+            "again %.1f us (%.4f); without warm-up %.1f us (%.4f)\n",
             measured.wall_us, measured.wall_us / shared->estimated_makespan_us,
             measured.warm_wall_us,
-            measured.warm_wall_us / shared->estimated_makespan_us);
+            measured.warm_wall_us / shared->estimated_makespan_us,
+            measured.cold_wall_us,
+            measured.cold_wall_us / shared->estimated_makespan_us);
       }
       if (measured.makespan_us != shared->estimated_makespan_us) {
         std::printf("  %s\n",
@@ -582,6 +624,7 @@ int RunScheduleCases(const Flags& flags) {
   if (flags.paced) {
     wall.Print("schedule cases, paced job wall time");
     warm_wall.Print("schedule cases, paced job wall time, run again");
+    cold_wall.Print("schedule cases, paced job wall time, without warm-up");
   }
   std::printf(
       "host memory: at most %llu bytes held by the simulated devices, %.0f "

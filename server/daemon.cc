@@ -26,6 +26,7 @@
 #include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "runtime/warm_up.h"
 #include "scheduler/status_macros.h"
 #include "server/counting_backend.h"
 #include "server/devices.h"
@@ -253,6 +254,26 @@ std::string Daemon::target() const {
   return UnixTarget(options_.unix_socket);
 }
 
+void Daemon::WarmUp(const CreatedBackend& created) {
+  runtime::WarmUpOptions warm_up;
+  warm_up.planner.topology = created.topology;
+  if (created.max_concurrent_kernels > 0) {
+    warm_up.planner.max_concurrent_kernels = created.max_concurrent_kernels;
+  }
+  warm_up.planner.plan_memory = options_.arena_placement;
+  warm_up.trace = options_.trace_jobs;
+  const absl::Time start = absl::Now();
+  const absl::Status status = runtime::WarmUp(*executor_, warm_up);
+  const absl::Duration took = absl::Now() - start;
+  if (status.ok()) {
+    Log(absl::StrCat("warmed up ", backend_->device_count(), " device(s) in ",
+                     absl::FormatDuration(took)));
+  } else {
+    Log(absl::StrCat("warm-up failed after ", absl::FormatDuration(took), ": ",
+                     status.ToString(), "; serving anyway"));
+  }
+}
+
 absl::Status Daemon::Start() {
   WEFT_ASSIGN_OR_RETURN(CreatedBackend created,
                         CreateBackend(options_.backend));
@@ -280,6 +301,7 @@ absl::Status Daemon::Start() {
                         ParseLaunchMode(options_.launch_mode));
   executor_options.place_buffers = options_.arena_placement;
   WEFT_ASSIGN_OR_RETURN(executor_, runtime::Executor::Create(executor_options));
+  if (options_.warm_up) WarmUp(created);
 
   JobManager::Options job_options;
   job_options.executor = executor_.get();

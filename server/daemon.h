@@ -2,7 +2,9 @@
 //
 // BuildAndStart creates, in order, the device backend (backend_factory.h),
 // the metrics registry, a CountingBackend over the backend (copy bytes),
-// the executor, the job manager and the Scheduler service, then serves it
+// the executor (warmed up by one small job over every device, unless
+// Options::warm_up is off), the job manager and the Scheduler service,
+// then serves it
 // over gRPC on a TCP address and/or a unix socket (with the standard health
 // service, Check and Watch, and server reflection) and exposes /metrics over
 // HTTP. Stop drains:
@@ -85,6 +87,10 @@ class Daemon {
     // lifetimes do not overlap share memory; false allocates every buffer
     // by itself for the whole job (runtime::Executor::Options).
     bool arena_placement = true;
+    // Run one small job over every device before serving
+    // (runtime/warm_up.h), so that the first client's job pays no
+    // first-use costs. A failed warm-up is logged; weftd serves anyway.
+    bool warm_up = true;
     int max_queued_jobs = 1024;
     // 0: no bound per tenant beyond max_queued_jobs.
     int max_queued_jobs_per_tenant = 0;
@@ -149,6 +155,8 @@ class Daemon {
  private:
   explicit Daemon(Options options);
   absl::Status Start();
+  // Runs the warm-up job (Options::warm_up) and logs how it went.
+  void WarmUp(const CreatedBackend& created);
   void Log(absl::string_view line) const;
   // Shuts the /metrics endpoint down without waiting out its poll interval.
   void StopExposer();

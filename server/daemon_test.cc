@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -164,6 +165,8 @@ class DaemonTest : public ::testing::Test {
 TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
   Daemon::Options options = TestOptions();
   options.metrics_listen = "127.0.0.1:0";
+  // The memory pool's counts below are the one job's alone.
+  options.warm_up = false;
   std::ostringstream log;
   options.log = &log;
   auto daemon = Daemon::BuildAndStart(options);
@@ -221,6 +224,44 @@ TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
   EXPECT_THAT(log.str(), HasSubstr("weftd: stopped"));
   EXPECT_NE(access(options.unix_socket.c_str(), F_OK), 0)
       << "socket file left behind";
+}
+
+// Warmed up, every device has streams (and cached memory) before the
+// first client's job; without the warm-up, none.
+TEST_F(DaemonTest, WarmsUpEveryDeviceBeforeServing) {
+  for (const bool warm_up : {true, false}) {
+    SCOPED_TRACE(warm_up ? "warm_up" : "no warm_up");
+    Daemon::Options options = TestOptions();
+    options.warm_up = warm_up;
+    std::ostringstream log;
+    options.log = &log;
+    auto daemon = Daemon::BuildAndStart(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status();
+    EXPECT_EQ(absl::StrContains(log.str(), "weftd: warmed up 2 device(s) in "),
+              warm_up)
+        << log.str();
+    auto stub = weft::v1::Scheduler::NewStub(Channel((*daemon)->target()));
+    grpc::ClientContext ctx;
+    weft::v1::ListDevicesResponse devices;
+    ASSERT_TRUE(
+        stub->ListDevices(&ctx, weft::v1::ListDevicesRequest(), &devices).ok());
+    ASSERT_EQ(devices.devices_size(), 2);
+    for (const weft::v1::Device& d : devices.devices()) {
+      if (warm_up) {
+        EXPECT_GE(d.streams_total(), 2) << "device " << d.index();
+        EXPECT_EQ(d.streams_busy(), 0) << "device " << d.index();
+      } else {
+        EXPECT_EQ(d.streams_total(), 0) << "device " << d.index();
+      }
+    }
+    weft::v1::Job job;
+    ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
+    absl::StatusOr<JobInfo> done = (*daemon)->job_manager()->WaitUntilTerminal(
+        job.id(), absl::Now() + absl::Seconds(20));
+    ASSERT_TRUE(done.ok());
+    EXPECT_EQ(done->state, JobState::kSucceeded);
+    (*daemon)->Stop();
+  }
 }
 
 TEST_F(DaemonTest, StopDrainsRunningJobsAndRejectsNewOnes) {

@@ -80,6 +80,13 @@ ABSL_FLAG(bool, arena_placement, true,
           "one arena per device taken from the memory pool once per job, so "
           "that buffers whose lifetimes do not overlap share device memory; "
           "false allocates every buffer by itself for the whole job.");
+ABSL_FLAG(bool, warm_up, true,
+          "Before serving, run one small job over every device (an upload, "
+          "two short kernels per device, copies between devices, a "
+          "download), so that the first client's job does not pay for "
+          "creating streams, events and memory blocks, or on CUDA for "
+          "loading the built-in kernels. Its work shows in the device "
+          "counters.");
 ABSL_FLAG(std::string, launch_mode, "auto",
           "How jobs whose options say LAUNCH_AUTO issue their device work: "
           "auto (CUDA graphs on GPUs, built once per graph shape and "
@@ -224,6 +231,7 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_memory_pool_max_cached_bytes);
   options.launch_mode = absl::GetFlag(FLAGS_launch_mode);
   options.arena_placement = absl::GetFlag(FLAGS_arena_placement);
+  options.warm_up = absl::GetFlag(FLAGS_warm_up);
   options.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
   options.max_running_jobs_per_tenant =
       absl::GetFlag(FLAGS_max_running_jobs_per_tenant);
