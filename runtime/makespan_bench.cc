@@ -67,7 +67,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -84,15 +83,13 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/peak_resident.h"
 #include "runtime/executor.h"
+#include "runtime/measured_run.h"
 #include "runtime/sim/sim_backend.h"
-#include "runtime/timed_job.h"
 #include "runtime/trace.h"
-#include "runtime/warm_up.h"
 #include "scheduler/benchmark_graphs.h"
 #include "scheduler/graph.h"
 #include "scheduler/planner.h"
@@ -167,160 +164,6 @@ scheduler::Graph RandomGraph(const Shape& shape) {
   }
   return scheduler::Graph(absl::StrCat("random", shape.seed),
                           std::move(buffers), std::move(nodes));
-}
-
-struct Measured {
-  // From the job's first piece of work to the end of its last, output
-  // downloads included; -1: the job failed.
-  double makespan_us = -1;
-  double last_node_us = 0;  // the end of the last graph node (or graph)
-  // Wall time from starting the job to its end being reported, as a
-  // daemon times a job (what `weftctl get` shows): as the first job of a
-  // fresh simulated machine warmed up as weftd's is, (paced) for the same
-  // job run again on that machine once the first has ended, as a daemon's
-  // long-lived executor runs it, and (paced) as the first job of a fresh
-  // machine not warmed up (weftd --warm_up=false).
-  double wall_us = 0;
-  double warm_wall_us = 0;
-  double cold_wall_us = 0;
-  uint64_t host_bytes = 0;  // materialised simulated memory at the end
-  // Each node's end in the trace, by NodeId (-1: no span of its own).
-  std::vector<double> node_end_us;
-};
-
-// Where a run parts from its plan: the node that ends earliest in the
-// plan's estimate among those whose traced end differs from it by more
-// than a nanosecond.
-std::string FirstDivergence(const scheduler::Graph& graph,
-                            const scheduler::Plan& plan,
-                            const Measured& measured) {
-  int first = -1;
-  int compared = 0;
-  for (int i = 0; i < static_cast<int>(plan.nodes.size()); ++i) {
-    const scheduler::NodeId node = plan.nodes[i].node;
-    if (i >= static_cast<int>(plan.estimates.size()) ||
-        node >= static_cast<int>(measured.node_end_us.size()) ||
-        measured.node_end_us[node] < 0) {
-      continue;
-    }
-    ++compared;
-    if (std::abs(measured.node_end_us[node] - plan.estimates[i].end_us) >
-            1e-3 &&
-        (first < 0 ||
-         plan.estimates[i].end_us < plan.estimates[first].end_us)) {
-      first = i;
-    }
-  }
-  if (compared == 0) {
-    return "no node has a span of its own (device graphs are traced per "
-           "graph): nothing to compare node by node";
-  }
-  if (first < 0) {
-    return "every node ends as estimated: the difference is in the copies "
-           "after them (downloads) or rounding";
-  }
-  const scheduler::PlannedNode& pn = plan.nodes[first];
-  const scheduler::NodeSpec& spec = graph.node(pn.node);
-  const scheduler::NodeEstimate& estimate = plan.estimates[first];
-  return absl::StrCat(
-      "first divergence: node ", spec.name, " (issue position ", first,
-      ", device ", pn.device, ", stream ", pn.stream, ", cost ", spec.cost_us,
-      " us, occupancy ", spec.occupancy, ") estimated ", estimate.start_us,
-      "..", estimate.end_us, " us (transfers ", estimate.transfer_us,
-      " us), traced end ", measured.node_end_us[pn.node], " us");
-}
-
-// A simulated machine matching the planner's model: the backend and an
-// executor over it.
-struct Machine {
-  std::unique_ptr<SimBackend> backend;
-  std::unique_ptr<Executor> executor;
-};
-
-// A fresh machine; `warm_up`: warmed up as weftd warms its executor at
-// start (warm_up.h), false: untouched.
-Machine MakeMachine(const scheduler::Topology& topology, int kernel_slots,
-                    bool paced, bool warm_up) {
-  SimBackend::Options sim;
-  sim.num_devices = topology.num_devices();
-  sim.bandwidth_gbps = topology.Matrix();
-  sim.max_concurrent_kernels = kernel_slots;
-  sim.time_scale = paced ? 1.0 : 0;
-  sim.memory_bytes = uint64_t{64} << 30;  // accounted only; see host_bytes
-  Machine machine;
-  machine.backend = SimBackend::Create(sim).value();
-  Executor::Options options;
-  options.backend = machine.backend.get();
-  machine.executor = Executor::Create(options).value();
-  if (warm_up) {
-    WarmUpOptions warm;
-    warm.planner.topology = topology;
-    warm.planner.max_concurrent_kernels = kernel_slots;
-    warm.planner.plan_memory = true;
-    const absl::Status status = WarmUp(*machine.executor, warm);
-    if (!status.ok()) {
-      std::fprintf(stderr, "warm-up failed: %s\n", status.ToString().c_str());
-    }
-  }
-  return machine;
-}
-
-// Runs `plan` on a fresh simulated machine, warmed up as weftd's is.
-// Paced (time_scale 1): simulated work takes its time in real time, as in
-// weftd; else as fast as the host can.
-Measured Execute(std::shared_ptr<const scheduler::Graph> graph,
-                 std::shared_ptr<const scheduler::Plan> plan,
-                 const scheduler::Topology& topology, int kernel_slots,
-                 bool paced = false, const std::string& trace_path = "") {
-  const Machine machine =
-      MakeMachine(topology, kernel_slots, paced, /*warm_up=*/true);
-  const char* mode = std::getenv("WEFT_BENCH_LAUNCH_MODE");
-  const bool graphs = mode != nullptr && std::string(mode) == "graphs";
-  JobOptions job_options;
-  job_options.launch_mode =
-      graphs ? LaunchMode::kDeviceGraphs : LaunchMode::kStreams;
-  // Runs the job once on `executor`: its wall time in us, -1 if it failed.
-  auto run = [&](Executor& executor, JobTrace* trace) {
-    return RunTimedJob(executor, graph, plan, job_options, trace);
-  };
-  JobTrace trace;
-  Measured measured;
-  measured.wall_us = run(*machine.executor, &trace);
-  if (measured.wall_us < 0) return Measured();
-  for (int d = 0; d < topology.num_devices(); ++d) {
-    measured.host_bytes += machine.backend->materialized_bytes(d);
-  }
-  if (paced) {
-    JobTrace again;
-    measured.warm_wall_us = run(*machine.executor, &again);
-    if (measured.warm_wall_us < 0) return Measured();
-    const Machine cold =
-        MakeMachine(topology, kernel_slots, paced, /*warm_up=*/false);
-    JobTrace first;
-    measured.cold_wall_us = run(*cold.executor, &first);
-    if (measured.cold_wall_us < 0) return Measured();
-  }
-  // The trace starts (0) at the job's first work, uploads included, and
-  // has a span for every piece of device work: nodes, uploads, copies
-  // between devices, fills and the output downloads that end the job.
-  double last = 0;
-  measured.node_end_us.assign(graph->num_nodes(), -1);
-  for (const TraceSpan& span : trace.spans) {
-    last = std::max(last, span.end_us);
-    if (span.node >= 0 || span.op == "graph") {
-      measured.last_node_us = std::max(measured.last_node_us, span.end_us);
-    }
-    if (span.node >= 0 && span.node < graph->num_nodes()) {
-      measured.node_end_us[span.node] = span.end_us;
-    }
-  }
-  measured.makespan_us = last;
-  if (!trace_path.empty()) {
-    std::ofstream out(trace_path);
-    out << ToTraceEventJson(trace);
-    if (!out) std::fprintf(stderr, "cannot write %s\n", trace_path.c_str());
-  }
-  return measured;
 }
 
 std::string PolicyName(scheduler::DevicePolicyKind kind) {
@@ -474,8 +317,9 @@ int RunRandomShapes() {
         continue;
       }
       auto shared = std::make_shared<const scheduler::Plan>(*std::move(plan));
-      const Measured measured =
-          Execute(graph, shared, topology, options.max_concurrent_kernels);
+      const MeasuredRun measured =
+          RunMeasured(graph, shared, topology, options.max_concurrent_kernels,
+                      /*paced=*/false, /*trace_path=*/"");
       if (measured.makespan_us < 0) return 1;
       const double ratio = measured.makespan_us / shared->estimated_makespan_us;
       summary.Add(shared->estimated_makespan_us, measured.makespan_us,
@@ -574,9 +418,9 @@ int RunScheduleCases(const Flags& flags) {
                                   absl::StrReplaceAll(c.name, {{" ", "_"}}),
                                   "_", devices, "dev.json");
       }
-      const Measured measured =
-          Execute(graph, shared, *options.topology,
-                  options.max_concurrent_kernels, flags.paced, trace_path);
+      const MeasuredRun measured =
+          RunMeasured(graph, shared, *options.topology,
+                      options.max_concurrent_kernels, flags.paced, trace_path);
       const double wall_s = absl::ToDoubleSeconds(absl::Now() - start);
       const uint64_t peak = PeakResidentBytes();
       max_peak = std::max(max_peak, peak);
