@@ -567,4 +567,35 @@ std::vector<BenchmarkCase> AllScheduleCases() {
   return cases;
 }
 
+std::vector<BenchmarkCase> WideScheduleCases() {
+  std::vector<BenchmarkCase> cases;
+  for (int nodes : {30, 100, 300, 600, 3000}) {
+    for (int width : {4, 8, 16, 32, 64}) {
+      if (width > nodes / 2) continue;
+      for (uint32_t seed : {11u, 12u, 13u}) {
+        BenchmarkCase c = RandomLayered(nodes, width, seed);
+        c.name = absl::StrCat("random ", nodes, "w", width, " seed ", seed);
+        cases.push_back(std::move(c));
+      }
+    }
+  }
+  for (int width : {2, 3, 8, 32, 128}) {
+    for (int length : {1, 2, 3, 8, 32}) {
+      if (width * length > 1024) continue;
+      cases.push_back(ForkJoin(width, length));
+    }
+  }
+  for (int scale : {kMinScale, kMaxScale}) {
+    for (int iterations : {1, 2, 10}) {
+      BenchmarkCase hits = B7Hits(scale, iterations);
+      hits.name = absl::StrCat(hits.name, " iter", iterations);
+      cases.push_back(std::move(hits));
+      BenchmarkCase cg = B9mCg(scale, iterations);
+      cg.name = absl::StrCat(cg.name, " iter", iterations);
+      cases.push_back(std::move(cg));
+    }
+  }
+  return cases;
+}
+
 }  // namespace weft::scheduler

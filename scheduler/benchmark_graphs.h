@@ -131,6 +131,15 @@ BenchmarkCase RandomLayered(int nodes, int width, uint32_t seed);
 // each). Under 100 cases, none over 5000 nodes; names are unique.
 std::vector<BenchmarkCase> AllScheduleCases();
 
+// A wider family of the same shapes at sizes, widths and seeds that
+// AllScheduleCases does not have, to check that what holds there holds
+// beyond it: random layered DAGs of 30 to 3000 nodes at widths 4 to 64
+// (three seeds each, none of AllScheduleCases'), fork/joins of widths 2
+// to 128 and lengths 1 to 32, and B7 and B9M at other iteration counts
+// ("B7 scale 1 iter2"). Names are unique and differ from
+// AllScheduleCases'.
+std::vector<BenchmarkCase> WideScheduleCases();
+
 }  // namespace weft::scheduler
 
 #endif  // WEFT_SCHEDULER_BENCHMARK_GRAPHS_H_

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/dependency_inference.h"
@@ -57,6 +58,23 @@ TEST(BenchmarkGraphsTest, AllCasesAreFewSmallAndUniquelyNamed) {
     multi_gpu += c.suite == Suite::kGrcudaMultiGpu;
   }
   EXPECT_EQ(multi_gpu, 5 * (kMaxScale - kMinScale + 1));
+}
+
+// The wide family is new ground: none of its graphs is one of
+// AllScheduleCases', and its names are unique.
+TEST(BenchmarkGraphsTest, WideCasesAreOthersAndUniquelyNamed) {
+  absl::flat_hash_set<std::string> names;
+  for (const BenchmarkCase& c : AllScheduleCases()) names.insert(c.name);
+  const std::vector<BenchmarkCase> wide = WideScheduleCases();
+  EXPECT_GE(wide.size(), 90u);
+  int random = 0;
+  for (const BenchmarkCase& c : wide) {
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate " << c.name;
+    EXPECT_GT(c.graph.num_nodes(), 0) << c.name;
+    EXPECT_LE(c.graph.num_nodes(), 5000) << c.name;
+    random += absl::StartsWith(c.name, "random ");
+  }
+  EXPECT_GE(random, 60);
 }
 
 TEST(BenchmarkGraphsTest, NodeCountsFollowGrcuda) {

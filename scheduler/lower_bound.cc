@@ -141,6 +141,39 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     }
   }
 
+  // Host data that device nodes use goes up before the first of them
+  // starts, over the devices' upload engines: a node starts no earlier
+  // than the uploads of everything it and its ancestors use could take
+  // over all those engines. Counted for up to 64 such buffers, the
+  // dearest, as a bit each: by node, the set its ancestors and it use
+  // and the sum of their uploads.
+  std::vector<BufferId> closure_buffers;
+  std::vector<int8_t> closure_bit;
+  std::vector<uint64_t> closure_set;
+  std::vector<double> closure_us;
+  if (transfers) {
+    for (BufferId b = 0; b < num_buffers; ++b) {
+      if (graph.has_initial_data(b)) closure_buffers.push_back(b);
+    }
+    if (closure_buffers.size() > 64) {
+      std::nth_element(closure_buffers.begin(), closure_buffers.begin() + 64,
+                       closure_buffers.end(), [&](BufferId a, BufferId b) {
+                         return upload_of(a) > upload_of(b);
+                       });
+      closure_buffers.resize(64);
+    }
+    // One buffer adds nothing to what each node's own uses give.
+    if (closure_buffers.size() < 2) closure_buffers.clear();
+  }
+  if (!closure_buffers.empty()) {
+    closure_bit.assign(num_buffers, -1);
+    for (size_t i = 0; i < closure_buffers.size(); ++i) {
+      closure_bit[closure_buffers[i]] = static_cast<int8_t>(i);
+    }
+    closure_set.assign(n, 0);
+    closure_us.assign(n, 0);
+  }
+
   // Forward: the earliest start of every node (its head).
   std::vector<double> head(n, 0);
   std::vector<uint8_t> uses_host_data(n, 0);
@@ -149,6 +182,34 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     double start = transfers ? sole_uploads[v] : 0;
     for (const NodeId p : dag.Preds(v)) {
       start = std::max(start, head[p] + std::max(graph.cost_us(p), 0.0));
+    }
+    if (!closure_buffers.empty()) {
+      // From the predecessor whose set weighs most, adding the others'.
+      uint64_t set = 0;
+      double us = 0;
+      for (const NodeId p : dag.Preds(v)) {
+        if (closure_us[p] > us) {
+          set = closure_set[p];
+          us = closure_us[p];
+        }
+      }
+      auto add = [&](uint64_t bits) {
+        bits &= ~set;
+        set |= bits;
+        for (; bits != 0; bits &= bits - 1) {
+          us += upload_of(closure_buffers[__builtin_ctzll(bits)]);
+        }
+      };
+      for (const NodeId p : dag.Preds(v)) add(closure_set[p]);
+      if (on_device(v)) {
+        for (const BufferUse& use : graph.Uses(v)) {
+          const int8_t bit = closure_bit[use.buffer];
+          if (bit >= 0) add(uint64_t{1} << bit);
+        }
+      }
+      closure_set[v] = set;
+      closure_us[v] = us;
+      start = std::max(start, us / lanes);
     }
     if (transfers && on_device(v)) {
       // Each device node that wrote what v uses last is on v's device, or

@@ -156,15 +156,18 @@ double LongKernelsBound(std::vector<LongKernel>& kernels, int devices) {
                      longer);
   }
   std::sort(kernels.begin(), kernels.begin() + keep, longer);
-  double least_head = kInf, least_tail = kInf, best = 0;
+  // The j + 1 that some device runs take at least the j + 1 shortest of
+  // the j x devices + 1 longest: a window of j + 1 in the sorted order.
+  double least_head = kInf, least_tail = kInf, best = 0, window = 0;
+  size_t window_start = 0;
   for (size_t i = 0; i < keep; ++i) {
     least_head = std::min(least_head, kernels[i].head);
     least_tail = std::min(least_tail, kernels[i].tail);
+    window += kernels[i].cost;
     if (i == 0 || i % devices != 0) continue;
     const size_t j = i / devices;
-    best = std::max(
-        best,
-        least_head + static_cast<double>(j + 1) * kernels[i].cost + least_tail);
+    while (window_start + j + 1 <= i) window -= kernels[window_start++].cost;
+    best = std::max(best, least_head + window + least_tail);
   }
   return best;
 }

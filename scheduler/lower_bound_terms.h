@@ -101,7 +101,8 @@ struct LongKernel {
 };
 
 // Among the j x devices + 1 longest kernels of `kernels`, some device runs
-// j + 1 one after another, between their least head and least tail. Looks
+// j + 1 one after another, between their least head and least tail: at
+// least the j + 1 shortest of them end to end. Looks
 // at the kLongKernelsPerDevice x devices + 1 longest only (the work term
 // is as strong beyond them); 0 for at most `devices` kernels. Reorders
 // `kernels`.

@@ -88,9 +88,18 @@ TEST(LowerBoundTermsTest, LongKernelsQueueOnTheBusiestDevice) {
   EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 2), 1 + 30 + 2);
   kernels.assign(2, LongKernel{10, 0, 0});
   EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 2), 0);
-  // Only the longest count for the j-th step.
+  // Only the longest count for the j-th step: of the three longest, some
+  // device runs two, at least the two shortest of them.
   kernels = {{50, 0, 0}, {10, 0, 0}, {40, 0, 0}};
-  EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 2), 20);
+  EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 2), 50);
+  kernels = {{877, 5, 3}, {464, 7, 1}, {732, 6, 2}};
+  EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 2), 5 + 464 + 732 + 1);
+  // Seven on three devices: some device runs three of them (j = 2), at
+  // least the three shortest; with j = 1, two of the four longest.
+  kernels = {{70, 0, 0}, {60, 0, 0}, {50, 0, 0}, {40, 0, 0},
+             {30, 0, 0}, {20, 0, 0}, {10, 0, 0}};
+  EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 3),
+                   std::max(10 + 20 + 30, 40 + 50));
 }
 
 }  // namespace

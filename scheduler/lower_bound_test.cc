@@ -238,8 +238,38 @@ TEST(LowerBoundTest, InputsMeetOnOneDevice) {
   Graph g("meet", std::move(buffers), std::move(nodes));
   EXPECT_NEAR(BoundOf(g, 2).critical_path_us, 1000 + 50 + 1e6 / 300e3 + 30,
               1e-9);
-  // With one device there is nothing to copy: both run there.
-  EXPECT_DOUBLE_EQ(BoundOf(g, 1).critical_path_us, 1000 + 100 + 30);
+  // With one device there is nothing to copy, but both inputs go up on
+  // its one upload engine before sum can start.
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).critical_path_us, 2000 + 30);
+}
+
+// A node waits for the uploads of everything its ancestors read, over all
+// the devices' upload engines together.
+TEST(LowerBoundTest, UploadsOfEverythingAboveANodeComeFirst) {
+  // Four host inputs of 1000 us each (25 MB at 25 GB/s), each read by one
+  // kernel; a chain joins them all before `last`.
+  std::vector<BufferSpec> buffers;
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 4; ++i) {
+    buffers.push_back(Buffer(absl::StrCat("in", i), 25, true));
+    buffers.push_back(Buffer(absl::StrCat("out", i), 1, false));
+  }
+  buffers.push_back(Buffer("res", 0, false, true));
+  for (int i = 0; i < 4; ++i) {
+    nodes.push_back(
+        Kernel(absl::StrCat("k", i), 10,
+               {{2 * i, Access::kRead}, {2 * i + 1, Access::kWrite}}));
+  }
+  std::vector<BufferUse> all;
+  for (int i = 0; i < 4; ++i) all.push_back({2 * i + 1, Access::kRead});
+  all.push_back({8, Access::kWrite});
+  nodes.push_back(Kernel("last", 5, all));
+  Graph g("closure", std::move(buffers), std::move(nodes));
+  // One device: 4000 us of uploads on its one engine, then `last`.
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).critical_path_us, 4000 + 5);
+  // Two devices: two engines, 2000 us each at least; each input's own
+  // kernel still waits 1000 us for it.
+  EXPECT_GE(BoundOf(g, 2).critical_path_us, 2000 + 5);
 }
 
 // Sixteen kernels read one host buffer on eight devices. Only the

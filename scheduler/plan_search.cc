@@ -28,6 +28,10 @@ constexpr int kMaxRankedNodes = 1 << 16;
 constexpr int kMaxSearchedNodes = 2048;
 constexpr int kSearchRounds = 256;
 constexpr int kSearchNodes = 32768;
+// A plan still above kGoodEnough of the bound is searched for again
+// without eager copies, with a quarter of the budget for orders.
+constexpr int kLazySearchShare = 4;
+constexpr int kMaxLazySearchNodes = 128;
 constexpr int64_t kMoveNodes = 4096;
 constexpr double kGoodEnough = 1.01;
 // The search over orders also stops after this many rounds in a row
@@ -262,18 +266,46 @@ absl::Status PlanSearch::Run(absl::FunctionRef<double()> lower_bound_us,
   if (ranked.times.makespan_us < chosen.times.makespan_us) {
     chosen = std::move(ranked);
   }
-  if (graph_.num_nodes() <= kMaxSearchedNodes) {
-    const double start = clock_.Now();
-    const double bound = lower_bound_us();
-    const double good_enough = kGoodEnough * bound;
-    profile_.bound_s += clock_.Now() - start;
-    WEFT_RETURN_IF_ERROR(
-        SearchOrders(good_enough, kCloseEnough * bound, chosen));
+  if (graph_.num_nodes() > kMaxSearchedNodes) {
+    return IssueBySimulatedStart(context_, chosen);
+  }
+  const double start = clock_.Now();
+  const double bound = lower_bound_us();
+  const double good_enough = kGoodEnough * bound;
+  profile_.bound_s += clock_.Now() - start;
+  // The search from `plan`, placing nodes as `base` says, with 1 /
+  // `budget_share` of the budget for orders.
+  auto search = [&](const DeviceContext& base, int budget_share,
+                    IssuePlan& plan) {
+    WEFT_RETURN_IF_ERROR(SearchOrders(base, good_enough, kCloseEnough * bound,
+                                      budget_share, plan));
     if (options_.num_devices > 1) {
-      WEFT_RETURN_IF_ERROR(ImproveByMoves(good_enough, chosen));
+      WEFT_RETURN_IF_ERROR(ImproveByMoves(base, good_enough, plan));
+    }
+    return IssueBySimulatedStart(base, plan);
+  };
+  WEFT_RETURN_IF_ERROR(search(context_, 1, chosen));
+  // Still short of the bound: the same search with each copy between
+  // devices made on its reader's stream once the reader's inputs are
+  // ready. Eager copies start data moving at once but take the copy
+  // engine in the order their writers end, which can hold back a copy
+  // that a node on the critical path waits for.
+  if (options_.num_devices > 1 && context_.eager_copies &&
+      graph_.num_nodes() <= kMaxLazySearchNodes &&
+      chosen.times.makespan_us > good_enough) {
+    DeviceContext lazy = context_;
+    lazy.eager_copies = false;
+    lazy.walk_order = &walk;
+    IssuePlan other;
+    WEFT_RETURN_IF_ERROR(
+        Place(Dag(*chosen.dag), lazy, /*issue_by_start=*/true, other));
+    lazy.walk_order = nullptr;
+    WEFT_RETURN_IF_ERROR(search(lazy, kLazySearchShare, other));
+    if (other.times.makespan_us < chosen.times.makespan_us) {
+      chosen = std::move(other);
     }
   }
-  return IssueBySimulatedStart(chosen);
+  return absl::OkStatus();
 }
 
 absl::Status PlanSearch::Place(Dag dag, const DeviceContext& context,
@@ -283,23 +315,26 @@ absl::Status PlanSearch::Place(Dag dag, const DeviceContext& context,
                   issue_by_start);
 }
 
-// Places the graph again in up to kSearchRounds orders, as many as place
-// kSearchNodes nodes in all, each by the best order's priorities so far
-// with every node's scaled by a factor drawn from 5% to 20% either side of
-// 1 (the same on every run), keeping each plan the cost model finishes
-// earlier, until one finishes by `good_enough` or, once the best finishes
-// by `close_enough`, kStallRounds rounds in a row find none better. List
-// scheduling by exact ranks packs one part of a graph onto every device before
-// the next and leaves gaps that a slightly different order fills; starting each
-// perturbation from the best order so far climbs where independent ones only
-// sample.
-absl::Status PlanSearch::SearchOrders(double good_enough, double close_enough,
+// Places the graph again in up to kSearchRounds / budget_share orders, as
+// many as place kSearchNodes / budget_share nodes in all, each by the best
+// order's priorities so far with every node's scaled by a factor drawn from 5%
+// to 20% either side of 1 (the same on every run), keeping each plan the cost
+// model finishes earlier, until one finishes by `good_enough` or, once the best
+// finishes by `close_enough`, kStallRounds rounds in a row find none better.
+// List scheduling by exact ranks packs one part of a graph onto every device
+// before the next and leaves gaps that a slightly different order fills;
+// starting each perturbation from the best order so far climbs where
+// independent ones only sample.
+absl::Status PlanSearch::SearchOrders(const DeviceContext& base,
+                                      double good_enough, double close_enough,
+                                      int budget_share,
                                       IssuePlan& chosen) const {
   const int n = graph_.num_nodes();
-  const int rounds = std::min(kSearchRounds, kSearchNodes / std::max(n, 1));
+  const int rounds = std::min(kSearchRounds / budget_share,
+                              kSearchNodes / budget_share / std::max(n, 1));
   std::vector<double> best(levels_.bottom_us), key(n);
   std::vector<NodeId> order;
-  DeviceContext context = context_;
+  DeviceContext context = base;
   context.walk_order = &order;
   int last_better = 0;
   // The orders placed since the chosen plan last changed: placing one
@@ -343,13 +378,14 @@ absl::Status PlanSearch::SearchOrders(double good_enough, double close_enough,
 // it meets it, and cannot see that, say, running a short kernel beside its
 // reader saves the copies that a later node waits for on a busy
 // device-to-device engine.
-absl::Status PlanSearch::ImproveByMoves(double good_enough,
+absl::Status PlanSearch::ImproveByMoves(const DeviceContext& base,
+                                        double good_enough,
                                         IssuePlan& chosen) const {
   const int n = graph_.num_nodes();
   std::vector<int> fixed(chosen.streams->device.begin(),
                          chosen.streams->device.end());
   std::vector<NodeId> walk;
-  DeviceContext context = context_;
+  DeviceContext context = base;
   context.fixed_devices = &fixed;
   context.walk_order = &walk;
   auto movable = [&](NodeId v) {
@@ -413,7 +449,8 @@ absl::Status PlanSearch::ImproveByMoves(double good_enough,
 // cannot book into a gap that has passed by the time the waiting node has
 // booked, so it runs such a plan later than estimated; issued by start,
 // every node books before those that start after it.
-absl::Status PlanSearch::IssueBySimulatedStart(IssuePlan& chosen) const {
+absl::Status PlanSearch::IssueBySimulatedStart(const DeviceContext& base,
+                                               IssuePlan& chosen) const {
   const std::vector<double>& start = chosen.times.start_us;
   const int n = chosen.dag->num_nodes();
   if (static_cast<int>(start.size()) != n ||
@@ -428,7 +465,7 @@ absl::Status PlanSearch::IssueBySimulatedStart(IssuePlan& chosen) const {
   const std::vector<NodeId> walk = dag.order;
   const std::vector<int> fixed(chosen.streams->device.begin(),
                                chosen.streams->device.end());
-  DeviceContext context = context_;
+  DeviceContext context = base;
   context.walk_order = &walk;
   context.fixed_devices = &fixed;
   IssuePlan reissued;

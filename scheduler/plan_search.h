@@ -93,10 +93,15 @@ class PlanSearch {
   // Places `dag` into `out` as `context` says, simulated.
   absl::Status Place(Dag dag, const DeviceContext& context, bool issue_by_start,
                      IssuePlan& out) const;
-  absl::Status SearchOrders(double good_enough, double close_enough,
+  // These place nodes as `base` says (eager copies or not), varying
+  // their order or devices.
+  absl::Status SearchOrders(const DeviceContext& base, double good_enough,
+                            double close_enough, int budget_share,
                             IssuePlan& chosen) const;
-  absl::Status ImproveByMoves(double good_enough, IssuePlan& chosen) const;
-  absl::Status IssueBySimulatedStart(IssuePlan& chosen) const;
+  absl::Status ImproveByMoves(const DeviceContext& base, double good_enough,
+                              IssuePlan& chosen) const;
+  absl::Status IssueBySimulatedStart(const DeviceContext& base,
+                                     IssuePlan& chosen) const;
 
   const Graph& graph_;
   const CostLevels& levels_;

@@ -43,6 +43,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/thread_time.h"
 #include "scheduler/benchmark_graphs.h"
 #include "scheduler/dependency_inference.h"
 #include "scheduler/device_policy.h"
@@ -64,6 +65,11 @@ struct Flags {
   bool csv = false;
   // Print the default plan of each case, node by node, instead.
   bool show = false;
+  // WideScheduleCases instead of AllScheduleCases, with the defaults only.
+  bool wide = false;
+  // Print the CPU time of each case's job plan instead (as weftd plans a
+  // job: no reasons, no estimate; best of three).
+  bool job_cost = false;
 };
 
 bool ParseDevices(absl::string_view list, std::vector<int>& devices) {
@@ -90,6 +96,10 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       flags.csv = true;
     } else if (arg == "--show") {
       flags.show = true;
+    } else if (arg == "--wide") {
+      flags.wide = true;
+    } else if (arg == "--job_cost") {
+      flags.job_cost = true;
     } else {
       return false;
     }
@@ -410,17 +420,62 @@ void ShowPlan(const BenchmarkCase& c, int devices) {
   }
 }
 
+// Each case's job plan on each device count, with the default options as
+// weftd plans a job (no reasons, no estimate): CPU seconds, the best of
+// three, the costliest cases and the total.
+void PrintJobCosts(const std::vector<BenchmarkCase>& cases,
+                   const Flags& flags) {
+  struct Cost {
+    double seconds;
+    std::string label;
+  };
+  std::vector<Cost> costs;
+  double total = 0;
+  for (const BenchmarkCase& c : cases) {
+    for (int devices : flags.devices) {
+      PlannerOptions options =
+          OptionsFor(Column{"default", std::nullopt}, devices);
+      options.explain = false;
+      options.simulate = false;
+      double best = 0;
+      for (int run = 0; run < 3; ++run) {
+        const double start = ThreadSeconds();
+        const absl::StatusOr<Plan> plan = PlanGraph(c.graph, options);
+        const double seconds = ThreadSeconds() - start;
+        if (!plan.ok()) {
+          std::fprintf(stderr, "%s, %d devices: %s\n", c.name.c_str(), devices,
+                       plan.status().ToString().c_str());
+          break;
+        }
+        best = run == 0 ? seconds : std::min(best, seconds);
+      }
+      total += best;
+      costs.push_back({best, c.name + " x" + std::to_string(devices)});
+    }
+  }
+  std::sort(costs.begin(), costs.end(),
+            [](const Cost& a, const Cost& b) { return a.seconds > b.seconds; });
+  std::printf("job plans, default options, CPU ms (best of three)\n");
+  for (size_t i = 0; i < costs.size() && i < 10; ++i) {
+    std::printf("%-28s %9.2f\n", costs[i].label.c_str(),
+                1e3 * costs[i].seconds);
+  }
+  std::printf("%zu job plans in %.3f s of CPU\n", costs.size(), total);
+}
+
 int Run(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, flags)) {
-    std::fprintf(stderr,
-                 "usage: schedule_quality_bench [--cases=SUBSTRING] "
-                 "[--devices=1,2,4,8] [--csv] [--show]\n");
+    std::fprintf(
+        stderr,
+        "usage: schedule_quality_bench [--cases=SUBSTRING] "
+        "[--devices=1,2,4,8] [--csv] [--show] [--wide] [--job_cost]\n");
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<BenchmarkCase> cases;
-  for (BenchmarkCase& c : AllScheduleCases()) {
+  for (BenchmarkCase& c :
+       flags.wide ? WideScheduleCases() : AllScheduleCases()) {
     if (absl::StrContains(c.name, flags.cases)) cases.push_back(std::move(c));
   }
   if (cases.empty()) {
@@ -433,7 +488,13 @@ int Run(int argc, char** argv) {
     }
     return 0;
   }
-  const std::vector<Column> columns = Columns();
+  if (flags.job_cost) {
+    PrintJobCosts(cases, flags);
+    return 0;
+  }
+  // The wide family is for the defaults; every policy on it takes long.
+  std::vector<Column> columns = Columns();
+  if (flags.wide) columns.resize(1);
   const Outcomes outcomes = PlanAll(cases, columns, flags);
   PrintRatios(cases, columns, flags, outcomes);
   PrintSummary(cases, columns, flags, outcomes);
