@@ -160,6 +160,21 @@ class DaemonTest : public ::testing::Test {
     *job = resp.job();
     return s;
   }
+
+  // Submits `graph` and waits up to 20 s for the job to end: its end, or
+  // why it did not.
+  static absl::StatusOr<JobInfo> RunToEnd(Daemon& daemon,
+                                          weft::v1::Scheduler::Stub* stub,
+                                          const weft::v1::Graph& graph) {
+    weft::v1::Job job;
+    const grpc::Status submitted = Submit(stub, graph, &job);
+    if (!submitted.ok()) {
+      return absl::UnknownError(
+          absl::StrCat("SubmitGraph: ", submitted.error_message()));
+    }
+    return daemon.job_manager()->WaitUntilTerminal(
+        job.id(), absl::Now() + absl::Seconds(20));
+  }
 };
 
 TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
@@ -189,11 +204,8 @@ TEST_F(DaemonTest, ServesTcpUnixHealthAndMetrics) {
 
   auto unix_channel = Channel(absl::StrCat("unix:", options.unix_socket));
   auto stub = weft::v1::Scheduler::NewStub(unix_channel);
-  weft::v1::Job job;
-  ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
-  absl::StatusOr<JobInfo> done = (*daemon)->job_manager()->WaitUntilTerminal(
-      job.id(), absl::Now() + absl::Seconds(20));
-  ASSERT_TRUE(done.ok());
+  absl::StatusOr<JobInfo> done = RunToEnd(**daemon, stub.get(), Spins(2, 10));
+  ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->state, JobState::kSucceeded);
 
   std::string metrics = HttpGet((*daemon)->metrics_port(), "/metrics");
@@ -254,11 +266,8 @@ TEST_F(DaemonTest, WarmsUpEveryDeviceBeforeServing) {
         EXPECT_EQ(d.streams_total(), 0) << "device " << d.index();
       }
     }
-    weft::v1::Job job;
-    ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
-    absl::StatusOr<JobInfo> done = (*daemon)->job_manager()->WaitUntilTerminal(
-        job.id(), absl::Now() + absl::Seconds(20));
-    ASSERT_TRUE(done.ok());
+    absl::StatusOr<JobInfo> done = RunToEnd(**daemon, stub.get(), Spins(2, 10));
+    ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->state, JobState::kSucceeded);
     (*daemon)->Stop();
   }
@@ -407,11 +416,8 @@ TEST_F(DaemonTest, ListDevicesAndTheStreamGaugeAgree) {
     }
   };
   check("idle, before any job");
-  weft::v1::Job job;
-  ASSERT_TRUE(Submit(stub.get(), Spins(4, 10), &job).ok());
-  absl::StatusOr<JobInfo> done = (*daemon)->job_manager()->WaitUntilTerminal(
-      job.id(), absl::Now() + absl::Seconds(20));
-  ASSERT_TRUE(done.ok());
+  absl::StatusOr<JobInfo> done = RunToEnd(**daemon, stub.get(), Spins(4, 10));
+  ASSERT_TRUE(done.ok()) << done.status();
   ASSERT_EQ(done->state, JobState::kSucceeded);
   check("idle, after a job");
   (*daemon)->Stop();
@@ -423,15 +429,11 @@ TEST_F(DaemonTest, TraceJobsFlagTurnsTracingOff) {
   auto daemon = Daemon::BuildAndStart(options);
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto stub = weft::v1::Scheduler::NewStub(Channel((*daemon)->target()));
-  weft::v1::Job job;
-  ASSERT_TRUE(Submit(stub.get(), Spins(2, 10), &job).ok());
-  ASSERT_TRUE((*daemon)
-                  ->job_manager()
-                  ->WaitUntilTerminal(job.id(), absl::Now() + absl::Seconds(20))
-                  .ok());
+  absl::StatusOr<JobInfo> done = RunToEnd(**daemon, stub.get(), Spins(2, 10));
+  ASSERT_TRUE(done.ok()) << done.status();
   grpc::ClientContext ctx;
   weft::v1::GetJobTraceRequest req;
-  req.set_job_id(job.id());
+  req.set_job_id(done->id);
   auto reader = stub->GetJobTrace(&ctx, req);
   weft::v1::GetJobTraceResponse chunk;
   EXPECT_FALSE(reader->Read(&chunk));
