@@ -141,6 +141,65 @@ double MeetBound(std::vector<Neighbour>& near, double slots) {
   return best;
 }
 
+namespace {
+
+// Whether `costs` (at most 16) fit on `devices` devices running each
+// device's one after another within `capacity`: a dynamic program over
+// subsets keeping, for each set placed, the fewest devices it fills and
+// the least load on the last of them.
+bool FitsOnDevices(const std::vector<double>& costs, int devices,
+                   double capacity) {
+  const int k = static_cast<int>(costs.size());
+  const uint32_t all = (uint32_t{1} << k) - 1;
+  struct Packed {
+    int bins;
+    double last;
+  };
+  constexpr int kNever = std::numeric_limits<int>::max();
+  std::vector<Packed> best(all + 1, Packed{kNever, 0});
+  best[0] = {1, 0};
+  for (uint32_t set = 0; set < all; ++set) {
+    const Packed p = best[set];
+    if (p.bins > devices) continue;
+    for (int i = 0; i < k; ++i) {
+      if (set & (uint32_t{1} << i)) continue;
+      Packed next = p;
+      if (p.last + costs[i] <= capacity) {
+        next.last += costs[i];
+      } else {
+        ++next.bins;
+        next.last = costs[i];
+      }
+      Packed& slot = best[set | (uint32_t{1} << i)];
+      if (next.bins < slot.bins ||
+          (next.bins == slot.bins && next.last < slot.last)) {
+        slot = next;
+      }
+    }
+  }
+  return best[all].bins <= devices;
+}
+
+}  // namespace
+
+double LongestKernelsPartitionUs(std::vector<double> costs, int devices) {
+  if (costs.empty() || devices < 1) return 0;
+  double sum = 0, most = 0;
+  for (const double c : costs) {
+    sum += c;
+    most = std::max(most, c);
+  }
+  // The least capacity known too small, and one known enough.
+  double low = std::max(most, sum / devices);
+  if (FitsOnDevices(costs, devices, low)) return low;
+  double high = sum;
+  for (int step = 0; step < 30 && high - low > 1e-6 * high; ++step) {
+    const double mid = 0.5 * (low + high);
+    (FitsOnDevices(costs, devices, mid) ? high : low) = mid;
+  }
+  return low;
+}
+
 double LongKernelsBound(std::vector<LongKernel>& kernels, int devices) {
   if (static_cast<int>(kernels.size()) <= devices) return 0;
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -168,6 +227,25 @@ double LongKernelsBound(std::vector<LongKernel>& kernels, int devices) {
     const size_t j = i / devices;
     while (window_start + j + 1 <= i) window -= kernels[window_start++].cost;
     best = std::max(best, least_head + window + least_tail);
+  }
+  // The few longest exactly: however they are spread over the devices,
+  // some device runs a share no smaller than the best split's largest,
+  // between their least head and least tail. Each prefix of them counts,
+  // the longest before a shorter one lowers the least head or tail.
+  const size_t few = std::min<size_t>(keep, kExactLongKernels);
+  std::vector<double> costs;
+  least_head = least_tail = kInf;
+  for (size_t i = 0; i < few; ++i) {
+    costs.push_back(kernels[i].cost);
+    least_head = std::min(least_head, kernels[i].head);
+    least_tail = std::min(least_tail, kernels[i].tail);
+    const bool last = i + 1 == few || kernels[i + 1].head < least_head ||
+                      kernels[i + 1].tail < least_tail;
+    if (costs.size() > static_cast<size_t>(devices) && last) {
+      best = std::max(
+          best,
+          least_head + LongestKernelsPartitionUs(costs, devices) + least_tail);
+    }
   }
   return best;
 }

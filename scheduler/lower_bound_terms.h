@@ -102,11 +102,21 @@ struct LongKernel {
 
 // Among the j x devices + 1 longest kernels of `kernels`, some device runs
 // j + 1 one after another, between their least head and least tail: at
-// least the j + 1 shortest of them end to end. Looks
-// at the kLongKernelsPerDevice x devices + 1 longest only (the work term
-// is as strong beyond them); 0 for at most `devices` kernels. Reorders
-// `kernels`.
+// least the j + 1 shortest of them end to end; and of the
+// kExactLongKernels longest, at least the best split's largest share.
+// Looks at the kLongKernelsPerDevice x devices + 1 longest only (the work
+// term is as strong beyond them); 0 for at most `devices` kernels.
+// Reorders `kernels`.
 double LongKernelsBound(std::vector<LongKernel>& kernels, int devices);
+
+// The longest kernels LongKernelsBound splits over the devices exactly.
+inline constexpr size_t kExactLongKernels = 8;
+
+// The least time in which `costs` (at most 16 kernels that never share a
+// device) can run over `devices` devices, each device's one after
+// another, without their heads and tails (the best split's largest share;
+// from below, to within a millionth).
+double LongestKernelsPartitionUs(std::vector<double> costs, int devices);
 
 }  // namespace weft::scheduler::bounds
 

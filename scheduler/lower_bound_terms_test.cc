@@ -95,11 +95,36 @@ TEST(LowerBoundTermsTest, LongKernelsQueueOnTheBusiestDevice) {
   kernels = {{877, 5, 3}, {464, 7, 1}, {732, 6, 2}};
   EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 2), 5 + 464 + 732 + 1);
   // Seven on three devices: some device runs three of them (j = 2), at
-  // least the three shortest; with j = 1, two of the four longest.
+  // least the three shortest; with j = 1, two of the four longest (90).
+  // Split exactly, the best takes 100 on some device ({70, 30}, {60, 40},
+  // {50, 20, 10}).
   kernels = {{70, 0, 0}, {60, 0, 0}, {50, 0, 0}, {40, 0, 0},
              {30, 0, 0}, {20, 0, 0}, {10, 0, 0}};
-  EXPECT_DOUBLE_EQ(LongKernelsBound(kernels, 3),
-                   std::max(10 + 20 + 30, 40 + 50));
+  EXPECT_NEAR(LongKernelsBound(kernels, 3), 100, 1e-4);
+}
+
+// However eight fork/join branches are spread over four devices, one runs
+// 1106.3 us of them: the four longest each need a device, and the four
+// shortest cannot join them all below that.
+TEST(LowerBoundTermsTest, LongestKernelsPartitionIsExact) {
+  const std::vector<double> branches = {725,   721.8, 707.5, 567.4,
+                                        459.8, 398.8, 279.8, 118.9};
+  EXPECT_NEAR(LongestKernelsPartitionUs(branches, 4), 707.5 + 398.8, 2e-3);
+  EXPECT_NEAR(LongestKernelsPartitionUs({877, 464.1, 732.2}, 2), 464.1 + 732.2,
+              2e-3);
+  // Enough devices: the longest alone.
+  EXPECT_DOUBLE_EQ(LongestKernelsPartitionUs({5, 4, 3}, 3), 5);
+  EXPECT_DOUBLE_EQ(LongestKernelsPartitionUs({3, 3, 3, 3}, 2), 6);
+  // Never above the best split: {9, 2}, {6, 5} take 11.
+  EXPECT_LE(LongestKernelsPartitionUs({9, 6, 5, 2}, 2), 11);
+  EXPECT_GT(LongestKernelsPartitionUs({9, 6, 5, 2}, 2), 11 - 1e-4);
+  std::vector<LongKernel> kernels;
+  for (double c : branches) kernels.push_back({c, 267.8, 267.8});
+  // With the root and the join, shorter and with less head and tail: the
+  // branches alone still count.
+  kernels.push_back({100, 167.8, 267.8});
+  kernels.push_back({100, 267.8, 167.8});
+  EXPECT_NEAR(LongKernelsBound(kernels, 4), 267.8 + 1106.3 + 267.8, 2e-3);
 }
 
 }  // namespace
