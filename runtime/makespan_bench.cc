@@ -38,7 +38,9 @@
 // simulated devices' host memory (host_MiB) and the process's peak
 // resident memory during the run (peak_MiB, Linux), and at the end
 // min / median / max and the worst deviation. --cases=SUBSTRING keeps the
-// cases whose name contains it; --all runs both sets. --paced runs the
+// cases whose name contains it; --all runs both sets; --wide runs the
+// cases of scheduler::WideScheduleCases() instead (graphs the schedule
+// cases do not include, as schedule_quality_bench --wide). --paced runs the
 // schedule cases on a paced clock (time_scale 1, as weftd's simulated
 // devices run) and also prints each job's wall time, from starting it to
 // its end being reported (the duration a daemon reports for the job),
@@ -223,6 +225,8 @@ struct Flags {
   // Where each schedule case's trace (its first run) is written, as
   // Chrome/Perfetto JSON; empty: nowhere.
   std::string trace_dir;
+  // The schedule cases of scheduler::WideScheduleCases() instead.
+  bool wide = false;
 };
 
 bool ParseFlags(int argc, char** argv, Flags& flags) {
@@ -234,6 +238,10 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
     } else if (arg == "--all") {
       flags.schedule_cases = true;
       flags.random_shapes = true;
+    } else if (arg == "--wide") {
+      flags.schedule_cases = true;
+      flags.random_shapes = false;
+      flags.wide = true;
     } else if (absl::ConsumePrefix(&arg, "--cases=")) {
       flags.cases = std::string(arg);
     } else if (absl::ConsumePrefix(&arg, "--devices=")) {
@@ -384,7 +392,9 @@ int RunScheduleCases(const Flags& flags) {
   uint64_t max_host = 0;
   uint64_t max_peak = 0;
   const absl::Time all_start = absl::Now();
-  for (scheduler::BenchmarkCase& c : scheduler::AllScheduleCases()) {
+  for (scheduler::BenchmarkCase& c : flags.wide
+                                         ? scheduler::WideScheduleCases()
+                                         : scheduler::AllScheduleCases()) {
     if (!absl::StrContains(c.name, flags.cases)) continue;
     const Staged staged = StagedBytes(c.graph);
     if (staged.total() > flags.max_staged_bytes) {
@@ -487,7 +497,7 @@ int Main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, flags)) {
     std::fprintf(stderr,
-                 "usage: makespan_bench [--schedule_cases | --all] "
+                 "usage: makespan_bench [--schedule_cases | --all | --wide] "
                  "[--cases=SUBSTRING] [--devices=1,2,4,8] "
                  "[--max_staged_mib=N] [--paced] [--trace_dir=DIR]\n");
     return 2;
