@@ -265,12 +265,14 @@ void Daemon::WarmUp(const CreatedBackend& created) {
   const absl::Time start = absl::Now();
   const absl::Status status = runtime::WarmUp(*executor_, warm_up);
   const absl::Duration took = absl::Now() - start;
+  const std::string ms =
+      absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(took));
   if (status.ok()) {
     Log(absl::StrCat("warmed up ", backend_->device_count(), " device(s) in ",
-                     absl::FormatDuration(took)));
+                     ms));
   } else {
-    Log(absl::StrCat("warm-up failed after ", absl::FormatDuration(took), ": ",
-                     status.ToString(), "; serving anyway"));
+    Log(absl::StrCat("warm-up failed after ", ms, ": ", status.ToString(),
+                     "; serving anyway"));
   }
 }
 
