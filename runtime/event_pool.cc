@@ -43,6 +43,15 @@ void EventPool::Release(EventHandle event) {
   --in_use_;
 }
 
+void EventPool::Release(absl::Span<const EventHandle> events) {
+  absl::MutexLock lock(&mu_);
+  for (const EventHandle event : events) {
+    if (event.value == 0) continue;
+    free_.push_back(event.value);
+    --in_use_;
+  }
+}
+
 int EventPool::in_use() const {
   absl::MutexLock lock(&mu_);
   return in_use_;

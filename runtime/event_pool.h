@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "runtime/backend.h"
 
 namespace weft::runtime {
@@ -41,6 +42,9 @@ class EventPool {
 
   absl::StatusOr<EventHandle> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
   void Release(EventHandle event) ABSL_LOCKS_EXCLUDED(mu_);
+  // Releases `events` in their order (so the last of them is handed out
+  // first), under one lock.
+  void Release(absl::Span<const EventHandle> events) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Events handed out and not yet released.
   int in_use() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -35,6 +35,22 @@ TEST(EventPoolTest, RecyclesLastInFirstOut) {
   EXPECT_EQ(backend->event_count(), 2);
 }
 
+// A batch goes back as if released one by one in its order.
+TEST(EventPoolTest, ReleasesABatchInItsOrder) {
+  auto backend = MakeBackend();
+  EventPool pool(backend.get(), 0);
+  const EventHandle a = pool.Acquire().value();
+  const EventHandle b = pool.Acquire().value();
+  const EventHandle c = pool.Acquire().value();
+  const EventHandle batch[] = {c, EventHandle{}, b, a};
+  pool.Release(batch);
+  EXPECT_EQ(pool.in_use(), 0);
+  EXPECT_EQ(pool.total(), 3);
+  EXPECT_EQ(pool.Acquire().value(), a);
+  EXPECT_EQ(pool.Acquire().value(), b);
+  EXPECT_EQ(pool.Acquire().value(), c);
+}
+
 TEST(EventPoolTest, RecycledEventWorks) {
   auto backend = MakeBackend();
   EventPool pool(backend.get(), 0);

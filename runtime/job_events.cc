@@ -1,5 +1,7 @@
 #include "runtime/job_events.h"
 
+#include <vector>
+
 #include "scheduler/status_macros.h"
 
 namespace weft::runtime {
@@ -31,8 +33,22 @@ absl::StatusOr<EventHandle> JobEvents::ForSignal(int event, int device) {
 void JobEvents::ReleaseAll() {
   // In reverse: the pools hand them out last in, first out, so the next
   // job of this shape takes the same events in the same order.
+  // Each pool's events go back together, under one lock (the order
+  // matters within a pool only): counted by pool, then laid out pool
+  // after pool, each in reverse.
+  std::vector<int> start(pools_.size() + 1, 0);
+  for (const auto& [event, pool] : held_) ++start[pool + 1];
+  for (size_t d = 0; d < pools_.size(); ++d) start[d + 1] += start[d];
+  std::vector<EventHandle> laid(held_.size());
+  std::vector<int> next(start.begin(), start.end() - 1);
   for (auto it = held_.rbegin(); it != held_.rend(); ++it) {
-    pools_[it->second]->Release(it->first);
+    laid[next[it->second]++] = it->first;
+  }
+  const absl::Span<const EventHandle> all(laid);
+  for (size_t d = 0; d < pools_.size(); ++d) {
+    if (start[d + 1] > start[d]) {
+      pools_[d]->Release(all.subspan(start[d], start[d + 1] - start[d]));
+    }
   }
   held_.clear();
 }
