@@ -36,11 +36,12 @@
 //     least end of its last writer);
 //   - host data in order: each host buffer crosses a host link before the
 //     first device node to use it starts (one of its users up to its first
-//     writer), and after that node the rest of the graph still takes its
-//     time: its path, the kernel work of it and its descendants over the
-//     devices, and the downloads of the outputs they write last, each
-//     after the work between that node and the output's writer. Over the
-//     upload engines, the buffer that comes up last among any set of them
+//     writer; the writer only where no device node reads the buffer before
+//     it, since it waits for those readers), and after that node the rest of
+//     the graph still takes its time: its path, the kernel work of it and its
+//     descendants over the devices, and the downloads of the outputs they write
+//     last, each after the work between that node and the output's writer. Over
+//     the upload engines, the buffer that comes up last among any set of them
 //     ends after the set's work, then its rest;
 //   - outputs in order: each download starts after its last writer ends,
 //     which is after the writer's path and after the kernel work of its

@@ -224,6 +224,29 @@ TEST(LowerBoundTest, LastUploadIsFollowedByTheWorkBelowIt) {
   EXPECT_NEAR(BoundOf(g, 2).uploads_us, 1000 + 10 + 1e6 / 300e3 + 100, 1e-9);
 }
 
+TEST(LowerBoundTest, HostDataRewrittenInPlaceComesUpForItsReader) {
+  // Each input is read and then rewritten in place: its reader, not its
+  // writer (which waits for the reader), is the first to use it, and the
+  // writer still runs after the reader once the data is up. Whichever
+  // input comes up second, 100 + 1 us of work follow it.
+  std::vector<BufferSpec> buffers = {
+      Buffer("x", 25, true), Buffer("y", 25, true), Buffer("a", 1, false),
+      Buffer("b", 1, false)};
+  std::vector<NodeSpec> nodes = {
+      Kernel("read_x", 100, {{0, Access::kRead}, {2, Access::kWrite}}),
+      Kernel("read_y", 100, {{1, Access::kRead}, {3, Access::kWrite}}),
+      Kernel("write_x", 1, {{0, Access::kWrite}}),
+      Kernel("write_y", 1, {{1, Access::kWrite}})};
+  Graph g("rewritten", std::move(buffers), std::move(nodes));
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).uploads_us, 2000 + 100 + 1);
+  EXPECT_DOUBLE_EQ(BoundOf(g, 1).bound_us, 2101);
+  PlannerOptions options;
+  options.num_devices = 1;
+  absl::StatusOr<Plan> plan = PlanGraph(g, options);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_DOUBLE_EQ(plan->estimated_makespan_us, 2101);
+}
+
 TEST(LowerBoundTest, InputsMeetOnOneDevice) {
   // sum uses what sx and sy wrote: on one device with both of them, or
   // after a copy from the other device.

@@ -193,8 +193,11 @@ void TransferOrderTerms(const Graph& graph, const Dag& dag,
 
   // Host data: each buffer crosses a host link before the first device
   // node to use it starts, which is one of its users up to its first
-  // writer (any device user, if a HOST node writes it first).
+  // writer (any device user, if a HOST node writes it first). The first
+  // writer comes after the device nodes that read the buffer before it,
+  // so it is the first only where none does.
   std::vector<double> delivery(num_buffers, kInf);
+  std::vector<uint8_t> read_before(num_buffers, 0);
   for (NodeId v = 0; v < n; ++v) {
     if (!on_device(v)) continue;
     for (const BufferUse& use : graph.Uses(v)) {
@@ -202,6 +205,8 @@ void TransferOrderTerms(const Graph& graph, const Dag& dag,
       if (!graph.has_initial_data(b)) continue;
       const NodeId fw = first_writer[b];
       if (fw >= 0 && v > fw && on_device(fw)) continue;
+      if (v == fw && read_before[b]) continue;
+      if (v != fw) read_before[b] = 1;
       delivery[b] = std::min(delivery[b], rest_of(v));
     }
   }

@@ -117,6 +117,133 @@ std::vector<NodeId> RankOrder(const CostLevels& levels, const Dag& dag) {
   return PriorityOrder(levels.bottom_us, dag);
 }
 
+// A topological order that takes next, among the nodes whose predecessors
+// are all taken, the one that can start first on its device in `device`
+// (by NodeId; negative: the host): after its predecessors' estimated ends
+// (each its start plus its cost) and after the uploads of the host data it
+// is the first to use on its device, queued on that device's upload
+// engine behind the uploads of the nodes taken before it. Ties go to the
+// higher rank, then program order: `levels.bottom_us`, where the last
+// writer of an output also counts the downloads of that output and of
+// those after it (outputs go down in buffer order, spread here over the
+// devices). Ranks alone take a node whose long upload finishes late
+// before one whose short upload lets it run while the long one is under
+// way; the device policy books uploads in the order it walks the nodes.
+std::vector<NodeId> EarliestStartOrder(const Graph& graph, const Dag& dag,
+                                       absl::Span<const int> device,
+                                       const CostLevels& levels,
+                                       const Topology& topology,
+                                       int num_devices) {
+  const int n = dag.num_nodes();
+  const int devices = std::max(num_devices, 1);
+  std::vector<double> ready_at(n, 0), end(n, 0), upload_free(devices, 0);
+  std::vector<uint8_t> written(graph.num_buffers(), 0);
+  // Ranks with the outputs' downloads in their order.
+  std::vector<double> rank(levels.bottom_us.begin(), levels.bottom_us.end());
+  {
+    std::vector<NodeId> last_writer(graph.num_buffers(), -1);
+    for (const NodeId v : dag.order) {
+      for (const BufferUse& use : graph.Uses(v)) {
+        if (Writes(use.access)) last_writer[use.buffer] = v;
+      }
+    }
+    std::vector<double> downloads_after(n, 0);
+    double after = 0;
+    for (BufferId b = graph.num_buffers() - 1; b >= 0; --b) {
+      const NodeId w = last_writer[b];
+      if (!graph.buffer(b).output || w < 0 || device[w] < 0) continue;
+      after += topology.TransferUs(graph.buffer_bytes(b), device[w],
+                                   Topology::kHost) /
+               devices;
+      downloads_after[w] = std::max(downloads_after[w], after);
+    }
+    for (auto it = dag.order.rbegin(); it != dag.order.rend(); ++it) {
+      const NodeId v = *it;
+      double tail = downloads_after[v];
+      for (const NodeId s : dag.Succs(v)) tail = std::max(tail, rank[s]);
+      rank[v] = std::max(rank[v], std::max(graph.cost_us(v), 0.0) + tail);
+    }
+  }
+  std::vector<uint8_t> uploaded(
+      static_cast<size_t>(graph.num_buffers()) * devices, 0);
+  // When v could start if taken now, its uploads queued now.
+  auto start_of = [&](NodeId v) {
+    const int d = device[v];
+    if (d < 0 || d >= devices) return ready_at[v];
+    double uploads = 0;
+    for (const BufferUse& use : graph.Uses(v)) {
+      const BufferId b = use.buffer;
+      if (written[b] || !graph.has_initial_data(b) ||
+          uploaded[static_cast<size_t>(b) * devices + d]) {
+        continue;
+      }
+      uploads += topology.TransferUs(graph.buffer_bytes(b), Topology::kHost, d);
+    }
+    return uploads > 0 ? std::max(ready_at[v], upload_free[d] + uploads)
+                       : ready_at[v];
+  };
+  // (start, rank, node): the earliest start first, then the highest rank,
+  // then the lowest node. Starts only grow as uploads queue, so an entry
+  // whose start has grown since it was pushed goes back in.
+  struct Entry {
+    double start, rank;
+    NodeId node;
+  };
+  auto later = [](const Entry& a, const Entry& b) {
+    if (a.start != b.start) return a.start > b.start;
+    if (a.rank != b.rank) return a.rank < b.rank;
+    return a.node > b.node;
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> ready(later);
+  std::vector<int32_t> waiting(n);
+  for (NodeId v = 0; v < n; ++v) {
+    waiting[v] = static_cast<int32_t>(dag.Preds(v).size());
+    if (waiting[v] == 0) ready.push({start_of(v), rank[v], v});
+  }
+  std::vector<NodeId> order;
+  order.reserve(n);
+  while (!ready.empty()) {
+    const Entry top = ready.top();
+    ready.pop();
+    const NodeId v = top.node;
+    const double start = start_of(v);
+    if (start > top.start) {
+      ready.push({start, top.rank, v});
+      continue;
+    }
+    order.push_back(v);
+    const int d = device[v];
+    for (const BufferUse& use : graph.Uses(v)) {
+      const BufferId b = use.buffer;
+      if (d >= 0 && d < devices && !written[b] && graph.has_initial_data(b)) {
+        uint8_t& up = uploaded[static_cast<size_t>(b) * devices + d];
+        if (!up) {
+          up = 1;
+          upload_free[d] +=
+              topology.TransferUs(graph.buffer_bytes(b), Topology::kHost, d);
+        }
+      }
+    }
+    for (const BufferUse& use : graph.Uses(v)) {
+      if (Writes(use.access)) written[use.buffer] = 1;
+    }
+    end[v] = start + std::max(graph.cost_us(v), 0.0);
+    for (const NodeId s : dag.Succs(v)) {
+      ready_at[s] = std::max(ready_at[s], end[v]);
+      if (--waiting[s] == 0) ready.push({start_of(s), rank[s], s});
+    }
+  }
+  return order;
+}
+
+// Whether some buffer comes with data from the host.
+bool UsesHostData(const Graph& graph) {
+  for (BufferId b = 0; b < graph.num_buffers(); ++b) {
+    if (graph.has_initial_data(b)) return true;
+  }
+  return false;
+}
+
 // A number in [0, 1) from (seed, v), the same on every machine.
 double UnitHash(uint64_t seed, uint64_t v) {
   uint64_t z = seed * 0x9e3779b97f4a7c15ULL + v + 0x632be59bd9b4e5ffULL;
@@ -284,6 +411,20 @@ absl::Status PlanSearch::Run(absl::FunctionRef<double()> lower_bound_us,
     }
     return IssueBySimulatedStart(base, plan);
   };
+  // Uploads queued by earliest start, placed by that walk.
+  if (chosen.times.makespan_us > good_enough && UsesHostData(graph_)) {
+    const std::vector<NodeId> by_start =
+        EarliestStartOrder(graph_, *chosen.dag, chosen.streams->device, levels_,
+                           topology_, options_.num_devices);
+    DeviceContext early = context_;
+    early.walk_order = &by_start;
+    IssuePlan other;
+    WEFT_RETURN_IF_ERROR(
+        Place(Dag(*chosen.dag), early, /*issue_by_start=*/true, other));
+    if (other.times.makespan_us < chosen.times.makespan_us) {
+      chosen = std::move(other);
+    }
+  }
   WEFT_RETURN_IF_ERROR(search(context_, 1, chosen));
   // Still short of the bound: the same search with each copy between
   // devices made on its reader's stream once the reader's inputs are

@@ -5,7 +5,9 @@
 // events and eager copies, and simulated on the cost model when asked.
 // PlanSearch improves the plan LOOKAHEAD_FINISH_TIME makes of a graph in
 // its submitted order: it also places the nodes by rank; on graphs of at
-// most kMaxSearchedNodes nodes it then searches perturbed orders
+// most kMaxSearchedNodes nodes it then places them by earliest start
+// (uploads queued in that order, EarliestStartOrder), searches perturbed
+// orders
 // (SearchOrders) and moves of nodes between devices (ImproveByMoves),
 // stopping within kGoodEnough of the lower bound; and it reissues the plan
 // it keeps in the order its simulation starts the nodes

@@ -168,9 +168,11 @@ TEST(ScheduleQualityTest, SearchFromTheBestOrderPacksRandomDags) {
 // Small random DAGs that the search with eager copies leaves short of the
 // bound: the search again with each crossing copy on its reader's stream
 // finishes them earlier (with eager copies alone: 1.146, 1.054 and 1.058).
+// The first also needs the walk by earliest start, which queues the
+// uploads a node can use soon before those it cannot (1.099 without).
 TEST(ScheduleQualityTest, PlansShortOfTheBoundAlsoTryCopiesOnTheReaders) {
   for (const auto& [nodes, width, seed, devices, most] :
-       {std::tuple{30, 8, 13u, 4, 1.10}, std::tuple{30, 8, 12u, 4, 1.05},
+       {std::tuple{30, 8, 13u, 4, 1.051}, std::tuple{30, 8, 12u, 4, 1.05},
         std::tuple{100, 32, 13u, 4, 1.05}}) {
     const BenchmarkCase c = RandomLayered(nodes, width, seed);
     const Plan plan = PlanDefault(c.graph, devices);
@@ -211,9 +213,14 @@ TEST(ScheduleQualityTest, UploadThenComputeShapesReachTheBound) {
       EXPECT_LE(Ratio(plan), 1.02) << c.name << " on " << devices;
     }
   }
-  // B7 on one device: four uploads, then the iterations, then two
-  // downloads, each stage after the one before.
-  EXPECT_LE(Ratio(PlanDefault(B7Hits(1).graph, 1)), 1.05);
+  // B7 on one device: the two matrices come up one after the other, then
+  // the iterations, then two downloads. The bound counts that each score
+  // vector comes up before its reader, not before the kernel that
+  // rewrites it later (1.05-1.06 at one and two iterations without).
+  for (int iterations : {1, 2, 5}) {
+    EXPECT_LE(Ratio(PlanDefault(B7Hits(1, iterations).graph, 1)), 1.01)
+        << iterations << " iterations";
+  }
 }
 
 TEST(ScheduleQualityTest, ForkJoinsBalanceTheirBranches) {
