@@ -567,12 +567,12 @@ std::vector<BenchmarkCase> AllScheduleCases() {
   return cases;
 }
 
-std::vector<BenchmarkCase> WideScheduleCases() {
+std::vector<BenchmarkCase> WideScheduleCases(absl::Span<const uint32_t> seeds) {
   std::vector<BenchmarkCase> cases;
   for (int nodes : {30, 100, 300, 600, 3000}) {
     for (int width : {4, 8, 16, 32, 64}) {
       if (width > nodes / 2) continue;
-      for (uint32_t seed : {11u, 12u, 13u}) {
+      for (uint32_t seed : seeds) {
         BenchmarkCase c = RandomLayered(nodes, width, seed);
         c.name = absl::StrCat("random ", nodes, "w", width, " seed ", seed);
         cases.push_back(std::move(c));

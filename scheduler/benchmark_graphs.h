@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "scheduler/graph.h"
 
 namespace weft::scheduler {
@@ -137,8 +138,11 @@ std::vector<BenchmarkCase> AllScheduleCases();
 // (three seeds each, none of AllScheduleCases'), fork/joins of widths 2
 // to 128 and lengths 1 to 32, and B7 and B9M at other iteration counts
 // ("B7 scale 1 iter2"). Names are unique and differ from
-// AllScheduleCases'.
-std::vector<BenchmarkCase> WideScheduleCases();
+// AllScheduleCases'. `seeds` replaces the random DAGs' seeds (none of
+// 1 to 3, which AllScheduleCases uses).
+inline constexpr uint32_t kWideSeeds[] = {11, 12, 13};
+std::vector<BenchmarkCase> WideScheduleCases(
+    absl::Span<const uint32_t> seeds = kWideSeeds);
 
 }  // namespace weft::scheduler
 

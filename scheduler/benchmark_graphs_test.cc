@@ -1,5 +1,6 @@
 #include "scheduler/benchmark_graphs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -75,6 +76,33 @@ TEST(BenchmarkGraphsTest, WideCasesAreOthersAndUniquelyNamed) {
     random += absl::StartsWith(c.name, "random ");
   }
   EXPECT_GE(random, 60);
+}
+
+// Other seeds give other random DAGs under their own names; the rest of
+// the family stays as it is.
+TEST(BenchmarkGraphsTest, WideCasesFromOtherSeeds) {
+  const std::vector<BenchmarkCase> own = WideScheduleCases();
+  const uint32_t seeds[] = {21, 22};
+  const std::vector<BenchmarkCase> other = WideScheduleCases(seeds);
+  absl::flat_hash_set<std::string> names;
+  for (const BenchmarkCase& c : own) names.insert(c.name);
+  int random = 0, shared = 0;
+  for (const BenchmarkCase& c : other) {
+    if (absl::StartsWith(c.name, "random ")) {
+      ++random;
+      EXPECT_TRUE(absl::StrContains(c.name, " seed 21") ||
+                  absl::StrContains(c.name, " seed 22"))
+          << c.name;
+      EXPECT_FALSE(names.contains(c.name)) << c.name;
+    } else {
+      shared += names.contains(c.name);
+    }
+  }
+  EXPECT_EQ(random * 3, 2 * static_cast<int>(std::count_if(
+                                own.begin(), own.end(), [](const auto& c) {
+                                  return absl::StartsWith(c.name, "random ");
+                                })));
+  EXPECT_EQ(shared, static_cast<int>(other.size()) - random);
 }
 
 TEST(BenchmarkGraphsTest, NodeCountsFollowGrcuda) {

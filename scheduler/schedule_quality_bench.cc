@@ -26,7 +26,9 @@
 //
 // --cases keeps the cases whose name contains SUBSTRING (e.g. "B9M");
 // --show prints the default plan of each case node by node instead;
-// --devices sets the device counts (speedups need 1 among them); --csv
+// --devices sets the device counts (speedups need 1 among them);
+// --seeds=21,22 builds the wide family's random DAGs from those seeds
+// (above 3) instead of its own, to measure on graphs never tuned on; --csv
 // prints the same figures as comma-separated rows tagged ratio, summary,
 // speedup and speedup_mean.
 #include <algorithm>
@@ -67,6 +69,8 @@ struct Flags {
   bool show = false;
   // WideScheduleCases instead of AllScheduleCases, with the defaults only.
   bool wide = false;
+  // The wide family's random DAGs from these seeds instead (implies wide).
+  std::vector<uint32_t> seeds;
   // Print the CPU time of each case's job plan instead (as weftd plans a
   // job: no reasons, no estimate; best of three).
   bool job_cost = false;
@@ -98,6 +102,14 @@ bool ParseFlags(int argc, char** argv, Flags& flags) {
       flags.show = true;
     } else if (arg == "--wide") {
       flags.wide = true;
+    } else if (absl::ConsumePrefix(&arg, "--seeds=")) {
+      flags.wide = true;
+      for (absl::string_view item : absl::StrSplit(arg, ',')) {
+        uint32_t seed = 0;
+        if (!absl::SimpleAtoi(item, &seed) || seed <= 3) return false;
+        flags.seeds.push_back(seed);
+      }
+      if (flags.seeds.empty()) return false;
     } else if (arg == "--job_cost") {
       flags.job_cost = true;
     } else {
@@ -469,13 +481,16 @@ int Run(int argc, char** argv) {
     std::fprintf(
         stderr,
         "usage: schedule_quality_bench [--cases=SUBSTRING] "
-        "[--devices=1,2,4,8] [--csv] [--show] [--wide] [--job_cost]\n");
+        "[--devices=1,2,4,8] [--csv] [--show] [--wide] [--seeds=S,S,...] "
+        "[--job_cost]\n");
     return 2;
   }
   const auto start = std::chrono::steady_clock::now();
   std::vector<BenchmarkCase> cases;
   for (BenchmarkCase& c :
-       flags.wide ? WideScheduleCases() : AllScheduleCases()) {
+       flags.wide ? (flags.seeds.empty() ? WideScheduleCases()
+                                         : WideScheduleCases(flags.seeds))
+                  : AllScheduleCases()) {
     if (absl::StrContains(c.name, flags.cases)) cases.push_back(std::move(c));
   }
   if (cases.empty()) {
