@@ -16,9 +16,11 @@
 //      them no worse than its overall choice.
 //
 // After each placement the walk updates a plan-time model of the machine
-// (PlacementState): where each buffer is up to date (data_location.h), the
-// streams this job has opened per device, and when each device's kernel
-// slots and copy engines free up.
+// (PlacementState): where each buffer is up to date (data_location.h) and,
+// where a transfer brought it, from when (a node using it there, or
+// copying it from there, waits for that), the streams this job has opened
+// per device, and when each device's kernel slots and copy engines free
+// up.
 //
 // The policies follow GrCUDA's DeviceSelectionPolicy rules. Candidates are
 // sorted by device id and every "first wins" tie goes to the lowest id.
@@ -78,6 +80,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -291,6 +294,9 @@ class PlacementState {
   // use from the job's start); by device: when its upload stream is free.
   std::vector<uint8_t> used_;
   std::vector<double> upload_stream_;
+  // By (buffer, device), for data a transfer brought there: when it
+  // arrived. A later user there, or a copy from there, waits for it.
+  absl::flat_hash_map<int64_t, double> arrival_;
   // The ready time of the last node asked about (its predecessors'
   // latest estimated finish), which every device's estimate shares.
   mutable NodeId ready_node_ = -1;

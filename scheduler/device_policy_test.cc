@@ -358,6 +358,45 @@ TEST(MinFinishTimePolicyTest, KernelsShareADeviceByOccupancy) {
               ElementsAre(0, 1));
 }
 
+// Host data one node brought to a device is there only once its upload
+// ends: another node using it there, or copying it from there, waits for
+// that, as the executor does.
+TEST(MinFinishTimePolicyTest, DataBroughtByAnotherNodeIsThereOnceItArrives) {
+  auto graph = [](int b_device) {
+    std::vector<BufferSpec> buffers(3);
+    buffers[0].name = "x";
+    buffers[0].size_bytes = 25000000;  // 1000 us up at 25 GB/s
+    buffers[0].init = BufferSpec::Init::kData;
+    buffers[0].data = "x";
+    buffers[1].name = "ya";
+    buffers[2].name = "yb";
+    std::vector<NodeSpec> nodes(2);
+    for (int i = 0; i < 2; ++i) {
+      nodes[i].name = i == 0 ? "a" : "b";
+      nodes[i].op = "spin";
+      nodes[i].cost_us = 10;
+      nodes[i].args = {BufferUse{0, Access::kRead},
+                       BufferUse{1 + i, Access::kWrite}};
+    }
+    nodes[0].device = 0;
+    nodes[1].device = b_device;
+    return Graph("shared_input", std::move(buffers), std::move(nodes));
+  };
+  for (const DevicePolicyKind kind : {DevicePolicyKind::kMinFinishTime,
+                                      DevicePolicyKind::kLookaheadFinishTime}) {
+    // Both on device 0: b runs after the upload, after a.
+    DeviceAssignment same = Place(graph(0), kind, Devices(2));
+    ASSERT_EQ(same.start_us.size(), 2u);
+    EXPECT_DOUBLE_EQ(same.start_us[0], 1000);
+    EXPECT_DOUBLE_EQ(same.start_us[1], 1010);
+    // b on device 1 copies x from device 0 once it is there (83.3 us over
+    // a 300 GB/s link).
+    DeviceAssignment other = Place(graph(1), kind, Devices(2));
+    ASSERT_EQ(other.start_us.size(), 2u);
+    EXPECT_NEAR(other.start_us[1], 1000 + 25e6 / 300e3, 1e-6);
+  }
+}
+
 TEST(DevicePolicyTest, PinsAndLabelsBindEveryPolicy) {
   GraphMaker m;
   m.Buffer("x", 1000);

@@ -104,9 +104,17 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
                             graph_.engine(v) != Engine::kCopy &&
                             EagerCopiesReach(v);
   const absl::Span<const BufferUse> uses = graph_.Uses(v);
+  const int devices = context_.num_devices;
+  auto arrival = [&](BufferId b, int at) {
+    const auto it = arrival_.find(int64_t{b} * devices + at);
+    return it == arrival_.end() ? 0.0 : it->second;
+  };
   for (size_t i = 0; i < uses.size(); ++i) {
     const BufferId b = uses[i].buffer;
-    if (locations_.OnDevice(b, device)) continue;
+    if (locations_.OnDevice(b, device)) {
+      t = std::max(t, arrival(b, device));
+      continue;
+    }
     // A buffer used twice moves once (nodes have few arguments).
     bool seen = false;
     for (size_t j = 0; j < i; ++j) seen |= uses[j].buffer == b;
@@ -115,17 +123,23 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     const uint64_t bytes = graph_.buffer_bytes(b);
     bool from_host = true;
     double us = 0;
+    // When the data is there to leave (a device it came to by a
+    // transfer; the host from the start).
+    double source_ready = 0;
     if (!written_[b] && !graph_.has_initial_data(b)) {
       continue;  // initial zeros or fill: created in place
     }
     if ((mask & ~DataLocations::kHostBit) != 0) {
-      // From the fastest device holding it (or the host, if faster).
+      // From the fastest device holding it (or the host, if faster), as
+      // the executor copies it from where its latest version went first,
+      // once it is there.
       us = kInfinity;
       ForEachMemory(mask, [&](int from) {
         const double x = topology_.TransferUs(bytes, from, device);
         if (x < us) {
           us = x;
           from_host = from == Topology::kHost;
+          source_ready = from_host ? 0 : arrival(b, from);
         }
       });
     } else {
@@ -142,7 +156,10 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     // The node's eager copies share the device's copy engine: each after
     // the one before (an estimate books none of them).
     double eager_from = std::max(written_at_[b], eager_end);
-    double& from = prefetched ? upload_stream_[device] : eager ? eager_from : t;
+    double lazy_from = std::max(t, source_ready);
+    double& from = prefetched ? upload_stream_[device]
+                   : eager    ? eager_from
+                              : lazy_from;
     const double start = book ? engine.Book(from, us, copy_units_)
                               : engine.EarliestStart(from, us, copy_units_);
     if (prefetched) {
@@ -154,6 +171,7 @@ double PlacementState::Transfers(NodeId v, int device, double ready,
     } else {
       t = start + us;
     }
+    if (book) arrival_[int64_t{b} * devices + device] = start + us;
   }
   return t;
 }
@@ -232,6 +250,8 @@ void PlacementState::Place(NodeId v, int device) {
       if (Writes(use.access)) {
         written_[use.buffer] = 1;
         written_at_[use.buffer] = device_node ? finish_[v] : -1;
+        // The new version's readers follow v.
+        arrival_.erase(int64_t{use.buffer} * context_.num_devices + device);
       }
       used_[use.buffer] = 1;
     }

@@ -21,12 +21,12 @@ namespace {
 constexpr int kMaxRankedNodes = 1 << 16;
 // Then, on graphs of at most kMaxSearchedNodes nodes, up to kSearchRounds
 // orders by perturbed ranks (SearchOrders), as many as place at most
-// kSearchNodes nodes in all: 256 on graphs of up to 128 nodes, 32 at
-// 1,024, 16 at 2,048; then nodes move to other devices (ImproveByMoves),
-// placing at most kMoveNodes nodes in all. Both stop once the plan is
-// within kGoodEnough of the lower bound.
+// kSearchNodes nodes in all: 1,024 on graphs of up to 32 nodes, 256 at
+// 128, 32 at 1,024, 16 at 2,048; then nodes move to other devices
+// (ImproveByMoves), placing at most kMoveNodes nodes in all. Both stop once the
+// plan is within kGoodEnough of the lower bound.
 constexpr int kMaxSearchedNodes = 2048;
-constexpr int kSearchRounds = 256;
+constexpr int kSearchRounds = 1024;
 constexpr int kSearchNodes = 32768;
 // A plan still above kGoodEnough of the bound is searched for again
 // without eager copies, with a quarter of the budget for orders.
