@@ -363,21 +363,13 @@ TEST(MinFinishTimePolicyTest, KernelsShareADeviceByOccupancy) {
 // that, as the executor does.
 TEST(MinFinishTimePolicyTest, DataBroughtByAnotherNodeIsThereOnceItArrives) {
   auto graph = [](int b_device) {
-    std::vector<BufferSpec> buffers(3);
-    buffers[0].name = "x";
-    buffers[0].size_bytes = 25000000;  // 1000 us up at 25 GB/s
-    buffers[0].init = BufferSpec::Init::kData;
-    buffers[0].data = "x";
-    buffers[1].name = "ya";
-    buffers[2].name = "yb";
-    std::vector<NodeSpec> nodes(2);
-    for (int i = 0; i < 2; ++i) {
-      nodes[i].name = i == 0 ? "a" : "b";
-      nodes[i].op = "spin";
-      nodes[i].cost_us = 10;
-      nodes[i].args = {BufferUse{0, Access::kRead},
-                       BufferUse{1 + i, Access::kWrite}};
-    }
+    // x: 1000 us up at 25 GB/s.
+    std::vector<BufferSpec> buffers = {testing::Buffer("x", 25, true),
+                                       testing::Buffer("ya", 1, false),
+                                       testing::Buffer("yb", 1, false)};
+    std::vector<NodeSpec> nodes = {
+        testing::Kernel("a", 10, {{0, Access::kRead}, {1, Access::kWrite}}),
+        testing::Kernel("b", 10, {{0, Access::kRead}, {2, Access::kWrite}})};
     nodes[0].device = 0;
     nodes[1].device = b_device;
     return Graph("shared_input", std::move(buffers), std::move(nodes));

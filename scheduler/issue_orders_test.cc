@@ -12,37 +12,15 @@
 namespace weft::scheduler {
 namespace {
 
+using testing::Buffer;
 using ::testing::ElementsAre;
 using testing::GraphMaker;
+using testing::Kernel;
 
 Dag DagOf(const Graph& g) {
   absl::StatusOr<Dag> dag = InferDependencies(g);
   EXPECT_TRUE(dag.ok()) << dag.status();
   return std::move(dag).value();
-}
-
-// A buffer of `mb` MB: 40 us a MB over a 25 GB/s host link.
-BufferSpec Buffer(const std::string& name, double mb, bool host_data,
-                  bool output = false) {
-  BufferSpec b;
-  b.name = name;
-  b.size_bytes = static_cast<uint64_t>(mb * 1e6);
-  if (host_data) {
-    b.init = BufferSpec::Init::kData;
-    b.data = "x";
-  }
-  b.output = output;
-  return b;
-}
-
-NodeSpec Kernel(const std::string& name, double cost,
-                std::vector<BufferUse> args) {
-  NodeSpec n;
-  n.name = name;
-  n.op = "spin";
-  n.cost_us = cost;
-  for (const BufferUse& use : args) n.args.push_back(use);
-  return n;
 }
 
 TEST(IssueOrdersTest, PriorityOrderTakesTheHighestReadyKey) {

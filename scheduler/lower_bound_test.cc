@@ -16,7 +16,9 @@
 namespace weft::scheduler {
 namespace {
 
+using testing::Buffer;
 using testing::GraphMaker;
+using testing::Kernel;
 
 LowerBoundTerms BoundOf(const Graph& g, int devices) {
   absl::StatusOr<Dag> dag = InferDependencies(g);
@@ -163,30 +165,6 @@ TEST(LowerBoundTest, HostDataMustComeUp) {
   // Two devices: both inputs still go up to the device of their only
   // user, on its one upload stream.
   EXPECT_DOUBLE_EQ(BoundOf(g, 2).critical_path_us, 200 + 10 + 100);
-}
-
-// A buffer of `mb` MB (40 us a MB over a 25 GB/s host link).
-BufferSpec Buffer(const std::string& name, uint64_t mb, bool host_data,
-                  bool output = false) {
-  BufferSpec b;
-  b.name = name;
-  b.size_bytes = mb * 1000000;
-  if (host_data) {
-    b.init = BufferSpec::Init::kData;
-    b.data = "x";
-  }
-  b.output = output;
-  return b;
-}
-
-NodeSpec Kernel(const std::string& name, double cost,
-                std::vector<BufferUse> args) {
-  NodeSpec n;
-  n.name = name;
-  n.op = "spin";
-  n.cost_us = cost;
-  for (const BufferUse& use : args) n.args.push_back(use);
-  return n;
 }
 
 TEST(LowerBoundTest, LastUploadIsFollowedByItsUsersChain) {

@@ -92,4 +92,27 @@ std::vector<std::string> DepNames(const Graph& graph, const Dag& dag,
   return Names(graph, dag.Preds(graph.FindNode(name)));
 }
 
+BufferSpec Buffer(const std::string& name, double mb, bool host_data,
+                  bool output) {
+  BufferSpec b;
+  b.name = name;
+  b.size_bytes = static_cast<uint64_t>(mb * 1e6);
+  if (host_data) {
+    b.init = BufferSpec::Init::kData;
+    b.data = "x";
+  }
+  b.output = output;
+  return b;
+}
+
+NodeSpec Kernel(const std::string& name, double cost,
+                const std::vector<BufferUse>& args) {
+  NodeSpec n;
+  n.name = name;
+  n.op = "spin";
+  n.cost_us = cost;
+  for (const BufferUse& use : args) n.args.push_back(use);
+  return n;
+}
+
 }  // namespace weft::scheduler::testing

@@ -48,6 +48,15 @@ class GraphMaker {
   std::vector<PendingNode> nodes_;
 };
 
+// A buffer of `mb` MB (40 us a MB over a 25 GB/s host link), with host
+// data or not, an output or not, for graphs whose transfers matter.
+BufferSpec Buffer(const std::string& name, double mb, bool host_data,
+                  bool output = false);
+
+// A "spin" COMPUTE node of `cost` us using `args` in order.
+NodeSpec Kernel(const std::string& name, double cost,
+                const std::vector<BufferUse>& args);
+
 // Names of `ids`, in the given order.
 std::vector<std::string> Names(const Graph& graph,
                                absl::Span<const NodeId> ids);
