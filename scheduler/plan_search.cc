@@ -317,12 +317,15 @@ absl::Status PlanSearch::SearchOrders(const DeviceContext& base,
 
 // Moves nodes of `chosen` to other devices, each alone and then with each
 // of its predecessors on its device (a writer and its reader, where either
-// alone would add a crossing), keeping each move after which the cost
-// model finishes the plan earlier (every other node stays on its device;
-// the walk places them in `chosen`'s issue order and issues them by
-// estimated start), until a pass over every node finds none, the moves
-// have placed kMoveNodes nodes in all or the plan finishes by
-// `good_enough`. List scheduling places a node where it finishes first as
+// alone would add a crossing), or, where none of those finishes earlier,
+// swaps it with the node of another device nearest to it in issue order
+// (neither its predecessor nor its successor), keeping each move after
+// which the cost model finishes the plan earlier (every other node stays
+// on its device; the walk places them in `chosen`'s issue order and issues
+// them by estimated start), until a pass over every node finds none, the
+// moves have placed kMoveNodes nodes in all or the plan finishes by
+// `good_enough`. A swap keeps both devices' load where a move alone would
+// pile work on one. List scheduling places a node where it finishes first as
 // it meets it, and cannot see that, say, running a short kernel beside its
 // reader saves the copies that a later node waits for on a busy
 // device-to-device engine.
@@ -383,6 +386,48 @@ absl::Status PlanSearch::ImproveByMoves(const DeviceContext& base,
           WEFT_RETURN_IF_ERROR(try_move(d, moved));
         }
         if (moved) break;
+        if (k == static_cast<int>(preds.size()) - 1) {
+          // Nothing moved: v swaps devices with the node of each other
+          // device nearest to it in issue order that it does not touch.
+          std::vector<int32_t> pos(n);
+          for (int i = 0; i < n; ++i) pos[chosen.dag->order[i]] = i;
+          const int home = fixed[v];
+          for (int d = 0; d < options_.num_devices && !moved; ++d) {
+            if (d == home) continue;
+            NodeId partner = -1;
+            int nearest = n + 1;
+            for (NodeId u = 0; u < n; ++u) {
+              if (fixed[u] != d || !movable(u)) continue;
+              const auto p = chosen.dag->Preds(v), q = chosen.dag->Succs(v);
+              if (std::find(p.begin(), p.end(), u) != p.end() ||
+                  std::find(q.begin(), q.end(), u) != q.end()) {
+                continue;
+              }
+              const int gap = std::abs(pos[u] - pos[v]);
+              if (gap < nearest) {
+                nearest = gap;
+                partner = u;
+              }
+            }
+            if (partner < 0) continue;
+            if (budget < n || chosen.times.makespan_us <= good_enough) {
+              return absl::OkStatus();
+            }
+            fixed[v] = d;
+            fixed[partner] = home;
+            budget -= n;
+            IssuePlan candidate;
+            WEFT_RETURN_IF_ERROR(Place(Dag(*chosen.dag), context,
+                                       /*issue_by_start=*/true, candidate));
+            if (candidate.times.makespan_us < chosen.times.makespan_us) {
+              chosen = std::move(candidate);
+              moved = improved = true;
+            } else {
+              fixed[v] = home;
+              fixed[partner] = d;
+            }
+          }
+        }
       }
     }
   }

@@ -180,6 +180,14 @@ TEST(ScheduleQualityTest, PlansShortOfTheBoundAlsoTryCopiesOnTheReaders) {
   }
 }
 
+// A random DAG on 4 devices where no node gains by moving alone or with
+// a predecessor: swapping a node with the nearest node of another device
+// balances them (1.132 without swaps).
+TEST(ScheduleQualityTest, SwapsBalanceWhereNoSingleMoveDoes) {
+  const BenchmarkCase c = RandomLayered(30, 8, 21);
+  EXPECT_LE(Ratio(PlanDefault(c.graph, 4)), 1.09);
+}
+
 // A device whose clock runs in real time books each unit's work in issue
 // order and cannot go back to a gap that has passed: a plan it can follow
 // issues each device's kernels in the order they start. Searched, random
