@@ -344,12 +344,15 @@ absl::Status PlanSearch::ImproveByMoves(const DeviceContext& base,
   };
   int64_t budget = kMoveNodes;
   bool improved = true;
-  // Moves `group` (on one device) to device d; keeps the move if the plan
-  // finishes earlier.
-  std::vector<NodeId> group;
-  auto try_move = [&](int d, bool& moved) -> absl::Status {
-    const int home = fixed[group[0]];
-    for (const NodeId u : group) fixed[u] = d;
+  // Puts each node of `to` on its device; keeps that if the plan finishes
+  // earlier, else puts them back.
+  std::vector<std::pair<NodeId, int>> to, from;
+  auto try_assign = [&](bool& moved) -> absl::Status {
+    from.clear();
+    for (const auto& [u, d] : to) {
+      from.emplace_back(u, fixed[u]);
+      fixed[u] = d;
+    }
     budget -= n;
     IssuePlan candidate;
     WEFT_RETURN_IF_ERROR(
@@ -358,76 +361,62 @@ absl::Status PlanSearch::ImproveByMoves(const DeviceContext& base,
       chosen = std::move(candidate);
       moved = improved = true;
     } else {
-      for (const NodeId u : group) fixed[u] = home;
+      for (const auto& [u, d] : from) fixed[u] = d;
     }
     return absl::OkStatus();
   };
+  auto out_of_budget = [&] {
+    return budget < n || chosen.times.makespan_us <= good_enough;
+  };
+  std::vector<int32_t> pos(n);  // issue positions as the pass began
   while (improved && budget >= n && chosen.times.makespan_us > good_enough) {
     improved = false;
     walk = chosen.dag->order;
+    for (int i = 0; i < n; ++i) pos[walk[i]] = i;
     for (const NodeId v : walk) {
       if (!movable(v)) continue;
+      const int home = fixed[v];
       // The node alone, then with each predecessor on its device.
+      // Copies: a kept move replaces chosen's DAG.
       const std::vector<NodeId> preds(chosen.dag->Preds(v).begin(),
                                       chosen.dag->Preds(v).end());
-      for (int k = -1; k < static_cast<int>(preds.size()); ++k) {
-        group.assign(1, v);
-        if (k >= 0) {
-          if (!movable(preds[k]) || fixed[preds[k]] != fixed[v]) continue;
-          group.push_back(preds[k]);
+      const std::vector<NodeId> succs(chosen.dag->Succs(v).begin(),
+                                      chosen.dag->Succs(v).end());
+      bool moved = false;
+      for (int k = -1; k < static_cast<int>(preds.size()) && !moved; ++k) {
+        if (k >= 0 && (!movable(preds[k]) || fixed[preds[k]] != home)) {
+          continue;
         }
-        bool moved = false;
-        const int home = fixed[v];
         for (int d = 0; d < options_.num_devices && !moved; ++d) {
           if (d == home) continue;
-          if (budget < n || chosen.times.makespan_us <= good_enough) {
-            return absl::OkStatus();
-          }
-          WEFT_RETURN_IF_ERROR(try_move(d, moved));
+          if (out_of_budget()) return absl::OkStatus();
+          to.assign(1, {v, d});
+          if (k >= 0) to.emplace_back(preds[k], d);
+          WEFT_RETURN_IF_ERROR(try_assign(moved));
         }
-        if (moved) break;
-        if (k == static_cast<int>(preds.size()) - 1) {
-          // Nothing moved: v swaps devices with the node of each other
-          // device nearest to it in issue order that it does not touch.
-          std::vector<int32_t> pos(n);
-          for (int i = 0; i < n; ++i) pos[chosen.dag->order[i]] = i;
-          const int home = fixed[v];
-          for (int d = 0; d < options_.num_devices && !moved; ++d) {
-            if (d == home) continue;
-            NodeId partner = -1;
-            int nearest = n + 1;
-            for (NodeId u = 0; u < n; ++u) {
-              if (fixed[u] != d || !movable(u)) continue;
-              const auto p = chosen.dag->Preds(v), q = chosen.dag->Succs(v);
-              if (std::find(p.begin(), p.end(), u) != p.end() ||
-                  std::find(q.begin(), q.end(), u) != q.end()) {
-                continue;
-              }
-              const int gap = std::abs(pos[u] - pos[v]);
-              if (gap < nearest) {
-                nearest = gap;
-                partner = u;
-              }
-            }
-            if (partner < 0) continue;
-            if (budget < n || chosen.times.makespan_us <= good_enough) {
-              return absl::OkStatus();
-            }
-            fixed[v] = d;
-            fixed[partner] = home;
-            budget -= n;
-            IssuePlan candidate;
-            WEFT_RETURN_IF_ERROR(Place(Dag(*chosen.dag), context,
-                                       /*issue_by_start=*/true, candidate));
-            if (candidate.times.makespan_us < chosen.times.makespan_us) {
-              chosen = std::move(candidate);
-              moved = improved = true;
-            } else {
-              fixed[v] = home;
-              fixed[partner] = d;
-            }
+      }
+      // Nothing moved: v swaps devices with the node of each other device
+      // nearest to it in issue order, neither its predecessor nor its
+      // successor.
+      for (int d = 0; d < options_.num_devices && !moved; ++d) {
+        if (d == home) continue;
+        NodeId partner = -1;
+        int nearest = n + 1;
+        for (NodeId u = 0; u < n; ++u) {
+          if (fixed[u] != d || !movable(u) ||
+              std::find(preds.begin(), preds.end(), u) != preds.end() ||
+              std::find(succs.begin(), succs.end(), u) != succs.end()) {
+            continue;
+          }
+          if (std::abs(pos[u] - pos[v]) < nearest) {
+            nearest = std::abs(pos[u] - pos[v]);
+            partner = u;
           }
         }
+        if (partner < 0) continue;
+        if (out_of_budget()) return absl::OkStatus();
+        to = {{v, d}, {partner, home}};
+        WEFT_RETURN_IF_ERROR(try_assign(moved));
       }
     }
   }
