@@ -1,8 +1,10 @@
 #include "scheduler/lower_bound_terms.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
+#include <queue>
 #include <vector>
 
 namespace weft::scheduler::bounds {
@@ -18,26 +20,78 @@ double FastestHostLinkUs(const Topology& topology, int num_devices,
   return best;
 }
 
-double DeliveryBound(std::vector<Job>& jobs, double lanes) {
+namespace {
+
+// The sum of the q shortest of the times added so far, for q that never
+// decreases from one call to the next: the shortest in a max-heap, the
+// rest in a min-heap. O(log k) a call.
+class ShortestSum {
+ public:
+  void Add(double us) {
+    if (!shortest_.empty() && us < shortest_.top()) {
+      shortest_.push(us);
+      sum_ += us;
+      Demote();
+    } else {
+      rest_.push(us);
+    }
+  }
+  // REQUIRES: q at most the number added, and at least the last call's.
+  double Sum(size_t q) {
+    while (shortest_.size() < q) {
+      sum_ += rest_.top();
+      shortest_.push(rest_.top());
+      rest_.pop();
+    }
+    return sum_;
+  }
+
+ private:
+  // The longest of the shortest goes back to the rest.
+  void Demote() {
+    sum_ -= shortest_.top();
+    rest_.push(shortest_.top());
+    shortest_.pop();
+  }
+
+  std::priority_queue<double> shortest_;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> rest_;
+  double sum_ = 0;
+};
+
+// The jobs one engine of `lanes` runs at least, of `k` (at most as many
+// engines as lanes rounded up).
+size_t OnOneEngine(size_t k, double lanes) {
+  const size_t engines = static_cast<size_t>(std::max(std::ceil(lanes), 1.0));
+  return (k + engines - 1) / engines;
+}
+
+// DeliveryBound and ReleaseBound alike: jobs by decreasing `when`, each
+// prefix's work over the lanes and the shortest ceil(k / lanes) of it end
+// to end, after or before the least `when` of it.
+double PrefixBound(std::vector<Job>& jobs, double lanes) {
   std::sort(jobs.begin(), jobs.end(),
             [](const Job& a, const Job& b) { return a.when > b.when; });
   double work = 0, best = 0;
-  for (const Job& job : jobs) {
+  ShortestSum shortest;
+  for (size_t k = 1; k <= jobs.size(); ++k) {
+    const Job& job = jobs[k - 1];
     work += job.us;
-    best = std::max({best, work / lanes + job.when, job.us + job.when});
+    shortest.Add(job.us);
+    best = std::max({best, work / lanes + job.when, job.us + job.when,
+                     shortest.Sum(OnOneEngine(k, lanes)) + job.when});
   }
   return best;
 }
 
+}  // namespace
+
+double DeliveryBound(std::vector<Job>& jobs, double lanes) {
+  return PrefixBound(jobs, lanes);
+}
+
 double ReleaseBound(std::vector<Job>& jobs, double lanes) {
-  std::sort(jobs.begin(), jobs.end(),
-            [](const Job& a, const Job& b) { return a.when > b.when; });
-  double work = 0, best = 0;
-  for (const Job& job : jobs) {
-    work += job.us;
-    best = std::max({best, job.when + work / lanes, job.when + job.us});
-  }
-  return best;
+  return PrefixBound(jobs, lanes);
 }
 
 namespace {

@@ -33,15 +33,19 @@ struct Job {
   double when;
 };
 
-// Jobs on `lanes` identical engines, each with a delivery time: the one
-// of any set that ends last ends after the set's work over the lanes, and
-// its delivery follows; each job ends after itself. The best such set is
-// a prefix by decreasing delivery. Reorders `jobs`.
+// Jobs on `lanes` identical engines (each runs one job at a time), each
+// with a delivery time: the one of any set that ends last ends after the
+// set's work over the lanes, and its delivery follows; each job ends after
+// itself; and some engine runs ceil(k / lanes) of a set of k jobs one
+// after another, at least the work of that many of its shortest, before
+// the set's least delivery. The best such set is a prefix by decreasing
+// delivery. Reorders `jobs`.
 double DeliveryBound(std::vector<Job>& jobs, double lanes);
 
-// Jobs on `lanes` identical engines, each with a release time: the jobs
-// released at or after some time all run after it; each job runs after
-// its own release. Reorders `jobs`.
+// Jobs on `lanes` identical engines (each runs one job at a time), each
+// with a release time: the jobs released at or after some time all run
+// after it, over the lanes and (k of them) ceil(k / lanes) of the shortest
+// on one engine; each job runs after its own release. Reorders `jobs`.
 double ReleaseBound(std::vector<Job>& jobs, double lanes);
 
 // A kernel's work and where it may run: after its head, before its tail;

@@ -23,9 +23,14 @@ TEST(LowerBoundTermsTest, DeliveryBoundTakesTheBestPrefix) {
   EXPECT_DOUBLE_EQ(DeliveryBound(jobs, 1), 600);
   jobs = {{100, 10}, {100, 20}, {100, 10}};
   EXPECT_DOUBLE_EQ(DeliveryBound(jobs, 1), 310);
-  // Over two engines the three take 150 us of each engine's time.
+  // Over two engines one of them runs two of the three: 200 us, then 10
+  // (their work over the engines alone: 160).
   jobs = {{100, 10}, {100, 20}, {100, 10}};
-  EXPECT_DOUBLE_EQ(DeliveryBound(jobs, 2), 160);
+  EXPECT_DOUBLE_EQ(DeliveryBound(jobs, 2), 210);
+  // Of five, one engine of two runs three, at least the three shortest:
+  // 210 (their work over the engines: 205).
+  jobs = {{100, 0}, {10, 0}, {100, 0}, {100, 0}, {100, 0}};
+  EXPECT_DOUBLE_EQ(DeliveryBound(jobs, 2), 210);
 }
 
 TEST(LowerBoundTermsTest, ReleaseBoundCountsTheLateJobs) {
@@ -35,6 +40,10 @@ TEST(LowerBoundTermsTest, ReleaseBoundCountsTheLateJobs) {
   EXPECT_DOUBLE_EQ(ReleaseBound(jobs, 1), 300);
   jobs = {{100, 0}, {100, 250}};
   EXPECT_DOUBLE_EQ(ReleaseBound(jobs, 1), 350);
+  // Sixteen downloads of 100 us on five engines: one runs four (their
+  // work over the engines: 320).
+  jobs.assign(16, {100, 0});
+  EXPECT_DOUBLE_EQ(ReleaseBound(jobs, 5), 400);
 }
 
 TEST(LowerBoundTermsTest, WindowedWorkWeighsTheKernelsInAWindow) {
