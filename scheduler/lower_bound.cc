@@ -9,6 +9,7 @@
 #include "scheduler/lower_bound_terms.h"
 #include "scheduler/lower_bound_transfers.h"
 #include "scheduler/occupancy.h"
+#include "scheduler/reach_sets.h"
 
 namespace weft::scheduler {
 namespace {
@@ -23,6 +24,10 @@ using bounds::WindowedWork;
 bool IsKernel(Engine e) {
   return e == Engine::kCompute || e == Engine::kCollective;
 }
+
+// Positions the join and fork loads (AllEndBound over a node's ancestors
+// or descendants) may visit in all; beyond them nodes go without.
+constexpr int64_t kLoadVisits = int64_t{1} << 22;
 
 }  // namespace
 
@@ -174,6 +179,30 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     closure_us.assign(n, 0);
   }
 
+  // On small graphs: every node's ancestors and descendants, and the
+  // kernels among a set that must end before a join starts (or start
+  // after a fork ends), within a budget of visited positions.
+  std::unique_ptr<bounds::ReachSets> reach;
+  if (n <= bounds::ReachSets::kMaxNodes) {
+    reach = std::make_unique<bounds::ReachSets>(dag);
+  }
+  int64_t load_budget = kLoadVisits;
+  std::vector<bounds::LoadKernel> load;
+  // The least time every kernel of `set` but v takes to end after the
+  // least `edge` (head or tail) of those that run it, by AllEndBound.
+  auto load_of = [&](const uint64_t* set, NodeId v,
+                     const std::vector<double>& edge) {
+    load.clear();
+    reach->ForEach(set, nullptr, [&](int i) {
+      const NodeId u = dag.order[i];
+      if (u == v || !IsKernel(graph.engine(u)) || !(cost_of(u) > 0)) return;
+      load.push_back({edge[u], work_of(u), cost_of(u),
+                      graph.occupancy_units(u) > kOccupancyUnits / 2});
+    });
+    load_budget -= n / 64 + static_cast<int64_t>(load.size());
+    return bounds::AllEndBound(load, devices, slots);
+  };
+
   // Forward: the earliest start of every node (its head).
   std::vector<double> head(n, 0);
   std::vector<uint8_t> uses_host_data(n, 0);
@@ -261,6 +290,10 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
       }
       start = std::max(start, std::max(most, sum / lanes));
     }
+    // A join starts after all its ancestors' kernels have run.
+    if (reach != nullptr && dag.Preds(v).size() > 1 && load_budget > 0) {
+      start = std::max(start, load_of(reach->Ancestors(v), v, head));
+    }
     head[v] = start;
   }
   // Backward: the least time from every node's end to the end of the
@@ -296,6 +329,10 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     const NodeId v = *it;
     for (const NodeId s : dag.Succs(v)) {
       tail[v] = std::max(tail[v], std::max(graph.cost_us(s), 0.0) + tail[s]);
+    }
+    // And a fork's descendants' kernels all run after it ends.
+    if (reach != nullptr && dag.Succs(v).size() > 1 && load_budget > 0) {
+      tail[v] = std::max(tail[v], load_of(reach->Descendants(v), v, tail));
     }
     if (!transfers || edge_start[v] == edge_start[v + 1]) continue;
     // Each user of v's data is on v's device, or starts after a copy.
@@ -443,7 +480,7 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   }
   if (transfers) {
     bounds::TransferOrderTerms(graph, dag, options, *topology, head, tail,
-                               terms);
+                               reach.get(), terms);
   }
   terms.bound_us = std::max({terms.critical_path_us, terms.kernel_work_us,
                              terms.long_kernels_us, terms.copy_work_us,

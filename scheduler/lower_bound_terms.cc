@@ -86,6 +86,33 @@ double PrefixBound(std::vector<Job>& jobs, double lanes) {
 
 }  // namespace
 
+double AllEndBound(std::vector<LoadKernel>& kernels, int devices,
+                   double slots) {
+  std::sort(
+      kernels.begin(), kernels.end(),
+      [](const LoadKernel& a, const LoadKernel& b) { return a.head > b.head; });
+  devices = std::max(devices, 1);
+  double work = 0, time = 0, best = 0;
+  // Of the kernels that fill more than half a device so far: how many, and
+  // what one device runs of them at least.
+  size_t halves = 0;
+  double half_run = 0;
+  ShortestSum shortest;
+  for (const LoadKernel& k : kernels) {
+    work += k.work;
+    time += k.time;
+    if (k.fills_half) {
+      shortest.Add(k.time);
+      ++halves;
+      half_run = shortest.Sum((halves + devices - 1) / devices);
+    }
+    best = std::max(
+        best, k.head + std::max({work / devices, time / devices / slots, k.time,
+                                 half_run}));
+  }
+  return best;
+}
+
 double DeliveryBound(std::vector<Job>& jobs, double lanes) {
   return PrefixBound(jobs, lanes);
 }

@@ -81,6 +81,24 @@ struct SpanGroup {
 double WindowedWork(std::vector<KernelSpan>& spans, double devices,
                     double slots, const std::vector<SpanGroup>& groups = {});
 
+// A kernel of a set that must all end before some point: the earliest it
+// may start (its head), its occupancy-weighted work, its time, and whether
+// it fills more than half a device (then no other such kernel runs beside
+// it on a device).
+struct LoadKernel {
+  double head, work, time;
+  bool fills_half;
+};
+
+// The earliest time by which every kernel of `kernels` can have ended on
+// `devices` devices, at most `slots` kernels on each at once: for every h,
+// those whose head is at least h run after h, their work over the devices,
+// their time over all the slots, and of the k of them that fill more than
+// half a device the ceil(k / devices) shortest end to end (some device
+// runs that many of them one after another). The largest over the heads;
+// 0 without kernels. Reorders `kernels`.
+double AllEndBound(std::vector<LoadKernel>& kernels, int devices, double slots);
+
 // A neighbour of a node (a predecessor whose data it uses, or a successor
 // that uses its data), for the bound on where they meet.
 struct Neighbour {

@@ -139,8 +139,64 @@ TEST(LowerBoundTest, WorkAfterAGate) {
   absl::StatusOr<Dag> dag = InferDependencies(g);
   ASSERT_TRUE(dag.ok()) << dag.status();
   const LowerBoundTerms terms = ComputeLowerBound(g, *dag, options);
-  EXPECT_EQ(terms.critical_path_us, 200);
+  // The gate's tail holds the eight's work after it, not one of them.
+  EXPECT_EQ(terms.critical_path_us, 100 + 400 / 2);
   EXPECT_EQ(terms.kernel_work_us, 100 + 400 / 2);
+}
+
+TEST(LowerBoundTest, PhasesOfWholeKernelsBetweenJoins) {
+  // Two phases of sixteen full-device kernels of 100 us, each phase ending
+  // in a join, on five devices: some device runs four kernels of each
+  // phase, 800 us in all (spread evenly, 640; the thirty-two as one set,
+  // seven on one device, 700).
+  GraphMaker m;
+  m.Buffer("x");
+  m.Buffer("y");
+  for (int phase = 0; phase < 2; ++phase) {
+    std::string join_args = phase == 0 ? "x:w" : "y:w";
+    for (int i = 0; i < 16; ++i) {
+      const std::string out = absl::StrCat("o", phase, "_", i);
+      m.Buffer(out);
+      m.Node(absl::StrCat("k", phase, "_", i),
+             absl::StrCat(phase == 0 ? "" : "x:r ", out, ":w"), {.cost = 100});
+      absl::StrAppend(&join_args, " ", out, ":r");
+    }
+    m.Node(absl::StrCat("join", phase), join_args, {.cost = 1});
+  }
+  Graph g = m.Build();
+  LowerBoundOptions options;
+  options.num_devices = 5;
+  options.model_transfers = false;
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  const LowerBoundTerms terms = ComputeLowerBound(g, *dag, options);
+  EXPECT_EQ(terms.critical_path_us, 400 + 1 + 400 + 1);
+  EXPECT_EQ(terms.bound_us, 802);
+  PlannerOptions planner;
+  planner.num_devices = 5;
+  absl::StatusOr<Plan> plan = PlanGraph(g, planner);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_GE(plan->estimated_makespan_us, plan->lower_bound_us);
+}
+
+TEST(LowerBoundTest, UploadsQueueOnTheBusiestEngine) {
+  // Sixteen inputs of 100 us each over five host links: one link carries
+  // four (spread evenly: 320 us).
+  std::vector<BufferSpec> buffers;
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 16; ++i) {
+    buffers.push_back(Buffer(absl::StrCat("in", i), 2.5, true));
+    buffers.push_back(Buffer(absl::StrCat("out", i), 0, false));
+    nodes.push_back(
+        Kernel(absl::StrCat("k", i), 1,
+               {{2 * i, Access::kRead}, {2 * i + 1, Access::kWrite}}));
+  }
+  Graph g("uploads", std::move(buffers), std::move(nodes));
+  LowerBoundOptions options;
+  options.num_devices = 5;
+  absl::StatusOr<Dag> dag = InferDependencies(g);
+  ASSERT_TRUE(dag.ok()) << dag.status();
+  EXPECT_NEAR(ComputeLowerBound(g, *dag, options).uploads_us, 400 + 1, 1e-9);
 }
 
 TEST(LowerBoundTest, HostDataMustComeUp) {

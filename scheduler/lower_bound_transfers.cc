@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "scheduler/lower_bound_terms.h"
@@ -16,82 +15,13 @@ bool IsKernel(Engine e) {
   return e == Engine::kCompute || e == Engine::kCollective;
 }
 
-// Descendant and ancestor sets of a small DAG, each a bitset over issue
-// positions, for the terms that weigh the work between two nodes. Memory
-// and time grow as V^2 / 64, so graphs beyond kMaxNodes go without them.
-class ReachSets {
- public:
-  static constexpr int kMaxNodes = 4096;
-
-  // REQUIRES: dag.num_nodes() <= kMaxNodes.
-  explicit ReachSets(const Dag& dag)
-      : n_(dag.num_nodes()),
-        words_((n_ + 63) / 64),
-        pos_(n_),
-        desc_(static_cast<size_t>(n_) * words_, 0),
-        anc_(static_cast<size_t>(n_) * words_, 0) {
-    for (int i = 0; i < n_; ++i) pos_[dag.order[i]] = i;
-    for (int i = n_ - 1; i >= 0; --i) {
-      const NodeId v = dag.order[i];
-      uint64_t* row = Row(desc_, v);
-      row[i / 64] |= uint64_t{1} << (i % 64);
-      for (const NodeId s : dag.Succs(v)) {
-        const uint64_t* other = Row(desc_, s);
-        for (int w = 0; w < words_; ++w) row[w] |= other[w];
-      }
-    }
-    for (int i = 0; i < n_; ++i) {
-      const NodeId v = dag.order[i];
-      uint64_t* row = Row(anc_, v);
-      row[i / 64] |= uint64_t{1} << (i % 64);
-      for (const NodeId p : dag.Preds(v)) {
-        const uint64_t* other = Row(anc_, p);
-        for (int w = 0; w < words_; ++w) row[w] |= other[w];
-      }
-    }
-  }
-
-  int pos(NodeId v) const { return pos_[v]; }
-  // `v` and every node after it / before it.
-  const uint64_t* Descendants(NodeId v) const { return Row(desc_, v); }
-  const uint64_t* Ancestors(NodeId v) const { return Row(anc_, v); }
-  bool Has(const uint64_t* set, NodeId v) const {
-    const int i = pos_[v];
-    return (set[i / 64] >> (i % 64)) & 1;
-  }
-  // Calls f(position) for every position in a and (if not null) b.
-  template <typename F>
-  void ForEach(const uint64_t* a, const uint64_t* b, F f) const {
-    for (int w = 0; w < words_; ++w) {
-      uint64_t bits = b == nullptr ? a[w] : a[w] & b[w];
-      while (bits != 0) {
-        f(w * 64 + __builtin_ctzll(bits));
-        bits &= bits - 1;
-      }
-    }
-  }
-
- private:
-  uint64_t* Row(std::vector<uint64_t>& sets, NodeId v) {
-    return sets.data() + static_cast<size_t>(v) * words_;
-  }
-  const uint64_t* Row(const std::vector<uint64_t>& sets, NodeId v) const {
-    return sets.data() + static_cast<size_t>(v) * words_;
-  }
-
-  const int n_;
-  const int words_;
-  std::vector<int> pos_;              // by NodeId
-  std::vector<uint64_t> desc_, anc_;  // by NodeId, words_ each
-};
-
 }  // namespace
 
 void TransferOrderTerms(const Graph& graph, const Dag& dag,
                         const LowerBoundOptions& options,
                         const Topology& topology,
                         const std::vector<double>& head,
-                        const std::vector<double>& tail,
+                        const std::vector<double>& tail, const ReachSets* reach,
                         LowerBoundTerms& terms) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   // Positions the work-weighing terms may visit in all; beyond them the
@@ -130,10 +60,8 @@ void TransferOrderTerms(const Graph& graph, const Dag& dag,
         {w, FastestHostLinkUs(topology, devices, graph.buffer_bytes(b), true)});
   }
 
-  std::unique_ptr<ReachSets> reach;
   std::vector<double> work, time, kernel_tail, kernel_head;  // by position
-  if (n <= ReachSets::kMaxNodes) {
-    reach = std::make_unique<ReachSets>(dag);
+  if (reach != nullptr) {
     work.assign(n, 0);
     time.assign(n, 0);
     kernel_tail.assign(n, kInf);

@@ -12,19 +12,22 @@
 #include "scheduler/dependency_inference.h"
 #include "scheduler/graph.h"
 #include "scheduler/lower_bound.h"
+#include "scheduler/reach_sets.h"
 #include "scheduler/topology.h"
 
 namespace weft::scheduler::bounds {
 
 // Sets terms.uploads_us and terms.downloads_us from every node's head and
-// tail (by NodeId, as ComputeLowerBound finds them). REQUIRES: `dag` is
+// tail (by NodeId, as ComputeLowerBound finds them); `reach`: the DAG's
+// reach sets, or null (on larger graphs) for the terms without the work
+// between nodes. REQUIRES: `dag` is
 // InferDependencies(graph) and the topology describes at least
 // options.num_devices devices.
 void TransferOrderTerms(const Graph& graph, const Dag& dag,
                         const LowerBoundOptions& options,
                         const Topology& topology,
                         const std::vector<double>& head,
-                        const std::vector<double>& tail,
+                        const std::vector<double>& tail, const ReachSets* reach,
                         LowerBoundTerms& terms);
 
 }  // namespace weft::scheduler::bounds
