@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #include "scheduler/lower_bound_terms.h"
@@ -25,7 +26,7 @@ bool IsKernel(Engine e) {
   return e == Engine::kCompute || e == Engine::kCollective;
 }
 
-// Positions the join and fork loads (AllEndBound over a node's ancestors
+// Positions the join and fork loads (EndLoad over a node's ancestors
 // or descendants) may visit in all; beyond them nodes go without.
 constexpr int64_t kLoadVisits = int64_t{1} << 22;
 
@@ -180,27 +181,54 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
   }
 
   // On small graphs: every node's ancestors and descendants, and the
-  // kernels among a set that must end before a join starts (or start
-  // after a fork ends), within a budget of visited positions.
+  // kernels among them that must end before a join starts (or start after
+  // a fork ends), within a budget of visited positions. The sets index
+  // kernels first, by decreasing path to them (so a join's ancestors come
+  // about by decreasing head, and a fork's descendants, backwards, about
+  // by decreasing tail: EndLoad is valid in any order, and tightest in
+  // that one), then the other nodes.
   std::unique_ptr<bounds::ReachSets> reach;
+  std::vector<NodeId> by_index;  // the inverse of the sets' index
+  int num_kernels = 0;
   if (n <= bounds::ReachSets::kMaxNodes) {
-    reach = std::make_unique<bounds::ReachSets>(dag);
+    std::vector<double> path(n, 0);
+    for (const NodeId v : dag.order) {
+      for (const NodeId p : dag.Preds(v)) {
+        path[v] = std::max(path[v], path[p] + cost_of(p));
+      }
+    }
+    auto loaded = [&](NodeId v) {
+      return IsKernel(graph.engine(v)) && cost_of(v) > 0;
+    };
+    by_index.resize(n);
+    std::iota(by_index.begin(), by_index.end(), 0);
+    std::stable_sort(by_index.begin(), by_index.end(), [&](NodeId a, NodeId b) {
+      if (loaded(a) != loaded(b)) return loaded(a);
+      return path[a] > path[b];
+    });
+    std::vector<int32_t> index(n);
+    for (int i = 0; i < n; ++i) {
+      index[by_index[i]] = i;
+      num_kernels += loaded(by_index[i]) ? 1 : 0;
+    }
+    reach = std::make_unique<bounds::ReachSets>(dag, &index);
   }
   int64_t load_budget = kLoadVisits;
-  std::vector<bounds::LoadKernel> load;
-  // The least time every kernel of `set` but v takes to end after the
-  // least `edge` (head or tail) of those that run it, by AllEndBound.
+  // The least time after which every kernel of `set` but v has ended,
+  // from the least `edge` (head, or backwards tail) among them.
   auto load_of = [&](const uint64_t* set, NodeId v,
-                     const std::vector<double>& edge) {
-    load.clear();
-    reach->ForEach(set, nullptr, [&](int i) {
-      const NodeId u = dag.order[i];
-      if (u == v || !IsKernel(graph.engine(u)) || !(cost_of(u) > 0)) return;
-      load.push_back({edge[u], work_of(u), cost_of(u),
-                      graph.occupancy_units(u) > kOccupancyUnits / 2});
+                     const std::vector<double>& edge, bool backward) {
+    bounds::EndLoad load(devices, slots);
+    int64_t visited = 0;
+    reach->ForEachBelow(set, num_kernels, backward, [&](int i) {
+      const NodeId u = by_index[i];
+      ++visited;
+      if (u == v) return;
+      load.Add(edge[u], work_of(u), cost_of(u),
+               graph.occupancy_units(u) > kOccupancyUnits / 2);
     });
-    load_budget -= n / 64 + static_cast<int64_t>(load.size());
-    return bounds::AllEndBound(load, devices, slots);
+    load_budget -= num_kernels / 64 + visited;
+    return load.bound();
   };
 
   // Forward: the earliest start of every node (its head).
@@ -292,7 +320,7 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     }
     // A join starts after all its ancestors' kernels have run.
     if (reach != nullptr && dag.Preds(v).size() > 1 && load_budget > 0) {
-      start = std::max(start, load_of(reach->Ancestors(v), v, head));
+      start = std::max(start, load_of(reach->Ancestors(v), v, head, false));
     }
     head[v] = start;
   }
@@ -332,7 +360,8 @@ LowerBoundTerms ComputeLowerBound(const Graph& graph, const Dag& dag,
     }
     // And a fork's descendants' kernels all run after it ends.
     if (reach != nullptr && dag.Succs(v).size() > 1 && load_budget > 0) {
-      tail[v] = std::max(tail[v], load_of(reach->Descendants(v), v, tail));
+      tail[v] =
+          std::max(tail[v], load_of(reach->Descendants(v), v, tail, true));
     }
     if (!transfers || edge_start[v] == edge_start[v + 1]) continue;
     // Each user of v's data is on v's device, or starts after a copy.

@@ -16,7 +16,10 @@
 //     after another there, by occupancy) or that data crosses the fastest
 //     link between two devices after its writer ends; the head takes the
 //     least over every choice of which of them share the device, and the
-//     tail likewise over the users of a node's data;
+//     tail likewise over the users of a node's data. On graphs of at most
+//     4096 nodes a join starts only after all its ancestors' kernels have
+//     run, and a fork's descendants' kernels run after it ends
+//     (bounds::EndLoad);
 //   - the occupancy-weighted kernel work spread over the devices (a kernel
 //     of occupancy o keeps o of a device busy for its cost; at most
 //     max_concurrent_kernels kernels run on a device at once), after the
@@ -42,7 +45,8 @@
 //     descendants over the devices, and the downloads of the outputs they write
 //     last, each after the work between that node and the output's writer. Over
 //     the upload engines, the buffer that comes up last among any set of them
-//     ends after the set's work, then its rest;
+//     ends after the set's work (and after its share on the busiest engine:
+//     the ceil(k / engines) shortest of k end to end), then its rest;
 //   - outputs in order: each download starts after its last writer ends,
 //     which is after the writer's path and after the kernel work of its
 //     ancestors over the devices; the outputs released at or after any

@@ -86,31 +86,21 @@ double PrefixBound(std::vector<Job>& jobs, double lanes) {
 
 }  // namespace
 
-double AllEndBound(std::vector<LoadKernel>& kernels, int devices,
-                   double slots) {
-  std::sort(
-      kernels.begin(), kernels.end(),
-      [](const LoadKernel& a, const LoadKernel& b) { return a.head > b.head; });
-  devices = std::max(devices, 1);
-  double work = 0, time = 0, best = 0;
-  // Of the kernels that fill more than half a device so far: how many, and
-  // what one device runs of them at least.
-  size_t halves = 0;
-  double half_run = 0;
-  ShortestSum shortest;
-  for (const LoadKernel& k : kernels) {
-    work += k.work;
-    time += k.time;
-    if (k.fills_half) {
-      shortest.Add(k.time);
-      ++halves;
-      half_run = shortest.Sum((halves + devices - 1) / devices);
-    }
-    best = std::max(
-        best, k.head + std::max({work / devices, time / devices / slots, k.time,
-                                 half_run}));
+void EndLoad::Add(double head, double work, double time, bool fills_half) {
+  least_head_ = std::min(least_head_, head);
+  work_ += work;
+  time_ += time;
+  double after = std::max(work_ / devices_, time_ / devices_ / slots_);
+  if (fills_half) {
+    ++halves_;
+    shortest_half_ = std::min(shortest_half_, time);
   }
-  return best;
+  if (halves_ > 0) {
+    after = std::max(after,
+                     static_cast<double>((halves_ + devices_ - 1) / devices_) *
+                         shortest_half_);
+  }
+  bound_ = std::max(bound_, least_head_ + after);
 }
 
 double DeliveryBound(std::vector<Job>& jobs, double lanes) {

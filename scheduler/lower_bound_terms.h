@@ -7,8 +7,10 @@
 #ifndef WEFT_SCHEDULER_LOWER_BOUND_TERMS_H_
 #define WEFT_SCHEDULER_LOWER_BOUND_TERMS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "scheduler/topology.h"
@@ -81,23 +83,31 @@ struct SpanGroup {
 double WindowedWork(std::vector<KernelSpan>& spans, double devices,
                     double slots, const std::vector<SpanGroup>& groups = {});
 
-// A kernel of a set that must all end before some point: the earliest it
-// may start (its head), its occupancy-weighted work, its time, and whether
-// it fills more than half a device (then no other such kernel runs beside
-// it on a device).
-struct LoadKernel {
-  double head, work, time;
-  bool fills_half;
-};
+// The kernels of a set that must all end before some point (a join's
+// ancestors; mirrored in time, a fork's descendants), added one by one in
+// any order: after each, every kernel added so far starts no earlier than
+// the least head among them, and then they take their work over the
+// devices, their time over all the devices' slots, and, of the k of them
+// that fill more than half a device (no two of those share a device),
+// ceil(k / devices) one after another on one device, each at least as
+// long as the shortest of them. bound() is the largest over the prefixes:
+// adding kernels by decreasing head tries every threshold. O(1) a kernel.
+class EndLoad {
+ public:
+  EndLoad(int devices, double slots)
+      : devices_(std::max(devices, 1)), slots_(std::max(slots, 1.0)) {}
+  void Add(double head, double work, double time, bool fills_half);
+  double bound() const { return bound_; }
 
-// The earliest time by which every kernel of `kernels` can have ended on
-// `devices` devices, at most `slots` kernels on each at once: for every h,
-// those whose head is at least h run after h, their work over the devices,
-// their time over all the slots, and of the k of them that fill more than
-// half a device the ceil(k / devices) shortest end to end (some device
-// runs that many of them one after another). The largest over the heads;
-// 0 without kernels. Reorders `kernels`.
-double AllEndBound(std::vector<LoadKernel>& kernels, int devices, double slots);
+ private:
+  const int devices_;
+  const double slots_;
+  double least_head_ = std::numeric_limits<double>::infinity();
+  double work_ = 0, time_ = 0;
+  int64_t halves_ = 0;
+  double shortest_half_ = std::numeric_limits<double>::infinity();
+  double bound_ = 0;
+};
 
 // A neighbour of a node (a predecessor whose data it uses, or a successor
 // that uses its data), for the bound on where they meet.

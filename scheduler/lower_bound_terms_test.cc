@@ -46,6 +46,26 @@ TEST(LowerBoundTermsTest, ReleaseBoundCountsTheLateJobs) {
   EXPECT_DOUBLE_EQ(ReleaseBound(jobs, 5), 400);
 }
 
+TEST(LowerBoundTermsTest, EndLoadCountsWholeKernelsOnTheBusiestDevice) {
+  // Sixteen full kernels of 100 us after 50 us on five devices: one device
+  // runs four, 450 (their work spread evenly: 370).
+  EndLoad full(5, 32);
+  for (int i = 0; i < 16; ++i) full.Add(50, 100, 100, true);
+  EXPECT_DOUBLE_EQ(full.bound(), 50 + 400);
+  // Then sixteen more from 0: after 0 one device runs seven of the
+  // thirty-two.
+  for (int i = 0; i < 16; ++i) full.Add(0, 100, 100, true);
+  EXPECT_DOUBLE_EQ(full.bound(), 700);
+  // Half-device kernels share a device: their work over the devices.
+  EndLoad halves(5, 32);
+  for (int i = 0; i < 16; ++i) halves.Add(50, 50, 100, false);
+  EXPECT_DOUBLE_EQ(halves.bound(), 50 + 160);
+  // Tiny kernels: at most `slots` of them at once on each device.
+  EndLoad tiny(1, 2);
+  for (int i = 0; i < 4; ++i) tiny.Add(0, 1, 100, false);
+  EXPECT_DOUBLE_EQ(tiny.bound(), 200);
+}
+
 TEST(LowerBoundTermsTest, WindowedWorkWeighsTheKernelsInAWindow) {
   // Four full kernels of 100 us after a head of 50, two more with no head
   // but a long tail: on two devices the four take 200 us after 50.
