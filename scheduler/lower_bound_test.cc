@@ -192,11 +192,7 @@ TEST(LowerBoundTest, UploadsQueueOnTheBusiestEngine) {
                {{2 * i, Access::kRead}, {2 * i + 1, Access::kWrite}}));
   }
   Graph g("uploads", std::move(buffers), std::move(nodes));
-  LowerBoundOptions options;
-  options.num_devices = 5;
-  absl::StatusOr<Dag> dag = InferDependencies(g);
-  ASSERT_TRUE(dag.ok()) << dag.status();
-  EXPECT_NEAR(ComputeLowerBound(g, *dag, options).uploads_us, 400 + 1, 1e-9);
+  EXPECT_NEAR(BoundOf(g, 5).uploads_us, 400 + 1, 1e-9);
 }
 
 TEST(LowerBoundTest, HostDataMustComeUp) {
