@@ -446,7 +446,9 @@ TEST_P(ExecutorModeTest, LoopBeyondItsBoundFailsNamingIt) {
   EXPECT_THAT(r.status,
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("loop 'loop' would exceed max_iterations 4")));
-  if (!on_device()) EXPECT_EQ(Iterations(r, "loop"), 4);
+  if (!on_device()) {
+    EXPECT_EQ(Iterations(r, "loop"), 4);
+  }
 }
 
 TEST_P(ExecutorModeTest, FalseConditionRunsNoIteration) {

@@ -133,8 +133,11 @@ class ControlTest(harness.WeftdTestCase):
             branches.append(1 if big else 0)
             x = x * 0.5 if big else x + 1.0
             x = struct.unpack("f", struct.pack("f", x))[0]
-        # Driven by the host: an event per iteration and per branch.
-        job = self.client.submit(example("halve_or_step.json"), control_mode="host")
+        # Driven by the host: an event per iteration and per branch. A spin
+        # the loop waits for (it holds x) keeps the loop from running before
+        # the watch has begun (a watch shows what happens from then on).
+        job = self.client.submit(_halve_or_step_with_a_spin("first", "x", "READ_WRITE"),
+                                 control_mode="host")
         events = _events(self.client, job.id)
         job = self.client.wait(job.id, timeout=60)
         self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
