@@ -81,7 +81,7 @@ TEST(SimCopiesMatrixTest, RejectsBadMatrices) {
 TEST_F(SimCopiesTest, EachCopyBooksTheEngineItRunsOn) {
   const DevicePtr on0{0, 1};
   const DevicePtr on1{1, 1};
-  char host[4];
+  char host[4] = {};
   std::unique_ptr<SimCopyRecord> up = copies_.Upload(on1, host, 4, 4);
   EXPECT_EQ(up->model, &model1_);
   EXPECT_EQ(up->engine, Engine::kHostToDevice);
