@@ -109,6 +109,10 @@ int WatchJob(const CommandContext& context, const std::string& id) {
       std::cout << ToJson(message) << std::endl;
       return true;
     }
+    if (message.events_dropped() > 0) {
+      std::cout << "(" << message.events_dropped()
+                << " earlier node events were not kept)\n";
+    }
     for (const weft::v1::NodeEvent& event : message.node_events()) {
       std::cout << NodeEventLine(event) << "\n";
     }

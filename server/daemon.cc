@@ -197,6 +197,15 @@ absl::Status CheckOptions(const Daemon::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--trace_max_nodes must not be negative, got ", o.trace_max_nodes));
   }
+  if (o.max_job_events < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_job_events must be at least 1, got ", o.max_job_events));
+  }
+  if (o.finished_job_events < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--finished_job_events must not be negative, got ",
+                     o.finished_job_events));
+  }
   if (o.retain_for <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--retain_seconds must be positive");
   }
@@ -323,6 +332,8 @@ absl::Status Daemon::Start() {
                                         : HostMemoryBytes() / 8;
   job_options.trace_jobs = options_.trace_jobs;
   job_options.trace_max_nodes = options_.trace_max_nodes;
+  job_options.max_job_events = options_.max_job_events;
+  job_options.finished_job_events = options_.finished_job_events;
   job_options.plan_memory = options_.arena_placement;
   WEFT_ASSIGN_OR_RETURN(jobs_, JobManager::Create(std::move(job_options)));
 

@@ -115,6 +115,10 @@ class Daemon {
     // with the job for GetJobTrace.
     bool trace_jobs = true;
     int64_t trace_max_nodes = 200000;
+    // Node events each job keeps for WatchJob while it runs, and once it is
+    // over and nobody watches it (JobManager::Options).
+    int64_t max_job_events = 65536;
+    int64_t finished_job_events = 256;
     // Start-up and shutdown lines go here; null keeps quiet. Not owned.
     std::ostream* log = nullptr;
   };

@@ -55,6 +55,14 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "trace_max_nodes must be >= 0, got ", options.trace_max_nodes));
   }
+  if (options.max_job_events < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_job_events must be >= 1, got ", options.max_job_events));
+  }
+  if (options.finished_job_events < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "finished_job_events must be >= 0, got ", options.finished_job_events));
+  }
   if (options.retain_for <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("retain_for must be positive");
   }
@@ -85,6 +93,8 @@ JobManager::JobManager(Options options)
       clock_(std::move(options.clock)),
       trace_jobs_(options.trace_jobs),
       trace_max_nodes_(options.trace_max_nodes),
+      max_job_events_(options.max_job_events),
+      finished_job_events_(options.finished_job_events),
       plan_memory_(options.plan_memory),
       admission_(AdmissionControl::Limits{
           options.max_queued_jobs, options.max_queued_per_tenant,
@@ -228,6 +238,11 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   // The record is built outside the lock: only naming, counting and
   // queueing the job need it.
   auto job = std::make_shared<JobRecord>();
+  {
+    absl::MutexLock lock(&job->mu);  // not shared yet: never contended
+    job->events = JobEventLog(max_job_events_);
+  }
+  job->finished_events = finished_job_events_;
   job->graph_name = spec.graph->name();
   job->request_id = spec.request_id;
   job->tenant = spec.tenant;

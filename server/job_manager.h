@@ -89,6 +89,7 @@
 #include "server/device_reservations.h"
 #include "server/job_admission.h"
 #include "server/job_directory.h"
+#include "server/job_event_log.h"
 #include "server/job_info.h"
 #include "server/job_queue.h"
 #include "server/job_retention.h"
@@ -162,6 +163,12 @@ class JobManager {
     // --trace_jobs and --trace_max_nodes.
     bool trace_jobs = true;
     int64_t trace_max_nodes = 200000;
+    // Node events each job keeps for its watches (JobEventLog): the most
+    // recent max_job_events (at least 1) while it runs, and the last
+    // finished_job_events (at least 0) once it is over and nobody watches
+    // it. Error messages name these as the weftd flags of the same names.
+    int64_t max_job_events = JobEventLog::kDefaultCapacity;
+    int64_t finished_job_events = 256;
     // Give job plans a memory plan (scheduler/memory/memory_plan.h), by
     // which the executor places each job's buffers in one arena per device
     // (runtime::Executor::Options::place_buffers) and admission reserves
@@ -327,6 +334,8 @@ class JobManager {
   const std::function<absl::Time()> clock_;
   const bool trace_jobs_;
   const int64_t trace_max_nodes_;
+  const int64_t max_job_events_;
+  const int64_t finished_job_events_;
   const bool plan_memory_;
 
   mutable absl::Mutex mu_;

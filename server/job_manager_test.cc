@@ -846,15 +846,55 @@ TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
   EXPECT_THAT(states, ::testing::Contains(JobState::kRunning));
 }
 
-TEST_F(JobManagerTest, WatchOfFinishedJobReturnsOnlyTheJob) {
+TEST_F(JobManagerTest, WatchOfFinishedJobReturnsTheJobThenItsEvents) {
   std::string id = SubmitOk(AxpyGraph());
   WaitTerminal(id);
   auto watch = jobs_->Watch(id);
   ASSERT_TRUE(watch.ok());
   WatchUpdate u = (*watch)->Next(absl::Now());
-  EXPECT_TRUE(u.done);
+  EXPECT_FALSE(u.done);
   EXPECT_TRUE(u.events.empty());
   EXPECT_EQ(u.job.state, JobState::kSucceeded);
+  u = (*watch)->Next(absl::Now());
+  EXPECT_TRUE(u.done);
+  EXPECT_EQ(u.events_dropped, 0);
+  int finished = 0;
+  for (const NodeEventInfo& e : u.events) {
+    finished += e.kind == runtime::NodeEventKind::kFinished;
+  }
+  EXPECT_EQ(finished, u.job.nodes_total);
+}
+
+TEST_F(JobManagerTest, WatchOfFinishedJobThatKeepsNoEventsCountsThem) {
+  JobManager::Options options;
+  options.finished_job_events = 0;
+  Start(options);
+  std::string id = SubmitOk(AxpyGraph());
+  WaitTerminal(id);
+  auto watch = jobs_->Watch(id);
+  ASSERT_TRUE(watch.ok());
+  WatchUpdate u = (*watch)->Next(absl::Now());
+  EXPECT_EQ(u.job.state, JobState::kSucceeded);
+  EXPECT_FALSE(u.done);
+  u = (*watch)->Next(absl::Now());
+  EXPECT_TRUE(u.done);
+  EXPECT_TRUE(u.events.empty());
+  // Started and finished for each node.
+  EXPECT_EQ(u.events_dropped, 2 * u.job.nodes_total);
+}
+
+TEST_F(JobManagerTest, RefusesEventBoundsOutOfRange) {
+  JobManager::Options options;
+  options.executor = executor_.get();
+  options.max_job_events = 0;
+  EXPECT_THAT(JobManager::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_job_events")));
+  options.max_job_events = 1;
+  options.finished_job_events = -1;
+  EXPECT_THAT(JobManager::Create(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("finished_job_events")));
 }
 
 // A terminal listener hears the job's end once, with the job as it ended;

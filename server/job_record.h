@@ -27,6 +27,7 @@
 #include "scheduler/graph.h"
 #include "scheduler/plan.h"
 #include "scheduler/planner.h"
+#include "server/job_event_log.h"
 #include "server/job_info.h"
 #include "server/job_state.h"
 
@@ -49,6 +50,9 @@ struct JobRecord {
   runtime::ControlMode control_mode = runtime::ControlMode::kAuto;
   // Why the job records no trace; empty when it records one.
   std::string untraced_reason;
+  // Node events kept once the job is over and nobody watches it
+  // (JobManager::Options::finished_job_events).
+  int64_t finished_events = 0;
 
   mutable absl::Mutex mu;
   // Released once the job is terminal.
@@ -69,10 +73,10 @@ struct JobRecord {
   std::string cancel_reason ABSL_GUARDED_BY(mu);
   // Bumped on every change a watcher can see (with Changed()).
   int64_t version ABSL_GUARDED_BY(mu) = 0;
-  // Node events; events[i] has absolute index events_base + i. Dropped once
-  // the job is terminal and nobody watches it.
-  std::vector<NodeEventInfo> events ABSL_GUARDED_BY(mu);
-  int64_t events_base ABSL_GUARDED_BY(mu) = 0;
+  // Node events: the most recent JobManager::Options::max_job_events
+  // while the job runs, trimmed to finished_events once it is terminal
+  // and nobody watches it.
+  JobEventLog events ABSL_GUARDED_BY(mu);
   int watchers ABSL_GUARDED_BY(mu) = 0;
   // The listeners of watches (JobWatch::SetListener), told of every version.
   std::vector<const std::function<void()>*> listeners ABSL_GUARDED_BY(mu);
@@ -107,22 +111,17 @@ struct JobRecord {
     return info;
   }
 
-  int64_t EventsEnd() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-    return events_base + static_cast<int64_t>(events.size());
-  }
-
   // Records a change watchers can see and tells their listeners.
   void Changed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ++version;
     for (const std::function<void()>* listener : listeners) (*listener)();
   }
 
-  // Drops the event log of a terminal job nobody watches.
+  // Trims the event log of a terminal job nobody watches to its last
+  // finished_events.
   void MaybeDropEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     if (!IsTerminal(state) || watchers > 0) return;
-    events_base = EventsEnd();
-    events.clear();
-    events.shrink_to_fit();
+    events.Trim(finished_events);
   }
 };
 

@@ -55,7 +55,7 @@ runtime::JobCallbacks MakeRunCallbacks(
       absl::MutexLock lock(&job->mu);
       if (IsTerminal(job->state)) return;
       if (kind == runtime::NodeEventKind::kFinished) ++job->nodes_done;
-      job->events.push_back(std::move(event));
+      job->events.Add(std::move(event));
       job->Changed();
     }
     if (kind == runtime::NodeEventKind::kFinished) {
@@ -80,7 +80,7 @@ runtime::JobCallbacks MakeRunCallbacks(
     {
       absl::MutexLock lock(&job->mu);
       if (IsTerminal(job->state)) return;
-      job->events.push_back(std::move(event));
+      job->events.Add(std::move(event));
       job->Changed();
     }
     if (kind == runtime::ControlEventKind::kIteration) {

@@ -10,8 +10,6 @@ namespace weft::server {
 JobWatch::JobWatch(std::shared_ptr<JobRecord> job) : job_(std::move(job)) {
   absl::MutexLock lock(&job_->mu);
   ++job_->watchers;
-  // A job that is over is reported as it ended, without its history.
-  next_event_ = IsTerminal(job_->state) ? job_->EventsEnd() : job_->events_base;
 }
 
 JobWatch::~JobWatch() {
@@ -65,29 +63,32 @@ WatchUpdate JobWatch::Next(absl::Time deadline, int max_events) {
     seen_version_ = job.version;
     update.job = job.Snapshot();
     update.changed = true;
-    update.done = IsTerminal(job.state) && next_event_ >= job.EventsEnd();
+    update.done = IsTerminal(job.state) && next_event_ >= job.events.end();
     return update;
   }
   auto ready = [this, &job]() {
     job.mu.AssertHeld();
-    return job.version > seen_version_ || next_event_ < job.EventsEnd();
+    return job.version > seen_version_ || next_event_ < job.events.end();
   };
   job.mu.AwaitWithDeadline(absl::Condition(&ready), deadline);
   update.job = job.Snapshot();
   if (!ready()) {
-    update.done = IsTerminal(job.state) && next_event_ >= job.EventsEnd();
+    update.done = IsTerminal(job.state) && next_event_ >= job.events.end();
     return update;
   }
-  next_event_ = std::max(next_event_, job.events_base);
+  if (next_event_ < job.events.begin()) {
+    update.events_dropped = job.events.begin() - next_event_;
+    next_event_ = job.events.begin();
+  }
   const int64_t end =
-      std::min(job.EventsEnd(), next_event_ + std::max(max_events, 1));
+      std::min(job.events.end(), next_event_ + std::max(max_events, 1));
   for (int64_t i = next_event_; i < end; ++i) {
-    update.events.push_back(job.events[i - job.events_base]);
+    update.events.push_back(job.events.at(i));
   }
   next_event_ = end;
   seen_version_ = job.version;
   update.changed = true;
-  update.done = IsTerminal(job.state) && next_event_ >= job.EventsEnd();
+  update.done = IsTerminal(job.state) && next_event_ >= job.events.end();
   return update;
 }
 

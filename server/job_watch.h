@@ -1,9 +1,12 @@
 // JobWatch: one watcher's cursor over one job (JobManager::Watch).
 //
-// It yields the job, then its node events and state changes, until the job
-// is terminal: the first Next returns the job at once with no events; later
-// calls return what happened since, at most `max_events` events each (the
-// rest come with the next calls, which then do not block). A watcher is
+// It yields the job, then its node events from the first and its state
+// changes, until the job is terminal: the first Next returns the job at
+// once with no events; later calls return the events the job's log still
+// holds that this watch has not returned (JobEventLog: what it dropped is
+// counted instead), then what happens from then on, at most `max_events`
+// events each (the rest come with the next calls, which then do not
+// block). A watch of a job that is over returns what its log kept. A watcher is
 // either woken by a listener (SetListener: the service's callback API,
 // nothing blocks) or blocks in Next with a deadline; one that only waits
 // for the job's end sets a terminal listener (SetTerminalListener) instead.
@@ -30,6 +33,9 @@ struct JobRecord;  // job_record.h
 struct WatchUpdate {
   JobInfo job;                        // the job now
   std::vector<NodeEventInfo> events;  // node events since the last step
+  // Events before `events` that the job's log dropped before this watch
+  // read them.
+  int64_t events_dropped = 0;
   bool changed = false;  // false: the deadline passed with nothing new
   bool done = false;     // the job is terminal and every event was returned
 };
@@ -74,7 +80,7 @@ class JobWatch {
   std::function<void()> listener_;
   bool first_ = true;
   int64_t seen_version_ = -1;
-  int64_t next_event_ = 0;  // absolute index into the job's event log
+  int64_t next_event_ = 0;  // the number of the next event to return
 };
 
 }  // namespace weft::server

@@ -140,6 +140,15 @@ ABSL_FLAG(bool, trace_jobs, true,
 ABSL_FLAG(int64_t, trace_max_nodes, 200000,
           "Jobs with more nodes than this are not traced (their traces would "
           "cost too much memory).");
+ABSL_FLAG(int64_t, max_job_events, 65536,
+          "Node events (started, finished, failed, loop iterations, branches) "
+          "each running job keeps for 'weftctl watch': the most recent this "
+          "many; a watch that falls further behind is told how many it "
+          "missed. Bounds a job's memory however many nodes or iterations it "
+          "runs.");
+ABSL_FLAG(int64_t, finished_job_events, 256,
+          "Node events a finished job keeps for a watch begun after it "
+          "ended: its last this many (0: none).");
 
 namespace {
 
@@ -246,6 +255,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_queued_jobs_per_tenant);
   options.trace_jobs = absl::GetFlag(FLAGS_trace_jobs);
   options.trace_max_nodes = absl::GetFlag(FLAGS_trace_max_nodes);
+  options.max_job_events = absl::GetFlag(FLAGS_max_job_events);
+  options.finished_job_events = absl::GetFlag(FLAGS_finished_job_events);
   const int64_t retain_seconds = absl::GetFlag(FLAGS_retain_seconds);
   if (retain_seconds < 0) {
     std::cerr << "weftd: --retain_seconds must not be negative" << std::endl;

@@ -98,6 +98,7 @@ void WatchReactor::Resume() {
       for (const NodeEventInfo& event : update.events) {
         *message_.add_node_events() = NodeEventToProto(event);
       }
+      message_.set_events_dropped(update.events_dropped);
       if (update.done) {
         StartWriteAndFinish(&message_, grpc::WriteOptions(), grpc::Status::OK);
       } else {

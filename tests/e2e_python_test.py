@@ -338,5 +338,44 @@ class MessageLimitTest(harness.WeftdTestCase):
                          weft_pb2.SUCCEEDED)
 
 
+class EventLogTest(harness.WeftdTestCase):
+    """Jobs keep a bounded log of node events for their watches."""
+
+    EXTRA_FLAGS = ("--max_job_events=16", "--finished_job_events=6")
+
+    def _watch(self, client, job_id):
+        events, dropped = [], 0
+        for update in client.watch(job_id, timeout=60):
+            events.extend(update.node_events)
+            dropped += update.events_dropped
+        return events, dropped
+
+    def test_a_watch_after_the_end_gets_the_last_events(self):
+        client = weft_client.Client(self.weftd.addr, timeout=30)
+        self.addCleanup(client.close)
+        job = client.run(spin_chain("chain", 5, 100), timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED)
+        events, dropped = self._watch(client, job.id)
+        # Started and finished for each of 5 nodes: the last 6 are kept.
+        self.assertEqual(dropped, 4)
+        self.assertEqual(len(events), 6)
+        finished = [e.node for e in events if e.kind == weft_pb2.NODE_FINISHED]
+        self.assertEqual(finished[-3:], ["step2", "step3", "step4"])
+
+    def test_a_watch_that_keeps_up_sees_every_event(self):
+        client = weft_client.Client(self.weftd.addr, timeout=30)
+        self.addCleanup(client.close)
+        # More events than the log holds, spread over 40 x 20 ms.
+        job = client.submit(spin_chain("chain", 40, 20000))
+        events, dropped = self._watch(client, job.id)
+        # Every event is either seen, in order, or counted as dropped (the
+        # nodes start together, more than the log holds): none is lost
+        # silently, and the finishes, 20 ms apart, are all seen.
+        self.assertEqual(len(events) + dropped, 80, (events, dropped))
+        finished = [e.node for e in events if e.kind == weft_pb2.NODE_FINISHED]
+        self.assertEqual(finished[-30:], ["step%d" % i for i in range(10, 40)])
+        self.assertEqual(finished, sorted(finished, key=lambda n: int(n[4:])))
+
+
 if __name__ == "__main__":
     harness.main("e2e_python_test")

