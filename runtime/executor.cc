@@ -155,6 +155,7 @@ StreamExecutorImpl::StreamExecutorImpl(Options options)
   host_pool_ = std::make_unique<HostPool>(options_.host_threads);
   env_.host_pool = host_pool_.get();
   env_.place_buffers = options_.place_buffers;
+  env_.trace_max_spans = options_.trace_max_spans;
   env_.host_gates = backend->supports_host_gates();
   env_.device_clock = backend->has_device_clock();
   env_.interrupts_work = backend->interrupts_aborted_work();

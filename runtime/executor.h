@@ -154,6 +154,10 @@ class Executor {
     // do not overlap share memory. False allocates every buffer by itself
     // for the whole job. Results are the same either way.
     bool place_buffers = true;
+    // Spans a traced job records at most (JobCallbacks::on_trace): a loop
+    // of many iterations records the first ones and counts the rest
+    // (RecordedTrace::spans_dropped). At least 1.
+    int64_t trace_max_spans = int64_t{1} << 20;
   };
 
   static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);

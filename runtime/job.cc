@@ -31,6 +31,7 @@ std::unique_ptr<JobTracer> MakeTracer(bool on, const JobEnv& env,
   options.name = graph.name();
   options.num_nodes = static_cast<int>(plan.nodes.size());
   options.num_events = plan.num_events;
+  options.max_spans = env.trace_max_spans;
   return std::make_unique<RecordingJobTracer>(std::move(options));
 }
 

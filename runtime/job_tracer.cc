@@ -41,6 +41,15 @@ int RecordingJobTracer::TrackFor(TraceTrackKind kind, int device,
   return it->second;
 }
 
+bool RecordingJobTracer::Full() {
+  if (static_cast<int64_t>(trace_.spans.size()) <
+      std::max<int64_t>(options_.max_spans, 1)) {
+    return false;
+  }
+  ++trace_.spans_dropped;
+  return true;
+}
+
 int RecordingJobTracer::AddRecordedSpan(const TracedWork& work, int track) {
   RecordedSpan& span = trace_.spans.emplace_back();
   span.kind = work.kind;
@@ -79,6 +88,11 @@ void RecordingJobTracer::SetPoint(int span, bool end, const Marked& marked) {
 
 int RecordingJobTracer::Begin(const TracedWork& work, StreamHandle stream,
                               int device) {
+  if (Full()) {
+    // The stream's last end no longer starts the next span.
+    clean_end_.erase(stream.value);
+    return -1;
+  }
   // The host track is one, whatever stream orders the work.
   const int track = work.track_device < 0
                         ? TrackFor(TraceTrackKind::kStream, -1, {})
@@ -116,12 +130,16 @@ absl::StatusOr<EventHandle> RecordingJobTracer::NewMarker(int device) {
   if (!options_.device_clock) {
     return absl::FailedPreconditionError("the host clock times this trace");
   }
+  if (static_cast<int64_t>(trace_.spans.size()) >=
+      std::max<int64_t>(options_.max_spans, 1)) {
+    return absl::FailedPreconditionError("the trace is full");
+  }
   return options_.events->Acquire(device);
 }
 
 void RecordingJobTracer::AddSpan(const TracedWork& work, StreamHandle stream,
                                  EventHandle start, EventHandle end) {
-  if (!options_.device_clock) return;
+  if (!options_.device_clock || Full()) return;
   const int span =
       AddRecordedSpan(work, TrackFor(work.track, work.track_device, stream));
   event_points_.push_back(EventPoint{span, /*end=*/false, start});
@@ -165,6 +183,11 @@ void RecordingJobTracer::SpanCompleted(int span) {
 void RecordingJobTracer::NodeEndsAfter(int index, StreamHandle stream,
                                        int device) {
   if (!options_.device_clock || node_op_[index] < 0) return;
+  // Re-marked ends hold marker events until Take: as many as spans at most.
+  if (!stamps_ && static_cast<int64_t>(event_points_.size()) >=
+                      2 * std::max<int64_t>(options_.max_spans, 1)) {
+    return;  // the span keeps its last end
+  }
   Marked end;
   if (!Mark(stream, device, end)) return;  // the span keeps its first end
   SetPoint(node_op_[index], /*end=*/true, end);

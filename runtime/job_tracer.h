@@ -126,6 +126,9 @@ class RecordingJobTracer final : public JobTracer {
     std::string name;             // the trace's name (the graph's)
     int num_nodes = 0;            // plan size
     int num_events = 0;           // plan events
+    // Spans recorded at most (at least 1); later ones are counted in
+    // RecordedTrace::spans_dropped, and hold no marker events.
+    int64_t max_spans = int64_t{1} << 20;
   };
   explicit RecordingJobTracer(Options options);
 
@@ -157,6 +160,9 @@ class RecordingJobTracer final : public JobTracer {
   };
 
   int TrackFor(TraceTrackKind kind, int device, StreamHandle stream);
+  // Whether the trace is full (options_.max_spans); counts the span that
+  // does not fit.
+  bool Full();
   int AddRecordedSpan(const TracedWork& work, int track);
   // Marks the work enqueued on `stream` so far, or returns false.
   bool Mark(StreamHandle stream, int device, Marked& marked);

@@ -231,6 +231,40 @@ TEST_P(RecordingJobTracerTest, TakeHandsOverOnceAndStartsAfresh) {
   EXPECT_EQ(again->name, "g");
 }
 
+TEST_P(RecordingJobTracerTest, AFullTraceCountsTheSpansItDrops) {
+  for (const bool device_clock : {true, false}) {
+    RecordingJobTracer::Options options = TracerOptions(device_clock);
+    options.max_spans = 3;
+    RecordingJobTracer tracer(std::move(options));
+    std::vector<int> spans;
+    for (int i = 0; i < 10; ++i) {
+      const int span =
+          tracer.Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0,
+                                  "k", "spin", 0},
+                       stream_, 0);
+      ASSERT_OK(backend_->Launch(Spin(1), stream_));
+      tracer.End(span, stream_, 0);
+      spans.push_back(span);
+    }
+    EXPECT_THAT(spans, ElementsAre(0, 1, 2, -1, -1, -1, -1, -1, -1, -1));
+    // A full trace holds no more marker events either.
+    if (device_clock) {
+      EXPECT_LE(events_->held(), HeldFor(4));
+      EXPECT_FALSE(tracer.NewMarker(0).ok());
+    }
+    ASSERT_OK(backend_->SynchronizeStream(stream_));
+    std::shared_ptr<const RecordedTrace> recorded = tracer.Take();
+    ASSERT_NE(recorded, nullptr);
+    EXPECT_EQ(recorded->spans.size(), 3u);
+    EXPECT_EQ(recorded->spans_dropped, 7);
+    const JobTrace trace = recorded->Build();
+    EXPECT_EQ(trace.spans_dropped, 7);
+    EXPECT_THAT(ToTraceEventJson(trace),
+                ::testing::HasSubstr(R"("spansDropped":7)"));
+    events_->ReleaseAll();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(StampsAndEvents, RecordingJobTracerTest,
                          ::testing::Bool(), [](const auto& info) {
                            return info.param ? "Stamps" : "MarkerEvents";

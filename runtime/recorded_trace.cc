@@ -35,6 +35,7 @@ JobTrace RecordedTrace::Build() const {
   JobTrace trace;
   trace.name = name;
   trace.device_clock = device_clock;
+  trace.spans_dropped = spans_dropped;
   trace.tracks.reserve(tracks.size());
   for (const RecordedTrack& track : tracks) {
     trace.tracks.push_back(TraceTrack{track.device, TrackName(track)});

@@ -61,6 +61,9 @@ struct RecordedTrace {
   std::vector<RecordedTrack> tracks;
   std::vector<RecordedSpan> spans;
   std::vector<std::pair<int, int>> flows;  // span indices
+  // Spans not recorded: the job ran more work than the tracer keeps
+  // (RecordingJobTracer::Options::max_spans).
+  int64_t spans_dropped = 0;
 
   // The trace: spans whose start and end are both known, times from the
   // earliest start, tracks named ("stream 7", "H2D", "host").

@@ -102,7 +102,11 @@ std::string ToTraceEventJson(const JobTrace& trace) {
   std::string json = absl::StrCat(
       R"({"displayTimeUnit":"ns","otherData":{)", R"("job":")",
       JsonEscape(trace.name), R"(","clock":")",
-      trace.device_clock ? "device" : "host", R"("},"traceEvents":[)");
+      trace.device_clock ? "device" : "host", R"(")",
+      trace.spans_dropped > 0
+          ? absl::StrCat(R"(,"spansDropped":)", trace.spans_dropped)
+          : "",
+      R"(},"traceEvents":[)");
   for (size_t i = 0; i < events.size(); ++i) {
     if (i > 0) json += ",\n";
     json += events[i];

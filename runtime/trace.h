@@ -57,6 +57,8 @@ struct JobTrace {
   std::vector<TraceTrack> tracks;
   std::vector<TraceSpan> spans;
   std::vector<TraceFlow> flows;
+  // Spans the job ran beyond what its tracer keeps (not in `spans`).
+  int64_t spans_dropped = 0;
 
   // From the earliest start to the latest end of the spans of graph nodes;
   // 0 without any.

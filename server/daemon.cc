@@ -197,6 +197,10 @@ absl::Status CheckOptions(const Daemon::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--trace_max_nodes must not be negative, got ", o.trace_max_nodes));
   }
+  if (o.trace_max_spans < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--trace_max_spans must be at least 1, got ", o.trace_max_spans));
+  }
   if (o.max_job_events < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_job_events must be at least 1, got ", o.max_job_events));
@@ -311,6 +315,7 @@ absl::Status Daemon::Start() {
   WEFT_ASSIGN_OR_RETURN(executor_options.launch_mode,
                         ParseLaunchMode(options_.launch_mode));
   executor_options.place_buffers = options_.arena_placement;
+  executor_options.trace_max_spans = options_.trace_max_spans;
   WEFT_ASSIGN_OR_RETURN(executor_, runtime::Executor::Create(executor_options));
   if (options_.warm_up) WarmUp(created);
 

@@ -140,6 +140,10 @@ ABSL_FLAG(bool, trace_jobs, true,
 ABSL_FLAG(int64_t, trace_max_nodes, 200000,
           "Jobs with more nodes than this are not traced (their traces would "
           "cost too much memory).");
+ABSL_FLAG(int64_t, trace_max_spans, int64_t{1} << 20,
+          "Spans one job's trace records at most: a loop of many iterations "
+          "records its first ones, and the trace counts the rest "
+          "(otherData.spansDropped).");
 ABSL_FLAG(int64_t, max_job_events, 65536,
           "Node events (started, finished, failed, loop iterations, branches) "
           "each running job keeps for 'weftctl watch': the most recent this "
@@ -255,6 +259,7 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_queued_jobs_per_tenant);
   options.trace_jobs = absl::GetFlag(FLAGS_trace_jobs);
   options.trace_max_nodes = absl::GetFlag(FLAGS_trace_max_nodes);
+  options.trace_max_spans = absl::GetFlag(FLAGS_trace_max_spans);
   options.max_job_events = absl::GetFlag(FLAGS_max_job_events);
   options.finished_job_events = absl::GetFlag(FLAGS_finished_job_events);
   const int64_t retain_seconds = absl::GetFlag(FLAGS_retain_seconds);

@@ -319,5 +319,36 @@ class ControlTest(harness.WeftdTestCase):
         self.assertGreater(job.device_memory_bytes[1], 0, job)
 
 
+class LongLoopTest(harness.WeftdTestCase):
+    """A loop's many iterations cost the daemon bounded memory."""
+
+    EXTRA_FLAGS = ("--trace_max_spans=10", "--max_job_events=32",
+                   "--finished_job_events=8")
+
+    def test_trace_and_events_of_a_long_loop_are_bounded(self):
+        client = weft_client.Client(self.weftd.addr, timeout=60)
+        self.addCleanup(client.close)
+        job = client.run(example("halve_or_step.json"), control_mode="host",
+                         timeout=60)
+        self.assertEqual(job.state, weft_pb2.SUCCEEDED, job)
+        self.assertEqual(client.read_floats(job.id, "n"), [20.0])
+        trace = client.trace(job.id)
+        spans = [e for e in trace["traceEvents"] if e.get("ph") == "X"]
+        self.assertEqual(len(spans), 10, trace["otherData"])
+        # At least a span per iteration: the rest are counted, not kept.
+        self.assertGreaterEqual(len(spans) + trace["otherData"]["spansDropped"], 20,
+                                trace["otherData"])
+        # A watch after the end: the last 8 events, the rest counted.
+        events, dropped = [], 0
+        for update in client.watch(job.id, timeout=60):
+            events.extend(update.node_events)
+            dropped += update.events_dropped
+        self.assertEqual(len(events), 8)
+        # An iteration and a branch event per iteration, at least.
+        self.assertGreaterEqual(len(events) + dropped, 40)
+        iterations = [e.iteration for e in events if e.kind == weft_pb2.NODE_ITERATION]
+        self.assertEqual(iterations[-1:], [20])
+
+
 if __name__ == "__main__":
     harness.main(__name__)
