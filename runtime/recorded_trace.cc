@@ -31,6 +31,23 @@ std::optional<double> TracePoint::TimeUs() const {
   return us;
 }
 
+int64_t RecordedTrace::ApproxBytes() const {
+  // A device stamp is shared by the spans it ends and starts: counted once
+  // per span, at about its allocation.
+  constexpr int64_t kStampBytes = 64;
+  int64_t bytes = sizeof(RecordedTrace) + name.capacity() +
+                  tracks.capacity() * sizeof(RecordedTrack) +
+                  spans.capacity() * sizeof(RecordedSpan) +
+                  flows.capacity() * sizeof(flows[0]);
+  for (const RecordedSpan& span : spans) {
+    // Heap bytes of strings past the small-string buffer.
+    if (span.name.capacity() > 15) bytes += span.name.capacity() + 1;
+    if (span.op.capacity() > 15) bytes += span.op.capacity() + 1;
+    if (span.end.stamp != nullptr) bytes += kStampBytes;
+  }
+  return bytes;
+}
+
 JobTrace RecordedTrace::Build() const {
   JobTrace trace;
   trace.name = name;

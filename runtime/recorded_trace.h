@@ -65,6 +65,9 @@ struct RecordedTrace {
   // (RecordingJobTracer::Options::max_spans).
   int64_t spans_dropped = 0;
 
+  // About how many bytes of memory it holds (for retention bounds).
+  int64_t ApproxBytes() const;
+
   // The trace: spans whose start and end are both known, times from the
   // earliest start, tracks named ("stream 7", "H2D", "host").
   JobTrace Build() const;

@@ -219,6 +219,11 @@ absl::Status CheckOptions(const Daemon::Options& o) {
   if (o.drain_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--drain_grace must not be negative");
   }
+  if (o.retain_trace_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--retain_trace_bytes must not be negative, got ",
+                     o.retain_trace_bytes));
+  }
   if (o.retain_output_bytes < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--retain_output_bytes must not be negative, got ",
@@ -335,6 +340,9 @@ absl::Status Daemon::Start() {
   job_options.retain_output_bytes = options_.retain_output_bytes > 0
                                         ? options_.retain_output_bytes
                                         : HostMemoryBytes() / 8;
+  job_options.retain_trace_bytes = options_.retain_trace_bytes > 0
+                                       ? options_.retain_trace_bytes
+                                       : HostMemoryBytes() / 16;
   job_options.trace_jobs = options_.trace_jobs;
   job_options.trace_max_nodes = options_.trace_max_nodes;
   job_options.max_job_events = options_.max_job_events;

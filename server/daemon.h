@@ -107,6 +107,9 @@ class Daemon {
     // Bytes of output buffers finished jobs hold together; the oldest
     // jobs' outputs are released first. 0: an eighth of the host's memory.
     int64_t retain_output_bytes = 0;
+    // Bytes of traces finished jobs hold together (0: a sixteenth of the
+    // host's memory).
+    int64_t retain_trace_bytes = 0;
     // The largest cost.estimated_us one node may declare.
     absl::Duration max_node_cost = absl::Minutes(10);
     // Nodes planned at once over all requests; 0: the graph node limit.

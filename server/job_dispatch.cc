@@ -64,6 +64,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
   const absl::Time now = Now();
   JobState to;
   int64_t kept_bytes = 0;
+  int64_t kept_trace_bytes = 0;
   absl::Duration run_time;
   bool started = false;
   {
@@ -110,6 +111,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
       }
     }
     kept_bytes = job->output_bytes;
+    kept_trace_bytes = job->trace_bytes;
     started = job->start_time.has_value();
     run_time = started ? now - *job->start_time : absl::ZeroDuration();
     // Counted before the state is published, so that whoever sees the job
@@ -130,7 +132,7 @@ void JobManager::FinishLocked(const std::shared_ptr<JobRecord>& job,
     queue_.Finished(job->tenant);
     reservations_.Release(job->device_bytes);
   }
-  retention_.Add(job, now, kept_bytes);
+  retention_.Add(job, now, kept_bytes, kept_trace_bytes);
   EvictLocked(now);
   UpdateGaugesLocked();
 }

@@ -37,6 +37,10 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("retain_jobs must be >= 0, got ", options.retain_jobs));
   }
+  if (options.retain_trace_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "retain_trace_bytes must be >= 0, got ", options.retain_trace_bytes));
+  }
   if (options.retain_output_bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "retain_output_bytes must be >= 0, got ", options.retain_output_bytes));
@@ -104,7 +108,8 @@ JobManager::JobManager(Options options)
                  : std::max(1, options.max_running_jobs - 1)),
       reservations_(std::move(options.device_memory_bytes)),
       retention_(JobRetention::Options{options.retain_jobs, options.retain_for,
-                                       options.retain_output_bytes}) {
+                                       options.retain_output_bytes,
+                                       options.retain_trace_bytes}) {
   absl::MutexLock lock(&mu_);
   UpdateGaugesLocked();
 }
@@ -142,6 +147,7 @@ absl::StatusOr<std::shared_ptr<JobRecord>> JobManager::Find(
 void JobManager::UpdateGaugesLocked() {
   metrics_->SetQueueDepth(queue_.size());
   metrics_->SetRetainedOutputBytes(retention_.output_bytes());
+  metrics_->SetRetainedTraceBytes(retention_.trace_bytes());
   metrics_->SetJobsRunning(static_cast<int64_t>(running_.size()));
 }
 
@@ -464,6 +470,10 @@ absl::StatusOr<std::string> JobManager::TraceJson(absl::string_view id) {
           "FAILED or CANCELLED)"));
     }
     trace = job->trace;
+    if (trace == nullptr && !job->trace_released.empty()) {
+      return absl::NotFoundError(absl::StrCat(
+          "job ", job->id, " has no trace: ", job->trace_released));
+    }
   }
   // Built and rendered outside the lock, on the caller's thread.
   if (trace == nullptr) {

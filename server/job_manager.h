@@ -152,6 +152,9 @@ class JobManager {
     // Bytes of output buffers finished jobs may hold together; beyond it
     // the oldest jobs' outputs are released first (the jobs stay visible).
     int64_t retain_output_bytes = int64_t{1} << 62;
+    // Bytes of traces finished jobs may hold together; beyond it the
+    // oldest jobs' traces are released first (the jobs stay visible).
+    int64_t retain_trace_bytes = int64_t{1} << 62;
     // Bounds of the retry delay suggested with RESOURCE_EXHAUSTED.
     absl::Duration min_retry_delay = absl::Milliseconds(10);
     absl::Duration max_retry_delay = absl::Seconds(30);

@@ -1358,6 +1358,19 @@ TEST_F(JobManagerTest, RetentionReleasesTheTrace) {
   EXPECT_TRUE(jobs_->TraceJson(second).ok());
 }
 
+TEST_F(JobManagerTest, TracesLargerThanTheRetentionBoundAreNotKept) {
+  JobManager::Options options;
+  options.retain_trace_bytes = 1;  // no trace fits (the order of release:
+                                   // job_retention_test)
+  Start(options);
+  std::string id = SubmitOk(AxpyGraph());
+  ASSERT_EQ(WaitTerminal(id).state, JobState::kSucceeded);
+  EXPECT_EQ(jobs_->Get(id)->state, JobState::kSucceeded);
+  EXPECT_THAT(
+      jobs_->TraceJson(id).status(),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("--retain_trace_bytes")));
+}
+
 TEST_F(JobManagerTest, RetentionInBytesReleasesTheOldestOutputsFirst) {
   JobManager::Options options;
   options.retain_output_bytes = 100;  // one axpy output (64 bytes) fits

@@ -89,6 +89,10 @@ struct JobRecord {
   // when asked for); released with the job. Null for untraced jobs and jobs
   // that never reached the devices.
   std::shared_ptr<const runtime::RecordedTrace> trace ABSL_GUARDED_BY(mu);
+  // The trace's size while it is held (RecordedTrace::ApproxBytes); why it
+  // was released before the job (empty while held or never recorded).
+  int64_t trace_bytes ABSL_GUARDED_BY(mu) = 0;
+  std::string trace_released ABSL_GUARDED_BY(mu);
 
   // The job as it is now.
   JobInfo Snapshot() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -7,9 +7,11 @@
 namespace weft::server {
 
 void JobRetention::Add(std::shared_ptr<JobRecord> job, absl::Time end,
-                       int64_t output_bytes) {
+                       int64_t output_bytes, int64_t trace_bytes) {
   output_bytes_ += output_bytes;
+  trace_bytes_ += trace_bytes;
   holding_.push_back(job);
+  if (trace_bytes > 0) tracing_.push_back(job);
   finished_.emplace_back(end, std::move(job));
   ReleaseOverBytes();
 }
@@ -24,6 +26,8 @@ std::vector<std::shared_ptr<JobRecord>> JobRetention::Expire(absl::Time now) {
     {
       absl::MutexLock lock(&job->mu);
       job->trace.reset();
+      trace_bytes_ -= job->trace_bytes;
+      job->trace_bytes = 0;
       output_bytes_ -= job->output_bytes;
       job->output_bytes = 0;
       job->outputs.clear();
@@ -47,6 +51,19 @@ void JobRetention::ReleaseOverBytes() {
         "its outputs were released to keep the outputs of finished jobs "
         "within ",
         options_.max_output_bytes, " bytes (weftd --retain_output_bytes)");
+  }
+  while (trace_bytes_ > options_.max_trace_bytes && !tracing_.empty()) {
+    std::shared_ptr<JobRecord> job = tracing_.front().lock();
+    tracing_.pop_front();
+    if (job == nullptr) continue;  // expired, bytes already returned
+    absl::MutexLock lock(&job->mu);
+    if (job->trace_bytes == 0) continue;
+    trace_bytes_ -= job->trace_bytes;
+    job->trace_bytes = 0;
+    job->trace.reset();
+    job->trace_released = absl::StrCat(
+        "its trace was released to keep the traces of finished jobs within ",
+        options_.max_trace_bytes, " bytes (weftd --retain_trace_bytes)");
   }
 }
 

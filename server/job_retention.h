@@ -6,6 +6,8 @@
 // outputs finished jobs hold are also bounded in bytes (`max_output_bytes`):
 // beyond it the oldest jobs' outputs are released first, the jobs
 // themselves staying, and such a job says why (JobRecord::outputs_released).
+// The traces finished jobs hold are bounded the same way
+// (`max_trace_bytes`, JobRecord::trace_released).
 // Releasing a job drops its trace and outputs at once, even if a watcher
 // or reader still holds the record (a reader keeps what it is streaming).
 // Not thread-safe: the owner (JobManager) serialises calls; it takes each
@@ -30,14 +32,17 @@ class JobRetention {
     int max_jobs = 1000;
     absl::Duration max_age = absl::InfiniteDuration();
     int64_t max_output_bytes = int64_t{1} << 62;
+    int64_t max_trace_bytes = int64_t{1} << 62;
   };
 
   explicit JobRetention(Options options) : options_(options) {}
 
   // A job has finished at `end`, holding `output_bytes` of outputs
-  // (JobRecord::output_bytes). Releases outputs over the byte bound.
-  void Add(std::shared_ptr<JobRecord> job, absl::Time end,
-           int64_t output_bytes);
+  // (JobRecord::output_bytes) and a trace of `trace_bytes`
+  // (JobRecord::trace_bytes). Releases outputs and traces over the byte
+  // bounds, the oldest first.
+  void Add(std::shared_ptr<JobRecord> job, absl::Time end, int64_t output_bytes,
+           int64_t trace_bytes = 0);
 
   // Removes and returns the jobs past their retention at `now`, their
   // traces and outputs dropped; the caller forgets them.
@@ -46,8 +51,9 @@ class JobRetention {
   // How long until the oldest job expires by age (infinite: never).
   absl::Duration UntilNextExpiry(absl::Time now) const;
 
-  // Bytes of outputs held by the jobs kept.
+  // Bytes of outputs, and of traces, held by the jobs kept.
   int64_t output_bytes() const { return output_bytes_; }
+  int64_t trace_bytes() const { return trace_bytes_; }
   int64_t size() const { return static_cast<int64_t>(finished_.size()); }
 
  private:
@@ -58,7 +64,10 @@ class JobRetention {
   std::deque<std::pair<absl::Time, std::shared_ptr<JobRecord>>> finished_;
   // Jobs that may still hold outputs, in finishing order.
   std::deque<std::weak_ptr<JobRecord>> holding_;
+  // Jobs that may still hold traces, in finishing order.
+  std::deque<std::weak_ptr<JobRecord>> tracing_;
   int64_t output_bytes_ = 0;
+  int64_t trace_bytes_ = 0;
 };
 
 }  // namespace weft::server

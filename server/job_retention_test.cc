@@ -83,5 +83,51 @@ TEST(JobRetentionTest, OutputBytesReleaseTheOldestFirst) {
   EXPECT_LE(retention.output_bytes(), 100);
 }
 
+// A finished job holding a trace of `bytes` (and no outputs).
+std::shared_ptr<JobRecord> Traced(const std::string& id, int64_t bytes) {
+  auto job = std::make_shared<JobRecord>();
+  job->id = id;
+  absl::MutexLock lock(&job->mu);
+  job->state = JobState::kSucceeded;
+  job->trace = std::make_shared<const runtime::RecordedTrace>();
+  job->trace_bytes = bytes;
+  return job;
+}
+
+bool HoldsTrace(const std::shared_ptr<JobRecord>& job) {
+  absl::MutexLock lock(&job->mu);
+  return job->trace != nullptr;
+}
+
+TEST(JobRetentionTest, TraceBytesReleaseTheOldestFirst) {
+  JobRetention::Options options;
+  options.max_jobs = 10;
+  options.max_trace_bytes = 100;
+  JobRetention retention(options);
+  auto a = Traced("a", 40), b = Traced("b", 40), c = Traced("c", 40);
+  retention.Add(a, kT0, 0, 40);
+  retention.Add(b, kT0, 0, 40);
+  EXPECT_EQ(retention.trace_bytes(), 80);
+  EXPECT_TRUE(HoldsTrace(a));
+  retention.Add(c, kT0, 0, 40);  // 120 > 100: a's trace goes
+  EXPECT_EQ(retention.trace_bytes(), 80);
+  EXPECT_FALSE(HoldsTrace(a));
+  EXPECT_TRUE(HoldsTrace(b));
+  EXPECT_TRUE(HoldsTrace(c));
+  {
+    absl::MutexLock lock(&a->mu);
+    EXPECT_NE(a->trace_released.find("--retain_trace_bytes"),
+              std::string::npos);
+  }
+  // The jobs stay; expiring one returns its trace's bytes.
+  EXPECT_EQ(retention.size(), 3);
+  JobRetention small(
+      {/*max_jobs=*/1, absl::InfiniteDuration(), 1 << 30, 1 << 30});
+  small.Add(Traced("x", 30), kT0, 0, 30);
+  small.Add(Traced("y", 20), kT0, 0, 20);
+  EXPECT_EQ(small.Expire(kT0).size(), 1u);
+  EXPECT_EQ(small.trace_bytes(), 20);
+}
+
 }  // namespace
 }  // namespace weft::server

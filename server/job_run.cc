@@ -105,8 +105,10 @@ runtime::JobCallbacks MakeRunCallbacks(
   if (job->untraced_reason.empty()) {
     callbacks.on_trace =
         [job](std::shared_ptr<const runtime::RecordedTrace> trace) {
+          const int64_t bytes = trace != nullptr ? trace->ApproxBytes() : 0;
           absl::MutexLock lock(&job->mu);
           job->trace = std::move(trace);
+          job->trace_bytes = bytes;
         };
   }
   return callbacks;

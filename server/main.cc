@@ -119,6 +119,10 @@ ABSL_FLAG(int64_t, retain_output_bytes, 0,
           "Bytes of output buffers finished jobs may hold together; beyond "
           "it the oldest jobs' outputs are released first (the jobs stay "
           "visible). 0: an eighth of the host's memory.");
+ABSL_FLAG(int64_t, retain_trace_bytes, 0,
+          "Bytes of traces finished jobs may hold together (about); beyond "
+          "it the oldest jobs' traces are released first (the jobs stay "
+          "visible). 0: a sixteenth of the host's memory.");
 ABSL_FLAG(int64_t, max_planning_nodes, 0,
           "Nodes planned at once over all PlanGraph and SubmitGraph calls; "
           "a call beyond it gets RESOURCE_EXHAUSTED with a retry hint. 0: "
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
   options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
   options.drain_grace = absl::GetFlag(FLAGS_drain_grace);
   options.retain_output_bytes = absl::GetFlag(FLAGS_retain_output_bytes);
+  options.retain_trace_bytes = absl::GetFlag(FLAGS_retain_trace_bytes);
   options.max_node_cost =
       absl::Seconds(absl::GetFlag(FLAGS_max_node_cost_seconds));
   options.max_planning_nodes = absl::GetFlag(FLAGS_max_planning_nodes);

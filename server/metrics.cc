@@ -87,6 +87,12 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                                        "finished jobs.")
                                  .Register(*registry)
                                  .Add({})),
+      retained_trace_bytes_(BuildGauge()
+                                .Name("weft_retained_trace_bytes")
+                                .Help("Bytes of traces held by finished jobs "
+                                      "(about).")
+                                .Register(*registry)
+                                .Add({})),
       node_executions_(BuildCounter()
                            .Name("weft_node_executions_total")
                            .Help("Nodes that finished, by op and device.")
@@ -263,6 +269,10 @@ void Metrics::JobFinished(absl::string_view outcome, absl::string_view tenant,
 
 void Metrics::SetRetainedOutputBytes(int64_t bytes) {
   retained_output_bytes_.Set(static_cast<double>(bytes));
+}
+
+void Metrics::SetRetainedTraceBytes(int64_t bytes) {
+  retained_trace_bytes_.Set(static_cast<double>(bytes));
 }
 
 void Metrics::SetQueueDepth(int64_t depth) {

@@ -16,6 +16,8 @@
 //   weft_jobs_running                                  gauge
 //   weft_retained_output_bytes                         gauge
 //       bytes of output buffers held by finished jobs
+//   weft_retained_trace_bytes                          gauge
+//       bytes of traces held by finished jobs (about)
 //   weft_node_executions_total{op,device,UUID}         counter
 //   weft_copy_bytes_total{direction}                   counter
 //       direction: host_to_device|device_to_host|device_to_device; bytes of
@@ -123,6 +125,7 @@ class Metrics {
   void SetQueueDepth(int64_t depth);
   void SetJobsRunning(int64_t running);
   void SetRetainedOutputBytes(int64_t bytes);
+  void SetRetainedTraceBytes(int64_t bytes);
   void NodeExecuted(const std::string& op, int device);
   // A loop began an iteration; a case..of read its selector.
   void LoopIterations(int64_t n);
@@ -159,6 +162,7 @@ class Metrics {
   prometheus::Gauge& queue_depth_;
   prometheus::Gauge& jobs_running_;
   prometheus::Gauge& retained_output_bytes_;
+  prometheus::Gauge& retained_trace_bytes_;
   prometheus::Family<prometheus::Counter>& node_executions_;
   prometheus::Counter& loop_iterations_;
   prometheus::Counter& case_branches_;
