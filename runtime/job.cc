@@ -344,15 +344,9 @@ absl::Status Job::IssueEagerCopies(int index) {
 
 absl::Status Job::OrderAfter(StreamHandle from, int from_device,
                              StreamHandle to) {
-  WEFT_ASSIGN_OR_RETURN(EventHandle join, events_.Acquire(from_device));
-  WEFT_RETURN_IF_ERROR(env_->backend->RecordEvent(join, from));
-  WEFT_RETURN_IF_ERROR(env_->backend->StreamWaitEvent(to, join));
-  tracer_->Dirty(to);
-  return absl::OkStatus();
-}
-
-absl::Status Job::JoinInto(StreamHandle from, int from_device,
-                           StreamHandle to) {
+  // A wait captures the recording it was enqueued after, so one event per
+  // `from` stream serves every join from it: a loop joins its streams
+  // every iteration and holds no more events for it.
   EventHandle& join = join_events_[from.value];
   if (join.value == 0) {
     WEFT_ASSIGN_OR_RETURN(join, events_.Acquire(from_device));
@@ -501,7 +495,7 @@ void Job::StartDraining() {
       const int device = streams_.DeviceOf(stream);
       absl::Status s = device < 0 ? absl::InternalError("stream not leased")
                                   : streams_.Enter(stream);
-      if (s.ok()) s = JoinInto(stream, device, join);
+      if (s.ok()) s = OrderAfter(stream, device, join);
       joined = s.ok();
     }
     if (joined) {

@@ -379,11 +379,10 @@ class Job {
   // this point (nothing for a nested job's nodes).
   absl::Status ReportWhenDone(int index, StreamHandle stream);
   // Makes `to` wait for the work enqueued so far on `from`, a stream of
-  // `from_device`.
+  // `from_device`, by one event per `from` stream, kept for the job's life
+  // and recorded again for every join (a loop joins its streams every
+  // iteration).
   absl::Status OrderAfter(StreamHandle from, int from_device, StreamHandle to);
-  // The same with one event per `from` stream, kept for the job's life (a
-  // nested job joining its streams every iteration).
-  absl::Status JoinInto(StreamHandle from, int from_device, StreamHandle to);
   // The host part of IssueNode, after the waits and transfers
   // (job_host_ops.cc).
   absl::Status EnqueueHostOp(int index, StreamHandle stream,
@@ -457,7 +456,7 @@ class Job {
   // Control nodes run on the device, by plan index: the stream their
   // bodies run on, and its device, until they end.
   absl::flat_hash_map<int, std::pair<StreamHandle, int>> loop_streams_;
-  // Nested jobs: the event each stream records to join the others.
+  // The event each stream records to join the others (OrderAfter).
   absl::flat_hash_map<uint64_t, EventHandle> join_events_;
   // Control nodes running, by plan index, and their NodeIds.
   absl::flat_hash_map<int, std::unique_ptr<ControlRun>> controls_;
