@@ -157,7 +157,7 @@ class Executor {
     // Spans a traced job records at most (JobCallbacks::on_trace): a loop
     // of many iterations records the first ones and counts the rest
     // (RecordedTrace::spans_dropped). At least 1.
-    int64_t trace_max_spans = int64_t{1} << 20;
+    int64_t trace_max_spans = int64_t{1} << 19;
   };
 
   static absl::StatusOr<std::unique_ptr<Executor>> Create(Options options);

@@ -139,7 +139,7 @@ struct JobEnv {
   // (BufferCoherence::Place); false allocates every buffer by itself.
   bool place_buffers = true;
   // Spans a traced job records at most (Executor::Options).
-  int64_t trace_max_spans = int64_t{1} << 20;
+  int64_t trace_max_spans = int64_t{1} << 19;
   // Backend capabilities, read once.
   bool host_gates = false;
   bool device_clock = false;

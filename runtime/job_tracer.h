@@ -128,7 +128,7 @@ class RecordingJobTracer final : public JobTracer {
     int num_events = 0;           // plan events
     // Spans recorded at most (at least 1); later ones are counted in
     // RecordedTrace::spans_dropped, and hold no marker events.
-    int64_t max_spans = int64_t{1} << 20;
+    int64_t max_spans = int64_t{1} << 19;
   };
   explicit RecordingJobTracer(Options options);
 

@@ -119,7 +119,7 @@ class Daemon {
     bool trace_jobs = true;
     int64_t trace_max_nodes = 200000;
     // Spans one job's trace records at most (loops run many).
-    int64_t trace_max_spans = int64_t{1} << 20;
+    int64_t trace_max_spans = int64_t{1} << 19;
     // Node events each job keeps for WatchJob while it runs, and once it is
     // over and nobody watches it (JobManager::Options).
     int64_t max_job_events = 65536;

@@ -144,7 +144,7 @@ ABSL_FLAG(bool, trace_jobs, true,
 ABSL_FLAG(int64_t, trace_max_nodes, 200000,
           "Jobs with more nodes than this are not traced (their traces would "
           "cost too much memory).");
-ABSL_FLAG(int64_t, trace_max_spans, int64_t{1} << 20,
+ABSL_FLAG(int64_t, trace_max_spans, int64_t{1} << 19,
           "Spans one job's trace records at most: a loop of many iterations "
           "records its first ones, and the trace counts the rest "
           "(otherData.spansDropped).");
