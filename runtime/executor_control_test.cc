@@ -690,72 +690,80 @@ TEST_P(ExecutorModeTest, LoopInsideALoop) {
   }
 }
 
-TEST_F(ExecutorControlTest, CaseOfInsideALoop) {
-  // Iterations alternate between the branches by the parity of k:
-  // x is multiplied by 2 on even k, by 3 on odd k, for k = 0..5.
-  const std::string text = R"pb(
-    name: "nested"
-    buffers { name: "x" size_bytes: 4 dtype: FLOAT32 fill: 1 output: true }
-    buffers { name: "k" size_bytes: 4 dtype: FLOAT32 }
-    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
-    buffers { name: "odd" size_bytes: 4 dtype: INT32 }
-    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
-    nodes {
-      name: "loop"
-      while_loop {
-        condition: "go"
-        max_iterations: 50
-        body {
-          name: "pick"
-          case_of {
-            selector: "odd"
-            branches {
-              nodes {
-                name: "by2"
-                op: "scale"
-                args { f32: 2 }
-                args { buffer { name: "x" access: READ_WRITE } }
-              }
-              nodes {
-                name: "now_odd"
-                op: "fill"
-                args { buffer { name: "odd" access: WRITE } }
-                args { i32: 1 }
+// A loop whose body's case..of alternates between its branches by the
+// parity of k: x is multiplied by 2 on even k, by 3 on odd k, for k = 0 ..
+// iterations - 1.
+std::string CaseInsideALoop(int iterations, int max_iterations) {
+  return absl::StrReplaceAll(
+      R"pb(
+        name: "nested"
+        buffers { name: "x" size_bytes: 4 dtype: FLOAT32 fill: 1 output: true }
+        buffers { name: "k" size_bytes: 4 dtype: FLOAT32 }
+        buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
+        buffers { name: "odd" size_bytes: 4 dtype: INT32 }
+        buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
+        nodes {
+          name: "loop"
+          while_loop {
+            condition: "go"
+            max_iterations: MAX_ITERATIONS
+            body {
+              name: "pick"
+              case_of {
+                selector: "odd"
+                branches {
+                  nodes {
+                    name: "by2"
+                    op: "scale"
+                    args { f32: 2 }
+                    args { buffer { name: "x" access: READ_WRITE } }
+                  }
+                  nodes {
+                    name: "now_odd"
+                    op: "fill"
+                    args { buffer { name: "odd" access: WRITE } }
+                    args { i32: 1 }
+                  }
+                }
+                branches {
+                  nodes {
+                    name: "by3"
+                    op: "scale"
+                    args { f32: 3 }
+                    args { buffer { name: "x" access: READ_WRITE } }
+                  }
+                  nodes {
+                    name: "now_even"
+                    op: "fill"
+                    args { buffer { name: "odd" access: WRITE } }
+                    args { i32: 0 }
+                  }
+                }
               }
             }
-            branches {
-              nodes {
-                name: "by3"
-                op: "scale"
-                args { f32: 3 }
-                args { buffer { name: "x" access: READ_WRITE } }
-              }
-              nodes {
-                name: "now_even"
-                op: "fill"
-                args { buffer { name: "odd" access: WRITE } }
-                args { i32: 0 }
-              }
+            body {
+              name: "next"
+              op: "axpy"
+              args { f32: 1 }
+              args { buffer { name: "one" access: READ } }
+              args { buffer { name: "k" access: READ_WRITE } }
+            }
+            body {
+              name: "test"
+              op: "less"
+              args { buffer { name: "k" access: READ } }
+              args { f32: ITERATIONS }
+              args { buffer { name: "go" access: WRITE } }
             }
           }
         }
-        body {
-          name: "next"
-          op: "axpy"
-          args { f32: 1 }
-          args { buffer { name: "one" access: READ } }
-          args { buffer { name: "k" access: READ_WRITE } }
-        }
-        body {
-          name: "test"
-          op: "less"
-          args { buffer { name: "k" access: READ } }
-          args { f32: 6 }
-          args { buffer { name: "go" access: WRITE } }
-        }
-      }
-    }
-  )pb";
+      )pb",
+      {{"MAX_ITERATIONS", absl::StrCat(max_iterations)},
+       {"ITERATIONS", absl::StrCat(iterations)}});
+}
+
+TEST_F(ExecutorControlTest, CaseOfInsideALoop) {
+  const std::string text = CaseInsideALoop(6, 50);
   // Driven by the host: an event per iteration and per branch taken.
   options_.control_mode = ControlMode::kHost;
   RunResult r = Run(text);
@@ -791,83 +799,19 @@ class EventCountingBackend final : public ForwardingBackend {
 };
 
 TEST_F(ExecutorControlTest, ALoopHoldsNoMoreEventsForMoreIterations) {
-  // CaseOfInsideALoop's graph, run for 6 and for 300 iterations: joining
-  // the case..of's streams every iteration reuses the job's events.
+  // CaseInsideALoop run for 6 and for 300 iterations: joining the
+  // case..of's streams every iteration reuses the job's events.
   EventCountingBackend counting(backend_.get());
   Executor::Options exec_options;
   exec_options.backend = &counting;
   exec_options.max_streams_per_device = 16;
   executor_ = Executor::Create(exec_options).value();
   options_.control_mode = ControlMode::kHost;
-  const std::string text = R"pb(
-    name: "nested"
-    buffers { name: "x" size_bytes: 4 dtype: FLOAT32 fill: 1 output: true }
-    buffers { name: "k" size_bytes: 4 dtype: FLOAT32 }
-    buffers { name: "one" size_bytes: 4 dtype: FLOAT32 fill: 1 }
-    buffers { name: "odd" size_bytes: 4 dtype: INT32 }
-    buffers { name: "go" size_bytes: 4 dtype: INT32 fill: 1 }
-    nodes {
-      name: "loop"
-      while_loop {
-        condition: "go"
-        max_iterations: 1000
-        body {
-          name: "pick"
-          case_of {
-            selector: "odd"
-            branches {
-              nodes {
-                name: "by2"
-                op: "scale"
-                args { f32: 2 }
-                args { buffer { name: "x" access: READ_WRITE } }
-              }
-              nodes {
-                name: "now_odd"
-                op: "fill"
-                args { buffer { name: "odd" access: WRITE } }
-                args { i32: 1 }
-              }
-            }
-            branches {
-              nodes {
-                name: "by3"
-                op: "scale"
-                args { f32: 3 }
-                args { buffer { name: "x" access: READ_WRITE } }
-              }
-              nodes {
-                name: "now_even"
-                op: "fill"
-                args { buffer { name: "odd" access: WRITE } }
-                args { i32: 0 }
-              }
-            }
-          }
-        }
-        body {
-          name: "next"
-          op: "axpy"
-          args { f32: 1 }
-          args { buffer { name: "one" access: READ } }
-          args { buffer { name: "k" access: READ_WRITE } }
-        }
-        body {
-          name: "test"
-          op: "less"
-          args { buffer { name: "k" access: READ } }
-          args { f32: 6 }
-          args { buffer { name: "go" access: WRITE } }
-        }
-      }
-    }
-  )pb";
+
   std::vector<int> created;
   for (const int iterations : {6, 300}) {
     const int before = counting.created;
-    RunResult r = Run(absl::StrReplaceAll(
-        text,
-        {{"args { f32: 6 }", absl::StrCat("args { f32: ", iterations, " }")}}));
+    RunResult r = Run(CaseInsideALoop(iterations, 1000));
     ASSERT_OK(r.status);
     created.push_back(counting.created - before);
   }

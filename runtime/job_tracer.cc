@@ -41,11 +41,13 @@ int RecordingJobTracer::TrackFor(TraceTrackKind kind, int device,
   return it->second;
 }
 
+bool RecordingJobTracer::AtCapacity() const {
+  return static_cast<int64_t>(trace_.spans.size()) >=
+         std::max<int64_t>(options_.max_spans, 1);
+}
+
 bool RecordingJobTracer::Full() {
-  if (static_cast<int64_t>(trace_.spans.size()) <
-      std::max<int64_t>(options_.max_spans, 1)) {
-    return false;
-  }
+  if (!AtCapacity()) return false;
   ++trace_.spans_dropped;
   return true;
 }
@@ -130,10 +132,7 @@ absl::StatusOr<EventHandle> RecordingJobTracer::NewMarker(int device) {
   if (!options_.device_clock) {
     return absl::FailedPreconditionError("the host clock times this trace");
   }
-  if (static_cast<int64_t>(trace_.spans.size()) >=
-      std::max<int64_t>(options_.max_spans, 1)) {
-    return absl::FailedPreconditionError("the trace is full");
-  }
+  if (AtCapacity()) return absl::FailedPreconditionError("the trace is full");
   return options_.events->Acquire(device);
 }
 

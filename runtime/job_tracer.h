@@ -160,8 +160,9 @@ class RecordingJobTracer final : public JobTracer {
   };
 
   int TrackFor(TraceTrackKind kind, int device, StreamHandle stream);
-  // Whether the trace is full (options_.max_spans); counts the span that
-  // does not fit.
+  // Whether the trace holds options_.max_spans spans; Full also counts
+  // the span that does not fit.
+  bool AtCapacity() const;
   bool Full();
   int AddRecordedSpan(const TracedWork& work, int track);
   // Marks the work enqueued on `stream` so far, or returns false.
