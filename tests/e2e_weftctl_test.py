@@ -475,6 +475,26 @@ class WeftctlSmallMemoryTest(harness.WeftdTestCase):
         self.weftctl_ok("submit", example("vector_pipeline.json"), "--watch", timeout=60)
 
 
+class WeftctlShortEventLogTest(harness.WeftdTestCase):
+    """A daemon whose finished jobs keep their last 2 node events."""
+
+    EXTRA_FLAGS = ("--finished_job_events=2",)
+
+    def test_watch_of_a_finished_job_says_what_was_not_kept(self):
+        result = self.weftctl_ok("submit", example("vector_pipeline.json"), "--json")
+        job_id = parse_json(self, result).get("id")
+        self.assertTrue(job_id, describe(result))
+        wait_until(lambda: parse_json(self, self.weftctl_ok("get", job_id, "--json"))
+                   .get("state") == "SUCCEEDED", 30, interval=0.1,
+                   what="job %s to succeed" % job_id)
+        out = self.weftctl_ok("watch", job_id, "--progress=lines").stdout
+        # 5 nodes, started and finished: the last 2 events kept.
+        self.assertIn("(8 earlier node events were not kept)", out, out)
+        self.assertIn("SUCCEEDED", out)
+        # The last node's finish is among those kept.
+        self.assertRegex(out, r"node sum FINISHED device \d+ stream \d+")
+
+
 def _make_rejection_test(mutate, pattern):
     def test(self):
         graph = base_graph()
