@@ -135,7 +135,7 @@ class ControlTest(harness.WeftdTestCase):
             x = struct.unpack("f", struct.pack("f", x))[0]
         # Driven by the host: an event per iteration and per branch. A spin
         # the loop waits for (it holds x) keeps the loop from running before
-        # the watch has begun (a watch shows what happens from then on).
+        # the watch has begun, so its events arrive as they happen.
         job = self.client.submit(_halve_or_step_with_a_spin("first", "x", "READ_WRITE"),
                                  control_mode="host")
         events = _events(self.client, job.id)
@@ -150,7 +150,7 @@ class ControlTest(harness.WeftdTestCase):
         # On the device, the case..of nested in the loop too (AUTO): the
         # same result, the loop's count and the branch taken last. A spin
         # beside the loop keeps the job running until the watch has begun
-        # (a watch shows what happens from then on).
+        # (its events then arrive as they happen).
         graph = _halve_or_step_with_a_spin("meanwhile", "one", "READ")
         for mode in ("auto", "device"):
             job = self.client.submit(graph, control_mode=mode)
@@ -165,7 +165,7 @@ class ControlTest(harness.WeftdTestCase):
 
     def test_weftctl_watch_shows_iterations(self):
         # A spin the loop waits for (it holds x) keeps the loop from running
-        # before the watch has begun (a watch shows what happens from then on).
+        # before the watch has begun, so its events arrive as they happen.
         graph = _halve_or_step_with_a_spin("first", "x", "READ_WRITE")
         path = self.write_file("halve_or_step_after_a_spin.json", json.dumps(graph))
         out = self.weftctl_ok("submit", path, "--watch",
