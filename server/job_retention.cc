@@ -37,34 +37,51 @@ std::vector<std::shared_ptr<JobRecord>> JobRetention::Expire(absl::Time now) {
   return expired;
 }
 
-void JobRetention::ReleaseOverBytes() {
-  while (output_bytes_ > options_.max_output_bytes && !holding_.empty()) {
-    std::shared_ptr<JobRecord> job = holding_.front().lock();
-    holding_.pop_front();
+namespace {
+
+// Releases what the jobs in `queue` (oldest first) hold until `*held` is
+// within `max`: `release` frees one job's share, with the job's lock held,
+// and returns the bytes it freed (0: the job held none any more).
+template <typename Release>
+void ReleaseOldest(std::deque<std::weak_ptr<JobRecord>>& queue, int64_t* held,
+                   int64_t max, Release release) {
+  while (*held > max && !queue.empty()) {
+    std::shared_ptr<JobRecord> job = queue.front().lock();
+    queue.pop_front();
     if (job == nullptr) continue;  // expired, bytes already returned
     absl::MutexLock lock(&job->mu);
-    if (job->output_bytes == 0) continue;
-    output_bytes_ -= job->output_bytes;
-    job->output_bytes = 0;
-    job->outputs.clear();
-    job->outputs_released = absl::StrCat(
+    *held -= release(*job);
+  }
+}
+
+}  // namespace
+
+void JobRetention::ReleaseOverBytes() {
+  const int64_t max_outputs = options_.max_output_bytes;
+  ReleaseOldest(holding_, &output_bytes_, max_outputs, [&](JobRecord& job) {
+    job.mu.AssertHeld();
+    const int64_t bytes = job.output_bytes;
+    if (bytes == 0) return bytes;
+    job.output_bytes = 0;
+    job.outputs.clear();
+    job.outputs_released = absl::StrCat(
         "its outputs were released to keep the outputs of finished jobs "
         "within ",
-        options_.max_output_bytes, " bytes (weftd --retain_output_bytes)");
-  }
-  while (trace_bytes_ > options_.max_trace_bytes && !tracing_.empty()) {
-    std::shared_ptr<JobRecord> job = tracing_.front().lock();
-    tracing_.pop_front();
-    if (job == nullptr) continue;  // expired, bytes already returned
-    absl::MutexLock lock(&job->mu);
-    if (job->trace_bytes == 0) continue;
-    trace_bytes_ -= job->trace_bytes;
-    job->trace_bytes = 0;
-    job->trace.reset();
-    job->trace_released = absl::StrCat(
+        max_outputs, " bytes (weftd --retain_output_bytes)");
+    return bytes;
+  });
+  const int64_t max_traces = options_.max_trace_bytes;
+  ReleaseOldest(tracing_, &trace_bytes_, max_traces, [&](JobRecord& job) {
+    job.mu.AssertHeld();
+    const int64_t bytes = job.trace_bytes;
+    if (bytes == 0) return bytes;
+    job.trace_bytes = 0;
+    job.trace.reset();
+    job.trace_released = absl::StrCat(
         "its trace was released to keep the traces of finished jobs within ",
-        options_.max_trace_bytes, " bytes (weftd --retain_trace_bytes)");
-  }
+        max_traces, " bytes (weftd --retain_trace_bytes)");
+    return bytes;
+  });
 }
 
 absl::Duration JobRetention::UntilNextExpiry(absl::Time now) const {
