@@ -56,11 +56,51 @@ int RecordingJobTracer::AddRecordedSpan(const TracedWork& work, int track) {
   RecordedSpan& span = trace_.spans.emplace_back();
   span.kind = work.kind;
   span.track = track;
-  span.name = std::string(work.name);
-  span.op = std::string(work.op);
+  NodeStrings* known = nullptr;
+  if (work.node >= 0) {
+    if (static_cast<size_t>(work.node) >= node_strings_.size()) {
+      node_strings_.resize(static_cast<size_t>(work.node) + 1);
+    }
+    known = &node_strings_[work.node];
+  }
+  span.name = Intern(work.name, known != nullptr ? &known->name : nullptr);
+  span.op = Intern(work.op, known != nullptr ? &known->op : nullptr);
   span.node = work.node;
   span.bytes = work.bytes;
-  return static_cast<int>(trace_.spans.size()) - 1;
+  // Now and then the recent spans' stamps that know their times give them
+  // up, so a long trace does not hold a stamp per point until Take: each
+  // span is looked at twice, in two sweeps.
+  const size_t size = trace_.spans.size();
+  if (stamps_ && size % kSweepSpans == 0) {
+    ReadKnownStamps(size - std::min(size, 2 * kSweepSpans), size);
+  }
+  return static_cast<int>(size) - 1;
+}
+
+void RecordingJobTracer::ReadKnownStamps(size_t begin, size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    RecordedSpan& span = trace_.spans[i];
+    for (TracePoint* point : {&span.start, &span.end}) {
+      if (point->stamp == nullptr) continue;
+      if (const std::optional<double> us = point->stamp->TimeUs()) {
+        point->us = *us;
+        point->stamp = nullptr;
+      }
+    }
+  }
+}
+
+int32_t RecordingJobTracer::Intern(absl::string_view s, int32_t* hint) {
+  if (s.empty()) return -1;
+  // A node's spans nearly always repeat its last name: no hashing then.
+  if (hint != nullptr && *hint >= 0 && trace_.strings[*hint] == s) {
+    return *hint;
+  }
+  auto [it, added] =
+      string_index_.try_emplace(s, static_cast<int32_t>(trace_.strings.size()));
+  if (added) trace_.strings.emplace_back(s);
+  if (hint != nullptr) *hint = it->second;
+  return it->second;
 }
 
 bool RecordingJobTracer::Mark(StreamHandle stream, int device, Marked& marked) {
@@ -204,9 +244,14 @@ std::shared_ptr<const RecordedTrace> RecordingJobTracer::Take() {
     point.us = time.ok() ? *time : std::numeric_limits<double>::quiet_NaN();
   }
   event_points_.clear();
+  // A kept trace holds times, not the backend's stamps, wherever those
+  // are known.
+  ReadKnownStamps(0, trace_.spans.size());
   auto taken = std::make_shared<const RecordedTrace>(std::move(trace_));
   StartTrace();
   track_index_.clear();
+  string_index_.clear();
+  node_strings_.clear();
   clean_end_.clear();
   std::fill(node_op_.begin(), node_op_.end(), -1);
   std::fill(event_signaller_.begin(), event_signaller_.end(), -1);

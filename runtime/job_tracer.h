@@ -19,7 +19,8 @@
 // a span runs from issue to completion as the host saw them, so only nodes
 // have spans then. Tracing is best effort: a point that cannot be marked
 // drops its span. What it hands over (Take) is a RecordedTrace, built into
-// a JobTrace only when someone asks for it.
+// a JobTrace only when someone asks for it; stamps whose times are known by
+// then are read into it, so a kept trace does not hold them.
 //
 // Not thread-safe: used by one job in the executor's turn (executor.cc).
 #ifndef WEFT_RUNTIME_JOB_TRACER_H_
@@ -165,6 +166,14 @@ class RecordingJobTracer final : public JobTracer {
   bool AtCapacity() const;
   bool Full();
   int AddRecordedSpan(const TracedWork& work, int track);
+  // The index of `s` in trace_.strings, added if new (-1 for ""). `hint`,
+  // where given, is the index last returned for the same node's name (or
+  // op), tried first and updated.
+  int32_t Intern(absl::string_view s, int32_t* hint);
+  // Replaces the stamps of trace_.spans[begin, end) that know their times
+  // by those times.
+  void ReadKnownStamps(size_t begin, size_t end);
+  static constexpr size_t kSweepSpans = 4096;
   // Marks the work enqueued on `stream` so far, or returns false.
   bool Mark(StreamHandle stream, int device, Marked& marked);
   // Times the start (or end) of span `span` by `marked`.
@@ -182,8 +191,15 @@ class RecordingJobTracer final : public JobTracer {
   std::vector<EventPoint> event_points_;
   // (device * 4 + kind of track, pooled stream) -> track index.
   absl::flat_hash_map<std::pair<int, uint64_t>, int> track_index_;
-  std::vector<int> node_op_;          // by plan index, -1 if none
-  std::vector<int> event_signaller_;  // by plan event: span index, -1
+  // trace_.strings' indices.
+  absl::flat_hash_map<std::string, int32_t> string_index_;
+  struct NodeStrings {
+    int32_t name = -1;
+    int32_t op = -1;
+  };
+  std::vector<NodeStrings> node_strings_;  // by graph node: the last ones
+  std::vector<int> node_op_;               // by plan index, -1 if none
+  std::vector<int> event_signaller_;       // by plan event: span index, -1
   // Pooled stream -> the point that ended its last span, while nothing
   // that takes time was enqueued after it (so it can start the next one).
   absl::flat_hash_map<uint64_t, Marked> clean_end_;

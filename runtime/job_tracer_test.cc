@@ -1,5 +1,6 @@
 #include "runtime/job_tracer.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -59,6 +60,37 @@ class MarkingBackend final : public ForwardingBackend {
 
  private:
   const bool stamps_;
+};
+
+// A stamp counted while it lives.
+class CountedStamp final : public DeviceStamp {
+ public:
+  CountedStamp(std::shared_ptr<const DeviceStamp> stamp, int* live)
+      : stamp_(std::move(stamp)), live_(live) {
+    ++*live_;
+  }
+  ~CountedStamp() override { --*live_; }
+  std::optional<double> TimeUs() const override { return stamp_->TimeUs(); }
+
+ private:
+  std::shared_ptr<const DeviceStamp> stamp_;
+  int* live_;
+};
+
+// The simulator's stamps, counted while they live.
+class CountingStampsBackend final : public ForwardingBackend {
+ public:
+  explicit CountingStampsBackend(Backend* backend)
+      : ForwardingBackend(backend) {}
+  bool supports_stamps() const override { return true; }
+  absl::StatusOr<std::shared_ptr<const DeviceStamp>> Stamp(
+      StreamHandle stream) override {
+    absl::StatusOr<std::shared_ptr<const DeviceStamp>> stamp =
+        ForwardingBackend::Stamp(stream);
+    if (!stamp.ok()) return stamp.status();
+    return std::make_shared<CountedStamp>(*std::move(stamp), &live);
+  }
+  int live = 0;
 };
 
 // Parameter: whether the backend stamps.
@@ -122,6 +154,11 @@ TEST_P(RecordingJobTracerTest, DeviceClockSpansRunBetweenMarkers) {
 
   std::shared_ptr<const RecordedTrace> recorded = tracer.Take();
   ASSERT_NE(recorded, nullptr);
+  // Every point's time was known at Take: no stamp is kept.
+  for (const RecordedSpan& span : recorded->spans) {
+    EXPECT_EQ(span.start.stamp, nullptr);
+    EXPECT_EQ(span.end.stamp, nullptr);
+  }
   const std::optional<JobTrace> trace = recorded->Build();
   EXPECT_EQ(trace->name, "g");
   EXPECT_TRUE(trace->device_clock);
@@ -263,6 +300,91 @@ TEST_P(RecordingJobTracerTest, AFullTraceCountsTheSpansItDrops) {
                 ::testing::HasSubstr(R"("spansDropped":7)"));
     events_->ReleaseAll();
   }
+}
+
+// A loop's spans of one node, and the executor's copies of one buffer,
+// hold their names and ops once; a node whose name changes (a nested job
+// reusing its ids) gets the new one.
+TEST_P(RecordingJobTracerTest, SpansShareTheirNamesAndOps) {
+  RecordingJobTracer tracer(TracerOptions(/*device_clock=*/true));
+  const std::string long_name(40, 'n');  // past the small-string buffer
+  for (int i = 0; i < 100; ++i) {
+    const int span =
+        tracer.Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0,
+                                long_name, "spin", 0},
+                     stream_, 0);
+    ASSERT_OK(backend_->Launch(Spin(1), stream_));
+    tracer.End(span, stream_, 0);
+    tracer.Begin(TracedWork{SpanKind::kCopy, TraceTrackKind::kHostToDevice, 0,
+                            "upload x"},
+                 stream_, 0);
+  }
+  tracer.Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0,
+                          "renamed", "spin", 0},
+               stream_, 0);
+  ASSERT_OK(backend_->SynchronizeStream(stream_));
+  std::shared_ptr<const RecordedTrace> recorded = tracer.Take();
+  ASSERT_EQ(recorded->spans.size(), 201u);
+  EXPECT_THAT(recorded->strings, ::testing::UnorderedElementsAre(
+                                     long_name, "spin", "upload x", "renamed"));
+  const RecordedSpan& last = recorded->spans.back();
+  EXPECT_EQ(recorded->String(last.name), "renamed");
+  EXPECT_EQ(recorded->String(last.op), "spin");
+  EXPECT_EQ(recorded->spans[1].op, -1);  // a copy has no op
+  // The long name is counted once, not once per span.
+  EXPECT_LT(
+      recorded->ApproxBytes(),
+      static_cast<int64_t>(recorded->spans.capacity() * sizeof(RecordedSpan) +
+                           100 * 64 + 1024));
+  const JobTrace trace = recorded->Build();
+  EXPECT_EQ(trace.spans.front().name, long_name);
+  EXPECT_EQ(trace.spans.front().op, "spin");
+}
+
+// A long trace gives up the stamps of its finished spans as it goes, and
+// holds none once taken; their times stay.
+TEST(RecordingJobTracerStampsTest, FinishedSpansGiveUpTheirStamps) {
+  SimBackend::Options sim_options;
+  sim_options.num_devices = 1;
+  sim_options.time_scale = 0;
+  std::unique_ptr<SimBackend> sim = SimBackend::Create(sim_options).value();
+  CountingStampsBackend backend(sim.get());
+  EventPool pool(&backend, 0);
+  std::vector<EventPool*> pools = {&pool};
+  JobEvents events(pools, 1);
+  const StreamHandle stream = backend.CreateStream(0).value();
+  RecordingJobTracer::Options options;
+  options.backend = &backend;
+  options.events = &events;
+  options.device_clock = true;
+  options.name = "g";
+  options.num_nodes = 1;
+  constexpr int kSpans = 20000;
+  {
+    RecordingJobTracer tracer(options);
+    int most_live = 0;
+    for (int i = 0; i < kSpans; ++i) {
+      const int span =
+          tracer.Begin(TracedWork{SpanKind::kKernel, TraceTrackKind::kStream, 0,
+                                  "k", "spin", 0},
+                       stream, 0);
+      ASSERT_OK(backend.Launch(Spin(1), stream));
+      tracer.End(span, stream, 0);
+      // Each span's work done before the next: its stamps know their times.
+      ASSERT_OK(backend.SynchronizeStream(stream));
+      most_live = std::max(most_live, backend.live);
+    }
+    // A stamp per span ends it (and starts the next): at most the spans of
+    // two sweeps hold theirs.
+    EXPECT_LE(most_live, 2 * 4096 + 2);
+    std::shared_ptr<const RecordedTrace> recorded = tracer.Take();
+    EXPECT_LE(backend.live, 1);  // the stream's last end, held to start more
+    const JobTrace trace = recorded->Build();
+    ASSERT_EQ(trace.spans.size(), static_cast<size_t>(kSpans));
+    EXPECT_DOUBLE_EQ(trace.spans.back().end_us, kSpans);
+  }
+  EXPECT_EQ(backend.live, 0);
+  events.ReleaseAll();
 }
 
 INSTANTIATE_TEST_SUITE_P(StampsAndEvents, RecordingJobTracerTest,

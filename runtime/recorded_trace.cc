@@ -31,6 +31,11 @@ std::optional<double> TracePoint::TimeUs() const {
   return us;
 }
 
+absl::string_view RecordedTrace::String(int32_t index) const {
+  if (index < 0 || index >= static_cast<int32_t>(strings.size())) return "";
+  return strings[index];
+}
+
 int64_t RecordedTrace::ApproxBytes() const {
   // A device stamp is shared by the spans it ends and starts: counted once
   // per span, at about its allocation.
@@ -38,11 +43,13 @@ int64_t RecordedTrace::ApproxBytes() const {
   int64_t bytes = sizeof(RecordedTrace) + name.capacity() +
                   tracks.capacity() * sizeof(RecordedTrack) +
                   spans.capacity() * sizeof(RecordedSpan) +
-                  flows.capacity() * sizeof(flows[0]);
-  for (const RecordedSpan& span : spans) {
+                  flows.capacity() * sizeof(flows[0]) +
+                  strings.capacity() * sizeof(std::string);
+  for (const std::string& s : strings) {
     // Heap bytes of strings past the small-string buffer.
-    if (span.name.capacity() > 15) bytes += span.name.capacity() + 1;
-    if (span.op.capacity() > 15) bytes += span.op.capacity() + 1;
+    if (s.capacity() > 15) bytes += s.capacity() + 1;
+  }
+  for (const RecordedSpan& span : spans) {
     if (span.end.stamp != nullptr) bytes += kStampBytes;
   }
   return bytes;
@@ -78,8 +85,8 @@ JobTrace RecordedTrace::Build() const {
     TraceSpan span;
     span.track = recorded.track;
     span.kind = recorded.kind;
-    span.name = recorded.name;
-    span.op = recorded.op;
+    span.name = std::string(String(recorded.name));
+    span.op = std::string(String(recorded.op));
     span.node = recorded.node;
     span.bytes = recorded.bytes;
     span.start_us = times[i]->start - origin;

@@ -2,8 +2,10 @@
 // asks for it.
 //
 // Recording costs the issue loop as little as it can: a span keeps the
-// points that time it (device stamps, or times already read) and the
-// ids of its track, and nothing is rendered. Build makes the JobTrace
+// points that time it (device stamps, or times already read), the ids of
+// its track and of its name and op (each distinct string held once, so a
+// loop's thousands of spans of one node share theirs), and nothing is
+// rendered. Build makes the JobTrace
 // (trace.h) from it when someone asks: any thread may call it, any number
 // of times, once the job has ended. Most traces are never asked for.
 //
@@ -19,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "runtime/backend.h"
 #include "runtime/trace.h"
 #include "scheduler/graph.h"
@@ -47,8 +50,9 @@ struct RecordedTrack {
 struct RecordedSpan {
   SpanKind kind = SpanKind::kKernel;
   int track = 0;
-  std::string name;
-  std::string op;
+  // Indices into RecordedTrace::strings; -1: empty.
+  int32_t name = -1;
+  int32_t op = -1;
   scheduler::NodeId node = -1;
   uint64_t bytes = 0;
   TracePoint start;
@@ -60,10 +64,15 @@ struct RecordedTrace {
   bool device_clock = false;
   std::vector<RecordedTrack> tracks;
   std::vector<RecordedSpan> spans;
+  // The spans' names and ops, each distinct one once.
+  std::vector<std::string> strings;
   std::vector<std::pair<int, int>> flows;  // span indices
   // Spans not recorded: the job ran more work than the tracer keeps
   // (RecordingJobTracer::Options::max_spans).
   int64_t spans_dropped = 0;
+
+  // strings[index], or "" for -1.
+  absl::string_view String(int32_t index) const;
 
   // About how many bytes of memory it holds (for retention bounds).
   int64_t ApproxBytes() const;

@@ -28,10 +28,12 @@ TracePoint Stamped(std::optional<double> us) {
   return TracePoint{std::make_shared<FixedStamp>(us)};
 }
 
-RecordedSpan Span(const char* name, int track, TracePoint start,
-                  TracePoint end) {
+// A span of `trace` named `name` (added to its strings).
+RecordedSpan Span(RecordedTrace& trace, const char* name, int track,
+                  TracePoint start, TracePoint end) {
   RecordedSpan span;
-  span.name = name;
+  span.name = static_cast<int32_t>(trace.strings.size());
+  trace.strings.push_back(name);
   span.track = track;
   span.start = std::move(start);
   span.end = std::move(end);
@@ -54,10 +56,11 @@ TEST(RecordedTraceTest, BuildKeepsSpansWithBothEndsFromTheEarliestStart) {
                      {TraceTrackKind::kDeviceToHost, 1, 0},
                      {TraceTrackKind::kPeer, 1, 0},
                      {TraceTrackKind::kStream, -1, 0}};
-  recorded.spans = {Span("upload", 1, Stamped(100), Stamped(110)),
-                    Span("never ran", 0, Stamped(110), Stamped(std::nullopt)),
-                    Span("k", 0, Stamped(110), At(125)),
-                    Span("backwards", 0, At(130), At(120))};
+  recorded.spans = {
+      Span(recorded, "upload", 1, Stamped(100), Stamped(110)),
+      Span(recorded, "never ran", 0, Stamped(110), Stamped(std::nullopt)),
+      Span(recorded, "k", 0, Stamped(110), At(125)),
+      Span(recorded, "backwards", 0, At(130), At(120))};
   recorded.flows = {{0, 2}, {1, 2}};
   const JobTrace trace = recorded.Build();
   EXPECT_EQ(trace.name, "g");
@@ -86,6 +89,14 @@ TEST(RecordedTraceTest, BuildKeepsSpansWithBothEndsFromTheEarliestStart) {
                                              Field(&TraceFlow::to_span, 1))));
   // Built again, the same.
   EXPECT_EQ(recorded.Build().spans.size(), 3u);
+}
+
+TEST(RecordedTraceTest, StringsOutOfRangeAreEmpty) {
+  RecordedTrace recorded;
+  recorded.strings = {"a"};
+  EXPECT_EQ(recorded.String(0), "a");
+  EXPECT_EQ(recorded.String(-1), "");
+  EXPECT_EQ(recorded.String(1), "");
 }
 
 TEST(RecordedTraceTest, NothingRecordedBuildsAnEmptyTrace) {

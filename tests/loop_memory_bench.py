@@ -83,9 +83,11 @@ def measure(shape, mode, with_case, iterations, flags):
         peak = rss_kb(pid, "VmHWM")
         if client.read_floats(job.id, "n") != [float(iterations)]:
             raise RuntimeError("%s: wrong count %s" % (shape, client.read_floats(job.id, "n")))
-        trace = client.trace(job.id)
-        spans = len([e for e in trace["traceEvents"] if e.get("ph") == "X"])
-        dropped_spans = trace["otherData"].get("spansDropped", 0)
+        spans, dropped_spans = "-", "-"  # untraced (--trace_jobs=false)
+        if "--trace_jobs=false" not in flags:
+            trace = client.trace(job.id)
+            spans = len([e for e in trace["traceEvents"] if e.get("ph") == "X"])
+            dropped_spans = trace["otherData"].get("spansDropped", 0)
         events, dropped_events = 0, 0
         for update in client.watch(job.id, timeout=60):
             events += len(update.node_events)
@@ -95,7 +97,7 @@ def measure(shape, mode, with_case, iterations, flags):
         weftd.signal(2)
         weftd.wait(30)
     grown = max(0, peak - before) * 1024
-    print("%-12s %-7s %9d %8.1f %10.1f %9.2f %9d %11d %7d %11d" % (
+    print("%-12s %-7s %9d %8.1f %10.1f %9.2f %9s %11s %7d %11d" % (
         shape, mode, iterations, grown / 1e6, grown / iterations, seconds,
         spans, dropped_spans, events, dropped_events), flush=True)
 
