@@ -108,7 +108,7 @@ struct ArenaOptions {
   // top_clique_seeds copies that end highest in the best arena, among the
   // heaviest this many of the copies that may be live together with it
   // (NeighborhoodCliqueBound; 0: none), up to top_clique_search_work each.
-  int neighborhood_clique_neighbors = 128;
+  int neighborhood_clique_neighbors = 256;
 };
 
 struct DeviceArena {
