@@ -3,6 +3,7 @@
 #include "scheduler/memory/arena_bounds.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <tuple>
@@ -350,24 +351,43 @@ std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
   std::sort(around.begin(), around.end(), [&](int32_t a, int32_t b) {
     return sizes[a] != sizes[b] ? sizes[a] > sizes[b] : a < b;
   });
+  // The heaviest neighbors only, as many as the search could weigh against
+  // one another within its work: their bit matrix and the first coloring
+  // cost the square of their number (a clique among them is one of v's).
+  const size_t most = std::max<size_t>(
+      64, static_cast<size_t>(
+              std::sqrt(static_cast<double>(std::max<int64_t>(max_work, 0)))));
+  if (around.size() > most) around.resize(most);
   const int m = static_cast<int>(around.size());
   const int words = (m + 63) / 64;
   std::vector<uint64_t> bits(static_cast<size_t>(m) * words, 0);
+  int64_t work = 0;
   {
-    // Rows are ascending: merge each neighbor's with v's.
+    // Rows are ascending: merge each neighbor's with the kept ones, or,
+    // where its row is much longer, look each kept one up in it.
     std::vector<std::pair<int32_t, int32_t>> local(m);  // (copy, local id)
     for (int i = 0; i < m; ++i) local[i] = {around[i], i};
     std::sort(local.begin(), local.end());
+    auto set = [&](int i, int j) {
+      bits[static_cast<size_t>(i) * words + j / 64] |= uint64_t{1} << (j % 64);
+    };
     for (int i = 0; i < m; ++i) {
+      const absl::Span<const int32_t> row = conflicts.Row(around[i]);
+      if (row.size() > 8 * local.size()) {
+        for (const auto& [u, j] : local) {
+          if (std::binary_search(row.begin(), row.end(), u)) set(i, j);
+        }
+        work += static_cast<int64_t>(local.size()) *
+                (65 - __builtin_clzll(row.size()));
+        continue;
+      }
       auto at = local.begin();
-      for (const int32_t u : conflicts.Row(around[i])) {
+      for (const int32_t u : row) {
         while (at != local.end() && at->first < u) ++at;
         if (at == local.end()) break;
-        if (at->first != u) continue;
-        const int j = at->second;
-        bits[static_cast<size_t>(i) * words + j / 64] |= uint64_t{1}
-                                                         << (j % 64);
+        if (at->first == u) set(i, at->second);
       }
+      work += static_cast<int64_t>(row.size());
     }
   }
   auto adjacent = [&](int i, int j) {
@@ -375,7 +395,6 @@ std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
   };
   std::vector<int32_t> current, best;
   int64_t best_bytes = 0;
-  int64_t work = 0;
   // Expands the clique `current` (of `bytes`) by `candidates` (local ids,
   // each adjacent to every member).
   std::function<void(int64_t, std::vector<int32_t>)> expand =
@@ -388,6 +407,7 @@ std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
         // up to each one add.
         std::vector<std::vector<int32_t>> color;
         for (const int32_t i : candidates) {
+          if (work > max_work) return;
           size_t c = 0;
           for (; c < color.size(); ++c) {
             bool free = true;

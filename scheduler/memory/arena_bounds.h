@@ -52,10 +52,12 @@ std::vector<int32_t> GrowClique(const Csr& conflicts,
 // the search stops first: a greedy one (v's neighbors heaviest first, each
 // that conflicts with all taken), then branch and bound over v's neighbors
 // with greedy coloring bounds (a clique takes at most one copy of a color
-// class, so the heaviest of each class bounds it). Stops after `max_work`
-// adjacency tests and candidate visits with the heaviest found; subtracts
-// the work done from `*work_left` where given. Costs the degrees of v's
-// neighbors plus the search.
+// class, so the heaviest of each class bounds it). Weighs only v's
+// heaviest sqrt(max_work) neighbors (at least 64), whose adjacency it
+// tests against one another up front (by merging rows, or by looking each
+// one up in a much longer row). Stops after `max_work` adjacency tests,
+// row entries and candidate visits with the heaviest found; subtracts the
+// work done from `*work_left` where given.
 std::vector<int32_t> HeaviestCliqueAround(const Csr& conflicts,
                                           absl::Span<const int64_t> sizes,
                                           int32_t v, int64_t max_work,

@@ -131,6 +131,37 @@ TEST(ArenaBoundsTest, HeaviestCliqueAroundBeatsTheGreedyOne) {
   EXPECT_LT(work_left, 10);
 }
 
+// Around a copy of thousands of neighbors the search keeps to its work:
+// it weighs only the heaviest neighbors it could compare, and still finds
+// a clique among them. Here 0 conflicts with 1..1500, and those of one
+// parity with one another (two cliques of 750).
+TEST(ArenaBoundsTest, HeaviestCliqueAroundAHubKeepsToItsWork) {
+  constexpr int kNeighbors = 1500;
+  Csr conflicts;
+  std::vector<int32_t> row;
+  for (int a = 1; a <= kNeighbors; ++a) row.push_back(a);
+  conflicts.AppendRow(row);
+  for (int a = 1; a <= kNeighbors; ++a) {
+    row = {0};
+    for (int b = 2 - a % 2; b <= kNeighbors; b += 2) {
+      if (b != a) row.push_back(b);
+    }
+    conflicts.AppendRow(row);
+  }
+  const std::vector<int64_t> sizes(kNeighbors + 1, 1);
+  constexpr int64_t kWork = int64_t{1} << 16;
+  int64_t work_left = int64_t{1} << 40;
+  const std::vector<int32_t> clique =
+      HeaviestCliqueAround(conflicts, sizes, 0, kWork, &work_left);
+  EXPECT_LE((int64_t{1} << 40) - work_left, 4 * kWork);
+  ASSERT_EQ(clique.front(), 0);
+  // The heaviest 256 neighbors hold 128 of each parity.
+  EXPECT_GE(clique.size(), 129u);
+  for (size_t i = 1; i < clique.size(); ++i) {
+    EXPECT_EQ(clique[i] % 2, clique[1] % 2);
+  }
+}
+
 // On random graphs: a clique containing v, never heavier than the heaviest
 // clique containing v (by enumeration), and as heavy with enough work.
 TEST(ArenaBoundsPropertyTest, HeaviestCliqueAroundIsTheHeaviest) {

@@ -52,7 +52,7 @@
 //   bazel run -c opt //scheduler/memory:memory_bench -- [N ...]
 //       [--graphs=mobilenet,nas,...] [--antichain_max_positions=N]
 //       [--max_conflicts=N] [--max_large_conflicts=N] [--place_large_graphs]
-//       [--improve_rounds=N]
+//       [--improve_rounds=N] [--lower_top_work_per_copy=N]
 //       [--local_clique_candidates=N] [--neighborhood_clique_neighbors=N]
 //       [--spill | --jobs | --digest] [--seeds=N]
 //
@@ -497,6 +497,7 @@ int main(int argc, char** argv) {
     const std::string kLocal = "--local_clique_candidates=";
     const std::string kNeighbors = "--neighborhood_clique_neighbors=";
     const std::string kSeeds = "--seeds=";
+    const std::string kLowerTop = "--lower_top_work_per_copy=";
     if (arg == "--spill") {
       spill = true;
     } else if (arg == "--jobs") {
@@ -505,6 +506,9 @@ int main(int argc, char** argv) {
       digest = true;
     } else if (arg == "--place_large_graphs") {
       Options().place_large_graphs = true;
+    } else if (arg.rfind(kLowerTop, 0) == 0) {
+      Options().lower_top_work_per_copy =
+          std::atoll(arg.substr(kLowerTop.size()).c_str());
     } else if (arg.rfind(kSeeds, 0) == 0) {
       seeds = std::max(1, std::atoi(arg.substr(kSeeds.size()).c_str()));
     } else if (arg.rfind(kGraphs, 0) == 0) {
