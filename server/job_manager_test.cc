@@ -39,9 +39,10 @@ using ::testing::HasSubstr;
 using ::weft::testing::AddChain;
 using ::weft::testing::StatusIs;
 
-// Launches of `spin` with this cost block until the fixture opens the gate;
-// launches with kFailUs fail.
+// Launches of `spin` with this cost block until the fixture opens the gate
+// (kHoldUs: the hold); launches with kFailUs fail.
 constexpr double kGateUs = 12345;
+constexpr double kHoldUs = 23456;
 constexpr double kFailUs = 54321;
 
 weft::v1::Graph ParseGraph(const std::string& text) {
@@ -99,6 +100,7 @@ class JobManagerTest : public ::testing::Test {
 
   void TearDown() override {
     if (!gate_.HasBeenNotified()) gate_.Notify();
+    if (!hold_.HasBeenNotified()) hold_.Notify();
     jobs_.reset();
     executor_.reset();
     backend_.reset();
@@ -112,6 +114,7 @@ class JobManagerTest : public ::testing::Test {
       sim.memory_bytes = 1 << 20;
       sim.launch_fault = [this](int, const runtime::KernelLaunch& launch) {
         if (launch.cost_us == kGateUs) gate_.WaitForNotification();
+        if (launch.cost_us == kHoldUs) hold_.WaitForNotification();
         if (launch.cost_us == kFailUs) {
           return absl::DataLossError("injected fault");
         }
@@ -203,6 +206,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   absl::Notification gate_;
+  absl::Notification hold_;
   prometheus::Registry registry_;
   Metrics metrics_{&registry_};
   std::unique_ptr<runtime::SimBackend> backend_;
@@ -798,7 +802,11 @@ TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
   options.max_running_jobs = 1;
   Start(options);
   std::string blocker = SubmitOk(SpinChain("blocker", 1, kGateUs));
-  std::string id = SubmitOk(SpinChain("watched", 3, 100));
+  // The middle node waits for the hold, so the watch sees the job running
+  // (a watch reports the job as it is now, not every state it passed).
+  weft::v1::Graph watched = SpinChain("watched", 3, 100);
+  watched.mutable_nodes(1)->mutable_cost()->set_estimated_us(kHoldUs);
+  std::string id = SubmitOk(watched);
   auto watch = jobs_->Watch(id);
   ASSERT_TRUE(watch.ok()) << watch.status();
   WatchUpdate first = (*watch)->Next(absl::Now());
@@ -819,6 +827,9 @@ TEST_F(JobManagerTest, WatchYieldsJobThenEveryNodeEventUntilDone) {
     u = (*watch)->Next(deadline);
     ASSERT_TRUE(u.changed) << "watch timed out";
     states.push_back(u.job.state);
+    if (u.job.state == JobState::kRunning && !hold_.HasBeenNotified()) {
+      hold_.Notify();
+    }
     for (const NodeEventInfo& e : u.events) {
       events.push_back(absl::StrCat(
           e.node, ":",
