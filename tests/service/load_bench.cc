@@ -2,21 +2,25 @@
 //
 //   bazel run -c opt //tests/service:load_bench -- --seconds=10
 //
-// Phase 1 (baseline): an in-process gRPC echo server receives the bytes of a
-// serialized SubmitGraphRequest from --clients concurrent clients for
+// Echo phase (baseline): an in-process gRPC echo server receives the bytes
+// of a serialized SubmitGraphRequest from --clients concurrent clients for
 // --seconds and answers at once.
-// Phase 2: weftd (a subprocess, simulated GPUs) receives the same request
-// from the same number of clients for the same time. Every client submits
-// in a closed loop; a RESOURCE_EXHAUSTED answer is counted (and, with
-// --honour_retry, waited out as its RetryInfo asks).
+// Weft phase: weftd (a subprocess, simulated GPUs) receives the same
+// request from the same number of clients for the same time. Every client
+// submits in a closed loop; a RESOURCE_EXHAUSTED answer is counted (and,
+// with --honour_retry, waited out as its RetryInfo asks).
+// The two phases alternate --rounds times (each weft phase starts once the
+// jobs of the one before have ended), so that each round's weft phase is
+// compared with the echo phase just before it: a shared machine's speed
+// drifts between phases, and a ratio from one pair of phases moves with it.
 //
 // Then it waits for every accepted job to end and checks that nothing was
 // lost: every accepted job is known to weftd and terminal, and every
 // rejection was RESOURCE_EXHAUSTED carrying a RetryInfo. It prints
-// throughput, submit-to-done latency percentiles (and where they went) and
-// Weft's submission throughput and p99 submit-to-done latency as ratios of
-// the echo server's throughput and p99 call latency. Exit status 0 only when
-// the checks hold.
+// throughput, submit-to-done latency percentiles (and where they went) over
+// all rounds, and Weft's submission throughput and p99 submit-to-done
+// latency as ratios of the echo server's throughput and p99 call latency,
+// for each round and their median. Exit status 0 only when the checks hold.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -57,6 +61,8 @@
 #include "weft/v1/weft.pb.h"
 
 ABSL_FLAG(int32_t, seconds, 10, "Length of each phase in seconds.");
+ABSL_FLAG(int32_t, rounds, 3,
+          "Rounds of an echo phase followed by a weft phase.");
 ABSL_FLAG(int32_t, clients, 16, "Concurrent clients.");
 ABSL_FLAG(int32_t, nodes, 2, "Nodes per submitted graph.");
 ABSL_FLAG(int32_t, sim_devices, 2, "Simulated GPUs of weftd.");
@@ -164,18 +170,29 @@ struct PhaseResult {
   absl::Duration elapsed;
 };
 
-PhaseResult RunEcho(const std::string& payload, int clients,
-                    absl::Duration length) {
-  EchoService service;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                           &port);
-  builder.SetMaxReceiveMessageSize(64 << 20);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  const std::string target = absl::StrCat("127.0.0.1:", port);
+// The echo server, in this process, serving until destroyed.
+class EchoServer {
+ public:
+  EchoServer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port_);
+    builder.SetMaxReceiveMessageSize(64 << 20);
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~EchoServer() { server_->Shutdown(); }
 
+  std::string target() const { return absl::StrCat("127.0.0.1:", port_); }
+
+ private:
+  EchoService service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+PhaseResult RunEcho(const std::string& target, const std::string& payload,
+                    int clients, absl::Duration length) {
   EchoRequest request;
   request.set_payload(payload);
   absl::Mutex mu;
@@ -183,6 +200,7 @@ PhaseResult RunEcho(const std::string& payload, int clients,
   std::vector<std::thread> threads;
   const absl::Time start = absl::Now();
   const absl::Time end = start + length;
+  result.start = start;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&] {
       auto stub = weft::bench::Echo::NewStub(OwnChannel(target));
@@ -203,7 +221,6 @@ PhaseResult RunEcho(const std::string& payload, int clients,
   }
   for (std::thread& t : threads) t.join();
   result.elapsed = absl::Now() - start;
-  server->Shutdown();
   return result;
 }
 
@@ -416,18 +433,6 @@ int Main(int argc, char** argv) {
                    absl::GetFlag(FLAGS_sim_devices))
             << std::endl;
 
-  const double echo_cpu_start = ProcessCpuSeconds(getpid());
-  PhaseResult echo = RunEcho(payload, clients, length);
-  // Clients and the in-process echo server alike.
-  const double echo_cpu = ProcessCpuSeconds(getpid()) - echo_cpu_start;
-  const double echo_rate = echo.calls / absl::ToDoubleSeconds(echo.elapsed);
-  std::cout << absl::StrFormat(
-                   "echo:  %d calls, %.0f calls/s, call latency p50 %.0f us "
-                   "p99 %.0f us",
-                   echo.calls, echo_rate, Percentile(echo.latency_us, 0.5),
-                   Percentile(echo.latency_us, 0.99))
-            << std::endl;
-
   std::string binary = absl::GetFlag(FLAGS_weftd);
   if (binary.empty()) binary = DefaultWeftd(argv[0]);
   std::vector<std::string> flags = {
@@ -452,32 +457,44 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string target = weftd.address();
-  const double client_cpu_start = ProcessCpuSeconds(getpid());
-  const double weftd_cpu_start = ProcessCpuSeconds(weftd.pid());
-  WeftResult weft = RunWeft(target, request, clients, length,
-                            absl::GetFlag(FLAGS_honour_retry));
-  const double client_cpu = ProcessCpuSeconds(getpid()) - client_cpu_start;
-  const double submit_rate =
-      weft.submits.calls / absl::ToDoubleSeconds(weft.submits.elapsed);
-  const double accept_rate =
-      weft.accepted.size() / absl::ToDoubleSeconds(weft.submits.elapsed);
-
-  // Every accepted job must end, and be reported as ended.
   auto reader = client::Client::FromChannel(OwnChannel(target), {});
-  const absl::Time drain_end =
-      absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_drain_seconds));
-  bool drained = false;
-  while (absl::Now() < drain_end) {
-    auto queued = reader->List(weft::v1::QUEUED);
-    auto running = reader->List(weft::v1::RUNNING);
-    if (queued.ok() && running.ok() && queued->empty() && running->empty()) {
-      drained = true;
-      break;
+  // Whether weftd has no queued or running job, waiting up to `timeout`.
+  auto drain = [&reader](absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    while (true) {
+      auto queued = reader->List(weft::v1::QUEUED);
+      auto running = reader->List(weft::v1::RUNNING);
+      if (queued.ok() && running.ok() && queued->empty() && running->empty()) {
+        return true;
+      }
+      if (absl::Now() >= end) return false;
+      absl::SleepFor(absl::Milliseconds(20));
     }
-    absl::SleepFor(absl::Milliseconds(200));
+  };
+
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+  EchoServer echo_server;
+  std::vector<PhaseResult> echoes;
+  std::vector<WeftResult> wefts;
+  // CPU of this process (clients, and the echo server in its phases) and
+  // of weftd, summed over the phases.
+  double echo_cpu = 0, client_cpu = 0, weftd_cpu = 0;
+  bool drained = true;
+  for (int round = 0; round < rounds; ++round) {
+    double cpu = ProcessCpuSeconds(getpid());
+    echoes.push_back(RunEcho(echo_server.target(), payload, clients, length));
+    echo_cpu += ProcessCpuSeconds(getpid()) - cpu;
+    cpu = ProcessCpuSeconds(getpid());
+    const double weftd_cpu_start = ProcessCpuSeconds(weftd.pid());
+    wefts.push_back(RunWeft(target, request, clients, length,
+                            absl::GetFlag(FLAGS_honour_retry)));
+    client_cpu += ProcessCpuSeconds(getpid()) - cpu;
+    // Every accepted job must end, and be reported as ended; weftd's CPU
+    // counts the phase's jobs to their end.
+    drained =
+        drained && drain(absl::Seconds(absl::GetFlag(FLAGS_drain_seconds)));
+    weftd_cpu += ProcessCpuSeconds(weftd.pid()) - weftd_cpu_start;
   }
-  // weftd's CPU for the submissions and for running their jobs.
-  const double weftd_cpu = ProcessCpuSeconds(weftd.pid()) - weftd_cpu_start;
   absl::StatusOr<std::vector<weft::v1::Job>> all = reader->List();
   if (!all.ok()) {
     std::cerr << "load_bench: ListJobs: " << all.status() << std::endl;
@@ -485,51 +502,94 @@ int Main(int argc, char** argv) {
   }
   absl::flat_hash_map<std::string, const weft::v1::Job*> by_id;
   for (const weft::v1::Job& job : *all) by_id[job.id()] = &job;
+
+  // All rounds together, then each.
+  PhaseResult echo;
+  WeftResult weft;
+  for (int round = 0; round < rounds; ++round) {
+    const PhaseResult& e = echoes[round];
+    echo.calls += e.calls;
+    echo.elapsed += e.elapsed;
+    echo.latency_us.insert(echo.latency_us.end(), e.latency_us.begin(),
+                           e.latency_us.end());
+    const WeftResult& w = wefts[round];
+    weft.submits.calls += w.submits.calls;
+    weft.submits.elapsed += w.submits.elapsed;
+    weft.submits.latency_us.insert(weft.submits.latency_us.end(),
+                                   w.submits.latency_us.begin(),
+                                   w.submits.latency_us.end());
+    weft.accepted.insert(weft.accepted.end(), w.accepted.begin(),
+                         w.accepted.end());
+    weft.rejected += w.rejected;
+    weft.rejected_without_retry_info += w.rejected_without_retry_info;
+    weft.unexpected_errors += w.unexpected_errors;
+    if (weft.first_unexpected.empty()) {
+      weft.first_unexpected = w.first_unexpected;
+    }
+  }
+  const double echo_rate = echo.calls / absl::ToDoubleSeconds(echo.elapsed);
+  const double submit_rate =
+      weft.submits.calls / absl::ToDoubleSeconds(weft.submits.elapsed);
+  const double accept_rate =
+      weft.accepted.size() / absl::ToDoubleSeconds(weft.submits.elapsed);
+
   int64_t lost = 0, not_terminal = 0, succeeded = 0, failed = 0, cancelled = 0;
   std::vector<double> done_ms;
   // Where submit-to-done went: until the job was created (the submission,
   // planning included), queued (created to started), running (started to
   // ended).
   std::vector<double> admit_ms, queued_ms, run_ms;
-  absl::Time last_end = absl::InfinitePast();
-  for (const Accepted& a : weft.accepted) {
-    auto it = by_id.find(a.id);
-    if (it == by_id.end()) {
-      ++lost;
-      continue;
-    }
-    const weft::v1::Job& job = *it->second;
-    switch (job.state()) {
-      case weft::v1::SUCCEEDED:
-        ++succeeded;
-        break;
-      case weft::v1::FAILED:
-        ++failed;
-        break;
-      case weft::v1::CANCELLED:
-        ++cancelled;
-        break;
-      default:
-        ++not_terminal;
+  // Per round: submit-to-done, and the time from the round's first
+  // submission to its last end (jobs completed per second).
+  std::vector<std::vector<double>> round_done_ms(rounds);
+  double completed_seconds = 0;
+  for (int round = 0; round < rounds; ++round) {
+    absl::Time last_end = wefts[round].submits.start;
+    for (const Accepted& a : wefts[round].accepted) {
+      auto it = by_id.find(a.id);
+      if (it == by_id.end()) {
+        ++lost;
         continue;
+      }
+      const weft::v1::Job& job = *it->second;
+      switch (job.state()) {
+        case weft::v1::SUCCEEDED:
+          ++succeeded;
+          break;
+        case weft::v1::FAILED:
+          ++failed;
+          break;
+        case weft::v1::CANCELLED:
+          ++cancelled;
+          break;
+        default:
+          ++not_terminal;
+          continue;
+      }
+      const absl::Time ended = ToTime(job.end_time());
+      last_end = std::max(last_end, ended);
+      done_ms.push_back(absl::ToDoubleMilliseconds(ended - a.submitted));
+      round_done_ms[round].push_back(done_ms.back());
+      const absl::Time created = ToTime(job.create_time());
+      const absl::Time started = ToTime(job.start_time());
+      admit_ms.push_back(absl::ToDoubleMilliseconds(created - a.submitted));
+      queued_ms.push_back(absl::ToDoubleMilliseconds(started - created));
+      run_ms.push_back(absl::ToDoubleMilliseconds(ended - started));
     }
-    const absl::Time ended = ToTime(job.end_time());
-    last_end = std::max(last_end, ended);
-    done_ms.push_back(absl::ToDoubleMilliseconds(ended - a.submitted));
-    const absl::Time created = ToTime(job.create_time());
-    const absl::Time started = ToTime(job.start_time());
-    admit_ms.push_back(absl::ToDoubleMilliseconds(created - a.submitted));
-    queued_ms.push_back(absl::ToDoubleMilliseconds(started - created));
-    run_ms.push_back(absl::ToDoubleMilliseconds(ended - started));
+    completed_seconds +=
+        absl::ToDoubleSeconds(last_end - wefts[round].submits.start);
   }
   const int64_t strangers = static_cast<int64_t>(all->size()) -
                             static_cast<int64_t>(weft.accepted.size()) + lost;
   const int exit_status = weftd.Stop();
-  // Jobs completed per second, from the first submission to the last end.
-  const double completed_rate =
-      succeeded /
-      std::max(1e-9, absl::ToDoubleSeconds(last_end - weft.submits.start));
+  const double completed_rate = succeeded / std::max(1e-9, completed_seconds);
 
+  std::cout << absl::StrFormat(
+                   "echo:  %d calls, %.0f calls/s, call latency p50 %.0f us "
+                   "p99 %.0f us",
+                   echo.calls, echo_rate, Percentile(echo.latency_us, 0.5),
+                   Percentile(echo.latency_us, 0.99))
+            << std::endl;
   std::cout << absl::StrFormat(
                    "weft:  %d submissions answered, %.0f/s (accepted %d = "
                    "%.0f/s, rejected RESOURCE_EXHAUSTED %d); submit latency "
@@ -553,17 +613,35 @@ int Main(int argc, char** argv) {
                    Percentile(queued_ms, 0.5), Percentile(queued_ms, 0.99),
                    Percentile(run_ms, 0.5), Percentile(run_ms, 0.99))
             << std::endl;
+  // Each round's weft phase against the echo phase just before it.
+  std::vector<double> rate_ratios, p99_ratios;
+  for (int round = 0; round < rounds; ++round) {
+    const PhaseResult& e = echoes[round];
+    const PhaseResult& w = wefts[round].submits;
+    const double e_rate = e.calls / absl::ToDoubleSeconds(e.elapsed);
+    const double w_rate = w.calls / absl::ToDoubleSeconds(w.elapsed);
+    const double e_p99 = Percentile(e.latency_us, 0.99);
+    const double w_p99 = Percentile(round_done_ms[round], 0.99);
+    rate_ratios.push_back(w_rate / std::max(1.0, e_rate));
+    p99_ratios.push_back(w_p99 * 1000 / std::max(1.0, e_p99));
+    std::cout << absl::StrFormat(
+                     "round %d: echo %.0f calls/s, p99 %.1f ms; weft %.0f "
+                     "submissions/s, submit-to-done p99 %.1f ms; ratios "
+                     "%.2f, %.2f",
+                     round + 1, e_rate, e_p99 / 1000, w_rate, w_p99,
+                     rate_ratios.back(), p99_ratios.back())
+              << std::endl;
+  }
   std::cout << absl::StrFormat(
-                   "ratio: weft submissions / echo calls = %.2f (target >= "
-                   "0.7); submit-to-done p99 / echo call p99 = %.1f (target "
-                   "<= 2)",
-                   submit_rate / std::max(1.0, echo_rate),
-                   Percentile(done_ms, 0.99) * 1000 /
-                       std::max(1.0, Percentile(echo.latency_us, 0.99)))
+                   "ratio: weft submissions / echo calls = %.2f (median of "
+                   "%d rounds; target >= 0.7); submit-to-done p99 / echo call "
+                   "p99 = %.2f (median; target <= 2)",
+                   Percentile(rate_ratios, 0.5), rounds,
+                   Percentile(p99_ratios, 0.5))
             << std::endl;
 
   // CPU per answered call, less noisy than rates on a shared machine: the
-  // echo phase's process (clients and server) against the weft phase's
+  // echo phases' process (clients and server) against the weft phases'
   // clients plus weftd (submissions and the jobs they ran).
   const double echo_us = echo_cpu * 1e6 / std::max<int64_t>(1, echo.calls);
   const double client_us =
