@@ -17,7 +17,7 @@
 //   bazel run -c opt //scheduler:plan_benchmark -- --compare [N]
 //   bazel run -c opt //scheduler:plan_benchmark -- --digest [N ...]
 //   bazel run -c opt //scheduler:plan_benchmark -- --profile[_job] [N [K]]
-//   bazel run -c opt //scheduler:plan_benchmark -- --small
+//   bazel run -c opt //scheduler:plan_benchmark -- --small [N ...]
 //
 // K is a DevicePolicyKind number (0 ROUND_ROBIN ... 5 MIN_FINISH_TIME,
 // 6 LOOKAHEAD_FINISH_TIME).
@@ -34,9 +34,9 @@
 // 1000000) K times (default 10) without reasons and does nothing else, for
 // a profiler to attach to, and prints the best time; --profile_job plans
 // as weftd does for a job (no simulation either). --small prints the CPU
-// time of a job's plan of a chain of 1, 2, 8 and 64 nodes, with its memory
-// planned as weftd plans it (the jobs of weftd's load benchmark): the
-// fixed cost of planning, which small jobs pay on every submission.
+// time of a job's plan of a chain of 1, 2, 8 and 64 nodes (or of N nodes), with
+// its memory planned as weftd plans it (the jobs of weftd's load benchmark):
+// the fixed cost of planning, which small jobs pay on every submission.
 //
 // Linked with weftd's allocator (tcmalloc). Before each timed run the
 // allocator's free pages go back to the system, as weftd's memory trimmer
@@ -287,10 +287,12 @@ int Profile(int n, int repeats, bool job) {
   return 0;
 }
 
-// --small: microseconds of CPU time per job plan of small chains.
-int Small() {
+// --small: microseconds of CPU time per job plan of small chains (of
+// `sizes` nodes; default 1, 2, 8 and 64).
+int Small(std::vector<int> sizes) {
+  if (sizes.empty()) sizes = {1, 2, 8, 64};
   std::printf("%8s %14s\n", "nodes", "us_per_plan");
-  for (const int n : {1, 2, 8, 64}) {
+  for (const int n : sizes) {
     std::mt19937 rng(3);
     const Graph graph = ChainGraph(n, rng);
     PlannerOptions options;
@@ -318,7 +320,11 @@ int Small() {
 }
 
 int Run(int argc, char** argv) {
-  if (argc >= 2 && std::string(argv[1]) == "--small") return Small();
+  if (argc >= 2 && std::string(argv[1]) == "--small") {
+    std::vector<int> sizes;
+    for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+    return Small(std::move(sizes));
+  }
   if (argc >= 2 && (std::string(argv[1]) == "--profile" ||
                     std::string(argv[1]) == "--profile_job")) {
     return Profile(argc >= 3 ? std::atoi(argv[2]) : 1000000,
