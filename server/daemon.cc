@@ -157,6 +157,11 @@ absl::Status CheckOptions(const Daemon::Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_watchers must be at least 1, got ", o.max_watchers));
   }
+  if (o.plan_cache_entries < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--plan_cache_entries must not be negative, got ",
+                     o.plan_cache_entries));
+  }
   if (o.max_streams_per_device < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--max_streams_per_device must be 0 (the device's concurrent "
@@ -352,6 +357,7 @@ absl::Status Daemon::Start() {
 
   SchedulerService::Options service_options;
   service_options.jobs = jobs_.get();
+  service_options.metrics = metrics_.get();
   service_options.limits.max_node_cost_us =
       absl::ToDoubleMicroseconds(options_.max_node_cost);
   service_options.backend = backend_.get();
@@ -371,6 +377,7 @@ absl::Status Daemon::Start() {
   service_options.default_chunk_bytes =
       std::min<uint32_t>(1 << 20, service_options.max_chunk_bytes);
   service_options.max_watchers = options_.max_watchers;
+  service_options.plan_cache.max_entries = options_.plan_cache_entries;
   service_options.max_response_bytes = options_.max_message_bytes;
   service_options.max_planning_nodes = options_.max_planning_nodes;
   service_ = std::make_unique<SchedulerService>(std::move(service_options));

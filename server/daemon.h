@@ -71,6 +71,8 @@ class Daemon {
     int max_concurrent_streams = 1024;
     // WatchJob streams open at once, over all connections.
     int max_watchers = 4096;
+    // Plans kept for graphs submitted again (plan_cache.h); 0: none.
+    int plan_cache_entries = 256;
     // 0: as many as a device runs kernels at once.
     int max_streams_per_device = 0;
     // Bytes of freed device memory each device's pool keeps for reuse

@@ -212,7 +212,8 @@ absl::StatusOr<scheduler::Plan> JobManager::PlanJob(
   return plan;
 }
 
-absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
+absl::StatusOr<JobInfo> JobManager::Submit(
+    JobSpec spec, std::optional<runtime::CheckedPlan>* planned) {
   if (spec.graph == nullptr) {
     return absl::InvalidArgumentError("graph: missing");
   }
@@ -227,19 +228,40 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
     WEFT_RETURN_IF_ERROR(CheckAdmissionLocked(spec));
   }
 
-  // Plan outside the lock, on the caller's thread: bad options are the
-  // caller's error, reported before anything is created.
-  spec.planner_options.busy_streams =
-      BusyStreams(*executor_, spec.planner_options.num_devices);
   spec.planner_options.explain = false;
   spec.planner_options.simulate = false;
-  const absl::Time plan_start = absl::Now();
-  absl::StatusOr<scheduler::Plan> plan =
-      PlanJob(*spec.graph, spec.planner_options);
-  metrics_->ObservePlanning(absl::Now() - plan_start);
-  if (!plan.ok()) return plan.status();
-  // With spills and fills added, the job runs the graph they are part of.
-  if (plan->graph != nullptr) spec.graph = plan->graph;
+  if (!spec.checked.has_value()) {
+    // Plan outside the lock, on the caller's thread: bad options are the
+    // caller's error, reported before anything is created. Checked here,
+    // on the caller's thread, so that starting the job does not check it
+    // again (a job's duration starts when it starts).
+    spec.planner_options.busy_streams =
+        BusyStreams(*executor_, spec.planner_options.num_devices);
+    const absl::Time plan_start = absl::Now();
+    absl::StatusOr<scheduler::Plan> plan =
+        PlanJob(*spec.graph, spec.planner_options);
+    metrics_->ObservePlanning(absl::Now() - plan_start);
+    if (!plan.ok()) return plan.status();
+    // With spills and fills added, the job runs the graph they are part
+    // of.
+    if (plan->graph != nullptr) spec.graph = plan->graph;
+    absl::StatusOr<runtime::CheckedPlan> checked = runtime::CheckPlan(
+        spec.graph, std::make_shared<const scheduler::Plan>(*std::move(plan)),
+        executor_->device_count());
+    if (!checked.ok()) {
+      return absl::InternalError(
+          absl::StrCat("weftd made a plan its executor refuses: ",
+                       checked.status().message()));
+    }
+    spec.checked = *std::move(checked);
+    if (planned != nullptr) *planned = *spec.checked;
+  } else if (spec.checked->num_devices() != executor_->device_count()) {
+    return absl::InternalError(absl::StrCat(
+        "a kept plan was checked for ", spec.checked->num_devices(),
+        " devices; the executor has ", executor_->device_count()));
+  }
+  spec.graph = spec.checked->graph();
+  const scheduler::Plan& plan = *spec.checked->plan();
 
   // The record is built outside the lock: only naming, counting and
   // queueing the job need it.
@@ -255,7 +277,7 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
   job->priority = spec.priority;
   job->nodes_total = spec.graph->num_nodes();
   job->device_bytes =
-      JobDeviceBytes(*spec.graph, *plan, spec.planner_options.num_devices);
+      JobDeviceBytes(*spec.graph, plan, spec.planner_options.num_devices);
   for (const scheduler::BufferSpec& b : spec.graph->buffers()) {
     if (b.output) job->output_names.push_back(b.name);
   }
@@ -269,21 +291,11 @@ absl::StatusOr<JobInfo> JobManager::Submit(JobSpec spec) {
         "it has ", job->nodes_total,
         " nodes, more than --trace_max_nodes=", trace_max_nodes_, " allows");
   }
-  // Checked here, on the caller's thread, so that starting the job does
-  // not check it again (a job's duration starts when it starts).
-  absl::StatusOr<runtime::CheckedPlan> checked = runtime::CheckPlan(
-      spec.graph, std::make_shared<const scheduler::Plan>(*std::move(plan)),
-      executor_->device_count());
-  if (!checked.ok()) {
-    return absl::InternalError(
-        absl::StrCat("weftd made a plan its executor refuses: ",
-                     checked.status().message()));
-  }
   {
     absl::MutexLock job_lock(&job->mu);
     job->graph = std::move(spec.graph);
-    job->plan = checked->plan();
-    job->checked = *std::move(checked);
+    job->plan = spec.checked->plan();
+    job->checked = *std::move(spec.checked);
   }
 
   JobInfo snapshot;

@@ -124,6 +124,10 @@ struct JobSpec {
   // Asked right before admission; true (the caller went away) creates no
   // job. Optional.
   std::function<bool()> cancelled;
+  // The graph's plan for these options, made and checked for an earlier
+  // submission (PlanCache): Submit neither plans nor checks again, and the
+  // job runs checked->graph() (spills and fills included). Optional.
+  std::optional<runtime::CheckedPlan> checked;
 };
 
 struct JobRecord;  // job_record.h
@@ -200,8 +204,12 @@ class JobManager {
   JobManager& operator=(const JobManager&) = delete;
 
   // Admits a job (see the header comment). Returns the job as admitted, or
-  // the original job for a repeated request_id.
-  absl::StatusOr<JobInfo> Submit(JobSpec spec) ABSL_LOCKS_EXCLUDED(mu_);
+  // the original job for a repeated request_id. When it planned the job,
+  // the checked plan goes to `*planned` (if not null) for later
+  // submissions of the graph (JobSpec::checked).
+  absl::StatusOr<JobInfo> Submit(
+      JobSpec spec, std::optional<runtime::CheckedPlan>* planned = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // NOT_FOUND (naming the id) for unknown or no longer retained jobs.
   absl::StatusOr<JobInfo> Get(absl::string_view id) ABSL_LOCKS_EXCLUDED(mu_);

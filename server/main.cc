@@ -66,6 +66,11 @@ ABSL_FLAG(int32_t, max_watchers, 4096,
           "WatchJob streams open at once, over all clients; one more is "
           "answered RESOURCE_EXHAUSTED with a retry hint "
           "(grpc-retry-pushback-ms, google.rpc.RetryInfo) of 1 s.");
+ABSL_FLAG(int32_t, plan_cache_entries, 256,
+          "Plans kept for graphs submitted again with the same options, "
+          "which are then neither built nor planned again (graphs of at "
+          "most 4096 nodes, 65536 nodes in all; not with STREAM_AWARE or "
+          "user kernels); 0: none.");
 ABSL_FLAG(int32_t, max_streams_per_device, 0,
           "Planner default soft cap on streams per device (a request's "
           "options.max_streams_per_device overrides it); 0: as many as a "
@@ -243,6 +248,7 @@ int main(int argc, char** argv) {
   options.grpc_memory_bytes = absl::GetFlag(FLAGS_grpc_memory_bytes);
   options.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   options.max_watchers = absl::GetFlag(FLAGS_max_watchers);
+  options.plan_cache_entries = absl::GetFlag(FLAGS_plan_cache_entries);
   options.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
   options.memory_pool_max_cached_bytes =
       absl::GetFlag(FLAGS_memory_pool_max_cached_bytes);

@@ -174,6 +174,13 @@ Metrics::Metrics(prometheus::Registry* registry, Options options)
                             .Help("Time to plan one job.")
                             .Register(*registry)
                             .Add({}, Exponential(1e-5, 4, 12))),
+      plan_cache_lookups_(BuildCounter()
+                              .Name("weft_plan_cache_lookups_total")
+                              .Help("Submissions looked up in the plan cache, "
+                                    "by result (hit: not planned again).")
+                              .Register(*registry)),
+      plan_cache_hits_(plan_cache_lookups_.Add({{"result", "hit"}})),
+      plan_cache_misses_(plan_cache_lookups_.Add({{"result", "miss"}})),
       queue_wait_seconds_(BuildHistogram()
                               .Name("weft_queue_wait_seconds")
                               .Help("Time jobs spent queued before starting.")
@@ -321,6 +328,10 @@ void Metrics::BytesCopied(CopyDirection direction, uint64_t bytes) {
 
 void Metrics::ObservePlanning(absl::Duration d) {
   planning_seconds_.Observe(absl::ToDoubleSeconds(d));
+}
+
+void Metrics::PlanCacheLookup(bool hit) {
+  (hit ? plan_cache_hits_ : plan_cache_misses_).Increment();
 }
 
 void Metrics::ObserveQueueWait(absl::Duration d) {

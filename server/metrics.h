@@ -38,6 +38,10 @@
 //       buffer allocations served from the pool's cache
 //   weft_device_memory_capacity_bytes{device,UUID}     gauge
 //   weft_planning_seconds                              histogram
+//   weft_plan_cache_lookups_total{result}              counter
+//       result: hit|miss; submissions whose plan was kept from an earlier
+//       submission of the graph (plan_cache.h), and those looked up and
+//       planned
 //   weft_queue_wait_seconds                            histogram
 //   weft_job_duration_seconds{outcome}                 histogram (start to end)
 //
@@ -132,6 +136,7 @@ class Metrics {
   void CaseBranch();
   void BytesCopied(CopyDirection direction, uint64_t bytes);
   void ObservePlanning(absl::Duration d);
+  void PlanCacheLookup(bool hit);
   void ObserveQueueWait(absl::Duration d);
   void SetDevices(const std::vector<DeviceSample>& devices);
 
@@ -180,6 +185,9 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& device_memory_pool_hits_;
   prometheus::Family<prometheus::Gauge>& device_memory_capacity_;
   prometheus::Histogram& planning_seconds_;
+  prometheus::Family<prometheus::Counter>& plan_cache_lookups_;
+  prometheus::Counter& plan_cache_hits_;
+  prometheus::Counter& plan_cache_misses_;
   prometheus::Histogram& queue_wait_seconds_;
   prometheus::Family<prometheus::Histogram>& job_duration_seconds_;
 

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/retry_info.h"
 #include "grpcpp/impl/codegen/proto_utils.h"
@@ -38,6 +39,29 @@ int SubmitThreads(int requested) {
   return std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+// The submission's key in the plan cache: the graph's and the options'
+// wire bytes, and the devices' memory the plan fits; empty where a plan is
+// not kept: with STREAM_AWARE (which weighs the streams other jobs keep
+// busy at each submission), or for a graph of more than
+// kMaxCachedGraphNodes nodes (its planning dwarfs its building, and its key
+// would be large).
+constexpr int kMaxCachedGraphNodes = 4096;
+std::string PlanCacheKey(const weft::v1::SubmitGraphRequest& request,
+                         const scheduler::PlannerOptions& planner,
+                         const PlanCache::Options& cache) {
+  if (cache.max_entries <= 0 ||
+      request.graph().nodes_size() > kMaxCachedGraphNodes ||
+      planner.device_policy == scheduler::DevicePolicyKind::kStreamAware) {
+    return "";
+  }
+  std::string key = request.graph().SerializeAsString();
+  // The graph's length first: no two (graph, options) pairs share a key.
+  key.insert(0, absl::StrCat(key.size(), ":"));
+  absl::StrAppend(&key, absl::StrJoin(planner.device_memory_bytes, ","), ":");
+  request.options().AppendToString(&key);
+  return key;
+}
+
 }  // namespace
 
 SchedulerService::SchedulerService(Options options)
@@ -45,8 +69,17 @@ SchedulerService::SchedulerService(Options options)
         options.limits.num_devices = options.backend->device_count();
         return std::move(options);
       }()),
+      own_registry_(options_.metrics == nullptr
+                        ? std::make_unique<prometheus::Registry>()
+                        : nullptr),
+      own_metrics_(options_.metrics == nullptr
+                       ? std::make_unique<Metrics>(own_registry_.get())
+                       : nullptr),
+      metrics_(options_.metrics != nullptr ? options_.metrics
+                                           : own_metrics_.get()),
       planning_(options_.max_planning_nodes > 0 ? options_.max_planning_nodes
                                                 : options_.limits.max_nodes),
+      plans_(options_.plan_cache),
       waker_(std::make_unique<WatchWaker>()),
       submit_workers_(SubmitThreads(options_.submit_threads)) {}
 
@@ -229,25 +262,36 @@ grpc::Status SchedulerService::Submit(
   absl::StatusOr<std::string> tenant =
       TenantOf(*context, options_.max_tenant_bytes);
   if (!tenant.ok()) return ToGrpcStatus(tenant.status());
-  absl::StatusOr<scheduler::Graph> graph =
-      scheduler::BuildGraph(request.graph(), options_.limits);
-  if (!graph.ok()) return ToGrpcStatus(graph.status());
   absl::StatusOr<scheduler::PlannerOptions> planner =
       PlannerOptions(request.options());
   if (!planner.ok()) return ToGrpcStatus(planner.status());
-  if (absl::Status s =
-          CheckControlMode(*graph, request.options(), options_.backend);
-      !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  // User code is compiled now, so that its errors reach the submitter.
-  if (!graph->modules().empty() && options_.backend != nullptr) {
-    absl::Status prepared = options_.backend->PrepareModules(*graph);
-    if (!prepared.ok()) return ToGrpcStatus(prepared);
-  }
 
   JobSpec spec;
-  spec.graph = std::make_shared<const scheduler::Graph>(*std::move(graph));
+  // A graph submitted before with the same options is neither built nor
+  // planned again.
+  std::string key = PlanCacheKey(request, *planner, options_.plan_cache);
+  if (!key.empty()) {
+    spec.checked = plans_.Find(key);
+    metrics_->PlanCacheLookup(spec.checked.has_value());
+  }
+  if (spec.checked.has_value()) {
+    spec.graph = spec.checked->graph();
+  } else {
+    absl::StatusOr<scheduler::Graph> graph =
+        scheduler::BuildGraph(request.graph(), options_.limits);
+    if (!graph.ok()) return ToGrpcStatus(graph.status());
+    if (absl::Status s =
+            CheckControlMode(*graph, request.options(), options_.backend);
+        !s.ok()) {
+      return ToGrpcStatus(s);
+    }
+    // User code is compiled now, so that its errors reach the submitter.
+    if (!graph->modules().empty() && options_.backend != nullptr) {
+      absl::Status prepared = options_.backend->PrepareModules(*graph);
+      if (!prepared.ok()) return ToGrpcStatus(prepared);
+    }
+    spec.graph = std::make_shared<const scheduler::Graph>(*std::move(graph));
+  }
   spec.planner_options = *std::move(planner);
   switch (request.options().launch_mode()) {
     case weft::v1::LAUNCH_STREAMS:
@@ -269,11 +313,22 @@ grpc::Status SchedulerService::Submit(
   spec.deadline = DeadlineOf(*context);
   spec.cancelled = [context] { return context->IsCancelled(); };
   // Admission plans the graph: it counts against the planning bound.
-  absl::StatusOr<PlanningLimiter::Lease> lease =
-      planning_.TryAcquire(spec.graph->num_nodes());
-  if (!lease.ok()) return Rejected(context, lease.status());
-  absl::StatusOr<JobInfo> job = options_.jobs->Submit(std::move(spec));
+  std::optional<PlanningLimiter::Lease> lease;
+  if (!spec.checked.has_value()) {
+    absl::StatusOr<PlanningLimiter::Lease> acquired =
+        planning_.TryAcquire(spec.graph->num_nodes());
+    if (!acquired.ok()) return Rejected(context, acquired.status());
+    lease.emplace(*std::move(acquired));
+  }
+  // Kept only for graphs without user code, whose modules are prepared at
+  // every submission.
+  const bool keep = !key.empty() && !spec.checked.has_value() &&
+                    spec.graph->modules().empty();
+  std::optional<runtime::CheckedPlan> planned;
+  absl::StatusOr<JobInfo> job =
+      options_.jobs->Submit(std::move(spec), keep ? &planned : nullptr);
   if (!job.ok()) return Rejected(context, job.status());
+  if (planned.has_value()) plans_.Insert(std::move(key), *std::move(planned));
   *response->mutable_job() = JobToProto(*job);
   return grpc::Status::OK;
 }

@@ -57,6 +57,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
+#include "prometheus/registry.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "scheduler/graph_builder.h"
@@ -64,6 +65,8 @@
 #include "server/call_workers.h"
 #include "server/job_manager.h"
 #include "server/memory_trimmer.h"
+#include "server/metrics.h"
+#include "server/plan_cache.h"
 #include "server/planning_limiter.h"
 #include "server/request_checks.h"
 #include "weft/v1/weft.grpc.pb.h"
@@ -132,6 +135,11 @@ class SchedulerService final : public SchedulerServiceBase {
     // nodes (smaller ones are planned on gRPC's callback thread that
     // received them); 0: the machine's cores, at least 2.
     int submit_threads = 0;
+    // Plans kept for graphs submitted again (plan_cache.h).
+    PlanCache::Options plan_cache;
+    // Not owned. Optional: without it the service counts into a registry
+    // of its own that nobody exports.
+    Metrics* metrics = nullptr;
   };
 
   // Graphs of at most this many nodes (bodies of control nodes included)
@@ -224,9 +232,14 @@ class SchedulerService final : public SchedulerServiceBase {
       const weft::v1::ScheduleOptions& proto) const;
 
   const Options options_;
+  std::unique_ptr<prometheus::Registry> own_registry_;
+  std::unique_ptr<Metrics> own_metrics_;
+  Metrics* const metrics_;  // never null
   PlanningLimiter planning_;
   // Gives memory back after calls on large graphs.
   MemoryTrimmer trimmer_;
+  // Plans of graphs submitted before (SubmitGraph).
+  PlanCache plans_;
   const std::unique_ptr<WatchWaker> waker_;
   // Runs long calls (planning large graphs); destroyed (joined) before the
   // members above.

@@ -1,5 +1,6 @@
 #include "server/scheduler_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/text_format.h"
@@ -23,10 +25,13 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
 #include "runtime/executor.h"
 #include "runtime/forwarding_backend.h"
 #include "runtime/sim/sim_backend.h"
 #include "server/job_manager.h"
+#include "server/metrics.h"
 #include "testing/status_matchers.h"
 #include "testing/wire_graphs.h"
 #include "weft/v1/weft.grpc.pb.h"
@@ -128,6 +133,7 @@ class SchedulerServiceTest : public ::testing::Test {
     service.jobs = jobs_.get();
     service.backend = backend_.get();
     service.executor = executor_.get();
+    service.metrics = &metrics_;
     service.max_watchers = max_watchers_;
     service.cancel_wait = cancel_wait_;
     // Small, so that traces come in several chunks.
@@ -224,6 +230,23 @@ class SchedulerServiceTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  // The plan cache's lookups by result, as /metrics shows them, a line
+  // each in the order of their text.
+  std::string PlanCacheLookups() {
+    const std::string text =
+        prometheus::TextSerializer().Serialize(registry_.Collect());
+    std::vector<std::string> lines;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::StartsWith(line, "weft_plan_cache_lookups_total{")) {
+        lines.emplace_back(line);
+      }
+    }
+    std::sort(lines.begin(), lines.end());
+    std::string lookups;
+    for (const std::string& line : lines) absl::StrAppend(&lookups, line, "\n");
+    return lookups;
+  }
+
   int max_watchers_ = 4096;
   int max_running_jobs_ = 1;
   absl::Duration cancel_wait_ = absl::Seconds(10);
@@ -231,6 +254,8 @@ class SchedulerServiceTest : public ::testing::Test {
   // Launches of kGateUs kernels waiting for gate_ (or past it).
   std::atomic<int> gated_{0};
   absl::Notification gate_;
+  prometheus::Registry registry_;
+  Metrics metrics_{&registry_};
   std::unique_ptr<runtime::SimBackend> backend_;
   std::unique_ptr<runtime::Executor> executor_;
   std::unique_ptr<JobManager> jobs_;
@@ -294,6 +319,57 @@ TEST_F(SchedulerServiceTest, SubmitWatchAndReadOutputs) {
   ASSERT_TRUE(ReadAll(job.id(), "total", 0, &chunks).ok());
   ASSERT_EQ(chunks.size(), 1u);
   EXPECT_THAT(Floats(chunks[0].data()), ElementsAre(112.0f));
+}
+
+TEST_F(SchedulerServiceTest, AGraphSubmittedAgainIsNotPlannedAgain) {
+  // y = 3 * 2 + 1 = 7 every time, whether the plan is new or kept.
+  auto expect_outputs = [this](const std::string& id) {
+    grpc::Status status;
+    std::vector<weft::v1::WatchJobResponse> messages = WatchAll(id, &status);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_FALSE(messages.empty());
+    EXPECT_EQ(messages.back().job().state(), weft::v1::SUCCEEDED);
+    std::vector<weft::v1::ReadBufferResponse> chunks;
+    ASSERT_TRUE(ReadAll(id, "y", 0, &chunks).ok());
+    ASSERT_EQ(chunks.size(), 1u);
+    for (float v : Floats(chunks[0].data())) EXPECT_EQ(v, 7.0f);
+  };
+  const weft::v1::Graph graph = AxpyGraph();
+  expect_outputs(Submit(graph).id());
+  expect_outputs(Submit(graph).id());
+  EXPECT_EQ(PlanCacheLookups(),
+            "weft_plan_cache_lookups_total{result=\"hit\"} 1\n"
+            "weft_plan_cache_lookups_total{result=\"miss\"} 1\n");
+
+  // Other options or another graph: planned anew, and kept too.
+  weft::v1::SubmitGraphRequest request;
+  *request.mutable_graph() = graph;
+  request.mutable_options()->set_max_streams_per_device(2);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    weft::v1::SubmitGraphResponse response;
+    ASSERT_TRUE(stub_->SubmitGraph(&ctx, request, &response).ok());
+    expect_outputs(response.job().id());
+  }
+  weft::v1::Graph renamed = graph;
+  renamed.set_name("axpy2");
+  expect_outputs(Submit(renamed).id());
+  EXPECT_EQ(PlanCacheLookups(),
+            "weft_plan_cache_lookups_total{result=\"hit\"} 2\n"
+            "weft_plan_cache_lookups_total{result=\"miss\"} 3\n");
+
+  // STREAM_AWARE weighs the streams other jobs keep busy at each
+  // submission: never looked up.
+  request.mutable_options()->set_device_policy(weft::v1::STREAM_AWARE);
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext ctx;
+    weft::v1::SubmitGraphResponse response;
+    ASSERT_TRUE(stub_->SubmitGraph(&ctx, request, &response).ok());
+    expect_outputs(response.job().id());
+  }
+  EXPECT_EQ(PlanCacheLookups(),
+            "weft_plan_cache_lookups_total{result=\"hit\"} 2\n"
+            "weft_plan_cache_lookups_total{result=\"miss\"} 3\n");
 }
 
 TEST_F(SchedulerServiceTest, ReadBufferStreamsChunks) {

@@ -8,7 +8,10 @@
 // Weft phase: weftd (a subprocess, simulated GPUs) receives the same
 // request from the same number of clients for the same time. Every client
 // submits in a closed loop; a RESOURCE_EXHAUSTED answer is counted (and,
-// with --honour_retry, waited out as its RetryInfo asks).
+// with --honour_retry, waited out as its RetryInfo asks). Every client
+// submits the same graph, whose plan weftd keeps after the first
+// submission (server/plan_cache.h); with --distinct_graphs each graph has a
+// name of its own, and weftd builds and plans every one.
 // The two phases alternate --rounds times (each weft phase starts once the
 // jobs of the one before have ended), so that each round's weft phase is
 // compared with the echo phase just before it: a shared machine's speed
@@ -70,6 +73,10 @@ ABSL_FLAG(int32_t, max_queued_jobs, 1024, "weftd --max_queued_jobs.");
 ABSL_FLAG(int32_t, max_running_jobs, 0,
           "weftd --max_running_jobs; 0: weftd's default.");
 ABSL_FLAG(bool, trace_jobs, true, "weftd --trace_jobs (per-job traces).");
+ABSL_FLAG(bool, distinct_graphs, false,
+          "Give every submitted graph a name of its own, so that weftd "
+          "builds and plans each one (no plan is kept from an earlier "
+          "submission).");
 ABSL_FLAG(bool, honour_retry, false,
           "Wait out the RetryInfo delay after RESOURCE_EXHAUSTED.");
 ABSL_FLAG(std::string, weftd, "",
@@ -359,13 +366,20 @@ WeftResult RunWeft(const std::string& target,
       options.tenant = absl::StrCat("client-", c % 4);
       std::unique_ptr<client::Client> client =
           client::Client::FromChannel(OwnChannel(target), options);
+      const bool distinct = absl::GetFlag(FLAGS_distinct_graphs);
+      weft::v1::SubmitGraphRequest mine = request;
+      int64_t submitted = 0;
       std::vector<Accepted> accepted;
       std::vector<double> latency;
       int64_t rejected = 0, no_hint = 0, unexpected = 0;
       std::string first_unexpected;
       while (absl::Now() < end) {
         const absl::Time t0 = absl::Now();
-        absl::StatusOr<weft::v1::Job> job = client->Submit(request);
+        if (distinct) {
+          mine.mutable_graph()->set_name(
+              absl::StrCat("bench-", c, "-", submitted++));
+        }
+        absl::StatusOr<weft::v1::Job> job = client->Submit(mine);
         latency.push_back(absl::ToDoubleMicroseconds(absl::Now() - t0));
         if (job.ok()) {
           accepted.push_back({job->id(), t0});
