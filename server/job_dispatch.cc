@@ -319,7 +319,7 @@ void JobManager::StartJob(const std::shared_ptr<JobRecord>& job) {
   }
 
   runtime::JobCallbacks callbacks =
-      MakeRunCallbacks(job, graph, plan, metrics_, clock_,
+      MakeRunCallbacks(job, graph, plan, metrics_.get(), clock_,
                        [this, job](absl::Status status, std::string failed_node,
                                    runtime::HostBuffers outputs) {
                          RunEnded(job, std::move(status),

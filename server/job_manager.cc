@@ -84,14 +84,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(
 
 JobManager::JobManager(Options options)
     : executor_(options.executor),
-      own_registry_(options.metrics == nullptr
-                        ? std::make_unique<prometheus::Registry>()
-                        : nullptr),
-      own_metrics_(options.metrics == nullptr
-                       ? std::make_unique<Metrics>(own_registry_.get())
-                       : nullptr),
-      metrics_(options.metrics != nullptr ? options.metrics
-                                          : own_metrics_.get()),
+      metrics_(options.metrics),
       max_running_jobs_(options.max_running_jobs),
       retain_for_(options.retain_for),
       clock_(std::move(options.clock)),

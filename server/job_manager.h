@@ -336,10 +336,7 @@ class JobManager {
 
   // Constant after construction.
   runtime::Executor* const executor_;
-  // Only when Options::metrics is null: where metrics_ points then.
-  std::unique_ptr<prometheus::Registry> own_registry_;
-  std::unique_ptr<Metrics> own_metrics_;
-  Metrics* const metrics_;  // never null
+  const MetricsOrOwn metrics_;
   const int max_running_jobs_;
   const absl::Duration retain_for_;
   const std::function<absl::Time()> clock_;

@@ -330,6 +330,14 @@ void Metrics::ObservePlanning(absl::Duration d) {
   planning_seconds_.Observe(absl::ToDoubleSeconds(d));
 }
 
+MetricsOrOwn::MetricsOrOwn(Metrics* given)
+    : own_registry_(given == nullptr ? std::make_unique<prometheus::Registry>()
+                                     : nullptr),
+      own_metrics_(given == nullptr
+                       ? std::make_unique<Metrics>(own_registry_.get())
+                       : nullptr),
+      metrics_(given != nullptr ? given : own_metrics_.get()) {}
+
 void Metrics::PlanCacheLookup(bool hit) {
   (hit ? plan_cache_hits_ : plan_cache_misses_).Increment();
 }

@@ -206,6 +206,21 @@ class Metrics {
       node_counters_ ABSL_GUARDED_BY(node_mu_);
 };
 
+// The Metrics a component counts into: the one it was given, or, where it
+// was given none (tests, embedders that export nothing), one of its own
+// over a registry nobody exports, so that counting needs no null checks.
+class MetricsOrOwn {
+ public:
+  explicit MetricsOrOwn(Metrics* given);
+  Metrics* get() const { return metrics_; }
+  Metrics* operator->() const { return metrics_; }
+
+ private:
+  std::unique_ptr<prometheus::Registry> own_registry_;
+  std::unique_ptr<Metrics> own_metrics_;
+  Metrics* const metrics_;  // never null
+};
+
 // A Collectable that runs `refresh` before collecting `registry`, so that
 // sampled gauges are current at scrape time. Register it with the exposer
 // instead of the registry itself. Thread-safe if `refresh` is.

@@ -228,5 +228,33 @@ TEST(MetricsTest, MemoryPoolSeriesFollowTheSampledTotals) {
                         "device=\"0\"} 55"));
 }
 
+TEST(MetricsTest, CountsPlanCacheLookupsByResult) {
+  prometheus::Registry registry;
+  Metrics metrics(&registry);
+  metrics.PlanCacheLookup(true);
+  metrics.PlanCacheLookup(false);
+  metrics.PlanCacheLookup(true);
+  const std::string text = Scrape(registry);
+  EXPECT_THAT(text,
+              HasSubstr("weft_plan_cache_lookups_total{result=\"hit\"} 2"));
+  EXPECT_THAT(text,
+              HasSubstr("weft_plan_cache_lookups_total{result=\"miss\"} 1"));
+}
+
+TEST(MetricsOrOwnTest, CountsIntoTheGivenMetricsElseItsOwn) {
+  prometheus::Registry registry;
+  Metrics given(&registry);
+  const MetricsOrOwn shared(&given);
+  EXPECT_EQ(shared.get(), &given);
+  shared->PlanCacheLookup(true);
+  EXPECT_THAT(Scrape(registry),
+              HasSubstr("weft_plan_cache_lookups_total{result=\"hit\"} 1"));
+  const MetricsOrOwn own(nullptr);
+  ASSERT_NE(own.get(), nullptr);
+  own->PlanCacheLookup(true);  // counted where nobody scrapes
+  EXPECT_THAT(Scrape(registry),
+              HasSubstr("weft_plan_cache_lookups_total{result=\"hit\"} 1"));
+}
+
 }  // namespace
 }  // namespace weft::server

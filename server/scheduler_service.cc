@@ -69,14 +69,7 @@ SchedulerService::SchedulerService(Options options)
         options.limits.num_devices = options.backend->device_count();
         return std::move(options);
       }()),
-      own_registry_(options_.metrics == nullptr
-                        ? std::make_unique<prometheus::Registry>()
-                        : nullptr),
-      own_metrics_(options_.metrics == nullptr
-                       ? std::make_unique<Metrics>(own_registry_.get())
-                       : nullptr),
-      metrics_(options_.metrics != nullptr ? options_.metrics
-                                           : own_metrics_.get()),
+      metrics_(options_.metrics),
       planning_(options_.max_planning_nodes > 0 ? options_.max_planning_nodes
                                                 : options_.limits.max_nodes),
       plans_(options_.plan_cache),

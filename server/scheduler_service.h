@@ -57,7 +57,6 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/server_callback.h"
 #include "grpcpp/support/status.h"
-#include "prometheus/registry.h"
 #include "runtime/backend.h"
 #include "runtime/executor.h"
 #include "scheduler/graph_builder.h"
@@ -232,9 +231,7 @@ class SchedulerService final : public SchedulerServiceBase {
       const weft::v1::ScheduleOptions& proto) const;
 
   const Options options_;
-  std::unique_ptr<prometheus::Registry> own_registry_;
-  std::unique_ptr<Metrics> own_metrics_;
-  Metrics* const metrics_;  // never null
+  const MetricsOrOwn metrics_;
   PlanningLimiter planning_;
   // Gives memory back after calls on large graphs.
   MemoryTrimmer trimmer_;
