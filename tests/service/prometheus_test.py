@@ -96,6 +96,8 @@ class PrometheusTest(harness.WeftdTestCase):
     def test_prometheus_scrapes_the_weft_metrics(self):
         ids = [su.submit(self.weftd, su.spin_chain("ok%d" % i, 2, 100), tenant="alpha").id
                for i in range(3)]
+        # The first graph again: run from the plan kept for it, not planned.
+        ids.append(su.submit(self.weftd, su.spin_chain("ok0", 2, 100), tenant="alpha").id)
         long_job = su.submit(self.weftd, su.spin_chain("cancelled", 2, 300_000), tenant="beta")
         su.wait_state(self.weftd, long_job.id, (weft_pb2.RUNNING,))
         su.stub(self.weftd).CancelJob(weft_pb2.CancelJobRequest(job_id=long_job.id), timeout=30)
@@ -110,23 +112,27 @@ class PrometheusTest(harness.WeftdTestCase):
                            lambda r: jobs(r).get(("beta", "cancelled")) == 1.0,
                            "weft_jobs_total for both tenants")
         counts = jobs(result)
-        self.assertEqual(counts[("alpha", "succeeded")], 3.0, counts)
+        self.assertEqual(counts[("alpha", "succeeded")], 4.0, counts)
         self.assertEqual(counts[("beta", "cancelled")], 1.0, counts)
         self.assertEqual(counts.get(("alpha", "failed"), 0.0), 0.0, counts)
         for labels, _ in result:
             self.assertEqual(labels["job"], "weftd")
 
-        # 3 jobs x 2 spin nodes finished; the cancelled one may add a node.
+        # 4 jobs x 2 spin nodes finished; the cancelled one may add a node.
         nodes = self.prometheus.query('sum(weft_node_executions_total{op="spin"})')
-        self.assertGreaterEqual(nodes[0][1], 6.0)
+        self.assertGreaterEqual(nodes[0][1], 8.0)
         waits = self.prometheus.query("weft_queue_wait_seconds_count")
-        self.assertEqual(waits[0][1], 4.0)
+        self.assertEqual(waits[0][1], 5.0)
         durations = self.prometheus.query(
             'sum by (outcome) (weft_job_duration_seconds_count)')
-        self.assertEqual({m["outcome"]: v for m, v in durations}["succeeded"], 3.0)
+        self.assertEqual({m["outcome"]: v for m, v in durations}["succeeded"], 4.0)
+        # Five jobs, four plans: the repeated graph was not planned again.
         self.assertEqual(self.prometheus.query("weft_planning_seconds_count")[0][1], 4.0)
+        lookups = {m["result"]: v for m, v in
+                   self.prometheus.query("weft_plan_cache_lookups_total")}
+        self.assertEqual(lookups, {"hit": 1.0, "miss": 4.0})
         read_back = self.prometheus.query('weft_copy_bytes_total{direction="device_to_host"}')
-        self.assertGreaterEqual(read_back[0][1], 3 * 16.0)  # each output read back
+        self.assertGreaterEqual(read_back[0][1], 4 * 16.0)  # each output read back
 
         capacity = self.prometheus.query("weft_device_memory_capacity_bytes")
         self.assertEqual(len(capacity), 2, capacity)
