@@ -783,6 +783,28 @@ TEST_F(JobManagerTest, CancelFinishedJobIsFailedPrecondition) {
                        AllOf(HasSubstr("SUCCEEDED"), HasSubstr(id))));
 }
 
+TEST_F(JobManagerTest, AJobRunsFromAPlanCheckedForAnEarlierOne) {
+  std::optional<runtime::CheckedPlan> planned;
+  absl::StatusOr<JobInfo> first =
+      jobs_->Submit(Spec(SpinChain("kept", 3, 10)), &planned);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(planned.has_value());
+  EXPECT_EQ(WaitTerminal(first->id).state, JobState::kSucceeded);
+
+  // Given the checked plan, Submit neither plans nor checks again, and the
+  // job runs the plan's graph.
+  JobSpec again = Spec(SpinChain("kept", 3, 10));
+  again.checked = planned;
+  std::optional<runtime::CheckedPlan> replanned;
+  absl::StatusOr<JobInfo> second = jobs_->Submit(std::move(again), &replanned);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_FALSE(replanned.has_value());
+  const JobInfo done = WaitTerminal(second->id);
+  EXPECT_EQ(done.state, JobState::kSucceeded);
+  EXPECT_EQ(done.nodes_done, 3);
+  EXPECT_THAT(Scrape(), HasSubstr("weft_planning_seconds_count 1"));
+}
+
 TEST_F(JobManagerTest, FailingNodeFailsTheJobAndIsNamed) {
   weft::v1::Graph g = SpinChain("failing", 3, 1);
   g.mutable_nodes(1)->mutable_cost()->set_estimated_us(kFailUs);
