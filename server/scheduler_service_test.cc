@@ -927,7 +927,15 @@ TEST_F(SchedulerServiceTest, CancelAnswersWhenItsCallerGoesAway) {
   weft::v1::Job answer;
   grpc::Status s = stub_->CancelJob(&ctx, req, &answer);
   const absl::Duration waited = absl::Now() - start;
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  // The service stops waiting for the job at the call's deadline and
+  // answers with the job as it is, racing the deadline on the client: either
+  // the caller has gone, or it hears that the cancellation is under way.
+  if (s.ok()) {
+    EXPECT_EQ(answer.id(), id);
+    EXPECT_EQ(answer.state(), weft::v1::RUNNING);
+  } else {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
   EXPECT_LT(waited, absl::Seconds(8));
   // The cancellation was requested all the same.
   gate_.Notify();
